@@ -1,0 +1,38 @@
+# Thin wrapper over CMake. Every target first makes sure the Debian packages
+# are installed (scripts/bootstrap is idempotent and quiet when nothing is missing).
+#
+#   make          build ./build (RelWithDebInfo)
+#   make demo     build, then run the quickstart tuning job end to end (cgq run)
+#   make test     build ./build-asan with ASan+UBSan and run every test
+#   make bench    build, then print throughput figures
+#   make clean
+
+JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
+CTEST_ARGS ?=
+
+.PHONY: all build bootstrap demo test bench clean format
+
+all: build
+
+bootstrap:
+	@./scripts/bootstrap
+
+build: bootstrap
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build -j $(JOBS)
+
+build-asan/CMakeCache.txt:
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCGQ_SANITIZE=ON -DCGQ_WERROR=ON >/dev/null
+
+test: bootstrap build-asan/CMakeCache.txt
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+demo: build
+	./build/bin/cgq run orchestration/examples/quickstart/tune.yaml
+
+bench: build
+	@./bench/run
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,68 @@
+#include "log.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+int cgq_log_level = CGQ_LOG_INFO;
+static const char *s_prog = "cgq";
+static bool s_json = false;
+static const char *s_names[] = {"debug", "info", "warn", "error"};
+
+void
+cgq_log_init (const char *prog, int level, bool json)
+{
+    if (prog)
+        s_prog = prog;
+    if (level >= CGQ_LOG_DEBUG && level <= CGQ_LOG_ERROR)
+        cgq_log_level = level;
+    s_json = json;
+}
+
+int
+cgq_log_level_parse (const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp (name, s_names[i]) == 0)
+            return i;
+    if (strcmp (name, "warning") == 0)
+        return CGQ_LOG_WARN;
+    return -1;
+}
+
+void
+cgq_log_write (int level, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (msg, sizeof msg, fmt, ap);
+    va_end (ap);
+
+    struct timeval tv;
+    gettimeofday (&tv, NULL);
+    struct tm tm;
+    gmtime_r (&tv.tv_sec, &tm);
+    char ts[64];
+    snprintf (ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+              (int) (tv.tv_usec / 1000));
+    if (level < 0 || level > 3)
+        level = CGQ_LOG_ERROR;
+    if (s_json) {
+        json_t *o = json_pack ("{s:s, s:s, s:s, s:i, s:s}", "ts", ts, "level", s_names[level],
+                               "prog", s_prog, "pid", (int) getpid (), "msg", msg);
+        char *line = o ? json_dumps (o, JSON_COMPACT) : NULL;
+        if (line) {
+            fprintf (stderr, "%s\n", line);
+            free (line);
+        }
+        json_decref (o);
+    }
+    else
+        fprintf (stderr, "%s %s[%d] %s: %s\n", ts, s_prog, (int) getpid (), s_names[level], msg);
+}

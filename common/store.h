@@ -1,0 +1,81 @@
+// store: the Redis side of cgq. The coordinator queues every state change of
+// one loop turn with cgq_store_cmd() and sends them with one cgq_store_flush():
+// a single pipelined MULTI ... EXEC written at once, one round trip per turn
+// whatever the number of commands. Readers (recovery, the CLI) use the
+// synchronous cgq_store_command() and the pipelined append/get pair.
+//
+// URLs: redis://[[user]:password@]host[:port][/db]   (default port 6379, db 0)
+//       unix:///path/to/redis.sock[?db=N]
+// AUTH (with user for Redis 6 ACLs) and SELECT are sent on every (re)connect.
+#ifndef CGQ_STORE_H
+#define CGQ_STORE_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cgq_store_t cgq_store_t;
+
+// cgq_store_new parses url; it does not connect. Returns NULL and writes one
+// line into err (errlen bytes) when the URL is malformed.
+// timeout_ms bounds connect and every command (0: 2000 ms).
+cgq_store_t *cgq_store_new (const char *url, int timeout_ms, char *err, size_t errlen);
+
+// cgq_store_destroy disconnects and frees the queued batch. Accepts NULL;
+// sets *self_p = NULL.
+void cgq_store_destroy (cgq_store_t **self_p);
+
+// cgq_store_connect (re)connects, authenticates and selects the db.
+// Returns 0, or -1 with errstr set to "cannot reach Redis at URL: why (check ...)".
+int cgq_store_connect (cgq_store_t *self);
+bool cgq_store_connected (cgq_store_t *self);
+const char *cgq_store_errstr (cgq_store_t *self);
+// The URL with any password masked, for messages.
+const char *cgq_store_url (cgq_store_t *self);
+
+// cgq_store_cmd queues one command (redisFormatCommand syntax: %s, %b with
+// pointer+size, %d, %lld, %llu ...) into the current batch. Nothing is sent.
+void cgq_store_cmd (cgq_store_t *self, const char *fmt, ...);
+void cgq_store_cmdargv (cgq_store_t *self, int argc, const char **argv, const size_t *argvlen);
+
+// Number of commands queued and not yet flushed.
+size_t cgq_store_pending (cgq_store_t *self);
+
+// cgq_store_flush sends the queued commands as one MULTI/EXEC batch (connecting
+// first if needed) and waits for the reply. Returns 0 on success (the batch is
+// then empty); on failure the batch is kept, err/errstr say why, the connection
+// is dropped, and the next flush reconnects and sends it again. A command that
+// Redis rejects inside EXEC (wrong type) is logged and does not fail the batch.
+// An empty batch returns 0 without I/O.
+int cgq_store_flush (cgq_store_t *self);
+
+// cgq_store_command runs one command synchronously (connecting if needed).
+// Returns the reply (caller frees with freeReplyObject), or NULL on an I/O
+// error (errstr says why). An error reply is returned as REDIS_REPLY_ERROR.
+redisReply *cgq_store_command (cgq_store_t *self, const char *fmt, ...);
+
+// Pipelined reads: cgq_store_append queues a command on the connection
+// (connecting if needed; returns -1 on failure), cgq_store_get_reply reads the
+// next reply in order (NULL on I/O error; caller frees).
+int cgq_store_append (cgq_store_t *self, const char *fmt, ...);
+redisReply *cgq_store_get_reply (cgq_store_t *self);
+
+// Keys. Each formats into buf (size n) and returns buf. The job id is the
+// hash tag, so a whole job lives in one Redis Cluster slot.
+char *cgq_key_job (char *buf, size_t n, uint64_t job);                      // cgq:job:{7}
+char *cgq_key_trial (char *buf, size_t n, uint64_t job, uint64_t trial);    // cgq:job:{7}:trial:12
+char *cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial);  // cgq:job:{7}:reports:12
+char *cgq_key_leaderboard (char *buf, size_t n, uint64_t job);              // cgq:job:{7}:leaderboard
+char *cgq_key_active (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:active
+char *cgq_key_node (char *buf, size_t n, const char *node);                 // cgq:node:gpu-3
+
+#define CGQ_KEY_JOB_SEQ "cgq:seq:job"
+#define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
+#define CGQ_KEY_JOBS "cgq:jobs"
+#define CGQ_KEY_NODES "cgq:nodes"
+#define CGQ_KEY_EVENTS "cgq:events"
+#define CGQ_KEY_COORDINATOR "cgq:coordinator"
+#define CGQ_EVENTS_MAXLEN 100000
+
+#endif

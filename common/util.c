@@ -1,0 +1,360 @@
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static void
+s_oom (size_t size)
+{
+    fprintf (stderr, "cgq: out of memory allocating %zu bytes\n", size);
+    abort ();
+}
+
+void *
+cgq_xmalloc (size_t size)
+{
+    void *p = malloc (size ? size : 1);
+    if (!p)
+        s_oom (size);
+    return p;
+}
+
+void *
+cgq_xcalloc (size_t n, size_t size)
+{
+    void *p = calloc (n ? n : 1, size ? size : 1);
+    if (!p)
+        s_oom (n * size);
+    return p;
+}
+
+void *
+cgq_xrealloc (void *p, size_t size)
+{
+    void *q = realloc (p, size ? size : 1);
+    if (!q)
+        s_oom (size);
+    return q;
+}
+
+char *
+cgq_xstrdup (const char *s)
+{
+    return cgq_xstrndup (s, strlen (s));
+}
+
+char *
+cgq_xstrndup (const char *s, size_t n)
+{
+    char *p = cgq_xmalloc (n + 1);
+    memcpy (p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+char *
+cgq_xasprintf (const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    char *s = NULL;
+    int n = vasprintf (&s, fmt, ap);
+    va_end (ap);
+    if (n < 0)
+        s_oom (strlen (fmt));
+    return s;
+}
+
+int64_t
+cgq_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double
+cgq_wall_s (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+char *
+cgq_fmt_double (char *buf, double v)
+{
+    if (isnan (v)) {
+        strcpy (buf, "nan");
+        return buf;
+    }
+    if (isinf (v)) {
+        strcpy (buf, v > 0 ? "inf" : "-inf");
+        return buf;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf (buf, 32, "%.*g", prec, v);
+        if (strtod (buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
+double
+cgq_round15 (double v)
+{
+    if (!isfinite (v))
+        return v;
+    char buf[32];
+    snprintf (buf, sizeof buf, "%.15g", v);
+    return strtod (buf, NULL);
+}
+
+void
+cgq_buf_init (cgq_buf_t *b)
+{
+    b->cap = 64;
+    b->len = 0;
+    b->data = cgq_xmalloc (b->cap);
+    b->data[0] = 0;
+}
+
+void
+cgq_buf_fini (cgq_buf_t *b)
+{
+    free (b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void
+cgq_buf_reset (cgq_buf_t *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = 0;
+}
+
+static void
+s_buf_reserve (cgq_buf_t *b, size_t extra)
+{
+    if (!b->data)
+        cgq_buf_init (b);
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap;
+    while (b->len + extra + 1 > cap)
+        cap *= 2;
+    b->data = cgq_xrealloc (b->data, cap);
+    b->cap = cap;
+}
+
+void
+cgq_buf_append (cgq_buf_t *b, const void *data, size_t len)
+{
+    s_buf_reserve (b, len);
+    memcpy (b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = 0;
+}
+
+void
+cgq_buf_puts (cgq_buf_t *b, const char *s)
+{
+    cgq_buf_append (b, s, strlen (s));
+}
+
+void
+cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start (ap, fmt);
+    va_copy (ap2, ap);
+    int n = vsnprintf (NULL, 0, fmt, ap);
+    va_end (ap);
+    if (n > 0) {
+        s_buf_reserve (b, (size_t) n);
+        vsnprintf (b->data + b->len, (size_t) n + 1, fmt, ap2);
+        b->len += (size_t) n;
+    }
+    va_end (ap2);
+}
+
+char *
+cgq_buf_take (cgq_buf_t *b)
+{
+    if (!b->data)
+        cgq_buf_init (b);
+    char *d = b->data;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return d;
+}
+
+char *
+cgq_shell_quote (const char *s)
+{
+    bool plain = *s != 0;
+    for (const char *p = s; *p && plain; p++)
+        if (!isalnum ((unsigned char) *p) && !strchr ("._,:/=+@%-", *p))
+            plain = false;
+    if (plain)
+        return cgq_xstrdup (s);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_puts (&b, "'");
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'')
+            cgq_buf_puts (&b, "'\\''");
+        else
+            cgq_buf_append (&b, p, 1);
+    }
+    cgq_buf_puts (&b, "'");
+    return cgq_buf_take (&b);
+}
+
+int
+cgq_parse_double (const char *s, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod (s, &end);
+    if (errno || end == s || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int
+cgq_parse_u64 (const char *s, uint64_t *out)
+{
+    if (!s || !isdigit ((unsigned char) *s))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (s, &end, 10);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+// s_split_number splits "1.5GiB" into 1.5 and "GiB".
+static int
+s_split_number (const char *s, double *num, const char **unit)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod (s, &end);
+    if (errno || end == s || v < 0 || !isfinite (v))
+        return -1;
+    while (*end == ' ')
+        end++;
+    *num = v;
+    *unit = end;
+    return 0;
+}
+
+int
+cgq_parse_duration (const char *s, double *seconds)
+{
+    double v;
+    const char *u;
+    if (s_split_number (s, &v, &u) < 0)
+        return -1;
+    double mult;
+    if (!*u || !strcmp (u, "s") || !strcmp (u, "sec"))
+        mult = 1;
+    else if (!strcmp (u, "ms"))
+        mult = 0.001;
+    else if (!strcmp (u, "m") || !strcmp (u, "min"))
+        mult = 60;
+    else if (!strcmp (u, "h"))
+        mult = 3600;
+    else if (!strcmp (u, "d"))
+        mult = 86400;
+    else
+        return -1;
+    *seconds = v * mult;
+    return 0;
+}
+
+int
+cgq_parse_bytes (const char *s, uint64_t *bytes)
+{
+    double v;
+    const char *u;
+    if (s_split_number (s, &v, &u) < 0)
+        return -1;
+    double mult = 1;
+    char c = (char) toupper ((unsigned char) *u);
+    if (*u) {
+        const char *units = "KMGTP";
+        const char *k = strchr (units, c);
+        if (!k || !c)
+            return -1;
+        mult = pow (1024.0, (double) (k - units + 1));
+        u++;
+        if (*u == 'i' || *u == 'I')
+            u++;
+        if (*u == 'B' || *u == 'b')
+            u++;
+        if (*u)
+            return -1;
+    }
+    double r = v * mult;
+    if (r >= 18446744073709551615.0)
+        return -1;
+    *bytes = (uint64_t) r;
+    return 0;
+}
+
+int
+cgq_mkdir_p (const char *dir)
+{
+    char *p = cgq_xstrdup (dir);
+    int rc = 0;
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/')
+            continue;
+        *q = 0;
+        if (mkdir (p, 0755) < 0 && errno != EEXIST) {
+            rc = -1;
+            break;
+        }
+        *q = '/';
+    }
+    if (rc == 0 && mkdir (p, 0755) < 0 && errno != EEXIST)
+        rc = -1;
+    int saved = errno;
+    free (p);
+    errno = saved;
+    return rc;
+}
+
+char *
+cgq_self_dir (void)
+{
+    char path[4096];
+    ssize_t n = readlink ("/proc/self/exe", path, sizeof path - 1);
+    if (n <= 0)
+        return NULL;
+    path[n] = 0;
+    char *slash = strrchr (path, '/');
+    if (!slash)
+        return NULL;
+    *slash = 0;
+    return cgq_xstrdup (path);
+}

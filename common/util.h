@@ -1,0 +1,70 @@
+// util: allocation that aborts on out-of-memory, clocks, a growable buffer,
+// and the small parsers (durations, sizes) shared by every program.
+#ifndef CGQ_UTIL_H
+#define CGQ_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// Out of memory aborts with the size that failed; these never return NULL.
+void *cgq_xmalloc (size_t size);
+void *cgq_xcalloc (size_t n, size_t size);
+void *cgq_xrealloc (void *p, size_t size);
+char *cgq_xstrdup (const char *s);
+char *cgq_xstrndup (const char *s, size_t n);
+// cgq_xasprintf returns a new string; caller frees.
+char *cgq_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+// Monotonic milliseconds (for timers) and wall-clock seconds (for Redis).
+int64_t cgq_now_ms (void);
+double cgq_wall_s (void);
+
+// cgq_fmt_double writes v as the shortest of %.15g/%.17g that reads back as
+// v, so 0.1 prints as 0.1. buf must hold 32 bytes. Returns buf.
+char *cgq_fmt_double (char *buf, double v);
+
+// cgq_round15 rounds v to 15 significant digits, so that its %.15g text reads
+// back as the same double. Sampled params are rounded this way.
+double cgq_round15 (double v);
+
+// A growable byte buffer, always NUL-terminated. Embed it; _fini frees data.
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} cgq_buf_t;
+
+void cgq_buf_init (cgq_buf_t *b);
+void cgq_buf_fini (cgq_buf_t *b);
+void cgq_buf_reset (cgq_buf_t *b);
+void cgq_buf_append (cgq_buf_t *b, const void *data, size_t len);
+void cgq_buf_puts (cgq_buf_t *b, const char *s);
+void cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// cgq_buf_take returns the data (caller frees) and leaves b empty.
+char *cgq_buf_take (cgq_buf_t *b);
+
+// cgq_shell_quote returns s quoted for /bin/sh: unchanged when it holds only
+// [A-Za-z0-9._,:/=+@%-] (and is not empty), else in single quotes. Caller frees.
+char *cgq_shell_quote (const char *s);
+
+// cgq_parse_duration reads "90", "90s", "500ms", "30m", "2h", "1.5h", "1d"
+// into seconds (a bare number is seconds). Returns 0, or -1 if malformed.
+int cgq_parse_duration (const char *s, double *seconds);
+
+// cgq_parse_bytes reads "1024", "512K", "4G", "4GB", "1.5GiB" (powers of 1024)
+// into bytes. Returns 0, or -1 if malformed.
+int cgq_parse_bytes (const char *s, uint64_t *bytes);
+
+// cgq_parse_u64 / cgq_parse_double read a whole string; -1 on junk or overflow.
+int cgq_parse_u64 (const char *s, uint64_t *out);
+int cgq_parse_double (const char *s, double *out);
+
+// cgq_mkdir_p creates dir and its parents (mode 0755). 0 or -1 with errno.
+int cgq_mkdir_p (const char *dir);
+
+// cgq_self_dir returns the directory of the running executable (from
+// /proc/self/exe), or NULL. Caller frees. Used to find sibling binaries.
+char *cgq_self_dir (void);
+
+#endif

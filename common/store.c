@@ -1,1 +1,770 @@
-// placeholder: implemented by the store module owner
+#include "store.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "log.h"
+#include "util.h"
+
+struct cgq_store_t {
+    // parsed URL
+    bool is_unix;
+    char *host;     // TCP host (brackets of an IPv6 literal removed)
+    int port;
+    char *path;     // unix socket path
+    char *user;     // NULL: no ACL user
+    char *password; // NULL: no AUTH
+    int db;
+    char *url;      // canonical URL with the password masked
+    int timeout_ms;
+
+    redisContext *ctx;
+    size_t appended; // replies owed to cgq_store_append callers
+
+    // The batch: formatted commands back to back, and where each one starts,
+    // so that one Redis rejects at queue time can be dropped and the rest sent.
+    cgq_buf_t batch;
+    size_t *starts;
+    size_t count;
+    size_t starts_cap;
+
+    char errstr[512];
+};
+
+#define S_HINT "(is redis-server running? check --redis / CGQ_REDIS)"
+
+// hiredis writes with write(2), so a server that went away raises SIGPIPE and
+// would kill the daemon; the failed write must come back as EPIPE instead.
+static void
+s_ignore_sigpipe (void)
+{
+    struct sigaction old;
+    if (sigaction (SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) {
+        struct sigaction sa;
+        memset (&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_IGN;
+        sigemptyset (&sa.sa_mask);
+        sigaction (SIGPIPE, &sa, NULL);
+    }
+}
+
+// s_mask_raw copies url with the password of a redis://user:pass@ part
+// replaced by ***, for messages about URLs that did not parse.
+static char *
+s_mask_raw (const char *url)
+{
+    const char *scheme = strstr (url, "://");
+    const char *start = scheme ? scheme + 3 : url;
+    const char *at = strrchr (start, '@');
+    const char *pw = NULL;
+    if (at) {
+        pw = memchr (start, ':', (size_t) (at - start));
+        if (!pw) // "redis://secret@host": the whole part is the password
+            return cgq_xasprintf ("%.*s***%s", (int) (start - url), url, at);
+    }
+    char *q = strstr (start, "password=");
+    if (pw)
+        return cgq_xasprintf ("%.*s:***%s", (int) (pw - url), url, at);
+    if (q) {
+        const char *end = strchr (q, '&');
+        return cgq_xasprintf ("%.*s***%s", (int) (q + 9 - url), url, end ? end : "");
+    }
+    return cgq_xstrdup (url);
+}
+
+static int
+s_hexval (char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char) tolower ((unsigned char) c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+// s_pct_decode decodes %XX escapes, so a password may hold '@', ':' or '/'.
+static char *
+s_pct_decode (const char *s, size_t n)
+{
+    char *out = cgq_xmalloc (n + 1);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int hi, lo;
+        if (s[i] == '%' && i + 2 < n && (hi = s_hexval (s[i + 1])) >= 0
+            && (lo = s_hexval (s[i + 2])) >= 0) {
+            out[k++] = (char) (hi * 16 + lo);
+            i += 2;
+        } else
+            out[k++] = s[i];
+    }
+    out[k] = 0;
+    return out;
+}
+
+static int
+s_parse_int_range (const char *s, size_t n, long lo, long hi, int *out)
+{
+    if (n == 0 || n > 9)
+        return -1;
+    long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit ((unsigned char) s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = (int) v;
+    return 0;
+}
+
+static int
+s_bad_url (char *err, size_t errlen, const char *url, const char *why)
+{
+    char *m = s_mask_raw (url);
+    snprintf (err, errlen,
+              "bad Redis URL '%s': %s (expected redis://[[user]:password@]host[:port][/db] or "
+              "unix:///path[?db=N])",
+              m, why);
+    free (m);
+    return -1;
+}
+
+static int
+s_parse_tcp (cgq_store_t *self, const char *url, char *err, size_t errlen)
+{
+    const char *s = url + strlen ("redis://");
+    const char *slash = strchr (s, '/');
+    const char *at = NULL;
+    // The password may contain '/' when not escaped; the last '@' ends it.
+    const char *last_at = strrchr (s, '@');
+    if (last_at) {
+        at = last_at;
+        slash = strchr (at, '/');
+    }
+    const char *hostport = at ? at + 1 : s;
+    const char *hp_end = slash ? slash : hostport + strlen (hostport);
+    if (at) {
+        const char *colon = memchr (s, ':', (size_t) (at - s));
+        if (!colon) {
+            // redis://secret@host: the single field is the password, as in
+            // redis-cli -u and most clients.
+            self->password = s_pct_decode (s, (size_t) (at - s));
+        } else {
+            if (colon > s)
+                self->user = s_pct_decode (s, (size_t) (colon - s));
+            self->password = s_pct_decode (colon + 1, (size_t) (at - colon - 1));
+        }
+        if (!*self->password) {
+            free (self->password);
+            self->password = NULL;
+        }
+    }
+    const char *port_colon = NULL;
+    if (*hostport == '[') {
+        const char *close = memchr (hostport, ']', (size_t) (hp_end - hostport));
+        if (!close)
+            return s_bad_url (err, errlen, url, "missing ']' after the IPv6 address");
+        self->host = cgq_xstrndup (hostport + 1, (size_t) (close - hostport - 1));
+        if (close + 1 < hp_end) {
+            if (close[1] != ':')
+                return s_bad_url (err, errlen, url, "expected ':port' after ']'");
+            port_colon = close + 1;
+        }
+    } else {
+        port_colon = memchr (hostport, ':', (size_t) (hp_end - hostport));
+        const char *host_end = port_colon ? port_colon : hp_end;
+        self->host = cgq_xstrndup (hostport, (size_t) (host_end - hostport));
+    }
+    if (!*self->host)
+        return s_bad_url (err, errlen, url, "no host");
+    self->port = 6379;
+    if (port_colon
+        && s_parse_int_range (port_colon + 1, (size_t) (hp_end - port_colon - 1), 1, 65535,
+                              &self->port)
+               < 0)
+        return s_bad_url (err, errlen, url, "the port must be a number from 1 to 65535");
+    self->db = 0;
+    if (slash && slash[1]) {
+        if (s_parse_int_range (slash + 1, strlen (slash + 1), 0, 1000000, &self->db) < 0)
+            return s_bad_url (err, errlen, url, "the database after '/' must be a number");
+    }
+    return 0;
+}
+
+static int
+s_parse_unix (cgq_store_t *self, const char *url, char *err, size_t errlen)
+{
+    const char *p = url + strlen ("unix://");
+    if (*p != '/')
+        return s_bad_url (err, errlen, url, "the socket path must be absolute (unix:///path)");
+    const char *q = strchr (p, '?');
+    self->path = cgq_xstrndup (p, q ? (size_t) (q - p) : strlen (p));
+    if (strlen (self->path) < 2)
+        return s_bad_url (err, errlen, url, "no socket path");
+    while (q && *q) {
+        q++;
+        const char *end = strchr (q, '&');
+        size_t n = end ? (size_t) (end - q) : strlen (q);
+        if (n > 3 && !strncmp (q, "db=", 3)) {
+            if (s_parse_int_range (q + 3, n - 3, 0, 1000000, &self->db) < 0)
+                return s_bad_url (err, errlen, url, "db= must be a number");
+        } else if (n >= 9 && !strncmp (q, "password=", 9)) {
+            free (self->password);
+            self->password = n > 9 ? s_pct_decode (q + 9, n - 9) : NULL;
+        } else if (n >= 5 && !strncmp (q, "user=", 5)) {
+            free (self->user);
+            self->user = n > 5 ? s_pct_decode (q + 5, n - 5) : NULL;
+        } else
+            return s_bad_url (err, errlen, url, "unknown query parameter (known: db, user, password)");
+        q = end;
+    }
+    return 0;
+}
+
+cgq_store_t *
+cgq_store_new (const char *url, int timeout_ms, char *err, size_t errlen)
+{
+    char dummy[8];
+    if (!err || errlen == 0) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    err[0] = 0;
+    if (!url) {
+        snprintf (err, errlen, "no Redis URL given (set --redis or CGQ_REDIS)");
+        return NULL;
+    }
+    cgq_store_t *self = cgq_xcalloc (1, sizeof *self);
+    self->timeout_ms = timeout_ms > 0 ? timeout_ms : 2000;
+    cgq_buf_init (&self->batch);
+    int rc;
+    if (!strncmp (url, "redis://", 8)) {
+        self->is_unix = false;
+        rc = s_parse_tcp (self, url, err, errlen);
+    } else if (!strncmp (url, "unix://", 7)) {
+        self->is_unix = true;
+        rc = s_parse_unix (self, url, err, errlen);
+    } else if (!strncmp (url, "rediss://", 9)) {
+        rc = s_bad_url (err, errlen, url, "TLS (rediss://) is not supported");
+    } else {
+        char *m = s_mask_raw (url);
+        snprintf (err, errlen, "bad Redis URL '%s': expected redis://host:port/db or unix:///path", m);
+        free (m);
+        rc = -1;
+    }
+    if (rc < 0) {
+        cgq_store_destroy (&self);
+        return NULL;
+    }
+    cgq_buf_t u;
+    cgq_buf_init (&u);
+    if (self->is_unix) {
+        cgq_buf_printf (&u, "unix://%s", self->path);
+        char sep = '?';
+        if (self->db) {
+            cgq_buf_printf (&u, "%cdb=%d", sep, self->db);
+            sep = '&';
+        }
+        if (self->user) {
+            cgq_buf_printf (&u, "%cuser=%s", sep, self->user);
+            sep = '&';
+        }
+        if (self->password)
+            cgq_buf_printf (&u, "%cpassword=***", sep);
+    } else {
+        cgq_buf_puts (&u, "redis://");
+        if (self->user || self->password)
+            cgq_buf_printf (&u, "%s%s@", self->user ? self->user : "", self->password ? ":***" : "");
+        bool v6 = strchr (self->host, ':') != NULL;
+        cgq_buf_printf (&u, "%s%s%s:%d/%d", v6 ? "[" : "", self->host, v6 ? "]" : "", self->port,
+                        self->db);
+    }
+    self->url = cgq_buf_take (&u);
+    snprintf (self->errstr, sizeof self->errstr, "not connected to Redis at %s", self->url);
+    s_ignore_sigpipe ();
+    return self;
+}
+
+static void
+s_disconnect (cgq_store_t *self)
+{
+    if (self->ctx) {
+        redisFree (self->ctx);
+        self->ctx = NULL;
+    }
+    self->appended = 0;
+}
+
+void
+cgq_store_destroy (cgq_store_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_store_t *self = *self_p;
+    s_disconnect (self);
+    cgq_buf_fini (&self->batch);
+    free (self->starts);
+    free (self->host);
+    free (self->path);
+    free (self->user);
+    free (self->password);
+    free (self->url);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_io_error (cgq_store_t *self, const char *during)
+{
+    const char *why = self->ctx && self->ctx->errstr[0] ? self->ctx->errstr : "connection closed";
+    // hiredis reports a read past SO_RCVTIMEO as EAGAIN's text.
+    if (strstr (why, "temporarily unavailable"))
+        why = "timed out";
+    snprintf (self->errstr, sizeof self->errstr,
+              "lost connection to Redis at %s during %s: %s (timeout %d ms; will reconnect)",
+              self->url, during, why, self->timeout_ms);
+    s_disconnect (self);
+}
+
+// s_handshake_error reports an I/O failure of AUTH/SELECT/PING right after
+// connecting: something accepted the connection but does not speak Redis (or
+// not in time), which for the user is the same as not reaching it.
+static void
+s_handshake_error (cgq_store_t *self, const char *during)
+{
+    const char *why = self->ctx && self->ctx->errstr[0] ? self->ctx->errstr : "connection closed";
+    if (strstr (why, "temporarily unavailable"))
+        snprintf (self->errstr, sizeof self->errstr,
+                  "cannot reach Redis at %s: no answer to %s within %d ms " S_HINT, self->url,
+                  during, self->timeout_ms);
+    else
+        snprintf (self->errstr, sizeof self->errstr, "cannot reach Redis at %s: %s during %s " S_HINT,
+                  self->url, why, during);
+    s_disconnect (self);
+}
+
+int
+cgq_store_connect (cgq_store_t *self)
+{
+    s_disconnect (self);
+    struct timeval tv = {self->timeout_ms / 1000, (self->timeout_ms % 1000) * 1000};
+    redisContext *c = self->is_unix ? redisConnectUnixWithTimeout (self->path, tv)
+                                    : redisConnectWithTimeout (self->host, self->port, tv);
+    if (!c || c->err) {
+        const char *why = c ? c->errstr : "out of memory";
+        snprintf (self->errstr, sizeof self->errstr, "cannot reach Redis at %s: %s " S_HINT,
+                  self->url, why);
+        if (c)
+            redisFree (c);
+        return -1;
+    }
+    redisSetTimeout (c, tv);
+    if (!self->is_unix)
+        redisEnableKeepAlive (c);
+    self->ctx = c;
+
+    if (self->password) {
+        redisReply *r = self->user ? redisCommand (c, "AUTH %s %s", self->user, self->password)
+                                   : redisCommand (c, "AUTH %s", self->password);
+        if (!r) {
+            s_handshake_error (self, "AUTH");
+            return -1;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "authentication failed at Redis %s: %s (check the %spassword in --redis / "
+                      "CGQ_REDIS)",
+                      self->url, r->str, self->user ? "user and " : "");
+            freeReplyObject (r);
+            s_disconnect (self);
+            return -1;
+        }
+        freeReplyObject (r);
+    }
+    // SELECT (or PING for db 0) proves the connection usable now, so that a
+    // missing password is reported here and not by the first real command.
+    redisReply *r = self->db ? redisCommand (c, "SELECT %d", self->db) : redisCommand (c, "PING");
+    if (!r) {
+        s_handshake_error (self, self->db ? "SELECT" : "PING");
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        if (!strncmp (r->str, "NOAUTH", 6))
+            snprintf (self->errstr, sizeof self->errstr,
+                      "authentication required by Redis at %s: %s (put the password in --redis / "
+                      "CGQ_REDIS: redis://:PASSWORD@host:port/db)",
+                      self->url, r->str);
+        else if (self->db)
+            snprintf (self->errstr, sizeof self->errstr,
+                      "cannot select database %d on Redis at %s: %s (check the /db part of "
+                      "--redis / CGQ_REDIS)",
+                      self->db, self->url, r->str);
+        else
+            snprintf (self->errstr, sizeof self->errstr, "Redis at %s is not ready: %s",
+                      self->url, r->str);
+        freeReplyObject (r);
+        s_disconnect (self);
+        return -1;
+    }
+    freeReplyObject (r);
+    snprintf (self->errstr, sizeof self->errstr, "connected");
+    return 0;
+}
+
+bool
+cgq_store_connected (cgq_store_t *self)
+{
+    return self && self->ctx != NULL;
+}
+
+const char *
+cgq_store_errstr (cgq_store_t *self)
+{
+    return self->errstr;
+}
+
+const char *
+cgq_store_url (cgq_store_t *self)
+{
+    return self->url;
+}
+
+static int
+s_ensure (cgq_store_t *self)
+{
+    if (self->ctx)
+        return 0;
+    return cgq_store_connect (self);
+}
+
+static void
+s_queue (cgq_store_t *self, const char *cmd, int len)
+{
+    if (self->count == self->starts_cap) {
+        self->starts_cap = self->starts_cap ? self->starts_cap * 2 : 64;
+        self->starts = cgq_xrealloc (self->starts, self->starts_cap * sizeof *self->starts);
+    }
+    self->starts[self->count++] = self->batch.len;
+    cgq_buf_append (&self->batch, cmd, (size_t) len);
+}
+
+void
+cgq_store_cmd (cgq_store_t *self, const char *fmt, ...)
+{
+    char *cmd = NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    int len = redisvFormatCommand (&cmd, fmt, ap);
+    va_end (ap);
+    if (len < 0 || !cmd) {
+        cgq_error ("cannot format Redis command '%s' (a bug: check the format string)", fmt);
+        return;
+    }
+    s_queue (self, cmd, len);
+    redisFreeCommand (cmd);
+}
+
+void
+cgq_store_cmdargv (cgq_store_t *self, int argc, const char **argv, const size_t *argvlen)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv (&cmd, argc, argv, argvlen);
+    if (len < 0 || !cmd) {
+        cgq_error ("cannot format Redis command %s with %d arguments", argc > 0 ? argv[0] : "?",
+                   argc);
+        return;
+    }
+    s_queue (self, cmd, len);
+    redisFreeCommand (cmd);
+}
+
+size_t
+cgq_store_pending (cgq_store_t *self)
+{
+    return self->count;
+}
+
+static size_t
+s_cmd_len (cgq_store_t *self, size_t i)
+{
+    size_t end = i + 1 < self->count ? self->starts[i + 1] : self->batch.len;
+    return end - self->starts[i];
+}
+
+// s_cmd_name returns the command name of queued command i ("HSET"), for logs.
+static void
+s_cmd_name (cgq_store_t *self, size_t i, char *out, size_t n)
+{
+    // RESP: *N\r\n$L\r\nNAME\r\n...
+    const char *p = self->batch.data + self->starts[i];
+    const char *end = p + s_cmd_len (self, i);
+    snprintf (out, n, "?");
+    const char *d = memchr (p, '$', (size_t) (end - p));
+    if (!d)
+        return;
+    const char *nl = memchr (d, '\n', (size_t) (end - d));
+    if (!nl)
+        return;
+    long len = strtol (d + 1, NULL, 10);
+    if (len < 0 || nl + 1 + len > end)
+        return;
+    snprintf (out, n, "%.*s", (int) (len < 40 ? len : 40), nl + 1);
+}
+
+// s_drop removes the queued commands marked in bad[], keeping the order of
+// the others.
+static void
+s_drop (cgq_store_t *self, const bool *bad)
+{
+    cgq_buf_t nb;
+    cgq_buf_init (&nb);
+    size_t k = 0;
+    for (size_t i = 0; i < self->count; i++) {
+        if (bad[i])
+            continue;
+        size_t start = nb.len;
+        cgq_buf_append (&nb, self->batch.data + self->starts[i], s_cmd_len (self, i));
+        self->starts[k++] = start;
+    }
+    cgq_buf_fini (&self->batch);
+    self->batch = nb;
+    self->count = k;
+}
+
+static void
+s_clear_batch (cgq_store_t *self)
+{
+    cgq_buf_reset (&self->batch);
+    self->count = 0;
+    // A burst (recovery, a big submit) should not pin megabytes forever.
+    if (self->batch.cap > (16u << 20)) {
+        cgq_buf_fini (&self->batch);
+        cgq_buf_init (&self->batch);
+    }
+}
+
+// s_flush_once sends MULTI, the batch and EXEC and reads count + 2 replies.
+// Returns 0 (sent; batch cleared), -1 (failure; batch kept), or 1 when Redis
+// refused some commands at queue time as malformed: those are dropped and
+// the caller sends the rest again.
+static int
+s_flush_once (cgq_store_t *self)
+{
+    redisContext *c = self->ctx;
+    if (redisAppendFormattedCommand (c, "*1\r\n$5\r\nMULTI\r\n", 15) != REDIS_OK
+        || redisAppendFormattedCommand (c, self->batch.data, self->batch.len) != REDIS_OK
+        || redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14) != REDIS_OK) {
+        s_io_error (self, "MULTI/EXEC");
+        return -1;
+    }
+    size_t n = self->count;
+    bool *bad = NULL;
+    size_t nbad = 0;
+    char transient[256] = "";
+    int rc = 0;
+    for (size_t i = 0; i < n + 2; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply (c, (void **) &r) != REDIS_OK || !r) {
+            s_io_error (self, "MULTI/EXEC");
+            free (bad);
+            return -1;
+        }
+        if (i == 0) {
+            if (r->type == REDIS_REPLY_ERROR && !transient[0])
+                snprintf (transient, sizeof transient, "MULTI: %s", r->str);
+        } else if (i <= n) {
+            if (r->type == REDIS_REPLY_ERROR) {
+                // "ERR ..." at queue time means this command is malformed and
+                // would fail forever; anything else (LOADING, OOM, NOAUTH,
+                // READONLY) is the server's state and worth a retry.
+                if (!strncmp (r->str, "ERR ", 4)) {
+                    if (!bad)
+                        bad = cgq_xcalloc (n, sizeof *bad);
+                    bad[i - 1] = true;
+                    nbad++;
+                    char name[48];
+                    s_cmd_name (self, i - 1, name, sizeof name);
+                    cgq_error ("Redis rejected command %zu (%s) of the batch: %s; dropping it",
+                               i - 1, name, r->str);
+                } else if (!transient[0])
+                    snprintf (transient, sizeof transient, "%s", r->str);
+            }
+        } else {
+            // EXEC
+            if (r->type == REDIS_REPLY_ARRAY) {
+                for (size_t j = 0; j < r->elements; j++) {
+                    redisReply *e = r->element[j];
+                    if (e && e->type == REDIS_REPLY_ERROR) {
+                        char name[48];
+                        s_cmd_name (self, j, name, sizeof name);
+                        cgq_warn ("Redis rejected command %zu (%s) of the batch: %s", j, name,
+                                  e->str);
+                    }
+                }
+                rc = 0;
+            } else if (r->type == REDIS_REPLY_NIL) {
+                snprintf (self->errstr, sizeof self->errstr,
+                          "Redis at %s aborted the batch (EXEC returned nil); will retry",
+                          self->url);
+                rc = -1;
+            } else if (r->type == REDIS_REPLY_ERROR) {
+                if (transient[0] || !nbad)
+                    snprintf (self->errstr, sizeof self->errstr,
+                              "Redis at %s refused the batch of %zu commands: %s; will retry",
+                              self->url, n, transient[0] ? transient : r->str);
+                rc = nbad && !transient[0] ? 1 : -1;
+            } else {
+                snprintf (self->errstr, sizeof self->errstr,
+                          "Redis at %s answered EXEC with reply type %d; will retry", self->url,
+                          r->type);
+                rc = -1;
+            }
+        }
+        freeReplyObject (r);
+    }
+    if (rc == 1)
+        s_drop (self, bad);
+    free (bad);
+    if (rc == 0)
+        s_clear_batch (self);
+    else if (rc < 0)
+        s_disconnect (self);
+    return rc;
+}
+
+int
+cgq_store_flush (cgq_store_t *self)
+{
+    if (self->count == 0)
+        return 0;
+    if (s_ensure (self) < 0)
+        return -1;
+    // Replies owed to pipelined reads would be taken for MULTI's.
+    while (self->appended > 0) {
+        redisReply *r = cgq_store_get_reply (self);
+        if (!r)
+            return -1;
+        cgq_warn ("store: discarded an unread pipelined reply before a flush");
+        freeReplyObject (r);
+    }
+    int64_t t0 = cgq_now_ms ();
+    size_t n = self->count;
+    for (int round = 0; round < 3; round++) {
+        int rc = s_flush_once (self);
+        if (rc == 0) {
+            cgq_debug ("store: flushed %zu commands in %" PRId64 " ms", n, cgq_now_ms () - t0);
+            return 0;
+        }
+        if (rc < 0)
+            return -1;
+        if (self->count == 0)
+            return 0;
+    }
+    snprintf (self->errstr, sizeof self->errstr,
+              "Redis at %s kept rejecting commands of the batch; will retry", self->url);
+    return -1;
+}
+
+redisReply *
+cgq_store_command (cgq_store_t *self, const char *fmt, ...)
+{
+    if (s_ensure (self) < 0)
+        return NULL;
+    va_list ap;
+    va_start (ap, fmt);
+    redisReply *r = redisvCommand (self->ctx, fmt, ap);
+    va_end (ap);
+    if (!r) {
+        s_io_error (self, "a command");
+        return NULL;
+    }
+    return r;
+}
+
+int
+cgq_store_append (cgq_store_t *self, const char *fmt, ...)
+{
+    if (s_ensure (self) < 0)
+        return -1;
+    va_list ap;
+    va_start (ap, fmt);
+    int rc = redisvAppendCommand (self->ctx, fmt, ap);
+    va_end (ap);
+    if (rc != REDIS_OK) {
+        snprintf (self->errstr, sizeof self->errstr,
+                  "cannot queue Redis command '%s' (a bug: check the format string)", fmt);
+        return -1;
+    }
+    self->appended++;
+    return 0;
+}
+
+redisReply *
+cgq_store_get_reply (cgq_store_t *self)
+{
+    if (!self->ctx) {
+        snprintf (self->errstr, sizeof self->errstr,
+                  "not connected to Redis at %s (the connection was lost; append again)",
+                  self->url);
+        return NULL;
+    }
+    redisReply *r = NULL;
+    if (redisGetReply (self->ctx, (void **) &r) != REDIS_OK || !r) {
+        s_io_error (self, "a pipelined read");
+        return NULL;
+    }
+    if (self->appended > 0)
+        self->appended--;
+    return r;
+}
+
+char *
+cgq_key_job (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}", job);
+    return buf;
+}
+
+char *
+cgq_key_trial (char *buf, size_t n, uint64_t job, uint64_t trial)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:trial:%" PRIu64, job, trial);
+    return buf;
+}
+
+char *
+cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:reports:%" PRIu64, job, trial);
+    return buf;
+}
+
+char *
+cgq_key_leaderboard (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:leaderboard", job);
+    return buf;
+}
+
+char *
+cgq_key_active (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:active", job);
+    return buf;
+}
+
+char *
+cgq_key_node (char *buf, size_t n, const char *node)
+{
+    snprintf (buf, n, "cgq:node:%s", node);
+    return buf;
+}

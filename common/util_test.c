@@ -1,8 +1,240 @@
-// placeholder test, replaced by the module's real tests
+// util_test: the parsers, number formatting, quoting and the buffer.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
-static void t_placeholder (void **state) { (void) state; assert_true (1); }
-int main (void) { const struct CMUnitTest tests[] = {cmocka_unit_test (t_placeholder)}; return cmocka_run_group_tests (tests, NULL, NULL); }
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static void
+t_parse_duration_valid (void **state)
+{
+    struct {
+        const char *text;
+        double seconds;
+    } cases[] = {
+        {"90", 90},      {"90s", 90},     {"500ms", 0.5}, {"30m", 1800},   {"2h", 7200},
+        {"1.5h", 5400},  {"1d", 86400},   {"0", 0},       {"0.25s", 0.25}, {"1min", 60},
+        {"10sec", 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double s = -1;
+        assert_int_equal (cgq_parse_duration (cases[i].text, &s), 0);
+        assert_true (fabs (s - cases[i].seconds) < 1e-9);
+    }
+}
+
+static void
+t_parse_duration_malformed (void **state)
+{
+    const char *bad[] = {"", "5x", "ms", "-1s", "1.5.2s", "s5", "2 hours", "1e999", "nan", "inf"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double s = 42;
+        assert_int_equal (cgq_parse_duration (bad[i], &s), -1);
+        assert_true (s == 42); // untouched on error
+    }
+    double s;
+    assert_int_equal (cgq_parse_duration (NULL, &s), -1);
+}
+
+static void
+t_parse_bytes_valid (void **state)
+{
+    struct {
+        const char *text;
+        uint64_t bytes;
+    } cases[] = {
+        {"1024", 1024},
+        {"0", 0},
+        {"512K", 512ull << 10},
+        {"512k", 512ull << 10},
+        {"4G", 4ull << 30},
+        {"4GB", 4ull << 30},
+        {"1.5GiB", 3ull << 29},
+        {"16M", 16ull << 20},
+        {"2T", 2ull << 40},
+        {"1P", 1ull << 50},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t b = 1;
+        assert_int_equal (cgq_parse_bytes (cases[i].text, &b), 0);
+        assert_true (b == cases[i].bytes);
+    }
+}
+
+static void
+t_parse_bytes_malformed (void **state)
+{
+    const char *bad[] = {"", "G", "4X", "4GBB", "-1", "1e30", "4 GX", "abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t b = 7;
+        assert_int_equal (cgq_parse_bytes (bad[i], &b), -1);
+        assert_true (b == 7);
+    }
+}
+
+static void
+t_parse_u64_double (void **state)
+{
+    uint64_t u;
+    assert_int_equal (cgq_parse_u64 ("18446744073709551615", &u), 0);
+    assert_true (u == UINT64_MAX);
+    assert_int_equal (cgq_parse_u64 ("18446744073709551616", &u), -1);
+    assert_int_equal (cgq_parse_u64 ("-1", &u), -1);
+    assert_int_equal (cgq_parse_u64 ("12a", &u), -1);
+    assert_int_equal (cgq_parse_u64 ("", &u), -1);
+    double d;
+    assert_int_equal (cgq_parse_double ("-2.5e-3", &d), 0);
+    assert_true (d == -2.5e-3);
+    assert_int_equal (cgq_parse_double ("1.0x", &d), -1);
+    assert_int_equal (cgq_parse_double ("", &d), -1);
+}
+
+static void
+t_fmt_double (void **state)
+{
+    char buf[32];
+    assert_string_equal (cgq_fmt_double (buf, 0.1), "0.1");
+    assert_string_equal (cgq_fmt_double (buf, 1e-4), "0.0001");
+    assert_string_equal (cgq_fmt_double (buf, 0), "0");
+    assert_string_equal (cgq_fmt_double (buf, -2.5), "-2.5");
+    assert_string_equal (cgq_fmt_double (buf, 1e300), "1e+300");
+    assert_string_equal (cgq_fmt_double (buf, 123456789012.0), "123456789012");
+    assert_string_equal (cgq_fmt_double (buf, 0.1 + 0.2), "0.30000000000000004");
+    assert_string_equal (cgq_fmt_double (buf, NAN), "nan");
+    assert_string_equal (cgq_fmt_double (buf, -INFINITY), "-inf");
+
+    // Every finite double reads back exactly.
+    double vals[] = {M_PI, -M_E, 1.0 / 3, 5e-324, 1.7976931348623157e308, -0.000123456789,
+                     123456.789e10, 2.2250738585072014e-308};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        cgq_fmt_double (buf, vals[i]);
+        assert_true (strtod (buf, NULL) == vals[i]);
+        assert_true (strlen (buf) < 32);
+    }
+    srand (7);
+    for (int i = 0; i < 10000; i++) {
+        uint64_t bits = ((uint64_t) rand () << 33) ^ ((uint64_t) rand () << 11) ^ (uint64_t) rand ();
+        double v;
+        memcpy (&v, &bits, sizeof v);
+        if (!isfinite (v))
+            continue;
+        cgq_fmt_double (buf, v);
+        assert_true (strtod (buf, NULL) == v);
+    }
+}
+
+static void
+t_round15 (void **state)
+{
+    double r = cgq_round15 (0.1 + 0.2);
+    assert_true (r == 0.3);
+    char buf[32];
+    assert_string_equal (cgq_fmt_double (buf, r), "0.3");
+    assert_true (cgq_round15 (1.0 / 3) == 0.333333333333333);
+    assert_true (cgq_round15 (-123.456) == -123.456);
+    assert_true (cgq_round15 (0) == 0);
+    assert_true (isnan (cgq_round15 (NAN)));
+    assert_true (isinf (cgq_round15 (INFINITY)));
+    // The %.15g text of a rounded value reads back as the same value.
+    double v = cgq_round15 (0.0012345678901234567);
+    snprintf (buf, sizeof buf, "%.15g", v);
+    assert_true (strtod (buf, NULL) == v);
+}
+
+static void
+t_shell_quote (void **state)
+{
+    struct {
+        const char *in, *out;
+    } cases[] = {
+        {"train.py", "train.py"},
+        {"--lr=0.1", "--lr=0.1"},
+        {"a/b:c,d@e%f+g", "a/b:c,d@e%f+g"},
+        {"two words", "'two words'"},
+        {"it's", "'it'\\''s'"},
+        {"", "''"},
+        {"$HOME", "'$HOME'"},
+        {"a;rm -rf /", "'a;rm -rf /'"},
+        {"''", "''\\'''\\'''"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *q = cgq_shell_quote (cases[i].in);
+        assert_string_equal (q, cases[i].out);
+        free (q);
+    }
+}
+
+static void
+t_buf (void **state)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    assert_int_equal (b.len, 0);
+    assert_string_equal (b.data, "");
+    cgq_buf_puts (&b, "abc");
+    cgq_buf_append (&b, "\0x", 2); // binary-safe
+    assert_int_equal (b.len, 5);
+    assert_memory_equal (b.data, "abc\0x", 6);
+    cgq_buf_reset (&b);
+    assert_int_equal (b.len, 0);
+    assert_string_equal (b.data, "");
+    for (int i = 0; i < 10000; i++)
+        cgq_buf_printf (&b, "%d,", i);
+    assert_true (b.len > 10000 * 2);
+    assert_int_equal (b.data[b.len], 0);
+    assert_memory_equal (b.data, "0,1,2,3,", 8);
+    assert_memory_equal (b.data + b.len - 5, "9999,", 5);
+    cgq_buf_printf (&b, "%s", ""); // empty output leaves it unchanged
+    assert_memory_equal (b.data + b.len - 5, "9999,", 5);
+    char *s = cgq_buf_take (&b);
+    assert_null (b.data);
+    assert_int_equal (b.len, 0);
+    assert_int_equal (strncmp (s, "0,1,", 4), 0);
+    free (s);
+    // A taken buffer can be reused without init.
+    cgq_buf_puts (&b, "again");
+    assert_string_equal (b.data, "again");
+    cgq_buf_fini (&b);
+    assert_null (b.data);
+
+    cgq_buf_t z = {0};
+    char *e = cgq_buf_take (&z);
+    assert_string_equal (e, "");
+    free (e);
+}
+
+static void
+t_xasprintf_strndup (void **state)
+{
+    char *s = cgq_xasprintf ("%s-%d", "gpu", 3);
+    assert_string_equal (s, "gpu-3");
+    free (s);
+    s = cgq_xstrndup ("abcdef", 3);
+    assert_string_equal (s, "abc");
+    free (s);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (t_parse_duration_valid),
+        cmocka_unit_test (t_parse_duration_malformed),
+        cmocka_unit_test (t_parse_bytes_valid),
+        cmocka_unit_test (t_parse_bytes_malformed),
+        cmocka_unit_test (t_parse_u64_double),
+        cmocka_unit_test (t_fmt_double),
+        cmocka_unit_test (t_round15),
+        cmocka_unit_test (t_shell_quote),
+        cmocka_unit_test (t_buf),
+        cmocka_unit_test (t_xasprintf_strndup),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

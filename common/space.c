@@ -1,1 +1,417 @@
-// placeholder: implemented by the space module owner
+// space: trial index → params without materialising anything. The grid part
+// of an index is decoded as a mixed-radix number; the sampled part comes from
+// a splitmix64 stream keyed by (seed, index), so any point can be regenerated
+// alone, in any order, by any process.
+#include "space.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+// Counts stay below 2^63 so that they fit Redis integers and int64 fields.
+#define S_MAX_COUNT ((uint64_t) INT64_MAX)
+
+static const char *s_builtins[] = {"job_id", "trial_id", "spec_dir"};
+
+typedef struct {
+    uint64_t state;
+} s_rng_t;
+
+static uint64_t
+s_mix (uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// s_rng_seed gives every (seed, index) its own stream: index is added after
+// the seed is mixed, so nearby seeds and nearby indices share nothing.
+static void
+s_rng_seed (s_rng_t *r, uint64_t seed, uint64_t index)
+{
+    r->state = s_mix (s_mix (seed ^ 0x6a09e667f3bcc909ULL) + index);
+}
+
+static uint64_t
+s_rng_next (s_rng_t *r)
+{
+    r->state += 0x9e3779b97f4a7c15ULL;
+    return s_mix (r->state);
+}
+
+// s_rng_unit returns a double in [0, 1) with 53 random bits.
+static double
+s_rng_unit (s_rng_t *r)
+{
+    return (double) (s_rng_next (r) >> 11) * 0x1.0p-53;
+}
+
+// s_rng_below returns a uniform integer in [0, n) for n >= 1: rejection keeps
+// it unbiased where a bare modulo would favour small values.
+static uint64_t
+s_rng_below (s_rng_t *r, uint64_t n)
+{
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    uint64_t x;
+    do
+        x = s_rng_next (r);
+    while (x >= limit);
+    return x % n;
+}
+
+static bool
+s_is_axis (const cgq_spec_t *spec, const cgq_param_t *p)
+{
+    return p->kind == CGQ_PARAM_GRID ||
+           (p->kind == CGQ_PARAM_CHOICE && spec->search.algorithm == CGQ_SEARCH_GRID);
+}
+
+// s_grid_size is the product of the axis sizes; -1 when over S_MAX_COUNT.
+static int
+s_grid_size (const cgq_spec_t *spec, uint64_t *size)
+{
+    uint64_t g = 1;
+    for (size_t i = 0; i < spec->nparams; i++) {
+        const cgq_param_t *p = &spec->params[i];
+        if (!s_is_axis (spec, p))
+            continue;
+        uint64_t n = json_array_size (p->values);
+        if (n == 0 || g > S_MAX_COUNT / n)
+            return -1;
+        g *= n;
+    }
+    *size = g;
+    return 0;
+}
+
+int
+cgq_space_count (const cgq_spec_t *spec, uint64_t *count)
+{
+    uint64_t g;
+    if (s_grid_size (spec, &g) < 0)
+        return -1;
+    uint64_t s = spec->search.samples ? spec->search.samples : 1;
+    if (g > S_MAX_COUNT / s)
+        return -1;
+    *count = g * s;
+    return 0;
+}
+
+static double
+s_clamp (double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+json_t *
+cgq_space_point (const cgq_spec_t *spec, uint64_t index)
+{
+    uint64_t grid;
+    if (s_grid_size (spec, &grid) < 0)
+        return NULL;
+    // The first axis varies slowest: its stride is grid / (its size), the
+    // next one's stride is that divided by its own size, and so on.
+    uint64_t g = index % grid;
+    uint64_t stride = grid;
+    s_rng_t rng;
+    s_rng_seed (&rng, spec->search.seed, index);
+
+    json_t *point = json_object ();
+    for (size_t i = 0; i < spec->nparams; i++) {
+        const cgq_param_t *p = &spec->params[i];
+        json_t *v = NULL;
+        if (s_is_axis (spec, p)) {
+            uint64_t n = json_array_size (p->values);
+            stride /= n;
+            v = json_incref (json_array_get (p->values, (size_t) ((g / stride) % n)));
+        }
+        else
+            switch (p->kind) {
+            case CGQ_PARAM_CONST:
+                v = json_incref (p->value);
+                break;
+            case CGQ_PARAM_CHOICE:
+            case CGQ_PARAM_GRID:
+                v = json_incref (json_array_get (
+                    p->values, (size_t) s_rng_below (&rng, json_array_size (p->values))));
+                break;
+            case CGQ_PARAM_UNIFORM:
+                v = json_real (s_clamp (cgq_round15 (p->lo + s_rng_unit (&rng) * (p->hi - p->lo)),
+                                        p->lo, p->hi));
+                break;
+            case CGQ_PARAM_LOGUNIFORM: {
+                double l = log (p->lo), h = log (p->hi);
+                v = json_real (
+                    s_clamp (cgq_round15 (exp (l + s_rng_unit (&rng) * (h - l))), p->lo, p->hi));
+                break;
+            }
+            case CGQ_PARAM_RANDINT: {
+                // In integers: hi - lo in doubles can round when it exceeds 2^53.
+                uint64_t span = (uint64_t) ((int64_t) p->hi - (int64_t) p->lo) + 1;
+                v = json_integer ((json_int_t) p->lo + (json_int_t) s_rng_below (&rng, span));
+                break;
+            }
+            }
+        json_object_set_new (point, p->name, v ? v : json_null ());
+    }
+    return point;
+}
+
+// --- templates ----------------------------------------------------------------
+
+typedef enum { S_TOK_END, S_TOK_TEXT, S_TOK_NAME, S_TOK_BAD } s_tok_t;
+
+static bool
+s_ident (const char *s, size_t n)
+{
+    if (n == 0 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+            return false;
+    return true;
+}
+
+// s_lex returns the next token of t from *pos: a run of literal text, a
+// placeholder name, or the offending text of a malformed placeholder (the
+// rest of t for an unterminated '{', the '}' itself for a stray one).
+static s_tok_t
+s_lex (const char *t, size_t *pos, const char **s, size_t *n)
+{
+    size_t i = *pos;
+    if (!t[i])
+        return S_TOK_END;
+    if ((t[i] == '{' && t[i + 1] == '{') || (t[i] == '}' && t[i + 1] == '}')) {
+        *s = t + i, *n = 1;
+        *pos = i + 2;
+        return S_TOK_TEXT;
+    }
+    if (t[i] == '}') {
+        *s = t + i, *n = 1;
+        return S_TOK_BAD;
+    }
+    if (t[i] == '{') {
+        const char *close = strchr (t + i + 1, '}');
+        *s = t + i + 1;
+        *n = close ? (size_t) (close - (t + i + 1)) : strlen (t + i + 1);
+        if (!close || !s_ident (*s, *n))
+            return S_TOK_BAD;
+        *pos = (size_t) (close - t) + 1;
+        return S_TOK_NAME;
+    }
+    size_t j = i;
+    while (t[j] && t[j] != '{' && t[j] != '}')
+        j++;
+    *s = t + i, *n = j - i;
+    *pos = j;
+    return S_TOK_TEXT;
+}
+
+static bool
+s_is_builtin (const char *s, size_t n)
+{
+    for (size_t i = 0; i < sizeof s_builtins / sizeof *s_builtins; i++)
+        if (strlen (s_builtins[i]) == n && !memcmp (s_builtins[i], s, n))
+            return true;
+    return false;
+}
+
+int
+cgq_space_check_template (const cgq_spec_t *spec, const char *tmpl, size_t *at, char *name,
+                          size_t namelen)
+{
+    size_t pos = 0, n;
+    const char *s;
+    s_tok_t tok;
+    while ((tok = s_lex (tmpl, &pos, &s, &n)) != S_TOK_END) {
+        if (tok == S_TOK_TEXT)
+            continue;
+        if (tok == S_TOK_NAME) {
+            if (s_is_builtin (s, n))
+                continue;
+            bool found = false;
+            for (size_t i = 0; i < spec->nparams && !found; i++)
+                found = strlen (spec->params[i].name) == n && !memcmp (spec->params[i].name, s, n);
+            if (found)
+                continue;
+        }
+        if (at)
+            *at = (size_t) (s - tmpl);
+        if (name && namelen) {
+            size_t m = n < namelen - 1 ? n : namelen - 1;
+            memcpy (name, s, m);
+            name[m] = 0;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static void
+s_json_string (cgq_buf_t *b, const char *s, size_t n)
+{
+    cgq_buf_puts (b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char) s[i];
+        if (ch == '"' || ch == '\\')
+            cgq_buf_printf (b, "\\%c", ch);
+        else if (ch == '\n')
+            cgq_buf_puts (b, "\\n");
+        else if (ch == '\t')
+            cgq_buf_puts (b, "\\t");
+        else if (ch < 0x20)
+            cgq_buf_printf (b, "\\u%04x", ch);
+        else
+            cgq_buf_append (b, &s[i], 1);
+    }
+    cgq_buf_puts (b, "\"");
+}
+
+// s_json writes compact JSON with numbers as cgq_fmt_double writes them, so
+// [0.1, 0.2] stays [0.1,0.2] (jansson would print 17 digits).
+static void
+s_json (cgq_buf_t *b, const json_t *v)
+{
+    char num[32];
+    switch (json_typeof (v)) {
+    case JSON_OBJECT: {
+        const char *k;
+        json_t *e;
+        bool first = true;
+        cgq_buf_puts (b, "{");
+        json_object_foreach ((json_t *) v, k, e)
+        {
+            if (!first)
+                cgq_buf_puts (b, ",");
+            first = false;
+            s_json_string (b, k, strlen (k));
+            cgq_buf_puts (b, ":");
+            s_json (b, e);
+        }
+        cgq_buf_puts (b, "}");
+        break;
+    }
+    case JSON_ARRAY:
+        cgq_buf_puts (b, "[");
+        for (size_t i = 0; i < json_array_size (v); i++) {
+            if (i)
+                cgq_buf_puts (b, ",");
+            s_json (b, json_array_get (v, i));
+        }
+        cgq_buf_puts (b, "]");
+        break;
+    case JSON_STRING:
+        s_json_string (b, json_string_value (v), json_string_length (v));
+        break;
+    case JSON_INTEGER:
+        cgq_buf_printf (b, "%lld", (long long) json_integer_value (v));
+        break;
+    case JSON_REAL: {
+        // Keep a real recognisable as one in JSON text (3.0 → 3.0, not 3).
+        cgq_fmt_double (num, json_real_value (v));
+        cgq_buf_puts (b, num);
+        if (!strpbrk (num, ".eEni"))
+            cgq_buf_puts (b, ".0");
+        break;
+    }
+    case JSON_TRUE:
+        cgq_buf_puts (b, "true");
+        break;
+    case JSON_FALSE:
+        cgq_buf_puts (b, "false");
+        break;
+    case JSON_NULL:
+        cgq_buf_puts (b, "null");
+        break;
+    }
+}
+
+// s_value writes one substituted value as the trial's program reads it.
+static void
+s_value (cgq_buf_t *b, const json_t *v)
+{
+    char num[32];
+    if (json_is_string (v))
+        cgq_buf_append (b, json_string_value (v), json_string_length (v));
+    else if (json_is_integer (v))
+        cgq_buf_printf (b, "%lld", (long long) json_integer_value (v));
+    else if (json_is_real (v))
+        cgq_buf_puts (b, cgq_fmt_double (num, json_real_value (v)));
+    else
+        s_json (b, v);
+}
+
+char *
+cgq_space_render (const char *tmpl, const json_t *params, uint64_t job, uint64_t trial,
+                  const char *spec_dir, int shell, char *err, size_t errlen)
+{
+    cgq_buf_t out, val;
+    cgq_buf_init (&out);
+    cgq_buf_init (&val);
+    size_t pos = 0, n;
+    const char *s;
+    s_tok_t tok;
+    while ((tok = s_lex (tmpl, &pos, &s, &n)) != S_TOK_END) {
+        if (tok == S_TOK_TEXT) {
+            cgq_buf_append (&out, s, n);
+            continue;
+        }
+        if (tok == S_TOK_BAD) {
+            if (err && errlen) {
+                if (*s == '}')
+                    snprintf (err, errlen,
+                              "stray '}' at byte %zu of '%s' (write }} for a literal brace)",
+                              (size_t) (s - tmpl), tmpl);
+                else
+                    snprintf (err, errlen,
+                              "bad placeholder '{%.*s' at byte %zu of '%s' (write "
+                              "{name} with a param name, or {{ for a literal brace)",
+                              (int) n, s, (size_t) (s - tmpl - 1), tmpl);
+            }
+            goto fail;
+        }
+        cgq_buf_reset (&val);
+        char key[256];
+        const json_t *v = NULL;
+        if (n < sizeof key) {
+            memcpy (key, s, n);
+            key[n] = 0;
+            v = params ? json_object_get (params, key) : NULL;
+        }
+        if (n == 6 && !memcmp (s, "job_id", 6))
+            cgq_buf_printf (&val, "%llu", (unsigned long long) job);
+        else if (n == 8 && !memcmp (s, "trial_id", 8))
+            cgq_buf_printf (&val, "%llu", (unsigned long long) trial);
+        else if (n == 8 && !memcmp (s, "spec_dir", 8))
+            cgq_buf_puts (&val, spec_dir ? spec_dir : "");
+        else if (v)
+            s_value (&val, v);
+        else {
+            if (err && errlen)
+                snprintf (
+                    err, errlen,
+                    "unknown placeholder '{%.*s}' at byte %zu of '%s' (params "
+                    "and built-ins job_id, trial_id, spec_dir only; write {{ for a literal brace)",
+                    (int) n, s, (size_t) (s - tmpl - 1), tmpl);
+            goto fail;
+        }
+        if (shell) {
+            char *q = cgq_shell_quote (val.data);
+            cgq_buf_puts (&out, q);
+            free (q);
+        }
+        else
+            cgq_buf_append (&out, val.data, val.len);
+    }
+    cgq_buf_fini (&val);
+    return cgq_buf_take (&out);
+fail:
+    cgq_buf_fini (&val);
+    cgq_buf_fini (&out);
+    return NULL;
+}

@@ -1,1 +1,182 @@
-int main (void) { return 1; }
+// cgq-coordinator: schedules trials onto nodes and persists every state change
+// in Redis. main.c: options, signals, sockets, recovery, then the loop (coord.c).
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "coord.h"
+#include "log.h"
+
+volatile sig_atomic_t coord_stop = 0;
+
+void coord_fini (coord_t *c);
+
+static void
+s_on_signal (int sig)
+{
+    (void) sig;
+    coord_stop = 1;
+}
+
+static const cgq_opt_t s_opts[] = {
+    {"redis", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, redis), "redis://127.0.0.1:6379/0",
+     "CGQ_REDIS", "Redis URL: redis://[user:pass@]host:port/db or unix:///path.sock", 0, 0},
+    {"bind", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, bind), "tcp://*:7700", "CGQ_BIND",
+     "endpoint for workers and runners (port 0: any free port)", 0, 0},
+    {"control", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, control), "tcp://*:7701", "CGQ_CONTROL",
+     "endpoint for the cgq CLI (port 0: any free port)", 0, 0},
+    {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (coord_cfg_t, heartbeat_ms), "1s", NULL,
+     "node heartbeat interval", 10, 60000},
+    {"dead-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, dead_after), "5", NULL,
+     "a node silent for this many heartbeats is dead; its tasks run elsewhere", 2, 1000},
+    {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", NULL,
+     "larger messages are dropped and counted", 1024, 1073741824.0},
+    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), "10000000", NULL,
+     "most trials one job may have", 1, 9.2e18},
+    {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", NULL,
+     "largest spec accepted", 1024, 1073741824.0},
+    {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
+     "debug, info, warn or error", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,
+     "log JSON lines", 0, 0},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
+};
+
+// s_bind binds a ROUTER; "tcp://host:0" means any free port. Writes the real
+// endpoint into ep.
+static void *
+s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t eplen)
+{
+    void *s = zmq_socket (c->zctx, ZMQ_ROUTER);
+    int zero = 0, one = 1, hwm = 100000;
+    zmq_setsockopt (s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt (s, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    // A node that reconnects under the same id takes its routing id over.
+    zmq_setsockopt (s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    int64_t maxmsg = (int64_t) c->cfg.max_frame * 4;
+    zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    char *e = cgq_xstrdup (endpoint);
+    size_t n = strlen (e);
+    if (n > 2 && strcmp (e + n - 2, ":0") == 0)
+        e[n - 1] = '*';
+    if (zmq_bind (s, e) < 0) {
+        fprintf (stderr,
+                 "cgq-coordinator: cannot bind %s %s: %s (set --%s or stop the other "
+                 "coordinator)\n",
+                 what, endpoint, zmq_strerror (errno), strcmp (what, "node") == 0 ? "bind" : "control");
+        free (e);
+        zmq_close (s);
+        return NULL;
+    }
+    free (e);
+    size_t len = eplen;
+    zmq_getsockopt (s, ZMQ_LAST_ENDPOINT, ep, &len);
+    return s;
+}
+
+int
+main (int argc, char **argv)
+{
+    coord_t c;
+    memset (&c, 0, sizeof c);
+    int argi = 0;
+    int rc = cgq_config_parse (s_opts, &c.cfg, "cgq-coordinator",
+                               "cgq-coordinator [OPTIONS]\n"
+                               "Schedules trials onto cgq-worker nodes; state lives in Redis.",
+                               argc, argv, &argi);
+    if (rc != 0) {
+        cgq_config_free (s_opts, &c.cfg);
+        return rc > 0 ? 0 : 2;
+    }
+    if (argi < argc) {
+        fprintf (stderr, "cgq-coordinator: unexpected argument '%s' (see --help)\n", argv[argi]);
+        cgq_config_free (s_opts, &c.cfg);
+        return 2;
+    }
+    int level = cgq_log_level_parse (c.cfg.log_level);
+    if (level < 0) {
+        fprintf (stderr, "cgq-coordinator: --log-level: '%s' is not a level (debug, info, warn, error)\n",
+                 c.cfg.log_level);
+        cgq_config_free (s_opts, &c.cfg);
+        return 2;
+    }
+    cgq_log_init ("cgq-coordinator", level, c.cfg.log_json);
+
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+
+    char err[512];
+    c.store = cgq_store_new (c.cfg.redis, 2000, err, sizeof err);
+    if (!c.store) {
+        fprintf (stderr, "cgq-coordinator: %s\n", err);
+        cgq_config_free (s_opts, &c.cfg);
+        return 2;
+    }
+    int exit_code = 1;
+    if (cgq_store_connect (c.store) < 0) {
+        fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
+        goto out;
+    }
+    redisReply *r = cgq_store_command (c.store, "INCR %s", CGQ_KEY_EPOCH_SEQ);
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        fprintf (stderr, "cgq-coordinator: cannot start an epoch in Redis at %s: %s\n",
+                 cgq_store_url (c.store), r && r->str ? r->str : cgq_store_errstr (c.store));
+        if (r)
+            freeReplyObject (r);
+        goto out;
+    }
+    c.epoch = (uint64_t) r->integer;
+    freeReplyObject (r);
+    if (jobs_recover (&c) < 0) {
+        fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",
+                 cgq_store_url (c.store), cgq_store_errstr (c.store));
+        goto out;
+    }
+
+    c.zctx = zmq_ctx_new ();
+    c.nodes_sock = s_bind (&c, "node", c.cfg.bind, c.nodes_ep, sizeof c.nodes_ep);
+    if (!c.nodes_sock)
+        goto out;
+    c.ctl_sock = s_bind (&c, "control", c.cfg.control, c.ctl_ep, sizeof c.ctl_ep);
+    if (!c.ctl_sock)
+        goto out;
+
+    char now[32];
+    cgq_fmt_double (now, cgq_wall_s ());
+    cgq_store_cmd (c.store, "HSET %s epoch %llu pid %d nodes %s control %s started %s",
+                   CGQ_KEY_COORDINATOR, (unsigned long long) c.epoch, (int) getpid (), c.nodes_ep,
+                   c.ctl_ep, now);
+    if (cgq_store_flush (c.store) < 0) {
+        fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
+        goto out;
+    }
+    printf ("cgq-coordinator ready nodes=%s control=%s epoch=%" PRIu64 "\n", c.nodes_ep, c.ctl_ep,
+            c.epoch);
+    fflush (stdout);
+    cgq_info ("ready: nodes %s, control %s, epoch %" PRIu64 ", Redis %s", c.nodes_ep, c.ctl_ep,
+              c.epoch, cgq_store_url (c.store));
+    exit_code = coord_run (&c) == 0 ? 0 : 1;
+    cgq_info ("stopping");
+
+out:
+    coord_fini (&c);
+    if (c.nodes_sock)
+        zmq_close (c.nodes_sock);
+    if (c.ctl_sock)
+        zmq_close (c.ctl_sock);
+    if (c.zctx)
+        zmq_ctx_term (c.zctx);
+    cgq_config_free (s_opts, &c.cfg);
+    return exit_code;
+}

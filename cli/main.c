@@ -1,1 +1,381 @@
-int main (void) { return 1; }
+// cgq: the command-line tool. main.c parses the global options and the
+// command's options (getopt_long, options anywhere on the line), prints help,
+// and dispatches to the command.
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "log.h"
+#include "progress.h"
+#include "util.h"
+
+static const cgq_cli_opt_t s_no_opts[] = {{NULL}};
+
+static const cgq_cli_opt_t s_submit_opts[] = {
+    {"follow", NULL, "show progress until the job ends, then its top 10"},
+    {"quiet", NULL, "print only the job id"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_run_opts[] = {
+    {"workers", "N", "number of local workers (default 1)"},
+    {"format", "FMT", "leaderboard format: table or json (default table)"},
+    {"top", "K", "leaderboard rows (default 10; json: all trials unless given)"},
+    {"cpus", "C", "CPU slots of each worker (default: the cores divided among the workers)"},
+    {"gpus", "SPEC", "GPUs: auto, none, 0,1 (split among the workers) or fake:N (default auto)"},
+    {"keep", NULL, "leave Redis, the coordinator and the workers running afterwards"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_status_opts[] = {
+    {"limit", "N", "jobs listed without JOB, newest first (default 50, 0: all)"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_results_opts[] = {
+    {"format", "FMT", "table, csv or json (default table)"},
+    {"top", "K", "only the K best trials (default: all)"},
+    {NULL}};
+
+static const cgq_cli_cmd_t s_cmds[] = {
+    {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
+     "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
+     "processes, submits SPEC, shows progress, prints the leaderboard and stops them all.\n"
+     "Logs are in ./.cgq/logs, trial directories in ./.cgq/work. Exit 0 when the job\n"
+     "finished with at least one succeeded trial, 1 otherwise, 130 on Ctrl-C.",
+     1, 1, s_run_opts, cgq_cmd_run},
+    {"submit", "SPEC", "submit a spec to a running coordinator",
+     "Validates SPEC locally, then sends it to the coordinator's control endpoint.", 1, 1,
+     s_submit_opts, cgq_cmd_submit},
+    {"validate", "SPEC", "check a spec and describe its search", NULL, 1, 1, s_no_opts,
+     cgq_cmd_validate},
+    {"status", "[JOB]", "list the jobs, or show one job", NULL, 0, 1, s_status_opts,
+     cgq_cmd_status},
+    {"results", "JOB", "the trials of a job, best first",
+     "Succeeded trials ordered by the objective, then the others by id.\n"
+     "json: {\"job\", \"name\", \"state\", \"objective\": {\"metric\", \"mode\"} or null,\n"
+     "       \"trials\": [{\"id\", \"state\", \"params\", \"metrics\", \"attempts\", \"node\",\n"
+     "                   \"started\", \"finished\", \"error\"}]}\n"
+     "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error",
+     1, 1, s_results_opts, cgq_cmd_results},
+    {"logs", "JOB TRIAL", "a trial's state, error and output",
+     "Prints the trial's stdout.log and stderr.log when its directory is on this\n"
+     "machine, else the log tail the worker sent with the result.",
+     2, 2, s_no_opts, cgq_cmd_logs},
+    {"cancel", "JOB", "cancel a job (its running trials are stopped)", NULL, 1, 1, s_no_opts,
+     cgq_cmd_cancel},
+    {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},
+    {NULL}};
+
+static const char *s_global_help =
+    "global options (accepted by every command):\n"
+    "  --redis URL          Redis URL (env CGQ_REDIS, default " CGQ_CLI_DEFAULT_REDIS ")\n"
+    "  --coordinator EP     coordinator control endpoint (env CGQ_COORDINATOR,\n"
+    "                       default " CGQ_CLI_DEFAULT_COORDINATOR ")\n"
+    "  -h, --help           this help\n";
+
+volatile sig_atomic_t cgq_cli_signal = 0;
+
+static void
+s_on_signal (int sig)
+{
+    cgq_cli_signal = sig;
+}
+
+void
+cgq_cli_catch_signals (void)
+{
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    sa.sa_flags = 0; // no SA_RESTART: a pending sleep or poll returns at once
+    sigaction (SIGINT, &sa, NULL);
+    sigaction (SIGTERM, &sa, NULL);
+}
+
+void
+cgq_cli_sleep_ms (int ms)
+{
+    if (ms <= 0 || cgq_cli_signal)
+        return;
+    struct timespec ts = {ms / 1000, (long) (ms % 1000) * 1000000L};
+    nanosleep (&ts, NULL); // EINTR on a signal: return early on purpose
+}
+
+void
+cgq_cli_error (const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (msg, sizeof msg, fmt, ap);
+    va_end (ap);
+    fflush (stdout);
+    cgq_progress_break ();
+    fprintf (stderr, "cgq: %s\n", msg);
+}
+
+static int
+s_opt_index (const cgq_cli_t *cli, const char *name)
+{
+    for (int i = 0; cli->cmd && cli->cmd->opts[i].name; i++)
+        if (strcmp (cli->cmd->opts[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+const char *
+cgq_cli_opt (const cgq_cli_t *cli, const char *name)
+{
+    int i = s_opt_index (cli, name);
+    return i < 0 ? NULL : cli->vals[i];
+}
+
+bool
+cgq_cli_flag (const cgq_cli_t *cli, const char *name)
+{
+    return cgq_cli_opt (cli, name) != NULL;
+}
+
+int
+cgq_cli_opt_u64 (const cgq_cli_t *cli, const char *name, uint64_t def, uint64_t min,
+                 uint64_t max, uint64_t *out)
+{
+    const char *v = cgq_cli_opt (cli, name);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    uint64_t n;
+    if (cgq_parse_u64 (v, &n) < 0 || n < min || n > max) {
+        cgq_cli_error ("bad --%s '%s' (expected a whole number from %llu to %llu)", name, v,
+                       (unsigned long long) min, (unsigned long long) max);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+int
+cgq_cli_parse_id (const char *what, const char *text, uint64_t *id)
+{
+    if (cgq_parse_u64 (text, id) < 0) {
+        cgq_cli_error ("bad %s id '%s' (expected a number such as 7; `cgq status` lists the jobs)",
+                       what, text);
+        return -1;
+    }
+    return 0;
+}
+
+int
+cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store)
+{
+    char err[512];
+    cgq_store_t *s = cgq_store_new (cli->redis, 2000, err, sizeof err);
+    if (!s) {
+        cgq_cli_error ("%s (check --redis / CGQ_REDIS)", err);
+        return CGQ_EXIT_BAD;
+    }
+    if (cgq_store_connect (s) < 0) {
+        cgq_cli_error ("%s", cgq_store_errstr (s));
+        cgq_store_destroy (&s);
+        return CGQ_EXIT_FAIL;
+    }
+    *store = s;
+    return CGQ_EXIT_OK;
+}
+
+static void
+s_print_usage (FILE *f)
+{
+    fprintf (f,
+             "usage: cgq [--redis URL] [--coordinator EP] COMMAND [ARGS]\n"
+             "\n"
+             "cgq %s: a job queue for hyper-parameter tuning and architecture search.\n"
+             "\n"
+             "commands:\n",
+             CGQ_CLI_VERSION);
+    for (const cgq_cli_cmd_t *c = s_cmds; c->name; c++) {
+        char head[64];
+        snprintf (head, sizeof head, "%s %s", c->name, c->args);
+        fprintf (f, "  %-18s %s\n", head, c->summary);
+    }
+    fprintf (f, "  %-18s %s\n", "help [COMMAND]", "this text, or a command's options");
+    fprintf (f, "\n%s", s_global_help);
+    fprintf (f, "  --version            print the version\n"
+                "\n"
+                "`cgq COMMAND --help` describes a command. Exit status: 0 success, 1 failure\n"
+                "(unreachable Redis or coordinator, job failed), 2 bad input.\n");
+}
+
+static void
+s_print_cmd_help (const cgq_cli_cmd_t *c, FILE *f)
+{
+    fprintf (f, "usage: cgq %s%s%s%s\n\n%s\n", c->name, c->opts[0].name ? " [options]" : "",
+             *c->args ? " " : "", c->args, c->summary);
+    if (c->details)
+        fprintf (f, "\n%s\n", c->details);
+    if (c->opts[0].name) {
+        fprintf (f, "\noptions:\n");
+        for (const cgq_cli_opt_t *o = c->opts; o->name; o++) {
+            char head[64];
+            snprintf (head, sizeof head, "--%s%s%s", o->name, o->arg ? " " : "",
+                      o->arg ? o->arg : "");
+            fprintf (f, "  %-19s %s\n", head, o->help);
+        }
+    }
+    fprintf (f, "\n%s", s_global_help);
+}
+
+static const cgq_cli_cmd_t *
+s_find_cmd (const char *name)
+{
+    for (const cgq_cli_cmd_t *c = s_cmds; c->name; c++)
+        if (strcmp (c->name, name) == 0)
+            return c;
+    return NULL;
+}
+
+enum { S_OPT_REDIS = 1000, S_OPT_COORDINATOR, S_OPT_HELP, S_OPT_VERSION };
+
+// s_parse fills cli from argv[0..argc-1] (argv[0] is the command name).
+// Returns -1 to exit 0 (help printed), 0 to run, or an exit status > 0.
+static int
+s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
+{
+    struct option lo[CGQ_CLI_MAX_OPTS + 5];
+    int n = 0;
+    lo[n++] = (struct option) {"redis", required_argument, NULL, S_OPT_REDIS};
+    lo[n++] = (struct option) {"coordinator", required_argument, NULL, S_OPT_COORDINATOR};
+    lo[n++] = (struct option) {"help", no_argument, NULL, S_OPT_HELP};
+    int nopts = 0;
+    for (const cgq_cli_opt_t *o = cmd->opts; o->name && nopts < CGQ_CLI_MAX_OPTS; o++, nopts++)
+        lo[n++] = (struct option) {o->name, o->arg ? required_argument : no_argument, NULL,
+                                   nopts};
+    lo[n] = (struct option) {NULL, 0, NULL, 0};
+
+    cli->cmd = cmd;
+    opterr = 0;
+    optind = 0; // 0 re-initialises GNU getopt, also between parses in tests
+    for (;;) {
+        int c = getopt_long (argc, argv, ":h", lo, NULL);
+        if (c == -1)
+            break;
+        if (c >= 0 && c < nopts)
+            cli->vals[c] = optarg ? optarg : "";
+        else if (c == S_OPT_REDIS)
+            cli->redis = optarg;
+        else if (c == S_OPT_COORDINATOR)
+            cli->coordinator = optarg;
+        else if (c == S_OPT_HELP || c == 'h') {
+            s_print_cmd_help (cmd, stdout);
+            return -1;
+        }
+        else if (c == ':') {
+            cgq_cli_error ("option %s needs a value (see cgq %s --help)", argv[optind - 1],
+                           cmd->name);
+            return CGQ_EXIT_BAD;
+        }
+        else {
+            cgq_cli_error ("unknown option '%s' for cgq %s (see cgq %s --help)",
+                           argv[optind - 1], cmd->name, cmd->name);
+            return CGQ_EXIT_BAD;
+        }
+    }
+    cli->pos = argv + optind;
+    cli->npos = argc - optind;
+    if (cli->npos < cmd->min_pos || cli->npos > cmd->max_pos) {
+        if (cli->npos < cmd->min_pos)
+            cgq_cli_error ("cgq %s needs %s (usage: cgq %s%s %s)", cmd->name, cmd->args,
+                           cmd->name, cmd->opts[0].name ? " [options]" : "", cmd->args);
+        else
+            cgq_cli_error ("unexpected argument '%s' (usage: cgq %s%s%s%s)",
+                           cli->pos[cmd->max_pos], cmd->name,
+                           cmd->opts[0].name ? " [options]" : "", *cmd->args ? " " : "",
+                           cmd->args);
+        return CGQ_EXIT_BAD;
+    }
+    return 0;
+}
+
+int
+main (int argc, char **argv)
+{
+    cgq_log_init ("cgq", CGQ_LOG_WARN, false);
+    cgq_cli_t cli;
+    memset (&cli, 0, sizeof cli);
+    cli.redis = getenv ("CGQ_REDIS");
+    if (!cli.redis || !*cli.redis)
+        cli.redis = CGQ_CLI_DEFAULT_REDIS;
+    cli.coordinator = getenv ("CGQ_COORDINATOR");
+    if (!cli.coordinator || !*cli.coordinator)
+        cli.coordinator = CGQ_CLI_DEFAULT_COORDINATOR;
+
+    // Global options before the command name; the command's parser accepts
+    // them again after it.
+    int i = 1;
+    while (i < argc && argv[i][0] == '-') {
+        const char *a = argv[i];
+        const char *val = NULL;
+        bool is_redis = strncmp (a, "--redis", 7) == 0 && (a[7] == 0 || a[7] == '=');
+        bool is_coord = strncmp (a, "--coordinator", 13) == 0 && (a[13] == 0 || a[13] == '=');
+        if (!strcmp (a, "--help") || !strcmp (a, "-h")) {
+            s_print_usage (stdout);
+            return CGQ_EXIT_OK;
+        }
+        if (!strcmp (a, "--version") || !strcmp (a, "-V")) {
+            printf ("cgq %s\n", CGQ_CLI_VERSION);
+            return CGQ_EXIT_OK;
+        }
+        if (!is_redis && !is_coord) {
+            cgq_cli_error ("unknown option '%s' (see cgq --help)", a);
+            return CGQ_EXIT_BAD;
+        }
+        const char *eq = strchr (a, '=');
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            cgq_cli_error ("option %s needs a value (see cgq --help)", a);
+            return CGQ_EXIT_BAD;
+        }
+        if (is_redis)
+            cli.redis = val;
+        else
+            cli.coordinator = val;
+        i++;
+    }
+    if (i >= argc) {
+        s_print_usage (stderr);
+        return CGQ_EXIT_BAD;
+    }
+    const char *name = argv[i];
+    if (!strcmp (name, "help")) {
+        if (i + 1 < argc) {
+            const cgq_cli_cmd_t *c = s_find_cmd (argv[i + 1]);
+            if (!c) {
+                cgq_cli_error ("unknown command '%s' (see cgq --help)", argv[i + 1]);
+                return CGQ_EXIT_BAD;
+            }
+            s_print_cmd_help (c, stdout);
+        }
+        else
+            s_print_usage (stdout);
+        return CGQ_EXIT_OK;
+    }
+    const cgq_cli_cmd_t *cmd = s_find_cmd (name);
+    if (!cmd) {
+        cgq_cli_error ("unknown command '%s' (see cgq --help)", name);
+        return CGQ_EXIT_BAD;
+    }
+    int rc = s_parse (&cli, cmd, argc - i, argv + i);
+    if (rc < 0)
+        return CGQ_EXIT_OK;
+    if (rc > 0)
+        return rc;
+    return cmd->fn (&cli);
+}

@@ -1,0 +1,91 @@
+// cli: what the files of the cgq command share: the parsed command line, the
+// lookup of a command's options, one-line errors, and the signal that
+// interrupted a long-running command (run, submit --follow).
+#ifndef CGQ_CLI_H
+#define CGQ_CLI_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define CGQ_CLI_VERSION "0.1.0"
+
+// Exit statuses of every command.
+#define CGQ_EXIT_OK 0
+#define CGQ_EXIT_FAIL 1 // unreachable Redis/coordinator, job failed
+#define CGQ_EXIT_BAD 2  // bad spec, bad arguments, unknown job or trial
+
+#define CGQ_CLI_DEFAULT_REDIS "redis://127.0.0.1:6379/0"
+#define CGQ_CLI_DEFAULT_COORDINATOR "tcp://127.0.0.1:7701"
+#define CGQ_CLI_MAX_OPTS 16
+
+// One option of one command: "--name" or "--name VALUE".
+typedef struct {
+    const char *name;
+    const char *arg;  // placeholder for the value ("N"), NULL for a flag
+    const char *help; // one line, with the default
+} cgq_cli_opt_t;
+
+typedef struct cgq_cli_t cgq_cli_t;
+
+typedef struct {
+    const char *name;
+    const char *args;    // positional synopsis ("SPEC")
+    const char *summary; // one line for `cgq --help`
+    const char *details; // more lines for `cgq COMMAND --help`, or NULL
+    int min_pos, max_pos;
+    const cgq_cli_opt_t *opts; // ends with {NULL}
+    int (*fn) (cgq_cli_t *cli);
+} cgq_cli_cmd_t;
+
+struct cgq_cli_t {
+    const char *redis;       // --redis, else $CGQ_REDIS, else the default
+    const char *coordinator; // --coordinator, else $CGQ_COORDINATOR, else the default
+    const cgq_cli_cmd_t *cmd;
+    const char *vals[CGQ_CLI_MAX_OPTS]; // per option of cmd: its value, "" for a given flag, NULL
+    char **pos;                         // positional arguments (borrowed from argv)
+    int npos;
+};
+
+// cgq_cli_opt returns the value given for the command's option name, or NULL.
+const char *cgq_cli_opt (const cgq_cli_t *cli, const char *name);
+bool cgq_cli_flag (const cgq_cli_t *cli, const char *name);
+
+// cgq_cli_opt_u64 reads option name as an integer in [min, max], def when not
+// given. Returns 0, or -1 after printing what is wrong (the caller exits 2).
+int cgq_cli_opt_u64 (const cgq_cli_t *cli, const char *name, uint64_t def, uint64_t min,
+                     uint64_t max, uint64_t *out);
+
+// cgq_cli_parse_id reads a job or trial id; -1 after printing the error.
+int cgq_cli_parse_id (const char *what, const char *text, uint64_t *id);
+
+// cgq_cli_error prints "cgq: MESSAGE" as one line on stderr.
+void cgq_cli_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+// cgq_cli_store connects to cli->redis (2 s bound on connect and on every
+// command). Returns an exit status: 0 with *store set (caller destroys), 2 for a
+// malformed URL, 1 when Redis cannot be reached; the error is printed.
+int cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store);
+
+// Set to the number of the signal (SIGINT, SIGTERM) that asked a long command
+// to stop, once cgq_cli_catch_signals installed the handlers. Handlers are
+// installed without SA_RESTART so that sleeps and polls return early.
+extern volatile sig_atomic_t cgq_cli_signal;
+void cgq_cli_catch_signals (void);
+
+// cgq_cli_sleep_ms sleeps ms milliseconds, less when a signal arrives.
+void cgq_cli_sleep_ms (int ms);
+
+// The commands; each returns the exit status of the program.
+int cgq_cmd_validate (cgq_cli_t *cli); // run.c
+int cgq_cmd_submit (cgq_cli_t *cli);   // run.c
+int cgq_cmd_run (cgq_cli_t *cli);      // run.c
+int cgq_cmd_cancel (cgq_cli_t *cli);   // ctl.c
+int cgq_cmd_status (cgq_cli_t *cli);   // show.c
+int cgq_cmd_results (cgq_cli_t *cli);  // show.c
+int cgq_cmd_workers (cgq_cli_t *cli);  // show.c
+int cgq_cmd_logs (cgq_cli_t *cli);     // show.c
+
+#endif

@@ -1,0 +1,639 @@
+#!/usr/bin/env python3
+"""cli_test: the cgq command line against real processes (Python 3 stdlib only).
+
+  ShowTest   status, results (table, csv, json), workers and logs read a private
+             redis-server filled with hand-written hashes (docs/architecture.md,
+             "Redis data model"), so every field and format is checked exactly.
+  ErrorTest  help, arguments, validate, and the bounded failures: no Redis, no
+             coordinator (exit 1 within seconds), bad input (exit 2).
+  RunTest    `cgq run` end to end: JSON output, a failing job, an unschedulable
+             trial, Ctrl-C, --keep; nothing is left running afterwards.
+
+Binaries come from $CGQ_BIN_DIR (set by ctest), else ../build/bin. Each class
+has its own temporary directory, kept when a test fails. Exit 77 (skip) when
+cgq or redis-server is missing.
+"""
+
+import csv
+import ctypes
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.path.abspath(os.environ.get("CGQ_BIN_DIR") or os.path.join(HERE, "..", "build", "bin"))
+CGQ = os.path.join(BIN, "cgq")
+SANITIZER = ("AddressSanitizer", "LeakSanitizer", "runtime error")
+
+
+def _subreaper():
+    # Orphans of `cgq run` (daemons left by --keep, trials of a killed worker)
+    # become our children, so that they can be found, reaped and stopped.
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+SUBREAPER = _subreaper()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cgq(*args, env=None, cwd=None, timeout=60):
+    """Runs the CLI; returns (rc, stdout, stderr, seconds). Fails on sanitizer output."""
+    e = dict(os.environ)
+    for k in ("CGQ_REDIS", "CGQ_COORDINATOR"):
+        e.pop(k, None)
+    e.update(env or {})
+    t0 = time.monotonic()
+    p = subprocess.run([CGQ] + [str(a) for a in args], stdin=subprocess.DEVNULL,
+                       capture_output=True, env=e, cwd=cwd, timeout=timeout)
+    out = p.stdout.decode("utf-8", "replace")
+    err = p.stderr.decode("utf-8", "replace")
+    for mark in SANITIZER:
+        if mark in err:
+            raise AssertionError("cgq %s: sanitizer report:\n%s" % (" ".join(map(str, args)), err))
+    return p.returncode, out, err, time.monotonic() - t0
+
+
+def children():
+    """Live children of this process (zombies are reaped)."""
+    me, out = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % name) as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(rest[1]) != me:
+            continue
+        if rest[0] == "Z":
+            try:
+                os.waitpid(int(name), os.WNOHANG)
+            except OSError:
+                pass
+            continue
+        out.append(int(name))
+    return out
+
+
+class RedisServer:
+    """A private redis-server on a free loopback port, stopped by PID."""
+
+    def __init__(self, tmp):
+        self.dir = os.path.join(tmp, "redis")
+        os.makedirs(self.dir)
+        for _ in range(3):
+            self.port = free_port()
+            conf = os.path.join(self.dir, "redis.conf")
+            with open(conf, "w") as f:
+                f.write("port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly no\n"
+                        % (self.port, self.dir))
+            self.log = open(os.path.join(self.dir, "redis.log"), "wb")
+            self.proc = subprocess.Popen([shutil.which("redis-server"), conf],
+                                         stdout=self.log, stderr=self.log,
+                                         stdin=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if self.cli("PING") == "PONG":
+                    self.url = "redis://127.0.0.1:%d/0" % self.port
+                    return
+                time.sleep(0.05)
+            self.stop()
+        raise RuntimeError("redis-server did not start (see %s)" % self.dir)
+
+    def cli(self, *args):
+        p = subprocess.run(["redis-cli", "-p", str(self.port)] + [str(a) for a in args],
+                           capture_output=True, timeout=10)
+        return p.stdout.decode().strip()
+
+    def hset(self, key, fields):
+        args = []
+        for k, v in fields.items():
+            args += [k, v if isinstance(v, str) else json.dumps(v)]
+        self.cli("HSET", key, *args)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
+
+
+class TmpCase(unittest.TestCase):
+    tmp = None
+    failed = False
+
+    @classmethod
+    def make_tmp(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="cgq-cli-")
+
+    @classmethod
+    def drop_tmp(cls):
+        if cls.failed:
+            print("kept %s" % cls.tmp, file=sys.stderr)
+        else:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run(self, result=None):
+        r = super().run(result)
+        if result is not None and (result.failures or result.errors):
+            type(self).failed = True
+        return r
+
+
+# ---------------------------------------------------------------- status, results, workers, logs
+
+
+class ShowTest(TmpCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.make_tmp()
+        cls.redis = RedisServer(cls.tmp)
+        cls.env = {"CGQ_REDIS": cls.redis.url}
+        now = time.time()
+        cls.now = now
+        r = cls.redis
+        # job 1: finished, maximise val; trial 1 failed; trial 2 the best, with its files here
+        cls.trial_dir = os.path.join(cls.tmp, "work", "job-1", "trial-2", "attempt-1")
+        os.makedirs(cls.trial_dir)
+        with open(os.path.join(cls.trial_dir, "stdout.log"), "w") as f:
+            f.write("hello out\n")
+        with open(os.path.join(cls.trial_dir, "stderr.log"), "w") as f:
+            f.write("hello err\n")
+        r.hset("cgq:job:{1}", {
+            "id": "1", "name": "demo", "state": "finished", "spec_path": "/x/tune.yaml",
+            "created": repr(now - 100), "finished": repr(now - 40), "total": "3",
+            "suggested": "3", "objective_metric": "val", "objective_mode": "max",
+            "pending": "0", "running": "0", "succeeded": "2", "failed": "1", "stopped": "0",
+            "cancelled": "0", "unschedulable": "0", "best_trial": "2", "best_value": "0.9",
+            "searcher": "random"})
+        r.hset("cgq:job:{1}:trial:0", {
+            "id": "0", "job": "1", "state": "succeeded", "params": {"lr": 0.1, "arch": "a,b"},
+            "metrics": {"val": 0.5, "loss": 1}, "value": "0.5", "attempt": "1", "node": "n1",
+            "started": "1700000000.25", "finished": "1700000002.75", "duration": "2.5"})
+        r.hset("cgq:job:{1}:trial:1", {
+            "id": "1", "job": "1", "state": "failed", "params": {"lr": 0.2, "arch": 'say "hi"'},
+            "attempt": "2", "node": "n2", "error": "exit status 1\nValueError: boom",
+            "log": "line1\nline2", "started": "1700000003", "finished": "1700000004",
+            "trial_dir": "/nonexistent/job-1/trial-1/attempt-2"})
+        r.hset("cgq:job:{1}:trial:2", {
+            "id": "2", "job": "1", "state": "succeeded", "params": {"lr": 0.3, "arch": "c"},
+            "metrics": {"val": 0.9, "loss": 0.5}, "value": "0.9", "attempt": "1", "node": "n1",
+            "started": "1700000005", "finished": "1700000006", "duration": "1",
+            "trial_dir": cls.trial_dir, "log": "tail only"})
+        r.cli("ZADD", "cgq:job:{1}:leaderboard", "0.5", "0", "0.9", "2")
+        # job 2: running, unbounded, minimise loss, blocked
+        r.hset("cgq:job:{2}", {
+            "id": "2", "name": "min-job", "state": "running", "created": repr(now - 10),
+            "total": "", "suggested": "1", "objective_metric": "loss", "objective_mode": "min",
+            "unschedulable": "1", "blocked": "needs gpu 1 but the 1 connected node(s) have 0"})
+        r.hset("cgq:job:{2}:trial:0", {
+            "id": "0", "job": "2", "state": "unschedulable", "params": {"x": 1}, "attempt": "0",
+            "error": "needs gpu 1 but the 1 connected node(s) have 0"})
+        r.cli("SADD", "cgq:job:{2}:active", "0")
+        r.cli("ZADD", "cgq:jobs", repr(now - 100), "1", repr(now - 10), "2")
+        # nodes: alive, silent for a minute, gone
+        r.hset("cgq:node:n1", {"id": "n1", "kind": "worker", "state": "alive", "hostname": "h1",
+                               "cpus": "4", "free_cpus": "2.5", "gpus": "2", "free_gpus": "1",
+                               "running": "1", "last_seen": repr(now)})
+        r.hset("cgq:node:n2", {"id": "n2", "kind": "worker", "state": "alive", "hostname": "h2",
+                               "cpus": "8", "free_cpus": "8", "gpus": "0", "free_gpus": "0",
+                               "running": "0", "last_seen": repr(now - 60)})
+        r.hset("cgq:node:n3", {"id": "n3", "kind": "worker", "state": "gone", "hostname": "h3",
+                               "cpus": "1", "free_cpus": "1", "gpus": "0", "free_gpus": "0",
+                               "running": "0", "last_seen": repr(now - 600)})
+        r.cli("SADD", "cgq:nodes", "n1", "n2", "n3")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.redis.stop()
+        cls.drop_tmp()
+
+    def ok(self, *args):
+        rc, out, err, _ = cgq(*args, env=self.env)
+        self.assertEqual(rc, 0, "cgq %s: %s" % (" ".join(map(str, args)), err))
+        return out
+
+    def test_status_list(self):
+        out = self.ok("status")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["id", "name", "state", "done/total", "running", "failed",
+                                            "best", "age"])
+        self.assertTrue(lines[1].split()[0] == "2" and lines[2].split()[0] == "1",
+                        "newest first:\n" + out)
+        self.assertIn("running (blocked)", lines[1])
+        self.assertIn("0/?", lines[1])
+        self.assertIn("3/3", lines[2])
+        self.assertIn("val=0.9 (trial 2)", lines[2])
+        out = self.ok("status", "--limit", "1")
+        self.assertEqual(len([l for l in out.splitlines() if l.split()[0:1] == ["1"]]), 0, out)
+        self.assertIn("1 older jobs not shown", out)
+
+    def test_status_job(self):
+        out = self.ok("status", "1")
+        self.assertIn("job 1  demo  finished", out)
+        self.assertIn("objective   val (max)", out)
+        self.assertIn("3/3 done", out)
+        self.assertIn("succeeded 2, failed 1", out)
+        top = out[out.index("top 2:"):].splitlines()
+        self.assertEqual(top[1].split()[:4], ["rank", "trial", "val", "lr"])
+        self.assertEqual(top[2].split()[:3], ["1", "2", "0.9"])
+        self.assertEqual(top[3].split()[:3], ["2", "0", "0.5"])
+        out = self.ok("status", "2")
+        self.assertIn("unschedulable: needs gpu 1", out)
+        self.assertIn("unschedulable 1", out)
+        rc, out, err, _ = cgq("status", "9", env=self.env)
+        self.assertEqual(rc, 2, err)
+        self.assertTrue(err.startswith("cgq: no job 9"), err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+
+    def test_results_json(self):
+        out = self.ok("results", "1", "--format", "json")
+        doc = json.loads(out, object_pairs_hook=lambda kv: kv)
+        self.assertEqual([k for k, _ in doc], ["job", "name", "state", "objective", "trials"])
+        doc = json.loads(out)
+        self.assertEqual(doc["job"], 1)
+        self.assertEqual(doc["name"], "demo")
+        self.assertEqual(doc["state"], "finished")
+        self.assertEqual(doc["objective"], {"metric": "val", "mode": "max"})
+        self.assertEqual([t["id"] for t in doc["trials"]], [2, 0, 1], "best first, then by id")
+        keys = ["id", "state", "params", "metrics", "attempts", "node", "started", "finished",
+                "error"]
+        for t in json.loads(out, object_pairs_hook=lambda kv: kv)[4][1]:
+            self.assertEqual([k for k, _ in t], keys)
+        t2, t0, t1 = doc["trials"]
+        self.assertEqual(t0["params"], {"lr": 0.1, "arch": "a,b"})
+        self.assertEqual(t0["metrics"], {"val": 0.5, "loss": 1})
+        self.assertIsInstance(t0["metrics"]["loss"], int)
+        self.assertEqual(t0["attempts"], 1)
+        self.assertEqual(t0["node"], "n1")
+        self.assertEqual(t0["started"], 1700000000.25)
+        self.assertEqual(t0["finished"], 1700000002.75)
+        self.assertIsNone(t0["error"])
+        self.assertIsNone(t1["metrics"])
+        self.assertEqual(t1["error"], "exit status 1\nValueError: boom")
+        self.assertEqual(t1["params"]["arch"], 'say "hi"')
+        self.assertIn('"lr": 0.1,', out, "reals as their shortest text")
+        out = self.ok("results", "2", "--format", "json")
+        doc = json.loads(out)
+        self.assertEqual(doc["objective"], {"metric": "loss", "mode": "min"})
+        self.assertEqual(doc["trials"][0]["state"], "unschedulable")
+        self.assertIsNone(doc["trials"][0]["node"])
+        self.assertIsNone(doc["trials"][0]["started"])
+
+    def test_results_csv(self):
+        out = self.ok("results", "1", "--format", "csv")
+        rows = list(csv.reader(io.StringIO(out)))
+        self.assertEqual(rows[0], ["id", "state", "value", "lr", "arch", "val", "loss",
+                                   "attempts", "node", "duration", "error"])
+        self.assertEqual([r[0] for r in rows[1:]], ["2", "0", "1"])
+        self.assertEqual(rows[2], ["0", "succeeded", "0.5", "0.1", "a,b", "0.5", "1", "1", "n1",
+                                   "2.500", ""])
+        self.assertEqual(rows[3][4], 'say "hi"')
+        self.assertEqual(rows[3][2], "")
+        self.assertEqual(rows[3][9], "1.000", "duration from started/finished")
+        self.assertEqual(rows[3][10], "exit status 1\nValueError: boom")
+
+    def test_results_table_and_top(self):
+        out = self.ok("results", "1")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["trial", "state", "val", "lr", "arch", "attempts",
+                                            "node", "duration", "error"])
+        self.assertEqual([l.split()[0] for l in lines[1:]], ["2", "0", "1"])
+        self.assertIn("exit status 1 ValueError: boom", lines[3], "one line per trial")
+        out = self.ok("results", "1", "--top", "1")
+        self.assertEqual([l.split()[0] for l in out.splitlines()[1:]], ["2"])
+        out = self.ok("results", "1", "--top", "2", "--format", "json")
+        self.assertEqual([t["id"] for t in json.loads(out)["trials"]], [2, 0])
+        for bad in (["--format", "xml"], ["--top", "0"], ["--top", "x"]):
+            rc, _, err, _ = cgq("results", "1", *bad, env=self.env)
+            self.assertEqual(rc, 2, err)
+
+    def test_workers(self):
+        out = self.ok("workers")
+        rows = {l.split()[0]: l for l in out.splitlines()[1:]}
+        self.assertEqual(sorted(rows), ["n1", "n2", "n3"])
+        self.assertEqual(rows["n1"].split()[1:6], ["alive", "2.5/4", "1/2", "1", "0s"])
+        self.assertEqual(rows["n2"].split()[1], "dead?", "silent for 60 s")
+        self.assertEqual(rows["n3"].split()[1], "gone")
+
+    def test_logs(self):
+        out = self.ok("logs", "1", "1")
+        self.assertIn("job 1 trial 1: failed, attempt 2 on n2", out)
+        self.assertIn("error: exit status 1", out)
+        self.assertIn("line1\nline2", out, "the worker's log tail when the dir is elsewhere")
+        out = self.ok("logs", "1", "2")
+        self.assertIn("hello out", out)
+        self.assertIn("hello err", out)
+        self.assertNotIn("tail only", out, "the complete files win over the tail")
+        for args, code in ((("1", "7"), 2), (("5", "0"), 2), (("1", "x"), 2)):
+            rc, _, err, _ = cgq("logs", *args, env=self.env)
+            self.assertEqual(rc, code, err)
+            self.assertEqual(len(err.splitlines()), 1, err)
+
+
+# ---------------------------------------------------------------- errors
+
+
+GOOD = """name: ok
+space:
+  x: {uniform: [0, 1]}
+  y: {grid: [1, 2]}
+search: {algorithm: random, samples: 3, seed: 1}
+objective: {metric: score, mode: max}
+trial: {kind: noop}
+"""
+
+BAD = """name: bad
+space:
+  x: {uniform: [0, 1]}
+search: {algorithm: random, samplez: 3}
+trial: {kind: noop}
+"""
+
+
+class ErrorTest(TmpCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.make_tmp()
+        cls.good = os.path.join(cls.tmp, "good.yaml")
+        cls.bad = os.path.join(cls.tmp, "bad.yaml")
+        with open(cls.good, "w") as f:
+            f.write(GOOD)
+        with open(cls.bad, "w") as f:
+            f.write(BAD)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.drop_tmp()
+
+    def test_help_and_version(self):
+        rc, out, _, _ = cgq("--version")
+        self.assertEqual((rc, out), (0, "cgq 0.1.0\n"))
+        for args in (["--help"], ["help"], ["-h"]):
+            rc, out, _, _ = cgq(*args)
+            self.assertEqual(rc, 0)
+            self.assertIn("usage: cgq", out)
+        for c in ("run", "submit", "validate", "status", "results", "logs", "cancel", "workers"):
+            for args in ([c, "--help"], ["help", c]):
+                rc, out, err, _ = cgq(*args)
+                self.assertEqual(rc, 0, err)
+                self.assertTrue(out.startswith("usage: cgq " + c), out)
+                self.assertIn("--redis URL", out)
+        rc, _, err, _ = cgq()
+        self.assertEqual(rc, 2)
+        self.assertIn("usage: cgq", err)
+
+    def test_bad_arguments(self):
+        for args in (["frobnicate"], ["status", "--frob"], ["results"], ["results", "1", "2"],
+                     ["results", "x"], ["cancel", "-1"], ["run", "--workers", "0", self.good],
+                     ["run", "--format", "csv", self.good], ["run", "--cpus", "-1", self.good],
+                     ["status", "--limit"], ["help", "nope"], ["--frob", "status"]):
+            rc, out, err, _ = cgq(*args)
+            self.assertEqual(rc, 2, "cgq %s: %s" % (" ".join(args), err))
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertTrue(err.startswith("cgq: "), err)
+
+    def test_validate(self):
+        rc, out, err, _ = cgq("validate", self.good)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("ok", out)
+        rc, out, err, _ = cgq("validate", self.bad)
+        self.assertEqual(rc, 2)
+        self.assertIn("bad.yaml:4:", err)
+        self.assertIn("samplez", err)
+        rc, _, err, _ = cgq("validate", os.path.join(self.tmp, "missing.yaml"))
+        self.assertEqual(rc, 2)
+        self.assertIn("missing.yaml", err)
+
+    def test_no_redis(self):
+        url = "redis://127.0.0.1:%d/0" % free_port()
+        for args in (["status"], ["status", "1"], ["results", "1"], ["workers"],
+                     ["logs", "1", "0"]):
+            rc, out, err, took = cgq(*args, env={"CGQ_REDIS": url})
+            self.assertEqual(rc, 1, err)
+            self.assertLess(took, 3)
+            self.assertEqual(len(err.splitlines()), 1, err)
+            self.assertIn(url[len("redis://"):-2], err)
+        rc, _, err, _ = cgq("status", "--redis", "nope://x")
+        self.assertEqual(rc, 2, err)
+
+    def test_no_coordinator(self):
+        ep = "tcp://127.0.0.1:%d" % free_port()
+        for args in (["cancel", "1"], ["submit", self.good]):
+            rc, out, err, took = cgq(*args, "--coordinator", ep)
+            self.assertEqual(rc, 1, err)
+            self.assertLess(took, 3, "refused at once")
+            self.assertEqual(err.strip(), "cgq: cannot reach the coordinator at %s: connection "
+                             "refused (is cgq-coordinator running? check --coordinator / "
+                             "CGQ_COORDINATOR)" % ep)
+        # something that accepts connections but never answers: the 5 s bound
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            ep = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+            rc, out, err, took = cgq("cancel", "1", env={"CGQ_COORDINATOR": ep})
+        self.assertEqual(rc, 1, err)
+        self.assertTrue(4.5 < took < 8, took)
+        self.assertIn("within 5s", err)
+        # a bad spec is refused before anything is contacted
+        rc, _, err, took = cgq("submit", self.bad, "--coordinator", ep)
+        self.assertEqual(rc, 2, err)
+        self.assertLess(took, 2)
+        rc, _, err, _ = cgq("cancel", "1", "--coordinator", "nonsense")
+        self.assertEqual(rc, 2, err)
+
+
+# ---------------------------------------------------------------- cgq run
+
+
+NOOP = """name: noop-run
+space:
+  x: {uniform: [0, 1]}
+  y: {grid: [1, 2]}
+search: {algorithm: random, samples: 3, seed: 4}
+objective: {metric: score, mode: max}
+trial: {kind: noop}
+"""
+
+FAIL = """name: failing
+space:
+  x: {grid: [1, 2, 3]}
+search: {algorithm: grid}
+objective: {metric: score, mode: max}
+trial:
+  command: "echo about to fail >&2; exit 3"
+  resources: {cpu: 0.5}
+"""
+
+GPU = """name: needs-gpu
+space:
+  x: {grid: [1, 2]}
+search: {algorithm: grid}
+trial:
+  kind: noop
+  resources: {cpu: 0.5, gpu: 1}
+"""
+
+SLOW = """name: slow
+space:
+  x: {grid: [1, 2]}
+search: {algorithm: grid}
+trial:
+  command: sleep 60
+  resources: {cpu: 0.5}
+"""
+
+
+class RunTest(TmpCase):
+    @classmethod
+    def setUpClass(cls):
+        for b in ("cgq-coordinator", "cgq-worker"):
+            if not os.access(os.path.join(BIN, b), os.X_OK):
+                raise unittest.SkipTest("%s is not built in %s" % (b, BIN))
+        cls.make_tmp()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.drop_tmp()
+
+    def setUp(self):
+        self.cwd = os.path.join(self.tmp, self._testMethodName[5:])
+        os.makedirs(self.cwd)
+
+    def tearDown(self):
+        self.assert_nothing_left()
+
+    def spec(self, text):
+        path = os.path.join(self.cwd, "spec.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def assert_nothing_left(self):
+        if not SUBREAPER:
+            return
+        deadline = time.monotonic() + 5
+        while children() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = children()
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        self.assertEqual(left, [], "processes left running")
+
+    def test_json(self):
+        rc, out, err, _ = cgq("run", self.spec(NOOP), "--format", "json", "--cpus", "1",
+                              "--gpus", "none", cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["job"], 1)
+        self.assertEqual(doc["state"], "finished")
+        self.assertEqual(len(doc["trials"]), 6)
+        scores = [t["metrics"]["score"] for t in doc["trials"]]
+        self.assertEqual(scores, sorted(scores, reverse=True), "best first")
+        self.assertIn("job 1 finished: 6 trials succeeded", err)
+        for name in ("redis.log", "coordinator.log", "worker-1.log"):
+            self.assertTrue(os.path.isfile(os.path.join(self.cwd, ".cgq", "logs", name)), name)
+        self.assertTrue(os.path.isdir(os.path.join(self.cwd, ".cgq", "redis", "appendonlydir")))
+        # the second run in the same directory continues the numbering
+        rc, out, err, _ = cgq("run", self.spec(NOOP), "--top", "2", "--workers", "2",
+                              cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("job 2 ", err)
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["rank", "trial", "score", "x", "y", "duration"])
+        self.assertEqual(len(lines), 3, out)
+
+    def test_failing(self):
+        rc, out, err, _ = cgq("run", self.spec(FAIL), "--cpus", "1", cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("no trial succeeded", out)
+        self.assertIn("0 succeeded, 3 failed", err)
+        self.assertIn("exit status 3", err)
+        self.assertIn("about to fail", err)
+
+    def test_unschedulable(self):
+        rc, out, err, took = cgq("run", self.spec(GPU), "--gpus", "none", cwd=self.cwd,
+                                 timeout=60)
+        self.assertEqual(rc, 1, err)
+        self.assertRegex(err, r"cgq: trial 0 is unschedulable: .*gpu")
+        self.assertLess(took, 20)
+
+    def test_interrupt(self):
+        env = dict(os.environ)
+        env.pop("CGQ_REDIS", None)
+        p = subprocess.Popen([CGQ, "run", self.spec(SLOW), "--cpus", "1"], cwd=self.cwd,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+        lines = []
+        started = threading.Event()
+
+        def pump():
+            for raw in p.stderr:
+                lines.append(raw.decode("utf-8", "replace"))
+                if "running 2" in lines[-1]:
+                    started.set()
+        th = threading.Thread(target=pump, daemon=True)
+        th.start()
+        self.assertTrue(started.wait(30), "both trials running:\n" + "".join(lines))
+        p.send_signal(signal.SIGINT)
+        try:
+            rc = p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+        th.join(5)
+        p.stdout.close()
+        p.stderr.close()
+        err = "".join(lines)
+        self.assertEqual(rc, 130, err)
+        self.assertIn("interrupted; cancelling job 1", err)
+        for mark in SANITIZER:
+            self.assertNotIn(mark, err)
+
+    def test_keep(self):
+        rc, out, err, _ = cgq("run", self.spec(NOOP), "--keep", "--cpus", "1", cwd=self.cwd,
+                              timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("left running (--keep)", err)
+        with open(os.path.join(self.cwd, ".cgq", "pids")) as f:
+            pids = [int(x) for x in f.read().split()]
+        self.assertEqual(len(pids), 3, "worker, coordinator, redis")
+        sock = os.path.join(self.cwd, ".cgq", "redis.sock")
+        rc, out, err, _ = cgq("status", "1", env={"CGQ_REDIS": "unix://" + sock})
+        self.assertEqual(rc, 0, err)
+        self.assertIn("finished", out)
+        # a second run refuses to share .cgq with the running Redis
+        rc, out, err, _ = cgq("run", self.spec(NOOP), cwd=self.cwd, timeout=30)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("already serves", err)
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    if not os.access(CGQ, os.X_OK) or not shutil.which("redis-server"):
+        print("skipped: needs %s and redis-server" % CGQ, file=sys.stderr)
+        sys.exit(77)
+    unittest.main(verbosity=2)

@@ -1,0 +1,205 @@
+// ctl: requests to the coordinator's control ROUTER, and `cgq cancel`.
+#include "ctl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "cli.h"
+#include "util.h"
+
+static void
+s_unreachable (char *err, size_t errlen, const char *endpoint, const char *why)
+{
+    snprintf (err, errlen,
+              "cannot reach the coordinator at %s%s (is cgq-coordinator running? check "
+              "--coordinator / CGQ_COORDINATOR)",
+              endpoint, why);
+}
+
+// s_monitor_event reads one event of a socket monitor: its number, or 0.
+static int
+s_monitor_event (void *mon)
+{
+    zmq_msg_t m;
+    zmq_msg_init (&m);
+    int event = 0;
+    if (zmq_msg_recv (&m, mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_size (&m) >= 2) {
+        uint16_t e;
+        memcpy (&e, zmq_msg_data (&m), sizeof e);
+        event = e;
+    }
+    // the second frame names the endpoint
+    while (zmq_msg_more (&m)) {
+        zmq_msg_close (&m);
+        zmq_msg_init (&m);
+        if (zmq_msg_recv (&m, mon, ZMQ_DONTWAIT) < 0)
+            break;
+    }
+    zmq_msg_close (&m);
+    return event;
+}
+
+int
+cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t **reply,
+                 char *err, size_t errlen)
+{
+    *reply = NULL;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (cgq_wire_encode (req, &data, &len) < 0) {
+        snprintf (err, errlen, "internal error: empty request to the coordinator");
+        return CGQ_EXIT_FAIL;
+    }
+    int rc = CGQ_EXIT_FAIL;
+    int64_t deadline = cgq_now_ms () + timeout_ms;
+    char waited[64];
+    snprintf (waited, sizeof waited, " within %ds", (timeout_ms + 999) / 1000);
+    void *mon = NULL;
+    void *ctx = zmq_ctx_new ();
+    void *sock = ctx ? zmq_socket (ctx, ZMQ_REQ) : NULL;
+    if (!sock) {
+        snprintf (err, errlen, "cannot create a ZeroMQ socket: %s", zmq_strerror (zmq_errno ()));
+        goto done;
+    }
+    int linger = 0;
+    zmq_setsockopt (sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt (sock, ZMQ_SNDTIMEO, &timeout_ms, sizeof timeout_ms);
+    zmq_setsockopt (sock, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    // A monitor tells a refused connection (nobody listens: fail at once)
+    // from a slow coordinator (wait up to timeout_ms).
+    char mon_ep[64];
+    snprintf (mon_ep, sizeof mon_ep, "inproc://cgq-ctl-monitor-%p", sock);
+    if (zmq_socket_monitor (sock, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED) == 0) {
+        mon = zmq_socket (ctx, ZMQ_PAIR);
+        if (mon) {
+            zmq_setsockopt (mon, ZMQ_LINGER, &linger, sizeof linger);
+            if (zmq_connect (mon, mon_ep) < 0) {
+                zmq_close (mon);
+                mon = NULL;
+            }
+        }
+    }
+    if (zmq_connect (sock, endpoint) < 0) {
+        snprintf (err, errlen,
+                  "bad coordinator endpoint '%s': %s (expected tcp://HOST:PORT; check "
+                  "--coordinator / CGQ_COORDINATOR)",
+                  endpoint, zmq_strerror (zmq_errno ()));
+        rc = CGQ_EXIT_BAD;
+        goto done;
+    }
+    if (zmq_send (sock, data, len, 0) < 0) {
+        if (zmq_errno () == EINTR)
+            snprintf (err, errlen, "interrupted while sending to the coordinator at %s", endpoint);
+        else
+            s_unreachable (err, errlen, endpoint, waited);
+        goto done;
+    }
+    bool connected = false;
+    for (;;) {
+        int left = (int) (deadline - cgq_now_ms ());
+        if (left <= 0) {
+            s_unreachable (err, errlen, endpoint, waited);
+            goto done;
+        }
+        zmq_pollitem_t items[2] = {{sock, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+        int n = zmq_poll (items, mon ? 2 : 1, left);
+        if (n < 0) {
+            if (zmq_errno () == EINTR)
+                snprintf (err, errlen, "interrupted while waiting for the coordinator at %s",
+                          endpoint);
+            else
+                s_unreachable (err, errlen, endpoint, waited);
+            goto done;
+        }
+        if (mon && (items[1].revents & ZMQ_POLLIN)) {
+            int ev = s_monitor_event (mon);
+            if (ev == ZMQ_EVENT_CONNECTED)
+                connected = true;
+            else if (ev == ZMQ_EVENT_CONNECT_RETRIED && !connected) {
+                s_unreachable (err, errlen, endpoint, ": connection refused");
+                goto done;
+            }
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            break;
+    }
+    zmq_msg_t msg;
+    zmq_msg_init (&msg);
+    if (zmq_msg_recv (&msg, sock, ZMQ_DONTWAIT) < 0) {
+        s_unreachable (err, errlen, endpoint, waited);
+        zmq_msg_close (&msg);
+        goto done;
+    }
+    *reply = cgq_wire_decode (zmq_msg_data (&msg), zmq_msg_size (&msg), 0);
+    zmq_msg_close (&msg);
+    if (!*reply) {
+        snprintf (err, errlen,
+                  "the coordinator at %s answered with a frame that does not decode (is it "
+                  "the same cgq version as this CLI, %s?)",
+                  endpoint, CGQ_CLI_VERSION);
+        goto done;
+    }
+    rc = CGQ_EXIT_OK;
+done:
+    if (sock && mon)
+        zmq_socket_monitor (sock, NULL, 0);
+    if (mon)
+        zmq_close (mon);
+    if (sock)
+        zmq_close (sock);
+    if (ctx)
+        zmq_ctx_term (ctx);
+    free (data);
+    return rc;
+}
+
+int
+cgq_ctl_cancel (const char *endpoint, uint64_t job, int timeout_ms, char *msg, size_t msglen)
+{
+    Cgq__CancelJob cj = CGQ__CANCEL_JOB__INIT;
+    cj.job = job;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_CANCEL_JOB;
+    env.cancel_job = &cj;
+    cgq_env_t *reply = NULL;
+    int rc = cgq_ctl_request (endpoint, &env, timeout_ms, &reply, msg, msglen);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    if (reply->body_case != CGQ__ENVELOPE__BODY_REPLY) {
+        snprintf (msg, msglen, "the coordinator at %s answered CancelJob with '%s' instead of a reply",
+                  endpoint, cgq_wire_body_name (reply));
+        rc = CGQ_EXIT_FAIL;
+    }
+    else {
+        int code = reply->reply->code;
+        const char *text = reply->reply->message;
+        if (text && *text)
+            snprintf (msg, msglen, "%s", text);
+        else
+            snprintf (msg, msglen, code == 0 ? "cancelled job %" PRIu64 : "cannot cancel job %" PRIu64,
+                      job);
+        rc = code == 0 ? CGQ_EXIT_OK : code == 2 ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+    }
+    cgq_wire_free (reply);
+    return rc;
+}
+
+int
+cgq_cmd_cancel (cgq_cli_t *cli)
+{
+    uint64_t job;
+    if (cgq_cli_parse_id ("job", cli->pos[0], &job) < 0)
+        return CGQ_EXIT_BAD;
+    char msg[1024];
+    int rc = cgq_ctl_cancel (cli->coordinator, job, CGQ_CTL_TIMEOUT_MS, msg, sizeof msg);
+    if (rc == CGQ_EXIT_OK)
+        printf ("%s\n", msg);
+    else
+        cgq_cli_error ("%s", msg);
+    return rc;
+}

@@ -1,0 +1,25 @@
+// ctl: one request to the coordinator's control endpoint over a fresh REQ
+// socket, bounded in time, so that the CLI never hangs on a dead coordinator.
+#ifndef CGQ_CTL_H
+#define CGQ_CTL_H
+
+#include <stddef.h>
+
+#include "wire.h"
+
+#define CGQ_CTL_TIMEOUT_MS 5000
+
+// cgq_ctl_request sends req to endpoint and waits at most timeout_ms for the
+// answer. Returns an exit status: 0 with *reply set (caller frees with
+// cgq_wire_free); 2 when the endpoint is malformed; 1 when the coordinator
+// does not answer in time, answers garbage, or a signal interrupted the wait.
+// On failure err holds one line that says what to check.
+int cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t **reply,
+                     char *err, size_t errlen);
+
+// cgq_ctl_cancel asks the coordinator to cancel job. Returns the exit status
+// (the Reply's code, or that of the failed request) and the message to print
+// in msg.
+int cgq_ctl_cancel (const char *endpoint, uint64_t job, int timeout_ms, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,39 @@
+// progress: follow a job until it ends, drawing its progress on stderr (one
+// redrawn line on a terminal, a line per change at most every 2 s otherwise).
+#ifndef CGQ_PROGRESS_H
+#define CGQ_PROGRESS_H
+
+#include <stdint.h>
+
+#include "store.h"
+#include "view.h"
+
+#define CGQ_PROGRESS_POLL_MS 200
+
+// Returned by cgq_progress_follow when cgq_cli_signal was set.
+#define CGQ_PROGRESS_SIGNAL (-2)
+
+// A hook called after every poll with the fresh snapshot (NULL when the poll
+// failed): 0 to go on, a value > 0 to stop following (cgq_progress_follow
+// returns it).
+typedef int (*cgq_progress_check_fn) (void *arg, const cgq_view_job_t *job);
+
+// cgq_progress_follow polls job every CGQ_PROGRESS_POLL_MS until its state is
+// finished or cancelled. Returns 0 then, with *final (if not NULL) set to the
+// last snapshot (caller destroys); CGQ_PROGRESS_SIGNAL on a signal; -1 when
+// Redis stayed unreachable for 5 s or the job vanished (the error is printed);
+// or the value a check returned. check may be NULL.
+int cgq_progress_follow (cgq_store_t *store, uint64_t job, cgq_progress_check_fn check, void *arg,
+                         cgq_view_job_t **final);
+
+// cgq_progress_break ends a progress line left open on the terminal, so that
+// the next message starts on a line of its own. cgq_cli_error calls it.
+void cgq_progress_break (void);
+
+// cgq_progress_line formats the one-line summary of a job into buf:
+// "[#####.....] 12/24  running 2  failed 0  best val=0.93 (trial 7)  0:12".
+// width bounds the text (0: no bound). Returns buf.
+char *cgq_progress_line (char *buf, size_t n, const cgq_view_job_t *job, double elapsed_s,
+                         int width);
+
+#endif

@@ -1,0 +1,935 @@
+// show: tables, CSV and JSON, and the read-only commands status, results,
+// workers and logs.
+#include "show.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "util.h"
+
+// Table cells longer than this are cut, so that one long param value (a list,
+// a path) does not push every other column off the screen.
+#define S_CELL_MAX 40
+
+// ---------------------------------------------------------------- formatting
+
+char *
+cgq_show_number (char *buf, size_t n, double v)
+{
+    if (isnan (v))
+        snprintf (buf, n, "nan");
+    else
+        snprintf (buf, n, "%.6g", v);
+    return buf;
+}
+
+char *
+cgq_show_duration (char *buf, size_t n, double s)
+{
+    if (s < 0 || isnan (s))
+        s = 0;
+    if (s < 10)
+        snprintf (buf, n, "%.2fs", s);
+    else if (s < 60)
+        snprintf (buf, n, "%.1fs", s);
+    else if (s < 3600)
+        snprintf (buf, n, "%dm%02ds", (int) (s / 60), (int) fmod (s, 60));
+    else
+        snprintf (buf, n, "%dh%02dm", (int) (s / 3600), (int) fmod (s / 60, 60));
+    return buf;
+}
+
+char *
+cgq_show_clock (char *buf, size_t n, double s)
+{
+    if (s < 0 || isnan (s))
+        s = 0;
+    long t = (long) s;
+    if (t >= 3600)
+        snprintf (buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf (buf, n, "%ld:%02ld", t / 60, t % 60);
+    return buf;
+}
+
+// s_ago writes how long ago the Unix time t was: "12s", "5m", "3h", "2d".
+static char *
+s_ago (char *buf, size_t n, double t)
+{
+    if (t <= 0) {
+        snprintf (buf, n, "-");
+        return buf;
+    }
+    double s = cgq_wall_s () - t;
+    if (s < 0)
+        s = 0;
+    if (s < 120)
+        snprintf (buf, n, "%ds", (int) s);
+    else if (s < 7200)
+        snprintf (buf, n, "%dm", (int) (s / 60));
+    else if (s < 172800)
+        snprintf (buf, n, "%dh", (int) (s / 3600));
+    else
+        snprintf (buf, n, "%dd", (int) (s / 86400));
+    return buf;
+}
+
+// s_json_emit writes v as compact JSON, reals as the shortest text that reads
+// back as the same double (jansson would write 0.1 as 0.10000000000000001).
+static void
+s_json_emit (cgq_buf_t *b, const json_t *v)
+{
+    char num[32];
+    switch (json_typeof (v)) {
+    case JSON_OBJECT: {
+        cgq_buf_puts (b, "{");
+        const char *key;
+        json_t *val;
+        bool first = true;
+        json_object_foreach ((json_t *) v, key, val) {
+            if (!first)
+                cgq_buf_puts (b, ", ");
+            first = false;
+            json_t *k = json_string (key);
+            s_json_emit (b, k);
+            json_decref (k);
+            cgq_buf_puts (b, ": ");
+            s_json_emit (b, val);
+        }
+        cgq_buf_puts (b, "}");
+        break;
+    }
+    case JSON_ARRAY:
+        cgq_buf_puts (b, "[");
+        for (size_t i = 0; i < json_array_size (v); i++) {
+            if (i)
+                cgq_buf_puts (b, ", ");
+            s_json_emit (b, json_array_get (v, i));
+        }
+        cgq_buf_puts (b, "]");
+        break;
+    case JSON_STRING: {
+        char *s = json_dumps (v, JSON_ENCODE_ANY);
+        cgq_buf_puts (b, s ? s : "\"\"");
+        free (s);
+        break;
+    }
+    case JSON_INTEGER:
+        cgq_buf_printf (b, "%" JSON_INTEGER_FORMAT, json_integer_value (v));
+        break;
+    case JSON_REAL: {
+        double d = json_real_value (v);
+        cgq_buf_puts (b, isfinite (d) ? cgq_fmt_double (num, d) : "null");
+        break;
+    }
+    case JSON_TRUE: cgq_buf_puts (b, "true"); break;
+    case JSON_FALSE: cgq_buf_puts (b, "false"); break;
+    default: cgq_buf_puts (b, "null"); break;
+    }
+}
+
+// s_value_text returns a param or metric value as text (caller frees):
+// strings bare, numbers short (table) or exact (csv), the rest as JSON.
+static char *
+s_value_text (const json_t *v, bool exact)
+{
+    char num[32];
+    if (!v)
+        return cgq_xstrdup ("");
+    if (json_is_string (v))
+        return cgq_xstrdup (json_string_value (v));
+    if (json_is_real (v) && !exact)
+        return cgq_xstrdup (cgq_show_number (num, sizeof num, json_real_value (v)));
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    s_json_emit (&b, v);
+    return cgq_buf_take (&b);
+}
+
+// ---------------------------------------------------------------- tables
+
+typedef struct {
+    size_t ncols;
+    char **head;
+    bool *right;
+    char **cells;
+    size_t ncells, cap;
+} s_table_t;
+
+static void
+s_table_init (s_table_t *t, size_t ncols)
+{
+    memset (t, 0, sizeof *t);
+    t->ncols = ncols;
+    t->head = cgq_xcalloc (ncols, sizeof *t->head);
+    t->right = cgq_xcalloc (ncols, sizeof *t->right);
+}
+
+static void
+s_table_head (s_table_t *t, size_t col, const char *name, bool right)
+{
+    free (t->head[col]);
+    t->head[col] = cgq_xstrdup (name);
+    t->right[col] = right;
+}
+
+// s_utf8_len counts code points, which is what a terminal shows for text
+// without wide characters.
+static size_t
+s_utf8_len (const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char) *s & 0xC0) != 0x80;
+    return n;
+}
+
+// s_table_add takes a cell (ownership), flattening control characters and
+// cutting it at S_CELL_MAX code points.
+static void
+s_table_add (s_table_t *t, char *cell)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    size_t cps = 0;
+    const char *p = cell ? cell : "";
+    for (; *p; p++) {
+        unsigned char c = (unsigned char) *p;
+        if ((c & 0xC0) != 0x80) {
+            if (cps == S_CELL_MAX - 1 && s_utf8_len (p) > 1) {
+                cgq_buf_puts (&b, "…");
+                break;
+            }
+            cps++;
+        }
+        char ch = c < 0x20 || c == 0x7f ? ' ' : (char) c;
+        cgq_buf_append (&b, &ch, 1);
+    }
+    free (cell);
+    if (t->ncells == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 64;
+        t->cells = cgq_xrealloc (t->cells, t->cap * sizeof *t->cells);
+    }
+    t->cells[t->ncells++] = cgq_buf_take (&b);
+}
+
+static void
+s_table_addf (s_table_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+static void
+s_table_addf (s_table_t *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    char *s = NULL;
+    if (vasprintf (&s, fmt, ap) < 0)
+        s = NULL;
+    va_end (ap);
+    s_table_add (t, s ? s : cgq_xstrdup ("?"));
+}
+
+static void
+s_table_print (const s_table_t *t, FILE *f, const char *indent)
+{
+    size_t *w = cgq_xcalloc (t->ncols, sizeof *w);
+    for (size_t c = 0; c < t->ncols; c++)
+        w[c] = s_utf8_len (t->head[c] ? t->head[c] : "");
+    for (size_t i = 0; i < t->ncells; i++) {
+        size_t len = s_utf8_len (t->cells[i]);
+        if (len > w[i % t->ncols])
+            w[i % t->ncols] = len;
+    }
+    size_t nrows = t->ncells / t->ncols;
+    for (size_t r = 0; r <= nrows; r++) {
+        fputs (indent, f);
+        for (size_t c = 0; c < t->ncols; c++) {
+            const char *s = r == 0 ? (t->head[c] ? t->head[c] : "") : t->cells[(r - 1) * t->ncols + c];
+            size_t pad = w[c] - s_utf8_len (s);
+            bool last = c + 1 == t->ncols;
+            if (t->right[c])
+                fprintf (f, "%*s%s", (int) pad, "", s);
+            else
+                fprintf (f, "%s%*s", s, last ? 0 : (int) pad, "");
+            if (!last)
+                fputs ("  ", f);
+        }
+        fputc ('\n', f);
+    }
+    free (w);
+}
+
+static void
+s_table_fini (s_table_t *t)
+{
+    for (size_t c = 0; c < t->ncols; c++)
+        free (t->head[c]);
+    for (size_t i = 0; i < t->ncells; i++)
+        free (t->cells[i]);
+    free (t->head);
+    free (t->right);
+    free (t->cells);
+    memset (t, 0, sizeof *t);
+}
+
+// s_keys collects the keys of every trial's params (or metrics) in order of
+// first appearance. The strings are borrowed from the trials.
+static const char **
+s_keys (cgq_view_trial_t **trials, size_t n, bool metrics, size_t *nkeys)
+{
+    size_t cap = 8, k = 0;
+    const char **keys = cgq_xcalloc (cap, sizeof *keys);
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = metrics ? trials[i]->metrics : trials[i]->params;
+        const char *key;
+        json_t *val;
+        json_object_foreach (o, key, val) {
+            (void) val;
+            bool seen = false;
+            for (size_t j = 0; j < k && !seen; j++)
+                seen = strcmp (keys[j], key) == 0;
+            if (seen)
+                continue;
+            if (k == cap) {
+                cap *= 2;
+                keys = cgq_xrealloc (keys, cap * sizeof *keys);
+            }
+            keys[k++] = key;
+        }
+    }
+    *nkeys = k;
+    return keys;
+}
+
+static char *
+s_duration_cell (const cgq_view_trial_t *t)
+{
+    char buf[32];
+    if (!t->has_duration)
+        return cgq_xstrdup ("-");
+    return cgq_xstrdup (cgq_show_duration (buf, sizeof buf, t->duration));
+}
+
+// ---------------------------------------------------------------- trials
+
+void
+cgq_show_leaderboard (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+{
+    if (n == 0) {
+        fprintf (f, "no trial succeeded\n");
+        return;
+    }
+    size_t np;
+    const char **pk = s_keys (trials, n, false, &np);
+    bool ranked = job->metric != NULL;
+    // [rank, value,] trial, params..., duration
+    size_t ncols = 2 + np + (ranked ? 2 : 0);
+    s_table_t t;
+    s_table_init (&t, ncols);
+    size_t c = 0;
+    if (ranked)
+        s_table_head (&t, c++, "rank", true);
+    s_table_head (&t, c++, "trial", true);
+    if (ranked)
+        s_table_head (&t, c++, job->metric, true);
+    for (size_t k = 0; k < np; k++)
+        s_table_head (&t, c++, pk[k], false);
+    s_table_head (&t, c++, "duration", true);
+    char num[32];
+    for (size_t i = 0; i < n; i++) {
+        const cgq_view_trial_t *tr = trials[i];
+        if (ranked)
+            s_table_addf (&t, "%zu", i + 1);
+        s_table_addf (&t, "%" PRIu64, tr->id);
+        if (ranked)
+            s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
+                                                        : "-"));
+        for (size_t k = 0; k < np; k++)
+            s_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+        s_table_add (&t, s_duration_cell (tr));
+    }
+    s_table_print (&t, f, "");
+    s_table_fini (&t);
+    free (pk);
+}
+
+void
+cgq_show_results_table (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+                        size_t n)
+{
+    if (n == 0) {
+        fprintf (f, "job %" PRIu64 " has no trials yet\n", job->id);
+        return;
+    }
+    size_t np;
+    const char **pk = s_keys (trials, n, false, &np);
+    // trial, state, value, params..., attempts, node, duration, error
+    size_t ncols = 7 + np;
+    s_table_t t;
+    s_table_init (&t, ncols);
+    size_t c = 0;
+    s_table_head (&t, c++, "trial", true);
+    s_table_head (&t, c++, "state", false);
+    s_table_head (&t, c++, job->metric ? job->metric : "value", true);
+    for (size_t k = 0; k < np; k++)
+        s_table_head (&t, c++, pk[k], false);
+    s_table_head (&t, c++, "attempts", true);
+    s_table_head (&t, c++, "node", false);
+    s_table_head (&t, c++, "duration", true);
+    s_table_head (&t, c++, "error", false);
+    char num[32];
+    for (size_t i = 0; i < n; i++) {
+        const cgq_view_trial_t *tr = trials[i];
+        s_table_addf (&t, "%" PRIu64, tr->id);
+        s_table_add (&t, cgq_xstrdup (tr->state));
+        s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
+                                                    : "-"));
+        for (size_t k = 0; k < np; k++)
+            s_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+        s_table_addf (&t, "%u", tr->attempt);
+        s_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
+        s_table_add (&t, s_duration_cell (tr));
+        s_table_add (&t, cgq_xstrdup (tr->error ? tr->error : ""));
+    }
+    s_table_print (&t, f, "");
+    s_table_fini (&t);
+    free (pk);
+}
+
+// s_csv_field appends s quoted as RFC 4180 asks: in double quotes when it
+// holds a comma, a quote or a line break, with quotes doubled.
+static void
+s_csv_field (cgq_buf_t *b, const char *s, bool first)
+{
+    if (!first)
+        cgq_buf_puts (b, ",");
+    if (!strpbrk (s, ",\"\r\n")) {
+        cgq_buf_puts (b, s);
+        return;
+    }
+    cgq_buf_puts (b, "\"");
+    for (const char *p = s; *p; p++) {
+        if (*p == '"')
+            cgq_buf_puts (b, "\"\"");
+        else
+            cgq_buf_append (b, p, 1);
+    }
+    cgq_buf_puts (b, "\"");
+}
+
+static void
+s_csv_value (cgq_buf_t *b, const json_t *v)
+{
+    char *s = s_value_text (v, true);
+    s_csv_field (b, s, false);
+    free (s);
+}
+
+void
+cgq_show_results_csv (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+{
+    size_t np, nm;
+    const char **pk = s_keys (trials, n, false, &np);
+    const char **mk = s_keys (trials, n, true, &nm);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    s_csv_field (&b, "id", true);
+    s_csv_field (&b, "state", false);
+    s_csv_field (&b, "value", false);
+    for (size_t k = 0; k < np; k++)
+        s_csv_field (&b, pk[k], false);
+    for (size_t k = 0; k < nm; k++)
+        s_csv_field (&b, mk[k], false);
+    s_csv_field (&b, "attempts", false);
+    s_csv_field (&b, "node", false);
+    s_csv_field (&b, "duration", false);
+    s_csv_field (&b, "error", false);
+    fprintf (f, "%s\n", b.data);
+    char num[32];
+    for (size_t i = 0; i < n; i++) {
+        const cgq_view_trial_t *t = trials[i];
+        cgq_buf_reset (&b);
+        cgq_buf_printf (&b, "%" PRIu64, t->id);
+        s_csv_field (&b, t->state, false);
+        s_csv_field (&b, t->has_value && isfinite (t->value) ? cgq_fmt_double (num, t->value) : "",
+                     false);
+        for (size_t k = 0; k < np; k++)
+            s_csv_value (&b, json_object_get (t->params, pk[k]));
+        for (size_t k = 0; k < nm; k++)
+            s_csv_value (&b, json_object_get (t->metrics, mk[k]));
+        cgq_buf_printf (&b, ",%u", t->attempt);
+        s_csv_field (&b, t->node ? t->node : "", false);
+        if (t->has_duration)
+            cgq_buf_printf (&b, ",%.3f", t->duration);
+        else
+            cgq_buf_puts (&b, ",");
+        s_csv_field (&b, t->error ? t->error : "", false);
+        fprintf (f, "%s\n", b.data);
+    }
+    cgq_buf_fini (&b);
+    free (pk);
+    free (mk);
+}
+
+static void
+s_json_str_or_null (cgq_buf_t *b, const char *s)
+{
+    if (!s) {
+        cgq_buf_puts (b, "null");
+        return;
+    }
+    json_t *j = json_string (s);
+    if (!j) // not UTF-8: keep what can be shown rather than fail the document
+        j = json_stringn_nocheck (s, strlen (s));
+    s_json_emit (b, j);
+    json_decref (j);
+}
+
+static void
+s_json_num_or_null (cgq_buf_t *b, bool has, double v)
+{
+    char num[32];
+    cgq_buf_puts (b, has && isfinite (v) ? cgq_fmt_double (num, v) : "null");
+}
+
+void
+cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_printf (&b, "{\n  \"job\": %" PRIu64 ",\n  \"name\": ", job->id);
+    s_json_str_or_null (&b, job->name);
+    cgq_buf_puts (&b, ",\n  \"state\": ");
+    s_json_str_or_null (&b, job->state);
+    cgq_buf_puts (&b, ",\n  \"objective\": ");
+    if (job->metric) {
+        cgq_buf_puts (&b, "{\"metric\": ");
+        s_json_str_or_null (&b, job->metric);
+        cgq_buf_printf (&b, ", \"mode\": \"%s\"}", job->mode > 0 ? "max" : "min");
+    }
+    else
+        cgq_buf_puts (&b, "null");
+    cgq_buf_puts (&b, ",\n  \"trials\": [");
+    for (size_t i = 0; i < n; i++) {
+        const cgq_view_trial_t *t = trials[i];
+        cgq_buf_printf (&b, "%s\n    {\"id\": %" PRIu64 ", \"state\": ", i ? "," : "", t->id);
+        s_json_str_or_null (&b, t->state);
+        cgq_buf_puts (&b, ", \"params\": ");
+        if (t->params)
+            s_json_emit (&b, t->params);
+        else
+            cgq_buf_puts (&b, "{}");
+        cgq_buf_puts (&b, ", \"metrics\": ");
+        if (t->metrics)
+            s_json_emit (&b, t->metrics);
+        else
+            cgq_buf_puts (&b, "null");
+        cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", t->attempt);
+        s_json_str_or_null (&b, t->node);
+        cgq_buf_puts (&b, ", \"started\": ");
+        s_json_num_or_null (&b, t->has_started, t->started);
+        cgq_buf_puts (&b, ", \"finished\": ");
+        s_json_num_or_null (&b, t->has_finished, t->finished);
+        cgq_buf_puts (&b, ", \"error\": ");
+        s_json_str_or_null (&b, t->error);
+        cgq_buf_puts (&b, "}");
+    }
+    cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");
+    fputs (b.data, f);
+    cgq_buf_fini (&b);
+}
+
+// ---------------------------------------------------------------- commands
+
+// s_load_job connects and loads the job named by text. Returns an exit status.
+static int
+s_load_job (cgq_cli_t *cli, const char *text, cgq_store_t **store, cgq_view_job_t **job)
+{
+    uint64_t id;
+    if (cgq_cli_parse_id ("job", text, &id) < 0)
+        return CGQ_EXIT_BAD;
+    int rc = cgq_cli_store (cli, store);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    char err[512];
+    int vr = cgq_view_job_load (*store, id, job, err, sizeof err);
+    if (vr != CGQ_VIEW_OK) {
+        cgq_cli_error ("%s", err);
+        cgq_store_destroy (store);
+        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+    }
+    return CGQ_EXIT_OK;
+}
+
+static char *
+s_best_text (const cgq_view_job_t *j, bool with_metric)
+{
+    char num[32];
+    if (!j->has_best)
+        return cgq_xstrdup ("-");
+    if (with_metric && j->metric)
+        return cgq_xasprintf ("%s=%s (trial %" PRIu64 ")", j->metric,
+                              cgq_show_number (num, sizeof num, j->best_value), j->best_trial);
+    return cgq_xasprintf ("%s (trial %" PRIu64 ")", cgq_show_number (num, sizeof num, j->best_value),
+                          j->best_trial);
+}
+
+static char *
+s_done_text (const cgq_view_job_t *j)
+{
+    if (j->total < 0)
+        return cgq_xasprintf ("%" PRIu64 "/?", cgq_view_job_done (j));
+    return cgq_xasprintf ("%" PRIu64 "/%" PRId64, cgq_view_job_done (j), j->total);
+}
+
+static int
+s_status_list (cgq_cli_t *cli)
+{
+    uint64_t limit;
+    if (cgq_cli_opt_u64 (cli, "limit", 50, 0, UINT32_MAX, &limit) < 0)
+        return CGQ_EXIT_BAD;
+    cgq_store_t *store = NULL;
+    int rc = cgq_cli_store (cli, &store);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    redisReply *card = cgq_store_command (store, "ZCARD %s", CGQ_KEY_JOBS);
+    redisReply *r = card && card->type == REDIS_REPLY_INTEGER
+                        ? cgq_store_command (store, "ZREVRANGE %s 0 %lld", CGQ_KEY_JOBS,
+                                             limit ? (long long) limit - 1 : -1LL)
+                        : NULL;
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (!card || !r)
+            cgq_cli_error ("%s", cgq_store_errstr (store));
+        else
+            cgq_cli_error ("Redis at %s answered %s for %s (is this a cgq database?)",
+                           cgq_store_url (store),
+                           card->type == REDIS_REPLY_ERROR ? card->str : "an error",
+                           CGQ_KEY_JOBS);
+        if (card)
+            freeReplyObject (card);
+        if (r)
+            freeReplyObject (r);
+        cgq_store_destroy (&store);
+        return CGQ_EXIT_FAIL;
+    }
+    long long njobs = card->integer;
+    freeReplyObject (card);
+    if (r->elements == 0) {
+        printf ("no jobs yet (submit one with `cgq submit SPEC` or run one with `cgq run SPEC`)\n");
+        freeReplyObject (r);
+        cgq_store_destroy (&store);
+        return CGQ_EXIT_OK;
+    }
+    s_table_t t;
+    s_table_init (&t, 8);
+    const char *heads[] = {"id", "name", "state", "done/total", "running", "failed", "best", "age"};
+    const bool right[] = {true, false, false, true, true, true, false, true};
+    for (size_t c = 0; c < 8; c++)
+        s_table_head (&t, c, heads[c], right[c]);
+    char err[512], buf[32];
+    for (size_t i = 0; i < r->elements && rc == CGQ_EXIT_OK; i++) {
+        uint64_t id;
+        cgq_view_job_t *j = NULL;
+        if (r->element[i]->type != REDIS_REPLY_STRING ||
+            cgq_parse_u64 (r->element[i]->str, &id) < 0)
+            continue;
+        int vr = cgq_view_job_load (store, id, &j, err, sizeof err);
+        if (vr == CGQ_VIEW_ABSENT)
+            continue; // listed but its hash is gone: nothing to show
+        if (vr != CGQ_VIEW_OK) {
+            cgq_cli_error ("%s", err);
+            rc = CGQ_EXIT_FAIL;
+            break;
+        }
+        s_table_addf (&t, "%" PRIu64, id);
+        s_table_add (&t, cgq_xstrdup (j->name));
+        if (j->blocked && !cgq_view_job_terminal (j))
+            s_table_addf (&t, "%s (blocked)", j->state);
+        else
+            s_table_add (&t, cgq_xstrdup (j->state));
+        s_table_add (&t, s_done_text (j));
+        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_VIEW_RUNNING]);
+        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_VIEW_FAILED]);
+        s_table_add (&t, s_best_text (j, true));
+        s_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
+        cgq_view_job_destroy (&j);
+    }
+    if (rc == CGQ_EXIT_OK) {
+        s_table_print (&t, stdout, "");
+        if (njobs > (long long) r->elements)
+            printf ("(%lld older jobs not shown; --limit 0 shows all)\n",
+                    njobs - (long long) r->elements);
+    }
+    s_table_fini (&t);
+    freeReplyObject (r);
+    cgq_store_destroy (&store);
+    return rc;
+}
+
+static void
+s_print_time (const char *label, double t)
+{
+    if (t <= 0) {
+        printf ("%-11s -\n", label);
+        return;
+    }
+    time_t tt = (time_t) t;
+    struct tm tm;
+    localtime_r (&tt, &tm);
+    char when[64], ago[32];
+    strftime (when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    printf ("%-11s %s (%s ago)\n", label, when, s_ago (ago, sizeof ago, t));
+}
+
+static int
+s_status_job (cgq_cli_t *cli)
+{
+    cgq_store_t *store = NULL;
+    cgq_view_job_t *j = NULL;
+    int rc = s_load_job (cli, cli->pos[0], &store, &j);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    char clock[32];
+    printf ("job %" PRIu64 "  %s  %s\n", j->id, j->name, j->state);
+    printf ("%-11s %s\n", "spec", *j->spec_path ? j->spec_path : "-");
+    s_print_time ("created", j->created);
+    if (cgq_view_job_terminal (j)) {
+        s_print_time ("finished", j->finished);
+        if (j->created > 0 && j->finished >= j->created)
+            printf ("%-11s %s\n", "took", cgq_show_clock (clock, sizeof clock, j->finished - j->created));
+    }
+    // The searcher field holds the searcher's saved state; its algorithm is
+    // what a person wants to see.
+    json_t *ss = json_loads (j->searcher, 0, NULL);
+    const char *alg = json_string_value (json_object_get (ss, "algorithm"));
+    printf ("%-11s %s\n", "searcher", alg ? alg : *j->searcher ? j->searcher : "-");
+    json_decref (ss);
+    if (j->metric)
+        printf ("%-11s %s (%s)\n", "objective", j->metric, j->mode > 0 ? "max" : "min");
+    else
+        printf ("%-11s none\n", "objective");
+    char *done = s_done_text (j);
+    printf ("%-11s %s done, %" PRIu64 " created\n", "trials", done, j->suggested);
+    free (done);
+    printf ("%-11s", "states");
+    for (int s = 0; s < CGQ_VIEW_NSTATES; s++)
+        printf (" %s %" PRIu64 "%s", cgq_view_state_names[s], j->counts[s],
+                s + 1 < CGQ_VIEW_NSTATES ? "," : "\n");
+    char *best = s_best_text (j, true);
+    printf ("%-11s %s\n", "best", best);
+    free (best);
+    if (j->blocked)
+        printf ("unschedulable: %s\n", j->blocked);
+
+    cgq_view_trial_t **trials = NULL;
+    size_t n = 0;
+    char err[512];
+    if (cgq_view_trials_best (store, j, 5, &trials, &n, err, sizeof err) != CGQ_VIEW_OK) {
+        cgq_cli_error ("%s", err);
+        rc = CGQ_EXIT_FAIL;
+    }
+    else if (n > 0) {
+        printf ("\ntop %zu:\n", n);
+        cgq_show_leaderboard (stdout, j, trials, n);
+    }
+    cgq_view_trials_free (trials, n);
+    cgq_view_job_destroy (&j);
+    cgq_store_destroy (&store);
+    return rc;
+}
+
+int
+cgq_cmd_status (cgq_cli_t *cli)
+{
+    return cli->npos == 0 ? s_status_list (cli) : s_status_job (cli);
+}
+
+int
+cgq_cmd_results (cgq_cli_t *cli)
+{
+    const char *format = cgq_cli_opt (cli, "format");
+    if (!format)
+        format = "table";
+    if (strcmp (format, "table") && strcmp (format, "csv") && strcmp (format, "json")) {
+        cgq_cli_error ("bad --format '%s' (expected table, csv or json)", format);
+        return CGQ_EXIT_BAD;
+    }
+    uint64_t top;
+    if (cgq_cli_opt_u64 (cli, "top", 0, 1, UINT32_MAX, &top) < 0)
+        return CGQ_EXIT_BAD;
+    cgq_store_t *store = NULL;
+    cgq_view_job_t *j = NULL;
+    int rc = s_load_job (cli, cli->pos[0], &store, &j);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    cgq_view_trial_t **trials = NULL;
+    size_t n = 0;
+    char err[512];
+    int vr = top ? cgq_view_trials_top (store, j, top, &trials, &n, err, sizeof err)
+                 : cgq_view_trials_all (store, j, &trials, &n, err, sizeof err);
+    if (vr != CGQ_VIEW_OK) {
+        cgq_cli_error ("%s", err);
+        rc = CGQ_EXIT_FAIL;
+    }
+    else if (!strcmp (format, "json"))
+        cgq_show_results_json (stdout, j, trials, n);
+    else if (!strcmp (format, "csv"))
+        cgq_show_results_csv (stdout, j, trials, n);
+    else
+        cgq_show_results_table (stdout, j, trials, n);
+    cgq_view_trials_free (trials, n);
+    cgq_view_job_destroy (&j);
+    cgq_store_destroy (&store);
+    return rc;
+}
+
+int
+cgq_cmd_workers (cgq_cli_t *cli)
+{
+    cgq_store_t *store = NULL;
+    int rc = cgq_cli_store (cli, &store);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    cgq_view_node_t **nodes = NULL;
+    size_t n = 0;
+    char err[512];
+    if (cgq_view_nodes_load (store, &nodes, &n, err, sizeof err) != CGQ_VIEW_OK) {
+        cgq_cli_error ("%s", err);
+        cgq_store_destroy (&store);
+        return CGQ_EXIT_FAIL;
+    }
+    if (n == 0)
+        printf ("no workers have connected yet (start one with cgq-worker --coordinator EP)\n");
+    else {
+        s_table_t t;
+        s_table_init (&t, 7);
+        const char *heads[] = {"id", "state", "cpus free/total", "gpus free/total", "running",
+                               "last seen", "host"};
+        const bool right[] = {false, false, true, true, true, true, false};
+        for (size_t c = 0; c < 7; c++)
+            s_table_head (&t, c, heads[c], right[c]);
+        double now = cgq_wall_s ();
+        char buf[32];
+        for (size_t i = 0; i < n; i++) {
+            const cgq_view_node_t *nd = nodes[i];
+            s_table_add (&t, cgq_xstrdup (nd->id));
+            bool stale = !nd->has_last_seen || now - nd->last_seen > 10;
+            if (!strcmp (nd->state, "alive") && stale)
+                s_table_add (&t, cgq_xstrdup ("dead?"));
+            else
+                s_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
+            s_table_addf (&t, "%g/%g", nd->free_cpus, nd->cpus);
+            s_table_addf (&t, "%g/%g", nd->free_gpus, nd->gpus);
+            s_table_addf (&t, "%" PRIu64, nd->running);
+            if (nd->has_last_seen)
+                s_table_addf (&t, "%s ago", s_ago (buf, sizeof buf, nd->last_seen));
+            else
+                s_table_add (&t, cgq_xstrdup ("never"));
+            s_table_add (&t, cgq_xstrdup (*nd->hostname ? nd->hostname : "-"));
+        }
+        s_table_print (&t, stdout, "");
+        s_table_fini (&t);
+    }
+    cgq_view_nodes_free (nodes, n);
+    cgq_store_destroy (&store);
+    return CGQ_EXIT_OK;
+}
+
+// s_cat copies a file to stdout. Returns 0, or -1 when it cannot be opened.
+static int
+s_cat (const char *path)
+{
+    FILE *f = fopen (path, "r");
+    if (!f)
+        return -1;
+    char buf[8192];
+    size_t n, total = 0;
+    int last = '\n';
+    while ((n = fread (buf, 1, sizeof buf, f)) > 0) {
+        fwrite (buf, 1, n, stdout);
+        last = buf[n - 1];
+        total += n;
+    }
+    fclose (f);
+    if (total == 0)
+        printf ("(empty)\n");
+    else if (last != '\n')
+        putchar ('\n');
+    return 0;
+}
+
+int
+cgq_cmd_logs (cgq_cli_t *cli)
+{
+    uint64_t tid;
+    if (cgq_cli_parse_id ("trial", cli->pos[1], &tid) < 0)
+        return CGQ_EXIT_BAD;
+    cgq_store_t *store = NULL;
+    cgq_view_job_t *j = NULL;
+    int rc = s_load_job (cli, cli->pos[0], &store, &j);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    cgq_view_trial_t *t = NULL;
+    char err[512];
+    int vr = cgq_view_trial_load (store, j, tid, &t, err, sizeof err);
+    if (vr != CGQ_VIEW_OK) {
+        cgq_cli_error ("%s", err);
+        cgq_view_job_destroy (&j);
+        cgq_store_destroy (&store);
+        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+    }
+    char dur[32];
+    printf ("job %" PRIu64 " trial %" PRIu64 ": %s", j->id, t->id, t->state);
+    if (t->attempt)
+        printf (", attempt %u", t->attempt);
+    if (t->node)
+        printf (" on %s", t->node);
+    if (t->has_duration)
+        printf (", %s", cgq_show_duration (dur, sizeof dur, t->duration));
+    printf ("\n");
+    if (t->params) {
+        cgq_buf_t b;
+        cgq_buf_init (&b);
+        s_json_emit (&b, t->params);
+        printf ("params: %s\n", b.data);
+        cgq_buf_fini (&b);
+    }
+    if (t->error)
+        printf ("error: %s\n", t->error);
+    struct stat st;
+    bool local = t->trial_dir && stat (t->trial_dir, &st) == 0 && S_ISDIR (st.st_mode);
+    if (local) {
+        const char *names[] = {"stdout.log", "stderr.log"};
+        for (int i = 0; i < 2; i++) {
+            char *path = cgq_xasprintf ("%s/%s", t->trial_dir, names[i]);
+            printf ("==> %s <==\n", path);
+            fflush (stdout);
+            if (s_cat (path) < 0)
+                printf ("(cannot read: %s)\n", strerror (errno));
+            free (path);
+        }
+    }
+    else if (t->log) {
+        if (t->trial_dir)
+            printf ("==> log tail sent by the worker (%s is not on this machine) <==\n",
+                    t->trial_dir);
+        else
+            printf ("==> log tail sent by the worker <==\n");
+        fputs (t->log, stdout);
+        if (t->log[strlen (t->log) - 1] != '\n')
+            putchar ('\n');
+    }
+    else
+        printf ("(no output recorded%s)\n",
+                !strcmp (t->state, "pending") || !strcmp (t->state, "running") ? " yet" : "");
+    cgq_view_trial_destroy (&t);
+    cgq_view_job_destroy (&j);
+    cgq_store_destroy (&store);
+    return CGQ_EXIT_OK;
+}

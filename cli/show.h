@@ -1,0 +1,41 @@
+// show: how the CLI prints jobs, trials and nodes: aligned tables for people,
+// CSV and JSON for programs. The JSON document of `cgq results --format json`
+// (and `cgq run --format json`) is a documented interface:
+//
+//   {"job": 7, "name": "...", "state": "running|finished|cancelled",
+//    "objective": {"metric": "...", "mode": "max|min"} or null,
+//    "trials": [{"id": 0, "state": "succeeded", "params": {...},
+//                "metrics": {...} or null, "attempts": 1, "node": "..." or null,
+//                "started": 1732212345.5 or null, "finished": ... or null,
+//                "error": "..." or null}, ...]}
+#ifndef CGQ_SHOW_H
+#define CGQ_SHOW_H
+
+#include <stdio.h>
+
+#include "view.h"
+
+// cgq_show_leaderboard prints the given trials (best first) as a table: rank,
+// trial, objective value, one column per param, duration.
+void cgq_show_leaderboard (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+                           size_t n);
+
+// cgq_show_results_table / _csv / _json print every given trial, in order.
+void cgq_show_results_table (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+                             size_t n);
+void cgq_show_results_csv (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+                           size_t n);
+void cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+                            size_t n);
+
+// cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or
+// "2h03m" into buf (n bytes). Returns buf.
+char *cgq_show_duration (char *buf, size_t n, double s);
+
+// cgq_show_clock writes s seconds as "0:12", "12:34" or "1:02:03". Returns buf.
+char *cgq_show_clock (char *buf, size_t n, double s);
+
+// cgq_show_number writes v with 6 significant digits, for tables. Returns buf.
+char *cgq_show_number (char *buf, size_t n, double v);
+
+#endif

@@ -1,1 +1,489 @@
-int main (void) { return 1; }
+// cgq-worker: runs the tasks a coordinator assigns, as child processes within
+// the resources it offers. One single-threaded zmq_poll loop over the
+// coordinator socket, every task's pipes and a signal self-pipe.
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "gpu.h"
+#include "link.h"
+#include "log.h"
+#include "task.h"
+#include "util.h"
+#include "wire.h"
+
+#define S_PROG "cgq-worker"
+#define S_SHUTDOWN_GRACE_MS 2000 // at most this much SIGTERM grace on shutdown
+#define S_MAX_POLL_MS 1000       // reap children even if a SIGCHLD got lost
+
+typedef struct {
+    char *coordinator;
+    char *id;
+    double cpus;
+    char *gpus;
+    uint64_t memory;
+    char *workdir;
+    uint64_t log_cap;
+    int64_t kill_grace_ms;
+    int64_t heartbeat_ms;
+    char *log_level;
+    bool log_json;
+} s_cfg_t;
+
+static const cgq_opt_t s_opts[] = {
+    {"coordinator", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, coordinator), "tcp://127.0.0.1:7700",
+     "CGQ_COORDINATOR_NODES", "coordinator node endpoint", 0, 0},
+    {"id", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, id), NULL, "CGQ_WORKER_ID",
+     "node id, stable across reconnects (default: HOSTNAME-PID)", 0, 0},
+    {"cpus", 0, CGQ_OPT_DOUBLE, offsetof (s_cfg_t, cpus), NULL, NULL,
+     "CPU slots, fractions allowed (default: number of online cores)", 0, 1e6},
+    {"gpus", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, gpus), "none", "CGQ_GPUS",
+     "GPUs offered: none, auto (nvidia-smi), 0,1 (these indices), fake:N", 0, 0},
+    {"memory", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, memory), NULL, NULL,
+     "memory offered (default: MemTotal)", 0, 0},
+    {"workdir", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, workdir), "./.cgq/work", NULL,
+     "trial directories live under DIR/job-J/trial-T/attempt-A", 0, 0},
+    {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", NULL,
+     "cap of each trial's stdout/stderr log file (0: none)", 0, 0},
+    {"kill-grace", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, kill_grace_ms), "5s", NULL,
+     "SIGTERM -> SIGKILL grace for timeouts and stops", 0, 3600000},
+    {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
+     "heartbeat interval until the coordinator's Welcome sets it", 10, 600000},
+    {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
+     "debug, info, warn, error", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
+     0, 0},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
+};
+
+static volatile sig_atomic_t s_stop = 0;
+static int s_sig_pipe[2] = {-1, -1};
+
+static void
+s_on_signal (int sig)
+{
+    int saved = errno;
+    if (sig == SIGTERM || sig == SIGINT)
+        s_stop = sig;
+    char c = (char) sig;
+    (void) !write (s_sig_pipe[1], &c, 1);
+    errno = saved;
+}
+
+typedef struct {
+    s_cfg_t cfg;
+    char *workdir;   // absolute
+    char *hostname;
+    cgq_gpu_list_t gpus;
+    Cgq__Resources resources;
+    Cgq__Gpu *gpu_msgs;
+    Cgq__Gpu **gpu_ptrs;
+    cgq_link_t *link;
+    cgq_task_t **tasks;
+    size_t n_tasks;
+    Cgq__TaskRef **running; // scratch for s_running
+} s_worker_t;
+
+static size_t
+s_running (void *arg, Cgq__TaskRef ***refs)
+{
+    s_worker_t *w = arg;
+    w->running = cgq_xrealloc (w->running, (w->n_tasks + 1) * sizeof *w->running);
+    for (size_t i = 0; i < w->n_tasks; i++)
+        w->running[i] = (Cgq__TaskRef *) cgq_task_ref (w->tasks[i]);
+    *refs = w->running;
+    return w->n_tasks;
+}
+
+static void
+s_on_report (void *arg, cgq_task_t *task, const char *report_json, uint64_t seq)
+{
+    s_worker_t *w = arg;
+    cgq_link_progress (w->link, cgq_task_ref (task), report_json, seq);
+}
+
+static cgq_task_t *
+s_find_task (s_worker_t *w, const Cgq__TaskRef *ref)
+{
+    for (size_t i = 0; i < w->n_tasks; i++)
+        if (cgq_task_ref_equal (cgq_task_ref (w->tasks[i]), ref))
+            return w->tasks[i];
+    return NULL;
+}
+
+static void
+s_on_assign (s_worker_t *w, const Cgq__Assign *a)
+{
+    char buf[80];
+    if (!a->task) {
+        cgq_warn ("ignoring an Assign without a task");
+        return;
+    }
+    const char *name = cgq_wire_task_str (buf, a->task);
+    if (s_find_task (w, a->task)) {
+        cgq_debug ("task %s: already running; ignoring the repeated Assign", name);
+        return;
+    }
+    if (cgq_link_has_result (w->link, a->task, true)) {
+        cgq_debug ("task %s: already finished; sent its result again", name);
+        return;
+    }
+    for (size_t i = 0; i < w->n_tasks; i++) {
+        const Cgq__TaskRef *r = cgq_task_ref (w->tasks[i]);
+        if (r->job == a->task->job && r->trial == a->task->trial && r->stage == a->task->stage)
+            cgq_warn ("task %s: attempt %u of the same trial is still running here; starting "
+                      "this one as well",
+                      name, r->attempt);
+    }
+    const char *kind = a->kind ? a->kind : "";
+    if (!strcmp (kind, "noop")) {
+        cgq_link_result (w->link, cgq_task_noop_result (a));
+        return;
+    }
+    if (strcmp (kind, "command") != 0) {
+        char *e = cgq_xasprintf ("unknown task kind '%s' (this worker runs: command, noop)", kind);
+        cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
+                                                       NULL, e));
+        free (e);
+        return;
+    }
+    cgq_task_opts_t opts = {
+        .workdir = w->workdir,
+        .log_cap = w->cfg.log_cap,
+        .kill_grace_ms = w->cfg.kill_grace_ms,
+    };
+    cgq_task_t *task = cgq_task_start (a, &opts, s_on_report, w);
+    if (cgq_task_done (task)) {
+        cgq_link_result (w->link, cgq_task_take_result (task));
+        cgq_task_destroy (&task);
+        return;
+    }
+    cgq_info ("task %s: started pid %d (%s)", name, (int) cgq_task_pid (task), a->argv[0]);
+    w->tasks = cgq_xrealloc (w->tasks, (w->n_tasks + 1) * sizeof *w->tasks);
+    w->tasks[w->n_tasks++] = task;
+}
+
+static void
+s_on_stop (s_worker_t *w, const Cgq__Stop *s)
+{
+    char buf[80];
+    cgq_task_t *task = s->task ? s_find_task (w, s->task) : NULL;
+    if (!task) {
+        cgq_debug ("Stop for task %s, which is not running here; ignored",
+                   cgq_wire_task_str (buf, s->task));
+        return;
+    }
+    cgq_info ("task %s: stopping (%s)", cgq_wire_task_str (buf, s->task),
+              s->reason && *s->reason ? s->reason : "no reason given");
+    cgq_task_stop (task, s->reason && *s->reason ? s->reason : "stopped by the coordinator",
+                   w->cfg.kill_grace_ms);
+}
+
+// s_reap ticks every task and hands finished ones to the link (report) or
+// drops their results (shutdown).
+static void
+s_reap (s_worker_t *w, bool report)
+{
+    int64_t now = cgq_now_ms ();
+    for (size_t i = 0; i < w->n_tasks;) {
+        cgq_task_tick (w->tasks[i], now);
+        if (!cgq_task_done (w->tasks[i])) {
+            i++;
+            continue;
+        }
+        Cgq__Result *r = cgq_task_take_result (w->tasks[i]);
+        if (report)
+            cgq_link_result (w->link, r);
+        else
+            cgq_task_result_destroy (&r);
+        cgq_task_destroy (&w->tasks[i]);
+        w->tasks[i] = w->tasks[--w->n_tasks];
+    }
+}
+
+static void
+s_drain_sig_pipe (void)
+{
+    char junk[64];
+    while (read (s_sig_pipe[0], junk, sizeof junk) > 0)
+        ;
+}
+
+// s_poll waits for the link socket (when with_link), the signal pipe and the
+// tasks' pipes until deadline, then reads the pipes that are ready.
+static void
+s_poll (s_worker_t *w, bool with_link, int64_t deadline)
+{
+    size_t cap = 2 + w->n_tasks * 3;
+    zmq_pollitem_t *items = cgq_xcalloc (cap, sizeof *items);
+    cgq_task_t **owners = cgq_xcalloc (cap, sizeof *owners);
+    size_t n = 0;
+    // The socket is NULL for a moment when a reconnect could not open one.
+    if (with_link && cgq_link_socket (w->link)) {
+        items[n].socket = cgq_link_socket (w->link);
+        items[n++].events = ZMQ_POLLIN;
+    }
+    items[n].fd = s_sig_pipe[0];
+    items[n++].events = ZMQ_POLLIN;
+    size_t first_task = n;
+    for (size_t i = 0; i < w->n_tasks; i++) {
+        int fds[3];
+        size_t k = cgq_task_fds (w->tasks[i], fds);
+        for (size_t j = 0; j < k; j++) {
+            items[n].fd = fds[j];
+            items[n].events = ZMQ_POLLIN;
+            owners[n++] = w->tasks[i];
+        }
+    }
+    int64_t now = cgq_now_ms ();
+    for (size_t i = 0; i < w->n_tasks; i++) {
+        int64_t d = cgq_task_deadline (w->tasks[i]);
+        if (d >= 0 && d < deadline)
+            deadline = d;
+    }
+    long timeout = deadline <= now ? 0 : (long) (deadline - now);
+    if (timeout > S_MAX_POLL_MS)
+        timeout = S_MAX_POLL_MS;
+    int rc = zmq_poll (items, (int) n, timeout);
+    if (rc < 0 && errno != EINTR)
+        cgq_warn ("zmq_poll: %s", zmq_strerror (errno));
+    if (rc > 0) {
+        s_drain_sig_pipe ();
+        for (size_t i = first_task; i < n; i++)
+            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+                cgq_task_on_readable (owners[i], items[i].fd);
+    }
+    free (items);
+    free (owners);
+}
+
+static void
+s_run (s_worker_t *w)
+{
+    while (!s_stop) {
+        s_poll (w, true, cgq_link_deadline (w->link));
+        // Always try the socket: ZeroMQ readiness is edge-triggered.
+        cgq_env_t *env;
+        while (!s_stop && (env = cgq_link_recv (w->link))) {
+            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN)
+                s_on_assign (w, env->assign);
+            else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
+                s_on_stop (w, env->stop);
+            cgq_wire_free (env);
+        }
+        s_reap (w, true);
+        cgq_link_tick (w->link, cgq_now_ms ());
+    }
+}
+
+// s_shutdown stops every task (their results are not reported: the
+// coordinator requeues them on Bye) and says Bye.
+static void
+s_shutdown (s_worker_t *w)
+{
+    int64_t grace = w->cfg.kill_grace_ms < S_SHUTDOWN_GRACE_MS ? w->cfg.kill_grace_ms
+                                                              : S_SHUTDOWN_GRACE_MS;
+    if (w->n_tasks > 0)
+        cgq_info ("stopping %zu running task(s)", w->n_tasks);
+    for (size_t i = 0; i < w->n_tasks; i++)
+        cgq_task_stop (w->tasks[i], "worker shutting down", grace);
+    int64_t give_up = cgq_now_ms () + grace + 2000;
+    while (w->n_tasks > 0 && cgq_now_ms () < give_up) {
+        s_poll (w, false, cgq_now_ms () + 100);
+        s_reap (w, false);
+    }
+    for (size_t i = 0; i < w->n_tasks; i++)
+        cgq_task_destroy (&w->tasks[i]);
+    w->n_tasks = 0;
+    cgq_link_bye (w->link, "shutdown");
+}
+
+static double
+s_default_cpus (void)
+{
+    long n = sysconf (_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (double) n : 1;
+}
+
+static uint64_t
+s_default_memory (void)
+{
+    FILE *f = fopen ("/proc/meminfo", "r");
+    uint64_t kib = 0;
+    if (f) {
+        char line[256];
+        while (fgets (line, sizeof line, f))
+            if (sscanf (line, "MemTotal: %" SCNu64 " kB", &kib) == 1)
+                break;
+        fclose (f);
+    }
+    return kib * 1024;
+}
+
+static void
+s_build_resources (s_worker_t *w)
+{
+    cgq__resources__init (&w->resources);
+    w->resources.cpus = w->cfg.cpus;
+    w->resources.memory = w->cfg.memory;
+    w->gpu_msgs = cgq_xcalloc (w->gpus.count, sizeof *w->gpu_msgs);
+    w->gpu_ptrs = cgq_xcalloc (w->gpus.count, sizeof *w->gpu_ptrs);
+    for (size_t i = 0; i < w->gpus.count; i++) {
+        cgq__gpu__init (&w->gpu_msgs[i]);
+        w->gpu_msgs[i].index = w->gpus.items[i].index;
+        w->gpu_msgs[i].name = w->gpus.items[i].name;
+        w->gpu_msgs[i].memory = w->gpus.items[i].memory;
+        w->gpu_ptrs[i] = &w->gpu_msgs[i];
+    }
+    w->resources.n_gpus = w->gpus.count;
+    w->resources.gpus = w->gpu_ptrs;
+}
+
+static int
+s_setup (s_worker_t *w)
+{
+    int level = cgq_log_level_parse (w->cfg.log_level ? w->cfg.log_level : "info");
+    if (level < 0) {
+        fprintf (stderr, S_PROG ": bad --log-level '%s' (expected debug, info, warn or error)\n",
+                 w->cfg.log_level);
+        return 2;
+    }
+    cgq_log_init (S_PROG, level, w->cfg.log_json);
+
+    char err[256] = "";
+    if (cgq_gpu_discover (w->cfg.gpus, &w->gpus, err, sizeof err) < 0) {
+        fprintf (stderr, S_PROG ": %s\n", err);
+        return 2;
+    }
+    if (w->cfg.cpus <= 0)
+        w->cfg.cpus = s_default_cpus ();
+    if (w->cfg.memory == 0)
+        w->cfg.memory = s_default_memory ();
+
+    const char *workdir = w->cfg.workdir && *w->cfg.workdir ? w->cfg.workdir : "./.cgq/work";
+    if (cgq_mkdir_p (workdir) < 0) {
+        fprintf (stderr, S_PROG ": cannot create --workdir %s: %s\n", workdir, strerror (errno));
+        return 1;
+    }
+    // Trials run in their own directories, so every path given to them must
+    // be absolute.
+    w->workdir = realpath (workdir, NULL);
+    if (!w->workdir) {
+        fprintf (stderr, S_PROG ": cannot resolve --workdir %s: %s\n", workdir, strerror (errno));
+        return 1;
+    }
+
+    char host[HOST_NAME_MAX + 1] = "";
+    if (gethostname (host, sizeof host) < 0 || !*host)
+        strcpy (host, "localhost");
+    host[HOST_NAME_MAX] = 0;
+    w->hostname = cgq_xstrdup (host);
+    if (!w->cfg.id || !*w->cfg.id) {
+        free (w->cfg.id);
+        w->cfg.id = cgq_xasprintf ("%s-%d", host, (int) getpid ());
+    }
+    if (strlen (w->cfg.id) > 255) {
+        fprintf (stderr, S_PROG ": --id '%.40s...' is longer than 255 bytes\n", w->cfg.id);
+        return 2;
+    }
+    s_build_resources (w);
+    return 0;
+}
+
+static int
+s_install_signals (void)
+{
+    if (pipe2 (s_sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf (stderr, S_PROG ": cannot create the signal pipe: %s\n", strerror (errno));
+        return -1;
+    }
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction (SIGCHLD, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void
+s_cleanup (s_worker_t *w)
+{
+    for (size_t i = 0; i < w->n_tasks; i++)
+        cgq_task_destroy (&w->tasks[i]);
+    free (w->tasks);
+    free (w->running);
+    free (w->gpu_msgs);
+    free (w->gpu_ptrs);
+    cgq_gpu_list_fini (&w->gpus);
+    free (w->workdir);
+    free (w->hostname);
+    cgq_config_free (s_opts, &w->cfg);
+    for (int i = 0; i < 2; i++)
+        if (s_sig_pipe[i] >= 0)
+            close (s_sig_pipe[i]);
+}
+
+int
+main (int argc, char **argv)
+{
+    s_worker_t w;
+    memset (&w, 0, sizeof w);
+    cgq_gpu_list_init (&w.gpus);
+    cgq_log_init (S_PROG, CGQ_LOG_INFO, false);
+    int argi = 0;
+    int rc = cgq_config_parse (s_opts, &w.cfg, S_PROG, S_PROG " [options]", argc, argv,
+                               &argi);
+    if (rc == 0 && argi < argc) {
+        fprintf (stderr, S_PROG ": unexpected argument '%s' (see --help)\n", argv[argi]);
+        rc = -1;
+    }
+    if (rc != 0) {
+        cgq_config_free (s_opts, &w.cfg);
+        return rc > 0 ? 0 : 2;
+    }
+    rc = s_setup (&w);
+    if (rc == 0 && s_install_signals () < 0)
+        rc = 1;
+    if (rc != 0) {
+        s_cleanup (&w);
+        return rc;
+    }
+    cgq_info ("node '%s': %g cpus, %" PRIu64 " MiB memory, %zu GPU(s), workdir %s", w.cfg.id,
+              w.cfg.cpus, w.cfg.memory >> 20, w.gpus.count, w.workdir);
+
+    void *ctx = zmq_ctx_new ();
+    cgq_link_opts_t lopts = {
+        .endpoint = w.cfg.coordinator,
+        .node_id = w.cfg.id,
+        .hostname = w.hostname,
+        .resources = &w.resources,
+        .heartbeat_ms = w.cfg.heartbeat_ms,
+    };
+    w.link = cgq_link_new (ctx, &lopts, s_running, &w);
+    if (!w.link) {
+        zmq_ctx_term (ctx);
+        s_cleanup (&w);
+        return 2;
+    }
+    s_run (&w);
+    cgq_info ("received %s; shutting down", s_stop == SIGINT ? "SIGINT" : "SIGTERM");
+    s_shutdown (&w);
+    cgq_link_destroy (&w.link);
+    zmq_ctx_term (ctx);
+    s_cleanup (&w);
+    cgq_info ("stopped");
+    return 0;
+}

@@ -1,0 +1,413 @@
+#include "link.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "task.h"
+#include "util.h"
+
+#define S_VERSION "0.1.0"
+#define S_BYE_LINGER_MS 1000
+
+typedef struct {
+    Cgq__Result *result; // owned
+    int64_t sent_ms;     // last time it went out (alone or in a Hello)
+} s_unacked_t;
+
+struct cgq_link_t {
+    void *ctx;
+    void *sock;
+    char *endpoint;
+    char *node_id;
+    char *hostname;
+    const Cgq__Resources *resources;
+    cgq_link_running_fn *running;
+    void *arg;
+    int64_t heartbeat_ms;
+    bool welcomed;
+    uint64_t epoch;
+    uint32_t max_frame;
+    int64_t last_rx_ms;    // anything received (or the last (re)connect)
+    int64_t last_hello_ms;
+    int64_t last_hb_ms;
+    s_unacked_t *unacked;
+    size_t n_unacked;
+    bool bye;
+};
+
+static int
+s_open (cgq_link_t *self)
+{
+    self->sock = zmq_socket (self->ctx, ZMQ_DEALER);
+    if (!self->sock) {
+        cgq_error ("cannot create a ZeroMQ socket: %s", zmq_strerror (errno));
+        return -1;
+    }
+    int linger = 0, ivl = 100, ivl_max = 2000;
+    zmq_setsockopt (self->sock, ZMQ_ROUTING_ID, self->node_id, strlen (self->node_id));
+    zmq_setsockopt (self->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt (self->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt (self->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+    if (zmq_connect (self->sock, self->endpoint) < 0) {
+        cgq_error ("cannot connect to %s: %s (set --coordinator to the coordinator's node "
+                   "endpoint, e.g. tcp://host:7700)",
+                   self->endpoint, zmq_strerror (errno));
+        zmq_close (self->sock);
+        self->sock = NULL;
+        return -1;
+    }
+    self->last_rx_ms = cgq_now_ms ();
+    return 0;
+}
+
+static void
+s_send (cgq_link_t *self, cgq_env_t *env)
+{
+    if (cgq_wire_send (self->sock, env, ZMQ_DONTWAIT) < 0)
+        // A full queue or no connection yet: everything that matters is sent
+        // again (Hello, Heartbeat, results), so dropping is safe.
+        cgq_debug ("cannot send %s to %s: %s", cgq_wire_body_name (env), self->endpoint,
+                   zmq_strerror (errno));
+}
+
+static void
+s_send_hello (cgq_link_t *self, int64_t now)
+{
+    Cgq__Hello hello = CGQ__HELLO__INIT;
+    hello.node_id = self->node_id;
+    hello.kind = CGQ__NODE_KIND__NODE_WORKER;
+    hello.resources = (Cgq__Resources *) self->resources;
+    Cgq__TaskRef **running = NULL;
+    hello.n_running = self->running ? self->running (self->arg, &running) : 0;
+    hello.running = running;
+    // A Hello over the coordinator's frame limit would be dropped again and
+    // again: results that do not fit follow one by one after the Welcome.
+    Cgq__Result **unacked = cgq_xcalloc (self->n_unacked, sizeof *unacked);
+    size_t n = 0, bytes = 0;
+    for (size_t i = 0; i < self->n_unacked; i++) {
+        size_t size = cgq__result__get_packed_size (self->unacked[i].result) + 16;
+        if (bytes + size > self->max_frame / 2)
+            continue;
+        bytes += size;
+        unacked[n++] = self->unacked[i].result;
+        self->unacked[i].sent_ms = now;
+    }
+    hello.n_unacked = n;
+    hello.unacked = unacked;
+    hello.hostname = self->hostname;
+    hello.pid = (uint32_t) getpid ();
+    hello.version = S_VERSION;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &hello;
+    s_send (self, &env);
+    free (unacked);
+    self->last_hello_ms = now;
+    cgq_debug ("hello to %s: %zu running, %zu of %zu unacked results", self->endpoint,
+               hello.n_running, n, self->n_unacked);
+}
+
+static void
+s_send_heartbeat (cgq_link_t *self, int64_t now)
+{
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    Cgq__TaskRef **running = NULL;
+    hb.n_running = self->running ? self->running (self->arg, &running) : 0;
+    hb.running = running;
+    hb.epoch = self->epoch;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    s_send (self, &env);
+    self->last_hb_ms = now;
+}
+
+static void
+s_send_result (cgq_link_t *self, s_unacked_t *u, int64_t now)
+{
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_RESULT;
+    env.result = u->result;
+    s_send (self, &env);
+    u->sent_ms = now;
+}
+
+// s_forget marks the node unknown to the coordinator: Hello again at once.
+static void
+s_forget (cgq_link_t *self, const char *why)
+{
+    cgq_info ("coordinator %s: %s; sending Hello again", self->endpoint, why);
+    self->welcomed = false;
+    s_send_hello (self, cgq_now_ms ());
+}
+
+cgq_link_t *
+cgq_link_new (void *ctx, const cgq_link_opts_t *opts, cgq_link_running_fn *running, void *arg)
+{
+    cgq_link_t *self = cgq_xcalloc (1, sizeof *self);
+    self->ctx = ctx;
+    self->endpoint = cgq_xstrdup (opts->endpoint);
+    self->node_id = cgq_xstrdup (opts->node_id);
+    self->hostname = cgq_xstrdup (opts->hostname ? opts->hostname : "");
+    self->resources = opts->resources;
+    self->running = running;
+    self->arg = arg;
+    self->heartbeat_ms = opts->heartbeat_ms > 0 ? opts->heartbeat_ms : 1000;
+    self->max_frame = CGQ_WIRE_MAX_FRAME_DEFAULT;
+    if (s_open (self) < 0) {
+        cgq_link_destroy (&self);
+        return NULL;
+    }
+    cgq_info ("connecting to coordinator %s as node '%s'", self->endpoint, self->node_id);
+    s_send_hello (self, cgq_now_ms ());
+    return self;
+}
+
+void
+cgq_link_destroy (cgq_link_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_link_t *self = *self_p;
+    if (self->sock) {
+        if (self->bye) {
+            int linger = S_BYE_LINGER_MS;
+            zmq_setsockopt (self->sock, ZMQ_LINGER, &linger, sizeof linger);
+        }
+        zmq_close (self->sock);
+    }
+    for (size_t i = 0; i < self->n_unacked; i++)
+        cgq_task_result_destroy (&self->unacked[i].result);
+    free (self->unacked);
+    free (self->endpoint);
+    free (self->node_id);
+    free (self->hostname);
+    free (self);
+    *self_p = NULL;
+}
+
+void *
+cgq_link_socket (cgq_link_t *self)
+{
+    return self->sock;
+}
+
+static void
+s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
+{
+    bool first = !self->welcomed;
+    self->welcomed = true;
+    self->epoch = w->epoch;
+    if (w->heartbeat_ms > 0)
+        self->heartbeat_ms = w->heartbeat_ms;
+    if (w->max_frame > 0)
+        self->max_frame = w->max_frame;
+    if (first)
+        cgq_info ("welcomed by coordinator %s (epoch %" PRIu64 ", heartbeat %" PRId64 " ms)",
+                  self->endpoint, self->epoch, self->heartbeat_ms);
+    // The first heartbeat follows one interval after the Welcome.
+    self->last_hb_ms = cgq_now_ms ();
+}
+
+static void
+s_on_ack (cgq_link_t *self, const Cgq__Ack *ack)
+{
+    for (size_t a = 0; a < ack->n_tasks; a++) {
+        for (size_t i = 0; i < self->n_unacked; i++) {
+            if (!cgq_task_ref_equal (self->unacked[i].result->task, ack->tasks[a]))
+                continue;
+            cgq_task_result_destroy (&self->unacked[i].result);
+            self->unacked[i] = self->unacked[--self->n_unacked];
+            break;
+        }
+    }
+}
+
+cgq_env_t *
+cgq_link_recv (cgq_link_t *self)
+{
+    while (self->sock) {
+        zmq_msg_t msg;
+        zmq_msg_init (&msg);
+        if (zmq_msg_recv (&msg, self->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&msg);
+            return NULL;
+        }
+        self->last_rx_ms = cgq_now_ms ();
+        cgq_env_t *env = cgq_wire_decode (zmq_msg_data (&msg), zmq_msg_size (&msg), 0);
+        size_t size = zmq_msg_size (&msg);
+        zmq_msg_close (&msg);
+        if (!env) {
+            cgq_warn ("dropped an unreadable frame of %zu bytes from %s", size, self->endpoint);
+            continue;
+        }
+        switch (env->body_case) {
+        case CGQ__ENVELOPE__BODY_WELCOME:
+            s_on_welcome (self, env->welcome);
+            break;
+        case CGQ__ENVELOPE__BODY_HEARTBEAT:
+            if (!self->welcomed)
+                break; // a Hello is already on its way
+            if (env->heartbeat->unknown)
+                s_forget (self, "it does not know this node");
+            else if (env->heartbeat->epoch != self->epoch) {
+                char why[96];
+                snprintf (why, sizeof why, "its epoch changed from %" PRIu64 " to %" PRIu64,
+                          self->epoch, env->heartbeat->epoch);
+                s_forget (self, why);
+            }
+            break;
+        case CGQ__ENVELOPE__BODY_ACK:
+            s_on_ack (self, env->ack);
+            break;
+        case CGQ__ENVELOPE__BODY_ASSIGN:
+        case CGQ__ENVELOPE__BODY_STOP:
+            return env;
+        default:
+            cgq_warn ("ignoring unexpected %s message from %s", cgq_wire_body_name (env),
+                      self->endpoint);
+            break;
+        }
+        cgq_wire_free (env);
+    }
+    return NULL;
+}
+
+static void
+s_reconnect (cgq_link_t *self, int64_t now)
+{
+    cgq_warn ("no message from coordinator %s for %" PRId64 " ms; reconnecting",
+              self->endpoint, now - self->last_rx_ms);
+    if (self->sock)
+        zmq_close (self->sock);
+    self->sock = NULL;
+    self->welcomed = false;
+    if (s_open (self) < 0) {
+        // The endpoint worked before; try again after another silence period.
+        self->last_rx_ms = now;
+        return;
+    }
+    s_send_hello (self, now);
+}
+
+void
+cgq_link_tick (cgq_link_t *self, int64_t now)
+{
+    if (!self->sock || now - self->last_rx_ms >= self->heartbeat_ms * CGQ_LINK_DEAD_AFTER) {
+        s_reconnect (self, now);
+        return;
+    }
+    if (!self->welcomed) {
+        if (now - self->last_hello_ms >= CGQ_LINK_HELLO_MS)
+            s_send_hello (self, now);
+        return;
+    }
+    if (now - self->last_hb_ms >= self->heartbeat_ms)
+        s_send_heartbeat (self, now);
+    for (size_t i = 0; i < self->n_unacked; i++)
+        if (now - self->unacked[i].sent_ms >= CGQ_LINK_RESEND_MS)
+            s_send_result (self, &self->unacked[i], now);
+}
+
+static int64_t
+s_min (int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+int64_t
+cgq_link_deadline (const cgq_link_t *self)
+{
+    int64_t d = self->last_rx_ms + self->heartbeat_ms * CGQ_LINK_DEAD_AFTER;
+    if (!self->welcomed)
+        return s_min (d, self->last_hello_ms + CGQ_LINK_HELLO_MS);
+    d = s_min (d, self->last_hb_ms + self->heartbeat_ms);
+    for (size_t i = 0; i < self->n_unacked; i++)
+        d = s_min (d, self->unacked[i].sent_ms + CGQ_LINK_RESEND_MS);
+    return d;
+}
+
+void
+cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *report_json,
+                   uint64_t seq)
+{
+    char buf[80];
+    // Leave room for the envelope: the coordinator drops frames over max_frame.
+    if (strlen (report_json) + 256 > self->max_frame) {
+        cgq_warn ("task %s: report %" PRIu64 " is larger than the coordinator's frame limit "
+                  "(%u bytes); not sent",
+                  cgq_wire_task_str (buf, task), seq, self->max_frame);
+        return;
+    }
+    Cgq__Progress p = CGQ__PROGRESS__INIT;
+    p.task = (Cgq__TaskRef *) task;
+    p.report_json = (char *) report_json;
+    p.seq = seq;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_PROGRESS;
+    env.progress = &p;
+    s_send (self, &env);
+}
+
+void
+cgq_link_result (cgq_link_t *self, Cgq__Result *result)
+{
+    char buf[80];
+    cgq_info ("task %s: %s%s%s", cgq_wire_task_str (buf, result->task),
+              protobuf_c_enum_descriptor_get_value (&cgq__task_status__descriptor,
+                                                    (int) result->status)
+                  ->name,
+              result->error[0] ? ": " : "", result->error);
+    self->unacked = cgq_xrealloc (self->unacked, (self->n_unacked + 1) * sizeof *self->unacked);
+    s_unacked_t *u = &self->unacked[self->n_unacked++];
+    u->result = result;
+    u->sent_ms = cgq_now_ms ();
+    if (self->welcomed)
+        s_send_result (self, u, u->sent_ms);
+}
+
+bool
+cgq_link_has_result (cgq_link_t *self, const Cgq__TaskRef *task, bool resend)
+{
+    for (size_t i = 0; i < self->n_unacked; i++)
+        if (cgq_task_ref_equal (self->unacked[i].result->task, task)) {
+            if (resend && self->welcomed)
+                s_send_result (self, &self->unacked[i], cgq_now_ms ());
+            return true;
+        }
+    return false;
+}
+
+size_t
+cgq_link_unacked (const cgq_link_t *self)
+{
+    return self->n_unacked;
+}
+
+bool
+cgq_link_welcomed (const cgq_link_t *self)
+{
+    return self->welcomed;
+}
+
+void
+cgq_link_bye (cgq_link_t *self, const char *reason)
+{
+    // Without a Welcome nobody may be listening, and lingering would only
+    // delay the exit.
+    if (!self->sock || !self->welcomed)
+        return;
+    Cgq__Bye bye = CGQ__BYE__INIT;
+    bye.reason = (char *) (reason ? reason : "");
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_BYE;
+    env.bye = &bye;
+    s_send (self, &env);
+    self->bye = true;
+}

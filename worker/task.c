@@ -1,0 +1,1171 @@
+#include "task.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "space.h"
+#include "util.h"
+#include "wire.h"
+
+extern char **environ;
+
+#define S_TAIL_BYTES 4096       // log_tail sent with the result
+#define S_ERR_TAIL_LINES 20     // stderr lines appended to a failure's error
+#define S_MAX_REPORT_LINE (1u << 20)
+#define S_REPORT_HEAD 200       // chars of a bad report line quoted in the warning
+#define S_READ_CHUNK 65536
+#define S_READS_PER_WAKE 16     // bounded so one chatty trial cannot starve the loop
+#define S_READS_AT_EXIT 64      // a background child that writes forever must not hang us
+#define S_MAX_METRICS (1u << 20) // larger results would exceed the coordinator's frame limit
+
+// What the child tells the parent through the exec-status pipe when it fails
+// before or at exec; nothing (EOF) means exec succeeded.
+enum { S_FAIL_CHDIR = 1, S_FAIL_EXEC = 2 };
+
+typedef struct {
+    int fd;           // pipe read end, -1 when closed
+    int log_fd;       // stdout.log / stderr.log, -1 when not open
+    uint64_t written; // bytes in the log file
+    bool truncated;   // cap reached: the marker is written, the rest dropped
+    bool last_nl;     // last byte written was '\n'
+} s_stream_t;
+
+struct cgq_task_t {
+    Cgq__TaskRef ref;
+    char *argv0;
+    char *trial_dir;
+    pid_t pid;
+    uint64_t log_cap;
+    int64_t started_ms;
+    int64_t timeout_ms; // 0: none
+    int64_t timeout_at; // -1: none or fired
+    int64_t kill_at;    // -1: no SIGKILL pending
+    int64_t grace_ms;
+    s_stream_t out, err;
+    int report_fd;
+    cgq_buf_t report_line;
+    uint64_t report_lines; // lines seen on fd 3, valid or not
+    bool report_discarding; // inside a line longer than S_MAX_REPORT_LINE
+    char *report_head;      // its first chars, for the warning
+    json_t *last_report;
+    uint64_t seq;
+    cgq_buf_t tail;     // last output of stdout + stderr
+    cgq_buf_t err_tail; // last output of stderr alone
+    bool timed_out;
+    bool stopped;
+    char *stop_reason;
+    bool exited;
+    int wait_status;
+    int fail_stage; // S_FAIL_* when the child could not exec
+    int fail_errno;
+    bool done;
+    Cgq__Result *result;
+    cgq_task_report_fn *on_report;
+    void *arg;
+};
+
+// ---------------------------------------------------------------------------
+// Results
+
+static char *
+s_str (const char *s)
+{
+    return cgq_xstrdup (s ? s : "");
+}
+
+static void
+s_set_str (char **field, const char *s)
+{
+    free (*field);
+    *field = s_str (s);
+}
+
+// s_dump_into writes v as compact JSON with reals as cgq_fmt_double writes
+// them: a report's 0.1 stays 0.1 (jansson prints 0.10000000000000001).
+static void
+s_dump_into (cgq_buf_t *b, json_t *v)
+{
+    char num[40];
+    if (json_is_object (v)) {
+        const char *key;
+        json_t *item;
+        bool first = true;
+        cgq_buf_puts (b, "{");
+        json_object_foreach (v, key, item) {
+            json_t *k = json_string (key);
+            char *text = k ? json_dumps (k, JSON_ENCODE_ANY) : NULL;
+            json_decref (k);
+            if (!text)
+                continue; // only a key that is not UTF-8, which json_loads refuses
+            if (!first)
+                cgq_buf_puts (b, ",");
+            first = false;
+            cgq_buf_puts (b, text);
+            cgq_buf_puts (b, ":");
+            free (text);
+            s_dump_into (b, item);
+        }
+        cgq_buf_puts (b, "}");
+    }
+    else if (json_is_array (v)) {
+        cgq_buf_puts (b, "[");
+        for (size_t i = 0; i < json_array_size (v); i++) {
+            if (i)
+                cgq_buf_puts (b, ",");
+            s_dump_into (b, json_array_get (v, i));
+        }
+        cgq_buf_puts (b, "]");
+    }
+    else if (json_is_real (v)) {
+        cgq_fmt_double (num, json_real_value (v));
+        cgq_buf_puts (b, num);
+        if (!strpbrk (num, ".eEni"))
+            cgq_buf_puts (b, ".0"); // still a real when read back
+    }
+    else {
+        char *text = json_dumps (v, JSON_ENCODE_ANY);
+        cgq_buf_puts (b, text ? text : "null");
+        free (text);
+    }
+}
+
+// s_dump returns v as compact JSON; caller frees.
+static char *
+s_dump (json_t *v)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    s_dump_into (&b, v);
+    return cgq_buf_take (&b);
+}
+
+Cgq__TaskRef *
+cgq_task_ref_dup (const Cgq__TaskRef *ref)
+{
+    Cgq__TaskRef *r = cgq_xmalloc (sizeof *r);
+    cgq__task_ref__init (r);
+    if (ref) {
+        r->job = ref->job;
+        r->trial = ref->trial;
+        r->stage = ref->stage;
+        r->attempt = ref->attempt;
+    }
+    return r;
+}
+
+bool
+cgq_task_ref_equal (const Cgq__TaskRef *a, const Cgq__TaskRef *b)
+{
+    if (!a || !b)
+        return a == b;
+    return a->job == b->job && a->trial == b->trial && a->stage == b->stage
+           && a->attempt == b->attempt;
+}
+
+Cgq__Result *
+cgq_task_result_new (const Cgq__TaskRef *ref, Cgq__TaskStatus status, const char *metrics_json,
+                     const char *error)
+{
+    Cgq__Result *r = cgq_xmalloc (sizeof *r);
+    cgq__result__init (r);
+    r->task = cgq_task_ref_dup (ref);
+    r->status = status;
+    r->metrics_json = s_str (metrics_json ? metrics_json : "{}");
+    r->error = s_str (error);
+    r->log_tail = s_str (NULL);
+    r->trial_dir = s_str (NULL);
+    return r;
+}
+
+void
+cgq_task_result_destroy (Cgq__Result **res_p)
+{
+    if (!res_p || !*res_p)
+        return;
+    Cgq__Result *r = *res_p;
+    free (r->task);
+    free (r->metrics_json);
+    free (r->error);
+    free (r->log_tail);
+    free (r->trial_dir);
+    free (r);
+    *res_p = NULL;
+}
+
+Cgq__Result *
+cgq_task_noop_result (const Cgq__Assign *assign)
+{
+    json_t *metrics = json_object ();
+    json_t *params = assign->params_json && *assign->params_json
+                         ? json_loads (assign->params_json, 0, NULL)
+                         : NULL;
+    double score = 0;
+    json_int_t int_score = 0;
+    bool all_int = true; // integer params sum to an integer score
+    if (json_is_object (params)) {
+        const char *key;
+        json_t *value;
+        json_object_foreach (params, key, value) {
+            if (json_is_number (value)) {
+                json_object_set (metrics, key, value);
+                score += json_number_value (value);
+                if (json_is_integer (value)
+                    && !__builtin_add_overflow (int_score, json_integer_value (value), &int_score))
+                    continue;
+                all_int = false;
+            }
+        }
+    }
+    json_object_set_new (metrics, "score", all_int ? json_integer (int_score) : json_real (score));
+    char *text = s_dump (metrics);
+    Cgq__Result *r =
+        cgq_task_result_new (assign->task, CGQ__TASK_STATUS__TASK_SUCCEEDED, text, NULL);
+    free (text);
+    json_decref (metrics);
+    json_decref (params);
+    return r;
+}
+
+char *
+cgq_task_env_name (const char *param)
+{
+    char *name = cgq_xasprintf ("CGQ_PARAM_%s", param);
+    for (char *p = name + strlen ("CGQ_PARAM_"); *p; p++)
+        *p = isalnum ((unsigned char) *p) ? (char) toupper ((unsigned char) *p) : '_';
+    return name;
+}
+
+// ---------------------------------------------------------------------------
+// Text helpers
+
+// s_utf8_clean returns a copy of data[0..len) that is valid UTF-8: a sequence
+// cut at the start is skipped and any invalid byte becomes '?', so tails of
+// binary or truncated output can go into protobuf strings and JSON.
+static char *
+s_utf8_clean (const char *data, size_t len)
+{
+    const unsigned char *s = (const unsigned char *) data;
+    size_t i = 0;
+    while (i < len && i < 3 && (s[i] & 0xC0) == 0x80)
+        i++;
+    char *out = cgq_xmalloc (len - i + 1);
+    size_t o = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                : (c & 0xF8) == 0xF0 ? 4 : 0;
+        bool ok = n > 0 && i + n <= len && (n != 2 || c >= 0xC2);
+        for (size_t k = 1; ok && k < n; k++)
+            ok = (s[i + k] & 0xC0) == 0x80;
+        if (ok && n == 1 && c == 0)
+            ok = false; // NUL would end the C string early
+        if (!ok) {
+            out[o++] = '?';
+            i++;
+            continue;
+        }
+        memcpy (out + o, s + i, n);
+        o += n;
+        i += n;
+    }
+    out[o] = 0;
+    return out;
+}
+
+static void
+s_tail_append (cgq_buf_t *tail, const char *data, size_t len)
+{
+    if (len >= S_TAIL_BYTES * 2) {
+        data += len - S_TAIL_BYTES * 2;
+        len = S_TAIL_BYTES * 2;
+    }
+    cgq_buf_append (tail, data, len);
+    if (tail->len > S_TAIL_BYTES * 2) {
+        size_t drop = tail->len - S_TAIL_BYTES;
+        memmove (tail->data, tail->data + drop, tail->len - drop);
+        tail->len -= drop;
+        tail->data[tail->len] = 0;
+    }
+}
+
+// s_last_lines returns the last max_lines lines of text[0..len), without the
+// final newline; a partial first line is kept only when it is all there is.
+static char *
+s_last_lines (const char *text, size_t len, int max_lines)
+{
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        len--;
+    size_t start = len;
+    int lines = 0;
+    while (start > 0) {
+        if (text[start - 1] == '\n' && ++lines == max_lines)
+            break;
+        start--;
+    }
+    return s_utf8_clean (text + start, len - start);
+}
+
+static char *
+s_fmt_seconds (int64_t ms)
+{
+    char buf[32];
+    return cgq_xasprintf ("%ss", cgq_fmt_double (buf, (double) ms / 1000.0));
+}
+
+// ---------------------------------------------------------------------------
+// Logs
+
+static void
+s_write_all (int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write (fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return; // a full disk must not stop the trial; the tail still has the output
+        data += n;
+        len -= (size_t) n;
+    }
+}
+
+// s_log writes output of stream s to its log file within the cap and to the
+// in-memory tails.
+static void
+s_log (cgq_task_t *self, s_stream_t *s, const char *data, size_t len)
+{
+    if (len == 0)
+        return;
+    s_tail_append (&self->tail, data, len);
+    if (s == &self->err)
+        s_tail_append (&self->err_tail, data, len);
+    if (s->log_fd < 0 || s->truncated)
+        return;
+    size_t room = len;
+    if (self->log_cap > 0 && s->written + len > self->log_cap)
+        room = (size_t) (self->log_cap - s->written);
+    if (room > 0) {
+        s_write_all (s->log_fd, data, room);
+        s->written += room;
+        s->last_nl = data[room - 1] == '\n';
+    }
+    if (room < len) {
+        char *marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes]\n",
+                                      s->last_nl || s->written == 0 ? "" : "\n", self->log_cap);
+        s_write_all (s->log_fd, marker, strlen (marker));
+        free (marker);
+        s->truncated = true;
+    }
+}
+
+static void s_warn (cgq_task_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+// s_warn writes one "cgq: ..." line into the trial's stderr.log.
+static void
+s_warn (cgq_task_t *self, const char *fmt, ...)
+{
+    cgq_buf_t line;
+    cgq_buf_init (&line);
+    cgq_buf_puts (&line, "cgq: ");
+    va_list ap;
+    va_start (ap, fmt);
+    char *msg = NULL;
+    if (vasprintf (&msg, fmt, ap) >= 0) {
+        cgq_buf_puts (&line, msg);
+        free (msg);
+    }
+    va_end (ap);
+    cgq_buf_puts (&line, "\n");
+    s_log (self, &self->err, line.data, line.len);
+    cgq_buf_fini (&line);
+}
+
+// ---------------------------------------------------------------------------
+// Reports
+
+static void
+s_report_line (cgq_task_t *self, const char *line, size_t len)
+{
+    self->report_lines++;
+    bool blank = true;
+    for (size_t i = 0; i < len && blank; i++)
+        blank = isspace ((unsigned char) line[i]);
+    if (blank)
+        return;
+    json_error_t jerr;
+    json_t *obj = json_loadb (line, len, 0, &jerr);
+    if (!json_is_object (obj)) {
+        json_decref (obj);
+        char *head = cgq_xstrndup (line, len < S_REPORT_HEAD ? len : S_REPORT_HEAD);
+        s_warn (self, "ignoring report line %" PRIu64 ": not a JSON object: %s",
+                self->report_lines, head);
+        free (head);
+        return;
+    }
+    char *compact = s_dump (obj);
+    json_decref (self->last_report);
+    self->last_report = obj;
+    self->seq++;
+    if (self->on_report && compact)
+        self->on_report (self->arg, self, compact, self->seq);
+    free (compact);
+}
+
+static void
+s_report_overlong_end (cgq_task_t *self)
+{
+    self->report_lines++;
+    s_warn (self, "ignoring report line %" PRIu64 ": longer than %u bytes: %s",
+            self->report_lines, S_MAX_REPORT_LINE, self->report_head ? self->report_head : "");
+    free (self->report_head);
+    self->report_head = NULL;
+    self->report_discarding = false;
+}
+
+static void
+s_report_data (cgq_task_t *self, const char *data, size_t len)
+{
+    while (len > 0) {
+        const char *nl = memchr (data, '\n', len);
+        size_t chunk = nl ? (size_t) (nl - data) : len;
+        if (self->report_discarding) {
+            if (nl)
+                s_report_overlong_end (self);
+        }
+        else if (self->report_line.len + chunk > S_MAX_REPORT_LINE) {
+            cgq_buf_append (&self->report_line, data, chunk);
+            self->report_head = cgq_xstrndup (self->report_line.data, S_REPORT_HEAD);
+            cgq_buf_reset (&self->report_line);
+            self->report_discarding = true;
+            if (nl)
+                s_report_overlong_end (self);
+        }
+        else if (nl) {
+            if (self->report_line.len > 0) {
+                cgq_buf_append (&self->report_line, data, chunk);
+                s_report_line (self, self->report_line.data, self->report_line.len);
+                cgq_buf_reset (&self->report_line);
+            }
+            else
+                s_report_line (self, data, chunk);
+        }
+        else
+            cgq_buf_append (&self->report_line, data, chunk);
+        if (!nl)
+            break;
+        data += chunk + 1;
+        len -= chunk + 1;
+    }
+}
+
+// s_report_eof handles a last line without its newline.
+static void
+s_report_eof (cgq_task_t *self)
+{
+    if (self->report_discarding)
+        s_report_overlong_end (self);
+    else if (self->report_line.len > 0) {
+        s_report_line (self, self->report_line.data, self->report_line.len);
+        cgq_buf_reset (&self->report_line);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Pipes
+
+static void
+s_close (int *fd)
+{
+    if (*fd >= 0)
+        close (*fd);
+    *fd = -1;
+}
+
+// s_read_fd reads what fd has now (more of it when drain); at EOF or on an
+// error it closes fd.
+static void
+s_read_fd (cgq_task_t *self, int *fd, bool drain)
+{
+    char *chunk = cgq_xmalloc (S_READ_CHUNK);
+    int max_reads = drain ? S_READS_AT_EXIT : S_READS_PER_WAKE;
+    for (int i = 0; *fd >= 0 && i < max_reads; i++) {
+        ssize_t n = read (*fd, chunk, S_READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) {
+            if (fd == &self->report_fd)
+                s_report_eof (self);
+            s_close (fd);
+            break;
+        }
+        if (fd == &self->out.fd)
+            s_log (self, &self->out, chunk, (size_t) n);
+        else if (fd == &self->err.fd)
+            s_log (self, &self->err, chunk, (size_t) n);
+        else
+            s_report_data (self, chunk, (size_t) n);
+    }
+    free (chunk);
+}
+
+// s_pipe makes a CLOEXEC pipe whose ends are above fd 3, so that the child can
+// dup2 them onto 1, 2 and 3 without clobbering one with another.
+static int
+s_pipe (int fds[2])
+{
+    if (pipe2 (fds, O_CLOEXEC) < 0)
+        return -1;
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] > 3)
+            continue;
+        int moved = fcntl (fds[i], F_DUPFD_CLOEXEC, 4);
+        if (moved < 0) {
+            close (fds[0]);
+            close (fds[1]);
+            return -1;
+        }
+        close (fds[i]);
+        fds[i] = moved;
+    }
+    return 0;
+}
+
+static void
+s_nonblock (int fd)
+{
+    int fl = fcntl (fd, F_GETFL);
+    if (fl >= 0)
+        fcntl (fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+// ---------------------------------------------------------------------------
+// Environment
+
+typedef struct {
+    char **items; // "NAME=value", owned
+    size_t count;
+} s_env_t;
+
+static void
+s_env_set (s_env_t *env, const char *name, const char *value)
+{
+    size_t nlen = strlen (name);
+    char *entry = cgq_xasprintf ("%s=%s", name, value);
+    for (size_t i = 0; i < env->count; i++)
+        if (!strncmp (env->items[i], name, nlen) && env->items[i][nlen] == '=') {
+            free (env->items[i]);
+            env->items[i] = entry;
+            return;
+        }
+    env->items = cgq_xrealloc (env->items, (env->count + 2) * sizeof *env->items);
+    env->items[env->count++] = entry;
+    env->items[env->count] = NULL;
+}
+
+static void
+s_env_free (s_env_t *env)
+{
+    for (size_t i = 0; i < env->count; i++)
+        free (env->items[i]);
+    free (env->items);
+}
+
+// s_env_build is the worker's environment + assign->env + the contract
+// variables, later ones winning.
+static void
+s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
+{
+    env->items = cgq_xcalloc (1, sizeof *env->items);
+    env->count = 0;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr (*e, '=');
+        if (!eq)
+            continue;
+        char *name = cgq_xstrndup (*e, (size_t) (eq - *e));
+        s_env_set (env, name, eq + 1);
+        free (name);
+    }
+    for (size_t i = 0; i < a->n_env; i++)
+        if (a->env[i]->key && *a->env[i]->key)
+            s_env_set (env, a->env[i]->key, a->env[i]->value ? a->env[i]->value : "");
+
+    char num[32];
+    snprintf (num, sizeof num, "%" PRIu64, self->ref.job);
+    s_env_set (env, "CGQ_JOB_ID", num);
+    snprintf (num, sizeof num, "%" PRIu64, self->ref.trial);
+    s_env_set (env, "CGQ_TRIAL_ID", num);
+    snprintf (num, sizeof num, "%u", self->ref.attempt);
+    s_env_set (env, "CGQ_ATTEMPT", num);
+    const char *params_text = a->params_json && *a->params_json ? a->params_json : "{}";
+    s_env_set (env, "CGQ_PARAMS", params_text);
+    json_error_t jerr;
+    json_t *params = json_loads (params_text, 0, &jerr);
+    if (json_is_object (params)) {
+        const char *key;
+        json_t *value;
+        json_object_foreach (params, key, value) {
+            char *name = cgq_task_env_name (key);
+            if (json_is_string (value))
+                s_env_set (env, name, json_string_value (value));
+            else if (json_is_integer (value)) {
+                snprintf (num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
+                s_env_set (env, name, num);
+            }
+            else if (json_is_real (value))
+                s_env_set (env, name, cgq_fmt_double (num, json_real_value (value)));
+            else {
+                // Lists and mappings read exactly as "{name}" in the command
+                // does (jansson alone would print 0.1 with 17 digits).
+                char *tmpl = cgq_xasprintf ("{%s}", key);
+                char err[128];
+                char *text = cgq_space_render (tmpl, params, self->ref.job, self->ref.trial,
+                                               a->spec_dir ? a->spec_dir : "", 0, err, sizeof err);
+                if (!text)
+                    text = json_dumps (value, JSON_COMPACT | JSON_ENCODE_ANY);
+                s_env_set (env, name, text ? text : "");
+                free (text);
+                free (tmpl);
+            }
+            free (name);
+        }
+    }
+    else
+        cgq_warn ("task %" PRIu64 ".%" PRIu64 ": params are not a JSON object; "
+                  "no CGQ_PARAM_* variables set",
+                  self->ref.job, self->ref.trial);
+    json_decref (params);
+    s_env_set (env, "CGQ_TRIAL_DIR", self->trial_dir);
+    s_env_set (env, "CGQ_SPEC_DIR", a->spec_dir ? a->spec_dir : "");
+    s_env_set (env, "CGQ_REPORT_FD", "3");
+    cgq_buf_t gpus;
+    cgq_buf_init (&gpus);
+    for (size_t i = 0; i < a->n_gpus; i++)
+        cgq_buf_printf (&gpus, "%s%u", i ? "," : "", a->gpus[i]);
+    s_env_set (env, "CUDA_VISIBLE_DEVICES", gpus.data);
+    cgq_buf_fini (&gpus);
+}
+
+// ---------------------------------------------------------------------------
+// Start
+
+static cgq_task_t *
+s_task_new (const Cgq__Assign *a, const cgq_task_opts_t *opts)
+{
+    cgq_task_t *self = cgq_xcalloc (1, sizeof *self);
+    cgq__task_ref__init (&self->ref);
+    if (a->task) {
+        self->ref.job = a->task->job;
+        self->ref.trial = a->task->trial;
+        self->ref.stage = a->task->stage;
+        self->ref.attempt = a->task->attempt;
+    }
+    self->argv0 = s_str (a->n_argv > 0 ? a->argv[0] : "");
+    // Stage 0 is the trial itself; later stages get their own directory so
+    // that they do not overwrite its logs.
+    if (self->ref.stage == 0)
+        self->trial_dir = cgq_xasprintf ("%s/job-%" PRIu64 "/trial-%" PRIu64 "/attempt-%u",
+                                         opts->workdir, self->ref.job, self->ref.trial,
+                                         self->ref.attempt);
+    else
+        self->trial_dir = cgq_xasprintf ("%s/job-%" PRIu64 "/trial-%" PRIu64
+                                         "/attempt-%u.stage-%u",
+                                         opts->workdir, self->ref.job, self->ref.trial,
+                                         self->ref.attempt, self->ref.stage);
+    self->log_cap = opts->log_cap;
+    self->grace_ms = opts->kill_grace_ms;
+    self->started_ms = cgq_now_ms ();
+    self->timeout_ms = a->timeout_ms;
+    self->timeout_at = a->timeout_ms > 0 ? self->started_ms + a->timeout_ms : -1;
+    self->kill_at = -1;
+    self->out = (s_stream_t) {.fd = -1, .log_fd = -1, .last_nl = true};
+    self->err = (s_stream_t) {.fd = -1, .log_fd = -1, .last_nl = true};
+    self->report_fd = -1;
+    cgq_buf_init (&self->report_line);
+    cgq_buf_init (&self->tail);
+    cgq_buf_init (&self->err_tail);
+    return self;
+}
+
+// s_lost finishes a task that never ran.
+static void
+s_lost (cgq_task_t *self, const char *error)
+{
+    char buf[80];
+    cgq_warn ("task %s: %s", cgq_wire_task_str (buf, &self->ref), error);
+    self->result = cgq_task_result_new (&self->ref, CGQ__TASK_STATUS__TASK_LOST, NULL, error);
+    s_set_str (&self->result->trial_dir, self->trial_dir);
+    s_close (&self->out.log_fd);
+    s_close (&self->err.log_fd);
+    self->done = true;
+}
+
+// s_child runs in the forked child: only async-signal-safe calls from here on,
+// since the parent has ZeroMQ threads.
+static void __attribute__ ((noreturn))
+s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w, int rep_w,
+         int status_w, int max_fd)
+{
+    setpgid (0, 0);
+    sigset_t none;
+    sigemptyset (&none);
+    sigprocmask (SIG_SETMASK, &none, NULL);
+    // Ignored signals stay ignored across exec; the trial gets the defaults.
+    struct sigaction dfl;
+    memset (&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction (SIGPIPE, &dfl, NULL);
+    sigaction (SIGTERM, &dfl, NULL);
+    sigaction (SIGINT, &dfl, NULL);
+    sigaction (SIGCHLD, &dfl, NULL);
+
+    int fail[2] = {S_FAIL_CHDIR, 0};
+    if (chdir (self->trial_dir) < 0) {
+        fail[1] = errno;
+        (void) !write (status_w, fail, sizeof fail);
+        _exit (127);
+    }
+    int null_fd = open ("/dev/null", O_RDONLY);
+    if (null_fd >= 0 && null_fd != 0)
+        dup2 (null_fd, 0);
+    dup2 (out_w, 1);
+    dup2 (err_w, 2);
+    dup2 (rep_w, 3);
+    // Everything above 3 goes at exec, including the status pipe (only after
+    // a failed exec could we still write to it).
+    if (close_range (4, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
+        for (int fd = 4; fd < max_fd; fd++)
+            fcntl (fd, F_SETFD, FD_CLOEXEC);
+    environ = envp;
+    execvp (argv[0], argv);
+    fail[0] = S_FAIL_EXEC;
+    fail[1] = errno;
+    (void) !write (status_w, fail, sizeof fail);
+    _exit (127);
+}
+
+cgq_task_t *
+cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_report_fn *on_report,
+                void *arg)
+{
+    cgq_task_t *self = s_task_new (a, opts);
+    self->on_report = on_report;
+    self->arg = arg;
+    if (a->n_argv == 0 || !a->argv[0] || !*a->argv[0]) {
+        s_lost (self, "assignment has no command (argv is empty)");
+        return self;
+    }
+    if (cgq_mkdir_p (self->trial_dir) < 0) {
+        char *e = cgq_xasprintf ("cannot create trial directory %s: %s (check --workdir)",
+                                 self->trial_dir, strerror (errno));
+        s_lost (self, e);
+        free (e);
+        return self;
+    }
+    // A result.json left by an earlier run of this attempt would pass for ours.
+    char *result_path = cgq_xasprintf ("%s/result.json", self->trial_dir);
+    unlink (result_path);
+    free (result_path);
+
+    const char *log_names[2] = {"stdout.log", "stderr.log"};
+    s_stream_t *streams[2] = {&self->out, &self->err};
+    for (int i = 0; i < 2; i++) {
+        char *path = cgq_xasprintf ("%s/%s", self->trial_dir, log_names[i]);
+        streams[i]->log_fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (streams[i]->log_fd < 0) {
+            char *e = cgq_xasprintf ("cannot create %s: %s", path, strerror (errno));
+            free (path);
+            s_lost (self, e);
+            free (e);
+            return self;
+        }
+        free (path);
+    }
+
+    int out_p[2], err_p[2], rep_p[2], st_p[2];
+    int made = 0;
+    int *pipes[4] = {out_p, err_p, rep_p, st_p};
+    for (; made < 4; made++)
+        if (s_pipe (pipes[made]) < 0)
+            break;
+    if (made < 4) {
+        char *e = cgq_xasprintf ("cannot create pipes: %s (raise the open file limit)",
+                                 strerror (errno));
+        for (int i = 0; i < made; i++) {
+            close (pipes[i][0]);
+            close (pipes[i][1]);
+        }
+        s_lost (self, e);
+        free (e);
+        return self;
+    }
+
+    s_env_t env;
+    s_env_build (self, a, &env);
+    char **argv = cgq_xcalloc (a->n_argv + 1, sizeof *argv);
+    for (size_t i = 0; i < a->n_argv; i++)
+        argv[i] = a->argv[i];
+    struct rlimit rl;
+    int max_fd = getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int) rl.rlim_cur
+                                                                            : 65536;
+
+    pid_t pid = fork ();
+    if (pid == 0)
+        s_child (self, argv, env.items, out_p[1], err_p[1], rep_p[1], st_p[1], max_fd);
+    int fork_errno = errno;
+    free (argv);
+    s_env_free (&env);
+    for (int i = 0; i < 4; i++)
+        close (pipes[i][1]);
+    if (pid < 0) {
+        for (int i = 0; i < 4; i++)
+            close (pipes[i][0]);
+        char *e = cgq_xasprintf ("cannot fork: %s", strerror (fork_errno));
+        s_lost (self, e);
+        free (e);
+        return self;
+    }
+    // Also here, so that a kill right after start reaches the group.
+    setpgid (pid, pid);
+    self->pid = pid;
+    self->out.fd = out_p[0];
+    self->err.fd = err_p[0];
+    self->report_fd = rep_p[0];
+    s_nonblock (self->out.fd);
+    s_nonblock (self->err.fd);
+    s_nonblock (self->report_fd);
+
+    // The child is between fork and exec: this read ends at once with EOF
+    // (exec done) or with why it failed.
+    int fail[2] = {0, 0};
+    ssize_t n;
+    do
+        n = read (st_p[0], fail, sizeof fail);
+    while (n < 0 && errno == EINTR);
+    close (st_p[0]);
+    if (n == (ssize_t) sizeof fail) {
+        self->fail_stage = fail[0];
+        self->fail_errno = fail[1];
+        if (fail[0] == S_FAIL_EXEC)
+            s_warn (self, "cannot run '%s': %s", self->argv0, strerror (fail[1]));
+        else
+            s_warn (self, "cannot enter trial directory %s: %s", self->trial_dir,
+                    strerror (fail[1]));
+    }
+    char buf[80];
+    cgq_debug ("task %s: started pid %d in %s", cgq_wire_task_str (buf, &self->ref), (int) pid,
+               self->trial_dir);
+    return self;
+}
+
+// ---------------------------------------------------------------------------
+// Exit
+
+static json_t *
+s_metrics (cgq_task_t *self)
+{
+    char *path = cgq_xasprintf ("%s/result.json", self->trial_dir);
+    json_t *metrics = NULL;
+    if (access (path, F_OK) == 0) {
+        json_error_t jerr;
+        json_t *doc = json_load_file (path, 0, &jerr);
+        if (json_is_object (doc))
+            metrics = doc;
+        else {
+            if (doc)
+                s_warn (self, "ignoring result.json: not a JSON object");
+            else
+                s_warn (self, "ignoring result.json: %s (line %d)", jerr.text, jerr.line);
+            json_decref (doc);
+        }
+    }
+    free (path);
+    if (!metrics && self->last_report)
+        metrics = json_incref (self->last_report);
+    return metrics ? metrics : json_object ();
+}
+
+static void
+s_finish (cgq_task_t *self)
+{
+    s_read_fd (self, &self->out.fd, true);
+    s_read_fd (self, &self->err.fd, true);
+    s_read_fd (self, &self->report_fd, true);
+    // What the trial left behind (background children) dies with it.
+    if (self->pid > 0 && killpg (self->pid, SIGKILL) == 0) {
+        char buf[80];
+        cgq_debug ("task %s: killed what was left of process group %d",
+                   cgq_wire_task_str (buf, &self->ref), (int) self->pid);
+    }
+    s_close (&self->out.fd);
+    s_close (&self->err.fd);
+    if (self->report_fd >= 0) {
+        s_report_eof (self);
+        s_close (&self->report_fd);
+    }
+
+    Cgq__TaskStatus status;
+    char *error = NULL;
+    int st = self->wait_status;
+    int exit_code = WIFEXITED (st) ? WEXITSTATUS (st) : WIFSIGNALED (st) ? -WTERMSIG (st) : -1;
+    bool with_stderr = true;
+    if (self->stopped) {
+        status = CGQ__TASK_STATUS__TASK_STOPPED;
+        error = cgq_xasprintf ("stopped: %s", self->stop_reason ? self->stop_reason : "");
+        with_stderr = false;
+    }
+    else if (self->timed_out) {
+        status = CGQ__TASK_STATUS__TASK_TIMEOUT;
+        char *dur = s_fmt_seconds (self->timeout_ms);
+        error = cgq_xasprintf ("timed out after %s", dur);
+        free (dur);
+    }
+    else if (self->fail_stage == S_FAIL_EXEC) {
+        status = CGQ__TASK_STATUS__TASK_FAILED;
+        error = cgq_xasprintf ("cannot run '%s': %s", self->argv0, strerror (self->fail_errno));
+        with_stderr = false;
+    }
+    else if (self->fail_stage == S_FAIL_CHDIR) {
+        status = CGQ__TASK_STATUS__TASK_LOST;
+        error = cgq_xasprintf ("cannot enter trial directory %s: %s", self->trial_dir,
+                               strerror (self->fail_errno));
+        with_stderr = false;
+    }
+    else if (WIFEXITED (st) && WEXITSTATUS (st) == 0)
+        status = CGQ__TASK_STATUS__TASK_SUCCEEDED;
+    else if (WIFEXITED (st)) {
+        status = CGQ__TASK_STATUS__TASK_FAILED;
+        error = cgq_xasprintf ("exit status %d", WEXITSTATUS (st));
+    }
+    else {
+        status = CGQ__TASK_STATUS__TASK_FAILED;
+        const char *abbrev = WIFSIGNALED (st) ? sigabbrev_np (WTERMSIG (st)) : NULL;
+        error = cgq_xasprintf ("killed by signal %d (SIG%s)", WIFSIGNALED (st) ? WTERMSIG (st) : 0,
+                               abbrev ? abbrev : "?");
+    }
+    if (error && with_stderr && self->err_tail.len > 0) {
+        char *lines = s_last_lines (self->err_tail.data, self->err_tail.len, S_ERR_TAIL_LINES);
+        if (*lines) {
+            char *full = cgq_xasprintf ("%s\n%s", error, lines);
+            free (error);
+            error = full;
+        }
+        free (lines);
+    }
+
+    json_t *metrics = s_metrics (self);
+    char *metrics_text = s_dump (metrics);
+    json_decref (metrics);
+    size_t metrics_len = metrics_text ? strlen (metrics_text) : 0;
+    if (metrics_len > S_MAX_METRICS) {
+        free (metrics_text);
+        metrics_text = NULL;
+        if (status == CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+            status = CGQ__TASK_STATUS__TASK_FAILED;
+            free (error);
+            error = cgq_xasprintf ("result metrics are %zu bytes, more than the limit of %u "
+                                   "(write fewer or smaller values to result.json)",
+                                   metrics_len, S_MAX_METRICS);
+        }
+    }
+    s_close (&self->out.log_fd);
+    s_close (&self->err.log_fd);
+
+    Cgq__Result *r = cgq_task_result_new (&self->ref, status, metrics_text, error);
+    free (metrics_text);
+    free (error);
+    r->exit_code = exit_code;
+    r->duration_s = (double) (cgq_now_ms () - self->started_ms) / 1000.0;
+    size_t tail_len = self->tail.len < S_TAIL_BYTES ? self->tail.len : S_TAIL_BYTES;
+    free (r->log_tail);
+    r->log_tail = s_utf8_clean (self->tail.data + self->tail.len - tail_len, tail_len);
+    r->reports = self->seq;
+    s_set_str (&r->trial_dir, self->trial_dir);
+    self->result = r;
+    self->done = true;
+    char buf[80];
+    cgq_debug ("task %s: %s%s%s", cgq_wire_task_str (buf, &self->ref),
+               protobuf_c_enum_descriptor_get_value (&cgq__task_status__descriptor, (int) status)
+                   ->name,
+               r->error[0] ? ": " : "", r->error);
+}
+
+void
+cgq_task_tick (cgq_task_t *self, int64_t now_ms)
+{
+    if (self->done || self->pid <= 0)
+        return;
+    if (!self->exited) {
+        int st;
+        pid_t r;
+        do
+            r = waitpid (self->pid, &st, WNOHANG);
+        while (r < 0 && errno == EINTR);
+        if (r == self->pid) {
+            self->exited = true;
+            self->wait_status = st;
+        }
+        else if (r < 0) {
+            // Reaped elsewhere; nothing more to learn about its status.
+            self->exited = true;
+            self->wait_status = 0;
+            cgq_warn ("task pid %d: waitpid: %s", (int) self->pid, strerror (errno));
+        }
+    }
+    if (self->exited) {
+        s_finish (self);
+        return;
+    }
+    char buf[80];
+    if (self->timeout_at >= 0 && now_ms >= self->timeout_at) {
+        self->timeout_at = -1;
+        if (!self->stopped) {
+            self->timed_out = true;
+            cgq_info ("task %s: timed out after %" PRId64 " ms; sending SIGTERM to its group",
+                      cgq_wire_task_str (buf, &self->ref), self->timeout_ms);
+            killpg (self->pid, SIGTERM);
+            if (self->kill_at < 0)
+                self->kill_at = now_ms + self->grace_ms;
+        }
+    }
+    if (self->kill_at >= 0 && now_ms >= self->kill_at) {
+        self->kill_at = -1;
+        cgq_info ("task %s: still running after the grace period; sending SIGKILL",
+                  cgq_wire_task_str (buf, &self->ref));
+        killpg (self->pid, SIGKILL);
+    }
+}
+
+int64_t
+cgq_task_deadline (const cgq_task_t *self)
+{
+    if (self->done)
+        return -1;
+    int64_t d = self->timeout_at;
+    if (self->kill_at >= 0 && (d < 0 || self->kill_at < d))
+        d = self->kill_at;
+    return d;
+}
+
+void
+cgq_task_stop (cgq_task_t *self, const char *reason, int64_t grace_ms)
+{
+    if (self->done || self->pid <= 0 || self->exited)
+        return;
+    int64_t now = cgq_now_ms ();
+    if (!self->stopped && !self->timed_out) {
+        self->stopped = true;
+        self->stop_reason = s_str (reason);
+    }
+    if (self->kill_at < 0 || now + grace_ms < self->kill_at) {
+        killpg (self->pid, SIGTERM);
+        self->kill_at = now + grace_ms;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Accessors and destruction
+
+size_t
+cgq_task_fds (const cgq_task_t *self, int *fds)
+{
+    size_t n = 0;
+    if (self->out.fd >= 0)
+        fds[n++] = self->out.fd;
+    if (self->err.fd >= 0)
+        fds[n++] = self->err.fd;
+    if (self->report_fd >= 0)
+        fds[n++] = self->report_fd;
+    return n;
+}
+
+void
+cgq_task_on_readable (cgq_task_t *self, int fd)
+{
+    if (fd < 0)
+        return;
+    if (fd == self->out.fd)
+        s_read_fd (self, &self->out.fd, false);
+    else if (fd == self->err.fd)
+        s_read_fd (self, &self->err.fd, false);
+    else if (fd == self->report_fd)
+        s_read_fd (self, &self->report_fd, false);
+}
+
+const Cgq__TaskRef *
+cgq_task_ref (const cgq_task_t *self)
+{
+    return &self->ref;
+}
+
+pid_t
+cgq_task_pid (const cgq_task_t *self)
+{
+    return self->pid;
+}
+
+const char *
+cgq_task_dir (const cgq_task_t *self)
+{
+    return self->trial_dir;
+}
+
+bool
+cgq_task_done (const cgq_task_t *self)
+{
+    return self->done;
+}
+
+Cgq__Result *
+cgq_task_take_result (cgq_task_t *self)
+{
+    Cgq__Result *r = self->result;
+    self->result = NULL;
+    return r;
+}
+
+void
+cgq_task_destroy (cgq_task_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_task_t *self = *self_p;
+    if (self->pid > 0 && !self->exited) {
+        killpg (self->pid, SIGKILL);
+        int st;
+        while (waitpid (self->pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    else if (self->pid > 0 && !self->done)
+        killpg (self->pid, SIGKILL);
+    s_close (&self->out.fd);
+    s_close (&self->err.fd);
+    s_close (&self->report_fd);
+    s_close (&self->out.log_fd);
+    s_close (&self->err.log_fd);
+    cgq_task_result_destroy (&self->result);
+    json_decref (self->last_report);
+    cgq_buf_fini (&self->report_line);
+    cgq_buf_fini (&self->tail);
+    cgq_buf_fini (&self->err_tail);
+    free (self->report_head);
+    free (self->stop_reason);
+    free (self->argv0);
+    free (self->trial_dir);
+    free (self);
+    *self_p = NULL;
+}

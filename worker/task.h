@@ -1,0 +1,98 @@
+// task: one running task of a worker — a trial process in its own process
+// group, its stdout/stderr logs, its report pipe (fd 3), its timeout and its
+// result. See docs/architecture.md, "Trial process contract".
+//
+// A task does not block and owns no loop: the worker polls the fds from
+// cgq_task_fds, calls cgq_task_on_readable when one is readable, and calls
+// cgq_task_tick on every loop turn (after SIGCHLD, at cgq_task_deadline) to
+// reap the process and to fire timeouts and kill escalations.
+#ifndef CGQ_TASK_H
+#define CGQ_TASK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgq.pb-c.h"
+
+typedef struct cgq_task_t cgq_task_t;
+
+typedef struct {
+    const char *workdir;   // absolute; trial dirs are WORKDIR/job-J/trial-T/attempt-A
+    uint64_t log_cap;      // cap of stdout.log and stderr.log each; 0: none
+    int64_t kill_grace_ms; // SIGTERM -> SIGKILL after a timeout
+} cgq_task_opts_t;
+
+// Called once per valid report line (a JSON object, re-encoded compact) with
+// seq = 1, 2, ... report_json is borrowed for the call.
+typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *report_json,
+                                   uint64_t seq);
+
+// cgq_task_start starts the "command" task of assign: creates its trial
+// directory, forks and execs assign->argv with the contract environment.
+// Always returns a task (caller destroys): one that could not be started at
+// all (directory, pipe or fork failure) is done at once with TASK_LOST, one
+// whose exec failed finishes shortly with TASK_FAILED "cannot run 'x': ...".
+// assign and opts are copied. on_report may be NULL.
+cgq_task_t *cgq_task_start (const Cgq__Assign *assign, const cgq_task_opts_t *opts,
+                            cgq_task_report_fn *on_report, void *arg);
+
+// cgq_task_destroy kills what is left of the process group (SIGKILL), reaps
+// the process and frees the task. NULL-safe; sets *self_p = NULL.
+void cgq_task_destroy (cgq_task_t **self_p);
+
+// The task's ref, borrowed for the task's lifetime.
+const Cgq__TaskRef *cgq_task_ref (const cgq_task_t *self);
+// The process id (also the process group id), or 0 when none was started.
+pid_t cgq_task_pid (const cgq_task_t *self);
+// The absolute trial directory, borrowed.
+const char *cgq_task_dir (const cgq_task_t *self);
+
+// cgq_task_fds writes the task's open pipe read ends (at most 3) to fds and
+// returns how many.
+size_t cgq_task_fds (const cgq_task_t *self, int *fds);
+
+// cgq_task_on_readable reads what is available on fd (one of cgq_task_fds).
+void cgq_task_on_readable (cgq_task_t *self, int fd);
+
+// cgq_task_tick reaps the process if it exited (then drains and closes the
+// pipes, kills what is left in the group and builds the result) and fires the
+// timeout and the SIGKILL escalation when they are due.
+void cgq_task_tick (cgq_task_t *self, int64_t now_ms);
+
+// cgq_task_deadline is the monotonic ms of the next timer, or -1 when none.
+int64_t cgq_task_deadline (const cgq_task_t *self);
+
+// cgq_task_stop sends SIGTERM to the task's group and SIGKILL after grace_ms;
+// its result will be TASK_STOPPED with reason as the error. Again on a
+// stopping task, it only shortens the grace.
+void cgq_task_stop (cgq_task_t *self, const char *reason, int64_t grace_ms);
+
+// True once the process has been reaped and the result is ready.
+bool cgq_task_done (const cgq_task_t *self);
+
+// cgq_task_take_result hands over the result of a done task (caller destroys
+// it with cgq_task_result_destroy); NULL when not done or already taken.
+Cgq__Result *cgq_task_take_result (cgq_task_t *self);
+
+// cgq_task_noop_result answers a "noop" assignment: metrics are the numeric
+// params plus "score", their sum. Caller destroys.
+Cgq__Result *cgq_task_noop_result (const Cgq__Assign *assign);
+
+// cgq_task_result_new makes a result whose strings are all owned by it
+// (metrics_json NULL: "{}", error NULL: ""). Caller destroys.
+Cgq__Result *cgq_task_result_new (const Cgq__TaskRef *ref, Cgq__TaskStatus status,
+                                  const char *metrics_json, const char *error);
+// Frees a result made by this module. NULL-safe; sets *res_p = NULL.
+void cgq_task_result_destroy (Cgq__Result **res_p);
+
+// TaskRef helpers: a deep copy (caller frees with free()), and equality.
+Cgq__TaskRef *cgq_task_ref_dup (const Cgq__TaskRef *ref);
+bool cgq_task_ref_equal (const Cgq__TaskRef *a, const Cgq__TaskRef *b);
+
+// cgq_task_env_name turns a param name into its variable, "lr-max" ->
+// "CGQ_PARAM_LR_MAX". Caller frees.
+char *cgq_task_env_name (const char *param);
+
+#endif

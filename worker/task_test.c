@@ -1,0 +1,658 @@
+// The task supervisor with real child processes (/bin/sh scripts).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "task.h"
+#include "util.h"
+
+typedef struct {
+    char dir[64];          // the temp workdir
+    uint64_t seqs[16];     // seq of each report callback
+    char *reports[16];     // their JSON
+    size_t n_reports;
+} s_fixture_t;
+
+static int
+s_setup (void **state)
+{
+    s_fixture_t *f = cgq_xcalloc (1, sizeof *f);
+    strcpy (f->dir, "/tmp/cgq-task-test-XXXXXX");
+    if (!mkdtemp (f->dir))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int
+s_teardown (void **state)
+{
+    s_fixture_t *f = *state;
+    char *cmd = cgq_xasprintf ("rm -rf '%s'", f->dir);
+    int rc = system (cmd);
+    free (cmd);
+    for (size_t i = 0; i < f->n_reports; i++)
+        free (f->reports[i]);
+    free (f);
+    return rc == 0 ? 0 : -1;
+}
+
+static void
+s_on_report (void *arg, cgq_task_t *task, const char *report_json, uint64_t seq)
+{
+    s_fixture_t *f = arg;
+    if (f->n_reports < 16) {
+        f->seqs[f->n_reports] = seq;
+        f->reports[f->n_reports++] = cgq_xstrdup (report_json);
+    }
+}
+
+// s_assign fills a "command" Assign running script with /bin/sh. The strings
+// are borrowed from static storage and the caller's arguments.
+typedef struct {
+    Cgq__Assign a;
+    Cgq__TaskRef ref;
+    char *argv[3];
+} s_assign_t;
+
+static void
+s_assign_init (s_assign_t *sa, uint64_t trial, const char *script)
+{
+    cgq__assign__init (&sa->a);
+    cgq__task_ref__init (&sa->ref);
+    sa->ref.job = 7;
+    sa->ref.trial = trial;
+    sa->ref.attempt = 1;
+    sa->a.task = &sa->ref;
+    sa->a.kind = "command";
+    sa->a.params_json = "{}";
+    sa->argv[0] = "/bin/sh";
+    sa->argv[1] = "-c";
+    sa->argv[2] = (char *) script;
+    sa->a.argv = sa->argv;
+    sa->a.n_argv = 3;
+}
+
+// s_run drives task like the worker's loop until it is done or max_ms passes,
+// and returns its result (caller destroys).
+static Cgq__Result *
+s_run (cgq_task_t *task, int64_t max_ms)
+{
+    int64_t give_up = cgq_now_ms () + max_ms;
+    while (!cgq_task_done (task) && cgq_now_ms () < give_up) {
+        int fds[3];
+        size_t n = cgq_task_fds (task, fds);
+        struct pollfd pfd[3];
+        for (size_t i = 0; i < n; i++)
+            pfd[i] = (struct pollfd) {.fd = fds[i], .events = POLLIN};
+        if (poll (pfd, n, 20) > 0)
+            for (size_t i = 0; i < n; i++)
+                if (pfd[i].revents)
+                    cgq_task_on_readable (task, pfd[i].fd);
+        cgq_task_tick (task, cgq_now_ms ());
+    }
+    return cgq_task_take_result (task);
+}
+
+static cgq_task_opts_t
+s_opts (s_fixture_t *f)
+{
+    return (cgq_task_opts_t) {.workdir = f->dir, .log_cap = 1 << 20, .kill_grace_ms = 300};
+}
+
+static char *
+s_read_file (const char *dir, const char *name)
+{
+    char *path = cgq_xasprintf ("%s/%s", dir, name);
+    FILE *fp = fopen (path, "r");
+    free (path);
+    if (!fp)
+        return NULL;
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread (chunk, 1, sizeof chunk, fp)) > 0)
+        cgq_buf_append (&b, chunk, n);
+    fclose (fp);
+    return cgq_buf_take (&b);
+}
+
+static void
+s_assert_json (const char *text, const char *expected)
+{
+    json_t *a = json_loads (text, 0, NULL);
+    json_t *b = json_loads (expected, 0, NULL);
+    assert_non_null (a);
+    assert_non_null (b);
+    if (!json_equal (a, b))
+        fail_msg ("JSON %s != %s", text, expected);
+    json_decref (a);
+    json_decref (b);
+}
+
+// s_gone: the process no longer exists, or is a zombie nobody has reaped yet.
+static bool
+s_gone (pid_t pid)
+{
+    if (kill (pid, 0) < 0 && errno == ESRCH)
+        return true;
+    char path[64];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    FILE *fp = fopen (path, "r");
+    if (!fp)
+        return true;
+    char line[512] = "";
+    char *ok = fgets (line, sizeof line, fp);
+    fclose (fp);
+    const char *paren = ok ? strrchr (line, ')') : NULL;
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
+static void
+test_reports_and_env (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 3,
+                   "echo hello-stdout; echo hello-stderr >&2;"
+                   "echo '{\"step\": 1, \"loss\": 0.5}' >&3;"
+                   "echo '{\"step\": 2, \"loss\": 0.1, \"tag\": \"a\\\"b\"}' >&3;"
+                   "printf '{\"step\": 3, \"loss\": 0.125}' >&3;" // no newline at the end
+                   "env > env.txt; pwd > pwd.txt; ls -l /proc/$$/fd"
+                   " | grep -v ' -> /dev/null$' | awk 'NR > 1 { print $9 }' > fds.txt");
+    sa.a.params_json = "{\"lr\": 0.01, \"layers\": 3, \"opt\": \"adam\", \"lr-max\": 1e-3,"
+                       " \"nested\": {\"a\": [1, 0.1]}, \"flag\": true}";
+    uint32_t gpus[] = {1, 3};
+    sa.a.gpus = gpus;
+    sa.a.n_gpus = 2;
+    Cgq__KeyValue kv = CGQ__KEY_VALUE__INIT;
+    kv.key = "MY_VAR";
+    kv.value = "my value";
+    Cgq__KeyValue kv2 = CGQ__KEY_VALUE__INIT;
+    kv2.key = "CGQ_JOB_ID"; // the contract variables win over trial.env
+    kv2.value = "999";
+    Cgq__KeyValue *env[] = {&kv, &kv2};
+    sa.a.env = env;
+    sa.a.n_env = 2;
+    sa.a.spec_dir = "/specs/here";
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, s_on_report, f);
+    assert_false (cgq_task_done (task));
+    assert_true (cgq_task_pid (task) > 0);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    assert_string_equal (r->error, "");
+    assert_int_equal (r->exit_code, 0);
+    assert_int_equal (r->reports, 3);
+    s_assert_json (r->metrics_json, "{\"step\": 3, \"loss\": 0.125}");
+    assert_int_equal (f->n_reports, 3);
+    assert_int_equal (f->seqs[0], 1);
+    assert_int_equal (f->seqs[2], 3);
+    assert_string_equal (f->reports[0], "{\"step\":1,\"loss\":0.5}");
+    assert_string_equal (f->reports[1], "{\"step\":2,\"loss\":0.1,\"tag\":\"a\\\"b\"}");
+    assert_non_null (strstr (r->log_tail, "hello-stdout"));
+    assert_non_null (strstr (r->log_tail, "hello-stderr"));
+
+    char *dir = cgq_xasprintf ("%s/job-7/trial-3/attempt-1", f->dir);
+    assert_string_equal (r->trial_dir, dir);
+    assert_string_equal (cgq_task_dir (task), dir);
+    char *text = s_read_file (dir, "pwd.txt");
+    assert_non_null (text);
+    char *expect = cgq_xasprintf ("%s\n", dir);
+    assert_string_equal (text, expect);
+    free (text);
+    free (expect);
+    text = s_read_file (dir, "stdout.log");
+    assert_string_equal (text, "hello-stdout\n");
+    free (text);
+    text = s_read_file (dir, "stderr.log");
+    assert_string_equal (text, "hello-stderr\n");
+    free (text);
+
+    // Only stdout, stderr and the report pipe are inherited (besides stdin
+    // and what dash opens itself, both /dev/null).
+    text = s_read_file (dir, "fds.txt");
+    assert_string_equal (text, "1\n2\n3\n");
+    free (text);
+
+    char *envs = s_read_file (dir, "env.txt");
+    assert_non_null (envs);
+    const char *want[] = {
+        "\nCGQ_JOB_ID=7\n", "\nCGQ_TRIAL_ID=3\n", "\nCGQ_ATTEMPT=1\n",
+        "\nCGQ_PARAM_LR=0.01\n", "\nCGQ_PARAM_LAYERS=3\n", "\nCGQ_PARAM_OPT=adam\n",
+        "\nCGQ_PARAM_LR_MAX=0.001\n", "\nCGQ_PARAM_NESTED={\"a\":[1,0.1]}\n",
+        "\nCGQ_PARAM_FLAG=true\n", "\nCGQ_SPEC_DIR=/specs/here\n", "\nCGQ_REPORT_FD=3\n",
+        "\nCUDA_VISIBLE_DEVICES=1,3\n", "\nMY_VAR=my value\n", "\nCGQ_PARAMS={\"lr\": 0.01,",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        if (!strstr (envs, want[i]))
+            fail_msg ("%s not in the environment:\n%s", want[i], envs);
+    char *trial_dir_var = cgq_xasprintf ("\nCGQ_TRIAL_DIR=%s\n", dir);
+    assert_non_null (strstr (envs, trial_dir_var));
+    // The worker's own environment is passed on.
+    assert_non_null (strstr (envs, "\nPATH="));
+    free (trial_dir_var);
+    free (envs);
+    free (dir);
+    cgq_task_result_destroy (&r);
+    assert_null (r);
+    cgq_task_destroy (&task);
+    assert_null (task);
+}
+
+static void
+test_result_json_wins (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 4,
+                   "echo '{\"loss\": 9}' >&3; echo '{\"acc\": 0.9, \"loss\": 0.1}' > result.json;"
+                   // no GPU granted: the variable is set, and empty
+                   "test \"${CUDA_VISIBLE_DEVICES-unset}\" = '' || exit 3");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    s_assert_json (r->metrics_json, "{\"acc\": 0.9, \"loss\": 0.1}");
+    assert_int_equal (r->reports, 1);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_huge_result_json_fails (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 16,
+                   "{ printf '{\"x\": \"'; head -c 1100000 /dev/zero | tr '\\0' a;"
+                   " printf '\"}'; } > result.json");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 8000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_string_equal (r->metrics_json, "{}");
+    assert_non_null (strstr (r->error, "result metrics are 1100008 bytes, more than the limit"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_no_reports_empty_metrics (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    // A result.json that is not an object is ignored (with a warning).
+    s_assign_init (&sa, 5, "echo '[1]' > result.json");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    assert_string_equal (r->metrics_json, "{}");
+    assert_int_equal (r->reports, 0);
+    char *err = s_read_file (r->trial_dir, "stderr.log");
+    assert_non_null (strstr (err, "cgq: ignoring result.json: not a JSON object"));
+    free (err);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_malformed_report_ignored (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 6,
+                   "echo 'not json at all' >&3; echo '[1, 2]' >&3; echo >&3;"
+                   "echo '{\"ok\": 1}' >&3; echo '{broken' >&3; echo still-running");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, s_on_report, f);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    s_assert_json (r->metrics_json, "{\"ok\": 1}");
+    assert_int_equal (r->reports, 1);
+    assert_int_equal (f->n_reports, 1);
+    char *err = s_read_file (r->trial_dir, "stderr.log");
+    assert_non_null (err);
+    assert_non_null (
+        strstr (err, "cgq: ignoring report line 1: not a JSON object: not json at all\n"));
+    assert_non_null (strstr (err, "cgq: ignoring report line 2: not a JSON object: [1, 2]\n"));
+    assert_null (strstr (err, "report line 3")); // blank lines are skipped quietly
+    assert_non_null (strstr (err, "cgq: ignoring report line 5: not a JSON object: {broken\n"));
+    free (err);
+    char *out = s_read_file (r->trial_dir, "stdout.log");
+    assert_string_equal (out, "still-running\n");
+    free (out);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_overlong_report_line (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 7,
+                   "head -c 1100000 /dev/zero | tr '\\0' a >&3; echo >&3;"
+                   "echo '{\"x\": 1}' >&3");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 8000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    s_assert_json (r->metrics_json, "{\"x\": 1}");
+    char *err = s_read_file (r->trial_dir, "stderr.log");
+    assert_non_null (strstr (err, "cgq: ignoring report line 1: longer than 1048576 bytes: aaaa"));
+    assert_true (strlen (err) < 400);
+    free (err);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_exit_failure_has_stderr_tail (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 8,
+                   "i=1; while [ $i -le 30 ]; do printf 'line-%02d\\n' $i >&2; i=$((i+1)); done;"
+                   "exit 1");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_int_equal (r->exit_code, 1);
+    assert_true (!strncmp (r->error, "exit status 1\nline-11\n", 22));
+    assert_non_null (strstr (r->error, "line-30"));
+    assert_null (strstr (r->error, "line-10"));
+    assert_non_null (strstr (r->log_tail, "line-01"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_killed_by_signal (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 9, "echo about to crash >&2; kill -SEGV $$");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_int_equal (r->exit_code, -SIGSEGV);
+    assert_string_equal (r->error, "killed by signal 11 (SIGSEGV)\nabout to crash");
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_timeout_kills_group (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    // The main process ignores SIGTERM (so SIGKILL after the grace is needed)
+    // and leaves a background child that must die too.
+    s_assign_init (&sa, 10,
+                   "sleep 60 & echo $! > bg.pid; trap '' TERM; echo waiting >&2;"
+                   "while :; do sleep 1; done");
+    sa.a.timeout_ms = 500;
+    cgq_task_opts_t opts = s_opts (f);
+    int64_t t0 = cgq_now_ms ();
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    pid_t pid = cgq_task_pid (task);
+    assert_true (cgq_task_deadline (task) > 0);
+    Cgq__Result *r = s_run (task, 5000);
+    int64_t took = cgq_now_ms () - t0;
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_TIMEOUT);
+    assert_string_equal (r->error, "timed out after 0.5s\nwaiting");
+    assert_int_equal (r->exit_code, -SIGKILL);
+    assert_true (took >= 500 + 300);
+    assert_true (took < 3000);
+    char *bg = s_read_file (r->trial_dir, "bg.pid");
+    assert_non_null (bg);
+    pid_t bg_pid = (pid_t) atoi (bg);
+    free (bg);
+    assert_true (bg_pid > 0);
+    // The group is killed with SIGKILL; init reaps the orphan soon after.
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) {
+        gone = s_gone (bg_pid) && s_gone (pid);
+        if (!gone)
+            usleep (20000);
+    }
+    assert_true (gone);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_stop (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 11, "exec sleep 30");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 200);
+    assert_null (r);
+    cgq_task_stop (task, "job cancelled", 1000);
+    r = s_run (task, 3000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_STOPPED);
+    assert_int_equal (r->exit_code, -SIGTERM);
+    assert_string_equal (r->error, "stopped: job cancelled");
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_log_cap (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    // 100 lines of 50 bytes on stdout, 3 short ones on stderr.
+    s_assign_init (&sa, 12,
+                   "i=0; while [ $i -lt 100 ]; do "
+                   "echo 0123456789012345678901234567890123456789-line$i; i=$((i+1)); done;"
+                   "echo e1 >&2; echo e2 >&2; echo e3 >&2");
+    cgq_task_opts_t opts = s_opts (f);
+    opts.log_cap = 1000;
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    char *out = s_read_file (r->trial_dir, "stdout.log");
+    const char *marker = "[cgq: log truncated at 1000 bytes]\n";
+    assert_int_equal (strlen (out), 1000 + 1 + strlen (marker)); // the cut line gets its newline
+    assert_string_equal (out + 1001, marker);
+    assert_null (strstr (out, "line99"));
+    free (out);
+    char *err = s_read_file (r->trial_dir, "stderr.log");
+    assert_string_equal (err, "e1\ne2\ne3\n");
+    free (err);
+    // The tail still has the latest output of both streams.
+    assert_true (strlen (r->log_tail) <= 4096);
+    assert_non_null (strstr (r->log_tail, "line99\ne1\ne2\ne3\n"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_missing_binary (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 13, "");
+    char *argv[] = {"cgq-no-such-binary-xyz", "--flag"};
+    sa.a.argv = argv;
+    sa.a.n_argv = 2;
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_int_equal (r->exit_code, 127);
+    assert_string_equal (r->error,
+                         "cannot run 'cgq-no-such-binary-xyz': No such file or directory");
+    char *err = s_read_file (r->trial_dir, "stderr.log");
+    assert_non_null (strstr (err, "cannot run 'cgq-no-such-binary-xyz'"));
+    free (err);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+
+    // No argv at all: the task is lost at once, nothing is forked.
+    sa.a.n_argv = 0;
+    task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    assert_true (cgq_task_done (task));
+    assert_int_equal (cgq_task_pid (task), 0);
+    r = cgq_task_take_result (task);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_LOST);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_unwritable_workdir (void **state)
+{
+    s_assign_t sa;
+    s_assign_init (&sa, 14, "exit 0");
+    cgq_task_opts_t opts = {.workdir = "/proc/cgq-cannot-be-here", .kill_grace_ms = 100};
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    assert_true (cgq_task_done (task));
+    Cgq__Result *r = cgq_task_take_result (task);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_LOST);
+    assert_non_null (strstr (r->error, "cannot create trial directory /proc/cgq-cannot-be-here"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
+static void
+test_destroy_running_kills_group (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    s_assign_init (&sa, 15, "sleep 30 & sleep 30");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    pid_t pid = cgq_task_pid (task);
+    usleep (100000);
+    cgq_task_destroy (&task);
+    // Killed at once; the orphan is a zombie until init reaps it.
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) {
+        gone = kill (-pid, 0) < 0 && errno == ESRCH;
+        if (!gone)
+            usleep (20000);
+    }
+    assert_true (gone);
+}
+
+static void
+test_endless_background_writer (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    // The main process exits while a child keeps the pipes busy forever.
+    s_assign_init (&sa, 17, "yes & yes >&2 & sleep 0.2; exit 0");
+    cgq_task_opts_t opts = s_opts (f);
+    opts.log_cap = 4096;
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    pid_t pid = cgq_task_pid (task);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    assert_non_null (strstr (r->log_tail, "y\ny\n"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) {
+        gone = kill (-pid, 0) < 0 && errno == ESRCH;
+        if (!gone)
+            usleep (20000);
+    }
+    assert_true (gone);
+}
+
+static void
+test_noop_and_helpers (void **state)
+{
+    Cgq__Assign a = CGQ__ASSIGN__INIT;
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = 1;
+    ref.trial = 2;
+    ref.attempt = 1;
+    a.task = &ref;
+    a.kind = "noop";
+    a.params_json = "{\"a\": 1, \"b\": 2.5, \"c\": \"x\", \"d\": true}";
+    Cgq__Result *r = cgq_task_noop_result (&a);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    s_assert_json (r->metrics_json, "{\"a\": 1, \"b\": 2.5, \"score\": 3.5}");
+    assert_true (cgq_task_ref_equal (r->task, &ref));
+    cgq_task_result_destroy (&r);
+    a.params_json = "{\"a\": 1, \"b\": 2}";
+    r = cgq_task_noop_result (&a);
+    assert_string_equal (r->metrics_json, "{\"a\":1,\"b\":2,\"score\":3}");
+    cgq_task_result_destroy (&r);
+    a.params_json = "";
+    r = cgq_task_noop_result (&a);
+    s_assert_json (r->metrics_json, "{\"score\": 0}");
+    cgq_task_result_destroy (&r);
+    cgq_task_result_destroy (&r); // NULL-safe
+    cgq_task_destroy (NULL);
+
+    char *name = cgq_task_env_name ("lr-max.v2");
+    assert_string_equal (name, "CGQ_PARAM_LR_MAX_V2");
+    free (name);
+
+    Cgq__TaskRef other = ref;
+    assert_true (cgq_task_ref_equal (&ref, &other));
+    other.attempt = 2;
+    assert_false (cgq_task_ref_equal (&ref, &other));
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown (test_reports_and_env, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_result_json_wins, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_huge_result_json_fails, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_no_reports_empty_metrics, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_malformed_report_ignored, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_overlong_report_line, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_exit_failure_has_stderr_tail, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_killed_by_signal, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_timeout_kills_group, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_stop, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_log_cap, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_binary, s_setup, s_teardown),
+        cmocka_unit_test (test_unwritable_workdir),
+        cmocka_unit_test_setup_teardown (test_destroy_running_kills_group, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_endless_background_writer, s_setup, s_teardown),
+        cmocka_unit_test (test_noop_and_helpers),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

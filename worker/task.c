@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -714,6 +715,10 @@ s_lost (cgq_task_t *self, const char *error)
     self->done = true;
 }
 
+// The worker's pid, read by the child to detect a parent that died before
+// PR_SET_PDEATHSIG was armed.
+static pid_t s_worker_pid;
+
 // s_child runs in the forked child: only async-signal-safe calls from here on,
 // since the parent has ZeroMQ threads.
 static void __attribute__ ((noreturn))
@@ -721,6 +726,12 @@ s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w,
          int status_w, int max_fd)
 {
     setpgid (0, 0);
+    // If the worker is killed (-9), its trials must not run on as duplicates
+    // of the attempt the coordinator starts elsewhere. The check after prctl
+    // closes the race with a worker that died before it.
+    prctl (PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid () != s_worker_pid)
+        _exit (127);
     sigset_t none;
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
@@ -823,6 +834,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     int max_fd = getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int) rl.rlim_cur
                                                                             : 65536;
 
+    s_worker_pid = getpid ();
     pid_t pid = fork ();
     if (pid == 0)
         s_child (self, argv, env.items, out_p[1], err_p[1], rep_p[1], st_p[1], max_fd);

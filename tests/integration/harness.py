@@ -1,0 +1,770 @@
+"""harness: real processes for cgq's integration tests (Python 3 stdlib only).
+
+Each test gets its own temporary directory holding a private redis-server
+(loopback, free port, generated config), a cgq-coordinator (ports chosen by the
+kernel, read back from its ready line), cgq-workers, the specs and trial
+scripts it submits, and the logs of every process. Teardown stops every
+started process by PID (SIGTERM, then SIGKILL), checks that the daemons
+exited 0 and that no sanitizer wrote to their stderr, and fails the test
+otherwise; on failure the temporary directory is kept and the log tails are
+printed.
+
+Binaries come from $CGQ_BIN_DIR (tests/CMakeLists.txt sets it to the build's
+bin/), else from build/bin of this checkout.
+
+The test process makes itself a child subreaper (prctl), so processes orphaned
+by a dying worker or by `cgq run` become its children: teardown can find
+leftovers, reap them and kill them by PID.
+"""
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN_DIR = os.path.abspath(os.environ.get("CGQ_BIN_DIR") or os.path.join(REPO, "build", "bin"))
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error")
+SPEED = float(os.environ.get("CGQ_TEST_SLOWDOWN", "1"))  # stretch every deadline
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+SUBREAPER = become_subreaper()
+
+
+def binary(name):
+    path = os.path.join(BIN_DIR, name)
+    if not os.access(path, os.X_OK):
+        raise unittest.SkipTest("%s not built (set CGQ_BIN_DIR; looked in %s)" % (name, BIN_DIR))
+    return path
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tail(path, nbytes=3000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - nbytes))
+            return f.read().decode("utf-8", "replace")
+    except OSError as e:
+        return "(cannot read %s: %s)" % (path, e)
+
+
+def read_text(path):
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------- processes
+
+
+def proc_state(pid):
+    """'R', 'S', 'Z', ... from /proc/PID/stat, or None when there is no such process."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    return rest[0] if rest else None
+
+
+def proc_ppid(pid):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    return int(rest[1]) if len(rest) > 1 else None
+
+
+def proc_cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+
+
+def reap(pid):
+    """Reap pid if it is our zombie child (we are a subreaper); harmless otherwise."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    except OSError:
+        pass
+
+
+def pid_alive(pid):
+    """True while pid exists and is not a zombie."""
+    st = proc_state(pid)
+    if st == "Z":
+        reap(pid)
+        return False
+    return st is not None
+
+
+def my_children(exclude=()):
+    """PIDs of live (non-zombie) children of this process, zombies reaped."""
+    me = os.getpid()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in exclude or proc_ppid(pid) != me:
+            continue
+        if pid_alive(pid):
+            out.append(pid)
+    return out
+
+
+class Proc:
+    """One started process with its log files."""
+
+    def __init__(self, name, argv, logdir, env=None, capture_stdout=False, cwd=None):
+        self.name = name
+        self.argv = argv
+        self.out_path = os.path.join(logdir, name + ".stdout.log")
+        self.err_path = os.path.join(logdir, name + ".stderr.log")
+        self.expect_exit = 0  # None: do not check (killed on purpose)
+        self.stopped_rc = None
+        self._out = open(self.out_path, "ab")
+        self._err = open(self.err_path, "ab")
+        self.popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if capture_stdout else self._out,
+            stderr=self._err,
+            env=env,
+            cwd=cwd,
+        )
+        self.pid = self.popen.pid
+        self.ready_line = None
+        self._ready = threading.Event()
+        self._pump = None
+        if capture_stdout:
+            self._pump = threading.Thread(target=self._pump_stdout, daemon=True)
+            self._pump.start()
+
+    def _pump_stdout(self):
+        # Keep draining stdout into the log so the daemon never blocks on a full pipe.
+        for raw in self.popen.stdout:
+            self._out.write(raw)
+            self._out.flush()
+            if self.ready_line is None:
+                self.ready_line = raw.decode("utf-8", "replace").rstrip("\n")
+                self._ready.set()
+        self._ready.set()
+
+    def wait_first_line(self, timeout):
+        self._ready.wait(timeout)
+        return self.ready_line
+
+    def alive(self):
+        return self.popen.poll() is None
+
+    def kill9(self):
+        self.expect_exit = None
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        self.popen.wait(10)
+
+    def stop(self, grace=15.0):
+        """SIGTERM, wait, SIGKILL. Returns a problem string or None."""
+        problem = None
+        if self.alive():
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.popen.wait(grace * SPEED)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+                self.popen.wait(10)
+                problem = "%s (pid %d) did not exit within %.0fs of SIGTERM; killed" % (
+                    self.name, self.pid, grace * SPEED)
+        rc = self.popen.returncode
+        self.stopped_rc = rc
+        if self._pump is not None:
+            self._pump.join(5)
+            self.popen.stdout.close()
+        for f in (self._out, self._err):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if problem is None and self.expect_exit is not None and rc != self.expect_exit:
+            problem = "%s (pid %d) exited with %s, expected %d" % (self.name, self.pid, rc,
+                                                                   self.expect_exit)
+        return problem
+
+    def sanitizer_report(self):
+        text = tail(self.err_path, 1 << 20)
+        for mark in SANITIZER_MARKS:
+            i = text.find(mark)
+            if i >= 0:
+                return "%s stderr contains %r: %s" % (self.name, mark, text[max(0, i - 200):i + 600])
+        return None
+
+
+# ---------------------------------------------------------------- Redis
+
+
+class RedisError(Exception):
+    pass
+
+
+class Redis:
+    """A tiny RESP2 client: enough for HGETALL, ZRANGE, XRANGE, INFO, pipelines."""
+
+    def __init__(self, host, port, timeout=10.0):
+        self.addr = (host, port)
+        self.timeout = timeout
+        self.sock = None
+        self.buf = b""
+
+    def _connect(self):
+        self.sock = socket.create_connection(self.addr, self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    @staticmethod
+    def _encode(args):
+        parts = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, bytes):
+                b = a
+            elif isinstance(a, float):
+                b = repr(a).encode()
+            else:
+                b = str(a).encode()
+            parts.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        return b"".join(parts)
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("redis %s:%d closed the connection" % self.addr)
+        self.buf += chunk
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i], self.buf[i + 2:]
+                return line
+            self._fill()
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        return data
+
+    def _reply(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return RedisError(rest.decode("utf-8", "replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n).decode("utf-8", "replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise RedisError("unexpected reply line %r" % line)
+
+    def pipeline(self, commands, raise_errors=True):
+        if self.sock is None:
+            self._connect()
+        try:
+            self.sock.sendall(b"".join(self._encode(c) for c in commands))
+            replies = [self._reply() for _ in commands]
+        except (OSError, ConnectionError):
+            self.close()
+            raise
+        if raise_errors:
+            for c, r in zip(commands, replies):
+                if isinstance(r, RedisError):
+                    raise RedisError("%s: %s" % (" ".join(map(str, c))[:200], r))
+        return replies
+
+    def cmd(self, *args):
+        return self.pipeline([args])[0]
+
+    def hgetall(self, key):
+        flat = self.cmd("HGETALL", key) or []
+        return dict(zip(flat[0::2], flat[1::2]))
+
+    def xrange(self, key):
+        out = []
+        for entry_id, fields in self.cmd("XRANGE", key, "-", "+") or []:
+            d = dict(zip(fields[0::2], fields[1::2]))
+            d["_id"] = entry_id
+            out.append(d)
+        return out
+
+    def info(self, section):
+        text = self.cmd("INFO", section) or ""
+        out = {}
+        for line in text.splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
+
+# ---------------------------------------------------------------- ZMTP
+
+
+def zmtp_send(host, port, frames, socket_type=b"DEALER", identity=b"", timeout=3.0):
+    """Speak just enough ZMTP 3.0 (NULL mechanism) to deliver one multi-frame
+    message to a ZeroMQ ROUTER, as a DEALER/REQ peer would. Used to send
+    garbage that passes the transport and reaches the application."""
+    s = socket.create_connection((host, port), timeout)
+    try:
+        s.sendall(b"\xff" + b"\x00" * 7 + b"\x01" + b"\x7f" + b"\x03\x00" +
+                  b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31)
+        got = b""
+        while len(got) < 64:
+            c = s.recv(64 - len(got))
+            if not c:
+                raise ConnectionError("peer closed the connection during the ZMTP greeting")
+            got += c
+
+        def prop(name, value):
+            return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
+
+        body = b"\x05READY" + prop(b"Socket-Type", socket_type) + prop(b"Identity", identity)
+        s.sendall(b"\x04" + bytes([len(body)]) + body)
+        hdr = s.recv(2)
+        if len(hdr) < 2 or hdr[0] & 0x04 == 0:
+            raise ConnectionError("no READY from the peer (got %r)" % hdr)
+        for i, f in enumerate(frames):
+            flags = 0x01 if i < len(frames) - 1 else 0x00
+            if len(f) > 255:
+                s.sendall(bytes([flags | 0x02]) + struct.pack(">Q", len(f)) + f)
+            else:
+                s.sendall(bytes([flags, len(f)]) + f)
+        time.sleep(0.2)
+    finally:
+        s.close()
+
+
+def raw_tcp_send(host, port, data, timeout=3.0):
+    """Bytes straight onto a TCP connection, no ZMTP at all."""
+    s = socket.create_connection((host, port), timeout)
+    try:
+        s.sendall(data)
+        time.sleep(0.2)
+    except OSError:
+        pass
+    finally:
+        s.close()
+
+
+def endpoint_port(ep):
+    return int(ep.rsplit(":", 1)[1])
+
+
+# ---------------------------------------------------------------- cluster
+
+READY_RE = re.compile(r"^cgq-coordinator ready nodes=(\S+) control=(\S+) epoch=(\d+)$")
+
+
+class Cluster:
+    """Redis + coordinator + workers of one test, all under tmp."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.logdir = os.path.join(tmp, "logs")
+        self.specdir = os.path.join(tmp, "specs")
+        os.makedirs(self.logdir, exist_ok=True)
+        os.makedirs(self.specdir, exist_ok=True)
+        self.procs = []        # in start order
+        self.redis_proc = None
+        self.redis = None
+        self.redis_port = None
+        self.redis_url = None
+        self.coordinator = None
+        self.nodes_ep = None
+        self.control_ep = None
+        self.epoch = None
+        self.workers = {}
+        self.allow_orphans = False
+        self.cli_runs = 0
+
+    # -- redis
+
+    def start_redis(self):
+        for attempt in range(5):
+            port = free_port()
+            rdir = os.path.join(self.tmp, "redis")
+            os.makedirs(rdir, exist_ok=True)
+            conf = os.path.join(rdir, "redis.conf")
+            with open(conf, "w") as f:
+                f.write("port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
+                        "dir %s\nsave \"\"\nappendonly no\nlogfile \"\"\n"
+                        "databases 4\n" % (port, rdir))
+            p = Proc("redis", ["redis-server", conf], self.logdir)
+            r = Redis("127.0.0.1", port)
+            deadline = time.monotonic() + 10 * SPEED
+            while time.monotonic() < deadline and p.alive():
+                try:
+                    if r.cmd("PING") == "PONG":
+                        self.redis_proc, self.redis, self.redis_port = p, r, port
+                        self.redis_url = "redis://127.0.0.1:%d/0" % port
+                        return
+                except (OSError, ConnectionError):
+                    r.close()
+                time.sleep(0.05)
+            p.expect_exit = None
+            p.stop(2)
+        raise AssertionError("redis-server did not answer PING on a free port (5 tries); log:\n" +
+                             tail(os.path.join(self.logdir, "redis.stdout.log")))
+
+    # -- coordinator
+
+    def start_coordinator(self, extra=(), heartbeat="200ms"):
+        argv = [binary("cgq-coordinator"), "--redis", self.redis_url,
+                "--bind", "tcp://127.0.0.1:0", "--control", "tcp://127.0.0.1:0",
+                "--heartbeat", heartbeat] + list(extra)
+        p = Proc("coordinator", argv, self.logdir, capture_stdout=True)
+        self.procs.append(p)
+        self.coordinator = p
+        line = p.wait_first_line(30 * SPEED)
+        if line is None:
+            raise AssertionError("coordinator printed no ready line within 30s (exit %s); stderr:\n%s"
+                                 % (p.popen.poll(), tail(p.err_path)))
+        m = READY_RE.match(line)
+        if not m:
+            raise AssertionError("coordinator's first stdout line is not the documented ready line:\n"
+                                 "  expected: cgq-coordinator ready nodes=EP control=EP epoch=N\n"
+                                 "  got:      %r" % line)
+        self.nodes_ep, self.control_ep, self.epoch = m.group(1), m.group(2), int(m.group(3))
+        for ep in (self.nodes_ep, self.control_ep):
+            if not re.match(r"^tcp://127\.0\.0\.1:[1-9]\d*$", ep):
+                raise AssertionError("ready line endpoint %r is not tcp://127.0.0.1:PORT with the "
+                                     "port actually bound (asked for port 0)" % ep)
+        return p
+
+    # -- workers
+
+    def start_worker(self, wid, cpus=2, gpus="none", extra=(), wait=True, kill_grace="1s"):
+        workdir = os.path.join(self.tmp, wid)
+        argv = [binary("cgq-worker"), "--coordinator", self.nodes_ep, "--id", wid,
+                "--cpus", str(cpus), "--gpus", gpus, "--workdir", workdir,
+                "--kill-grace", kill_grace] + list(extra)
+        p = Proc("worker-" + wid, argv, self.logdir)
+        p.workdir = workdir
+        self.procs.append(p)
+        self.workers[wid] = p
+        if wait:
+            self.wait_for(lambda: self.redis.hgetall("cgq:node:" + wid).get("state") == "alive",
+                          20, "worker %s to be alive in cgq:node:%s" % (wid, wid))
+        return p
+
+    # -- CLI
+
+    def cli_env(self, **extra):
+        env = dict(os.environ)
+        if self.redis_url:
+            env["CGQ_REDIS"] = self.redis_url
+        if self.control_ep:
+            env["CGQ_COORDINATOR"] = self.control_ep
+        for k, v in extra.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def cgq(self, *args, timeout=60, env=None, cwd=None):
+        """Run the cgq CLI; returns CompletedProcess (text). Logs it. Never
+        accepts sanitizer output."""
+        self.cli_runs += 1
+        argv = [binary("cgq")] + [str(a) for a in args]
+        t0 = time.monotonic()
+        try:
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                               env=env or self.cli_env(), cwd=cwd, timeout=timeout * SPEED)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError("`%s` did not finish within %ss; stdout:\n%s\nstderr:\n%s" % (
+                " ".join(argv[1:]), timeout, (e.stdout or b"").decode("utf-8", "replace")[-3000:],
+                (e.stderr or b"").decode("utf-8", "replace")[-3000:]))
+        r.elapsed = time.monotonic() - t0
+        r.stdout = r.stdout.decode("utf-8", "replace")
+        r.stderr = r.stderr.decode("utf-8", "replace")
+        with open(os.path.join(self.logdir, "cli-%02d.log" % self.cli_runs), "w") as f:
+            f.write("$ cgq %s\n[exit %d, %.2fs]\n--- stdout\n%s\n--- stderr\n%s\n" % (
+                " ".join(argv[1:]), r.returncode, r.elapsed, r.stdout, r.stderr))
+        for mark in SANITIZER_MARKS:
+            if mark in r.stderr:
+                raise AssertionError("`cgq %s` stderr contains %r:\n%s" % (
+                    " ".join(argv[1:]), mark, r.stderr[-4000:]))
+        return r
+
+    def write_file(self, name, text, mode=0o644):
+        path = os.path.join(self.specdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        return path
+
+    def submit(self, spec_path, timeout=30):
+        """cgq submit; returns the job id (int). Fails the test on exit != 0."""
+        before = set(self.redis.cmd("ZRANGE", "cgq:jobs", 0, -1) or [])
+        r = self.cgq("submit", spec_path, timeout=timeout)
+        if r.returncode != 0:
+            raise AssertionError("cgq submit %s: exit %d\nstdout: %s\nstderr: %s" % (
+                spec_path, r.returncode, r.stdout, r.stderr))
+        out = r.stdout.strip()
+        m = re.fullmatch(r"(\d+)", out) or re.search(r"\bjob\b\D{0,8}?(\d+)", out, re.I)
+        if m:
+            return int(m.group(1))
+        after = set(self.redis.cmd("ZRANGE", "cgq:jobs", 0, -1) or [])
+        new = sorted(after - before, key=int)
+        if len(new) == 1:
+            return int(new[0])
+        raise AssertionError("cannot tell the job id from `cgq submit` stdout %r (new in cgq:jobs: %s)"
+                             % (out, new))
+
+    # -- Redis reads
+
+    def job(self, j):
+        return self.redis.hgetall("cgq:job:{%d}" % j)
+
+    def trial(self, j, t):
+        return self.redis.hgetall("cgq:job:{%d}:trial:%d" % (j, t))
+
+    def trial_ids(self, j):
+        keys = []
+        cursor = "0"
+        while True:
+            cursor, batch = self.redis.cmd("SCAN", cursor, "MATCH", "cgq:job:{%d}:trial:*" % j,
+                                           "COUNT", 1000)
+            keys.extend(batch)
+            if cursor == "0":
+                break
+        return sorted(int(k.rsplit(":", 1)[1]) for k in keys)
+
+    def trials(self, j):
+        ids = self.trial_ids(j)
+        replies = self.redis.pipeline([("HGETALL", "cgq:job:{%d}:trial:%d" % (j, t)) for t in ids])
+        return {t: dict(zip(r[0::2], r[1::2])) for t, r in zip(ids, replies)}
+
+    def events(self, j=None):
+        ev = self.redis.xrange("cgq:events")
+        if j is not None:
+            ev = [e for e in ev if e.get("job") == str(j)]
+        return ev
+
+    # -- waiting
+
+    def check_daemons(self):
+        for p in self.procs:
+            if p.expect_exit is not None and not p.alive():
+                raise AssertionError("%s exited early with %s; stderr tail:\n%s" % (
+                    p.name, p.popen.returncode, tail(p.err_path)))
+        if self.redis_proc is not None and not self.redis_proc.alive():
+            raise AssertionError("redis-server exited early")
+
+    def wait_for(self, fn, timeout, what, interval=0.05):
+        deadline = time.monotonic() + timeout * SPEED
+        last = None
+        while True:
+            self.check_daemons()
+            last = fn()
+            if last:
+                return last
+            if time.monotonic() > deadline:
+                raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+            time.sleep(interval)
+
+    def wait_value(self, fn, pred, timeout, what):
+        """Polls fn() until pred(value) holds; returns that value."""
+        box = []
+
+        def check():
+            box[:] = [fn()]
+            return pred(box[0])
+        self.wait_for(check, timeout, what)
+        return box[0]
+
+    def wait_job(self, j, timeout=60, states=("finished", "cancelled")):
+        def done():
+            h = self.job(j)
+            return h if h.get("state") in states else None
+        try:
+            return self.wait_for(done, timeout, "job %d to reach %s" % (j, "/".join(states)))
+        except AssertionError as e:
+            raise AssertionError("%s; job hash now: %s" % (e, self.job(j)))
+
+    # -- teardown
+
+    def stop(self):
+        """Stops everything; returns a list of problems (empty when clean)."""
+        problems = []
+        workers = [p for p in self.procs if p is not self.coordinator]
+        for p in reversed(workers):
+            pr = p.stop()
+            if pr:
+                problems.append(pr)
+        if self.coordinator is not None:
+            pr = self.coordinator.stop()
+            if pr:
+                problems.append(pr)
+        for p in self.procs:
+            s = p.sanitizer_report()
+            if s:
+                problems.append(s)
+        if self.redis is not None:
+            self.redis.close()
+        if self.redis_proc is not None:
+            self.redis_proc.expect_exit = None
+            self.redis_proc.stop(5)
+        problems.extend(kill_leftovers(self.allow_orphans))
+        return problems
+
+    def log_tails(self):
+        out = []
+        for name in sorted(os.listdir(self.logdir)):
+            path = os.path.join(self.logdir, name)
+            if os.path.getsize(path) == 0:
+                continue
+            out.append("----- %s (tail)\n%s" % (name, tail(path, 2500)))
+        return "\n".join(out)
+
+
+def kill_leftovers(allowed):
+    """Processes that became our children (orphans of workers or of `cgq run`)
+    and still run: kill them by PID. A problem unless allowed."""
+    if not SUBREAPER:
+        return []
+    problems = []
+    deadline = time.monotonic() + 3
+    left = my_children()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = my_children()
+    for pid in left:
+        if not allowed:
+            problems.append("process %d (%s) was left running after every daemon stopped" % (
+                pid, proc_cmdline(pid)[:200]))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    return problems
+
+
+class CgqTestCase(unittest.TestCase):
+    """A test with a private temp dir and Cluster; checks daemons in tearDown.
+
+    Subclasses call self.cluster.start_redis() etc. (or self.start_default()).
+    """
+
+    keep_tmp = bool(os.environ.get("CGQ_KEEP_TMP"))
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="cgq-itest-%s-" % self.id().rsplit(".", 1)[-1])
+        self.cluster = Cluster(self.tmp)
+
+    def tearDown(self):
+        problems = self.cluster.stop()
+        if problems:
+            self.fail("teardown found problems:\n  " + "\n  ".join(problems))
+
+    def run(self, result=None):
+        result = result if result is not None else self.defaultTestResult()
+        before = len(result.failures) + len(result.errors)
+        super().run(result)
+        failed = len(result.failures) + len(result.errors) > before
+        tmp = getattr(self, "tmp", None)
+        if tmp is None:
+            return result
+        if failed:
+            sys.stderr.write("\n===== %s failed; logs kept in %s\n%s\n" % (
+                self.id(), tmp, self.cluster.log_tails()))
+            sys.stderr.flush()
+        elif not self.keep_tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return result
+
+    # convenience
+
+    def start_default(self, workers=(("w1", 2),), **coord):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator(**coord)
+        for wid, cpus in workers:
+            c.start_worker(wid, cpus=cpus)
+        return c
+
+
+def params_of(trial):
+    return json.loads(trial.get("params") or "{}")
+
+
+def metrics_of(trial):
+    return json.loads(trial.get("metrics") or "{}")
+
+
+def fnum(s):
+    return float(s) if s not in (None, "") else None
+
+
+def main():
+    """unittest.main, but exit 77 (ctest SKIP_RETURN_CODE) when every test
+    was skipped, e.g. because the binaries are not built."""
+    prog = unittest.main(verbosity=2, exit=False)
+    r = prog.result
+    if not r.wasSuccessful():
+        sys.exit(1)
+    if r.testsRun and len(r.skipped) == r.testsRun:
+        sys.exit(77)
+    sys.exit(0)

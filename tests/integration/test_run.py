@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""j. `cgq run` end to end on the quickstart example, in a temporary copy of
+the working tree: exit 0, a leaderboard, nothing left running; a second run in
+the same directory works too and is job 2."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (REPO, SANITIZER_MARKS, SUBREAPER, CgqTestCase, binary,  # noqa: E402
+                     main, my_children, proc_cmdline)
+
+EXAMPLE = os.path.join("orchestration", "examples", "quickstart")
+
+
+class RunTest(CgqTestCase):
+    def run_cgq_run(self, cwd, n):
+        env = dict(os.environ)
+        for k in ("CGQ_REDIS", "CGQ_COORDINATOR", "CGQ_BIND", "CGQ_CONTROL"):
+            env.pop(k, None)
+        argv = [binary("cgq"), "run", os.path.join(EXAMPLE, "tune.yaml")]
+        t0 = time.monotonic()
+        p = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=150)
+        elapsed = time.monotonic() - t0
+        out = p.stdout.decode("utf-8", "replace")
+        err = p.stderr.decode("utf-8", "replace")
+        with open(os.path.join(self.cluster.logdir, "cgq-run-%d.log" % n), "w") as f:
+            f.write("[exit %d, %.1fs]\n--- stdout\n%s\n--- stderr\n%s\n" % (p.returncode, elapsed,
+                                                                          out, err))
+        return p.returncode, out, err
+
+    def leaderboard(self, out):
+        """[(trial, val_score)] from the table `cgq run` prints on stdout."""
+        lines = out.splitlines()
+        for i, line in enumerate(lines):
+            cols = line.split()
+            if "val_score" in cols and "trial" in cols:
+                ti, vi = cols.index("trial"), cols.index("val_score")
+                rows = []
+                for row in lines[i + 1:]:
+                    f = row.split()
+                    if len(f) < len(cols) or not f[0].isdigit():
+                        break
+                    rows.append((int(f[ti]), float(f[vi])))
+                return rows
+        self.fail("no leaderboard table (a header with 'trial' and 'val_score') in stdout:\n%s"
+                  % out)
+
+    def check_nothing_left(self, what):
+        if not SUBREAPER:
+            return
+        left = []
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            left = my_children()
+            if not left:
+                return
+            time.sleep(0.1)
+        self.fail("%s: processes left running: %s" % (
+            what, ["%d %s" % (p, proc_cmdline(p)[:150]) for p in left]))
+
+    def test_cgq_run_quickstart(self):
+        work = os.path.join(self.tmp, "work")
+        shutil.copytree(os.path.join(REPO, EXAMPLE), os.path.join(work, EXAMPLE))
+        shutil.copytree(os.path.join(REPO, "clients", "python"),
+                        os.path.join(work, "clients", "python"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+
+        rc, out, err = self.run_cgq_run(work, 1)
+        for mark in SANITIZER_MARKS:
+            self.assertNotIn(mark, err)
+        self.assertEqual(rc, 0, "cgq run exit status; stderr tail:\n%s" % err[-3000:])
+        board = self.leaderboard(out)
+        # the default top 10 of 24, best first; the optimum is ~0.95
+        self.assertEqual(len(board), 10, "leaderboard rows:\n%s" % out)
+        scores = [v for _, v in board]
+        self.assertEqual(scores, sorted(scores, reverse=True), "best first:\n%s" % out)
+        self.assertGreater(scores[0], 0.85, "best val_score:\n%s" % out)
+        self.assertLessEqual(scores[0], 0.97, "best val_score:\n%s" % out)
+        self.assertTrue(os.path.isdir(os.path.join(work, ".cgq")), ".cgq/ is created in the cwd")
+        self.check_nothing_left("after the first cgq run")
+
+        rc, out2, err2 = self.run_cgq_run(work, 2)
+        for mark in SANITIZER_MARKS:
+            self.assertNotIn(mark, err2)
+        self.assertEqual(rc, 0, "second cgq run; stderr tail:\n%s" % err2[-3000:])
+        # same spec, same seed, deterministic noise: the same leaderboard
+        self.assertEqual(self.leaderboard(out2), board, "second run's leaderboard")
+        self.assertRegex(out2 + err2, r"(?i)\bjob\b[ _-]?(id)?\s*[#:=]?\s*2\b",
+                         "the second run is job 2 (state kept in .cgq/)")
+        self.check_nothing_left("after the second cgq run")
+
+
+if __name__ == "__main__":
+    main()

@@ -32,7 +32,6 @@ trial:
 class WorkerKillTest(CgqTestCase):
     def test_sigkill_worker_trials_rerun_elsewhere(self):
         c = self.start_default(workers=(("w1", 2), ("w2", 2)))
-        c.allow_orphans = True  # the killed worker's trial processes outlive it
         c.write_file("long.py", SCRIPT)
         j = c.submit(c.write_file("kill.yaml", SPEC))
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The coordinator killed with SIGKILL mid-job and restarted on the same
+ports: the job resumes from Redis, the trials that were running are adopted
+from the workers' Hello (not re-run: attempt stays 1 and each trial's script
+runs exactly once), and every trial ends exactly once."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import CgqTestCase, endpoint_port, main  # noqa: E402
+
+SCRIPT = r'''
+import json, os, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
+time.sleep(float(sys.argv[2]))
+os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
+'''
+
+SPEC = '''name: restart-itest
+space:
+  i: {grid: [0, 1, 2, 3, 4, 5, 6, 7]}
+objective: {metric: v, mode: max}
+trial:
+  command: python3 {spec_dir}/slow.py {spec_dir}/runs.txt 2.0
+  resources: {cpu: 1}
+'''
+
+
+class CoordinatorRestartTest(CgqTestCase):
+    def test_kill9_coordinator_adopts_running_trials(self):
+        c = self.start_default(workers=(("w1", 2), ("w2", 2)))
+        c.write_file("slow.py", SCRIPT)
+        j = c.submit(c.write_file("restart.yaml", SPEC))
+        running = c.wait_value(
+            lambda: sorted(t for t, h in c.trials(j).items() if h.get("state") == "running"),
+            lambda ts: len(ts) == 4, 30, "4 trials to run")
+
+        old_epoch = c.epoch
+        c.coordinator.kill9()
+        nodes_port = endpoint_port(c.nodes_ep)
+        control_port = endpoint_port(c.control_ep)
+        c.start_coordinator(extra=("--bind", "tcp://127.0.0.1:%d" % nodes_port,
+                                   "--control", "tcp://127.0.0.1:%d" % control_port))
+        self.assertGreater(c.epoch, old_epoch, "a restart starts a new epoch")
+
+        job = c.wait_job(j, 90)
+        self.assertEqual(job.get("state"), "finished", job)
+        self.assertEqual(job.get("succeeded"), "8", job)
+
+        trials = c.trials(j)
+        for t, h in trials.items():
+            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
+            self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
+        with open(os.path.join(c.specdir, "runs.txt")) as f:
+            runs = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        self.assertEqual(runs, [(t, 1) for t in range(8)], "each trial's script ran once")
+
+        ev = c.events(j)
+        adopted = sorted(int(e["trial"]) for e in ev if e.get("type") == "trial.adopted")
+        self.assertEqual(adopted, running, "the running trials were adopted")
+        for t in range(8):
+            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
+                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
+            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
+        self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), 8)
+        self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "json.h"
 #include "util.h"
 
 // Table cells longer than this are cut, so that one long param value (a list,
@@ -81,60 +82,6 @@ s_ago (char *buf, size_t n, double t)
     return buf;
 }
 
-// s_json_emit writes v as compact JSON, reals as the shortest text that reads
-// back as the same double (jansson would write 0.1 as 0.10000000000000001).
-static void
-s_json_emit (cgq_buf_t *b, const json_t *v)
-{
-    char num[32];
-    switch (json_typeof (v)) {
-    case JSON_OBJECT: {
-        cgq_buf_puts (b, "{");
-        const char *key;
-        json_t *val;
-        bool first = true;
-        json_object_foreach ((json_t *) v, key, val) {
-            if (!first)
-                cgq_buf_puts (b, ", ");
-            first = false;
-            json_t *k = json_string (key);
-            s_json_emit (b, k);
-            json_decref (k);
-            cgq_buf_puts (b, ": ");
-            s_json_emit (b, val);
-        }
-        cgq_buf_puts (b, "}");
-        break;
-    }
-    case JSON_ARRAY:
-        cgq_buf_puts (b, "[");
-        for (size_t i = 0; i < json_array_size (v); i++) {
-            if (i)
-                cgq_buf_puts (b, ", ");
-            s_json_emit (b, json_array_get (v, i));
-        }
-        cgq_buf_puts (b, "]");
-        break;
-    case JSON_STRING: {
-        char *s = json_dumps (v, JSON_ENCODE_ANY);
-        cgq_buf_puts (b, s ? s : "\"\"");
-        free (s);
-        break;
-    }
-    case JSON_INTEGER:
-        cgq_buf_printf (b, "%" JSON_INTEGER_FORMAT, json_integer_value (v));
-        break;
-    case JSON_REAL: {
-        double d = json_real_value (v);
-        cgq_buf_puts (b, isfinite (d) ? cgq_fmt_double (num, d) : "null");
-        break;
-    }
-    case JSON_TRUE: cgq_buf_puts (b, "true"); break;
-    case JSON_FALSE: cgq_buf_puts (b, "false"); break;
-    default: cgq_buf_puts (b, "null"); break;
-    }
-}
-
 // s_value_text returns a param or metric value as text (caller frees):
 // strings bare, numbers short (table) or exact (csv), the rest as JSON.
 static char *
@@ -149,7 +96,7 @@ s_value_text (const json_t *v, bool exact)
         return cgq_xstrdup (cgq_show_number (num, sizeof num, json_real_value (v)));
     cgq_buf_t b;
     cgq_buf_init (&b);
-    s_json_emit (&b, v);
+    cgq_json_append (&b, v, true);
     return cgq_buf_take (&b);
 }
 
@@ -487,7 +434,7 @@ s_json_str_or_null (cgq_buf_t *b, const char *s)
     json_t *j = json_string (s);
     if (!j) // not UTF-8: keep what can be shown rather than fail the document
         j = json_stringn_nocheck (s, strlen (s));
-    s_json_emit (b, j);
+    cgq_json_append (b, j, true);
     json_decref (j);
 }
 
@@ -522,12 +469,12 @@ cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tr
         s_json_str_or_null (&b, t->state);
         cgq_buf_puts (&b, ", \"params\": ");
         if (t->params)
-            s_json_emit (&b, t->params);
+            cgq_json_append (&b, t->params, true);
         else
             cgq_buf_puts (&b, "{}");
         cgq_buf_puts (&b, ", \"metrics\": ");
         if (t->metrics)
-            s_json_emit (&b, t->metrics);
+            cgq_json_append (&b, t->metrics, true);
         else
             cgq_buf_puts (&b, "null");
         cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", t->attempt);
@@ -896,7 +843,7 @@ cgq_cmd_logs (cgq_cli_t *cli)
     if (t->params) {
         cgq_buf_t b;
         cgq_buf_init (&b);
-        s_json_emit (&b, t->params);
+        cgq_json_append (&b, t->params, true);
         printf ("params: %s\n", b.data);
         cgq_buf_fini (&b);
     }

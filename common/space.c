@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 // Counts stay below 2^63 so that they fit Redis integers and int64 fields.
@@ -252,85 +253,6 @@ cgq_space_check_template (const cgq_spec_t *spec, const char *tmpl, size_t *at, 
     return 0;
 }
 
-static void
-s_json_string (cgq_buf_t *b, const char *s, size_t n)
-{
-    cgq_buf_puts (b, "\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char) s[i];
-        if (ch == '"' || ch == '\\')
-            cgq_buf_printf (b, "\\%c", ch);
-        else if (ch == '\n')
-            cgq_buf_puts (b, "\\n");
-        else if (ch == '\t')
-            cgq_buf_puts (b, "\\t");
-        else if (ch < 0x20)
-            cgq_buf_printf (b, "\\u%04x", ch);
-        else
-            cgq_buf_append (b, &s[i], 1);
-    }
-    cgq_buf_puts (b, "\"");
-}
-
-// s_json writes compact JSON with numbers as cgq_fmt_double writes them, so
-// [0.1, 0.2] stays [0.1,0.2] (jansson would print 17 digits).
-static void
-s_json (cgq_buf_t *b, const json_t *v)
-{
-    char num[32];
-    switch (json_typeof (v)) {
-    case JSON_OBJECT: {
-        const char *k;
-        json_t *e;
-        bool first = true;
-        cgq_buf_puts (b, "{");
-        json_object_foreach ((json_t *) v, k, e)
-        {
-            if (!first)
-                cgq_buf_puts (b, ",");
-            first = false;
-            s_json_string (b, k, strlen (k));
-            cgq_buf_puts (b, ":");
-            s_json (b, e);
-        }
-        cgq_buf_puts (b, "}");
-        break;
-    }
-    case JSON_ARRAY:
-        cgq_buf_puts (b, "[");
-        for (size_t i = 0; i < json_array_size (v); i++) {
-            if (i)
-                cgq_buf_puts (b, ",");
-            s_json (b, json_array_get (v, i));
-        }
-        cgq_buf_puts (b, "]");
-        break;
-    case JSON_STRING:
-        s_json_string (b, json_string_value (v), json_string_length (v));
-        break;
-    case JSON_INTEGER:
-        cgq_buf_printf (b, "%lld", (long long) json_integer_value (v));
-        break;
-    case JSON_REAL: {
-        // Keep a real recognisable as one in JSON text (3.0 → 3.0, not 3).
-        cgq_fmt_double (num, json_real_value (v));
-        cgq_buf_puts (b, num);
-        if (!strpbrk (num, ".eEni"))
-            cgq_buf_puts (b, ".0");
-        break;
-    }
-    case JSON_TRUE:
-        cgq_buf_puts (b, "true");
-        break;
-    case JSON_FALSE:
-        cgq_buf_puts (b, "false");
-        break;
-    case JSON_NULL:
-        cgq_buf_puts (b, "null");
-        break;
-    }
-}
-
 // s_value writes one substituted value as the trial's program reads it.
 static void
 s_value (cgq_buf_t *b, const json_t *v)
@@ -343,7 +265,7 @@ s_value (cgq_buf_t *b, const json_t *v)
     else if (json_is_real (v))
         cgq_buf_puts (b, cgq_fmt_double (num, json_real_value (v)));
     else
-        s_json (b, v);
+        cgq_json_append (b, v, false);
 }
 
 char *

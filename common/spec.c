@@ -14,6 +14,7 @@
 #include <yaml.h>
 
 #include "space.h"
+#include "json.h"
 #include "util.h"
 
 // A spec is small; a bigger tree means an alias bomb (&a [*b, *b, ...]) or a
@@ -1214,9 +1215,8 @@ cgq_spec_param (const cgq_spec_t *self, const char *name)
 static void
 s_describe_json (FILE *f, const json_t *v)
 {
-    // 15 digits: 0.1 shows as 0.1, not as jansson's default 0.10000000000000001.
-    char *s = json_dumps (v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION (15));
-    fputs (s ? s : "?", f);
+    char *s = cgq_json_dumps (v);
+    fputs (s, f);
     free (s);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 static void
@@ -221,6 +222,41 @@ t_xasprintf_strndup (void **state)
     free (s);
 }
 
+// cgq_json_*: one emitter for params, reports and CLI output.
+static void
+t_json (void **state)
+{
+    (void) state;
+    json_error_t e;
+    json_t *v = json_loads ("{\"lr\": 0.1, \"b\": [1, 3.0, 1e-4], \"s\": \"a\\\"b\\n\", "
+                            "\"t\": true, \"n\": null, \"o\": {}}",
+                            0, &e);
+    assert_non_null (v);
+    char *text = cgq_json_dumps (v);
+    assert_string_equal (text, "{\"lr\":0.1,\"b\":[1,3.0,0.0001],\"s\":\"a\\\"b\\n\",\"t\":true,"
+                               "\"n\":null,\"o\":{}}");
+    // What it writes reads back as the same values.
+    json_t *back = json_loads (text, 0, &e);
+    assert_non_null (back);
+    assert_true (json_equal (v, back));
+    free (text);
+    json_decref (back);
+
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_json_append (&b, json_object_get (v, "b"), true);
+    assert_string_equal (b.data, "[1, 3.0, 0.0001]");
+    cgq_buf_fini (&b);
+    json_decref (v);
+
+    // A real that needs 17 digits keeps them.
+    json_t *r = json_real (0.1 + 0.2);
+    text = cgq_json_dumps (r);
+    assert_string_equal (text, "0.30000000000000004");
+    free (text);
+    json_decref (r);
+}
+
 int
 main (void)
 {
@@ -235,6 +271,7 @@ main (void)
         cmocka_unit_test (t_shell_quote),
         cmocka_unit_test (t_buf),
         cmocka_unit_test (t_xasprintf_strndup),
+        cmocka_unit_test (t_json),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

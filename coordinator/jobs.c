@@ -9,6 +9,7 @@
 #include <zmq.h>
 
 #include "coord.h"
+#include "json.h"
 #include "log.h"
 #include "space.h"
 
@@ -18,13 +19,6 @@ const char *const jstate_names[3] = {"running", "finished", "cancelled"};
 
 // A trial lost on this many nodes in a row fails: it may be what kills them.
 #define MAX_LOSSES 3
-
-static char *
-s_dumps (const json_t *v)
-{
-    char *s = json_dumps (v, JSON_COMPACT | JSON_REAL_PRECISION (15) | JSON_ENCODE_ANY);
-    return s ? s : cgq_xstrdup ("null");
-}
 
 job_t *
 jobs_find (coord_t *c, uint64_t id)
@@ -186,7 +180,7 @@ trial_create (coord_t *c, job_t *j)
     t->id = id;
     t->job = j;
     t->params = params;
-    t->params_json = s_dumps (params);
+    t->params_json = cgq_json_dumps (params);
     t->state = T_PENDING;
     j->counts[T_PENDING]++;
     map_put (&j->trials, id, t);
@@ -199,7 +193,7 @@ trial_create (coord_t *c, job_t *j)
                    (unsigned long long) id, (unsigned long long) j->id, t->params_json);
     cgq_store_cmd (c->store, "SADD %s %llu", akey, (unsigned long long) id);
     json_t *st = cgq_searcher_save (j->searcher);
-    char *sts = s_dumps (st);
+    char *sts = cgq_json_dumps (st);
     json_decref (st);
     cgq_store_cmd (c->store, "HSET %s suggested %llu searcher %s", jkey,
                    (unsigned long long) cgq_searcher_suggested (j->searcher), sts);
@@ -760,7 +754,7 @@ s_recover_trials (coord_t *c, job_t *j)
         t->id = strtoull (ids->element[i]->str, NULL, 10);
         t->job = j;
         t->params = pj;
-        t->params_json = s_dumps (pj);
+        t->params_json = cgq_json_dumps (pj);
         t->attempt = (uint32_t) s_field_u64 (h, "attempt");
         t->state = s_state_parse (s_field (h, "state"));
         map_put (&j->trials, t->id, t);

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "json.h"
 #include "log.h"
 #include "space.h"
 #include "util.h"
@@ -92,65 +93,6 @@ s_set_str (char **field, const char *s)
 {
     free (*field);
     *field = s_str (s);
-}
-
-// s_dump_into writes v as compact JSON with reals as cgq_fmt_double writes
-// them: a report's 0.1 stays 0.1 (jansson prints 0.10000000000000001).
-static void
-s_dump_into (cgq_buf_t *b, json_t *v)
-{
-    char num[40];
-    if (json_is_object (v)) {
-        const char *key;
-        json_t *item;
-        bool first = true;
-        cgq_buf_puts (b, "{");
-        json_object_foreach (v, key, item) {
-            json_t *k = json_string (key);
-            char *text = k ? json_dumps (k, JSON_ENCODE_ANY) : NULL;
-            json_decref (k);
-            if (!text)
-                continue; // only a key that is not UTF-8, which json_loads refuses
-            if (!first)
-                cgq_buf_puts (b, ",");
-            first = false;
-            cgq_buf_puts (b, text);
-            cgq_buf_puts (b, ":");
-            free (text);
-            s_dump_into (b, item);
-        }
-        cgq_buf_puts (b, "}");
-    }
-    else if (json_is_array (v)) {
-        cgq_buf_puts (b, "[");
-        for (size_t i = 0; i < json_array_size (v); i++) {
-            if (i)
-                cgq_buf_puts (b, ",");
-            s_dump_into (b, json_array_get (v, i));
-        }
-        cgq_buf_puts (b, "]");
-    }
-    else if (json_is_real (v)) {
-        cgq_fmt_double (num, json_real_value (v));
-        cgq_buf_puts (b, num);
-        if (!strpbrk (num, ".eEni"))
-            cgq_buf_puts (b, ".0"); // still a real when read back
-    }
-    else {
-        char *text = json_dumps (v, JSON_ENCODE_ANY);
-        cgq_buf_puts (b, text ? text : "null");
-        free (text);
-    }
-}
-
-// s_dump returns v as compact JSON; caller frees.
-static char *
-s_dump (json_t *v)
-{
-    cgq_buf_t b;
-    cgq_buf_init (&b);
-    s_dump_into (&b, v);
-    return cgq_buf_take (&b);
 }
 
 Cgq__TaskRef *
@@ -231,7 +173,7 @@ cgq_task_noop_result (const Cgq__Assign *assign)
         }
     }
     json_object_set_new (metrics, "score", all_int ? json_integer (int_score) : json_real (score));
-    char *text = s_dump (metrics);
+    char *text = cgq_json_dumps (metrics);
     Cgq__Result *r =
         cgq_task_result_new (assign->task, CGQ__TASK_STATUS__TASK_SUCCEEDED, text, NULL);
     free (text);
@@ -416,7 +358,7 @@ s_report_line (cgq_task_t *self, const char *line, size_t len)
         free (head);
         return;
     }
-    char *compact = s_dump (obj);
+    char *compact = cgq_json_dumps (obj);
     json_decref (self->last_report);
     self->last_report = obj;
     self->seq++;
@@ -980,7 +922,7 @@ s_finish (cgq_task_t *self)
     }
 
     json_t *metrics = s_metrics (self);
-    char *metrics_text = s_dump (metrics);
+    char *metrics_text = cgq_json_dumps (metrics);
     json_decref (metrics);
     size_t metrics_len = metrics_text ? strlen (metrics_text) : 0;
     if (metrics_len > S_MAX_METRICS) {

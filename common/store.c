@@ -35,6 +35,14 @@ struct cgq_store_t {
     size_t count;
     size_t starts_cap;
 
+    // Commit marker (cgq_store_set_marker): every batch also writes
+    // HSET marker_key marker_field TAG:SEQ, so after a connection lost
+    // mid-EXEC one read tells whether the batch was applied.
+    char *marker_key, *marker_field, *marker_tag;
+    uint64_t marker_seq;
+    char marker_id[128];   // id of the batch in doubt, or ""
+    size_t marker_count;   // its number of commands (the first ones queued)
+
     char errstr[512];
 };
 
@@ -318,6 +326,9 @@ cgq_store_destroy (cgq_store_t **self_p)
     free (self->user);
     free (self->password);
     free (self->url);
+    free (self->marker_key);
+    free (self->marker_field);
+    free (self->marker_tag);
     free (self);
     *self_p = NULL;
 }
@@ -560,18 +571,30 @@ static int
 s_flush_once (cgq_store_t *self)
 {
     redisContext *c = self->ctx;
+    size_t n = self->count;
+    bool marked = self->marker_key != NULL;
+    if (marked) {
+        // Recorded before the write: from here until a definite answer the
+        // batch is in doubt (see s_resolve_doubt).
+        snprintf (self->marker_id, sizeof self->marker_id, "%s:%" PRIu64, self->marker_tag,
+                  ++self->marker_seq);
+        self->marker_count = n;
+    }
     if (redisAppendFormattedCommand (c, "*1\r\n$5\r\nMULTI\r\n", 15) != REDIS_OK
         || redisAppendFormattedCommand (c, self->batch.data, self->batch.len) != REDIS_OK
+        || (marked
+            && redisAppendCommand (c, "HSET %s %s %s", self->marker_key, self->marker_field,
+                                   self->marker_id) != REDIS_OK)
         || redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14) != REDIS_OK) {
         s_io_error (self, "MULTI/EXEC");
         return -1;
     }
-    size_t n = self->count;
+    size_t total = n + 2 + (marked ? 1 : 0);
     bool *bad = NULL;
     size_t nbad = 0;
     char transient[256] = "";
     int rc = 0;
-    for (size_t i = 0; i < n + 2; i++) {
+    for (size_t i = 0; i < total; i++) {
         redisReply *r = NULL;
         if (redisGetReply (c, (void **) &r) != REDIS_OK || !r) {
             s_io_error (self, "MULTI/EXEC");
@@ -581,6 +604,9 @@ s_flush_once (cgq_store_t *self)
         if (i == 0) {
             if (r->type == REDIS_REPLY_ERROR && !transient[0])
                 snprintf (transient, sizeof transient, "MULTI: %s", r->str);
+        } else if (i > n && i + 1 < total) {
+            if (r->type == REDIS_REPLY_ERROR && !transient[0]) // the marker
+                snprintf (transient, sizeof transient, "%s", r->str);
         } else if (i <= n) {
             if (r->type == REDIS_REPLY_ERROR) {
                 // "ERR ..." at queue time means this command is malformed and
@@ -603,7 +629,7 @@ s_flush_once (cgq_store_t *self)
             if (r->type == REDIS_REPLY_ARRAY) {
                 for (size_t j = 0; j < r->elements; j++) {
                     redisReply *e = r->element[j];
-                    if (e && e->type == REDIS_REPLY_ERROR) {
+                    if (e && e->type == REDIS_REPLY_ERROR && j < n) {
                         char name[48];
                         s_cmd_name (self, j, name, sizeof name);
                         cgq_warn ("Redis rejected command %zu (%s) of the batch: %s", j, name,
@@ -631,6 +657,8 @@ s_flush_once (cgq_store_t *self)
         }
         freeReplyObject (r);
     }
+    // Any definite answer (applied, aborted, refused) ends the doubt.
+    self->marker_id[0] = 0;
     if (rc == 1)
         s_drop (self, bad);
     free (bad);
@@ -639,6 +667,48 @@ s_flush_once (cgq_store_t *self)
     else if (rc < 0)
         s_disconnect (self);
     return rc;
+}
+
+// s_resolve_doubt settles a batch whose EXEC went out but whose answer was
+// lost with the connection: if the marker holds its id, Redis applied it and
+// its commands (the first marker_count of the batch) are dropped rather than
+// applied twice; otherwise they are sent again. Returns -1 if Redis cannot be read.
+static int
+s_resolve_doubt (cgq_store_t *self)
+{
+    if (!self->marker_id[0])
+        return 0;
+    redisReply *r = redisCommand (self->ctx, "HGET %s %s", self->marker_key, self->marker_field);
+    if (!r) {
+        s_io_error (self, "reading the batch marker");
+        return -1;
+    }
+    bool applied = r->type == REDIS_REPLY_STRING && strcmp (r->str, self->marker_id) == 0;
+    freeReplyObject (r);
+    if (applied) {
+        cgq_info ("store: the batch in doubt (%zu commands) was applied before the connection "
+                  "was lost; not sending it again",
+                  self->marker_count);
+        bool *first = cgq_xcalloc (self->count ? self->count : 1, sizeof *first);
+        for (size_t i = 0; i < self->marker_count && i < self->count; i++)
+            first[i] = true;
+        s_drop (self, first);
+        free (first);
+    }
+    self->marker_id[0] = 0;
+    return 0;
+}
+
+void
+cgq_store_set_marker (cgq_store_t *self, const char *key, const char *field, const char *tag)
+{
+    free (self->marker_key);
+    free (self->marker_field);
+    free (self->marker_tag);
+    self->marker_key = key ? cgq_xstrdup (key) : NULL;
+    self->marker_field = key ? cgq_xstrdup (field) : NULL;
+    self->marker_tag = key ? cgq_xstrdup (tag) : NULL;
+    self->marker_id[0] = 0;
 }
 
 int
@@ -656,6 +726,10 @@ cgq_store_flush (cgq_store_t *self)
         cgq_warn ("store: discarded an unread pipelined reply before a flush");
         freeReplyObject (r);
     }
+    if (s_resolve_doubt (self) < 0)
+        return -1;
+    if (self->count == 0)
+        return 0;
     int64_t t0 = cgq_now_ms ();
     size_t n = self->count;
     for (int round = 0; round < 3; round++) {

@@ -50,6 +50,15 @@ size_t cgq_store_pending (cgq_store_t *self);
 // An empty batch returns 0 without I/O.
 int cgq_store_flush (cgq_store_t *self);
 
+// cgq_store_set_marker makes every flushed batch also write
+// HSET key field TAG:SEQ inside its MULTI/EXEC. When the connection drops
+// after EXEC was sent, the next flush reads the marker first: a batch that
+// Redis applied is not sent again, so HINCRBY counters never count twice.
+// The coordinator uses key cgq:coordinator, field batch, tag = its epoch.
+// NULL key turns it off.
+void cgq_store_set_marker (cgq_store_t *self, const char *key, const char *field,
+                           const char *tag);
+
 // cgq_store_command runs one command synchronously (connecting if needed).
 // Returns the reply (caller frees with freeReplyObject), or NULL on an I/O
 // error (errstr says why). An error reply is returned as REDIS_REPLY_ERROR.

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "redis_fixture.h"
@@ -502,6 +503,57 @@ t_command_timeout (void **state)
     cgq_store_destroy (&st);
 }
 
+// The connection is lost after EXEC went out and Redis applied the batch (a
+// DEBUG SLEEP inside it outlasts the client's timeout). With a marker the
+// next flush finds the batch applied and does not send it again; without
+// one, the same loss would apply it twice.
+static void
+t_batch_in_doubt_applied_once (void **state)
+{
+    (void) state;
+    cgq_test_redis_t *rd = cgq_test_redis_start ("enable-debug-command yes\n");
+    assert_non_null (rd);
+    char err[256];
+    cgq_store_t *st = cgq_store_new (cgq_test_redis_url (rd), 300, err, sizeof err);
+    assert_non_null (st);
+    cgq_store_set_marker (st, "cgq:coordinator", "batch", "7");
+    assert_int_equal (cgq_store_connect (st), 0);
+
+    cgq_store_cmd (st, "INCR doubt");
+    cgq_store_cmd (st, "DEBUG SLEEP 0.8");
+    assert_int_equal (cgq_store_flush (st), -1); // timed out waiting for EXEC's answer
+    assert_int_equal (cgq_store_pending (st), 2);
+    cgq_store_cmd (st, "INCR after"); // queued while in doubt: must still be sent
+    usleep (1000 * 1000);             // Redis finishes the sleep and applies the batch
+
+    assert_int_equal (cgq_store_flush (st), 0);
+    assert_int_equal (cgq_store_pending (st), 0);
+    redisReply *r = cgq_store_command (st, "MGET doubt after");
+    assert_non_null (r);
+    assert_int_equal (r->type, REDIS_REPLY_ARRAY);
+    assert_string_equal (r->element[0]->str, "1"); // applied once, not twice
+    assert_string_equal (r->element[1]->str, "1");
+    freeReplyObject (r);
+    r = cgq_store_command (st, "HGET cgq:coordinator batch");
+    assert_non_null (r);
+    assert_string_equal (r->str, "7:2");
+    freeReplyObject (r);
+
+    // A batch that never reached Redis is sent again in full.
+    cgq_store_cmd (st, "INCR later");
+    assert_int_equal (cgq_test_redis_down (rd), 0);
+    assert_int_equal (cgq_store_flush (st), -1);
+    assert_int_equal (cgq_test_redis_restart (rd), 0);
+    assert_int_equal (cgq_store_flush (st), 0);
+    r = cgq_store_command (st, "GET later");
+    assert_non_null (r);
+    assert_string_equal (r->str, "1");
+    freeReplyObject (r);
+
+    cgq_store_destroy (&st);
+    cgq_test_redis_stop (&rd);
+}
+
 int
 main (void)
 {
@@ -517,6 +569,7 @@ main (void)
         cmocka_unit_test (t_auth),
         cmocka_unit_test (t_unreachable),
         cmocka_unit_test (t_command_timeout),
+        cmocka_unit_test (t_batch_in_doubt_applied_once),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }

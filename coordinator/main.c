@@ -138,6 +138,9 @@ main (int argc, char **argv)
     }
     c.epoch = (uint64_t) r->integer;
     freeReplyObject (r);
+    char tag[32];
+    snprintf (tag, sizeof tag, "%" PRIu64, c.epoch);
+    cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, "batch", tag);
     if (jobs_recover (&c) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",
                  cgq_store_url (c.store), cgq_store_errstr (c.store));

@@ -436,7 +436,7 @@ class Cluster:
 
     # -- redis
 
-    def start_redis(self):
+    def start_redis(self, appendonly=False):
         for attempt in range(5):
             port = free_port()
             rdir = os.path.join(self.tmp, "redis")
@@ -444,8 +444,10 @@ class Cluster:
             conf = os.path.join(rdir, "redis.conf")
             with open(conf, "w") as f:
                 f.write("port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
-                        "dir %s\nsave \"\"\nappendonly no\nlogfile \"\"\n"
-                        "databases 4\n" % (port, rdir))
+                        "dir %s\nsave \"\"\nlogfile \"\"\ndatabases 4\n" % (port, rdir))
+                f.write("appendonly yes\nappendfsync always\n" if appendonly else
+                        "appendonly no\n")
+            self.redis_conf = conf
             p = Proc("redis", ["redis-server", conf], self.logdir)
             r = Redis("127.0.0.1", port)
             deadline = time.monotonic() + 10 * SPEED
@@ -462,6 +464,28 @@ class Cluster:
             p.stop(2)
         raise AssertionError("redis-server did not answer PING on a free port (5 tries); log:\n" +
                              tail(os.path.join(self.logdir, "redis.stdout.log")))
+
+    def stop_redis(self):
+        """Stops Redis (SIGTERM: with appendonly its data survives)."""
+        problem = self.redis_proc.stop(10)
+        if problem:
+            raise AssertionError(problem)
+        self.redis.close()
+
+    def restart_redis(self):
+        """Starts Redis again on the same port and config; waits for PING."""
+        p = Proc("redis", ["redis-server", self.redis_conf], self.logdir)
+        self.redis_proc = p
+        deadline = time.monotonic() + 10 * SPEED
+        while time.monotonic() < deadline and p.alive():
+            try:
+                if self.redis.cmd("PING") == "PONG":
+                    return
+            except (OSError, ConnectionError, RedisError):
+                self.redis.close()
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not come back on port %d; log:\n%s" % (
+            self.redis_port, tail(os.path.join(self.logdir, "redis.stdout.log"))))
 
     # -- coordinator
 

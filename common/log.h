@@ -24,6 +24,8 @@ int cgq_log_level_parse (const char *name);
 void cgq_log_write (int level, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 // The level is checked before the arguments are formatted.
+// cgq_log_if logs at a level chosen at run time.
+#define cgq_log_if(level, ...) do { if (cgq_log_level <= (level)) cgq_log_write ((level), __VA_ARGS__); } while (0)
 #define cgq_debug(...) do { if (cgq_log_level <= CGQ_LOG_DEBUG) cgq_log_write (CGQ_LOG_DEBUG, __VA_ARGS__); } while (0)
 #define cgq_info(...)  do { if (cgq_log_level <= CGQ_LOG_INFO) cgq_log_write (CGQ_LOG_INFO, __VA_ARGS__); } while (0)
 #define cgq_warn(...)  do { if (cgq_log_level <= CGQ_LOG_WARN) cgq_log_write (CGQ_LOG_WARN, __VA_ARGS__); } while (0)

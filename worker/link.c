@@ -359,7 +359,12 @@ void
 cgq_link_result (cgq_link_t *self, Cgq__Result *result)
 {
     char buf[80];
-    cgq_info ("task %s: %s%s%s", cgq_wire_task_str (buf, result->task),
+    // Built-in tasks finish by the thousand per second: only processes that
+    // ran, and failures, are worth a line at info.
+    bool quiet = result->status == CGQ__TASK_STATUS__TASK_SUCCEEDED
+                 && (!result->trial_dir || !result->trial_dir[0]);
+    cgq_log_if (quiet ? CGQ_LOG_DEBUG : CGQ_LOG_INFO, "task %s: %s%s%s",
+                cgq_wire_task_str (buf, result->task),
               protobuf_c_enum_descriptor_get_value (&cgq__task_status__descriptor,
                                                     (int) result->status)
                   ->name,

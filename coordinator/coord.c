@@ -403,6 +403,25 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     c->sched_dirty = true;
 }
 
+// s_reconcile stops tasks a node runs that are not ours: an attempt we have
+// since given to another node, or a trial that has ended. Such a duplicate
+// (say an Assign that crossed a reconnect) would hold resources we count as
+// free; its result would be ignored anyway.
+static void
+s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
+{
+    for (size_t i = 0; i < hb->n_running; i++) {
+        const Cgq__TaskRef *r = hb->running[i];
+        trial_t *t = jobs_trial (c, r->job, r->trial);
+        if (t && t->node == n && t->attempt == r->attempt)
+            continue;
+        char buf[80];
+        cgq_info ("node %s runs task %s that is no longer its own; stopping it", n->id,
+                  cgq_wire_task_str (buf, r));
+        s_stop_task (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
+    }
+}
+
 static void
 s_node_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
@@ -423,8 +442,10 @@ s_node_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         out.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
         out.heartbeat = &hb;
         s_send_now (c, rid, rid_len, &out);
-        if (n)
+        if (n) {
             n->dirty = true;
+            s_reconcile (c, n, env->heartbeat);
+        }
         break;
     }
     case CGQ__ENVELOPE__BODY_RESULT:

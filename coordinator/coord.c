@@ -653,6 +653,7 @@ coord_run (coord_t *c)
         // While Redis is down, do not start new work whose record could not be kept.
         if (!c->redis_retry_ms)
             sched_run (c);
+        jobs_write_dirty (c);
         s_flush (c, now);
     }
     // Last turn: persist what we have; the outbox may go (nodes tolerate it).

@@ -87,6 +87,7 @@ struct trial_s {
     int ngpus;
     bool holds;        // holds resources on node
     bool queued;       // in job's pending queue
+    bool has_error;    // its hash holds an error (of an earlier attempt)
     trial_t *qnext;    // pending queue link
     trial_t *nnext, *nprev; // node's task list
     double started;
@@ -108,6 +109,7 @@ struct job_s {
     double best_value;
     char *blocked;          // unschedulable reason, or NULL
     char *spec_dir;
+    bool dirty;             // counts/searcher changed this turn
     job_t *next;            // coordinator's job list
 };
 
@@ -188,10 +190,14 @@ void jobs_adopt_check (coord_t *c, int64_t now);
 void jobs_destroy_all (coord_t *c);
 trial_t *jobs_trial (coord_t *c, uint64_t job, uint64_t trial);
 void trial_set_state (coord_t *c, trial_t *t, tstate_t s);
+// trial_set_state_kv also sets nkv/2 field-value pairs of the trial hash in
+// the same HSET (the values are borrowed for the call).
+void trial_set_state_kv (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv);
 trial_t *trial_create (coord_t *c, job_t *j);
 void job_enqueue (job_t *j, trial_t *t, bool front);
 trial_t *job_dequeue (job_t *j);
 void job_check_done (coord_t *c, job_t *j);
+void jobs_write_dirty (coord_t *c); // once per turn, before the flush
 void job_set_blocked (coord_t *c, job_t *j, const char *reason);
 
 // scheduler.c

@@ -144,24 +144,40 @@ s_unqueue (job_t *j, trial_t *t)
 void
 trial_set_state (coord_t *c, trial_t *t, tstate_t s)
 {
+    trial_set_state_kv (c, t, s, NULL, 0);
+}
+
+void
+trial_set_state_kv (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
+{
     job_t *j = t->job;
     tstate_t old = t->state;
-    if (old == s)
+    if (old == s && !nkv)
         return;
     char jkey[64], tkey[128];
     cgq_key_job (jkey, sizeof jkey, j->id);
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
-    if (j->counts[old])
-        j->counts[old]--;
-    j->counts[s]++;
-    if (old == T_RUNNING && j->running)
-        j->running--;
-    if (s == T_RUNNING)
-        j->running++;
-    t->state = s;
-    cgq_store_cmd (c->store, "HINCRBY %s %s -1", jkey, tstate_names[old]);
-    cgq_store_cmd (c->store, "HINCRBY %s %s 1", jkey, tstate_names[s]);
-    cgq_store_cmd (c->store, "HSET %s state %s", tkey, tstate_names[s]);
+    if (old != s) {
+        if (j->counts[old])
+            j->counts[old]--;
+        j->counts[s]++;
+        if (old == T_RUNNING && j->running)
+            j->running--;
+        if (s == T_RUNNING)
+            j->running++;
+        t->state = s;
+    }
+    j->dirty = true; // the counts go out once per turn (jobs_write_dirty)
+    // The state and the fields that change with it: one HSET per transition.
+    const char *argv[4 + 16];
+    int n = 0;
+    argv[n++] = "HSET";
+    argv[n++] = tkey;
+    argv[n++] = "state";
+    argv[n++] = tstate_names[s];
+    for (int i = 0; i < nkv && n < (int) (sizeof argv / sizeof *argv); i++)
+        argv[n++] = kv[i];
+    cgq_store_cmdargv (c->store, n, argv, NULL);
     if (s != T_PENDING && s != T_RUNNING && s != T_UNSCHEDULABLE) {
         char akey[64];
         cgq_key_active (akey, sizeof akey, j->id);
@@ -192,13 +208,7 @@ trial_create (coord_t *c, job_t *j)
     cgq_store_cmd (c->store, "HSET %s id %llu job %llu params %s state pending attempt 0", tkey,
                    (unsigned long long) id, (unsigned long long) j->id, t->params_json);
     cgq_store_cmd (c->store, "SADD %s %llu", akey, (unsigned long long) id);
-    json_t *st = cgq_searcher_save (j->searcher);
-    char *sts = cgq_json_dumps (st);
-    json_decref (st);
-    cgq_store_cmd (c->store, "HSET %s suggested %llu searcher %s", jkey,
-                   (unsigned long long) cgq_searcher_suggested (j->searcher), sts);
-    free (sts);
-    cgq_store_cmd (c->store, "HINCRBY %s pending 1", jkey);
+    j->dirty = true; // counts, suggested and the searcher's state
     return t;
 }
 
@@ -212,6 +222,44 @@ s_trial_end (coord_t *c, trial_t *t)
     map_del (&j->trials, t->id);
     s_trial_free (t);
     job_check_done (c, j);
+}
+
+// s_job_write sets the job's counts, suggested and searcher state to their
+// values in memory: one HSET per job per turn however many trials moved,
+// and an absolute value, so a batch applied twice cannot skew a count.
+static void
+s_job_write (coord_t *c, job_t *j)
+{
+    char jkey[64], sug[32], counts[T_NSTATES][32];
+    cgq_key_job (jkey, sizeof jkey, j->id);
+    json_t *st = cgq_searcher_save (j->searcher);
+    char *sts = cgq_json_dumps (st);
+    json_decref (st);
+    snprintf (sug, sizeof sug, "%llu", (unsigned long long) cgq_searcher_suggested (j->searcher));
+    const char *argv[4 + 2 * T_NSTATES + 2];
+    int n = 0;
+    argv[n++] = "HSET";
+    argv[n++] = jkey;
+    for (int k = 0; k < T_NSTATES; k++) {
+        snprintf (counts[k], sizeof counts[k], "%llu", (unsigned long long) j->counts[k]);
+        argv[n++] = tstate_names[k];
+        argv[n++] = counts[k];
+    }
+    argv[n++] = "suggested";
+    argv[n++] = sug;
+    argv[n++] = "searcher";
+    argv[n++] = sts;
+    cgq_store_cmdargv (c->store, n, argv, NULL);
+    free (sts);
+    j->dirty = false;
+}
+
+void
+jobs_write_dirty (coord_t *c)
+{
+    for (job_t *j = c->jobs; j; j = j->next)
+        if (j->dirty)
+            s_job_write (c, j);
 }
 
 void
@@ -235,6 +283,8 @@ job_check_done (coord_t *c, job_t *j)
         coord_event (c, "job.finished", j->id, -1, NULL, 0, detail);
         cgq_info ("job %" PRIu64 " (%s) finished: %s", j->id, j->name, detail);
     }
+    if (j->dirty)
+        s_job_write (c, j);
     s_job_unlink (c, j);
     c->sched_dirty = true;
 }
@@ -266,6 +316,7 @@ job_set_blocked (coord_t *c, job_t *j, const char *reason)
         if (reason) {
             trial_set_state (c, t, T_UNSCHEDULABLE);
             cgq_store_cmd (c->store, "HSET %s error %s", tkey, reason);
+            t->has_error = true;
             coord_event (c, "trial.unschedulable", j->id, (int64_t) t->id, NULL, 0, reason);
         }
         else if (t->state == T_UNSCHEDULABLE) {
@@ -510,6 +561,7 @@ s_fail_or_retry (coord_t *c, trial_t *t, const char *error, bool retryable)
     char tkey[128], now[32];
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
     cgq_store_cmd (c->store, "HSET %s error %s", tkey, error);
+    t->has_error = true;
     if (retryable && t->attempt <= j->spec->trial.retries) {
         trial_set_state (c, t, T_PENDING);
         job_enqueue (j, t, false);
@@ -552,15 +604,22 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
         coord_node_release (c, t);
     t->losses = 0;
 
-    char tkey[128], dur[32], now[32];
+    char tkey[128], dur[32], now[32], vbuf[32];
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
     cgq_fmt_double (dur, r->duration_s);
     cgq_fmt_double (now, cgq_wall_s ());
-    const char *argv[] = {"HSET", tkey, "duration", dur, "log", r->log_tail ? r->log_tail : "",
+    // What every outcome records; a success adds its value and end time and
+    // sets it all with its state in one HSET.
+    const char *kv[12] = {"duration", dur, "log", r->log_tail ? r->log_tail : "",
                           "trial_dir", r->trial_dir ? r->trial_dir : "", "metrics",
                           r->metrics_json && *r->metrics_json ? r->metrics_json : "{}"};
-    cgq_store_cmdargv (c->store, 10, argv, NULL);
+    int nkv = 8;
     (void) n;
+    if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+        const char *argv[2 + 8] = {"HSET", tkey};
+        memcpy (argv + 2, kv, 8 * sizeof *kv);
+        cgq_store_cmdargv (c->store, 10, argv, NULL);
+    }
 
     if (r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED) {
         json_error_t jerr;
@@ -568,6 +627,9 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
                                       0, &jerr);
         if (!metrics || !json_is_object (metrics)) {
             json_decref (metrics);
+            const char *argv[2 + 8] = {"HSET", tkey};
+            memcpy (argv + 2, kv, 8 * sizeof *kv);
+            cgq_store_cmdargv (c->store, 10, argv, NULL);
             s_fail_or_retry (c, t, "the trial's result is not a JSON object", false);
             return;
         }
@@ -582,16 +644,20 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
                 s_metric_names (&b, metrics);
                 cgq_buf_puts (&b, "); report it, or fix objective.metric");
                 json_decref (metrics);
+                const char *argv[2 + 8] = {"HSET", tkey};
+                memcpy (argv + 2, kv, 8 * sizeof *kv);
+                cgq_store_cmdargv (c->store, 10, argv, NULL);
                 s_fail_or_retry (c, t, b.data, false);
                 cgq_buf_fini (&b);
                 return;
             }
             value = json_number_value (v);
-            char vbuf[32], lkey[64], jkey[64];
+            char lkey[64], jkey[64];
             cgq_fmt_double (vbuf, value);
             cgq_key_leaderboard (lkey, sizeof lkey, j->id);
             cgq_key_job (jkey, sizeof jkey, j->id);
-            cgq_store_cmd (c->store, "HSET %s value %s", tkey, vbuf);
+            kv[nkv++] = "value";
+            kv[nkv++] = vbuf;
             cgq_store_cmd (c->store, "ZADD %s %s %llu", lkey, vbuf, (unsigned long long) t->id);
             double sign = j->spec->objective.mode > 0 ? 1 : -1;
             if (j->best_trial < 0 || sign * value > sign * j->best_value) {
@@ -601,9 +667,11 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
                                (unsigned long long) t->id, vbuf);
             }
         }
-        cgq_store_cmd (c->store, "HSET %s finished %s", tkey, now);
-        cgq_store_cmd (c->store, "HDEL %s error", tkey);
-        trial_set_state (c, t, T_SUCCEEDED);
+        kv[nkv++] = "finished";
+        kv[nkv++] = now;
+        if (t->has_error) // an earlier attempt's error no longer applies
+            cgq_store_cmd (c->store, "HDEL %s error", tkey);
+        trial_set_state_kv (c, t, T_SUCCEEDED, kv, nkv);
         coord_event (c, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
         cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
         json_decref (metrics);
@@ -656,6 +724,7 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
     snprintf (err, sizeof err, "attempt %u lost: %s", t->attempt, why);
     cgq_store_cmd (c->store, "HSET %s error %s", tkey, err);
+    t->has_error = true;
     trial_set_state (c, t, T_PENDING);
     job_enqueue (j, t, true);
     c->sched_dirty = true;

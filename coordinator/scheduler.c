@@ -154,7 +154,6 @@ sched_dispatch (coord_t *c, node_t *n, trial_t *t)
     n->tasks = t;
     n->ntasks++;
     t->started = cgq_wall_s ();
-    trial_set_state (c, t, T_RUNNING);
 
     char err[256];
     char **argv = NULL;
@@ -223,11 +222,11 @@ sched_dispatch (coord_t *c, node_t *n, trial_t *t)
     env.assign = &a;
     coord_send (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
 
-    char key[128], started[32];
-    cgq_key_trial (key, sizeof key, j->id, t->id);
+    char started[32], attempt[16];
     cgq_fmt_double (started, t->started);
-    cgq_store_cmd (c->store, "HSET %s attempt %u node %s gpus %s started %s", key, t->attempt,
-                   n->id, gl.data, started);
+    snprintf (attempt, sizeof attempt, "%u", t->attempt);
+    const char *kv[] = {"attempt", attempt, "node", n->id, "gpus", gl.data, "started", started};
+    trial_set_state_kv (c, t, T_RUNNING, kv, 8);
     coord_event (c, "trial.running", j->id, (int64_t) t->id, n->id, t->attempt, NULL);
     c->stat_assigns++;
 

@@ -244,6 +244,46 @@ coord_node_release (coord_t *c, trial_t *t)
 }
 
 static void
+s_node_attach (node_t *n, trial_t *t)
+{
+    t->node = n;
+    t->nprev = NULL;
+    t->nnext = n->tasks;
+    if (n->tasks)
+        n->tasks->nprev = t;
+    n->tasks = t;
+    n->ntasks++;
+    n->dirty = true;
+}
+
+// s_readopt takes back a task that node n still runs although we gave it up
+// as lost (the node was only silent, or its Hello crossed the Assign): while
+// the trial waits in the queue with the same attempt, that task is still its
+// current attempt. Stopping it instead would re-run the trial, and the
+// stopped attempt's result would come back as the trial's failure.
+static bool
+s_readopt (coord_t *c, node_t *n, trial_t *t, const Cgq__TaskRef *r)
+{
+    if (!t || t->state != T_PENDING || !t->queued || !t->losses || t->node
+        || t->attempt != r->attempt)
+        return false;
+    job_unqueue (t->job, t);
+    s_node_attach (n, t);
+    // Its GPU grant is still the positions it had on this node (same worker,
+    // same GPU list); sched_grant re-checks them.
+    if (sched_grant (c, n, t) < 0)
+        cgq_warn ("re-adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
+                  r->job, r->trial, n->id);
+    const char *kv[] = {"node", n->id};
+    trial_set_state_kv (c, t, T_RUNNING, kv, 2);
+    cgq_info ("node %s still runs trial %" PRIu64 ".%" PRIu64 " attempt %u that was lost; "
+              "adopted it back",
+              n->id, r->job, r->trial, r->attempt);
+    coord_event (c, "trial.adopted", r->job, (int64_t) r->trial, n->id, r->attempt, NULL);
+    return true;
+}
+
+static void
 s_welcome (coord_t *c, node_t *n)
 {
     Cgq__Welcome w = CGQ__WELCOME__INIT;
@@ -360,14 +400,11 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
         trial_t *tr = jobs_trial (c, r->job, r->trial);
         if (tr && tr->node == n && tr->attempt == r->attempt)
             continue; // already ours
+        if (s_readopt (c, n, tr, r))
+            continue;
         if (tr && tr->state == T_RUNNING && !tr->node && tr->attempt == r->attempt) {
             // adoption: it keeps running there, counted once
-            tr->node = n;
-            tr->nnext = n->tasks;
-            if (n->tasks)
-                n->tasks->nprev = tr;
-            n->tasks = tr;
-            n->ntasks++;
+            s_node_attach (n, tr);
             // Recovery kept the GPU indices it was given; map them to positions.
             for (int k = 0; k < tr->ngpus; k++) {
                 int pos = -1;
@@ -414,6 +451,8 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
         const Cgq__TaskRef *r = hb->running[i];
         trial_t *t = jobs_trial (c, r->job, r->trial);
         if (t && t->node == n && t->attempt == r->attempt)
+            continue;
+        if (s_readopt (c, n, t, r))
             continue;
         char buf[80];
         cgq_info ("node %s runs task %s that is no longer its own; stopping it", n->id,

@@ -196,6 +196,7 @@ void trial_set_state_kv (coord_t *c, trial_t *t, tstate_t s, const char **kv, in
 trial_t *trial_create (coord_t *c, job_t *j);
 void job_enqueue (job_t *j, trial_t *t, bool front);
 trial_t *job_dequeue (job_t *j);
+void job_unqueue (job_t *j, trial_t *t); // removes t from j's queue wherever it is
 void job_check_done (coord_t *c, job_t *j);
 void jobs_write_dirty (coord_t *c); // once per turn, before the flush
 void job_set_blocked (coord_t *c, job_t *j, const char *reason);

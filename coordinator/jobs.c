@@ -124,8 +124,8 @@ job_dequeue (job_t *j)
     return t;
 }
 
-static void
-s_unqueue (job_t *j, trial_t *t)
+void
+job_unqueue (job_t *j, trial_t *t)
 {
     trial_t **pp = &j->qhead, *prev = NULL;
     while (*pp && *pp != t) {
@@ -166,6 +166,7 @@ trial_set_state_kv (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv
         if (s == T_RUNNING)
             j->running++;
         t->state = s;
+        t->adopt_deadline_ms = 0; // no longer a recovered trial awaiting its node
     }
     j->dirty = true; // the counts go out once per turn (jobs_write_dirty)
     // The state and the fields that change with it: one HSET per transition.
@@ -592,10 +593,13 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
         s_trial_end (c, t); // its node reported the stop: resources free
         return;
     }
-    if (t->state == T_PENDING && t->queued && t->attempt > 0 && t->losses > 0) {
+    if (t->state == T_PENDING && t->queued && t->attempt > 0 && t->losses > 0
+        && r->status != CGQ__TASK_STATUS__TASK_STOPPED) {
         // The node we gave up on finished this attempt after all, before it was
         // dispatched again: keep its result rather than run the trial twice.
-        s_unqueue (j, t);
+        // (Not a stopped one: only our own Stop ends a task that way, and the
+        // trial is queued to run again, not failed by it.)
+        job_unqueue (j, t);
         trial_set_state (c, t, T_RUNNING);
     }
     if (t->state != T_RUNNING)
@@ -737,29 +741,33 @@ jobs_adopt_check (coord_t *c, int64_t now)
         return;
     c->adopt_deadline_ms = 0;
     job_t *j = c->jobs;
+    trial_t **lost = NULL;
+    size_t cap = 0;
     while (j) {
         job_t *next = j->next;
-        size_t pos = 0;
+        size_t pos = 0, nlost = 0;
         trial_t *t;
-        trial_t *lost = NULL;
-        // Collect first: jobs_lost may free the job when it ends the last trial.
+        // Collect first: jobs_lost may free the job when it ends the last
+        // trial. Only trials still awaiting adoption: one whose result came
+        // meanwhile may be queued again (its qnext is the queue's link).
         while ((t = map_next (&j->trials, &pos, NULL)))
-            if (t->adopt_deadline_ms && !t->node) {
-                t->qnext = lost;
-                lost = t;
+            if (t->adopt_deadline_ms && t->state == T_RUNNING && !t->node) {
+                if (nlost == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    lost = cgq_xrealloc (lost, cap * sizeof *lost);
+                }
+                lost[nlost++] = t;
             }
-        while (lost) {
-            trial_t *nx = lost->qnext;
-            lost->qnext = NULL;
-            lost->adopt_deadline_ms = 0;
+        for (size_t i = 0; i < nlost; i++) {
+            lost[i]->adopt_deadline_ms = 0;
             char why[300];
             snprintf (why, sizeof why, "node %s did not report it after the coordinator restarted",
-                      lost->expect_node ? lost->expect_node : "?");
-            jobs_lost (c, lost, why);
-            lost = nx;
+                      lost[i]->expect_node ? lost[i]->expect_node : "?");
+            jobs_lost (c, lost[i], why);
         }
         j = next;
     }
+    free (lost);
 }
 
 // --- recovery -------------------------------------------------------------
@@ -826,6 +834,8 @@ s_recover_trials (coord_t *c, job_t *j)
         t->params_json = cgq_json_dumps (pj);
         t->attempt = (uint32_t) s_field_u64 (h, "attempt");
         t->state = s_state_parse (s_field (h, "state"));
+        const char *error = s_field (h, "error");
+        t->has_error = error && *error; // cleared when a later attempt succeeds
         map_put (&j->trials, t->id, t);
         if (t->state == T_RUNNING) {
             j->running++;
@@ -850,7 +860,9 @@ s_recover_trials (coord_t *c, job_t *j)
             }
         }
         else {
-            if (t->state == T_UNSCHEDULABLE)
+            // A blocked job keeps its unschedulable trials until a node fits
+            // (job_set_blocked); without the reason they are plain pending.
+            if (t->state == T_UNSCHEDULABLE && !j->blocked)
                 trial_set_state (c, t, T_PENDING);
             job_enqueue (j, t, false);
         }
@@ -903,6 +915,9 @@ jobs_recover (coord_t *c)
         job_t *j = s_job_new (id, spec, searcher, s_field (h, "spec_dir"));
         for (int k = 0; k < T_NSTATES; k++)
             j->counts[k] = s_field_u64 (h, tstate_names[k]);
+        const char *blocked = s_field (h, "blocked");
+        if (blocked && *blocked)
+            j->blocked = cgq_xstrdup (blocked);
         const char *bt = s_field (h, "best_trial");
         const char *bv = s_field (h, "best_value");
         if (bt && *bt && bv) {

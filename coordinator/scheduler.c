@@ -297,6 +297,12 @@ s_serve (coord_t *c, job_t *j)
         if (!t)
             return false;
     }
+    // A new attempt picks its GPUs afresh: what t->gpus still holds are
+    // positions on the node of an earlier attempt (or, for a recovered trial
+    // nobody adopted, GPU indices), meaningless on n and possibly taken there.
+    free (t->gpus);
+    t->gpus = NULL;
+    t->ngpus = 0;
     if (sched_grant (c, n, t) < 0)
         cgq_warn ("node %s over-committed by trial %" PRIu64 ".%" PRIu64, n->id, j->id, t->id);
     sched_dispatch (c, n, t);

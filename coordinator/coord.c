@@ -450,8 +450,13 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
     for (size_t i = 0; i < hb->n_running; i++) {
         const Cgq__TaskRef *r = hb->running[i];
         trial_t *t = jobs_trial (c, r->job, r->trial);
-        if (t && t->node == n && t->attempt == r->attempt)
+        if (t && t->node == n && t->attempt == r->attempt) {
+            // Cancelled but still running there: our Stop may have been lost
+            // in a reconnect. Stop is idempotent on the worker; say it again.
+            if (t->state == T_CANCELLED)
+                s_stop_task (c, n->id, r, "job cancelled");
             continue;
+        }
         if (s_readopt (c, n, t, r))
             continue;
         char buf[80];

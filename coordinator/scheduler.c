@@ -15,6 +15,12 @@
 
 #define EPS 1e-9
 
+// Bounds on one node and one turn: a node runs at most this many tasks
+// whatever the trials ask for, and one turn dispatches at most this many, so
+// a turn's Redis batch and its latency stay bounded (the rest goes next turn).
+#define SCHED_MAX_NODE_TASKS 1024
+#define SCHED_MAX_PER_TURN 4096
+
 // s_gpu_pick writes into out the positions of GPUs that satisfy r given the
 // capacity in free[] (ngpus entries); returns how many, or -1 if none fit.
 static int
@@ -48,6 +54,9 @@ s_gpu_pick (const gpu_t *gpus, int ngpus, double gpu, bool total, int *out)
 bool
 sched_fits_free (const node_t *n, const req_t *r)
 {
+    // Trials that ask for nothing (cpu: 0) would otherwise fit without end.
+    if (n->ntasks >= SCHED_MAX_NODE_TASKS)
+        return false;
     if (n->free_cpus + EPS < r->cpu)
         return false;
     if (r->memory && n->free_memory < r->memory)
@@ -287,6 +296,8 @@ s_serve (coord_t *c, job_t *j)
             job_set_blocked (c, j, why);
             free (why);
         }
+        else if (j->blocked && c->nodes)
+            job_set_blocked (c, j, NULL); // a node that fits has joined; it is only busy
         return false;
     }
     if (j->blocked)
@@ -318,6 +329,7 @@ sched_run (coord_t *c)
     if (!c->jobs)
         return;
     bool progress = true;
+    int dispatched = 0;
     while (progress) {
         progress = false;
         job_t *start = c->rr ? c->rr : c->jobs;
@@ -327,6 +339,10 @@ sched_run (coord_t *c)
             if (s_serve (c, j)) {
                 progress = true;
                 c->rr = next;
+                if (++dispatched >= SCHED_MAX_PER_TURN) {
+                    c->sched_dirty = true; // more next turn, after this batch is out
+                    return;
+                }
             }
             j = next;
         } while (j != start);

@@ -59,5 +59,28 @@ class UnschedulableTest(CgqTestCase):
             self.assertIn('"cvd": "0"', h.get("metrics", "").replace('":"', '": "'), h)
 
 
+    def test_busy_fitting_node_unblocks(self):
+        # Two blocked jobs; a one-GPU worker joins and takes job A's trial.
+        # Job B is no longer unschedulable (a node fits it, it is only busy):
+        # its blocked reason goes at once, not when A's trial ends.
+        c = self.start_default(workers=(("cpu1", 2),))
+        c.write_file("needgpu.py", SCRIPT.replace("0.2", "3"))
+        a = c.submit(c.write_file("a.yaml", SPEC.replace("gpu-needed", "job-a")))
+        b = c.submit(c.write_file("b.yaml", SPEC.replace("gpu-needed", "job-b")))
+        for j in (a, b):
+            c.wait_value(lambda: c.job(j), lambda h: h.get("blocked"), 10, "job %d blocked" % j)
+
+        c.start_worker("gpu1", cpus=2, gpus="fake:1")
+        running = c.wait_value(
+            lambda: [j for j in (a, b) if c.job(j).get("running") == "1"], lambda r: len(r) == 1,
+            10, "one trial to run on the GPU")
+        other = b if running == [a] else a
+        job = c.wait_value(lambda: c.job(other), lambda h: not h.get("blocked"), 2,
+                           "job %d unblocked while the GPU is busy" % other)
+        self.assertIn(job.get("unschedulable", "0"), ("0", ""), job)
+        self.assertEqual(job.get("running"), "0", "the GPU is still taken: %s" % job)
+        for j in (a, b):
+            self.assertEqual(c.wait_job(j, 60).get("succeeded"), "2")
+
 if __name__ == "__main__":
     main()

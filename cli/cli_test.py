@@ -302,6 +302,40 @@ class ShowTest(TmpCase):
         self.assertIsNone(doc["trials"][0]["node"])
         self.assertIsNone(doc["trials"][0]["started"])
 
+    def test_results_json_odd_strings(self):
+        # job 3 (not in cgq:jobs, so the listing tests do not see it): params
+        # with quotes, newlines, control characters and non-ASCII text, and
+        # an error and a node id that are not valid UTF-8 (a trial's stderr
+        # can hold anything, --id is any bytes).
+        self.redis.hset("cgq:job:{3}", {
+            "id": "3", "name": "odd \"names\"\n", "state": "finished", "suggested": "1",
+            "total": "1", "objective_metric": "v", "objective_mode": "max", "failed": "1"})
+        params = {"s": "a\"b\\c\nd\te\u00e9\u2028\U0001F600", "k\"ey\n": 1, "\u03bb": [0.1, "x"]}
+        self.redis.hset("cgq:job:{3}:trial:0", {
+            "id": "0", "job": "3", "state": "failed", "attempt": "1", "params": params})
+        p = subprocess.run(["redis-cli", "-p", str(self.redis.port), "HSET", "cgq:job:{3}:trial:0",
+                            "error", b"exit status 1\n\xed\xa0\x80 caf\xc3\xa9 \xffend",
+                            "node", b"n\xc0\xafx"], capture_output=True, timeout=10)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rc, out, err, _ = cgq("results", "3", "--format", "json", env=self.env)
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["name"], "odd \"names\"\n")
+        t = doc["trials"][0]
+        self.assertEqual(t["params"], params)
+        self.assertIsNotNone(t["error"], "an error that is not UTF-8 is still shown:\n" + out)
+        self.assertTrue(t["error"].startswith("exit status 1\n"), t["error"])
+        self.assertIn(" caf\u00e9 ", t["error"])
+        self.assertTrue(t["error"].endswith("end"), t["error"])
+        self.assertIn("\ufffd", t["error"], "bad bytes become U+FFFD")
+        self.assertIsNotNone(t["node"])
+        self.assertTrue(t["node"].startswith("n") and t["node"].endswith("x"), t["node"])
+        rc, out, err, _ = cgq("results", "3", "--format", "csv", env=self.env)
+        self.assertEqual(rc, 0, err)
+        rows = list(csv.reader(io.StringIO(out)))
+        self.assertEqual(len(rows), 2, out)
+        self.assertEqual(rows[1][rows[0].index("s")], params["s"])
+
     def test_results_csv(self):
         out = self.ok("results", "1", "--format", "csv")
         rows = list(csv.reader(io.StringIO(out)))

@@ -424,6 +424,37 @@ cgq_show_results_csv (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tri
     free (mk);
 }
 
+// s_utf8_lossy returns a copy of s in which every byte that does not start a
+// valid UTF-8 sequence (the strict kind jansson checks: no overlong forms, no
+// surrogates, nothing above U+10FFFF) is replaced by U+FFFD. Caller frees.
+static char *
+s_utf8_lossy (const char *s)
+{
+    const unsigned char *p = (const unsigned char *) s;
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    while (*p) {
+        unsigned char c = p[0];
+        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        bool ok = n > 0;
+        for (size_t k = 1; ok && k < n; k++)
+            ok = (p[k] & 0xC0) == 0x80; // also stops at the terminating NUL
+        if (ok && n > 2)
+            ok = c == 0xE0 ? p[1] >= 0xA0 : c == 0xED ? p[1] <= 0x9F : c == 0xF0 ? p[1] >= 0x90
+                 : c == 0xF4 ? p[1] <= 0x8F : true;
+        if (ok) {
+            cgq_buf_append (&b, (const char *) p, n);
+            p += n;
+        }
+        else {
+            cgq_buf_puts (&b, "\xEF\xBF\xBD");
+            p++;
+        }
+    }
+    return cgq_buf_take (&b);
+}
+
 static void
 s_json_str_or_null (cgq_buf_t *b, const char *s)
 {
@@ -432,9 +463,18 @@ s_json_str_or_null (cgq_buf_t *b, const char *s)
         return;
     }
     json_t *j = json_string (s);
-    if (!j) // not UTF-8: keep what can be shown rather than fail the document
-        j = json_stringn_nocheck (s, strlen (s));
-    cgq_json_append (b, j, true);
+    if (!j) {
+        // Not UTF-8 (a trial's stderr, a node id can hold any bytes): show
+        // what can be shown rather than drop the text; jansson would write
+        // null for a string it cannot encode.
+        char *clean = s_utf8_lossy (s);
+        j = json_string (clean);
+        free (clean);
+    }
+    if (j)
+        cgq_json_append (b, j, true);
+    else
+        cgq_buf_puts (b, "null");
     json_decref (j);
 }
 

@@ -14,6 +14,7 @@
 
 #define S_VERSION "0.1.0"
 #define S_BYE_LINGER_MS 1000
+#define S_ENVELOPE_SLACK 16 // an Envelope around a Result: version, body tag, length
 
 typedef struct {
     Cgq__Result *result; // owned
@@ -138,6 +139,82 @@ s_send_result (cgq_link_t *self, s_unacked_t *u, int64_t now)
     u->sent_ms = now;
 }
 
+static size_t
+s_result_frame (const Cgq__Result *r)
+{
+    return cgq__result__get_packed_size (r) + S_ENVELOPE_SLACK;
+}
+
+// s_keep_end shortens *s by drop bytes from its start, at a UTF-8 character
+// boundary.
+static void
+s_keep_end (char **s, size_t drop)
+{
+    size_t len = strlen (*s);
+    const char *p = *s + (drop < len ? drop : len);
+    while (((unsigned char) *p & 0xC0) == 0x80)
+        p++;
+    char *t = cgq_xstrdup (p);
+    free (*s);
+    *s = t;
+}
+
+// s_keep_start shortens *s by drop bytes from its end, at a UTF-8 character
+// boundary.
+static void
+s_keep_start (char **s, size_t drop)
+{
+    size_t len = strlen (*s);
+    size_t n = drop < len ? len - drop : 0;
+    while (n > 0 && ((unsigned char) (*s)[n] & 0xC0) == 0x80)
+        n--;
+    (*s)[n] = 0;
+}
+
+// s_fit makes result fit the coordinator's frame limit, which drops larger
+// frames: such a result would be re-sent every 5 s forever and its trial
+// never end. Metrics that cannot fit fail the trial, saying why; then the
+// log tail loses its start (the trial's files keep everything) and the error
+// its end (its first line says what happened).
+static void
+s_fit (cgq_link_t *self, Cgq__Result *r)
+{
+    size_t limit = self->max_frame, size = s_result_frame (r);
+    if (size <= limit)
+        return;
+    char buf[80];
+    cgq_warn ("task %s: its %zu-byte result is over the coordinator's frame limit of %zu bytes; "
+              "cutting it down",
+              cgq_wire_task_str (buf, r->task), size, limit);
+    char *tail = r->log_tail, *error = r->error;
+    r->log_tail = (char *) "";
+    r->error = (char *) "";
+    bool metrics_fit = s_result_frame (r) <= limit;
+    r->log_tail = tail;
+    r->error = error;
+    if (!metrics_fit) {
+        size_t bytes = strlen (r->metrics_json);
+        free (r->metrics_json);
+        r->metrics_json = cgq_xstrdup ("{}");
+        if (r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED)
+            r->status = CGQ__TASK_STATUS__TASK_FAILED;
+        r->error = cgq_xasprintf ("result metrics are %zu bytes, too many for the coordinator's "
+                                  "frame limit of %zu bytes (write fewer or smaller values, or "
+                                  "raise its --max-frame)%s%s",
+                                  bytes, limit, *error ? "\n" : "", error);
+        free (error);
+    }
+    size = s_result_frame (r);
+    if (size > limit)
+        s_keep_end (&r->log_tail, size - limit);
+    size = s_result_frame (r);
+    if (size > limit)
+        s_keep_start (&r->error, size - limit);
+    size = s_result_frame (r);
+    if (size > limit)
+        s_keep_start (&r->trial_dir, size - limit);
+}
+
 // s_forget marks the node unknown to the coordinator: Hello again at once.
 static void
 s_forget (cgq_link_t *self, const char *why)
@@ -206,8 +283,11 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
     self->epoch = w->epoch;
     if (w->heartbeat_ms > 0)
         self->heartbeat_ms = w->heartbeat_ms;
-    if (w->max_frame > 0)
+    if (w->max_frame > 0 && w->max_frame != self->max_frame) {
         self->max_frame = w->max_frame;
+        for (size_t i = 0; i < self->n_unacked; i++)
+            s_fit (self, self->unacked[i].result);
+    }
     if (first)
         cgq_info ("welcomed by coordinator %s (epoch %" PRIu64 ", heartbeat %" PRId64 " ms)",
                   self->endpoint, self->epoch, self->heartbeat_ms);
@@ -359,6 +439,7 @@ void
 cgq_link_result (cgq_link_t *self, Cgq__Result *result)
 {
     char buf[80];
+    s_fit (self, result);
     // Built-in tasks finish by the thousand per second: only processes that
     // ran, and failures, are worth a line at info.
     bool quiet = result->status == CGQ__TASK_STATUS__TASK_SUCCEEDED

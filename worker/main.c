@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -187,8 +188,31 @@ s_on_stop (s_worker_t *w, const Cgq__Stop *s)
                    w->cfg.kill_grace_ms);
 }
 
+// s_reap_orphans reaps children that are not tasks. When the worker is PID 1
+// of a container (or a child subreaper), what a trial leaves behind becomes
+// its child once the trial's main process exits; unreaped, each would stay a
+// zombie and thousands of trials would fill the process table. A task's own
+// process is left for its tick, which needs the exit status.
+static void
+s_reap_orphans (s_worker_t *w)
+{
+    for (;;) {
+        siginfo_t si;
+        memset (&si, 0, sizeof si);
+        if (waitid (P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+            return;
+        for (size_t i = 0; i < w->n_tasks; i++)
+            if (cgq_task_pid (w->tasks[i]) == si.si_pid)
+                return; // exited since its tick: the next turn reaps it, then the rest
+        int st;
+        if (waitpid (si.si_pid, &st, WNOHANG) <= 0)
+            return;
+        cgq_debug ("reaped pid %d, left behind by a trial", (int) si.si_pid);
+    }
+}
+
 // s_reap ticks every task and hands finished ones to the link (report) or
-// drops their results (shutdown).
+// drops their results (shutdown), then reaps orphans.
 static void
 s_reap (s_worker_t *w, bool report)
 {
@@ -207,6 +231,7 @@ s_reap (s_worker_t *w, bool report)
         cgq_task_destroy (&w->tasks[i]);
         w->tasks[i] = w->tasks[--w->n_tasks];
     }
+    s_reap_orphans (w);
 }
 
 static void

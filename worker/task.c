@@ -196,7 +196,9 @@ cgq_task_env_name (const char *param)
 
 // s_utf8_clean returns a copy of data[0..len) that is valid UTF-8: a sequence
 // cut at the start is skipped and any invalid byte becomes '?', so tails of
-// binary or truncated output can go into protobuf strings and JSON.
+// binary or truncated output can go into protobuf strings and JSON. Valid
+// means what proto3 readers and jansson accept: no overlong forms, no UTF-16
+// surrogates (CESU-8, Java's modified UTF-8), nothing above U+10FFFF.
 static char *
 s_utf8_clean (const char *data, size_t len)
 {
@@ -208,11 +210,17 @@ s_utf8_clean (const char *data, size_t len)
     size_t o = 0;
     while (i < len) {
         unsigned char c = s[i];
-        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                                : (c & 0xF8) == 0xF0 ? 4 : 0;
-        bool ok = n > 0 && i + n <= len && (n != 2 || c >= 0xC2);
+        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : (c & 0xF0) == 0xE0 ? 3
+                                : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        bool ok = n > 0 && i + n <= len;
         for (size_t k = 1; ok && k < n; k++)
             ok = (s[i + k] & 0xC0) == 0x80;
+        // The second byte bounds what the first allows (Unicode, Table 3-7).
+        if (ok && n > 2) {
+            unsigned char c1 = s[i + 1];
+            ok = c == 0xE0 ? c1 >= 0xA0 : c == 0xED ? c1 <= 0x9F : c == 0xF0 ? c1 >= 0x90
+                 : c == 0xF4 ? c1 <= 0x8F : true;
+        }
         if (ok && n == 1 && c == 0)
             ok = false; // NUL would end the C string early
         if (!ok) {
@@ -543,6 +551,11 @@ s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
         s_env_set (env, name, eq + 1);
         free (name);
     }
+    // Granted GPU indices are nvidia-smi's, in PCI bus order; CUDA numbers
+    // the fastest GPU first by default, so on a host with mixed GPUs
+    // CUDA_VISIBLE_DEVICES=1 would name another GPU than the one granted.
+    // trial.env may still say otherwise.
+    s_env_set (env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     for (size_t i = 0; i < a->n_env; i++)
         if (a->env[i]->key && *a->env[i]->key)
             s_env_set (env, a->env[i]->key, a->env[i]->value ? a->env[i]->value : "");

@@ -238,6 +238,9 @@ test_reports_and_env (void **state)
         "\nCGQ_PARAM_LR_MAX=0.001\n", "\nCGQ_PARAM_NESTED={\"a\":[1,0.1]}\n",
         "\nCGQ_PARAM_FLAG=true\n", "\nCGQ_SPEC_DIR=/specs/here\n", "\nCGQ_REPORT_FD=3\n",
         "\nCUDA_VISIBLE_DEVICES=1,3\n", "\nMY_VAR=my value\n", "\nCGQ_PARAMS={\"lr\": 0.01,",
+        // GPU indices are nvidia-smi's (PCI bus order); CUDA numbers the
+        // fastest GPU first unless told otherwise.
+        "\nCUDA_DEVICE_ORDER=PCI_BUS_ID\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         if (!strstr (envs, want[i]))
@@ -596,6 +599,42 @@ test_endless_background_writer (void **state)
     assert_true (gone);
 }
 
+// s_strict_utf8: valid UTF-8 as jansson (and every proto3 reader) checks it.
+static bool
+s_strict_utf8 (const char *s)
+{
+    json_t *j = json_string (s);
+    json_decref (j);
+    return j != NULL;
+}
+
+static void
+test_invalid_utf8_output_is_cleaned (void **state)
+{
+    s_fixture_t *f = *state;
+    s_assign_t sa;
+    // Byte sequences that look like UTF-8 but are not: a surrogate (CESU-8,
+    // Java's modified UTF-8), overlong forms, a code point above U+10FFFF and
+    // a stray continuation byte; then valid 2-, 3- and 4-byte characters.
+    s_assign_init (&sa, 18,
+                   "printf 'a\\355\\240\\200b \\340\\200\\200 \\360\\200\\200\\200"
+                   " \\364\\220\\200\\200 \\365\\200\\200\\200 \\200 \\303\\251\\342\\202\\254"
+                   "\\360\\237\\230\\200\\n' | tee /dev/stderr; exit 1");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = s_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    if (!s_strict_utf8 (r->error))
+        fail_msg ("error is not valid UTF-8: %s", r->error);
+    if (!s_strict_utf8 (r->log_tail))
+        fail_msg ("log_tail is not valid UTF-8: %s", r->log_tail);
+    // Every bad byte becomes '?'; the good characters stay.
+    assert_non_null (strstr (r->error, "a???b ??? ???? ???? ???? ? é€😀"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
 static void
 test_noop_and_helpers (void **state)
 {
@@ -652,6 +691,8 @@ main (void)
         cmocka_unit_test (test_unwritable_workdir),
         cmocka_unit_test_setup_teardown (test_destroy_running_kills_group, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_endless_background_writer, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_invalid_utf8_output_is_cleaned, s_setup,
+                                         s_teardown),
         cmocka_unit_test (test_noop_and_helpers),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

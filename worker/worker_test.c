@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -33,10 +35,12 @@ typedef struct {
     char endpoint[256];
     char dir[64];
     pid_t pid;         // the worker, 0 when not running
+    bool subreaper;    // start it as a child subreaper (as if it were PID 1)
     bool answer_hb;    // answer Heartbeats with {epoch S_EPOCH}
     bool hb_unknown;   // ... with unknown = true (once)
     size_t heartbeats; // Heartbeats received
     size_t hb_running; // tasks listed in the last Heartbeat
+    size_t last_size;  // bytes of the last envelope s_next returned
 } s_fake_t;
 
 static int
@@ -93,7 +97,20 @@ s_start (s_fake_t *f, ...)
         argv[argc++] = a;
     va_end (ap);
     argv[argc] = NULL;
-    int rc = posix_spawn (&f->pid, bin, NULL, NULL, argv, environ);
+    int rc = 0;
+    if (f->subreaper) {
+        // The attribute survives execve: orphans of the trials become the
+        // worker's children, as they do when it is PID 1 of a container.
+        f->pid = fork ();
+        if (f->pid == 0) {
+            prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+            execv (bin, argv);
+            _exit (127);
+        }
+        rc = f->pid < 0 ? errno : 0;
+    }
+    else
+        rc = posix_spawn (&f->pid, bin, NULL, NULL, argv, environ);
     free (bin);
     free (workdir);
     assert_int_equal (rc, 0);
@@ -124,15 +141,22 @@ s_send (s_fake_t *f, cgq_env_t *env)
 }
 
 static void
-s_send_welcome (s_fake_t *f, uint32_t heartbeat_ms)
+s_send_welcome_max (s_fake_t *f, uint32_t heartbeat_ms, uint32_t max_frame)
 {
     Cgq__Welcome w = CGQ__WELCOME__INIT;
     w.epoch = S_EPOCH;
     w.heartbeat_ms = heartbeat_ms;
+    w.max_frame = max_frame;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_WELCOME;
     env.welcome = &w;
     s_send (f, &env);
+}
+
+static void
+s_send_welcome (s_fake_t *f, uint32_t heartbeat_ms)
+{
+    s_send_welcome_max (f, heartbeat_ms, 0);
 }
 
 static void
@@ -198,6 +222,7 @@ s_next (s_fake_t *f, int64_t max_ms)
         assert_int_equal (zmq_msg_size (&id), strlen (S_NODE));
         assert_memory_equal (zmq_msg_data (&id), S_NODE, strlen (S_NODE));
         cgq_env_t *env = cgq_wire_decode (zmq_msg_data (&body), zmq_msg_size (&body), 0);
+        f->last_size = zmq_msg_size (&body);
         zmq_msg_close (&id);
         zmq_msg_close (&body);
         assert_non_null (env);
@@ -493,6 +518,111 @@ test_hello_repeats_until_welcome (void **state)
     assert_true (cgq_now_ms () - t0 < 900);
 }
 
+// s_zombies counts the zombie children of pid.
+static size_t
+s_zombies (pid_t pid)
+{
+    size_t n = 0;
+    DIR *d = opendir ("/proc");
+    struct dirent *e;
+    while (d && (e = readdir (d))) {
+        char path[300], line[512] = "";
+        snprintf (path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *fp = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? fopen (path, "r") : NULL;
+        if (!fp)
+            continue;
+        char *ok = fgets (line, sizeof line, fp);
+        fclose (fp);
+        const char *paren = ok ? strrchr (line, ')') : NULL;
+        char st = 0;
+        int ppid = 0;
+        if (paren && sscanf (paren + 1, " %c %d", &st, &ppid) == 2 && ppid == (int) pid)
+            n += st == 'Z';
+    }
+    if (d)
+        closedir (d);
+    return n;
+}
+
+static void
+test_orphans_reaped_as_pid1 (void **state)
+{
+    s_fake_t *f = *state;
+    f->subreaper = true;
+    s_start (f, "--heartbeat", "200ms", NULL);
+    cgq_wire_free (s_expect (f, CGQ__ENVELOPE__BODY_HELLO, 5000));
+    s_send_welcome (f, 200);
+    // The background child outlives the trial's main process; the worker
+    // kills the group when the main process exits, and the child, now the
+    // worker's own, must be reaped. The second one ends while the trial runs.
+    s_send_assign (f, 5, "command", "{}",
+                   "sleep 30 & echo $! > bg.pid; (sleep 0.1 &); sleep 0.5; exit 0", 0);
+    cgq_env_t *env = s_expect (f, CGQ__ENVELOPE__BODY_RESULT, 5000);
+    assert_int_equal (env->result->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    s_send_ack (f, env->result->task);
+    cgq_wire_free (env);
+    char *bg_path = cgq_xasprintf ("%s/work/job-1/trial-5/attempt-1/bg.pid", f->dir);
+    FILE *fp = fopen (bg_path, "r");
+    free (bg_path);
+    assert_non_null (fp);
+    int bg = 0;
+    assert_int_equal (fscanf (fp, "%d", &bg), 1);
+    fclose (fp);
+    // Gone for good: a zombie still answers kill (pid, 0).
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; i++) {
+        gone = kill (bg, 0) < 0 && errno == ESRCH;
+        if (!gone)
+            cgq_wire_free (s_next (f, 20));
+    }
+    if (!gone || s_zombies (f->pid) > 0)
+        fail_msg ("the worker left %zu zombie(s), the background child %s", s_zombies (f->pid),
+                  gone ? "reaped" : "among them");
+    s_terminate (f);
+}
+
+static void
+test_results_fit_the_frame_limit (void **state)
+{
+    s_fake_t *f = *state;
+    s_start (f, "--heartbeat", "200ms", NULL);
+    cgq_wire_free (s_expect (f, CGQ__ENVELOPE__BODY_HELLO, 5000));
+    // The coordinator drops larger frames (--max-frame): a result that does
+    // not fit would be re-sent every 5 s forever and its trial never end.
+    const uint32_t max_frame = 2048;
+    s_send_welcome_max (f, 200, max_frame);
+    s_wait_welcomed (f);
+
+    // A failure with a long stderr: the error and the log tail are cut to fit.
+    s_send_assign (f, 6, "command", "{}",
+                   "i=0; while [ $i -lt 200 ]; do echo \"stderr line $i of a failing trial\" >&2;"
+                   " i=$((i+1)); done; echo last-words >&2; exit 1", 0);
+    cgq_env_t *env = s_expect (f, CGQ__ENVELOPE__BODY_RESULT, 5000);
+    if (f->last_size > max_frame)
+        fail_msg ("a %zu-byte Result over the %u-byte frame limit", f->last_size, max_frame);
+    Cgq__Result *r = env->result;
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_true (!strncmp (r->error, "exit status 1\n", 14));
+    assert_non_null (strstr (r->log_tail, "last-words"));
+    s_send_ack (f, r->task);
+    cgq_wire_free (env);
+
+    // Metrics that cannot fit: the trial fails, saying why.
+    s_send_assign (f, 7, "command", "{}",
+                   "{ printf '{\"x\": \"'; head -c 3000 /dev/zero | tr '\\0' a; printf '\"}'; }"
+                   " > result.json", 0);
+    env = s_expect (f, CGQ__ENVELOPE__BODY_RESULT, 5000);
+    if (f->last_size > max_frame)
+        fail_msg ("a %zu-byte Result over the %u-byte frame limit", f->last_size, max_frame);
+    r = env->result;
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_string_equal (r->metrics_json, "{}");
+    assert_non_null (strstr (r->error, "frame limit"));
+    s_send_ack (f, r->task);
+    cgq_wire_free (env);
+    s_terminate (f);
+}
+
 static void
 test_bad_options (void **state)
 {
@@ -521,6 +651,8 @@ main (void)
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_reconnect_after_silence, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_hello_repeats_until_welcome, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_orphans_reaped_as_pid1, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_results_fit_the_frame_limit, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_options, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

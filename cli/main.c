@@ -25,7 +25,7 @@ static const cgq_cli_opt_t s_run_opts[] = {
     {"workers", "N", "number of local workers (default 1)"},
     {"format", "FMT", "leaderboard format: table or json (default table)"},
     {"top", "K", "leaderboard rows (default 10; json: all trials unless given)"},
-    {"cpus", "C", "CPU slots of each worker (default: the cores divided among the workers)"},
+    {"cpus", "C", "CPU slots of each worker (default: the cores divided among the workers, at least 1)"},
     {"gpus", "SPEC", "GPUs: auto, none, 0,1 (split among the workers) or fake:N (default auto)"},
     {"keep", NULL, "leave Redis, the coordinator and the workers running afterwards"},
     {NULL}};

@@ -961,7 +961,11 @@ cgq_cmd_run (cgq_cli_t *cli)
         cgq_cli_error ("bad --format '%s' (expected table or json)", format);
         return CGQ_EXIT_BAD;
     }
+    // At least one slot each: with more workers than cores, a default
+    // `cpu: 1` trial must still fit somewhere (the cores are shared anyway).
     double cpus = s_cores () / (double) nworkers;
+    if (cpus < 1)
+        cpus = 1;
     const char *cpus_opt = cgq_cli_opt (cli, "cpus");
     if (cpus_opt && (cgq_parse_double (cpus_opt, &cpus) < 0 || !(cpus > 0) || cpus > 1e6)) {
         cgq_cli_error ("bad --cpus '%s' (expected CPU slots per worker, such as 4 or 0.5)",

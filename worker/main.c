@@ -309,8 +309,12 @@ s_run (s_worker_t *w)
     }
 }
 
+// How long a stopping worker waits for the Acks of results it still holds.
+#define S_SHUTDOWN_ACK_MS 2000
+
 // s_shutdown stops every task (their results are not reported: the
-// coordinator requeues them on Bye) and says Bye.
+// coordinator requeues them on Bye), waits briefly for pending Acks, and
+// says Bye.
 static void
 s_shutdown (s_worker_t *w)
 {
@@ -328,6 +332,20 @@ s_shutdown (s_worker_t *w)
     for (size_t i = 0; i < w->n_tasks; i++)
         cgq_task_destroy (&w->tasks[i]);
     w->n_tasks = 0;
+    // Results that finished before the signal are real work: give the
+    // coordinator a moment to acknowledge them, or their trials run again.
+    int64_t ack_by = cgq_now_ms () + S_SHUTDOWN_ACK_MS;
+    while (cgq_link_unacked (w->link) > 0 && cgq_link_welcomed (w->link)
+           && cgq_now_ms () < ack_by) {
+        s_poll (w, true, cgq_now_ms () + 100);
+        cgq_env_t *env;
+        while ((env = cgq_link_recv (w->link))) // Acks are handled inside; no new work
+            cgq_wire_free (env);
+        cgq_link_tick (w->link, cgq_now_ms ());
+    }
+    if (cgq_link_unacked (w->link) > 0)
+        cgq_warn ("exiting with %zu result(s) not acknowledged; their trials will run again",
+                  cgq_link_unacked (w->link));
     cgq_link_bye (w->link, "shutdown");
 }
 

@@ -478,6 +478,36 @@ test_stop_and_shutdown_with_running_task (void **state)
     assert_true (gone);
 }
 
+// A worker told to stop while it holds an unacknowledged result waits (2 s
+// at most) for the Ack before its Bye, so that finished work is not re-run.
+static void
+test_shutdown_waits_for_ack (void **state)
+{
+    s_fake_t *f = *state;
+    s_start (f, "--heartbeat", "200ms", NULL);
+    cgq_wire_free (s_expect (f, CGQ__ENVELOPE__BODY_HELLO, 5000));
+    s_send_welcome (f, 200);
+    s_send_assign (f, 4, "noop", "{\"a\": 1}", NULL, 0);
+    cgq_env_t *res = s_expect (f, CGQ__ENVELOPE__BODY_RESULT, 5000);
+    assert_int_equal (kill (f->pid, SIGTERM), 0);
+    // No Bye while the result waits for its Ack ...
+    int64_t t0 = cgq_now_ms ();
+    cgq_env_t *env;
+    while (cgq_now_ms () - t0 < 500 && (env = s_next (f, 50))) {
+        assert_int_not_equal (env->body_case, CGQ__ENVELOPE__BODY_BYE);
+        cgq_wire_free (env);
+    }
+    // ... and once it is acknowledged the worker says Bye and exits 0.
+    s_send_ack (f, res->result->task);
+    cgq_wire_free (res);
+    cgq_env_t *bye = s_expect (f, CGQ__ENVELOPE__BODY_BYE, 3000);
+    assert_true (cgq_now_ms () - t0 < 2000);
+    cgq_wire_free (bye);
+    int st = s_wait_exit (f, 5000);
+    assert_true (st != -1 && WIFEXITED (st));
+    assert_int_equal (WEXITSTATUS (st), 0);
+}
+
 static void
 test_reconnect_after_silence (void **state)
 {
@@ -649,6 +679,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_resend_and_rehello, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_stop_and_shutdown_with_running_task, s_setup,
                                          s_teardown),
+        cmocka_unit_test_setup_teardown (test_shutdown_waits_for_ack, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_reconnect_after_silence, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_hello_repeats_until_welcome, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_orphans_reaped_as_pid1, s_setup, s_teardown),

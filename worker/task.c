@@ -842,11 +842,21 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
 // ---------------------------------------------------------------------------
 // Exit
 
+// s_metrics returns the result object: result.json if it holds one, else the
+// last report, else {}. A result.json too large to send is not read at all
+// (it could be gigabytes); *too_big is then its size.
 static json_t *
-s_metrics (cgq_task_t *self)
+s_metrics (cgq_task_t *self, long long *too_big)
 {
     char *path = cgq_xasprintf ("%s/result.json", self->trial_dir);
     json_t *metrics = NULL;
+    struct stat st;
+    *too_big = 0;
+    if (stat (path, &st) == 0 && st.st_size > (off_t) S_MAX_METRICS * 2) {
+        *too_big = (long long) st.st_size;
+        free (path);
+        return json_object ();
+    }
     if (access (path, F_OK) == 0) {
         json_error_t jerr;
         json_t *doc = json_load_file (path, 0, &jerr);
@@ -934,10 +944,11 @@ s_finish (cgq_task_t *self)
         free (lines);
     }
 
-    json_t *metrics = s_metrics (self);
+    long long file_len;
+    json_t *metrics = s_metrics (self, &file_len);
     char *metrics_text = cgq_json_dumps (metrics);
     json_decref (metrics);
-    size_t metrics_len = metrics_text ? strlen (metrics_text) : 0;
+    size_t metrics_len = file_len > 0 ? (size_t) file_len : metrics_text ? strlen (metrics_text) : 0;
     if (metrics_len > S_MAX_METRICS) {
         free (metrics_text);
         metrics_text = NULL;

@@ -341,6 +341,19 @@ test_huge_result_json_fails (void **state)
     assert_non_null (strstr (r->error, "result metrics are 1100008 bytes, more than the limit"));
     cgq_task_result_destroy (&r);
     cgq_task_destroy (&task);
+
+    // Past twice the limit the file is not even read (it could be gigabytes).
+    s_assign_init (&sa, 17,
+                   "{ printf '{\"x\": \"'; head -c 3000000 /dev/zero | tr '\\0' a;"
+                   " printf '\"}'; } > result.json");
+    task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    r = s_run (task, 8000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_string_equal (r->metrics_json, "{}");
+    assert_non_null (strstr (r->error, "result metrics are 3000009 bytes, more than the limit"));
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
 }
 
 static void

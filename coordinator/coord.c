@@ -470,6 +470,14 @@ static void
 s_node_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
     char id[256];
+    if (rid_len >= sizeof id || memchr (rid, 0, rid_len)) {
+        // Not a cgq-worker (it caps ids at 255 bytes): a truncated id could
+        // never be answered, and could collide with another node's.
+        cgq_wire_dropped++;
+        cgq_warn ("dropped a %s from a node whose id is %zu bytes or holds a NUL (at most 255)",
+                  cgq_wire_body_name (env), rid_len);
+        return;
+    }
     snprintf (id, sizeof id, "%.*s", (int) rid_len, rid);
     node_t *n = coord_node (c, id);
     if (n)

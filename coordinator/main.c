@@ -81,6 +81,33 @@ s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t epl
     return s;
 }
 
+// s_nodes_unknown marks the nodes a previous coordinator saw alive as
+// "unknown": this one has not heard from them. Each becomes alive again with
+// its Hello; one that never returns no longer passes for alive in Redis.
+static void
+s_nodes_unknown (coord_t *c)
+{
+    redisReply *ids = cgq_store_command (c->store, "SMEMBERS %s", CGQ_KEY_NODES);
+    if (!ids || ids->type != REDIS_REPLY_ARRAY) {
+        if (ids)
+            freeReplyObject (ids);
+        return;
+    }
+    char key[300];
+    for (size_t i = 0; i < ids->elements; i++)
+        cgq_store_append (c->store, "HGET %s state", cgq_key_node (key, sizeof key, ids->element[i]->str));
+    for (size_t i = 0; i < ids->elements; i++) {
+        redisReply *st = cgq_store_get_reply (c->store);
+        if (!st)
+            break;
+        if (st->type == REDIS_REPLY_STRING && strcmp (st->str, "alive") == 0)
+            cgq_store_cmd (c->store, "HSET %s state unknown running 0",
+                           cgq_key_node (key, sizeof key, ids->element[i]->str));
+        freeReplyObject (st);
+    }
+    freeReplyObject (ids);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -141,6 +168,7 @@ main (int argc, char **argv)
     char tag[32];
     snprintf (tag, sizeof tag, "%" PRIu64, c.epoch);
     cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, "batch", tag);
+    s_nodes_unknown (&c);
     if (jobs_recover (&c) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",
                  cgq_store_url (c.store), cgq_store_errstr (c.store));

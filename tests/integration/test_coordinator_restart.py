@@ -38,12 +38,17 @@ class CoordinatorRestartTest(CgqTestCase):
             lambda ts: len(ts) == 4, 30, "4 trials to run")
 
         old_epoch = c.epoch
+        # A node the old coordinator saw alive that will never come back.
+        c.redis.cmd("SADD", "cgq:nodes", "ghost")
+        c.redis.cmd("HSET", "cgq:node:ghost", "id", "ghost", "state", "alive", "running", "3")
         c.coordinator.kill9()
         nodes_port = endpoint_port(c.nodes_ep)
         control_port = endpoint_port(c.control_ep)
         c.start_coordinator(extra=("--bind", "tcp://127.0.0.1:%d" % nodes_port,
                                    "--control", "tcp://127.0.0.1:%d" % control_port))
         self.assertGreater(c.epoch, old_epoch, "a restart starts a new epoch")
+        ghost = c.redis.hgetall("cgq:node:ghost")
+        self.assertEqual(ghost.get("state"), "unknown", "not alive until it says Hello: %s" % ghost)
 
         job = c.wait_job(j, 90)
         self.assertEqual(job.get("state"), "finished", job)
@@ -66,6 +71,8 @@ class CoordinatorRestartTest(CgqTestCase):
             self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
         self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), 8)
         self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0)
+        for w in ("w1", "w2"):  # the real nodes are alive again after their Hello
+            self.assertEqual(c.redis.hgetall("cgq:node:" + w).get("state"), "alive", w)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,10 @@ cgq_cli_catch_signals (void)
     sa.sa_flags = 0; // no SA_RESTART: a pending sleep or poll returns at once
     sigaction (SIGINT, &sa, NULL);
     sigaction (SIGTERM, &sa, NULL);
+    // A closed terminal (ssh dropped) must clean up like Ctrl-C does.
+    sigaction (SIGHUP, &sa, NULL);
+    // Progress on a closed pipe: get EPIPE and finish cleanly, not die mid-way.
+    signal (SIGPIPE, SIG_IGN);
 }
 
 void

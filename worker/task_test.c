@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "assert_json.h"
 #include "task.h"
 #include "util.h"
 
@@ -133,19 +134,6 @@ s_read_file (const char *dir, const char *name)
     return cgq_buf_take (&b);
 }
 
-static void
-s_assert_json (const char *text, const char *expected)
-{
-    json_t *a = json_loads (text, 0, NULL);
-    json_t *b = json_loads (expected, 0, NULL);
-    assert_non_null (a);
-    assert_non_null (b);
-    if (!json_equal (a, b))
-        fail_msg ("JSON %s != %s", text, expected);
-    json_decref (a);
-    json_decref (b);
-}
-
 // s_gone: the process no longer exists, or is a zombie nobody has reaped yet.
 static bool
 s_gone (pid_t pid)
@@ -250,7 +238,7 @@ test_reports_and_env (void **state)
     assert_string_equal (r->error, "");
     assert_int_equal (r->exit_code, 0);
     assert_int_equal (r->reports, 3);
-    s_assert_json (r->metrics_json, "{\"step\": 3, \"loss\": 0.125}");
+    cgq_assert_json (r->metrics_json, "{\"step\": 3, \"loss\": 0.125}");
     assert_int_equal (f->n_reports, 3);
     assert_int_equal (f->seqs[0], 1);
     assert_int_equal (f->seqs[2], 3);
@@ -318,7 +306,7 @@ test_result_json_wins (void **state)
     Cgq__Result *r = s_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
-    s_assert_json (r->metrics_json, "{\"acc\": 0.9, \"loss\": 0.1}");
+    cgq_assert_json (r->metrics_json, "{\"acc\": 0.9, \"loss\": 0.1}");
     assert_int_equal (r->reports, 1);
     cgq_task_result_destroy (&r);
     cgq_task_destroy (&task);
@@ -390,7 +378,7 @@ test_malformed_report_ignored (void **state)
     Cgq__Result *r = s_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
-    s_assert_json (r->metrics_json, "{\"ok\": 1}");
+    cgq_assert_json (r->metrics_json, "{\"ok\": 1}");
     assert_int_equal (r->reports, 1);
     assert_int_equal (f->n_reports, 1);
     char *err = s_read_file (r->trial_dir, "stderr.log");
@@ -421,7 +409,7 @@ test_overlong_report_line (void **state)
     Cgq__Result *r = s_run (task, 8000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
-    s_assert_json (r->metrics_json, "{\"x\": 1}");
+    cgq_assert_json (r->metrics_json, "{\"x\": 1}");
     char *err = s_read_file (r->trial_dir, "stderr.log");
     assert_non_null (strstr (err, "cgq: ignoring report line 1: longer than 1048576 bytes: aaaa"));
     assert_true (strlen (err) < 400);
@@ -707,7 +695,7 @@ test_noop_and_helpers (void **state)
     a.params_json = "{\"a\": 1, \"b\": 2.5, \"c\": \"x\", \"d\": true}";
     Cgq__Result *r = cgq_task_noop_result (&a);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
-    s_assert_json (r->metrics_json, "{\"a\": 1, \"b\": 2.5, \"score\": 3.5}");
+    cgq_assert_json (r->metrics_json, "{\"a\": 1, \"b\": 2.5, \"score\": 3.5}");
     assert_true (cgq_task_ref_equal (r->task, &ref));
     cgq_task_result_destroy (&r);
     a.params_json = "{\"a\": 1, \"b\": 2}";
@@ -716,7 +704,7 @@ test_noop_and_helpers (void **state)
     cgq_task_result_destroy (&r);
     a.params_json = "";
     r = cgq_task_noop_result (&a);
-    s_assert_json (r->metrics_json, "{\"score\": 0}");
+    cgq_assert_json (r->metrics_json, "{\"score\": 0}");
     cgq_task_result_destroy (&r);
     cgq_task_result_destroy (&r); // NULL-safe
     cgq_task_destroy (NULL);

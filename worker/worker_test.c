@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "assert_json.h"
 #include "task.h"
 #include "util.h"
 #include "wire.h"
@@ -260,19 +261,6 @@ s_expect (s_fake_t *f, Cgq__Envelope__BodyCase body_case, int64_t max_ms)
     return NULL;
 }
 
-static void
-s_assert_json (const char *text, const char *expected)
-{
-    json_t *a = json_loads (text, 0, NULL);
-    json_t *b = json_loads (expected, 0, NULL);
-    assert_non_null (a);
-    assert_non_null (b);
-    if (!json_equal (a, b))
-        fail_msg ("JSON %s != %s", text, expected);
-    json_decref (a);
-    json_decref (b);
-}
-
 // s_wait_welcomed waits for a Heartbeat: only a welcomed worker sends them.
 static void
 s_wait_welcomed (s_fake_t *f)
@@ -321,7 +309,7 @@ test_hello_assign_result_ack (void **state)
     env = s_expect (f, CGQ__ENVELOPE__BODY_RESULT, 5000);
     assert_int_equal (env->result->task->trial, 0);
     assert_int_equal (env->result->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
-    s_assert_json (env->result->metrics_json, "{\"x\": 2, \"y\": 3, \"score\": 5}");
+    cgq_assert_json (env->result->metrics_json, "{\"x\": 2, \"y\": 3, \"score\": 5}");
     s_send_ack (f, env->result->task);
     cgq_wire_free (env);
 
@@ -357,7 +345,7 @@ test_hello_assign_result_ack (void **state)
     assert_int_equal (progress, 2);
     assert_int_equal (result->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     assert_int_equal (result->reports, 2);
-    s_assert_json (result->metrics_json, "{\"loss\": 0.25, \"gpu\": \"1\"}");
+    cgq_assert_json (result->metrics_json, "{\"loss\": 0.25, \"gpu\": \"1\"}");
     assert_non_null (strstr (result->trial_dir, "/work/job-1/trial-1/attempt-1"));
     assert_true (result->duration_s >= 0.3);
     s_send_ack (f, result->task);

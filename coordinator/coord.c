@@ -296,8 +296,8 @@ s_welcome (coord_t *c, node_t *n)
     coord_send (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
 }
 
-static void
-s_stop_task (coord_t *c, const char *rid, const Cgq__TaskRef *task, const char *reason)
+void
+coord_stop_task (coord_t *c, const char *rid, const Cgq__TaskRef *task, const char *reason)
 {
     Cgq__Stop s = CGQ__STOP__INIT;
     s.task = (Cgq__TaskRef *) task;
@@ -427,7 +427,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
         char buf[80];
         cgq_info ("node %s runs task %s that is not ours; stopping it", rid,
                   cgq_wire_task_str (buf, r));
-        s_stop_task (c, rid, r, "unknown to the coordinator");
+        coord_stop_task (c, rid, r, "unknown to the coordinator");
     }
 
     n->last_seen_ms = cgq_now_ms ();
@@ -454,7 +454,7 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
             // Cancelled but still running there: our Stop may have been lost
             // in a reconnect. Stop is idempotent on the worker; say it again.
             if (t->state == T_CANCELLED)
-                s_stop_task (c, n->id, r, "job cancelled");
+                coord_stop_task (c, n->id, r, "job cancelled");
             continue;
         }
         if (s_readopt (c, n, t, r))
@@ -462,7 +462,7 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
         char buf[80];
         cgq_info ("node %s runs task %s that is no longer its own; stopping it", n->id,
                   cgq_wire_task_str (buf, r));
-        s_stop_task (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
+        coord_stop_task (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
     }
 }
 
@@ -518,8 +518,8 @@ s_node_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
     }
 }
 
-static void
-s_control_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg)
+void
+coord_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg, bool now)
 {
     Cgq__Reply r = CGQ__REPLY__INIT;
     r.code = code;
@@ -527,7 +527,10 @@ s_control_reply (coord_t *c, const char *rid, size_t rid_len, int code, const ch
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_REPLY;
     env.reply = &r;
-    coord_send (c, c->ctl_sock, rid, rid_len, true, &env);
+    if (now)
+        cgq_wire_send_to (c->ctl_sock, rid, rid_len, 1, &env);
+    else
+        coord_send (c, c->ctl_sock, rid, rid_len, true, &env);
 }
 
 static void
@@ -543,11 +546,11 @@ s_control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
     case CGQ__ENVELOPE__BODY_PING: {
         char msg[64];
         snprintf (msg, sizeof msg, "epoch %" PRIu64, c->epoch);
-        s_control_reply (c, rid, rid_len, 0, msg);
+        coord_reply (c, rid, rid_len, 0, msg, false);
         break;
     }
     default:
-        s_control_reply (c, rid, rid_len, 2, "unexpected message on the control socket");
+        coord_reply (c, rid, rid_len, 2, "unexpected message on the control socket", false);
     }
 }
 

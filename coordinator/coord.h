@@ -172,6 +172,12 @@ typedef struct {
 int coord_run (coord_t *c);
 void coord_send (coord_t *c, void *sock, const char *rid, size_t rid_len, bool delim,
                  cgq_env_t *env); // queued until after the flush
+// coord_stop_task queues a Stop of task for node rid.
+void coord_stop_task (coord_t *c, const char *rid, const Cgq__TaskRef *task, const char *reason);
+// coord_reply answers a CLI request: with now, at once (an error that
+// changed nothing), else after this turn's flush like every other message.
+void coord_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg,
+                  bool now);
 void coord_event (coord_t *c, const char *type, uint64_t job, int64_t trial, const char *node,
                   uint32_t attempt, const char *detail);
 node_t *coord_node (coord_t *c, const char *id);

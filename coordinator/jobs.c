@@ -328,21 +328,6 @@ job_set_blocked (coord_t *c, job_t *j, const char *reason)
 }
 
 static void
-s_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg, bool now)
-{
-    Cgq__Reply r = CGQ__REPLY__INIT;
-    r.code = code;
-    r.message = (char *) msg;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_REPLY;
-    env.reply = &r;
-    if (now)
-        cgq_wire_send_to (c->ctl_sock, rid, rid_len, 1, &env);
-    else
-        coord_send (c, c->ctl_sock, rid, rid_len, true, &env);
-}
-
-static void
 s_req_from_spec (job_t *j)
 {
     j->req.cpu = j->spec->trial.cpu;
@@ -385,13 +370,13 @@ jobs_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *
         char msg[256];
         snprintf (msg, sizeof msg, "%s: spec is %zu bytes, more than the limit of %llu (--max-spec)",
                   path, len, (unsigned long long) c->cfg.max_spec);
-        s_reply (c, rid, rid_len, 2, msg, true);
+        coord_reply (c, rid, rid_len, 2, msg, true);
         return;
     }
     char err[1024];
     cgq_spec_t *spec = cgq_spec_parse (yaml, len, path, err, sizeof err);
     if (!spec) {
-        s_reply (c, rid, rid_len, 2, err, true);
+        coord_reply (c, rid, rid_len, 2, err, true);
         return;
     }
     uint64_t total = 0;
@@ -401,13 +386,13 @@ jobs_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *
                   "(lower search.samples or the grid, or raise --max-trials)",
                   path, (unsigned long long) total, (long long) c->cfg.max_trials);
         cgq_spec_destroy (&spec);
-        s_reply (c, rid, rid_len, 2, msg, true);
+        coord_reply (c, rid, rid_len, 2, msg, true);
         return;
     }
     cgq_searcher_t *searcher = cgq_searcher_new (spec, NULL, err, sizeof err);
     if (!searcher) {
         cgq_spec_destroy (&spec);
-        s_reply (c, rid, rid_len, 2, err, true);
+        coord_reply (c, rid, rid_len, 2, err, true);
         return;
     }
     redisReply *r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
@@ -419,7 +404,7 @@ jobs_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *
             freeReplyObject (r);
         cgq_searcher_destroy (&searcher);
         cgq_spec_destroy (&spec);
-        s_reply (c, rid, rid_len, 1, msg, true);
+        coord_reply (c, rid, rid_len, 1, msg, true);
         return;
     }
     uint64_t id = (uint64_t) r->integer;
@@ -460,22 +445,6 @@ jobs_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *
     c->sched_dirty = true;
 }
 
-static void
-s_stop_on_node (coord_t *c, trial_t *t, const char *reason)
-{
-    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
-    ref.job = t->job->id;
-    ref.trial = t->id;
-    ref.attempt = t->attempt;
-    Cgq__Stop s = CGQ__STOP__INIT;
-    s.task = &ref;
-    s.reason = (char *) reason;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_STOP;
-    env.stop = &s;
-    coord_send (c, c->nodes_sock, t->node->id, strlen (t->node->id), false, &env);
-}
-
 void
 jobs_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
 {
@@ -488,14 +457,14 @@ jobs_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
         if (!r) {
             snprintf (msg, sizeof msg, "cannot read job %llu: %s", (unsigned long long) id,
                       cgq_store_errstr (c->store));
-            s_reply (c, rid, rid_len, 1, msg, true);
+            coord_reply (c, rid, rid_len, 1, msg, true);
             return;
         }
         if (r->type == REDIS_REPLY_STRING)
             snprintf (msg, sizeof msg, "job %llu is already %s", (unsigned long long) id, r->str);
         else
             snprintf (msg, sizeof msg, "no job %llu (see cgq status)", (unsigned long long) id);
-        s_reply (c, rid, rid_len, r->type == REDIS_REPLY_STRING ? 0 : 2, msg, true);
+        coord_reply (c, rid, rid_len, r->type == REDIS_REPLY_STRING ? 0 : 2, msg, true);
         freeReplyObject (r);
         return;
     }
@@ -517,7 +486,11 @@ jobs_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
                      t->attempt, NULL);
         if (on_node) {
             // It stays in memory, holding its resources, until the node reports it stopped.
-            s_stop_on_node (c, t, "job cancelled");
+            Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+            ref.job = j->id;
+            ref.trial = t->id;
+            ref.attempt = t->attempt;
+            coord_stop_task (c, t->node->id, &ref, "job cancelled");
             stopped++;
         }
         else {
@@ -534,7 +507,7 @@ jobs_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
     snprintf (msg, sizeof msg, "cancelled job %llu: %u running trial(s) stopped, %u pending dropped",
               (unsigned long long) id, stopped, dropped);
     cgq_info ("%s", msg);
-    s_reply (c, rid, rid_len, 0, msg, false);
+    coord_reply (c, rid, rid_len, 0, msg, false);
     job_check_done (c, j);
 }
 
@@ -607,6 +580,7 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
     if (t->node)
         coord_node_release (c, t);
     t->losses = 0;
+    (void) n;
 
     char tkey[128], dur[32], now[32], vbuf[32];
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
@@ -618,77 +592,69 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
                           "trial_dir", r->trial_dir ? r->trial_dir : "", "metrics",
                           r->metrics_json && *r->metrics_json ? r->metrics_json : "{}"};
     int nkv = 8;
-    (void) n;
-    if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+
+    // Decide first whether this is a success; every failure is recorded the same way.
+    const char *fail = NULL;
+    bool retryable = true;
+    cgq_buf_t why;
+    cgq_buf_init (&why);
+    json_t *metrics = NULL;
+    double value = NAN;
+    const char *metric = j->spec->objective.metric;
+    if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED)
+        fail = r->error && *r->error ? r->error : "failed";
+    else if (!(metrics = json_loads (kv[7], 0, NULL)) || !json_is_object (metrics)) {
+        fail = "the trial's result is not a JSON object";
+        retryable = false;
+    }
+    else if (metric) {
+        json_t *v = json_object_get (metrics, metric);
+        if (!v || !json_is_number (v) || !isfinite (json_number_value (v))) {
+            cgq_buf_printf (&why, "result has no numeric metric '%s' (metrics: ", metric);
+            s_metric_names (&why, metrics);
+            cgq_buf_puts (&why, "); report it, or fix objective.metric");
+            fail = why.data;
+            retryable = false;
+        }
+        else
+            value = json_number_value (v);
+    }
+    if (fail) {
         const char *argv[2 + 8] = {"HSET", tkey};
         memcpy (argv + 2, kv, 8 * sizeof *kv);
         cgq_store_cmdargv (c->store, 10, argv, NULL);
-    }
-
-    if (r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED) {
-        json_error_t jerr;
-        json_t *metrics = json_loads (r->metrics_json && *r->metrics_json ? r->metrics_json : "{}",
-                                      0, &jerr);
-        if (!metrics || !json_is_object (metrics)) {
-            json_decref (metrics);
-            const char *argv[2 + 8] = {"HSET", tkey};
-            memcpy (argv + 2, kv, 8 * sizeof *kv);
-            cgq_store_cmdargv (c->store, 10, argv, NULL);
-            s_fail_or_retry (c, t, "the trial's result is not a JSON object", false);
-            return;
-        }
-        double value = NAN;
-        const char *metric = j->spec->objective.metric;
-        if (metric) {
-            json_t *v = json_object_get (metrics, metric);
-            if (!v || !json_is_number (v) || !isfinite (json_number_value (v))) {
-                cgq_buf_t b;
-                cgq_buf_init (&b);
-                cgq_buf_printf (&b, "result has no numeric metric '%s' (metrics: ", metric);
-                s_metric_names (&b, metrics);
-                cgq_buf_puts (&b, "); report it, or fix objective.metric");
-                json_decref (metrics);
-                const char *argv[2 + 8] = {"HSET", tkey};
-                memcpy (argv + 2, kv, 8 * sizeof *kv);
-                cgq_store_cmdargv (c->store, 10, argv, NULL);
-                s_fail_or_retry (c, t, b.data, false);
-                cgq_buf_fini (&b);
-                return;
-            }
-            value = json_number_value (v);
-            char lkey[64], jkey[64];
-            cgq_fmt_double (vbuf, value);
-            cgq_key_leaderboard (lkey, sizeof lkey, j->id);
-            cgq_key_job (jkey, sizeof jkey, j->id);
-            kv[nkv++] = "value";
-            kv[nkv++] = vbuf;
-            cgq_store_cmd (c->store, "ZADD %s %s %llu", lkey, vbuf, (unsigned long long) t->id);
-            double sign = j->spec->objective.mode > 0 ? 1 : -1;
-            if (j->best_trial < 0 || sign * value > sign * j->best_value) {
-                j->best_trial = (int64_t) t->id;
-                j->best_value = value;
-                cgq_store_cmd (c->store, "HSET %s best_trial %llu best_value %s", jkey,
-                               (unsigned long long) t->id, vbuf);
-            }
-        }
-        kv[nkv++] = "finished";
-        kv[nkv++] = now;
-        if (t->has_error) // an earlier attempt's error no longer applies
-            cgq_store_cmd (c->store, "HDEL %s error", tkey);
-        trial_set_state_kv (c, t, T_SUCCEEDED, kv, nkv);
-        coord_event (c, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
-        cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
+        s_fail_or_retry (c, t, fail, retryable);
         json_decref (metrics);
-        s_trial_end (c, t);
+        cgq_buf_fini (&why);
         return;
     }
-    const char *error = r->error && *r->error ? r->error : "failed";
-    if (r->status == CGQ__TASK_STATUS__TASK_STOPPED) {
-        // Only a cancelled job stops tasks today; a stray stop counts as a failure.
-        s_fail_or_retry (c, t, error, true);
-        return;
+    cgq_buf_fini (&why);
+
+    if (metric) {
+        char lkey[64], jkey[64];
+        cgq_fmt_double (vbuf, value);
+        cgq_key_leaderboard (lkey, sizeof lkey, j->id);
+        cgq_key_job (jkey, sizeof jkey, j->id);
+        kv[nkv++] = "value";
+        kv[nkv++] = vbuf;
+        cgq_store_cmd (c->store, "ZADD %s %s %llu", lkey, vbuf, (unsigned long long) t->id);
+        double sign = j->spec->objective.mode > 0 ? 1 : -1;
+        if (j->best_trial < 0 || sign * value > sign * j->best_value) {
+            j->best_trial = (int64_t) t->id;
+            j->best_value = value;
+            cgq_store_cmd (c->store, "HSET %s best_trial %llu best_value %s", jkey,
+                           (unsigned long long) t->id, vbuf);
+        }
     }
-    s_fail_or_retry (c, t, error, true);
+    kv[nkv++] = "finished";
+    kv[nkv++] = now;
+    if (t->has_error) // an earlier attempt's error no longer applies
+        cgq_store_cmd (c->store, "HDEL %s error", tkey);
+    trial_set_state_kv (c, t, T_SUCCEEDED, kv, nkv);
+    coord_event (c, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
+    cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
+    json_decref (metrics);
+    s_trial_end (c, t);
 }
 
 void

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -696,16 +695,6 @@ s_start_coordinator (s_local_t *l, const char *bin)
     }
 }
 
-static double
-s_cores (void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity (0, sizeof set, &set) == 0 && CPU_COUNT (&set) > 0)
-        return CPU_COUNT (&set);
-    long n = sysconf (_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (double) n : 1;
-}
-
 // s_gpu_plan returns the --gpus value of each of n workers (caller frees each
 // and the array). A list of GPUs, given or found with nvidia-smi for "auto",
 // is dealt out round-robin so that two local workers never share a GPU.
@@ -963,7 +952,7 @@ cgq_cmd_run (cgq_cli_t *cli)
     }
     // At least one slot each: with more workers than cores, a default
     // `cpu: 1` trial must still fit somewhere (the cores are shared anyway).
-    double cpus = s_cores () / (double) nworkers;
+    double cpus = cgq_cores () / (double) nworkers;
     if (cpus < 1)
         cpus = 1;
     const char *cpus_opt = cgq_cli_opt (cli, "cpus");

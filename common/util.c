@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,16 @@ cgq_parse_bytes (const char *s, uint64_t *bytes)
         return -1;
     *bytes = (uint64_t) r;
     return 0;
+}
+
+double
+cgq_cores (void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity (0, sizeof set, &set) == 0 && CPU_COUNT (&set) > 0)
+        return CPU_COUNT (&set);
+    long n = sysconf (_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (double) n : 1;
 }
 
 int

@@ -60,6 +60,10 @@ int cgq_parse_bytes (const char *s, uint64_t *bytes);
 int cgq_parse_u64 (const char *s, uint64_t *out);
 int cgq_parse_double (const char *s, double *out);
 
+// cgq_cores returns the number of CPUs this process may run on (its
+// affinity mask, so a container's cpuset counts), at least 1.
+double cgq_cores (void);
+
 // cgq_mkdir_p creates dir and its parents (mode 0755). 0 or -1 with errno.
 int cgq_mkdir_p (const char *dir);
 

@@ -349,13 +349,6 @@ s_shutdown (s_worker_t *w)
     cgq_link_bye (w->link, "shutdown");
 }
 
-static double
-s_default_cpus (void)
-{
-    long n = sysconf (_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (double) n : 1;
-}
-
 static uint64_t
 s_default_memory (void)
 {
@@ -407,7 +400,7 @@ s_setup (s_worker_t *w)
         return 2;
     }
     if (w->cfg.cpus <= 0)
-        w->cfg.cpus = s_default_cpus ();
+        w->cfg.cpus = cgq_cores ();
     if (w->cfg.memory == 0)
         w->cfg.memory = s_default_memory ();
 

@@ -34,6 +34,19 @@ cgq_log_level_parse (const char *name)
     return -1;
 }
 
+int
+cgq_log_configure (const char *prog, const char *level_name, bool json)
+{
+    int level = cgq_log_level_parse (level_name ? level_name : "info");
+    if (level < 0) {
+        fprintf (stderr, "%s: --log-level: '%s' is not a level (debug, info, warn or error)\n",
+                 prog, level_name);
+        return -1;
+    }
+    cgq_log_init (prog, level, json);
+    return 0;
+}
+
 void
 cgq_log_write (int level, const char *fmt, ...)
 {

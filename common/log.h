@@ -21,6 +21,11 @@ void cgq_log_init (const char *prog, int level, bool json);
 // cgq_log_level_parse maps "debug|info|warn|error" to a level; -1 if unknown.
 int cgq_log_level_parse (const char *name);
 
+// cgq_log_configure is cgq_log_init for a daemon's --log-level and
+// --log-json options: an unknown level name prints one line naming it on
+// stderr and returns -1 (the caller exits 2); otherwise 0.
+int cgq_log_configure (const char *prog, const char *level_name, bool json);
+
 void cgq_log_write (int level, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 
 // The level is checked before the arguments are formatted.

@@ -127,14 +127,10 @@ main (int argc, char **argv)
         cgq_config_free (s_opts, &c.cfg);
         return 2;
     }
-    int level = cgq_log_level_parse (c.cfg.log_level);
-    if (level < 0) {
-        fprintf (stderr, "cgq-coordinator: --log-level: '%s' is not a level (debug, info, warn, error)\n",
-                 c.cfg.log_level);
+    if (cgq_log_configure ("cgq-coordinator", c.cfg.log_level, c.cfg.log_json) < 0) {
         cgq_config_free (s_opts, &c.cfg);
         return 2;
     }
-    cgq_log_init ("cgq-coordinator", level, c.cfg.log_json);
 
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);

@@ -386,13 +386,8 @@ s_build_resources (s_worker_t *w)
 static int
 s_setup (s_worker_t *w)
 {
-    int level = cgq_log_level_parse (w->cfg.log_level ? w->cfg.log_level : "info");
-    if (level < 0) {
-        fprintf (stderr, S_PROG ": bad --log-level '%s' (expected debug, info, warn or error)\n",
-                 w->cfg.log_level);
+    if (cgq_log_configure (S_PROG, w->cfg.log_level, w->cfg.log_json) < 0)
         return 2;
-    }
-    cgq_log_init (S_PROG, level, w->cfg.log_json);
 
     char err[256] = "";
     if (cgq_gpu_discover (w->cfg.gpus, &w->gpus, err, sizeof err) < 0) {

@@ -15,7 +15,6 @@ cgq or redis-server is missing.
 """
 
 import csv
-import ctypes
 import io
 import json
 import os
@@ -34,23 +33,10 @@ BIN = os.path.abspath(os.environ.get("CGQ_BIN_DIR") or os.path.join(HERE, "..", 
 CGQ = os.path.join(BIN, "cgq")
 SANITIZER = ("AddressSanitizer", "LeakSanitizer", "runtime error")
 
-
-def _subreaper():
-    # Orphans of `cgq run` (daemons left by --keep, trials of a killed worker)
-    # become our children, so that they can be found, reaped and stopped.
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-SUBREAPER = _subreaper()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# The integration tests' harness: free ports, a subreaper, process listing and
+# a private redis-server with a RESP client.
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+from harness import SUBREAPER, Cluster, free_port, my_children  # noqa: E402
 
 
 def cgq(*args, env=None, cwd=None, timeout=60):
@@ -70,58 +56,17 @@ def cgq(*args, env=None, cwd=None, timeout=60):
     return p.returncode, out, err, time.monotonic() - t0
 
 
-def children():
-    """Live children of this process (zombies are reaped)."""
-    me, out = os.getpid(), []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % name) as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(rest[1]) != me:
-            continue
-        if rest[0] == "Z":
-            try:
-                os.waitpid(int(name), os.WNOHANG)
-            except OSError:
-                pass
-            continue
-        out.append(int(name))
-    return out
-
-
 class RedisServer:
-    """A private redis-server on a free loopback port, stopped by PID."""
+    """A private redis-server on a free loopback port (the integration
+    harness's), stopped by PID."""
 
     def __init__(self, tmp):
-        self.dir = os.path.join(tmp, "redis")
-        os.makedirs(self.dir)
-        for _ in range(3):
-            self.port = free_port()
-            conf = os.path.join(self.dir, "redis.conf")
-            with open(conf, "w") as f:
-                f.write("port %d\nbind 127.0.0.1\ndir %s\nsave \"\"\nappendonly no\n"
-                        % (self.port, self.dir))
-            self.log = open(os.path.join(self.dir, "redis.log"), "wb")
-            self.proc = subprocess.Popen([shutil.which("redis-server"), conf],
-                                         stdout=self.log, stderr=self.log,
-                                         stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if self.cli("PING") == "PONG":
-                    self.url = "redis://127.0.0.1:%d/0" % self.port
-                    return
-                time.sleep(0.05)
-            self.stop()
-        raise RuntimeError("redis-server did not start (see %s)" % self.dir)
+        self.cluster = Cluster(tmp)
+        self.cluster.start_redis()
+        self.port, self.url = self.cluster.redis_port, self.cluster.redis_url
 
     def cli(self, *args):
-        p = subprocess.run(["redis-cli", "-p", str(self.port)] + [str(a) for a in args],
-                           capture_output=True, timeout=10)
-        return p.stdout.decode().strip()
+        return self.cluster.redis.cmd(*args)
 
     def hset(self, key, fields):
         args = []
@@ -130,14 +75,8 @@ class RedisServer:
         self.cli("HSET", key, *args)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.log.close()
+        self.cluster.redis_proc.stop(10)
+        self.cluster.redis.close()
 
 
 class TmpCase(unittest.TestCase):
@@ -313,10 +252,9 @@ class ShowTest(TmpCase):
         params = {"s": "a\"b\\c\nd\te\u00e9\u2028\U0001F600", "k\"ey\n": 1, "\u03bb": [0.1, "x"]}
         self.redis.hset("cgq:job:{3}:trial:0", {
             "id": "0", "job": "3", "state": "failed", "attempt": "1", "params": params})
-        p = subprocess.run(["redis-cli", "-p", str(self.redis.port), "HSET", "cgq:job:{3}:trial:0",
-                            "error", b"exit status 1\n\xed\xa0\x80 caf\xc3\xa9 \xffend",
-                            "node", b"n\xc0\xafx"], capture_output=True, timeout=10)
-        self.assertEqual(p.returncode, 0, p.stderr)
+        self.redis.cli("HSET", "cgq:job:{3}:trial:0",
+                       "error", b"exit status 1\n\xed\xa0\x80 caf\xc3\xa9 \xffend",
+                       "node", b"n\xc0\xafx")
         rc, out, err, _ = cgq("results", "3", "--format", "json", env=self.env)
         self.assertEqual(rc, 0, err)
         doc = json.loads(out)
@@ -569,9 +507,9 @@ class RunTest(TmpCase):
         if not SUBREAPER:
             return
         deadline = time.monotonic() + 5
-        while children() and time.monotonic() < deadline:
+        while my_children() and time.monotonic() < deadline:
             time.sleep(0.1)
-        left = children()
+        left = my_children()
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         self.assertEqual(left, [], "processes left running")

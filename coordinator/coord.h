@@ -197,7 +197,8 @@ void jobs_destroy_all (coord_t *c);
 trial_t *jobs_trial (coord_t *c, uint64_t job, uint64_t trial);
 void trial_set_state (coord_t *c, trial_t *t, tstate_t s);
 // trial_set_state_kv also sets nkv/2 field-value pairs of the trial hash in
-// the same HSET (the values are borrowed for the call).
+// the same HSET (the values are borrowed for the call). Setting "error"
+// marks the trial as holding one (has_error).
 void trial_set_state_kv (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv);
 trial_t *trial_create (coord_t *c, job_t *j);
 void job_enqueue (job_t *j, trial_t *t, bool front);

@@ -176,8 +176,11 @@ trial_set_state_kv (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv
     argv[n++] = tkey;
     argv[n++] = "state";
     argv[n++] = tstate_names[s];
-    for (int i = 0; i < nkv && n < (int) (sizeof argv / sizeof *argv); i++)
+    for (int i = 0; i < nkv && n < (int) (sizeof argv / sizeof *argv); i++) {
         argv[n++] = kv[i];
+        if (i % 2 == 0 && strcmp (kv[i], "error") == 0)
+            t->has_error = true;
+    }
     cgq_store_cmdargv (c->store, n, argv, NULL);
     if (s != T_PENDING && s != T_RUNNING && s != T_UNSCHEDULABLE) {
         char akey[64];
@@ -223,6 +226,18 @@ s_trial_end (coord_t *c, trial_t *t)
     map_del (&j->trials, t->id);
     s_trial_free (t);
     job_check_done (c, j);
+}
+
+// s_clear_error removes the error an earlier attempt (or an unschedulable
+// spell) left in the trial's hash.
+static void
+s_clear_error (coord_t *c, trial_t *t)
+{
+    if (!t->has_error)
+        return;
+    char tkey[128];
+    cgq_store_cmd (c->store, "HDEL %s error", cgq_key_trial (tkey, sizeof tkey, t->job->id, t->id));
+    t->has_error = false;
 }
 
 // s_job_write sets the job's counts, suggested and searcher state to their
@@ -312,17 +327,14 @@ job_set_blocked (coord_t *c, job_t *j, const char *reason)
     else
         cgq_store_cmd (c->store, "HDEL %s blocked", jkey);
     for (trial_t *t = j->qhead; t; t = t->qnext) {
-        char tkey[128];
-        cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
         if (reason) {
-            trial_set_state (c, t, T_UNSCHEDULABLE);
-            cgq_store_cmd (c->store, "HSET %s error %s", tkey, reason);
-            t->has_error = true;
+            const char *kv[] = {"error", reason};
+            trial_set_state_kv (c, t, T_UNSCHEDULABLE, kv, 2);
             coord_event (c, "trial.unschedulable", j->id, (int64_t) t->id, NULL, 0, reason);
         }
         else if (t->state == T_UNSCHEDULABLE) {
             trial_set_state (c, t, T_PENDING);
-            cgq_store_cmd (c->store, "HDEL %s error", tkey);
+            s_clear_error (c, t);
         }
     }
 }
@@ -532,20 +544,18 @@ static void
 s_fail_or_retry (coord_t *c, trial_t *t, const char *error, bool retryable)
 {
     job_t *j = t->job;
-    char tkey[128], now[32];
-    cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
-    cgq_store_cmd (c->store, "HSET %s error %s", tkey, error);
-    t->has_error = true;
     if (retryable && t->attempt <= j->spec->trial.retries) {
-        trial_set_state (c, t, T_PENDING);
+        const char *kv[] = {"error", error};
+        trial_set_state_kv (c, t, T_PENDING, kv, 2);
         job_enqueue (j, t, false);
         coord_event (c, "trial.retry", j->id, (int64_t) t->id, NULL, t->attempt, error);
         c->sched_dirty = true;
         return;
     }
+    char now[32];
     cgq_fmt_double (now, cgq_wall_s ());
-    cgq_store_cmd (c->store, "HSET %s finished %s", tkey, now);
-    trial_set_state (c, t, T_FAILED);
+    const char *kv[] = {"error", error, "finished", now};
+    trial_set_state_kv (c, t, T_FAILED, kv, 4);
     coord_event (c, "trial.failed", j->id, (int64_t) t->id, NULL, t->attempt, error);
     cgq_searcher_observe (j->searcher, t->id, NULL, NAN, false);
     s_trial_end (c, t);
@@ -648,8 +658,7 @@ jobs_result (coord_t *c, node_t *n, const Cgq__Result *r, bool *ack)
     }
     kv[nkv++] = "finished";
     kv[nkv++] = now;
-    if (t->has_error) // an earlier attempt's error no longer applies
-        cgq_store_cmd (c->store, "HDEL %s error", tkey);
+    s_clear_error (c, t); // an earlier attempt's error no longer applies
     trial_set_state_kv (c, t, T_SUCCEEDED, kv, nkv);
     coord_event (c, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
     cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
@@ -690,12 +699,9 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
         s_fail_or_retry (c, t, err, false);
         return;
     }
-    char tkey[128];
-    cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
     snprintf (err, sizeof err, "attempt %u lost: %s", t->attempt, why);
-    cgq_store_cmd (c->store, "HSET %s error %s", tkey, err);
-    t->has_error = true;
-    trial_set_state (c, t, T_PENDING);
+    const char *kv[] = {"error", err};
+    trial_set_state_kv (c, t, T_PENDING, kv, 2);
     job_enqueue (j, t, true);
     c->sched_dirty = true;
 }

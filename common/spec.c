@@ -1155,11 +1155,7 @@ cgq_spec_load (const char *path, char *err, size_t errlen)
     }
     cgq_buf_t b;
     cgq_buf_init (&b);
-    char chunk[8192];
-    size_t n;
-    while ((n = fread (chunk, 1, sizeof chunk, f)) > 0)
-        cgq_buf_append (&b, chunk, n);
-    int failed = ferror (f);
+    int failed = cgq_buf_read (&b, f);
     int saved = errno;
     fclose (f);
     if (failed) {

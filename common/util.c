@@ -189,6 +189,16 @@ cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...)
     va_end (ap2);
 }
 
+int
+cgq_buf_read (cgq_buf_t *b, FILE *f)
+{
+    char chunk[8192];
+    size_t n;
+    while ((n = fread (chunk, 1, sizeof chunk, f)) > 0)
+        cgq_buf_append (b, chunk, n);
+    return ferror (f) ? -1 : 0;
+}
+
 char *
 cgq_buf_take (cgq_buf_t *b)
 {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 // Out of memory aborts with the size that failed; these never return NULL.
 void *cgq_xmalloc (size_t size);
@@ -41,6 +42,9 @@ void cgq_buf_reset (cgq_buf_t *b);
 void cgq_buf_append (cgq_buf_t *b, const void *data, size_t len);
 void cgq_buf_puts (cgq_buf_t *b, const char *s);
 void cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// cgq_buf_read appends everything f still holds to b. Returns 0, or -1 with
+// errno set if reading failed (what was read stays in b).
+int cgq_buf_read (cgq_buf_t *b, FILE *f);
 // cgq_buf_take returns the data (caller frees) and leaves b empty.
 char *cgq_buf_take (cgq_buf_t *b);
 

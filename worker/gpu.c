@@ -24,10 +24,7 @@ s_smi_run_default (void)
         return NULL;
     cgq_buf_t out;
     cgq_buf_init (&out);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread (chunk, 1, sizeof chunk, f)) > 0)
-        cgq_buf_append (&out, chunk, n);
+    cgq_buf_read (&out, f); // a short read shows as bad output or a failed status
     int status = pclose (f);
     if (status == -1 || !WIFEXITED (status) || WEXITSTATUS (status) != 0) {
         cgq_buf_fini (&out);

@@ -126,10 +126,7 @@ s_read_file (const char *dir, const char *name)
         return NULL;
     cgq_buf_t b;
     cgq_buf_init (&b);
-    char chunk[4096];
-    size_t n;
-    while ((n = fread (chunk, 1, sizeof chunk, fp)) > 0)
-        cgq_buf_append (&b, chunk, n);
+    cgq_buf_read (&b, fp);
     fclose (fp);
     return cgq_buf_take (&b);
 }

@@ -243,8 +243,8 @@ coord_node_release (coord_t *c, trial_t *t)
     c->sched_dirty = true;
 }
 
-static void
-s_node_attach (node_t *n, trial_t *t)
+void
+coord_node_attach (node_t *n, trial_t *t)
 {
     t->node = n;
     t->nprev = NULL;
@@ -268,7 +268,7 @@ s_readopt (coord_t *c, node_t *n, trial_t *t, const Cgq__TaskRef *r)
         || t->attempt != r->attempt)
         return false;
     job_unqueue (t->job, t);
-    s_node_attach (n, t);
+    coord_node_attach (n, t);
     // Its GPU grant is still the positions it had on this node (same worker,
     // same GPU list); sched_grant re-checks them.
     if (sched_grant (c, n, t) < 0)
@@ -404,7 +404,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
             continue;
         if (tr && tr->state == T_RUNNING && !tr->node && tr->attempt == r->attempt) {
             // adoption: it keeps running there, counted once
-            s_node_attach (n, tr);
+            coord_node_attach (n, tr);
             // Recovery kept the GPU indices it was given; map them to positions.
             for (int k = 0; k < tr->ngpus; k++) {
                 int pos = -1;

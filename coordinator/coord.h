@@ -181,6 +181,9 @@ void coord_reply (coord_t *c, const char *rid, size_t rid_len, int code, const c
 void coord_event (coord_t *c, const char *type, uint64_t job, int64_t trial, const char *node,
                   uint32_t attempt, const char *detail);
 node_t *coord_node (coord_t *c, const char *id);
+// coord_node_attach puts t on n's task list (t->node = n); resources are
+// granted separately (sched_grant). coord_node_release undoes both.
+void coord_node_attach (node_t *n, trial_t *t);
 void coord_node_release (coord_t *c, trial_t *t);
 void coord_node_write (coord_t *c, node_t *n);
 

@@ -155,13 +155,7 @@ sched_dispatch (coord_t *c, node_t *n, trial_t *t)
     job_t *j = t->job;
     const cgq_spec_t *s = j->spec;
     t->attempt++;
-    t->node = n;
-    t->nprev = NULL;
-    t->nnext = n->tasks;
-    if (n->tasks)
-        n->tasks->nprev = t;
-    n->tasks = t;
-    n->ntasks++;
+    coord_node_attach (n, t);
     t->started = cgq_wall_s ();
 
     char err[256];

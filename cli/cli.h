@@ -10,7 +10,7 @@
 
 #include "store.h"
 
-#define CGQ_CLI_VERSION "0.1.0"
+#define CGQ_CLI_VERSION CGQ_VERSION // from the project version in CMakeLists.txt
 
 // Exit statuses of every command.
 #define CGQ_EXIT_OK 0

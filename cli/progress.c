@@ -16,15 +16,15 @@
 #define S_REDIS_GRACE_MS 5000
 
 char *
-cgq_progress_line (char *buf, size_t n, const cgq_view_job_t *job, double elapsed_s, int width)
+cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed_s, int width)
 {
-    uint64_t done = cgq_view_job_done (job);
+    uint64_t done = cgq_job_rec_done (job);
     char bar[S_BAR + 3];
     bar[0] = '[';
     int fill = 0;
     if (job->total > 0)
         fill = (int) ((double) done * S_BAR / (double) job->total);
-    else if (job->total == 0 || cgq_view_job_terminal (job))
+    else if (job->total == 0 || cgq_job_rec_terminal (job))
         fill = S_BAR;
     if (fill > S_BAR)
         fill = S_BAR;
@@ -42,11 +42,11 @@ cgq_progress_line (char *buf, size_t n, const cgq_view_job_t *job, double elapse
         snprintf (best, sizeof best, "  best %s=%s (trial %" PRIu64 ")",
                   job->metric ? job->metric : "value",
                   cgq_show_number (num, sizeof num, job->best_value), job->best_trial);
-    if (job->counts[CGQ_VIEW_UNSCHEDULABLE])
+    if (job->counts[CGQ_TRIAL_UNSCHEDULABLE])
         snprintf (extra, sizeof extra, "  unschedulable %" PRIu64,
-                  job->counts[CGQ_VIEW_UNSCHEDULABLE]);
+                  job->counts[CGQ_TRIAL_UNSCHEDULABLE]);
     snprintf (buf, n, "%s %" PRIu64 "/%s  running %" PRIu64 "  failed %" PRIu64 "%s%s  %s", bar,
-              done, total, job->counts[CGQ_VIEW_RUNNING], job->counts[CGQ_VIEW_FAILED], extra,
+              done, total, job->counts[CGQ_TRIAL_RUNNING], job->counts[CGQ_TRIAL_FAILED], extra,
               best, cgq_show_clock (clock, sizeof clock, elapsed_s));
     if (width > 0 && strlen (buf) > (size_t) width)
         buf[width] = 0;
@@ -76,7 +76,7 @@ cgq_progress_break (void)
 
 int
 cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn check, void *arg,
-                     cgq_view_job_t **final)
+                     cgq_job_rec_t **final)
 {
     if (final)
         *final = NULL;
@@ -92,7 +92,7 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
             rc = CGQ_PROGRESS_SIGNAL;
             break;
         }
-        cgq_view_job_t *job = NULL;
+        cgq_job_rec_t *job = NULL;
         int vr = cgq_view_job_load (store, job_id, &job, err, sizeof err);
         if (vr == CGQ_VIEW_ABSENT) {
             cgq_cli_error ("%s", err);
@@ -121,7 +121,7 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
         failing_since = 0;
         double elapsed = job->created > 0 ? cgq_wall_s () - job->created
                                           : (double) (cgq_now_ms () - start) / 1000.0;
-        bool terminal = cgq_view_job_terminal (job);
+        bool terminal = cgq_job_rec_terminal (job);
         if (tty) {
             cgq_progress_line (line, sizeof line, job, elapsed, s_term_width ());
             fprintf (stderr, "\r%s\033[K", line);
@@ -131,8 +131,8 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
         else {
             char key[128];
             snprintf (key, sizeof key, "%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d/%" PRIu64 "/%s",
-                      cgq_view_job_done (job), job->counts[CGQ_VIEW_RUNNING],
-                      job->counts[CGQ_VIEW_FAILED], job->has_best, job->best_trial, job->state);
+                      cgq_job_rec_done (job), job->counts[CGQ_TRIAL_RUNNING],
+                      job->counts[CGQ_TRIAL_FAILED], job->has_best, job->best_trial, job->state);
             int64_t now = cgq_now_ms ();
             if (terminal || (strcmp (key, last_key) && now - last_plain >= S_PLAIN_EVERY_MS)) {
                 cgq_progress_line (line, sizeof line, job, elapsed, 0);
@@ -147,11 +147,11 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
             if (terminal && final)
                 *final = job;
             else
-                cgq_view_job_destroy (&job);
+                cgq_job_rec_destroy (&job);
             rc = terminal ? 0 : c;
             break;
         }
-        cgq_view_job_destroy (&job);
+        cgq_job_rec_destroy (&job);
         cgq_cli_sleep_ms (CGQ_PROGRESS_POLL_MS);
     }
     cgq_progress_break ();

@@ -16,7 +16,7 @@
 // A hook called after every poll with the fresh snapshot (NULL when the poll
 // failed): 0 to go on, a value > 0 to stop following (cgq_progress_follow
 // returns it).
-typedef int (*cgq_progress_check_fn) (void *arg, const cgq_view_job_t *job);
+typedef int (*cgq_progress_check_fn) (void *arg, const cgq_job_rec_t *job);
 
 // cgq_progress_follow polls job every CGQ_PROGRESS_POLL_MS until its state is
 // finished or cancelled. Returns 0 then, with *final (if not NULL) set to the
@@ -24,7 +24,7 @@ typedef int (*cgq_progress_check_fn) (void *arg, const cgq_view_job_t *job);
 // Redis stayed unreachable for 5 s or the job vanished (the error is printed);
 // or the value a check returned. check may be NULL.
 int cgq_progress_follow (cgq_store_t *store, uint64_t job, cgq_progress_check_fn check, void *arg,
-                         cgq_view_job_t **final);
+                         cgq_job_rec_t **final);
 
 // cgq_progress_break ends a progress line left open on the terminal, so that
 // the next message starts on a line of its own. cgq_cli_error calls it.
@@ -33,7 +33,7 @@ void cgq_progress_break (void);
 // cgq_progress_line formats the one-line summary of a job into buf:
 // "[#####.....] 12/24  running 2  failed 0  best val=0.93 (trial 7)  0:12".
 // width bounds the text (0: no bound). Returns buf.
-char *cgq_progress_line (char *buf, size_t n, const cgq_view_job_t *job, double elapsed_s,
+char *cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed_s,
                          int width);
 
 #endif

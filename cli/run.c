@@ -141,9 +141,9 @@ s_print_indented (const char *text, int max)
 // document, all trials unless --top was given) and a summary of failures.
 // Returns 0 when the job finished with at least one succeeded trial.
 static int
-s_report (cgq_store_t *store, const cgq_view_job_t *job, bool json, uint64_t top, bool top_given)
+s_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top, bool top_given)
 {
-    cgq_view_trial_t **trials = NULL;
+    cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
     char err[512], clock[32];
     int vr = json && !top_given
@@ -160,9 +160,9 @@ s_report (cgq_store_t *store, const cgq_view_job_t *job, bool json, uint64_t top
     fflush (stdout);
     cgq_view_trials_free (trials, n);
 
-    uint64_t ok = job->counts[CGQ_VIEW_SUCCEEDED], failed = job->counts[CGQ_VIEW_FAILED];
+    uint64_t ok = job->counts[CGQ_TRIAL_SUCCEEDED], failed = job->counts[CGQ_TRIAL_FAILED];
     double took = job->finished > job->created && job->created > 0 ? job->finished - job->created : 0;
-    bool cancelled = !strcmp (job->state, "cancelled");
+    bool cancelled = !strcmp (job->state, cgq_jstate_names[CGQ_JOB_CANCELLED]);
     if (cancelled)
         cgq_cli_error ("job %" PRIu64 " was cancelled (%" PRIu64 " succeeded, %" PRIu64 " failed)",
                        job->id, ok, failed);
@@ -170,7 +170,7 @@ s_report (cgq_store_t *store, const cgq_view_job_t *job, bool json, uint64_t top
         cgq_cli_error ("job %" PRIu64 " finished: %" PRIu64 " trial%s succeeded in %s", job->id, ok,
                        ok == 1 ? "" : "s", cgq_show_clock (clock, sizeof clock, took));
     if (failed > 0) {
-        cgq_view_trial_t *first = NULL;
+        cgq_trial_rec_t *first = NULL;
         int fr = cgq_view_trial_find (store, job, "failed", false, &first, err, sizeof err);
         if (!cancelled)
             cgq_cli_error ("job %" PRIu64 " finished%s: %" PRIu64 " succeeded, %" PRIu64 " failed%s",
@@ -181,7 +181,7 @@ s_report (cgq_store_t *store, const cgq_view_job_t *job, bool json, uint64_t top
                      job->id, first->id);
             s_print_indented (first->error ? first->error : "(no error recorded)", 20);
         }
-        cgq_view_trial_destroy (&first);
+        cgq_trial_rec_destroy (&first);
     }
     return !cancelled && ok > 0 ? CGQ_EXIT_OK : CGQ_EXIT_FAIL;
 }
@@ -215,7 +215,7 @@ cgq_cmd_submit (cgq_cli_t *cli)
     if (rc != CGQ_EXIT_OK)
         return rc;
     cgq_cli_catch_signals ();
-    cgq_view_job_t *final = NULL;
+    cgq_job_rec_t *final = NULL;
     int fr = cgq_progress_follow (store, job, NULL, NULL, &final);
     if (fr == 0)
         rc = s_report (store, final, false, S_DEFAULT_TOP, false);
@@ -227,7 +227,7 @@ cgq_cmd_submit (cgq_cli_t *cli)
     }
     else
         rc = CGQ_EXIT_FAIL;
-    cgq_view_job_destroy (&final);
+    cgq_job_rec_destroy (&final);
     cgq_store_destroy (&store);
     return rc;
 }
@@ -782,10 +782,10 @@ s_workers_connected (s_local_t *l)
         if (w->reaped)
             continue;
         cgq_key_node (key, sizeof key, w->id);
-        redisReply *r = cgq_store_command (l->store, "HMGET %s state pid", key);
+        redisReply *r = cgq_store_command (l->store, "HMGET %s " CGQ_NF_STATE " " CGQ_NF_PID, key);
         bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                   r->element[0]->type == REDIS_REPLY_STRING &&
-                  !strcmp (r->element[0]->str, "alive") &&
+                  !strcmp (r->element[0]->str, CGQ_NODE_ALIVE) &&
                   r->element[1]->type == REDIS_REPLY_STRING &&
                   atoll (r->element[1]->str) == (long long) w->pid;
         if (r)
@@ -799,7 +799,7 @@ s_workers_connected (s_local_t *l)
 // s_check runs after every progress poll: a daemon that died, or a job that
 // no local worker can ever run, ends the run (1, after printing why).
 static int
-s_check (void *arg, const cgq_view_job_t *job)
+s_check (void *arg, const cgq_job_rec_t *job)
 {
     s_local_t *l = arg;
     if (s_reaped (&l->redis)) {
@@ -823,7 +823,7 @@ s_check (void *arg, const cgq_view_job_t *job)
     }
     if (!job)
         return 0;
-    if (!job->blocked && job->counts[CGQ_VIEW_UNSCHEDULABLE] == 0) {
+    if (!job->blocked && job->counts[CGQ_TRIAL_UNSCHEDULABLE] == 0) {
         l->blocked_since = 0;
         return 0;
     }
@@ -838,7 +838,7 @@ s_check (void *arg, const cgq_view_job_t *job)
     }
     if (now - l->blocked_since < S_BLOCKED_GRACE_MS)
         return 0;
-    cgq_view_trial_t *t = NULL;
+    cgq_trial_rec_t *t = NULL;
     char err[512];
     if (cgq_view_trial_find (l->store, job, "unschedulable", true, &t, err, sizeof err) ==
         CGQ_VIEW_OK)
@@ -847,7 +847,7 @@ s_check (void *arg, const cgq_view_job_t *job)
     else
         cgq_cli_error ("job %" PRIu64 " is blocked: %s", job->id,
                        job->blocked ? job->blocked : "trials are unschedulable");
-    cgq_view_trial_destroy (&t);
+    cgq_trial_rec_destroy (&t);
     return 1;
 }
 
@@ -1021,7 +1021,7 @@ cgq_cmd_run (cgq_cli_t *cli)
         fprintf (stderr, "cgq: job %" PRIu64 " (%s): unbounded search on %zu local worker%s\n",
                  l.job, spec->name, l.nworkers, l.nworkers == 1 ? "" : "s");
 
-    cgq_view_job_t *final = NULL;
+    cgq_job_rec_t *final = NULL;
     int fr = cgq_progress_follow (l.store, l.job, s_check, &l, &final);
     if (fr == 0) {
         rc = s_report (l.store, final, !strcmp (format, "json"), top,
@@ -1033,7 +1033,7 @@ cgq_cmd_run (cgq_cli_t *cli)
         if (fr != CGQ_PROGRESS_SIGNAL)
             s_cancel (&l);
     }
-    cgq_view_job_destroy (&final);
+    cgq_job_rec_destroy (&final);
 
 stop:
     if (cgq_cli_signal) {

@@ -228,7 +228,7 @@ s_table_fini (s_table_t *t)
 // s_keys collects the keys of every trial's params (or metrics) in order of
 // first appearance. The strings are borrowed from the trials.
 static const char **
-s_keys (cgq_view_trial_t **trials, size_t n, bool metrics, size_t *nkeys)
+s_keys (cgq_trial_rec_t **trials, size_t n, bool metrics, size_t *nkeys)
 {
     size_t cap = 8, k = 0;
     const char **keys = cgq_xcalloc (cap, sizeof *keys);
@@ -255,7 +255,7 @@ s_keys (cgq_view_trial_t **trials, size_t n, bool metrics, size_t *nkeys)
 }
 
 static char *
-s_duration_cell (const cgq_view_trial_t *t)
+s_duration_cell (const cgq_trial_rec_t *t)
 {
     char buf[32];
     if (!t->has_duration)
@@ -266,7 +266,7 @@ s_duration_cell (const cgq_view_trial_t *t)
 // ---------------------------------------------------------------- trials
 
 void
-cgq_show_leaderboard (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
 {
     if (n == 0) {
         fprintf (f, "no trial succeeded\n");
@@ -290,7 +290,7 @@ cgq_show_leaderboard (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tri
     s_table_head (&t, c++, "duration", true);
     char num[32];
     for (size_t i = 0; i < n; i++) {
-        const cgq_view_trial_t *tr = trials[i];
+        const cgq_trial_rec_t *tr = trials[i];
         if (ranked)
             s_table_addf (&t, "%zu", i + 1);
         s_table_addf (&t, "%" PRIu64, tr->id);
@@ -307,7 +307,7 @@ cgq_show_leaderboard (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tri
 }
 
 void
-cgq_show_results_table (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                         size_t n)
 {
     if (n == 0) {
@@ -332,7 +332,7 @@ cgq_show_results_table (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **t
     s_table_head (&t, c++, "error", false);
     char num[32];
     for (size_t i = 0; i < n; i++) {
-        const cgq_view_trial_t *tr = trials[i];
+        const cgq_trial_rec_t *tr = trials[i];
         s_table_addf (&t, "%" PRIu64, tr->id);
         s_table_add (&t, cgq_xstrdup (tr->state));
         s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
@@ -379,7 +379,7 @@ s_csv_value (cgq_buf_t *b, const json_t *v)
 }
 
 void
-cgq_show_results_csv (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
 {
     size_t np, nm;
     const char **pk = s_keys (trials, n, false, &np);
@@ -400,7 +400,7 @@ cgq_show_results_csv (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tri
     fprintf (f, "%s\n", b.data);
     char num[32];
     for (size_t i = 0; i < n; i++) {
-        const cgq_view_trial_t *t = trials[i];
+        const cgq_trial_rec_t *t = trials[i];
         cgq_buf_reset (&b);
         cgq_buf_printf (&b, "%" PRIu64, t->id);
         s_csv_field (&b, t->state, false);
@@ -486,7 +486,7 @@ s_json_num_or_null (cgq_buf_t *b, bool has, double v)
 }
 
 void
-cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
 {
     cgq_buf_t b;
     cgq_buf_init (&b);
@@ -504,7 +504,7 @@ cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tr
         cgq_buf_puts (&b, "null");
     cgq_buf_puts (&b, ",\n  \"trials\": [");
     for (size_t i = 0; i < n; i++) {
-        const cgq_view_trial_t *t = trials[i];
+        const cgq_trial_rec_t *t = trials[i];
         cgq_buf_printf (&b, "%s\n    {\"id\": %" PRIu64 ", \"state\": ", i ? "," : "", t->id);
         s_json_str_or_null (&b, t->state);
         cgq_buf_puts (&b, ", \"params\": ");
@@ -536,7 +536,7 @@ cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **tr
 
 // s_load_job connects and loads the job named by text. Returns an exit status.
 static int
-s_load_job (cgq_cli_t *cli, const char *text, cgq_store_t **store, cgq_view_job_t **job)
+s_load_job (cgq_cli_t *cli, const char *text, cgq_store_t **store, cgq_job_rec_t **job)
 {
     uint64_t id;
     if (cgq_cli_parse_id ("job", text, &id) < 0)
@@ -555,7 +555,7 @@ s_load_job (cgq_cli_t *cli, const char *text, cgq_store_t **store, cgq_view_job_
 }
 
 static char *
-s_best_text (const cgq_view_job_t *j, bool with_metric)
+s_best_text (const cgq_job_rec_t *j, bool with_metric)
 {
     char num[32];
     if (!j->has_best)
@@ -568,11 +568,11 @@ s_best_text (const cgq_view_job_t *j, bool with_metric)
 }
 
 static char *
-s_done_text (const cgq_view_job_t *j)
+s_done_text (const cgq_job_rec_t *j)
 {
     if (j->total < 0)
-        return cgq_xasprintf ("%" PRIu64 "/?", cgq_view_job_done (j));
-    return cgq_xasprintf ("%" PRIu64 "/%" PRId64, cgq_view_job_done (j), j->total);
+        return cgq_xasprintf ("%" PRIu64 "/?", cgq_job_rec_done (j));
+    return cgq_xasprintf ("%" PRIu64 "/%" PRId64, cgq_job_rec_done (j), j->total);
 }
 
 static int
@@ -622,7 +622,7 @@ s_status_list (cgq_cli_t *cli)
     char err[512], buf[32];
     for (size_t i = 0; i < r->elements && rc == CGQ_EXIT_OK; i++) {
         uint64_t id;
-        cgq_view_job_t *j = NULL;
+        cgq_job_rec_t *j = NULL;
         if (r->element[i]->type != REDIS_REPLY_STRING ||
             cgq_parse_u64 (r->element[i]->str, &id) < 0)
             continue;
@@ -636,16 +636,16 @@ s_status_list (cgq_cli_t *cli)
         }
         s_table_addf (&t, "%" PRIu64, id);
         s_table_add (&t, cgq_xstrdup (j->name));
-        if (j->blocked && !cgq_view_job_terminal (j))
+        if (j->blocked && !cgq_job_rec_terminal (j))
             s_table_addf (&t, "%s (blocked)", j->state);
         else
             s_table_add (&t, cgq_xstrdup (j->state));
         s_table_add (&t, s_done_text (j));
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_VIEW_RUNNING]);
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_VIEW_FAILED]);
+        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
+        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
         s_table_add (&t, s_best_text (j, true));
         s_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
-        cgq_view_job_destroy (&j);
+        cgq_job_rec_destroy (&j);
     }
     if (rc == CGQ_EXIT_OK) {
         s_table_print (&t, stdout, "");
@@ -678,7 +678,7 @@ static int
 s_status_job (cgq_cli_t *cli)
 {
     cgq_store_t *store = NULL;
-    cgq_view_job_t *j = NULL;
+    cgq_job_rec_t *j = NULL;
     int rc = s_load_job (cli, cli->pos[0], &store, &j);
     if (rc != CGQ_EXIT_OK)
         return rc;
@@ -686,7 +686,7 @@ s_status_job (cgq_cli_t *cli)
     printf ("job %" PRIu64 "  %s  %s\n", j->id, j->name, j->state);
     printf ("%-11s %s\n", "spec", *j->spec_path ? j->spec_path : "-");
     s_print_time ("created", j->created);
-    if (cgq_view_job_terminal (j)) {
+    if (cgq_job_rec_terminal (j)) {
         s_print_time ("finished", j->finished);
         if (j->created > 0 && j->finished >= j->created)
             printf ("%-11s %s\n", "took", cgq_show_clock (clock, sizeof clock, j->finished - j->created));
@@ -705,16 +705,16 @@ s_status_job (cgq_cli_t *cli)
     printf ("%-11s %s done, %" PRIu64 " created\n", "trials", done, j->suggested);
     free (done);
     printf ("%-11s", "states");
-    for (int s = 0; s < CGQ_VIEW_NSTATES; s++)
-        printf (" %s %" PRIu64 "%s", cgq_view_state_names[s], j->counts[s],
-                s + 1 < CGQ_VIEW_NSTATES ? "," : "\n");
+    for (int s = 0; s < CGQ_TRIAL_NSTATES; s++)
+        printf (" %s %" PRIu64 "%s", cgq_tstate_names[s], j->counts[s],
+                s + 1 < CGQ_TRIAL_NSTATES ? "," : "\n");
     char *best = s_best_text (j, true);
     printf ("%-11s %s\n", "best", best);
     free (best);
     if (j->blocked)
         printf ("unschedulable: %s\n", j->blocked);
 
-    cgq_view_trial_t **trials = NULL;
+    cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
     char err[512];
     if (cgq_view_trials_best (store, j, 5, &trials, &n, err, sizeof err) != CGQ_VIEW_OK) {
@@ -726,7 +726,7 @@ s_status_job (cgq_cli_t *cli)
         cgq_show_leaderboard (stdout, j, trials, n);
     }
     cgq_view_trials_free (trials, n);
-    cgq_view_job_destroy (&j);
+    cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);
     return rc;
 }
@@ -751,11 +751,11 @@ cgq_cmd_results (cgq_cli_t *cli)
     if (cgq_cli_opt_u64 (cli, "top", 0, 1, UINT32_MAX, &top) < 0)
         return CGQ_EXIT_BAD;
     cgq_store_t *store = NULL;
-    cgq_view_job_t *j = NULL;
+    cgq_job_rec_t *j = NULL;
     int rc = s_load_job (cli, cli->pos[0], &store, &j);
     if (rc != CGQ_EXIT_OK)
         return rc;
-    cgq_view_trial_t **trials = NULL;
+    cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
     char err[512];
     int vr = top ? cgq_view_trials_top (store, j, top, &trials, &n, err, sizeof err)
@@ -771,7 +771,7 @@ cgq_cmd_results (cgq_cli_t *cli)
     else
         cgq_show_results_table (stdout, j, trials, n);
     cgq_view_trials_free (trials, n);
-    cgq_view_job_destroy (&j);
+    cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);
     return rc;
 }
@@ -783,7 +783,7 @@ cgq_cmd_workers (cgq_cli_t *cli)
     int rc = cgq_cli_store (cli, &store);
     if (rc != CGQ_EXIT_OK)
         return rc;
-    cgq_view_node_t **nodes = NULL;
+    cgq_node_rec_t **nodes = NULL;
     size_t n = 0;
     char err[512];
     if (cgq_view_nodes_load (store, &nodes, &n, err, sizeof err) != CGQ_VIEW_OK) {
@@ -804,10 +804,10 @@ cgq_cmd_workers (cgq_cli_t *cli)
         double now = cgq_wall_s ();
         char buf[32];
         for (size_t i = 0; i < n; i++) {
-            const cgq_view_node_t *nd = nodes[i];
+            const cgq_node_rec_t *nd = nodes[i];
             s_table_add (&t, cgq_xstrdup (nd->id));
             bool stale = !nd->has_last_seen || now - nd->last_seen > 10;
-            if (!strcmp (nd->state, "alive") && stale)
+            if (!strcmp (nd->state, CGQ_NODE_ALIVE) && stale)
                 s_table_add (&t, cgq_xstrdup ("dead?"));
             else
                 s_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
@@ -858,16 +858,16 @@ cgq_cmd_logs (cgq_cli_t *cli)
     if (cgq_cli_parse_id ("trial", cli->pos[1], &tid) < 0)
         return CGQ_EXIT_BAD;
     cgq_store_t *store = NULL;
-    cgq_view_job_t *j = NULL;
+    cgq_job_rec_t *j = NULL;
     int rc = s_load_job (cli, cli->pos[0], &store, &j);
     if (rc != CGQ_EXIT_OK)
         return rc;
-    cgq_view_trial_t *t = NULL;
+    cgq_trial_rec_t *t = NULL;
     char err[512];
     int vr = cgq_view_trial_load (store, j, tid, &t, err, sizeof err);
     if (vr != CGQ_VIEW_OK) {
         cgq_cli_error ("%s", err);
-        cgq_view_job_destroy (&j);
+        cgq_job_rec_destroy (&j);
         cgq_store_destroy (&store);
         return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
     }
@@ -914,9 +914,10 @@ cgq_cmd_logs (cgq_cli_t *cli)
     }
     else
         printf ("(no output recorded%s)\n",
-                !strcmp (t->state, "pending") || !strcmp (t->state, "running") ? " yet" : "");
-    cgq_view_trial_destroy (&t);
-    cgq_view_job_destroy (&j);
+                !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_PENDING])
+                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING]) ? " yet" : "");
+    cgq_trial_rec_destroy (&t);
+    cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);
     return CGQ_EXIT_OK;
 }

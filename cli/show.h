@@ -17,15 +17,15 @@
 
 // cgq_show_leaderboard prints the given trials (best first) as a table: rank,
 // trial, objective value, one column per param, duration.
-void cgq_show_leaderboard (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+void cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                            size_t n);
 
 // cgq_show_results_table / _csv / _json print every given trial, in order.
-void cgq_show_results_table (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+void cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                              size_t n);
-void cgq_show_results_csv (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+void cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                            size_t n);
-void cgq_show_results_json (FILE *f, const cgq_view_job_t *job, cgq_view_trial_t **trials,
+void cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                             size_t n);
 
 // cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or

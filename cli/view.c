@@ -11,105 +11,9 @@
 
 #include "util.h"
 
-const char *const cgq_view_state_names[CGQ_VIEW_NSTATES] = {
-    "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable"};
-
 // Pipelined reads go out in chunks so that a job of a million trials never
 // holds a million replies at once.
 #define S_CHUNK 512
-
-const char *
-cgq_view_hash_get (const redisReply *r, const char *field)
-{
-    if (!r || r->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    for (size_t i = 0; i + 1 < r->elements; i += 2) {
-        const redisReply *k = r->element[i], *v = r->element[i + 1];
-        if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
-            strcmp (k->str, field) == 0)
-            return v->str;
-    }
-    return NULL;
-}
-
-static char *
-s_dup (const redisReply *r, const char *field)
-{
-    const char *v = cgq_view_hash_get (r, field);
-    return cgq_xstrdup (v ? v : "");
-}
-
-// s_dup_nonempty returns NULL for an absent or empty field.
-static char *
-s_dup_nonempty (const redisReply *r, const char *field)
-{
-    const char *v = cgq_view_hash_get (r, field);
-    return v && *v ? cgq_xstrdup (v) : NULL;
-}
-
-static bool
-s_num (const redisReply *r, const char *field, double *out)
-{
-    const char *v = cgq_view_hash_get (r, field);
-    double d;
-    if (!v || cgq_parse_double (v, &d) < 0 || isnan (d))
-        return false;
-    *out = d;
-    return true;
-}
-
-static uint64_t
-s_u64 (const redisReply *r, const char *field)
-{
-    double d;
-    if (!s_num (r, field, &d) || !(d >= 0))
-        return 0;
-    return d >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t) d;
-}
-
-// s_count reads a field that holds either a number, a JSON array or a
-// comma-separated list: the number of GPUs "2", "[{...},{...}]" or "0,1".
-static double
-s_count (const redisReply *r, const char *field)
-{
-    const char *v = cgq_view_hash_get (r, field);
-    if (!v || !*v)
-        return 0;
-    double d;
-    if (cgq_parse_double (v, &d) == 0)
-        return d;
-    if (*v == '[') {
-        json_t *a = json_loads (v, JSON_DECODE_ANY, NULL);
-        double n = json_is_array (a) ? (double) json_array_size (a) : 0;
-        json_decref (a);
-        return n;
-    }
-    double n = 0;
-    bool item = false;
-    for (const char *p = v; *p; p++) {
-        if (*p == ',') {
-            n += item;
-            item = false;
-        }
-        else if (!isspace ((unsigned char) *p))
-            item = true;
-    }
-    return n + item;
-}
-
-static json_t *
-s_object (const redisReply *r, const char *field)
-{
-    const char *v = cgq_view_hash_get (r, field);
-    if (!v || !*v)
-        return NULL;
-    json_t *o = json_loads (v, JSON_DECODE_ANY, NULL);
-    if (!json_is_object (o)) {
-        json_decref (o);
-        return NULL;
-    }
-    return o;
-}
 
 static bool
 s_is_empty_hash (const redisReply *r)
@@ -131,7 +35,7 @@ s_io_error (cgq_store_t *store, const redisReply *r, char *err, size_t errlen)
 }
 
 int
-cgq_view_job_load (cgq_store_t *store, uint64_t id, cgq_view_job_t **job, char *err,
+cgq_view_job_load (cgq_store_t *store, uint64_t id, cgq_job_rec_t **job, char *err,
                    size_t errlen)
 {
     char key[64];
@@ -149,127 +53,23 @@ cgq_view_job_load (cgq_store_t *store, uint64_t id, cgq_view_job_t **job, char *
                   id, cgq_store_url (store));
         return CGQ_VIEW_ABSENT;
     }
-    cgq_view_job_t *j = cgq_xcalloc (1, sizeof *j);
-    j->id = id;
-    j->name = s_dup (r, "name");
-    j->state = s_dup (r, "state");
-    j->spec_path = s_dup (r, "spec_path");
-    j->searcher = s_dup (r, "searcher");
-    j->metric = s_dup_nonempty (r, "objective_metric");
-    const char *mode = cgq_view_hash_get (r, "objective_mode");
-    j->mode = mode && (!strcmp (mode, "min") || !strcmp (mode, "-1")) ? -1 : 1;
-    j->blocked = s_dup_nonempty (r, "blocked");
-    s_num (r, "created", &j->created);
-    s_num (r, "finished", &j->finished);
-    double total;
-    j->total = s_num (r, "total", &total) && total >= 0 && total < 9.2e18 ? (int64_t) total : -1;
-    j->suggested = s_u64 (r, "suggested");
-    for (int s = 0; s < CGQ_VIEW_NSTATES; s++)
-        j->counts[s] = s_u64 (r, cgq_view_state_names[s]);
-    double best;
-    const char *bt = cgq_view_hash_get (r, "best_trial");
-    uint64_t bti;
-    if (bt && cgq_parse_u64 (bt, &bti) == 0 && s_num (r, "best_value", &best)) {
-        j->has_best = true;
-        j->best_trial = bti;
-        j->best_value = best;
-    }
+    cgq_job_rec_t *j = cgq_job_rec_from (id, r);
     freeReplyObject (r);
     *job = j;
     return CGQ_VIEW_OK;
 }
 
 void
-cgq_view_job_destroy (cgq_view_job_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    cgq_view_job_t *j = *self_p;
-    free (j->name);
-    free (j->state);
-    free (j->spec_path);
-    free (j->searcher);
-    free (j->metric);
-    free (j->blocked);
-    free (j);
-    *self_p = NULL;
-}
-
-uint64_t
-cgq_view_job_done (const cgq_view_job_t *job)
-{
-    return job->counts[CGQ_VIEW_SUCCEEDED] + job->counts[CGQ_VIEW_FAILED] +
-           job->counts[CGQ_VIEW_STOPPED] + job->counts[CGQ_VIEW_CANCELLED];
-}
-
-bool
-cgq_view_job_terminal (const cgq_view_job_t *job)
-{
-    return !strcmp (job->state, "finished") || !strcmp (job->state, "cancelled");
-}
-
-static cgq_view_trial_t *
-s_trial_from (const cgq_view_job_t *job, uint64_t id, const redisReply *r)
-{
-    cgq_view_trial_t *t = cgq_xcalloc (1, sizeof *t);
-    t->id = id;
-    t->state = s_dup (r, "state");
-    t->params = s_object (r, "params");
-    t->metrics = s_object (r, "metrics");
-    t->has_value = s_num (r, "value", &t->value);
-    if (!t->has_value && job && job->metric && t->metrics) {
-        json_t *m = json_object_get (t->metrics, job->metric);
-        if (json_is_number (m)) {
-            t->value = json_number_value (m);
-            t->has_value = true;
-        }
-    }
-    uint64_t attempt = s_u64 (r, "attempt");
-    t->attempt = attempt > UINT32_MAX ? UINT32_MAX : (uint32_t) attempt;
-    t->node = s_dup_nonempty (r, "node");
-    t->error = s_dup_nonempty (r, "error");
-    t->log = s_dup_nonempty (r, "log");
-    t->trial_dir = s_dup_nonempty (r, "trial_dir");
-    t->gpus = s_dup_nonempty (r, "gpus");
-    t->has_started = s_num (r, "started", &t->started) && t->started > 0;
-    t->has_finished = s_num (r, "finished", &t->finished) && t->finished > 0;
-    t->has_duration = s_num (r, "duration", &t->duration);
-    if (!t->has_duration && t->has_started && t->has_finished) {
-        t->duration = t->finished - t->started;
-        t->has_duration = true;
-    }
-    return t;
-}
-
-void
-cgq_view_trial_destroy (cgq_view_trial_t **self_p)
-{
-    if (!self_p || !*self_p)
-        return;
-    cgq_view_trial_t *t = *self_p;
-    free (t->state);
-    json_decref (t->params);
-    json_decref (t->metrics);
-    free (t->node);
-    free (t->error);
-    free (t->log);
-    free (t->trial_dir);
-    free (t->gpus);
-    free (t);
-    *self_p = NULL;
-}
-
-void
-cgq_view_trials_free (cgq_view_trial_t **trials, size_t n)
+cgq_view_trials_free (cgq_trial_rec_t **trials, size_t n)
 {
     for (size_t i = 0; trials && i < n; i++)
-        cgq_view_trial_destroy (&trials[i]);
+        cgq_trial_rec_destroy (&trials[i]);
     free (trials);
 }
 
 int
-cgq_view_trial_load (cgq_store_t *store, const cgq_view_job_t *job, uint64_t id,
-                     cgq_view_trial_t **trial, char *err, size_t errlen)
+cgq_view_trial_load (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t id,
+                     cgq_trial_rec_t **trial, char *err, size_t errlen)
 {
     char key[96];
     cgq_key_trial (key, sizeof key, job->id, id);
@@ -288,7 +88,7 @@ cgq_view_trial_load (cgq_store_t *store, const cgq_view_job_t *job, uint64_t id,
                   job->id, id, job->suggested, job->suggested ? job->suggested - 1 : 0);
         return CGQ_VIEW_ABSENT;
     }
-    *trial = s_trial_from (job, id, r);
+    *trial = cgq_trial_rec_from (job, id, r);
     freeReplyObject (r);
     return CGQ_VIEW_OK;
 }
@@ -296,8 +96,8 @@ cgq_view_trial_load (cgq_store_t *store, const cgq_view_job_t *job, uint64_t id,
 // s_load_ids appends the trials with the given ids (absent ones skipped) to
 // the growing array *out of *n entries (capacity *cap).
 static int
-s_load_ids (cgq_store_t *store, const cgq_view_job_t *job, const uint64_t *ids, size_t nids,
-            cgq_view_trial_t ***out, size_t *n, size_t *cap, char *err, size_t errlen)
+s_load_ids (cgq_store_t *store, const cgq_job_rec_t *job, const uint64_t *ids, size_t nids,
+            cgq_trial_rec_t ***out, size_t *n, size_t *cap, char *err, size_t errlen)
 {
     char key[96];
     for (size_t base = 0; base < nids; base += S_CHUNK) {
@@ -324,7 +124,7 @@ s_load_ids (cgq_store_t *store, const cgq_view_job_t *job, const uint64_t *ids, 
                     *cap = *cap ? *cap * 2 : 64;
                     *out = cgq_xrealloc (*out, *cap * sizeof **out);
                 }
-                (*out)[(*n)++] = s_trial_from (job, ids[base + i], r);
+                (*out)[(*n)++] = cgq_trial_rec_from (job, ids[base + i], r);
             }
             freeReplyObject (r);
         }
@@ -334,15 +134,15 @@ s_load_ids (cgq_store_t *store, const cgq_view_job_t *job, const uint64_t *ids, 
     return CGQ_VIEW_OK;
 }
 
-static const cgq_view_job_t *s_sort_job;
+static const cgq_job_rec_t *s_sort_job;
 
 static int
 s_cmp_trials (const void *a, const void *b)
 {
-    const cgq_view_trial_t *x = *(cgq_view_trial_t *const *) a;
-    const cgq_view_trial_t *y = *(cgq_view_trial_t *const *) b;
-    bool rx = s_sort_job->metric && x->has_value && !strcmp (x->state, "succeeded");
-    bool ry = s_sort_job->metric && y->has_value && !strcmp (y->state, "succeeded");
+    const cgq_trial_rec_t *x = *(cgq_trial_rec_t *const *) a;
+    const cgq_trial_rec_t *y = *(cgq_trial_rec_t *const *) b;
+    bool rx = s_sort_job->metric && x->has_value && !strcmp (x->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
+    bool ry = s_sort_job->metric && y->has_value && !strcmp (y->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
     if (rx != ry)
         return rx ? -1 : 1;
     if (rx && x->value != y->value) {
@@ -353,7 +153,7 @@ s_cmp_trials (const void *a, const void *b)
 }
 
 void
-cgq_view_trials_sort (const cgq_view_job_t *job, cgq_view_trial_t **trials, size_t n)
+cgq_view_trials_sort (const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
 {
     s_sort_job = job; // qsort has no context argument; the CLI is single-threaded
     if (n > 1)
@@ -362,8 +162,8 @@ cgq_view_trials_sort (const cgq_view_job_t *job, cgq_view_trial_t **trials, size
 }
 
 int
-cgq_view_trials_all (cgq_store_t *store, const cgq_view_job_t *job,
-                     cgq_view_trial_t ***trials, size_t *n, char *err, size_t errlen)
+cgq_view_trials_all (cgq_store_t *store, const cgq_job_rec_t *job,
+                     cgq_trial_rec_t ***trials, size_t *n, char *err, size_t errlen)
 {
     *trials = NULL;
     *n = 0;
@@ -386,8 +186,8 @@ cgq_view_trials_all (cgq_store_t *store, const cgq_view_job_t *job,
 }
 
 int
-cgq_view_trials_top (cgq_store_t *store, const cgq_view_job_t *job, size_t k,
-                     cgq_view_trial_t ***trials, size_t *n, char *err, size_t errlen)
+cgq_view_trials_top (cgq_store_t *store, const cgq_job_rec_t *job, size_t k,
+                     cgq_trial_rec_t ***trials, size_t *n, char *err, size_t errlen)
 {
     *trials = NULL;
     *n = 0;
@@ -424,11 +224,11 @@ cgq_view_trials_top (cgq_store_t *store, const cgq_view_job_t *job, size_t k,
         }
         size_t ranked = 0;
         for (size_t i = 0; i < *n; i++)
-            ranked += (*trials)[i]->has_value && !strcmp ((*trials)[i]->state, "succeeded");
+            ranked += (*trials)[i]->has_value && !strcmp ((*trials)[i]->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
         if (ranked >= k) {
             cgq_view_trials_sort (job, *trials, *n);
             for (size_t i = k; i < *n; i++)
-                cgq_view_trial_destroy (&(*trials)[i]);
+                cgq_trial_rec_destroy (&(*trials)[i]);
             *n = k;
             return CGQ_VIEW_OK;
         }
@@ -440,15 +240,15 @@ cgq_view_trials_top (cgq_store_t *store, const cgq_view_job_t *job, size_t k,
     if (rc != CGQ_VIEW_OK)
         return rc;
     for (size_t i = k; i < *n; i++)
-        cgq_view_trial_destroy (&(*trials)[i]);
+        cgq_trial_rec_destroy (&(*trials)[i]);
     if (*n > k)
         *n = k;
     return CGQ_VIEW_OK;
 }
 
 int
-cgq_view_trials_best (cgq_store_t *store, const cgq_view_job_t *job, size_t k,
-                      cgq_view_trial_t ***trials, size_t *n, char *err, size_t errlen)
+cgq_view_trials_best (cgq_store_t *store, const cgq_job_rec_t *job, size_t k,
+                      cgq_trial_rec_t ***trials, size_t *n, char *err, size_t errlen)
 {
     int rc = job->metric ? cgq_view_trials_top (store, job, k, trials, n, err, errlen)
                          : cgq_view_trials_all (store, job, trials, n, err, errlen);
@@ -456,12 +256,12 @@ cgq_view_trials_best (cgq_store_t *store, const cgq_view_job_t *job, size_t k,
         return rc;
     size_t kept = 0;
     for (size_t i = 0; i < *n; i++) {
-        cgq_view_trial_t *t = (*trials)[i];
-        bool ok = !strcmp (t->state, "succeeded") && (!job->metric || t->has_value);
+        cgq_trial_rec_t *t = (*trials)[i];
+        bool ok = !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]) && (!job->metric || t->has_value);
         if (ok && kept < k)
             (*trials)[kept++] = t;
         else
-            cgq_view_trial_destroy (&t);
+            cgq_trial_rec_destroy (&t);
     }
     *n = kept;
     return CGQ_VIEW_OK;
@@ -470,13 +270,13 @@ cgq_view_trials_best (cgq_store_t *store, const cgq_view_job_t *job, size_t k,
 static int
 s_cmp_nodes (const void *a, const void *b)
 {
-    const cgq_view_node_t *x = *(cgq_view_node_t *const *) a;
-    const cgq_view_node_t *y = *(cgq_view_node_t *const *) b;
+    const cgq_node_rec_t *x = *(cgq_node_rec_t *const *) a;
+    const cgq_node_rec_t *y = *(cgq_node_rec_t *const *) b;
     return strcmp (x->id, y->id);
 }
 
 int
-cgq_view_nodes_load (cgq_store_t *store, cgq_view_node_t ***nodes, size_t *n, char *err,
+cgq_view_nodes_load (cgq_store_t *store, cgq_node_rec_t ***nodes, size_t *n, char *err,
                      size_t errlen)
 {
     *nodes = NULL;
@@ -497,7 +297,7 @@ cgq_view_nodes_load (cgq_store_t *store, cgq_view_node_t ***nodes, size_t *n, ch
 
     int rc = CGQ_VIEW_OK;
     char key[512];
-    cgq_view_node_t **out = cgq_xcalloc (m ? m : 1, sizeof *out);
+    cgq_node_rec_t **out = cgq_xcalloc (m ? m : 1, sizeof *out);
     size_t k = 0;
     for (size_t i = 0; i < m && rc == CGQ_VIEW_OK; i++) {
         cgq_key_node (key, sizeof key, ids[i]);
@@ -511,21 +311,7 @@ cgq_view_nodes_load (cgq_store_t *store, cgq_view_node_t ***nodes, size_t *n, ch
             break;
         }
         if (h->type == REDIS_REPLY_ARRAY) {
-            cgq_view_node_t *nd = cgq_xcalloc (1, sizeof *nd);
-            nd->id = cgq_xstrdup (ids[i]);
-            nd->kind = s_dup (h, "kind");
-            nd->state = s_dup (h, "state");
-            nd->hostname = s_dup (h, "hostname");
-            s_num (h, "cpus", &nd->cpus);
-            s_num (h, "free_cpus", &nd->free_cpus);
-            nd->gpus = s_count (h, "gpus");
-            nd->free_gpus = s_count (h, "free_gpus");
-            double running = s_count (h, "running");
-        nd->running = running > 0 && running < 1e18 ? (uint64_t) running : 0;
-            nd->pid = s_u64 (h, "pid");
-            const char *c = cgq_view_hash_get (h, "connected");
-            nd->connected = c && (!strcmp (c, "1") || !strcmp (c, "true") || !strcmp (c, "yes"));
-            nd->has_last_seen = s_num (h, "last_seen", &nd->last_seen);
+            cgq_node_rec_t *nd = cgq_node_rec_from (ids[i], h);
             out[k++] = nd;
         }
         freeReplyObject (h);
@@ -545,15 +331,10 @@ cgq_view_nodes_load (cgq_store_t *store, cgq_view_node_t ***nodes, size_t *n, ch
 }
 
 void
-cgq_view_nodes_free (cgq_view_node_t **nodes, size_t n)
+cgq_view_nodes_free (cgq_node_rec_t **nodes, size_t n)
 {
-    for (size_t i = 0; nodes && i < n; i++) {
-        free (nodes[i]->id);
-        free (nodes[i]->kind);
-        free (nodes[i]->state);
-        free (nodes[i]->hostname);
-        free (nodes[i]);
-    }
+    for (size_t i = 0; nodes && i < n; i++)
+        cgq_node_rec_destroy (&nodes[i]);
     free (nodes);
 }
 
@@ -565,8 +346,8 @@ s_cmp_u64 (const void *a, const void *b)
 }
 
 int
-cgq_view_trial_find (cgq_store_t *store, const cgq_view_job_t *job, const char *state,
-                     bool active_only, cgq_view_trial_t **trial, char *err, size_t errlen)
+cgq_view_trial_find (cgq_store_t *store, const cgq_job_rec_t *job, const char *state,
+                     bool active_only, cgq_trial_rec_t **trial, char *err, size_t errlen)
 {
     *trial = NULL;
     uint64_t *ids = NULL;
@@ -597,7 +378,7 @@ cgq_view_trial_find (cgq_store_t *store, const cgq_view_job_t *job, const char *
     }
     int rc = CGQ_VIEW_ABSENT;
     for (size_t base = 0; base < nids && rc == CGQ_VIEW_ABSENT; base += S_CHUNK) {
-        cgq_view_trial_t **got = NULL;
+        cgq_trial_rec_t **got = NULL;
         size_t n = 0, cap = 0;
         size_t m = nids - base < S_CHUNK ? nids - base : S_CHUNK;
         int lr = s_load_ids (store, job, ids + base, m, &got, &n, &cap, err, errlen);

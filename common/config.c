@@ -291,12 +291,12 @@ s_missing_value (const char *prog, const char *flag, const cgq_opt_t *opt)
 }
 
 // s_scan walks argv: flags into flags[], positional arguments into pos[],
-// --config into *config_path. Returns 0, 1 (--help seen) or -1.
+// --config into *config_path. Returns 0, 1 (--help seen), 2 (--version seen) or -1.
 static int
 s_scan (const cgq_opt_t *opts, const char *prog, int argc, char **argv, s_flag_t *flags,
         int *nflags, char **pos, int *npos, char **other, int *nother, const char **config_path)
 {
-    bool help = false;
+    bool help = false, version = false;
     for (int i = 1; i < argc; i++) {
         char *a = argv[i];
         if (!strcmp (a, "--")) {
@@ -324,6 +324,11 @@ s_scan (const cgq_opt_t *opts, const char *prog, int argc, char **argv, s_flag_t
             if (s_name_eq ("help", name, len)) {
                 free (shown);
                 help = true;
+                continue;
+            }
+            if (s_name_eq ("version", name, len) && !s_find_long (opts, name, len)) {
+                free (shown);
+                version = true;
                 continue;
             }
             if (s_name_eq ("config", name, len)) {
@@ -385,7 +390,7 @@ s_scan (const cgq_opt_t *opts, const char *prog, int argc, char **argv, s_flag_t
         flags[*nflags].name = shown;
         (*nflags)++;
     }
-    return help ? 1 : 0;
+    return help ? 1 : version ? 2 : 0;
 }
 
 int
@@ -415,6 +420,11 @@ cgq_config_parse (const cgq_opt_t *opts, void *cfg, const char *prog, const char
                  &config_path);
     if (rc == 1) {
         cgq_config_print_help (opts, prog, usage);
+        goto done;
+    }
+    if (rc == 2) {
+        printf ("%s %s\n", prog, CGQ_VERSION);
+        rc = 1;
         goto done;
     }
     if (rc < 0)

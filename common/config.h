@@ -40,10 +40,11 @@ typedef struct {
 // the table of options with their defaults and variables. Arguments that are not
 // options (positional) are moved, in order, to argv[*argi .. argc-1]: on return
 // *argi is the index of the first positional argument. Parsing stops at "--".
-// Returns 0 on success; 1 when --help was printed (the caller exits 0); -1 on a
+// Returns 0 on success; 1 when --help or --version was printed (the caller
+// exits 0); -1 on a
 // bad value, an unknown flag or an unreadable config file, after printing one
 // line naming the source (flag, variable, or FILE:LINE:COL) and the expected form
-// (the caller exits 2). --config FILE and --help are always accepted.
+// (the caller exits 2). --config FILE, --help and --version are always accepted.
 int cgq_config_parse (const cgq_opt_t *opts, void *cfg, const char *prog, const char *usage,
                       int argc, char **argv, int *argi);
 

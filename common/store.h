@@ -70,21 +70,4 @@ redisReply *cgq_store_command (cgq_store_t *self, const char *fmt, ...);
 int cgq_store_append (cgq_store_t *self, const char *fmt, ...);
 redisReply *cgq_store_get_reply (cgq_store_t *self);
 
-// Keys. Each formats into buf (size n) and returns buf. The job id is the
-// hash tag, so a whole job lives in one Redis Cluster slot.
-char *cgq_key_job (char *buf, size_t n, uint64_t job);                      // cgq:job:{7}
-char *cgq_key_trial (char *buf, size_t n, uint64_t job, uint64_t trial);    // cgq:job:{7}:trial:12
-char *cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial);  // cgq:job:{7}:reports:12
-char *cgq_key_leaderboard (char *buf, size_t n, uint64_t job);              // cgq:job:{7}:leaderboard
-char *cgq_key_active (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:active
-char *cgq_key_node (char *buf, size_t n, const char *node);                 // cgq:node:gpu-3
-
-#define CGQ_KEY_JOB_SEQ "cgq:seq:job"
-#define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
-#define CGQ_KEY_JOBS "cgq:jobs"
-#define CGQ_KEY_NODES "cgq:nodes"
-#define CGQ_KEY_EVENTS "cgq:events"
-#define CGQ_KEY_COORDINATOR "cgq:coordinator"
-#define CGQ_EVENTS_MAXLEN 100000
-
 #endif

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "redis_fixture.h"
+#include "model.h"
 #include "store.h"
 #include "util.h"
 

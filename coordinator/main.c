@@ -1,5 +1,5 @@
 // cgq-coordinator: schedules trials onto nodes and persists every state change
-// in Redis. main.c: options, signals, sockets, recovery, then the loop (coord.c).
+// in Redis. main.c: options, signals, sockets, recovery, then the loop (loop.c).
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -12,10 +12,8 @@
 #include "config.h"
 #include "coord.h"
 #include "log.h"
-
-volatile sig_atomic_t coord_stop = 0;
-
-void coord_fini (coord_t *c);
+#include "loop.h"
+#include "recovery.h"
 
 static void
 s_on_signal (int sig)
@@ -81,54 +79,27 @@ s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t epl
     return s;
 }
 
-// s_nodes_unknown marks the nodes a previous coordinator saw alive as
-// "unknown": this one has not heard from them. Each becomes alive again with
-// its Hello; one that never returns no longer passes for alive in Redis.
-static void
-s_nodes_unknown (coord_t *c)
-{
-    redisReply *ids = cgq_store_command (c->store, "SMEMBERS %s", CGQ_KEY_NODES);
-    if (!ids || ids->type != REDIS_REPLY_ARRAY) {
-        if (ids)
-            freeReplyObject (ids);
-        return;
-    }
-    char key[300];
-    for (size_t i = 0; i < ids->elements; i++)
-        cgq_store_append (c->store, "HGET %s state", cgq_key_node (key, sizeof key, ids->element[i]->str));
-    for (size_t i = 0; i < ids->elements; i++) {
-        redisReply *st = cgq_store_get_reply (c->store);
-        if (!st)
-            break;
-        if (st->type == REDIS_REPLY_STRING && strcmp (st->str, "alive") == 0)
-            cgq_store_cmd (c->store, "HSET %s state unknown running 0",
-                           cgq_key_node (key, sizeof key, ids->element[i]->str));
-        freeReplyObject (st);
-    }
-    freeReplyObject (ids);
-}
-
 int
 main (int argc, char **argv)
 {
-    coord_t c;
-    memset (&c, 0, sizeof c);
+    coord_cfg_t cfg;
+    memset (&cfg, 0, sizeof cfg);
     int argi = 0;
-    int rc = cgq_config_parse (s_opts, &c.cfg, "cgq-coordinator",
+    int rc = cgq_config_parse (s_opts, &cfg, "cgq-coordinator",
                                "cgq-coordinator [OPTIONS]\n"
                                "Schedules trials onto cgq-worker nodes; state lives in Redis.",
                                argc, argv, &argi);
     if (rc != 0) {
-        cgq_config_free (s_opts, &c.cfg);
+        cgq_config_free (s_opts, &cfg);
         return rc > 0 ? 0 : 2;
     }
     if (argi < argc) {
         fprintf (stderr, "cgq-coordinator: unexpected argument '%s' (see --help)\n", argv[argi]);
-        cgq_config_free (s_opts, &c.cfg);
+        cgq_config_free (s_opts, &cfg);
         return 2;
     }
-    if (cgq_log_configure ("cgq-coordinator", c.cfg.log_level, c.cfg.log_json) < 0) {
-        cgq_config_free (s_opts, &c.cfg);
+    if (cgq_log_configure ("cgq-coordinator", cfg.log_level, cfg.log_json) < 0) {
+        cgq_config_free (s_opts, &cfg);
         return 2;
     }
 
@@ -140,12 +111,15 @@ main (int argc, char **argv)
     signal (SIGPIPE, SIG_IGN);
 
     char err[512];
-    c.store = cgq_store_new (c.cfg.redis, 2000, err, sizeof err);
-    if (!c.store) {
+    cgq_store_t *store = cgq_store_new (cfg.redis, 2000, err, sizeof err);
+    if (!store) {
         fprintf (stderr, "cgq-coordinator: %s\n", err);
-        cgq_config_free (s_opts, &c.cfg);
+        cgq_config_free (s_opts, &cfg);
         return 2;
     }
+    coord_t c;
+    coord_init (&c, &cfg);
+    c.store = store;
     int exit_code = 1;
     if (cgq_store_connect (c.store) < 0) {
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
@@ -163,27 +137,32 @@ main (int argc, char **argv)
     freeReplyObject (r);
     char tag[32];
     snprintf (tag, sizeof tag, "%" PRIu64, c.epoch);
-    cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, "batch", tag);
-    s_nodes_unknown (&c);
-    if (jobs_recover (&c) < 0) {
+    cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, CGQ_CF_BATCH, tag);
+    recovery_nodes (&c);
+    if (recovery_jobs (&c) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",
                  cgq_store_url (c.store), cgq_store_errstr (c.store));
         goto out;
     }
 
     c.zctx = zmq_ctx_new ();
-    c.nodes_sock = s_bind (&c, "node", c.cfg.bind, c.nodes_ep, sizeof c.nodes_ep);
+    c.nodes_sock = s_bind (&c, "node", cfg.bind, c.nodes_ep, sizeof c.nodes_ep);
     if (!c.nodes_sock)
         goto out;
-    c.ctl_sock = s_bind (&c, "control", c.cfg.control, c.ctl_ep, sizeof c.ctl_ep);
+    c.ctl_sock = s_bind (&c, "control", cfg.control, c.ctl_ep, sizeof c.ctl_ep);
     if (!c.ctl_sock)
         goto out;
 
     char now[32];
     cgq_fmt_double (now, cgq_wall_s ());
-    cgq_store_cmd (c.store, "HSET %s epoch %llu pid %d nodes %s control %s started %s",
-                   CGQ_KEY_COORDINATOR, (unsigned long long) c.epoch, (int) getpid (), c.nodes_ep,
-                   c.ctl_ep, now);
+    cgq_hset_t h;
+    cgq_hset_init (&h, CGQ_KEY_COORDINATOR);
+    cgq_hset_u64 (&h, CGQ_CF_EPOCH, c.epoch);
+    cgq_hset_u64 (&h, CGQ_CF_PID, (uint64_t) getpid ());
+    cgq_hset_str (&h, CGQ_CF_NODES, c.nodes_ep);
+    cgq_hset_str (&h, CGQ_CF_CONTROL, c.ctl_ep);
+    cgq_hset_str (&h, CGQ_CF_STARTED, now);
+    cgq_hset_queue (&h, c.store);
     if (cgq_store_flush (c.store) < 0) {
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
         goto out;
@@ -204,6 +183,6 @@ out:
         zmq_close (c.ctl_sock);
     if (c.zctx)
         zmq_ctx_term (c.zctx);
-    cgq_config_free (s_opts, &c.cfg);
+    cgq_config_free (s_opts, &cfg);
     return exit_code;
 }

@@ -1,0 +1,231 @@
+// model: cgq's Redis data model, in one place. It owns the key names, the
+// field names of every hash, the state names, and the mapping between those
+// hashes and C records: the coordinator writes through it (the only writer)
+// and the CLI and recovery read through it. A field renamed here is renamed
+// for every program. docs/architecture.md ("Redis data model") is the
+// reference for operators reading it with redis-cli.
+#ifndef CGQ_MODEL_H
+#define CGQ_MODEL_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+// --- keys ------------------------------------------------------------------
+// Each formats into buf (size n) and returns buf. The job id is the hash tag,
+// so a whole job lives in one Redis Cluster slot.
+char *cgq_key_job (char *buf, size_t n, uint64_t job);                      // cgq:job:{7}
+char *cgq_key_trial (char *buf, size_t n, uint64_t job, uint64_t trial);    // cgq:job:{7}:trial:12
+char *cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial);  // cgq:job:{7}:reports:12
+char *cgq_key_leaderboard (char *buf, size_t n, uint64_t job);              // cgq:job:{7}:leaderboard
+char *cgq_key_active (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:active
+char *cgq_key_node (char *buf, size_t n, const char *node);                 // cgq:node:gpu-3
+
+#define CGQ_KEY_JOB_SEQ "cgq:seq:job"
+#define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
+#define CGQ_KEY_JOBS "cgq:jobs"
+#define CGQ_KEY_NODES "cgq:nodes"
+#define CGQ_KEY_EVENTS "cgq:events"
+#define CGQ_KEY_COORDINATOR "cgq:coordinator"
+#define CGQ_EVENTS_MAXLEN 100000
+#define CGQ_REPORTS_MAXLEN 1000
+
+// --- states ----------------------------------------------------------------
+// Trial states; the job hash counts trials under these same names.
+typedef enum {
+    CGQ_TRIAL_PENDING,
+    CGQ_TRIAL_RUNNING,
+    CGQ_TRIAL_SUCCEEDED,
+    CGQ_TRIAL_FAILED,
+    CGQ_TRIAL_STOPPED,
+    CGQ_TRIAL_CANCELLED,
+    CGQ_TRIAL_UNSCHEDULABLE,
+    CGQ_TRIAL_NSTATES
+} cgq_tstate_t;
+extern const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES];
+// cgq_tstate_parse returns the state named s, or -1 for NULL or an unknown name.
+int cgq_tstate_parse (const char *s);
+// Terminal: succeeded, failed, stopped, cancelled.
+bool cgq_tstate_terminal (cgq_tstate_t s);
+
+typedef enum { CGQ_JOB_RUNNING, CGQ_JOB_FINISHED, CGQ_JOB_CANCELLED, CGQ_JOB_NSTATES } cgq_jstate_t;
+extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
+
+// Node states: alive; dead (silent too long); gone (said Bye); unknown (a
+// restarted coordinator has not heard from it yet).
+#define CGQ_NODE_ALIVE "alive"
+#define CGQ_NODE_DEAD "dead"
+#define CGQ_NODE_GONE "gone"
+#define CGQ_NODE_UNKNOWN "unknown"
+
+// --- fields ----------------------------------------------------------------
+// cgq:job:{J}; the counts are the trial state names above.
+#define CGQ_JF_ID "id"
+#define CGQ_JF_NAME "name"
+#define CGQ_JF_STATE "state"
+#define CGQ_JF_SPEC "spec"
+#define CGQ_JF_SPEC_PATH "spec_path"
+#define CGQ_JF_SPEC_DIR "spec_dir"
+#define CGQ_JF_CREATED "created"
+#define CGQ_JF_FINISHED "finished"
+#define CGQ_JF_TOTAL "total"
+#define CGQ_JF_SUGGESTED "suggested"
+#define CGQ_JF_METRIC "objective_metric"
+#define CGQ_JF_MODE "objective_mode"
+#define CGQ_JF_BEST_TRIAL "best_trial"
+#define CGQ_JF_BEST_VALUE "best_value"
+#define CGQ_JF_BLOCKED "blocked"
+#define CGQ_JF_SEARCHER "searcher"
+#define CGQ_JF_ERROR "error"
+
+// cgq:job:{J}:trial:T
+#define CGQ_TF_ID "id"
+#define CGQ_TF_JOB "job"
+#define CGQ_TF_PARAMS "params"
+#define CGQ_TF_STATE "state"
+#define CGQ_TF_ATTEMPT "attempt"
+#define CGQ_TF_NODE "node"
+#define CGQ_TF_GPUS "gpus"
+#define CGQ_TF_STARTED "started"
+#define CGQ_TF_FINISHED "finished"
+#define CGQ_TF_DURATION "duration"
+#define CGQ_TF_METRICS "metrics"
+#define CGQ_TF_VALUE "value"
+#define CGQ_TF_ERROR "error"
+#define CGQ_TF_LOG "log"
+#define CGQ_TF_TRIAL_DIR "trial_dir"
+#define CGQ_TF_REPORTS "reports"
+#define CGQ_TF_LAST_REPORT "last_report"
+
+// cgq:node:ID
+#define CGQ_NF_ID "id"
+#define CGQ_NF_KIND "kind"
+#define CGQ_NF_STATE "state"
+#define CGQ_NF_HOSTNAME "hostname"
+#define CGQ_NF_PID "pid"
+#define CGQ_NF_CPUS "cpus"
+#define CGQ_NF_MEMORY "memory"
+#define CGQ_NF_GPUS "gpus"
+#define CGQ_NF_GPU_NAMES "gpu_names"
+#define CGQ_NF_FREE_CPUS "free_cpus"
+#define CGQ_NF_FREE_GPUS "free_gpus"
+#define CGQ_NF_RUNNING "running"
+#define CGQ_NF_CONNECTED "connected"
+#define CGQ_NF_LAST_SEEN "last_seen"
+
+// cgq:coordinator
+#define CGQ_CF_EPOCH "epoch"
+#define CGQ_CF_PID "pid"
+#define CGQ_CF_NODES "nodes"
+#define CGQ_CF_CONTROL "control"
+#define CGQ_CF_STARTED "started"
+#define CGQ_CF_DROPPED "dropped_frames"
+#define CGQ_CF_RESULTS "results"
+#define CGQ_CF_ASSIGNS "assigns"
+#define CGQ_CF_BATCH "batch"
+
+// The report stream's one field: the report's JSON.
+#define CGQ_REPORT_FIELD "r"
+
+// --- writing: one HSET built field by field --------------------------------
+// cgq_hset_t collects "HSET key f1 v1 f2 v2 ..." without formatting strings
+// through printf; numbers are formatted into the builder's own buffers.
+// Strings passed in are borrowed until cgq_hset_queue returns.
+#define CGQ_HSET_MAX_FIELDS 32
+
+typedef struct {
+    int argc;
+    const char *argv[2 + 2 * CGQ_HSET_MAX_FIELDS];
+    size_t len[2 + 2 * CGQ_HSET_MAX_FIELDS];
+    char num[CGQ_HSET_MAX_FIELDS][32];
+    int nnum;
+} cgq_hset_t;
+
+void cgq_hset_init (cgq_hset_t *h, const char *key);
+// More than CGQ_HSET_MAX_FIELDS fields is a programming error: it aborts.
+void cgq_hset_str (cgq_hset_t *h, const char *field, const char *value);
+void cgq_hset_u64 (cgq_hset_t *h, const char *field, uint64_t value);
+void cgq_hset_dbl (cgq_hset_t *h, const char *field, double value);
+// cgq_hset_queue adds the HSET to store's batch (nothing when no field was set).
+void cgq_hset_queue (cgq_hset_t *h, cgq_store_t *store);
+
+// cgq_model_event queues one XADD to cgq:events (capped). trial < 0, attempt 0,
+// node NULL and detail NULL leave their field out.
+void cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
+                      const char *node, uint32_t attempt, const char *detail);
+
+// --- reading: records built from HGETALL replies ---------------------------
+// Missing or malformed fields read as "unknown", never as an error, so a
+// reader can show whatever is there.
+
+// cgq_hash_get finds field in an HGETALL reply; NULL when absent.
+const char *cgq_hash_get (const redisReply *r, const char *field);
+// cgq_hash_num parses a numeric field; false when absent or not a number.
+bool cgq_hash_num (const redisReply *r, const char *field, double *out);
+uint64_t cgq_hash_u64 (const redisReply *r, const char *field); // 0 when absent
+
+typedef struct {
+    uint64_t id;
+    char *name;      // never NULL ("" when unknown)
+    char *state;     // running | finished | cancelled ("" when unknown)
+    char *spec;      // the YAML as submitted, never NULL
+    char *spec_path; // never NULL
+    char *spec_dir;  // never NULL
+    char *searcher;  // never NULL
+    char *metric;    // objective metric, NULL when the job has no objective
+    int mode;        // +1 max, -1 min
+    char *blocked;   // why trials are unschedulable, NULL when not blocked
+    double created, finished; // Unix seconds, 0 when unknown
+    int64_t total;            // trials the search will produce, -1 when unbounded
+    uint64_t suggested;       // trials created so far
+    uint64_t counts[CGQ_TRIAL_NSTATES];
+    bool has_best;
+    uint64_t best_trial;
+    double best_value;
+} cgq_job_rec_t;
+
+typedef struct {
+    uint64_t id;
+    char *state;     // never NULL
+    json_t *params;  // object, NULL when missing (owned)
+    json_t *metrics; // object, NULL when missing (owned)
+    bool has_value;  // the objective value
+    double value;
+    uint32_t attempt;
+    char *node, *error, *log, *trial_dir, *gpus; // NULL when missing or empty
+    bool has_started, has_finished, has_duration;
+    double started, finished, duration;
+} cgq_trial_rec_t;
+
+typedef struct {
+    char *id, *kind, *state, *hostname; // never NULL
+    double cpus, free_cpus;
+    double gpus, free_gpus; // counts (a list of GPUs counts its entries)
+    uint64_t running;
+    uint64_t pid;
+    bool connected;
+    bool has_last_seen;
+    double last_seen;
+} cgq_node_rec_t;
+
+// cgq_job_rec_from builds a job record from HGETALL of cgq:job:{id}. Caller
+// frees with cgq_job_rec_destroy.
+cgq_job_rec_t *cgq_job_rec_from (uint64_t id, const redisReply *hash);
+void cgq_job_rec_destroy (cgq_job_rec_t **self_p);
+// Terminal trials (succeeded, failed, stopped, cancelled) and job state.
+uint64_t cgq_job_rec_done (const cgq_job_rec_t *job);
+bool cgq_job_rec_terminal (const cgq_job_rec_t *job);
+
+// cgq_trial_rec_from builds a trial record; job (may be NULL) supplies the
+// objective metric for trials whose value field is missing.
+cgq_trial_rec_t *cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *hash);
+void cgq_trial_rec_destroy (cgq_trial_rec_t **self_p);
+
+cgq_node_rec_t *cgq_node_rec_from (const char *id, const redisReply *hash);
+void cgq_node_rec_destroy (cgq_node_rec_t **self_p);
+
+#endif

@@ -1,0 +1,107 @@
+// control: the CLI's requests.
+#include "control.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs.h"
+#include "log.h"
+#include "outbox.h"
+#include "space.h"
+
+static void
+s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
+{
+    const char *yaml = m->spec_yaml ? m->spec_yaml : "";
+    const char *path = m->spec_path && *m->spec_path ? m->spec_path : "spec";
+    size_t len = strlen (yaml);
+    if (len > c->cfg.max_spec) {
+        char msg[256];
+        snprintf (msg, sizeof msg, "%s: spec is %zu bytes, more than the limit of %llu (--max-spec)",
+                  path, len, (unsigned long long) c->cfg.max_spec);
+        outbox_reply (c, rid, rid_len, 2, msg, true);
+        return;
+    }
+    char err[1024];
+    cgq_spec_t *spec = cgq_spec_parse (yaml, len, path, err, sizeof err);
+    if (!spec) {
+        outbox_reply (c, rid, rid_len, 2, err, true);
+        return;
+    }
+    uint64_t total = 0;
+    if (cgq_space_count (spec, &total) < 0 || total > (uint64_t) c->cfg.max_trials) {
+        char msg[256];
+        snprintf (msg, sizeof msg,
+                  "%s: the search has %llu trials, more than the limit of %lld "
+                  "(lower search.samples or the grid, or raise --max-trials)",
+                  path, (unsigned long long) total, (long long) c->cfg.max_trials);
+        cgq_spec_destroy (&spec);
+        outbox_reply (c, rid, rid_len, 2, msg, true);
+        return;
+    }
+    cgq_searcher_t *searcher = cgq_searcher_new (spec, NULL, err, sizeof err);
+    if (!searcher) {
+        cgq_spec_destroy (&spec);
+        outbox_reply (c, rid, rid_len, 2, err, true);
+        return;
+    }
+    redisReply *r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        char msg[512];
+        snprintf (msg, sizeof msg, "cannot allocate a job id: %s",
+                  r ? (r->str ? r->str : "unexpected reply") : cgq_store_errstr (c->store));
+        if (r)
+            freeReplyObject (r);
+        cgq_searcher_destroy (&searcher);
+        cgq_spec_destroy (&spec);
+        outbox_reply (c, rid, rid_len, 1, msg, true);
+        return;
+    }
+    uint64_t id = (uint64_t) r->integer;
+    freeReplyObject (r);
+
+    job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
+    jobs_submitted (c, j, yaml, path, total);
+
+    Cgq__SubmitReply sr = CGQ__SUBMIT_REPLY__INIT;
+    sr.job = id;
+    sr.trials = total;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_SUBMIT_REPLY;
+    env.submit_reply = &sr;
+    outbox_push (c, c->ctl_sock, rid, rid_len, true, &env);
+}
+
+static void
+s_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
+{
+    char msg[256];
+    jobs_cancel_t rc = jobs_cancel (c, id, msg, sizeof msg);
+    // A cancel that changed state is answered after the flush; one that
+    // changed nothing (already over, unknown job, Redis down) at once.
+    int code = rc == JOBS_CANCEL_IO ? 1 : rc == JOBS_CANCEL_UNKNOWN ? 2 : 0;
+    outbox_reply (c, rid, rid_len, code, msg, rc != JOBS_CANCEL_DONE);
+}
+
+void
+control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
+{
+    switch (env->body_case) {
+    case CGQ__ENVELOPE__BODY_SUBMIT_JOB:
+        s_submit (c, rid, rid_len, env->submit_job);
+        break;
+    case CGQ__ENVELOPE__BODY_CANCEL_JOB:
+        s_cancel (c, rid, rid_len, env->cancel_job->job);
+        break;
+    case CGQ__ENVELOPE__BODY_PING: {
+        char msg[64];
+        snprintf (msg, sizeof msg, "epoch %" PRIu64, c->epoch);
+        outbox_reply (c, rid, rid_len, 0, msg, false);
+        break;
+    }
+    default:
+        outbox_reply (c, rid, rid_len, 2, "unexpected message on the control socket", false);
+    }
+}

@@ -1,0 +1,19 @@
+// dispatch: starts trials. Serves jobs round-robin, one trial per job per
+// round, so two jobs sharing workers progress alike; asks the scheduler
+// where each can run; renders the trial's command and env and queues the
+// Assign. A trial whose command or env cannot be rendered fails with that
+// message instead of running with an empty one.
+#ifndef CGQ_DISPATCH_H
+#define CGQ_DISPATCH_H
+
+#include "coord.h"
+
+// Most trials started in one turn: bounds a turn's Redis batch and latency
+// (the rest goes next turn).
+#define DISPATCH_MAX_PER_TURN 4096
+
+// dispatch_run starts what fits, when something changed (c->sched_dirty).
+// Returns how many trials it started.
+int dispatch_run (coord_t *c);
+
+#endif

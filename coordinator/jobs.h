@@ -1,0 +1,97 @@
+// jobs: the job and trial state machine. Owns every job_t and trial_t. Each
+// transition changes memory and queues its Redis commands (through
+// common/model.h) in the same call, so memory and the next flushed batch
+// always agree. Only trials that are not terminal live in memory; a job whose
+// last trial ended is marked ended and freed by jobs_reap at the end of the
+// turn, never inside a caller that may still hold it.
+#ifndef CGQ_JOBS_H
+#define CGQ_JOBS_H
+
+#include "coord.h"
+
+// A trial lost on this many nodes in a row fails: it may be what kills them.
+#define JOBS_MAX_LOSSES 3
+
+job_t *jobs_find (coord_t *c, uint64_t id);
+trial_t *jobs_trial (coord_t *c, uint64_t job, uint64_t trial);
+
+// jobs_add creates job id in memory and appends it to c->jobs. Takes
+// ownership of spec and searcher. Writes nothing (see jobs_submitted).
+job_t *jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
+                 const char *spec_dir);
+// jobs_submitted writes a new job's hash, its place in cgq:jobs and the
+// job.submitted event. yaml and path are the spec as submitted.
+void jobs_submitted (coord_t *c, job_t *j, const char *yaml, const char *path, uint64_t total);
+
+// jobs_cancel cancels job id: pending trials are dropped, running ones get
+// a Stop and stay in memory until their node reports them stopped. msg gets
+// one line for the user whatever the outcome.
+typedef enum {
+    JOBS_CANCEL_DONE,    // cancelled now
+    JOBS_CANCEL_OVER,    // it had already ended (finished or cancelled)
+    JOBS_CANCEL_UNKNOWN, // no such job
+    JOBS_CANCEL_IO,      // Redis could not be read to tell
+} jobs_cancel_t;
+jobs_cancel_t jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen);
+
+// --- trials ----------------------------------------------------------------
+// jobs_trial_insert puts a trial into j's memory (state pending, attempt 0)
+// without writing anything: for recovery and trial creation. Takes params.
+trial_t *jobs_trial_insert (job_t *j, uint64_t id, json_t *params);
+// jobs_next_trial returns the next trial of j to start: the queue first,
+// else a new one from the searcher (written to Redis); NULL if none now.
+trial_t *jobs_next_trial (coord_t *c, job_t *j);
+void jobs_enqueue (job_t *j, trial_t *t, bool front);
+void jobs_unqueue (job_t *j, trial_t *t);
+
+// jobs_set_state moves t to state s and sets nkv/2 more field-value pairs of
+// its hash in the same HSET (borrowed for the call). Setting "error" marks
+// the trial as holding one.
+void jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv);
+
+// jobs_started records that t's attempt t->attempt now runs on n (t already
+// attached there); gpus lists the granted GPU indices ("0,1").
+void jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus);
+
+// jobs_failed ends one failed attempt of t (which holds no node any more):
+// back to the queue while retryable and attempts remain, else the trial
+// fails with error.
+void jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable);
+
+// jobs_result applies a node's Result. A result for a stale attempt, an
+// unknown or a terminal trial changes nothing: the caller acks it anyway,
+// so every trial's outcome is recorded once.
+void jobs_result (coord_t *c, const Cgq__Result *r);
+void jobs_progress (coord_t *c, const Cgq__Progress *p);
+
+// jobs_lost hands back a trial whose node was lost (t no longer attached).
+void jobs_lost (coord_t *c, trial_t *t, const char *why);
+
+// jobs_readopt takes back a task node n still runs although it was given up
+// as lost, while the trial waits in the queue with that same attempt.
+// Returns true if it did.
+bool jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt);
+// jobs_adopt attaches a recovered running trial to the node that reports it.
+// Returns true if t was such a trial.
+bool jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt);
+// jobs_adopt_check hands back recovered running trials whose node did not
+// report them by their deadline.
+void jobs_adopt_check (coord_t *c, int64_t now);
+
+// jobs_set_blocked records why no node can run j (NULL: it can again).
+void jobs_set_blocked (coord_t *c, job_t *j, const char *reason);
+
+// jobs_check_done ends j when its search is over and no trial is left.
+void jobs_check_done (coord_t *c, job_t *j);
+// Once per turn, before the flush: counts and searcher state of jobs that
+// changed, then ended jobs are freed.
+void jobs_write_dirty (coord_t *c);
+void jobs_reap (coord_t *c);
+void jobs_destroy_all (coord_t *c);
+
+// jobs_each_trial calls fn for every trial of j in memory; fn may end the
+// trial (they are collected first).
+void jobs_each_trial (job_t *j, void (*fn) (coord_t *c, trial_t *t, void *arg), coord_t *c,
+                      void *arg);
+
+#endif

@@ -1,0 +1,177 @@
+// loop: poll, read, hand on, timers, flush, send.
+#include "loop.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "control.h"
+#include "dispatch.h"
+#include "jobs.h"
+#include "log.h"
+#include "nodes.h"
+#include "outbox.h"
+#include "session.h"
+
+volatile sig_atomic_t coord_stop = 0;
+
+// Messages handled per socket per turn: bounds the latency of one turn while
+// still batching thousands of state changes into one Redis round trip.
+#define TURN_BUDGET 4096
+
+// s_drain reads up to TURN_BUDGET messages from a ROUTER socket. A node frame
+// is [rid][payload]; a REQ frame is [rid][empty][payload].
+static int
+s_drain (coord_t *c, void *sock, bool control)
+{
+    int handled = 0;
+    while (handled < TURN_BUDGET) {
+        zmq_msg_t parts[4];
+        int nparts = 0;
+        bool more = true;
+        while (more) {
+            zmq_msg_t m;
+            zmq_msg_init (&m);
+            if (zmq_msg_recv (&m, sock, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close (&m);
+                if (nparts == 0)
+                    return handled;
+                break; // cannot happen mid-message; be safe
+            }
+            more = zmq_msg_more (&m);
+            if (nparts < 4)
+                parts[nparts++] = m;
+            else
+                zmq_msg_close (&m);
+        }
+        handled++;
+        int payload = control ? 2 : 1;
+        if (nparts == payload + 1 && (!control || zmq_msg_size (&parts[1]) == 0)) {
+            const char *rid = zmq_msg_data (&parts[0]);
+            size_t rid_len = zmq_msg_size (&parts[0]);
+            cgq_env_t *env = cgq_wire_decode (zmq_msg_data (&parts[payload]),
+                                              zmq_msg_size (&parts[payload]), c->cfg.max_frame);
+            if (env) {
+                if (control)
+                    control_message (c, rid, rid_len, env);
+                else
+                    session_message (c, rid, rid_len, env);
+                cgq_wire_free (env);
+            }
+            else
+                cgq_warn ("dropped an undecodable %zu-byte frame from %s peer (%" PRIu64
+                          " dropped so far)",
+                          zmq_msg_size (&parts[payload]), control ? "a control" : "a node",
+                          cgq_wire_dropped);
+        }
+        else {
+            cgq_wire_dropped++;
+            cgq_warn ("dropped a malformed %d-part message on the %s socket", nparts,
+                      control ? "control" : "node");
+        }
+        for (int i = 0; i < nparts; i++)
+            zmq_msg_close (&parts[i]);
+    }
+    return handled;
+}
+
+static void
+s_stats (coord_t *c)
+{
+    cgq_hset_t h;
+    cgq_hset_init (&h, CGQ_KEY_COORDINATOR);
+    cgq_hset_u64 (&h, CGQ_CF_DROPPED, cgq_wire_dropped);
+    cgq_hset_u64 (&h, CGQ_CF_RESULTS, c->stat_results);
+    cgq_hset_u64 (&h, CGQ_CF_ASSIGNS, c->stat_assigns);
+    cgq_hset_queue (&h, c->store);
+}
+
+// s_flush persists the turn's batch; on success the outbox goes out.
+static int
+s_flush (coord_t *c, int64_t now)
+{
+    if (c->redis_retry_ms && now < c->redis_retry_ms)
+        return -1;
+    if (cgq_store_flush (c->store) < 0) {
+        c->redis_backoff_ms = c->redis_backoff_ms ? c->redis_backoff_ms * 2 : 100;
+        if (c->redis_backoff_ms > 2000)
+            c->redis_backoff_ms = 2000;
+        c->redis_retry_ms = now + c->redis_backoff_ms;
+        cgq_warn ("%s; %zu command(s) kept, retrying in %" PRId64 " ms",
+                  cgq_store_errstr (c->store), cgq_store_pending (c->store), c->redis_backoff_ms);
+        return -1;
+    }
+    if (c->redis_retry_ms)
+        cgq_info ("Redis is back; batch persisted");
+    c->redis_retry_ms = 0;
+    c->redis_backoff_ms = 0;
+    outbox_send (c);
+    return 0;
+}
+
+int
+coord_turn_end (coord_t *c, int64_t now)
+{
+    nodes_write_dirty (c);
+    jobs_write_dirty (c);
+    jobs_reap (c);
+    return s_flush (c, now);
+}
+
+static int64_t
+s_min_deadline (int64_t a, int64_t b)
+{
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    return a < b ? a : b;
+}
+
+int
+coord_run (coord_t *c)
+{
+    zmq_pollitem_t items[2] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0}, {c->ctl_sock, 0, ZMQ_POLLIN, 0}};
+    c->next_liveness_ms = cgq_now_ms () + c->cfg.heartbeat_ms;
+    c->next_stats_ms = cgq_now_ms () + 1000;
+    c->sched_dirty = true;
+    while (!coord_stop) {
+        int64_t now = cgq_now_ms ();
+        int64_t deadline = s_min_deadline (c->next_liveness_ms, c->next_stats_ms);
+        deadline = s_min_deadline (deadline, c->redis_retry_ms);
+        deadline = s_min_deadline (deadline, c->adopt_deadline_ms);
+        long timeout = deadline > now ? (long) (deadline - now) : 0;
+        if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
+            timeout = 0;
+        int rc = zmq_poll (items, 2, timeout);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            cgq_error ("zmq_poll: %s", zmq_strerror (errno));
+            return -1;
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            s_drain (c, c->nodes_sock, false);
+        if (items[1].revents & ZMQ_POLLIN)
+            s_drain (c, c->ctl_sock, true);
+        now = cgq_now_ms ();
+        if (now >= c->next_liveness_ms) {
+            session_liveness (c, now);
+            c->next_liveness_ms = now + c->cfg.heartbeat_ms;
+        }
+        if (now >= c->next_stats_ms) {
+            s_stats (c);
+            c->next_stats_ms = now + 1000;
+        }
+        // While Redis is down, do not start new work whose record could not be kept.
+        if (!c->redis_retry_ms)
+            dispatch_run (c);
+        coord_turn_end (c, now);
+    }
+    // Last turn: persist what we have; the outbox may go (nodes tolerate it).
+    if (cgq_store_pending (c->store))
+        s_flush (c, cgq_now_ms ());
+    return 0;
+}

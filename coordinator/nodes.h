@@ -1,0 +1,68 @@
+// nodes: the node registry. Owns every node_t: lookup by id, the resources
+// each node offers and has free, and the ledger of what each attached trial
+// holds. Granting and releasing are the two halves of that ledger and both
+// live here, with the one GPU-share rule. It knows trials only as holders of
+// resources: it never changes a trial's state (jobs.c does).
+#ifndef CGQ_NODES_H
+#define CGQ_NODES_H
+
+#include "coord.h"
+
+// Most tasks one node runs, whatever the trials ask for: trials that ask for
+// nothing (cpu: 0) would otherwise fit without end.
+#define NODES_MAX_TASKS 1024
+
+node_t *nodes_find (coord_t *c, const char *id);
+// nodes_add registers a new node with no resources (nodes_declare sets them).
+node_t *nodes_add (coord_t *c, const char *id);
+
+// nodes_declare sets what n offers, from its Hello, and recomputes its free
+// resources from the trials still attached (their GPU positions are kept
+// when still valid). Returns how many attached trials no longer fit.
+int nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid,
+                   const Cgq__Resources *res);
+
+// nodes_remove marks n dead or gone in Redis (state "dead" or "gone"), logs
+// why, and frees it. n must have no attached trials left (the caller has
+// handed them back to their jobs first).
+void nodes_remove (coord_t *c, node_t *n, const char *state, const char *why);
+void nodes_destroy_all (coord_t *c);
+
+// The GPU-share rule: a request of gpu <= 1 takes that share of one GPU; an
+// integral request > 1 takes that many whole GPUs.
+double nodes_gpu_share (const req_t *r); // what each granted GPU gives up
+int nodes_gpu_count (const req_t *r);    // how many GPUs are granted
+
+// Whether r fits n's free resources now, and whether it could ever fit n.
+bool nodes_fits_free (const node_t *n, const req_t *r);
+bool nodes_fits_total (const node_t *n, const req_t *r);
+
+// nodes_attach puts t on n's task list (t->node = n) without resources.
+void nodes_attach (node_t *n, trial_t *t);
+// nodes_grant takes t's request (t->job->req) from n's free resources,
+// picking GPUs unless t already holds positions (a re-grant). t must be
+// attached to n. The grant is recorded even when it over-commits n; then it
+// returns -1 (the caller logs why), else 0.
+int nodes_grant (node_t *n, trial_t *t);
+// nodes_release gives back what t holds and detaches it from its node. A
+// trial on no node is left alone.
+void nodes_release (coord_t *c, trial_t *t);
+// nodes_gpus_from_indices turns the GPU indices a recovered trial was given
+// (t->gpus) into positions on n (-1 for a GPU n no longer has).
+void nodes_gpus_from_indices (const node_t *n, trial_t *t);
+
+// nodes_write queues n's hash: with full, everything it declared (a join),
+// else its free resources and running count.
+void nodes_write (coord_t *c, node_t *n, bool full);
+void nodes_write_dirty (coord_t *c);
+
+// nodes_capacity: the largest offer of any connected node, for messages.
+typedef struct {
+    int nodes;
+    double max_cpu;
+    int max_gpu;
+    uint64_t max_memory;
+} nodes_capacity_t;
+void nodes_capacity (const coord_t *c, nodes_capacity_t *cap);
+
+#endif

@@ -1,0 +1,118 @@
+// outbox: the queue of messages sent after the Redis flush.
+#include "outbox.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "log.h"
+
+void
+outbox_push (coord_t *c, void *sock, const char *rid, size_t rid_len, bool delim, cgq_env_t *env)
+{
+    out_t *o = cgq_xcalloc (1, sizeof *o);
+    if (cgq_wire_encode (env, &o->data, &o->len) < 0) {
+        cgq_error ("cannot encode a %s message for %.*s", cgq_wire_body_name (env), (int) rid_len,
+                   rid);
+        free (o);
+        return;
+    }
+    o->sock = sock;
+    o->rid = cgq_xstrndup (rid, rid_len);
+    o->rid_len = rid_len;
+    o->delim = delim;
+    if (c->out_tail)
+        c->out_tail->next = o;
+    else
+        c->out_head = o;
+    c->out_tail = o;
+}
+
+void
+outbox_stop (coord_t *c, const char *node, const Cgq__TaskRef *task, const char *reason)
+{
+    Cgq__Stop s = CGQ__STOP__INIT;
+    s.task = (Cgq__TaskRef *) task;
+    s.reason = (char *) reason;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_STOP;
+    env.stop = &s;
+    outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
+}
+
+void
+outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task)
+{
+    Cgq__TaskRef *tasks[1] = {(Cgq__TaskRef *) task};
+    Cgq__Ack a = CGQ__ACK__INIT;
+    a.n_tasks = 1;
+    a.tasks = tasks;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_ACK;
+    env.ack = &a;
+    outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
+}
+
+void
+outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg, bool now)
+{
+    Cgq__Reply r = CGQ__REPLY__INIT;
+    r.code = code;
+    r.message = (char *) msg;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_REPLY;
+    env.reply = &r;
+    if (now && c->ctl_sock)
+        cgq_wire_send_to (c->ctl_sock, rid, rid_len, 1, &env);
+    else
+        outbox_push (c, c->ctl_sock, rid, rid_len, true, &env);
+}
+
+static void
+s_free (out_t *o)
+{
+    free (o->rid);
+    free (o->data);
+    free (o);
+}
+
+void
+outbox_send (coord_t *c)
+{
+    out_t *o = c->out_head;
+    while (o) {
+        out_t *next = o->next;
+        int rc = o->sock ? zmq_send (o->sock, o->rid, o->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) : -1;
+        if (rc >= 0 && o->delim)
+            rc = zmq_send (o->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        if (rc >= 0)
+            rc = zmq_send (o->sock, o->data, o->len, ZMQ_DONTWAIT);
+        if (rc < 0)
+            cgq_debug ("send to %s failed: %s", o->rid, o->sock ? zmq_strerror (errno) : "no socket");
+        s_free (o);
+        o = next;
+    }
+    c->out_head = c->out_tail = NULL;
+}
+
+void
+outbox_free (coord_t *c)
+{
+    out_t *o = c->out_head;
+    while (o) {
+        out_t *next = o->next;
+        s_free (o);
+        o = next;
+    }
+    c->out_head = c->out_tail = NULL;
+}
+
+size_t
+outbox_len (const coord_t *c)
+{
+    size_t n = 0;
+    for (const out_t *o = c->out_head; o; o = o->next)
+        n++;
+    return n;
+}

@@ -1,0 +1,32 @@
+// outbox: messages that wait for the Redis batch. Everything the coordinator
+// tells a node or the CLI that depends on state (Assign, Ack, Stop, replies)
+// is queued here during a turn and sent only after the turn's batch is
+// flushed: a crash can lose only work that nobody was told about.
+#ifndef CGQ_OUTBOX_H
+#define CGQ_OUTBOX_H
+
+#include "coord.h"
+
+// outbox_push encodes env and queues it for peer rid on sock (delim: add the
+// empty frame a REQ peer expects). env is borrowed for the call.
+void outbox_push (coord_t *c, void *sock, const char *rid, size_t rid_len, bool delim,
+                  cgq_env_t *env);
+
+// Builders that queue one message to node id (on the node socket).
+void outbox_stop (coord_t *c, const char *node, const Cgq__TaskRef *task, const char *reason);
+void outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task);
+
+// outbox_reply answers a CLI request: with now, at once (an error that
+// changed nothing), else after this turn's flush like every other message.
+void outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg,
+                   bool now);
+
+// outbox_send sends everything queued, in order, and empties the outbox. A
+// send that fails (peer gone) is logged at debug and dropped: nodes re-send
+// what they still need.
+void outbox_send (coord_t *c);
+// outbox_free drops everything queued without sending it.
+void outbox_free (coord_t *c);
+size_t outbox_len (const coord_t *c);
+
+#endif

@@ -1,0 +1,176 @@
+// recovery: jobs and trials back from Redis.
+#include "recovery.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jobs.h"
+#include "log.h"
+
+void
+recovery_nodes (coord_t *c)
+{
+    redisReply *ids = cgq_store_command (c->store, "SMEMBERS %s", CGQ_KEY_NODES);
+    if (!ids || ids->type != REDIS_REPLY_ARRAY) {
+        if (ids)
+            freeReplyObject (ids);
+        return;
+    }
+    char key[300];
+    for (size_t i = 0; i < ids->elements; i++)
+        cgq_store_append (c->store, "HGET %s %s",
+                          cgq_key_node (key, sizeof key, ids->element[i]->str), CGQ_NF_STATE);
+    for (size_t i = 0; i < ids->elements; i++) {
+        redisReply *st = cgq_store_get_reply (c->store);
+        if (!st)
+            break;
+        if (st->type == REDIS_REPLY_STRING && strcmp (st->str, CGQ_NODE_ALIVE) == 0) {
+            cgq_hset_t h;
+            cgq_hset_init (&h, cgq_key_node (key, sizeof key, ids->element[i]->str));
+            cgq_hset_str (&h, CGQ_NF_STATE, CGQ_NODE_UNKNOWN);
+            cgq_hset_u64 (&h, CGQ_NF_RUNNING, 0);
+            cgq_hset_queue (&h, c->store);
+        }
+        freeReplyObject (st);
+    }
+    freeReplyObject (ids);
+}
+
+// s_gpu_indices parses the "0,1" GPU list of a running trial.
+static void
+s_gpu_indices (trial_t *t, const char *g)
+{
+    if (!g || !*g)
+        return;
+    int cnt = 1;
+    for (const char *p = g; *p; p++)
+        cnt += *p == ',';
+    t->gpus = cgq_xcalloc ((size_t) cnt, sizeof *t->gpus);
+    const char *p = g;
+    for (int k = 0; k < cnt; k++) {
+        t->gpus[k] = (int) strtol (p, (char **) &p, 10);
+        if (*p == ',')
+            p++;
+    }
+    t->ngpus = cnt;
+}
+
+static int
+s_trials (coord_t *c, job_t *j)
+{
+    char akey[64];
+    cgq_key_active (akey, sizeof akey, j->id);
+    redisReply *ids = cgq_store_command (c->store, "SMEMBERS %s", akey);
+    if (!ids)
+        return -1;
+    size_t n = ids->type == REDIS_REPLY_ARRAY ? ids->elements : 0;
+    for (size_t i = 0; i < n; i++) {
+        char tkey[128];
+        cgq_key_trial (tkey, sizeof tkey, j->id, strtoull (ids->element[i]->str, NULL, 10));
+        cgq_store_append (c->store, "HGETALL %s", tkey);
+    }
+    int64_t deadline = cgq_now_ms () + c->cfg.heartbeat_ms * c->cfg.dead_after * 2;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *h = cgq_store_get_reply (c->store);
+        if (!h) {
+            rc = -1;
+            break;
+        }
+        const char *params = cgq_hash_get (h, CGQ_TF_PARAMS);
+        json_t *pj = params ? json_loads (params, 0, NULL) : NULL;
+        if (!pj) {
+            freeReplyObject (h);
+            continue;
+        }
+        trial_t *t = jobs_trial_insert (j, strtoull (ids->element[i]->str, NULL, 10), pj);
+        t->attempt = (uint32_t) cgq_hash_u64 (h, CGQ_TF_ATTEMPT);
+        int st = cgq_tstate_parse (cgq_hash_get (h, CGQ_TF_STATE));
+        t->state = st < 0 ? CGQ_TRIAL_PENDING : (tstate_t) st;
+        const char *error = cgq_hash_get (h, CGQ_TF_ERROR);
+        t->has_error = error && *error; // cleared when a later attempt succeeds
+        if (t->state == CGQ_TRIAL_RUNNING) {
+            const char *node = cgq_hash_get (h, CGQ_TF_NODE);
+            t->expect_node = cgq_xstrdup (node ? node : "?");
+            t->adopt_deadline_ms = deadline;
+            c->adopt_deadline_ms = deadline;
+            // Remember the GPU indices it was given; adoption maps them back.
+            s_gpu_indices (t, cgq_hash_get (h, CGQ_TF_GPUS));
+        }
+        else {
+            // A blocked job keeps its unschedulable trials until a node fits
+            // (jobs_set_blocked); without the reason they are plain pending.
+            if (t->state == CGQ_TRIAL_UNSCHEDULABLE && !j->blocked)
+                jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
+            jobs_enqueue (j, t, false);
+        }
+        freeReplyObject (h);
+    }
+    freeReplyObject (ids);
+    return rc;
+}
+
+int
+recovery_jobs (coord_t *c)
+{
+    redisReply *ids = cgq_store_command (c->store, "ZRANGE %s 0 -1", CGQ_KEY_JOBS);
+    if (!ids)
+        return -1;
+    int recovered = 0;
+    for (size_t i = 0; ids->type == REDIS_REPLY_ARRAY && i < ids->elements; i++) {
+        uint64_t id = strtoull (ids->element[i]->str, NULL, 10);
+        char jkey[64];
+        cgq_key_job (jkey, sizeof jkey, id);
+        redisReply *h = cgq_store_command (c->store, "HGETALL %s", jkey);
+        if (!h)
+            break;
+        cgq_job_rec_t *rec = cgq_job_rec_from (id, h);
+        freeReplyObject (h);
+        if (strcmp (rec->state, cgq_jstate_names[CGQ_JOB_RUNNING]) != 0) {
+            cgq_job_rec_destroy (&rec);
+            continue;
+        }
+        char err[1024];
+        cgq_spec_t *spec = *rec->spec ? cgq_spec_parse (rec->spec, strlen (rec->spec),
+                                                        *rec->spec_path ? rec->spec_path : "spec",
+                                                        err, sizeof err)
+                                      : NULL;
+        json_t *st = *rec->searcher ? json_loads (rec->searcher, 0, NULL) : NULL;
+        cgq_searcher_t *searcher = spec ? cgq_searcher_new (spec, st, err, sizeof err) : NULL;
+        json_decref (st);
+        if (!searcher) {
+            cgq_error ("job %" PRIu64 " cannot be resumed: %s; marking it failed", id,
+                       spec ? err : "its spec no longer parses");
+            cgq_hset_t hs;
+            cgq_hset_init (&hs, jkey);
+            cgq_hset_str (&hs, CGQ_JF_STATE, cgq_jstate_names[CGQ_JOB_FINISHED]);
+            cgq_hset_str (&hs, CGQ_JF_ERROR, "could not be resumed after a coordinator restart");
+            cgq_hset_queue (&hs, c->store);
+            cgq_spec_destroy (&spec);
+            cgq_job_rec_destroy (&rec);
+            continue;
+        }
+        job_t *j = jobs_add (c, id, spec, searcher, rec->spec_dir);
+        memcpy (j->counts, rec->counts, sizeof j->counts);
+        if (rec->blocked)
+            j->blocked = cgq_xstrdup (rec->blocked);
+        if (rec->has_best) {
+            j->best_trial = (int64_t) rec->best_trial;
+            j->best_value = rec->best_value;
+        }
+        cgq_job_rec_destroy (&rec);
+        if (s_trials (c, j) < 0) {
+            freeReplyObject (ids);
+            return -1;
+        }
+        j->running = (uint32_t) j->counts[CGQ_TRIAL_RUNNING];
+        cgq_info ("resumed job %" PRIu64 " (%s): %zu active trial(s), %llu suggested", id, j->name,
+                  zhashx_size (j->trials), (unsigned long long) cgq_searcher_suggested (searcher));
+        recovered++;
+        jobs_check_done (c, j);
+    }
+    freeReplyObject (ids);
+    return recovered;
+}

@@ -1,0 +1,215 @@
+// session: node messages and liveness.
+#include "session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "jobs.h"
+#include "log.h"
+#include "nodes.h"
+#include "outbox.h"
+
+// s_node_lost hands every task of n back to its job, then removes n.
+static void
+s_node_lost (coord_t *c, node_t *n, const char *state, const char *why)
+{
+    cgq_warn ("node %s is %s (%s); %u task(s) return to the queue", n->id, state, why, n->ntasks);
+    while (n->tasks) {
+        trial_t *t = n->tasks;
+        nodes_release (c, t);
+        jobs_lost (c, t, why);
+    }
+    nodes_remove (c, n, state, why);
+}
+
+static void
+s_welcome (coord_t *c, node_t *n)
+{
+    Cgq__Welcome w = CGQ__WELCOME__INIT;
+    w.epoch = c->epoch;
+    w.heartbeat_ms = (uint32_t) c->cfg.heartbeat_ms;
+    w.max_frame = (uint32_t) c->cfg.max_frame;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_WELCOME;
+    env.welcome = &w;
+    outbox_push (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
+}
+
+// s_result applies a Result and acks it after the flush: stale or not, the
+// node may forget it once this batch is persisted.
+static void
+s_result (coord_t *c, const char *rid, const Cgq__Result *r)
+{
+    c->stat_results++;
+    if (!r->task)
+        return;
+    jobs_result (c, r);
+    outbox_ack (c, rid, r->task);
+}
+
+static bool
+s_lists (const Cgq__TaskRef *const *refs, size_t n, const trial_t *t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (refs[i]->job == t->job->id && refs[i]->trial == t->id
+            && refs[i]->attempt == t->attempt)
+            return true;
+    return false;
+}
+
+static void
+s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
+{
+    node_t *n = nodes_find (c, rid);
+    bool fresh = !n;
+    if (!n)
+        n = nodes_add (c, rid);
+    // Results that finished while we were apart come first: they may end
+    // tasks that the running list below no longer holds.
+    for (size_t i = 0; i < h->n_unacked; i++)
+        s_result (c, rid, h->unacked[i]);
+
+    // Tasks we believed were running there but the node no longer has: lost.
+    trial_t *t = n->tasks;
+    while (t) {
+        trial_t *next = t->nnext;
+        if (!s_lists ((const Cgq__TaskRef *const *) h->running, h->n_running, t)) {
+            nodes_release (c, t);
+            jobs_lost (c, t, "node restarted without it");
+        }
+        t = next;
+    }
+
+    // (Re)declare resources; free capacity is recomputed from what it runs.
+    nodes_declare (c, n, h->hostname, h->pid, h->resources);
+
+    // Adopt tasks of a previous coordinator life; stop the ones nobody wants.
+    for (size_t i = 0; i < h->n_running; i++) {
+        const Cgq__TaskRef *r = h->running[i];
+        trial_t *tr = jobs_trial (c, r->job, r->trial);
+        if (tr && tr->node == n && tr->attempt == r->attempt)
+            continue; // already ours
+        if (jobs_readopt (c, n, tr, r->attempt) || jobs_adopt (c, n, tr, r->attempt))
+            continue;
+        char buf[80];
+        cgq_info ("node %s runs task %s that is not ours; stopping it", rid,
+                  cgq_wire_task_str (buf, r));
+        outbox_stop (c, rid, r, "unknown to the coordinator");
+    }
+
+    n->last_seen_ms = cgq_now_ms ();
+    nodes_write (c, n, true);
+    if (fresh)
+        cgq_model_event (c->store, "node.joined", 0, -1, n->id, 0, NULL);
+    cgq_info ("node %s joined: cpus %g, %d GPU(s), memory %llu MiB, %u running", n->id, n->cpus,
+              n->ngpus, (unsigned long long) (n->memory >> 20), n->ntasks);
+    s_welcome (c, n);
+    c->sched_dirty = true;
+}
+
+// s_reconcile stops tasks a node runs that are not ours: an attempt we have
+// since given to another node, or a trial that has ended. Such a duplicate
+// (say an Assign that crossed a reconnect) would hold resources we count as
+// free; its result would be ignored anyway.
+static void
+s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
+{
+    for (size_t i = 0; i < hb->n_running; i++) {
+        const Cgq__TaskRef *r = hb->running[i];
+        trial_t *t = jobs_trial (c, r->job, r->trial);
+        if (t && t->node == n && t->attempt == r->attempt) {
+            // Cancelled but still running there: our Stop may have been lost
+            // in a reconnect. Stop is idempotent on the worker; say it again.
+            if (t->state == CGQ_TRIAL_CANCELLED)
+                outbox_stop (c, n->id, r, "job cancelled");
+            continue;
+        }
+        if (jobs_readopt (c, n, t, r->attempt))
+            continue;
+        char buf[80];
+        cgq_info ("node %s runs task %s that is no longer its own; stopping it", n->id,
+                  cgq_wire_task_str (buf, r));
+        outbox_stop (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
+    }
+}
+
+// s_heartbeat answers at once: the answer depends on no state, so nodes
+// stay calm while Redis is down.
+static void
+s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__Heartbeat *in)
+{
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.epoch = c->epoch;
+    hb.unknown = n == NULL;
+    cgq_env_t out = CGQ__ENVELOPE__INIT;
+    out.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    out.heartbeat = &hb;
+    if (c->nodes_sock && cgq_wire_send_to (c->nodes_sock, rid, rid_len, 0, &out) < 0)
+        cgq_debug ("send to %.*s failed: %s", (int) rid_len, rid, zmq_strerror (errno));
+    if (n) {
+        n->dirty = true;
+        s_reconcile (c, n, in);
+    }
+}
+
+void
+session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
+{
+    char id[256];
+    if (rid_len >= sizeof id || memchr (rid, 0, rid_len)) {
+        // Not a cgq-worker (it caps ids at 255 bytes): a truncated id could
+        // never be answered, and could collide with another node's.
+        cgq_wire_dropped++;
+        cgq_warn ("dropped a %s from a node whose id is %zu bytes or holds a NUL (at most 255)",
+                  cgq_wire_body_name (env), rid_len);
+        return;
+    }
+    snprintf (id, sizeof id, "%.*s", (int) rid_len, rid);
+    node_t *n = nodes_find (c, id);
+    if (n)
+        n->last_seen_ms = cgq_now_ms ();
+    switch (env->body_case) {
+    case CGQ__ENVELOPE__BODY_HELLO:
+        s_hello (c, id, env->hello);
+        break;
+    case CGQ__ENVELOPE__BODY_HEARTBEAT:
+        s_heartbeat (c, n, rid, rid_len, env->heartbeat);
+        break;
+    case CGQ__ENVELOPE__BODY_RESULT:
+        s_result (c, id, env->result);
+        break;
+    case CGQ__ENVELOPE__BODY_PROGRESS:
+        if (n && env->progress->task)
+            jobs_progress (c, env->progress);
+        break;
+    case CGQ__ENVELOPE__BODY_BYE:
+        if (n)
+            s_node_lost (c, n, CGQ_NODE_GONE,
+                         env->bye->reason && *env->bye->reason ? env->bye->reason : "said bye");
+        break;
+    default:
+        cgq_warn ("node %s sent an unexpected %s message; ignored", id, cgq_wire_body_name (env));
+        cgq_wire_dropped++;
+    }
+}
+
+void
+session_liveness (coord_t *c, int64_t now)
+{
+    int64_t limit = c->cfg.heartbeat_ms * c->cfg.dead_after;
+    node_t *n = c->nodes;
+    while (n) {
+        node_t *next = n->next;
+        if (now - n->last_seen_ms > limit) {
+            char why[96];
+            snprintf (why, sizeof why, "silent for %" PRId64 " ms", now - n->last_seen_ms);
+            s_node_lost (c, n, CGQ_NODE_DEAD, why);
+        }
+        n = next;
+    }
+    jobs_adopt_check (c, now);
+}

@@ -1,0 +1,19 @@
+// session: what nodes say, and what their silence means. Hello (a node
+// joins or comes back: its resources, the results it still holds, the tasks
+// it still runs — adopted, re-adopted or stopped), Heartbeat (answered at
+// once; the running list is reconciled), Result (applied, then acked after
+// the flush), Progress, Bye, and the liveness check that declares silent
+// nodes dead and hands their tasks back to their jobs.
+#ifndef CGQ_SESSION_H
+#define CGQ_SESSION_H
+
+#include "coord.h"
+
+// session_message handles one decoded message from node rid.
+void session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env);
+
+// session_liveness declares dead every node silent for longer than
+// heartbeat x dead-after, and hands back recovered trials nobody adopted.
+void session_liveness (coord_t *c, int64_t now);
+
+#endif

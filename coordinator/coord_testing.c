@@ -1,0 +1,130 @@
+// coord_testing: fixtures for the coordinator's unit tests.
+#include "coord_testing.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "jobs.h"
+#include "nodes.h"
+#include "outbox.h"
+#include "session.h"
+#include "space.h"
+
+coord_t *
+ct_coord_new (const char *url)
+{
+    coord_cfg_t cfg = {.heartbeat_ms = 1000, .dead_after = 5, .max_frame = 4 << 20,
+                       .max_trials = 10000000, .max_spec = 1 << 20};
+    coord_t *c = cgq_xcalloc (1, sizeof *c);
+    coord_init (c, &cfg);
+    char err[256];
+    c->store = cgq_store_new (url, 2000, err, sizeof err);
+    if (!c->store)
+        fail_msg ("cgq_store_new (%s): %s", url, err);
+    c->epoch = 1;
+    return c;
+}
+
+void
+ct_coord_destroy (coord_t **c_p)
+{
+    if (!c_p || !*c_p)
+        return;
+    coord_fini (*c_p);
+    free (*c_p);
+    *c_p = NULL;
+}
+
+job_t *
+ct_job (coord_t *c, uint64_t id, const char *yaml)
+{
+    char err[1024];
+    cgq_spec_t *spec = cgq_spec_parse (yaml, strlen (yaml), "test.yaml", err, sizeof err);
+    if (!spec)
+        fail_msg ("spec: %s", err);
+    cgq_searcher_t *s = cgq_searcher_new (spec, NULL, err, sizeof err);
+    if (!s)
+        fail_msg ("searcher: %s", err);
+    uint64_t total = 0;
+    cgq_space_count (spec, &total);
+    job_t *j = jobs_add (c, id, spec, s, "/tmp");
+    jobs_submitted (c, j, yaml, "test.yaml", total);
+    return j;
+}
+
+node_t *
+ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t memory)
+{
+    Cgq__Gpu gpus[16], *gp[16];
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = cpus;
+    res.memory = memory;
+    for (int i = 0; i < ngpus && i < 16; i++) {
+        Cgq__Gpu g = CGQ__GPU__INIT;
+        gpus[i] = g;
+        gpus[i].index = (uint32_t) i;
+        gpus[i].name = "fake";
+        gp[i] = &gpus[i];
+    }
+    res.n_gpus = (size_t) ngpus;
+    res.gpus = gp;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.node_id = (char *) id;
+    h.hostname = "test";
+    h.pid = 1;
+    h.resources = &res;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, id, strlen (id), &env);
+    node_t *n = nodes_find (c, id);
+    assert_non_null (n);
+    return n;
+}
+
+size_t
+ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max)
+{
+    size_t n = 0;
+    for (const out_t *o = c->out_head; o; o = o->next) {
+        cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
+        assert_non_null (env);
+        if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN) {
+            if (n < max) {
+                Cgq__TaskRef r = CGQ__TASK_REF__INIT;
+                r.job = env->assign->task->job;
+                r.trial = env->assign->task->trial;
+                r.attempt = env->assign->task->attempt;
+                refs[n] = r;
+            }
+            n++;
+        }
+        cgq_wire_free (env);
+    }
+    return n;
+}
+
+void
+ct_result (coord_t *c, const char *node, uint64_t job, uint64_t trial, uint32_t attempt,
+           Cgq__TaskStatus status, const char *metrics_json, const char *error)
+{
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = job;
+    ref.trial = trial;
+    ref.attempt = attempt;
+    Cgq__Result r = CGQ__RESULT__INIT;
+    r.task = &ref;
+    r.status = status;
+    r.metrics_json = (char *) metrics_json;
+    r.error = (char *) error;
+    r.duration_s = 0.5;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_RESULT;
+    env.result = &r;
+    session_message (c, node, strlen (node), &env);
+}

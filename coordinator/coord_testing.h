@@ -1,0 +1,31 @@
+// coord_testing: fixtures for the coordinator's unit tests. They drive the
+// cgq_coord library as the loop does, without sockets: messages to nodes
+// and the CLI collect in the outbox, where the tests read them.
+#ifndef CGQ_COORD_TESTING_H
+#define CGQ_COORD_TESTING_H
+
+#include "coord.h"
+
+// ct_coord_new returns a coordinator on store url (not connected until
+// the first flush; "redis://127.0.0.1:1/0" for tests that never flush).
+// Free with ct_coord_destroy.
+coord_t *ct_coord_new (const char *url);
+void ct_coord_destroy (coord_t **c_p);
+
+// ct_job submits yaml as job id (spec parsed, job hash queued). Fails the
+// test if the spec does not parse.
+job_t *ct_job (coord_t *c, uint64_t id, const char *yaml);
+
+// ct_node joins a node with cpus, ngpus GPUs (indices 0..ngpus-1) and
+// memory bytes, as its Hello would (no running tasks).
+node_t *ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t memory);
+
+// ct_assigns decodes the Assigns queued in the outbox (in order) into
+// refs[] (at most max) and returns how many there are; the outbox is kept.
+size_t ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max);
+
+// ct_result applies a Result for task (job, trial, attempt) as a node sends it.
+void ct_result (coord_t *c, const char *node, uint64_t job, uint64_t trial, uint32_t attempt,
+                Cgq__TaskStatus status, const char *metrics_json, const char *error);
+
+#endif

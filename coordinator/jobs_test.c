@@ -1,0 +1,277 @@
+// jobs_test: the job and trial state machine against a real redis-server:
+// transitions as Redis records them, counts that always add up, recovery
+// of a new coordinator from that snapshot, and a trial whose command cannot
+// be rendered failing with the reason where the CLI shows it.
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coord_testing.h"
+#include "dispatch.h"
+#include "jobs.h"
+#include "log.h"
+#include "loop.h"
+#include "nodes.h"
+#include "outbox.h"
+#include "recovery.h"
+#include "redis_fixture.h"
+#include "session.h"
+
+static cgq_test_redis_t *s_redis;
+
+static int
+s_setup (void **state)
+{
+    s_redis = cgq_test_redis_start (NULL);
+    return s_redis ? 0 : -1;
+}
+
+static int
+s_teardown (void **state)
+{
+    cgq_test_redis_stop (&s_redis);
+    return 0;
+}
+
+static redisReply *
+s_cmd (coord_t *c, const char *fmt, const char *key, const char *arg)
+{
+    redisReply *r = cgq_store_command (c->store, fmt, key, arg);
+    if (!r)
+        fail_msg ("%s: %s", fmt, cgq_store_errstr (c->store));
+    return r;
+}
+
+// s_hget returns field of hash key (caller frees), NULL when absent.
+static char *
+s_hget (coord_t *c, const char *key, const char *field)
+{
+    redisReply *r = s_cmd (c, "HGET %s %s", key, field);
+    char *v = r->type == REDIS_REPLY_STRING ? cgq_xstrdup (r->str) : NULL;
+    freeReplyObject (r);
+    return v;
+}
+
+static void
+s_assert_field (coord_t *c, const char *key, const char *field, const char *want)
+{
+    char *v = s_hget (c, key, field);
+    if (!v || strcmp (v, want) != 0)
+        fail_msg ("%s %s = %s, want %s", key, field, v ? v : "(absent)", want);
+    free (v);
+}
+
+// s_assert_counts checks that the job hash's counts add up to suggested and
+// match memory.
+static void
+s_assert_counts (coord_t *c, job_t *j)
+{
+    char key[64];
+    cgq_key_job (key, sizeof key, j->id);
+    uint64_t sum = 0;
+    for (int s = 0; s < CGQ_TRIAL_NSTATES; s++) {
+        char *v = s_hget (c, key, cgq_tstate_names[s]);
+        assert_non_null (v);
+        assert_int_equal (strtoull (v, NULL, 10), j->counts[s]);
+        sum += j->counts[s];
+        free (v);
+    }
+    char *sug = s_hget (c, key, CGQ_JF_SUGGESTED);
+    assert_non_null (sug);
+    assert_int_equal (strtoull (sug, NULL, 10), sum);
+    free (sug);
+}
+
+static const char *s_spec = "name: t\n"
+                            "space: {x: {choice: [1, 2, 3, 4, 5, 6]}}\n"
+                            "search: {algorithm: grid}\n"
+                            "objective: {metric: score, mode: max}\n"
+                            "trial: {kind: noop, retries: 1}\n";
+
+static void
+test_transitions_and_recovery (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 7, s_spec);
+    ct_node (c, "w1", 3, 0, 0);
+    assert_int_equal (dispatch_run (c), 3);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_counts (c, j);
+    char key[96];
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 7, 0), CGQ_TF_STATE, "running");
+    s_assert_field (c, key, CGQ_TF_NODE, "w1");
+    s_assert_field (c, key, CGQ_TF_ATTEMPT, "1");
+
+    // 0 succeeds, 1 fails and goes back for its retry, 2 succeeds without
+    // its objective metric (not retried), 1's second attempt succeeds.
+    ct_result (c, "w1", 7, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 0.5}", NULL);
+    ct_result (c, "w1", 7, 1, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 3");
+    ct_result (c, "w1", 7, 2, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"other\": 1}", NULL);
+    // A duplicate of 0's result (a lost Ack) changes nothing.
+    ct_result (c, "w1", 7, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 99}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 7, 0), CGQ_TF_STATE, "succeeded");
+    s_assert_field (c, key, CGQ_TF_VALUE, "0.5");
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 7, 1), CGQ_TF_STATE, "pending");
+    s_assert_field (c, key, CGQ_TF_ERROR, "exit status 3");
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 7, 2), CGQ_TF_STATE, "failed");
+    char *err = s_hget (c, key, CGQ_TF_ERROR);
+    assert_non_null (strstr (err, "result has no numeric metric 'score' (metrics: other)"));
+    free (err);
+    s_assert_field (c, cgq_key_job (key, sizeof key, 7), CGQ_JF_BEST_TRIAL, "0");
+    s_assert_counts (c, j);
+
+    // Start the retry and two new trials, then "crash": a new coordinator
+    // recovers from Redis alone.
+    assert_int_equal (dispatch_run (c), 3);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    uint64_t counts[CGQ_TRIAL_NSTATES];
+    memcpy (counts, j->counts, sizeof counts);
+    uint64_t suggested = cgq_searcher_suggested (j->searcher);
+    ct_coord_destroy (&c);
+
+    coord_t *r = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_int_equal (recovery_jobs (r), 1);
+    job_t *rj = jobs_find (r, 7);
+    assert_non_null (rj);
+    assert_memory_equal (rj->counts, counts, sizeof counts);
+    assert_int_equal (cgq_searcher_suggested (rj->searcher), suggested);
+    assert_int_equal (zhashx_size (rj->trials), 3);
+    assert_int_equal (rj->best_trial, 0);
+    uint64_t id = 1;
+    trial_t *t1 = zhashx_lookup (rj->trials, &id);
+    assert_non_null (t1);
+    assert_int_equal (t1->state, CGQ_TRIAL_RUNNING);
+    assert_int_equal (t1->attempt, 2);
+    assert_string_equal (t1->expect_node, "w1");
+
+    // The node comes back still running two of the three: those are adopted
+    // (not re-run), the third is lost and queued again.
+    Cgq__TaskRef a = CGQ__TASK_REF__INIT, b = CGQ__TASK_REF__INIT;
+    a.job = b.job = 7;
+    a.trial = 1;
+    a.attempt = 2;
+    b.trial = 3;
+    b.attempt = 1;
+    Cgq__TaskRef *running[2] = {&a, &b};
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 3;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.resources = &res;
+    h.n_running = 2;
+    h.running = running;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (r, "w1", 2, &env);
+    node_t *w1 = nodes_find (r, "w1");
+    assert_int_equal (w1->ntasks, 2);
+    assert_true (w1->free_cpus == 1);
+    session_liveness (r, cgq_now_ms () + 60000); // past the adoption deadline
+    id = 4;
+    trial_t *t4 = zhashx_lookup (rj->trials, &id);
+    assert_non_null (t4);
+    assert_int_equal (t4->state, CGQ_TRIAL_PENDING); // lost, not adopted
+    assert_true (t4->queued);
+    // (w1 itself went silent in that jump and was declared dead, so its two
+    // trials are back in the queue too; counts still add up.)
+    assert_int_equal (coord_turn_end (r, cgq_now_ms ()), 0);
+    s_assert_counts (r, rj);
+    ct_coord_destroy (&r);
+}
+
+static void
+test_cancel_counts_add_up (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 8,
+                       "space: {x: {uniform: [0, 1]}}\n"
+                       "search: {samples: 1000000}\n"
+                       "trial: {kind: noop}\n");
+    ct_node (c, "w", 4, 0, 0);
+    assert_int_equal (dispatch_run (c), 4);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_counts (c, j);
+    char msg[256];
+    assert_int_equal (jobs_cancel (c, 8, msg, sizeof msg), JOBS_CANCEL_DONE);
+    assert_string_equal (msg, "cancelled job 8: 4 running trial(s) stopped, 0 pending dropped");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_counts (c, j);
+    assert_int_equal (jobs_cancel (c, 8, msg, sizeof msg), JOBS_CANCEL_OVER);
+    assert_int_equal (jobs_cancel (c, 99, msg, sizeof msg), JOBS_CANCEL_UNKNOWN);
+    ct_coord_destroy (&c);
+}
+
+// s_run runs the cgq CLI and returns its stdout (caller frees).
+static char *
+s_run (const char *args)
+{
+    const char *bin = getenv ("CGQ_BIN_DIR");
+    char cmd[1024];
+    snprintf (cmd, sizeof cmd, "%s/cgq --redis %s %s 2>&1", bin ? bin : ".",
+              cgq_test_redis_url (s_redis), args);
+    FILE *p = popen (cmd, "r");
+    assert_non_null (p);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_read (&b, p);
+    pclose (p);
+    return cgq_buf_take (&b);
+}
+
+static void
+test_render_failure_fails_the_trial (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 9,
+                       "space: {x: {choice: [1, 2]}}\n"
+                       "search: {algorithm: grid}\n"
+                       "trial: {command: 'echo {x}', env: {X: '{x}'}}\n");
+    // The parser checks templates, so break the job after it: a command
+    // that names a param the space lacks, as a spec edited in Redis would.
+    free (j->spec->trial.command);
+    j->spec->trial.command = cgq_xstrdup ("echo {nope}");
+    ct_node (c, "w", 2, 0, 0);
+    dispatch_run (c);
+    assert_int_equal (ct_assigns (c, NULL, 0), 0); // nothing ran with an empty command
+    assert_int_equal (j->counts[CGQ_TRIAL_FAILED], 2);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    char *err = s_hget (c, cgq_key_trial (key, sizeof key, 9, 0), CGQ_TF_ERROR);
+    assert_non_null (err);
+    assert_non_null (strstr (err, "cannot render trial.command"));
+    assert_non_null (strstr (err, "nope"));
+    free (err);
+    s_assert_field (c, cgq_key_job (key, sizeof key, 9), CGQ_JF_STATE, "finished");
+    ct_coord_destroy (&c);
+
+    char *out = s_run ("results 9 --format json");
+    if (!strstr (out, "cannot render trial.command"))
+        fail_msg ("cgq results does not show the render error:\n%s", out);
+    free (out);
+    out = s_run ("logs 9 1");
+    if (!strstr (out, "cannot render trial.command"))
+        fail_msg ("cgq logs does not show the render error:\n%s", out);
+    free (out);
+}
+
+int
+main (void)
+{
+    cgq_log_init ("jobs_test", CGQ_LOG_ERROR, false);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_transitions_and_recovery),
+        cmocka_unit_test (test_cancel_counts_add_up),
+        cmocka_unit_test (test_render_failure_fails_the_trial),
+    };
+    return cmocka_run_group_tests (tests, s_setup, s_teardown);
+}

@@ -1,0 +1,202 @@
+// nodes_test: the resource ledger. Seeded random sequences of grant and
+// release (thousands of steps) never over-commit a CPU, memory or a GPU share,
+// and releasing everything returns every node to what it offered.
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "coord_testing.h"
+#include "log.h"
+#include "nodes.h"
+
+#define EPS 1e-9
+#define NTRIALS 20000 // one per step at most
+
+static uint64_t s_rng = 88172645463325252ULL;
+
+static uint64_t
+s_next (void)
+{
+    s_rng ^= s_rng << 13;
+    s_rng ^= s_rng >> 7;
+    s_rng ^= s_rng << 17;
+    return s_rng;
+}
+
+// s_check asserts the ledger of n: its free resources plus what its
+// attached trials hold equal what it offers, nothing below zero.
+static void
+s_check (const node_t *n)
+{
+    double cpu = n->free_cpus;
+    uint64_t mem = n->free_memory;
+    double *gpu = calloc ((size_t) n->ngpus + 1, sizeof *gpu);
+    for (int g = 0; g < n->ngpus; g++) {
+        assert_true (n->gpus[g].free > -EPS);
+        assert_true (n->gpus[g].free < 1.0 + EPS);
+        gpu[g] = n->gpus[g].free;
+    }
+    uint32_t count = 0;
+    for (const trial_t *t = n->tasks; t; t = t->nnext) {
+        count++;
+        assert_true (t->holds);
+        cpu += t->job->req.cpu;
+        mem += t->job->req.memory;
+        for (int i = 0; i < t->ngpus; i++) {
+            assert_true (t->gpus[i] >= 0 && t->gpus[i] < n->ngpus);
+            gpu[t->gpus[i]] += nodes_gpu_share (&t->job->req);
+        }
+    }
+    assert_int_equal (count, n->ntasks);
+    assert_true (n->free_cpus > -EPS);
+    assert_true (fabs (cpu - n->cpus) < 1e-6);
+    assert_int_equal (mem, n->memory);
+    for (int g = 0; g < n->ngpus; g++)
+        assert_true (fabs (gpu[g] - 1.0) < 1e-6);
+    free (gpu);
+}
+
+static void
+test_grant_release_property (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    node_t *nodes[3] = {ct_node (c, "a", 8, 2, 16ull << 30), ct_node (c, "b", 3.5, 4, 8ull << 30),
+                        ct_node (c, "c", 16, 1, 64ull << 30)};
+    // Requests as specs write them: shares of one GPU, whole GPUs, none.
+    const req_t kinds[] = {{1, 0, 0},     {0.5, 0.25, 1 << 20}, {2, 0.5, 1ull << 30},
+                           {1, 1, 0},     {0.25, 2, 2ull << 30}, {1.5, 0.125, 0},
+                           {0, 0.75, 0},  {4, 3, 4ull << 30}};
+    const int nkinds = (int) (sizeof kinds / sizeof *kinds);
+    job_t jobs[8];
+    memset (jobs, 0, sizeof jobs);
+    for (int k = 0; k < nkinds; k++)
+        jobs[k].req = kinds[k];
+    trial_t *trials = calloc (NTRIALS, sizeof *trials);
+    trial_t **held = calloc (NTRIALS, sizeof *held);
+    size_t nheld = 0, used = 0, grants = 0, refused = 0;
+    for (int step = 0; step < 20000; step++) {
+        bool grant = used < NTRIALS && (nheld == 0 || s_next () % 100 < 55);
+        if (!grant && nheld == 0)
+            break;
+        if (grant) {
+            trial_t *t = &trials[used++];
+            t->job = &jobs[s_next () % (uint64_t) nkinds];
+            node_t *n = nodes[s_next () % 3];
+            if (!nodes_fits_free (n, &t->job->req)) {
+                refused++;
+                continue;
+            }
+            nodes_attach (n, t);
+            assert_int_equal (nodes_grant (n, t), 0); // fits_free promised room
+            held[nheld++] = t;
+            grants++;
+            s_check (n);
+        }
+        else {
+            size_t i = (size_t) (s_next () % nheld);
+            trial_t *t = held[i];
+            node_t *n = t->node;
+            nodes_release (c, t);
+            assert_null (t->node);
+            assert_false (t->holds);
+            free (t->gpus);
+            t->gpus = NULL;
+            t->ngpus = 0;
+            held[i] = held[--nheld];
+            s_check (n);
+        }
+    }
+    assert_true (grants > 1000);
+    assert_true (refused > 100); // the nodes were really full at times
+    while (nheld) {
+        trial_t *t = held[--nheld];
+        nodes_release (c, t);
+        free (t->gpus);
+    }
+    for (int i = 0; i < 3; i++) {
+        node_t *n = nodes[i];
+        assert_int_equal (n->ntasks, 0);
+        assert_true (fabs (n->free_cpus - n->cpus) < 1e-9);
+        assert_int_equal (n->free_memory, n->memory);
+        for (int g = 0; g < n->ngpus; g++)
+            assert_true (n->gpus[g].free == 1.0);
+    }
+    free (held);
+    free (trials);
+    ct_coord_destroy (&c);
+}
+
+static void
+test_gpu_shares_pack (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    node_t *n = ct_node (c, "g", 8, 2, 0);
+    job_t half;
+    memset (&half, 0, sizeof half);
+    half.req = (req_t){1, 0.5, 0};
+    trial_t t[5];
+    memset (t, 0, sizeof t);
+    int on[2] = {0, 0};
+    for (int i = 0; i < 4; i++) {
+        t[i].job = &half;
+        assert_true (nodes_fits_free (n, &half.req));
+        nodes_attach (n, &t[i]);
+        assert_int_equal (nodes_grant (n, &t[i]), 0);
+        on[t[i].gpus[0]]++;
+    }
+    // Two halves share each GPU; a fifth half does not fit but could one day.
+    assert_int_equal (on[0], 2);
+    assert_int_equal (on[1], 2);
+    assert_false (nodes_fits_free (n, &half.req));
+    assert_true (nodes_fits_total (n, &half.req));
+    req_t three = {1, 3, 0};
+    assert_false (nodes_fits_total (n, &three));
+    assert_int_equal (nodes_gpu_count (&three), 3);
+    assert_true (nodes_gpu_share (&three) == 1.0);
+    // A Hello that declares fewer GPUs re-grants: the trials on GPU 1 over-commit.
+    Cgq__Gpu g0 = CGQ__GPU__INIT, *gp[1] = {&g0};
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 8;
+    res.n_gpus = 1;
+    res.gpus = gp;
+    assert_int_equal (nodes_declare (c, n, "g", 1, &res), 2);
+    for (int i = 0; i < 4; i++) {
+        nodes_release (c, &t[i]);
+        free (t[i].gpus);
+    }
+    assert_true (n->gpus[0].free == 1.0);
+    ct_coord_destroy (&c);
+}
+
+static void
+test_hostile_offer (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    node_t *n = ct_node (c, "nan", NAN, 0, 0);
+    assert_true (n->cpus == 0);
+    n = ct_node (c, "inf", INFINITY, 0, 0);
+    assert_true (n->cpus == 0);
+    n = ct_node (c, "neg", -4, 0, 0);
+    assert_true (n->cpus == 0);
+    ct_coord_destroy (&c);
+}
+
+int
+main (void)
+{
+    cgq_log_init ("nodes_test", CGQ_LOG_ERROR, false);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_grant_release_property),
+        cmocka_unit_test (test_gpu_shares_pack),
+        cmocka_unit_test (test_hostile_offer),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

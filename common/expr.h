@@ -1,0 +1,54 @@
+// expr: metric expressions, so an objective can combine what a trial reports,
+// e.g. `objective: {expr: "(acc*100)/latency_gpu", mode: max}`. The text is
+// compiled once (at spec parse time, where its errors belong) into a small
+// postfix program that each result is evaluated against without recursion.
+//
+// Grammar, loosest first:
+//   sum     := product (('+' | '-') product)*
+//   product := unary (('*' | '/') unary)*
+//   unary   := ('-' | '+') unary | power
+//   power   := primary ('^' unary)?        right-assoc, tighter than unary minus:
+//                                          -2^2 = -4, 2^3^2 = 512, 2^-1 = 0.5
+//   primary := number | name | function '(' sum (',' sum)* ')' | '(' sum ')'
+// Numbers: 3, 0.5, .5, 5., 1e-3, 2.5E+4. Names: [A-Za-z_][A-Za-z0-9_.]*, the
+// metrics of the result. Functions: log (natural), log10, exp, sqrt, abs (one
+// argument), pow(a, b), min(a, ...), max(a, ...) (one or more). A name is a
+// function only when '(' follows it, so a metric may be called "exp".
+#ifndef CGQ_EXPR_H
+#define CGQ_EXPR_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+// Bounds on what cgq_expr_parse accepts, so a hostile spec costs nothing.
+#define CGQ_EXPR_MAX_LEN 4096 // characters of text
+#define CGQ_EXPR_MAX_DEPTH 64 // nested parentheses, calls, unary signs and '^'
+
+typedef struct cgq_expr_t cgq_expr_t;
+
+// cgq_expr_parse compiles text. Returns a new expression (caller destroys), or
+// NULL with err set to "column N: what is wrong (what to write)" and *column
+// (may be NULL) set to N, the 1-based column of the offending character
+// (counted in UTF-8 characters; one past the end when the text stops early). A
+// caller that prints its own FILE:LINE:COL uses *column and the text of err
+// after its first ": ".
+cgq_expr_t *cgq_expr_parse (const char *text, int *column, char *err, size_t errlen);
+void cgq_expr_destroy (cgq_expr_t **self_p);
+
+// The metric names the expression reads, each once, in order of first use,
+// so a spec can check them against what a trial reports. The string is
+// borrowed until the expression is destroyed; i must be < nnames.
+size_t cgq_expr_nnames (const cgq_expr_t *self);
+const char *cgq_expr_name (const cgq_expr_t *self, size_t i);
+
+// cgq_expr_eval evaluates the expression with metrics, a JSON object (the
+// trial's result, borrowed). A name is looked up as a key of metrics, and if
+// no such key exists and it holds dots, as a path into nested objects ("val.acc"
+// reads {"val": {"acc": 0.9}}). Returns 0 with the value in *out, or -1 with
+// err set if a metric is missing or not a number, or if the value is not a
+// finite number (division by zero, log of a negative, overflow), naming the
+// column where it happened.
+int cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char *err,
+                   size_t errlen);
+
+#endif

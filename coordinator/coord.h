@@ -94,7 +94,8 @@ struct job_s {
     req_t req;
     zhashx_t *trials;       // id -> trial_t (borrowed pointers; jobs.c frees trials)
     trial_t *qhead, *qtail; // pending/unschedulable trials, FIFO
-    uint64_t counts[CGQ_TRIAL_NSTATES];
+    uint64_t counts[CGQ_TRIAL_NSTATES]; // of trials created so far
+    uint64_t dropped;       // trials never created because the job was cancelled
     uint32_t running;
     int64_t best_trial;     // -1: none
     double best_value;

@@ -364,9 +364,19 @@ s_clear_error (coord_t *c, trial_t *t)
     t->has_error = false;
 }
 
+uint64_t
+jobs_unsuggested (const job_t *j)
+{
+    if (j->state != CGQ_JOB_RUNNING)
+        return 0;
+    uint64_t total = cgq_searcher_total (j->searcher), sug = cgq_searcher_suggested (j->searcher);
+    return total > sug ? total - sug : 0;
+}
+
 // s_job_write sets the job's counts, suggested and searcher state to their
 // values in memory: one HSET per job per turn however many trials moved,
-// and absolute values, so a batch applied twice cannot skew a count.
+// and absolute values, so a batch applied twice cannot skew a count. Trials
+// not created yet count as pending (or cancelled, after a cancel).
 static void
 s_job_write (coord_t *c, job_t *j)
 {
@@ -377,8 +387,14 @@ s_job_write (coord_t *c, job_t *j)
     json_decref (st);
     cgq_hset_t h;
     cgq_hset_init (&h, jkey);
-    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
-        cgq_hset_u64 (&h, cgq_tstate_names[k], j->counts[k]);
+    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++) {
+        uint64_t v = j->counts[k];
+        if (k == CGQ_TRIAL_PENDING)
+            v += jobs_unsuggested (j);
+        else if (k == CGQ_TRIAL_CANCELLED)
+            v += j->dropped;
+        cgq_hset_u64 (&h, cgq_tstate_names[k], v);
+    }
     cgq_hset_u64 (&h, CGQ_JF_SUGGESTED, cgq_searcher_suggested (j->searcher));
     cgq_hset_str (&h, CGQ_JF_SEARCHER, sts);
     cgq_hset_queue (&h, c->store);
@@ -495,8 +511,11 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
         freeReplyObject (r);
         return rc;
     }
+    uint64_t never = jobs_unsuggested (j);
     j->state = CGQ_JOB_CANCELLED;
-    unsigned stopped = 0, dropped = 0;
+    j->dropped = never;
+    j->dirty = true;
+    uint64_t stopped = 0, dropped = never;
     while (s_dequeue (j))
         ;
     char now[32];
@@ -537,8 +556,10 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     cgq_hset_queue (&h, c->store);
     cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
     cgq_model_event (c->store, "job.cancelled", j->id, -1, NULL, 0, NULL);
-    snprintf (msg, msglen, "cancelled job %llu: %u running trial(s) stopped, %u pending dropped",
-              (unsigned long long) id, stopped, dropped);
+    snprintf (msg, msglen,
+              "cancelled job %llu: %llu running trial(s) stopped, %llu pending dropped",
+              (unsigned long long) id, (unsigned long long) stopped,
+              (unsigned long long) dropped);
     cgq_info ("%s", msg);
     jobs_check_done (c, j);
     return JOBS_CANCEL_DONE;

@@ -81,6 +81,12 @@ void jobs_adopt_check (coord_t *c, int64_t now);
 // jobs_set_blocked records why no node can run j (NULL: it can again).
 void jobs_set_blocked (coord_t *c, job_t *j, const char *reason);
 
+// jobs_unsuggested is how many trials of a running job's search are not
+// created yet (0 when the total is not known up front). The job hash counts
+// them as pending, and a cancel as cancelled, so that its counts by state
+// always add up to its total.
+uint64_t jobs_unsuggested (const job_t *j);
+
 // jobs_check_done ends j when its search is over and no trial is left.
 void jobs_check_done (coord_t *c, job_t *j);
 // Once per turn, before the flush: counts and searcher state of jobs that

@@ -67,8 +67,9 @@ s_assert_field (coord_t *c, const char *key, const char *field, const char *want
     free (v);
 }
 
-// s_assert_counts checks that the job hash's counts add up to suggested and
-// match memory.
+// s_assert_counts checks that the job hash's counts match memory (trials not
+// created yet counted as pending, or cancelled after a cancel) and add up to
+// the job's total.
 static void
 s_assert_counts (coord_t *c, job_t *j)
 {
@@ -78,14 +79,19 @@ s_assert_counts (coord_t *c, job_t *j)
     for (int s = 0; s < CGQ_TRIAL_NSTATES; s++) {
         char *v = s_hget (c, key, cgq_tstate_names[s]);
         assert_non_null (v);
-        assert_int_equal (strtoull (v, NULL, 10), j->counts[s]);
-        sum += j->counts[s];
+        uint64_t want = j->counts[s];
+        if (s == CGQ_TRIAL_PENDING)
+            want += jobs_unsuggested (j);
+        if (s == CGQ_TRIAL_CANCELLED)
+            want += j->dropped;
+        assert_int_equal (strtoull (v, NULL, 10), want);
+        sum += want;
         free (v);
     }
-    char *sug = s_hget (c, key, CGQ_JF_SUGGESTED);
-    assert_non_null (sug);
-    assert_int_equal (strtoull (sug, NULL, 10), sum);
-    free (sug);
+    char *total = s_hget (c, key, CGQ_JF_TOTAL);
+    assert_non_null (total);
+    assert_int_equal (strtoull (total, NULL, 10), sum);
+    free (total);
 }
 
 static const char *s_spec = "name: t\n"
@@ -202,9 +208,12 @@ test_cancel_counts_add_up (void **state)
     s_assert_counts (c, j);
     char msg[256];
     assert_int_equal (jobs_cancel (c, 8, msg, sizeof msg), JOBS_CANCEL_DONE);
-    assert_string_equal (msg, "cancelled job 8: 4 running trial(s) stopped, 0 pending dropped");
+    assert_string_equal (msg,
+                         "cancelled job 8: 4 running trial(s) stopped, 999996 pending dropped");
     assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
     s_assert_counts (c, j);
+    char key[64];
+    s_assert_field (c, cgq_key_job (key, sizeof key, 8), "cancelled", "1000000");
     assert_int_equal (jobs_cancel (c, 8, msg, sizeof msg), JOBS_CANCEL_OVER);
     assert_int_equal (jobs_cancel (c, 99, msg, sizeof msg), JOBS_CANCEL_UNKNOWN);
     ct_coord_destroy (&c);

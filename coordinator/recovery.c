@@ -166,6 +166,11 @@ recovery_jobs (coord_t *c)
             return -1;
         }
         j->running = (uint32_t) j->counts[CGQ_TRIAL_RUNNING];
+        // The hash counts trials not created yet as pending; memory does not.
+        uint64_t never = jobs_unsuggested (j);
+        j->counts[CGQ_TRIAL_PENDING] -= never < j->counts[CGQ_TRIAL_PENDING]
+                                            ? never
+                                            : j->counts[CGQ_TRIAL_PENDING];
         cgq_info ("resumed job %" PRIu64 " (%s): %zu active trial(s), %llu suggested", id, j->name,
                   zhashx_size (j->trials), (unsigned long long) cgq_searcher_suggested (searcher));
         recovered++;

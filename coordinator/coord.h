@@ -162,6 +162,8 @@ typedef struct {
     int64_t next_stats_ms;
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
     uint64_t stat_results, stat_assigns;
+    int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time
+    int64_t stall_ms;      // time the loop was not listening, not yet credited to nodes
 } coord_t;
 
 // coord.c: coord_init zeroes c, takes cfg's values (the caller keeps

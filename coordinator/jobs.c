@@ -798,10 +798,11 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
 static void
 s_adopt_expired (coord_t *c, trial_t *t, void *arg)
 {
-    (void) arg;
+    int64_t now = *(int64_t *) arg;
     // Only trials still awaiting adoption: one whose result came meanwhile
     // may be queued again.
-    if (!t->adopt_deadline_ms || t->state != CGQ_TRIAL_RUNNING || t->node)
+    if (!t->adopt_deadline_ms || t->state != CGQ_TRIAL_RUNNING || t->node
+        || now < c->adopt_deadline_ms)
         return;
     t->adopt_deadline_ms = 0;
     char why[300];
@@ -815,7 +816,9 @@ jobs_adopt_check (coord_t *c, int64_t now)
 {
     if (!c->adopt_deadline_ms || now < c->adopt_deadline_ms)
         return;
-    c->adopt_deadline_ms = 0;
+    // One deadline for all recovered trials (c->adopt_deadline_ms, which a
+    // stall of the coordinator pushes back).
     for (job_t *j = c->jobs; j; j = j->next)
-        jobs_each_trial (j, s_adopt_expired, c, NULL);
+        jobs_each_trial (j, s_adopt_expired, c, &now);
+    c->adopt_deadline_ms = 0;
 }

@@ -17,6 +17,21 @@
 
 volatile sig_atomic_t coord_stop = 0;
 
+// Longer than this without listening (stopped, or busy within one turn) is a
+// stall, credited to the nodes (session_stalled).
+#define STALL_SLACK_MS 250
+
+// s_tick is a checkpoint of the loop's own time: more than allowed_ms since
+// the previous one is a stall.
+static void
+s_tick (coord_t *c, int64_t now, int64_t allowed_ms)
+{
+    int64_t dt = now - c->last_tick_ms;
+    if (c->last_tick_ms && dt > allowed_ms + STALL_SLACK_MS)
+        c->stall_ms += dt - allowed_ms;
+    c->last_tick_ms = now;
+}
+
 // Messages handled per socket per turn: bounds the latency of one turn while
 // still batching thousands of state changes into one Redis round trip.
 #define TURN_BUDGET 4096
@@ -117,7 +132,9 @@ coord_turn_end (coord_t *c, int64_t now)
     nodes_write_dirty (c);
     jobs_write_dirty (c);
     jobs_reap (c);
-    return s_flush (c, now);
+    int rc = s_flush (c, now);
+    s_tick (c, cgq_now_ms (), 0);
+    return rc;
 }
 
 static int64_t
@@ -145,6 +162,7 @@ coord_run (coord_t *c)
         long timeout = deadline > now ? (long) (deadline - now) : 0;
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
             timeout = 0;
+        s_tick (c, now, 0);
         int rc = zmq_poll (items, 2, timeout);
         if (rc < 0) {
             if (errno == EINTR)
@@ -152,12 +170,21 @@ coord_run (coord_t *c)
             cgq_error ("zmq_poll: %s", zmq_strerror (errno));
             return -1;
         }
+        s_tick (c, cgq_now_ms (), timeout);
+        int backlog = 0;
         if (items[0].revents & ZMQ_POLLIN)
-            s_drain (c, c->nodes_sock, false);
+            backlog = s_drain (c, c->nodes_sock, false) >= TURN_BUDGET;
         if (items[1].revents & ZMQ_POLLIN)
             s_drain (c, c->ctl_sock, true);
         now = cgq_now_ms ();
-        if (now >= c->next_liveness_ms) {
+        s_tick (c, now, 0);
+        // Liveness is judged only after the sockets are drained, and only by
+        // time the coordinator itself was listening.
+        if (c->stall_ms) {
+            session_stalled (c, now, c->stall_ms);
+            c->stall_ms = 0;
+        }
+        if (now >= c->next_liveness_ms && !backlog) {
             session_liveness (c, now);
             c->next_liveness_ms = now + c->cfg.heartbeat_ms;
         }

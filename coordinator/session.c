@@ -213,3 +213,20 @@ session_liveness (coord_t *c, int64_t now)
     }
     jobs_adopt_check (c, now);
 }
+
+void
+session_stalled (coord_t *c, int64_t now, int64_t stall_ms)
+{
+    for (node_t *n = c->nodes; n; n = n->next) {
+        n->last_seen_ms += stall_ms;
+        if (n->last_seen_ms > now)
+            n->last_seen_ms = now;
+    }
+    if (c->adopt_deadline_ms)
+        c->adopt_deadline_ms += stall_ms;
+    if (c->next_liveness_ms < now + c->cfg.heartbeat_ms)
+        c->next_liveness_ms = now + c->cfg.heartbeat_ms;
+    cgq_warn ("the coordinator did not listen for %" PRId64 " ms (stopped or busy); that time is "
+              "not held against any node",
+              stall_ms);
+}

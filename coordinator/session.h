@@ -16,4 +16,11 @@ void session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *en
 // heartbeat x dead-after, and hands back recovered trials nobody adopted.
 void session_liveness (coord_t *c, int64_t now);
 
+// session_stalled credits every node with stall_ms of silence: time the
+// coordinator itself was not listening (stopped, or busy in one turn) is
+// not the nodes' fault. It also gives them one heartbeat interval from now
+// before liveness is judged again, so the heartbeats that queued up are
+// read first.
+void session_stalled (coord_t *c, int64_t now, int64_t stall_ms);
+
 #endif

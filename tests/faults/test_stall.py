@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A stalled coordinator blames no node. The coordinator is stopped with
+SIGSTOP for several times the heartbeat timeout mid-job, then continued:
+its own stall is not held against the nodes, so no node is declared dead,
+no trial is lost or re-run, and every trial ends exactly once."""
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from harness import CgqTestCase, main  # noqa: E402
+
+SCRIPT = r'''
+import json, os, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
+time.sleep(float(sys.argv[2]))
+os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
+'''
+
+SPEC = '''name: stall-fault
+space:
+  i: {grid: [0, 1, 2, 3, 4, 5, 6, 7]}
+objective: {metric: v, mode: max}
+trial:
+  command: python3 {spec_dir}/slow.py {spec_dir}/runs.txt 1.5
+  resources: {cpu: 1}
+'''
+
+
+class StallTest(CgqTestCase):
+    def test_sigstop_coordinator_blames_no_node(self):
+        # heartbeat 200 ms x dead-after 5: a node silent for 1 s is dead. The
+        # stop lasts 4 s, four times that.
+        c = self.start_default(workers=(("w1", 2), ("w2", 2)))
+        c.write_file("slow.py", SCRIPT)
+        j = c.submit(c.write_file("stall.yaml", SPEC))
+        c.wait_value(lambda: sum(1 for h in c.trials(j).values() if h.get("state") == "running"),
+                     lambda n: n == 4, 30, "4 trials to run")
+        pid = c.coordinator.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(4.0)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("state"), "finished", job)
+        self.assertEqual(job.get("succeeded"), "8", job)
+        ev = c.events()
+        dead = [e for e in ev if e.get("type") in ("node.dead", "node.left")]
+        self.assertEqual(dead, [], "no node declared dead or gone by the stall")
+        lost = [e for e in ev if e.get("type") == "trial.lost"]
+        self.assertEqual(lost, [], "no trial lost by the stall")
+        for t, h in c.trials(j).items():
+            self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
+        with open(os.path.join(c.specdir, "runs.txt")) as f:
+            runs = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        self.assertEqual(runs, [(t, 1) for t in range(8)], "each trial's script ran once")
+        for w in ("w1", "w2"):
+            self.assertEqual(c.redis.hgetall("cgq:node:" + w).get("state"), "alive", w)
+        with open(c.coordinator.err_path) as f:
+            self.assertIn("did not listen for", f.read(), "the stall is logged")
+
+
+if __name__ == "__main__":
+    main()

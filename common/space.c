@@ -236,8 +236,12 @@ cgq_space_check_template (const cgq_spec_t *spec, const char *tmpl, size_t *at, 
             if (s_is_builtin (s, n))
                 continue;
             bool found = false;
-            for (size_t i = 0; i < spec->nparams && !found; i++)
-                found = strlen (spec->params[i].name) == n && !memcmp (spec->params[i].name, s, n);
+            if (spec->param_index)
+                found = json_object_getn (spec->param_index, s, n) != NULL;
+            else
+                for (size_t i = 0; i < spec->nparams && !found; i++)
+                    found =
+                        strlen (spec->params[i].name) == n && !memcmp (spec->params[i].name, s, n);
             if (found)
                 continue;
         }

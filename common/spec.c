@@ -1,6 +1,15 @@
-// spec: tune.yaml → cgq_spec_t. libyaml builds the document tree (with the
-// marks every message needs); this file walks it once, in the order written,
-// and stops at the first error so that the user sees one precise message.
+// spec: tune.yaml → cgq_spec_t. libyaml's event parser feeds a small tree of
+// our own (s_node_t, with the marks every message needs); this file then walks
+// it once, in the order written, and stops at the first error so that the user
+// sees one precise message.
+//
+// Why events and not yaml_parser_load: libyaml's loader reads the whole text
+// before we can look at it, and its scanner does work proportional to the
+// flow nesting for every token, so a 160 KB "[[[[..." stalled a coordinator
+// for half a minute. Building the tree ourselves lets the size, NUL and depth
+// limits stop the parse the moment they are reached: libyaml then has looked
+// at most 64 levels (and ~1 KB of lookahead) deep, and all other work is
+// linear in the text.
 #include "spec.h"
 
 #include <ctype.h>
@@ -17,8 +26,9 @@
 #include "json.h"
 #include "util.h"
 
-// A spec is small; a bigger tree means an alias bomb (&a [*b, *b, ...]) or a
-// mistake, and these bounds keep its conversion to JSON cheap.
+// A spec is small; a deeper text is a mistake or an attack on the parser, a
+// bigger tree an alias bomb (&a [*b, *b, ...]), and these bounds keep both
+// reading the text and converting it to JSON cheap.
 #define S_MAX_DEPTH 64
 #define S_MAX_NODES 200000
 
@@ -27,14 +37,36 @@
 
 static const char *s_builtins[] = {"job_id", "trial_id", "spec_dir"};
 
+typedef enum { S_SCALAR, S_SEQ, S_MAP } s_type_t;
+
+// One node of the document as written. An alias is not a node: the
+// collection that holds it refers to the anchored node's id, as libyaml's
+// own document does, so an alias may lead back into its own anchor.
+typedef struct {
+    s_type_t type;
+    bool plain;     // scalar written without quotes or |, >: YAML 1.1 typing applies
+    int line, col;  // 1-based, where the node starts
+    char *text;     // scalar: its text, NUL-terminated (a \0 escape may hold more)
+    size_t len;     // scalar: bytes of text; collection: number of kids
+    uint32_t *kids; // collection: node ids; a mapping's are key, value, key, value, ...
+} s_node_t;
+
+// An open collection while the tree is built: the ids of its kids so far.
+typedef struct {
+    uint32_t node;
+    uint32_t *kids;
+    size_t n, cap;
+} s_frame_t;
+
 typedef struct {
     const char *path;
-    yaml_document_t *doc;
     char *err;
     size_t errlen;
     bool failed;
-    size_t budget;          // nodes that s_to_json may still visit, in the whole spec
-    const yaml_node_t *top; // the value s_to_json was called on, for messages
+    s_node_t *nodes; // the tree; ids index it
+    size_t nnodes, cap;
+    size_t budget;       // nodes that s_to_json may still visit, in the whole spec
+    const s_node_t *top; // the value s_to_json was called on, for messages
 } s_ctx_t;
 
 typedef enum { S_NULL, S_BOOL, S_INT, S_REAL, S_STR } s_kind_t;
@@ -49,7 +81,7 @@ typedef struct {
 
 static int s_fail_at (s_ctx_t *c, int line, int col, const char *fmt, ...)
     __attribute__ ((format (printf, 4, 5)));
-static int s_fail (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
+static int s_fail (s_ctx_t *c, const s_node_t *at, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
 // s_fail_at keeps the first error only: later checks that fail because of the
@@ -72,7 +104,7 @@ s_fail_at (s_ctx_t *c, int line, int col, const char *fmt, ...)
 }
 
 static int
-s_fail (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
+s_fail (s_ctx_t *c, const s_node_t *at, const char *fmt, ...)
 {
     if (c->failed)
         return -1;
@@ -81,21 +113,67 @@ s_fail (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
     va_start (ap, fmt);
     vsnprintf (msg, sizeof msg, fmt, ap);
     va_end (ap);
-    int line = at ? (int) at->start_mark.line + 1 : 1;
-    int col = at ? (int) at->start_mark.column + 1 : 1;
+    int line = at ? at->line : 1;
+    int col = at ? at->col : 1;
     return s_fail_at (c, line, col, "%s", msg);
 }
 
-static const yaml_node_t *
-s_node (s_ctx_t *c, int id)
+static const s_node_t *
+s_node (s_ctx_t *c, uint32_t id)
 {
-    return yaml_document_get_node (c->doc, id);
+    return &c->nodes[id];
 }
 
 static const char *
-s_text (const yaml_node_t *n)
+s_text (const s_node_t *n)
 {
-    return (const char *) n->data.scalar.value;
+    return n->text;
+}
+
+static size_t
+s_nitems (const s_node_t *seq)
+{
+    return seq->len;
+}
+
+static const s_node_t *
+s_item (s_ctx_t *c, const s_node_t *seq, size_t i)
+{
+    return s_node (c, seq->kids[i]);
+}
+
+static size_t
+s_npairs (const s_node_t *map)
+{
+    return map->len / 2;
+}
+
+static const s_node_t *
+s_key (s_ctx_t *c, const s_node_t *map, size_t i)
+{
+    return s_node (c, map->kids[2 * i]);
+}
+
+static const s_node_t *
+s_val (s_ctx_t *c, const s_node_t *map, size_t i)
+{
+    return s_node (c, map->kids[2 * i + 1]);
+}
+
+// s_text_pos finds the line and column (1-based, in characters as libyaml
+// counts them) of byte off of text.
+static void
+s_text_pos (const char *text, size_t len, size_t off, int *line, int *col)
+{
+    int l = 1, k = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n')
+            l++, k = 1;
+        else if (((unsigned char) text[i] & 0xc0) != 0x80) // not a UTF-8 continuation byte
+            k++;
+    }
+    *line = l;
+    *col = k;
 }
 
 static bool
@@ -220,7 +298,7 @@ s_one_of (const char *s, const char *const *words)
 }
 
 static void
-s_resolve (const yaml_node_t *n, s_scalar_t *out)
+s_resolve (const s_node_t *n, s_scalar_t *out)
 {
     static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
     static const char *const trues[] = {"true", "True", "TRUE", "yes", "Yes",
@@ -229,10 +307,10 @@ s_resolve (const yaml_node_t *n, s_scalar_t *out)
                                          "NO",    "off",   "Off",   "OFF", NULL};
     memset (out, 0, sizeof *out);
     out->kind = S_STR;
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+    if (!n->plain)
         return;
     const char *s = s_text (n);
-    if (strlen (s) != n->data.scalar.length)
+    if (strlen (s) != n->len)
         return;
     if (s_one_of (s, nulls))
         out->kind = S_NULL;
@@ -249,9 +327,9 @@ s_resolve (const yaml_node_t *n, s_scalar_t *out)
 }
 
 static bool
-s_is_null (const yaml_node_t *n)
+s_is_null (const s_node_t *n)
 {
-    if (!n || n->type != YAML_SCALAR_NODE)
+    if (!n || n->type != S_SCALAR)
         return false;
     s_scalar_t v;
     s_resolve (n, &v);
@@ -260,11 +338,11 @@ s_is_null (const yaml_node_t *n)
 
 // s_what describes a node for "must be X, not Y" messages.
 static const char *
-s_what (const yaml_node_t *n, char *buf, size_t len)
+s_what (const s_node_t *n, char *buf, size_t len)
 {
-    if (n->type == YAML_MAPPING_NODE)
+    if (n->type == S_MAP)
         return "a mapping";
-    if (n->type == YAML_SEQUENCE_NODE)
+    if (n->type == S_SEQ)
         return "a list";
     s_scalar_t v;
     s_resolve (n, &v);
@@ -293,14 +371,13 @@ s_what (const yaml_node_t *n, char *buf, size_t len)
 // s_check_keys rejects non-scalar and duplicate keys of a mapping; every
 // mapping the walk enters goes through it, so duplicates are found anywhere.
 static int
-s_check_keys (s_ctx_t *c, const yaml_node_t *map)
+s_check_keys (s_ctx_t *c, const s_node_t *map)
 {
     json_t *seen = json_object ();
     int rc = 0;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        const yaml_node_t *k = s_node (c, p->key);
-        if (k->type != YAML_SCALAR_NODE) {
+    for (size_t pi = 0; pi < s_npairs (map); pi++) {
+        const s_node_t *k = s_key (c, map, pi);
+        if (k->type != S_SCALAR) {
             char buf[80];
             rc = s_fail (c, k, "a key must be a plain name, not %s (write name: value)",
                          s_what (k, buf, sizeof buf));
@@ -308,12 +385,12 @@ s_check_keys (s_ctx_t *c, const yaml_node_t *map)
         }
         json_t *first = json_object_get (seen, s_text (k));
         if (first) {
-            const yaml_node_t *f = s_node (c, (int) json_integer_value (first));
+            const s_node_t *f = s_node (c, (uint32_t) json_integer_value (first));
             rc = s_fail (c, k, "duplicate key '%s' (first written at %d:%d; keep only one of them)",
-                         s_text (k), (int) f->start_mark.line + 1, (int) f->start_mark.column + 1);
+                         s_text (k), f->line, f->col);
             break;
         }
-        json_object_set_new (seen, s_text (k), json_integer (p->key));
+        json_object_set_new (seen, s_text (k), json_integer (map->kids[2 * pi]));
     }
     json_decref (seen);
     return rc;
@@ -322,9 +399,9 @@ s_check_keys (s_ctx_t *c, const yaml_node_t *map)
 // s_expect_map checks that v is a mapping and that its keys are sound. Callers
 // test for null first: "search:" alone means the defaults.
 static int
-s_expect_map (s_ctx_t *c, const yaml_node_t *v, const char *what, const char *hint)
+s_expect_map (s_ctx_t *c, const s_node_t *v, const char *what, const char *hint)
 {
-    if (v->type != YAML_MAPPING_NODE) {
+    if (v->type != S_MAP) {
         char buf[80];
         return s_fail (c, v, "%s must be a mapping, not %s (%s)", what, s_what (v, buf, sizeof buf),
                        hint);
@@ -333,18 +410,18 @@ s_expect_map (s_ctx_t *c, const yaml_node_t *v, const char *what, const char *hi
 }
 
 static int
-s_unknown_key (s_ctx_t *c, const yaml_node_t *k, const char *where, const char *known)
+s_unknown_key (s_ctx_t *c, const s_node_t *k, const char *where, const char *known)
 {
     return s_fail (c, k, "unknown key '%s' in %s (known keys: %s)", s_text (k), where, known);
 }
 
 static int
-s_get_int (s_ctx_t *c, const yaml_node_t *v, const char *what, long long min, long long max,
+s_get_int (s_ctx_t *c, const s_node_t *v, const char *what, long long min, long long max,
            const char *hint, long long *out)
 {
     char buf[96];
     s_scalar_t s = {0};
-    if (v->type == YAML_SCALAR_NODE)
+    if (v->type == S_SCALAR)
         s_resolve (v, &s);
     if (s.kind != S_INT)
         return s_fail (c, v, "%s must be an integer >= %lld, not %s (%s)", what, min,
@@ -358,13 +435,13 @@ s_get_int (s_ctx_t *c, const yaml_node_t *v, const char *what, long long min, lo
 }
 
 static int
-s_get_number (s_ctx_t *c, const yaml_node_t *v, const char *what, const char *hint, double *out)
+s_get_number (s_ctx_t *c, const s_node_t *v, const char *what, const char *hint, double *out)
 {
     char buf[96];
     s_scalar_t s = {0};
-    if (v->type == YAML_SCALAR_NODE)
+    if (v->type == S_SCALAR)
         s_resolve (v, &s);
-    if (v->type != YAML_SCALAR_NODE || (s.kind != S_INT && s.kind != S_REAL))
+    if (v->type != S_SCALAR || (s.kind != S_INT && s.kind != S_REAL))
         return s_fail (c, v, "%s must be a number, not %s (%s)", what, s_what (v, buf, sizeof buf),
                        hint);
     *out = s.d;
@@ -374,21 +451,20 @@ s_get_number (s_ctx_t *c, const yaml_node_t *v, const char *what, const char *hi
 // s_get_text returns the text of a non-empty scalar (any YAML type: a command
 // or a name is text whatever it looks like).
 static int
-s_get_text (s_ctx_t *c, const yaml_node_t *v, const char *what, const char *hint, const char **out)
+s_get_text (s_ctx_t *c, const s_node_t *v, const char *what, const char *hint, const char **out)
 {
     char buf[96];
-    if (v->type != YAML_SCALAR_NODE || s_is_null (v) ||
-        strlen (s_text (v)) != v->data.scalar.length)
+    if (v->type != S_SCALAR || s_is_null (v) || strlen (s_text (v)) != v->len)
         return s_fail (c, v, "%s must be a string, not %s (%s)", what,
-                       v->type == YAML_SCALAR_NODE && !s_is_null (v) ? "text with a NUL byte"
-                                                                     : s_what (v, buf, sizeof buf),
+                       v->type == S_SCALAR && !s_is_null (v) ? "text with a NUL byte"
+                                                             : s_what (v, buf, sizeof buf),
                        hint);
     *out = s_text (v);
     return 0;
 }
 
 static json_t *
-s_to_json (s_ctx_t *c, const yaml_node_t *n, int depth)
+s_to_json (s_ctx_t *c, const s_node_t *n, int depth)
 {
     if (depth > S_MAX_DEPTH)
         return s_fail (c, n,
@@ -407,7 +483,7 @@ s_to_json (s_ctx_t *c, const yaml_node_t *n, int depth)
                        S_MAX_NODES),
                NULL;
     c->budget--;
-    if (n->type == YAML_SCALAR_NODE) {
+    if (n->type == S_SCALAR) {
         s_scalar_t s;
         s_resolve (n, &s);
         switch (s.kind) {
@@ -422,20 +498,19 @@ s_to_json (s_ctx_t *c, const yaml_node_t *n, int depth)
         case S_STR:
             break;
         }
-        if (strlen (s_text (n)) != n->data.scalar.length)
+        if (strlen (s_text (n)) != n->len)
             return s_fail (c, n,
                            "text with a NUL byte cannot be passed to a trial (remove the \\0)"),
                    NULL;
-        json_t *j = json_stringn (s_text (n), n->data.scalar.length);
+        json_t *j = json_stringn (s_text (n), n->len);
         if (!j)
             s_fail (c, n, "text is not valid UTF-8 (save the file as UTF-8)");
         return j;
     }
-    if (n->type == YAML_SEQUENCE_NODE) {
+    if (n->type == S_SEQ) {
         json_t *a = json_array ();
-        for (yaml_node_item_t *i = n->data.sequence.items.start; i < n->data.sequence.items.top;
-             i++) {
-            json_t *e = s_to_json (c, s_node (c, *i), depth + 1);
+        for (size_t i = 0; i < s_nitems (n); i++) {
+            json_t *e = s_to_json (c, s_item (c, n, i), depth + 1);
             if (!e) {
                 json_decref (a);
                 return NULL;
@@ -447,9 +522,9 @@ s_to_json (s_ctx_t *c, const yaml_node_t *n, int depth)
     if (s_check_keys (c, n) < 0)
         return NULL;
     json_t *o = json_object ();
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = s_node (c, p->key);
-        json_t *e = s_to_json (c, s_node (c, p->value), depth + 1);
+    for (size_t pi = 0; pi < s_npairs (n); pi++) {
+        const s_node_t *k = s_key (c, n, pi);
+        json_t *e = s_to_json (c, s_val (c, n, pi), depth + 1);
         if (!e) {
             json_decref (o);
             return NULL;
@@ -465,7 +540,7 @@ static const char *s_dists = "choice, uniform, loguniform, randint, grid, value"
 
 // s_bounds reads [lo, hi] of uniform / loguniform / randint.
 static int
-s_bounds (s_ctx_t *c, const char *pname, const char *dist, const yaml_node_t *v, bool integers,
+s_bounds (s_ctx_t *c, const char *pname, const char *dist, const s_node_t *v, bool integers,
           double *lo, double *hi)
 {
     char hint[128], buf[96];
@@ -473,18 +548,16 @@ s_bounds (s_ctx_t *c, const char *pname, const char *dist, const yaml_node_t *v,
               !strcmp (dist, "loguniform") ? "1.0e-4, 1.0e-1"
               : integers                   ? "2, 6"
                                            : "0.0, 0.5");
-    if (v->type != YAML_SEQUENCE_NODE ||
-        v->data.sequence.items.top - v->data.sequence.items.start != 2)
+    if (v->type != S_SEQ || s_nitems (v) != 2)
         return s_fail (c, v, "%s of space.%s must be a list [lo, hi] of two numbers, not %s (%s)",
                        dist, pname,
-                       v->type == YAML_SEQUENCE_NODE ? "a list of another length"
-                                                     : s_what (v, buf, sizeof buf),
+                       v->type == S_SEQ ? "a list of another length" : s_what (v, buf, sizeof buf),
                        hint);
     double b[2];
     for (int i = 0; i < 2; i++) {
-        const yaml_node_t *e = s_node (c, v->data.sequence.items.start[i]);
+        const s_node_t *e = s_item (c, v, i);
         s_scalar_t s = {0};
-        if (e->type == YAML_SCALAR_NODE)
+        if (e->type == S_SCALAR)
             s_resolve (e, &s);
         if (integers && s.kind != S_INT)
             return s_fail (c, e, "randint bounds of space.%s must be integers, not %s (%s)", pname,
@@ -518,10 +591,10 @@ s_bounds (s_ctx_t *c, const char *pname, const char *dist, const yaml_node_t *v,
 }
 
 static int
-s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *k, const yaml_node_t *v)
+s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v)
 {
     const char *name = s_text (k);
-    if (!s_is_ident (name, k->data.scalar.length))
+    if (!s_is_ident (name, k->len))
         return s_fail (c, k,
                        "bad parameter name '%s' (a name is a letter or _ followed by letters, "
                        "digits or _, e.g. learning_rate)",
@@ -535,38 +608,39 @@ s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *k, const yaml_no
 
     cgq_param_t *p = &spec->params[spec->nparams];
     memset (p, 0, sizeof *p);
-    p->line = (int) k->start_mark.line + 1;
-    p->col = (int) k->start_mark.column + 1;
+    p->line = k->line;
+    p->col = k->col;
 
-    if (v->type != YAML_MAPPING_NODE) {
+    if (v->type != S_MAP) {
         p->kind = CGQ_PARAM_CONST;
         p->value = s_to_json (c, v, 0);
         if (!p->value)
             return -1;
         p->name = cgq_xstrdup (name);
+        json_object_set_new (spec->param_index, name, json_integer ((json_int_t) spec->nparams));
         spec->nparams++;
         return 0;
     }
     if (s_check_keys (c, v) < 0)
         return -1;
-    size_t nkeys = (size_t) (v->data.mapping.pairs.top - v->data.mapping.pairs.start);
-    for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
-        const char *d = s_text (s_node (c, q->key));
+    size_t nkeys = s_npairs (v);
+    for (size_t qi = 0; qi < s_npairs (v); qi++) {
+        const char *d = s_text (s_key (c, v, qi));
         if (!strcmp (d, "repeat") || !strcmp (d, "assignment") || !strcmp (d, "of"))
-            return s_fail (c, s_node (c, q->key),
+            return s_fail (c, s_key (c, v, qi),
                            "'%s' is not supported yet (space.%s: use one of: "
                            "%s)",
                            !strcmp (d, "of") ? "repeat" : d, name, s_dists);
     }
     if (nkeys != 1) {
-        const yaml_node_t *at = nkeys ? s_node (c, v->data.mapping.pairs.start[1].key) : v;
+        const s_node_t *at = nkeys ? s_key (c, v, 1) : v;
         return s_fail (c, at,
                        "space.%s must have exactly one distribution key, found %zu (write "
                        "%s: {choice: [a, b]}, or %s: {value: {...}} for a mapping constant)",
                        name, nkeys, name, name);
     }
-    const yaml_node_t *dk = s_node (c, v->data.mapping.pairs.start[0].key);
-    const yaml_node_t *dv = s_node (c, v->data.mapping.pairs.start[0].value);
+    const s_node_t *dk = s_key (c, v, 0);
+    const s_node_t *dv = s_val (c, v, 0);
     const char *d = s_text (dk);
     char buf[96];
     if (!strcmp (d, "value")) {
@@ -577,11 +651,11 @@ s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *k, const yaml_no
     }
     else if (!strcmp (d, "choice") || !strcmp (d, "grid")) {
         p->kind = !strcmp (d, "choice") ? CGQ_PARAM_CHOICE : CGQ_PARAM_GRID;
-        if (dv->type != YAML_SEQUENCE_NODE)
+        if (dv->type != S_SEQ)
             return s_fail (c, dv,
                            "%s of space.%s must be a list, not %s (write %s: {%s: [64, 128]})", d,
                            name, s_what (dv, buf, sizeof buf), name, d);
-        if (dv->data.sequence.items.top == dv->data.sequence.items.start)
+        if (s_nitems (dv) == 0)
             return s_fail (c, dv,
                            "%s of space.%s is an empty list (give at least one value, e.g. "
                            "%s: {%s: [64, 128]})",
@@ -600,21 +674,23 @@ s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *k, const yaml_no
     else
         return s_fail (c, dk, "unknown distribution '%s' (expected one of: %s)", d, s_dists);
     p->name = cgq_xstrdup (name);
+    json_object_set_new (spec->param_index, name, json_integer ((json_int_t) spec->nparams));
     spec->nparams++;
     return 0;
 }
 
 static int
-s_parse_space (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
+s_parse_space (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "space", "write space: {lr: {loguniform: [1.0e-4, 1.0e-1]}}") < 0)
         return -1;
-    size_t n = (size_t) (v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+    size_t n = s_npairs (v);
     spec->params = cgq_xcalloc (n, sizeof *spec->params);
-    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++)
-        if (s_parse_param (c, spec, s_node (c, p->key), s_node (c, p->value)) < 0)
+    spec->param_index = json_object ();
+    for (size_t pi = 0; pi < s_npairs (v); pi++)
+        if (s_parse_param (c, spec, s_key (c, v, pi), s_val (c, v, pi)) < 0)
             return -1;
     return 0;
 }
@@ -622,14 +698,14 @@ s_parse_space (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
 // --- search, objective, trial ----------------------------------------------
 
 static int
-s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
+s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "search", "write search: {algorithm: random, samples: 16}") < 0)
         return -1;
-    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = s_node (c, p->key), *e = s_node (c, p->value);
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *key = s_text (k);
         long long n;
         if (!strcmp (key, "algorithm")) {
@@ -674,7 +750,7 @@ s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
 }
 
 static int
-s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *key, const yaml_node_t *v)
+s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
 {
     if (s_is_null (v))
         return 0;
@@ -682,8 +758,8 @@ s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *key, const y
         return -1;
     const char *metric = NULL;
     int mode = 0;
-    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = s_node (c, p->key), *e = s_node (c, p->value);
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *kt = s_text (k);
         if (!strcmp (kt, "metric")) {
             if (s_get_text (c, e, "objective.metric", "write metric: val_loss", &metric) < 0)
@@ -722,15 +798,15 @@ s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *key, const y
 }
 
 static int
-s_parse_resources (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
+s_parse_resources (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "trial.resources", "write resources: {cpu: 1, gpu: 0.5, memory: 4G}") <
         0)
         return -1;
-    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = s_node (c, p->key), *e = s_node (c, p->value);
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *kt = s_text (k);
         double d;
         char buf[96];
@@ -757,8 +833,7 @@ s_parse_resources (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
         }
         else if (!strcmp (kt, "memory")) {
             uint64_t bytes;
-            if (e->type != YAML_SCALAR_NODE || s_is_null (e) ||
-                cgq_parse_bytes (s_text (e), &bytes) < 0)
+            if (e->type != S_SCALAR || s_is_null (e) || cgq_parse_bytes (s_text (e), &bytes) < 0)
                 return s_fail (c, e,
                                "trial.resources.memory must be a size like 4G, 512M or a "
                                "number of bytes, not %s (write e.g. memory: 4G)",
@@ -772,28 +847,28 @@ s_parse_resources (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
 }
 
 static int
-s_parse_env (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
+s_parse_env (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "trial.env", "write env: {DATA_DIR: /data}") < 0)
         return -1;
-    size_t n = (size_t) (v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+    size_t n = s_npairs (v);
     spec->trial.env_keys = cgq_xcalloc (n, sizeof (char *));
     spec->trial.env_vals = cgq_xcalloc (n, sizeof (char *));
-    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = s_node (c, p->key), *e = s_node (c, p->value);
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *kt = s_text (k);
         char buf[96];
-        if (!s_is_ident (kt, k->data.scalar.length))
+        if (!s_is_ident (kt, k->len))
             return s_fail (c, k,
                            "bad environment variable name '%s' in trial.env (use letters, "
                            "digits and _, e.g. DATA_DIR)",
                            kt);
-        if (e->type != YAML_SCALAR_NODE || strlen (s_text (e)) != e->data.scalar.length)
+        if (e->type != S_SCALAR || strlen (s_text (e)) != e->len)
             return s_fail (c, e, "trial.env.%s must be a string, not %s (write %s: \"value\")", kt,
-                           e->type == YAML_SCALAR_NODE ? "text with a NUL byte"
-                                                       : s_what (e, buf, sizeof buf),
+                           e->type == S_SCALAR ? "text with a NUL byte"
+                                               : s_what (e, buf, sizeof buf),
                            kt);
         spec->trial.env_keys[spec->trial.nenv] = cgq_xstrdup (kt);
         spec->trial.env_vals[spec->trial.nenv] = cgq_xstrdup (s_text (e));
@@ -803,22 +878,22 @@ s_parse_env (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
 }
 
 static int
-s_parse_command (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
+s_parse_command (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 {
     const char *hint = "write command: python3 train.py --lr {lr}, or a list of arguments";
     char buf[96];
-    if (v->type == YAML_SEQUENCE_NODE) {
-        size_t n = (size_t) (v->data.sequence.items.top - v->data.sequence.items.start);
+    if (v->type == S_SEQ) {
+        size_t n = s_nitems (v);
         if (n == 0)
             return s_fail (c, v, "trial.command is an empty list (%s)", hint);
         spec->trial.argv = cgq_xcalloc (n + 1, sizeof (char *));
         for (size_t i = 0; i < n; i++) {
-            const yaml_node_t *e = s_node (c, v->data.sequence.items.start[i]);
-            if (e->type != YAML_SCALAR_NODE || strlen (s_text (e)) != e->data.scalar.length)
+            const s_node_t *e = s_item (c, v, i);
+            if (e->type != S_SCALAR || strlen (s_text (e)) != e->len)
                 return s_fail (c, e,
                                "trial.command[%zu] must be a string, not %s (quote it: \"...\")", i,
-                               e->type == YAML_SCALAR_NODE ? "text with a NUL byte"
-                                                           : s_what (e, buf, sizeof buf));
+                               e->type == S_SCALAR ? "text with a NUL byte"
+                                                   : s_what (e, buf, sizeof buf));
             spec->trial.argv[i] = cgq_xstrdup (s_text (e));
             spec->trial.argc++;
         }
@@ -839,15 +914,15 @@ s_parse_command (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v)
 }
 
 static int
-s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v, const yaml_node_t **cmd_node,
-               const yaml_node_t **env_node)
+s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t **cmd_node,
+               const s_node_t **env_node)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "trial", "write trial: {command: python3 train.py --lr {lr}}") < 0)
         return -1;
-    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
-        const yaml_node_t *k = s_node (c, p->key), *e = s_node (c, p->value);
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *kt = s_text (k);
         long long n;
         if (!strcmp (kt, "kind")) {
@@ -874,8 +949,8 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v, const yaml_no
         else if (!strcmp (kt, "timeout")) {
             double s;
             char buf[96];
-            if (e->type != YAML_SCALAR_NODE || s_is_null (e) ||
-                cgq_parse_duration (s_text (e), &s) < 0 || !(s > 0) || !isfinite (s))
+            if (e->type != S_SCALAR || s_is_null (e) || cgq_parse_duration (s_text (e), &s) < 0 ||
+                !(s > 0) || !isfinite (s))
                 return s_fail (c, e,
                                "trial.timeout must be a duration > 0 like 30m, 90s, 2h or a "
                                "number of seconds, not %s (write e.g. timeout: 30m)",
@@ -905,7 +980,7 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *v, const yaml_no
 // s_check_tmpl reports the first bad placeholder of one template, with the
 // names that would have been accepted.
 static int
-s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, const yaml_node_t *at, const char *tmpl,
+s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *at, const char *tmpl,
               const char *where)
 {
     size_t off;
@@ -935,8 +1010,7 @@ s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, const yaml_node_t *at, const c
 }
 
 static int
-s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const yaml_node_t *cmd,
-                   const yaml_node_t *env)
+s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *cmd, const s_node_t *env)
 {
     if (spec->trial.command &&
         s_check_tmpl (c, spec, cmd, spec->trial.command, "trial.command") < 0)
@@ -944,14 +1018,14 @@ s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const yaml_node_t *cmd,
     for (size_t i = 0; i < spec->trial.argc; i++) {
         char where[64];
         snprintf (where, sizeof where, "trial.command[%zu]", i);
-        const yaml_node_t *at = s_node (c, cmd->data.sequence.items.start[i]);
+        const s_node_t *at = s_item (c, cmd, i);
         if (s_check_tmpl (c, spec, at, spec->trial.argv[i], where) < 0)
             return -1;
     }
     for (size_t i = 0; i < spec->trial.nenv; i++) {
         char where[160];
         snprintf (where, sizeof where, "trial.env.%s", spec->trial.env_keys[i]);
-        const yaml_node_t *at = s_node (c, env->data.mapping.pairs.start[i].value);
+        const s_node_t *at = s_val (c, env, i);
         if (s_check_tmpl (c, spec, at, spec->trial.env_vals[i], where) < 0)
             return -1;
     }
@@ -978,16 +1052,8 @@ static void
 s_syntax_error (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len)
 {
     int line, col;
-    if (parser->error == YAML_READER_ERROR) {
-        // The reader reports a byte offset only.
-        line = 1, col = 1;
-        for (size_t i = 0; i < parser->problem_offset && i < len; i++) {
-            if (text[i] == '\n')
-                line++, col = 1;
-            else
-                col++;
-        }
-    }
+    if (parser->error == YAML_READER_ERROR) // the reader reports a byte offset only
+        s_text_pos (text, len, parser->problem_offset, &line, &col);
     else {
         line = (int) parser->problem_mark.line + 1;
         col = (int) parser->problem_mark.column + 1;
@@ -1012,23 +1078,190 @@ s_syntax_error (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len)
         s_fail_at (c, line, col, "YAML syntax error: %s (%s)", problem, hint);
 }
 
+static uint32_t
+s_add_node (s_ctx_t *c, s_type_t type, const yaml_mark_t *at)
+{
+    if (c->nnodes == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->nodes = cgq_xrealloc (c->nodes, c->cap * sizeof *c->nodes);
+    }
+    s_node_t *n = &c->nodes[c->nnodes];
+    memset (n, 0, sizeof *n);
+    n->type = type;
+    n->line = (int) at->line + 1;
+    n->col = (int) at->column + 1;
+    return (uint32_t) c->nnodes++;
+}
+
+static void
+s_add_kid (s_frame_t *f, uint32_t id)
+{
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 8;
+        f->kids = cgq_xrealloc (f->kids, f->cap * sizeof *f->kids);
+    }
+    f->kids[f->n++] = id;
+}
+
+// s_event_anchor is the anchor (&name) an event puts on its node, or NULL.
+static const char *
+s_event_anchor (const yaml_event_t *ev)
+{
+    const yaml_char_t *a = ev->type == YAML_SCALAR_EVENT           ? ev->data.scalar.anchor
+                           : ev->type == YAML_SEQUENCE_START_EVENT ? ev->data.sequence_start.anchor
+                           : ev->type == YAML_MAPPING_START_EVENT  ? ev->data.mapping_start.anchor
+                                                                   : NULL;
+    return (const char *) a;
+}
+
+// s_load reads the events of the first document into c's tree and sets *root
+// to the id of its top node, or -1 for a stream without a document. Every
+// limit is checked on the event that crosses it, before libyaml reads on.
+// Anchors are registered when their node starts, as libyaml's loader does, so
+// an alias inside its own anchor makes a cycle; s_to_json's depth limit and
+// node budget are what stop such a value. Returns 0, or -1 with the error set.
 static int
-s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *root)
+s_load (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len, long *root)
+{
+    s_frame_t stack[S_MAX_DEPTH];
+    memset (stack, 0, sizeof stack);
+    size_t depth = 0;
+    json_t *anchors = json_object ();
+    int rc = 0;
+    bool done = false;
+    *root = -1;
+    while (!done && rc == 0) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse (parser, &ev)) {
+            s_syntax_error (c, parser, text, len);
+            rc = -1;
+            break;
+        }
+        int line = (int) ev.start_mark.line + 1, col = (int) ev.start_mark.column + 1;
+        long id = -1; // the node this event adds to the open collection
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT:
+        case YAML_DOCUMENT_END_EVENT:
+            done = true;
+            break;
+        case YAML_ALIAS_EVENT: {
+            const char *name = (const char *) ev.data.alias.anchor;
+            json_t *to = json_object_get (anchors, name);
+            if (to)
+                id = (long) json_integer_value (to);
+            else
+                rc = s_fail_at (c, line, col,
+                                "unknown alias '*%s' (write the anchor &%s on a value before "
+                                "the alias)",
+                                name, name);
+            break;
+        }
+        case YAML_SCALAR_EVENT: {
+            id = s_add_node (c, S_SCALAR, &ev.start_mark);
+            s_node_t *n = &c->nodes[id];
+            n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+            n->len = ev.data.scalar.length;
+            n->text = cgq_xmalloc (n->len + 1);
+            memcpy (n->text, ev.data.scalar.value, n->len);
+            n->text[n->len] = 0;
+            break;
+        }
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (depth == S_MAX_DEPTH) {
+                rc = s_fail_at (c, line, col,
+                                "value nested more than %d levels deep, counting from the top "
+                                "of the spec (flatten it)",
+                                S_MAX_DEPTH);
+                break;
+            }
+            id = s_add_node (c, ev.type == YAML_SEQUENCE_START_EVENT ? S_SEQ : S_MAP,
+                             &ev.start_mark);
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: {
+            s_frame_t *f = &stack[--depth];
+            s_node_t *n = &c->nodes[f->node];
+            n->len = f->n;
+            if (f->n) {
+                n->kids = cgq_xmalloc (f->n * sizeof *n->kids);
+                memcpy (n->kids, f->kids, f->n * sizeof *n->kids);
+            }
+            f->n = 0; // the frame's buffer serves the next collection at this depth
+            break;
+        }
+        default: // stream and document start
+            break;
+        }
+        const char *anchor = rc == 0 && id >= 0 ? s_event_anchor (&ev) : NULL;
+        if (anchor) {
+            json_t *first = json_object_get (anchors, anchor);
+            if (first) {
+                const s_node_t *f = s_node (c, (uint32_t) json_integer_value (first));
+                rc = s_fail_at (c, line, col,
+                                "duplicate anchor '&%s' (first written at %d:%d; give each "
+                                "anchor its own name)",
+                                anchor, f->line, f->col);
+            }
+            else
+                json_object_set_new (anchors, anchor, json_integer (id));
+        }
+        if (rc == 0 && id >= 0) {
+            if (depth)
+                s_add_kid (&stack[depth - 1], (uint32_t) id);
+            else
+                *root = id;
+            if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+                stack[depth++].node = (uint32_t) id;
+        }
+        yaml_event_delete (&ev);
+    }
+    for (size_t i = 0; i < S_MAX_DEPTH; i++)
+        free (stack[i].kids);
+    json_decref (anchors);
+    return rc;
+}
+
+// s_second_doc refuses a second document after the first one, which would
+// otherwise be ignored silently. It reads no further than that document's
+// first node.
+static int
+s_second_doc (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len)
+{
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse (parser, &ev)) {
+            s_syntax_error (c, parser, text, len);
+            return -1;
+        }
+        yaml_event_type_t type = ev.type;
+        yaml_mark_t at = ev.start_mark;
+        yaml_event_delete (&ev);
+        if (type == YAML_STREAM_END_EVENT)
+            return 0;
+        if (type != YAML_DOCUMENT_START_EVENT)
+            return s_fail_at (c, (int) at.line + 1, (int) at.column + 1,
+                              "a second YAML document (a spec is one document; remove the "
+                              "'---' line)");
+    }
+}
+
+static int
+s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
 {
     char buf[96];
     if (!root)
         return s_fail_at (c, 1, 1, "the spec is empty (write at least trial: {command: ...})");
-    if (root->type != YAML_MAPPING_NODE)
+    if (root->type != S_MAP)
         return s_fail (c, root,
                        "the spec must be a mapping of name, space, search, objective, "
                        "trial, not %s (write e.g. trial: {command: ./train.sh})",
                        s_what (root, buf, sizeof buf));
     if (s_check_keys (c, root) < 0)
         return -1;
-    const yaml_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL;
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
-         p++) {
-        const yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+    const s_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL;
+    for (size_t pi = 0; pi < s_npairs (root); pi++) {
+        const s_node_t *k = s_key (c, root, pi), *v = s_val (c, root, pi);
         const char *kt = s_text (k);
         int rc = 0;
         if (!strcmp (kt, "name")) {
@@ -1089,54 +1322,70 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const yaml_node_t *root)
     return 0;
 }
 
+// s_check_text refuses text that libyaml must not see: too long to be a spec,
+// or with a NUL byte (which would end the text early for anything that reads
+// it as a C string, and silently drop what follows).
+static int
+s_check_text (s_ctx_t *c, const char *text, size_t len)
+{
+    int line, col;
+    if (len > CGQ_SPEC_MAX_BYTES) {
+        s_text_pos (text, len, CGQ_SPEC_MAX_BYTES, &line, &col);
+        return s_fail_at (c, line, col,
+                          "the spec is longer than %lu bytes here (the limit, "
+                          "CGQ_SPEC_MAX_BYTES; a spec describes a search: keep data in files "
+                          "that the trial reads)",
+                          (unsigned long) CGQ_SPEC_MAX_BYTES);
+    }
+    const char *nul = len ? memchr (text, 0, len) : NULL;
+    if (nul) {
+        size_t off = (size_t) (nul - text);
+        s_text_pos (text, len, off, &line, &col);
+        return s_fail_at (c, line, col,
+                          "spec contains a NUL byte at byte %zu (a spec is UTF-8 text; remove "
+                          "the byte, or write \\0 in a double-quoted string)",
+                          off);
+    }
+    return 0;
+}
+
 cgq_spec_t *
 cgq_spec_parse (const char *text, size_t len, const char *path, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = 0;
-    char *name = s_default_name (path);
+    const char *given = path;
     if (!path)
         path = "spec";
+    if (!text)
+        text = "", len = 0;
     s_ctx_t c = {.path = path, .err = err, .errlen = errlen, .budget = S_MAX_NODES};
+    if (s_check_text (&c, text, len) < 0)
+        return NULL;
     cgq_spec_t *spec = cgq_xcalloc (1, sizeof *spec);
     spec->path = cgq_xstrdup (path);
-    spec->text = cgq_xstrndup (text ? text : "", text ? len : 0);
-    spec->name = name;
+    spec->text = cgq_xstrndup (text, len);
+    spec->name = s_default_name (given);
     spec->search.algorithm = CGQ_SEARCH_RANDOM;
     spec->search.samples = 1;
     spec->trial.kind = CGQ_TRIAL_COMMAND;
     spec->trial.cpu = 1;
 
     yaml_parser_t parser;
-    yaml_document_t doc;
     yaml_parser_initialize (&parser);
-    yaml_parser_set_input_string (&parser, (const unsigned char *) spec->text, strlen (spec->text));
-    if (!yaml_parser_load (&parser, &doc)) {
-        s_syntax_error (&c, &parser, spec->text, strlen (spec->text));
-        yaml_parser_delete (&parser);
-        cgq_spec_destroy (&spec);
-        return NULL;
-    }
-    c.doc = &doc;
-    int rc = s_parse_doc (&c, spec, yaml_document_get_root_node (&doc));
-    if (rc == 0 && yaml_document_get_root_node (&doc)) {
-        // A second document would be ignored silently: refuse it.
-        yaml_document_t more;
-        if (!yaml_parser_load (&parser, &more)) {
-            s_syntax_error (&c, &parser, spec->text, strlen (spec->text));
-            rc = -1;
-        }
-        else {
-            const yaml_node_t *r = yaml_document_get_root_node (&more);
-            if (r)
-                rc = s_fail (&c, r,
-                             "a second YAML document (a spec is one document; remove the "
-                             "'---' line)");
-            yaml_document_delete (&more);
-        }
-    }
-    yaml_document_delete (&doc);
+    yaml_parser_set_input_string (&parser, (const unsigned char *) spec->text, len);
+    long root = -1;
+    int rc = s_load (&c, &parser, spec->text, len, &root);
+    if (rc == 0)
+        rc = s_parse_doc (&c, spec, root >= 0 ? s_node (&c, (uint32_t) root) : NULL);
+    if (rc == 0 && root >= 0)
+        rc = s_second_doc (&c, &parser, spec->text, len);
     yaml_parser_delete (&parser);
+    for (size_t i = 0; i < c.nnodes; i++) {
+        free (c.nodes[i].text);
+        free (c.nodes[i].kids);
+    }
+    free (c.nodes);
     if (rc < 0) {
         cgq_spec_destroy (&spec);
         return NULL;
@@ -1153,9 +1402,22 @@ cgq_spec_load (const char *path, char *err, size_t errlen)
             snprintf (err, errlen, "%s: cannot read: %s", path, strerror (errno));
         return NULL;
     }
+    // One byte past the limit is enough for cgq_spec_parse to refuse the file.
     cgq_buf_t b;
     cgq_buf_init (&b);
-    int failed = cgq_buf_read (&b, f);
+    char chunk[16384];
+    bool failed = false;
+    while (b.len <= CGQ_SPEC_MAX_BYTES) {
+        size_t want = CGQ_SPEC_MAX_BYTES + 1 - b.len;
+        if (want > sizeof chunk)
+            want = sizeof chunk;
+        size_t got = fread (chunk, 1, want, f);
+        cgq_buf_append (&b, chunk, got);
+        if (got < want) {
+            failed = ferror (f) != 0;
+            break;
+        }
+    }
     int saved = errno;
     fclose (f);
     if (failed) {
@@ -1184,6 +1446,7 @@ cgq_spec_destroy (cgq_spec_t **self_p)
         json_decref (self->params[i].values);
     }
     free (self->params);
+    json_decref (self->param_index);
     free (self->objective.metric);
     free (self->trial.command);
     for (size_t i = 0; self->trial.argv && self->trial.argv[i]; i++)
@@ -1202,7 +1465,13 @@ cgq_spec_destroy (cgq_spec_t **self_p)
 const cgq_param_t *
 cgq_spec_param (const cgq_spec_t *self, const char *name)
 {
-    for (size_t i = 0; self && name && i < self->nparams; i++)
+    if (!self || !name)
+        return NULL;
+    if (self->param_index) {
+        json_t *at = json_object_get (self->param_index, name);
+        return at ? &self->params[json_integer_value (at)] : NULL;
+    }
+    for (size_t i = 0; i < self->nparams; i++)
         if (!strcmp (self->params[i].name, name))
             return &self->params[i];
     return NULL;

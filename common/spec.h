@@ -45,6 +45,7 @@ typedef struct {
 
     cgq_param_t *params; // in the order written
     size_t nparams;
+    json_t *param_index; // param name -> its position in params (owned); NULL: none
 
     struct {
         cgq_search_alg_t algorithm; // default random
@@ -74,19 +75,28 @@ typedef struct {
     } trial;
 } cgq_spec_t;
 
+// A spec is a page of YAML, not data: cgq_spec_parse refuses longer text before
+// parsing it. A build may set another limit with -DCGQ_SPEC_MAX_BYTES=N.
+#ifndef CGQ_SPEC_MAX_BYTES
+#define CGQ_SPEC_MAX_BYTES (1024 * 1024)
+#endif
+
 // cgq_spec_parse parses YAML text (len bytes). path is used in messages only.
 // On error returns NULL and writes "PATH:LINE:COL: what is wrong (what to write
-// instead)" into err (errlen bytes). Caller destroys the result.
+// instead)" into err (errlen bytes). Caller destroys the result. Text longer
+// than CGQ_SPEC_MAX_BYTES, with a NUL byte, or nested more than 64 levels deep
+// is refused as soon as that is seen, so the work is linear in len.
 cgq_spec_t *cgq_spec_parse (const char *text, size_t len, const char *path, char *err,
                             size_t errlen);
 
 // cgq_spec_load reads and parses a file; an unreadable file is an error too
-// ("PATH: cannot read: No such file or directory").
+// ("PATH: cannot read: No such file or directory"). It reads at most
+// CGQ_SPEC_MAX_BYTES + 1 bytes, so a huge file costs no memory.
 cgq_spec_t *cgq_spec_load (const char *path, char *err, size_t errlen);
 
 void cgq_spec_destroy (cgq_spec_t **self_p);
 
-// cgq_spec_param finds a param by name; NULL if none.
+// cgq_spec_param finds a param by name; NULL if none. O(1) with param_index.
 const cgq_param_t *cgq_spec_param (const cgq_spec_t *self, const char *name);
 
 // cgq_spec_describe writes a human summary to f: one line per param with its

@@ -248,6 +248,188 @@ t_err_limits (void **state)
     s_expect_error (TRIAL "space:\n  a: \"x\\0y\"\n", 3, 6, "NUL byte");
 }
 
+// s_expect_error_n is s_expect_error for text of len bytes, which may hold NULs.
+static void
+s_expect_error_n (const char *y, size_t len, int line, int col, const char *fragment)
+{
+    char err[1024] = "";
+    cgq_spec_t *s = cgq_spec_parse (y, len, "t.yaml", err, sizeof err);
+    if (s) {
+        cgq_spec_destroy (&s);
+        fail_msg ("parsed without error: %.200s", y);
+    }
+    char prefix[64];
+    snprintf (prefix, sizeof prefix, "t.yaml:%d:%d: ", line, col);
+    if (strncmp (err, prefix, strlen (prefix)) != 0 || !strstr (err, fragment))
+        fail_msg ("expected '%s...%s', got '%s'", prefix, fragment, err);
+}
+
+// s_nest writes TRIAL, then line 2: "space: {a: [[[...]]]}" with levels lists
+// (open "["), or "space: {a: {a: ...}}" with levels mappings (open "{a: ").
+static void
+s_nest (cgq_buf_t *b, const char *open, size_t levels)
+{
+    bool list = open[0] == '[';
+    cgq_buf_reset (b);
+    cgq_buf_puts (b, TRIAL "space: ");
+    if (list)
+        cgq_buf_puts (b, "{a: ");
+    for (size_t i = 0; i < levels; i++)
+        cgq_buf_puts (b, open);
+    for (size_t i = 0; i < levels; i++)
+        cgq_buf_puts (b, list ? "]" : "}");
+    cgq_buf_puts (b, list ? "}\n" : "\n");
+}
+
+// A deeply nested flow value once stalled the coordinator for 36 s: libyaml's
+// loader and scanner do work proportional to the nesting for every token.
+// The parser stops at the 65th level, at its line:col, whatever follows.
+static void
+t_err_deep_flow (void **state)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    const size_t levels[] = {65, 40000, 100000};
+    for (size_t i = 0; i < sizeof levels / sizeof *levels; i++) {
+        // Level 1 is the top mapping and the '{' at 2:8 level 2, so the
+        // first '[', at 2:12, is level 3 and the 65th level 62 columns on.
+        s_nest (&b, "[", levels[i]);
+        if (levels[i] >= 80000)
+            assert_true (b.len > 160000);
+        int64_t t0 = cgq_now_ms ();
+        s_expect_error (b.data, 2, 12 + 62, "value nested more than 64 levels deep");
+        assert_true (cgq_now_ms () - t0 < 500);
+
+        s_nest (&b, "{a: ", levels[i]);
+        if (levels[i] >= 40000)
+            assert_true (b.len > 160000);
+        t0 = cgq_now_ms ();
+        // The first "{a: " at 2:8 is level 2; the 65th level is 63 further.
+        s_expect_error (b.data, 2, 8 + 63 * 4, "value nested more than 64 levels deep");
+        assert_true (cgq_now_ms () - t0 < 500);
+    }
+    // Block nesting is counted the same way: the 65th mapping starts at line
+    // 65, column 65.
+    cgq_buf_reset (&b);
+    cgq_buf_puts (&b, "a:\n");
+    for (int i = 1; i < 100; i++)
+        cgq_buf_printf (&b, "%*sa:\n", i, "");
+    s_expect_error (b.data, 65, 65, "value nested more than 64 levels deep");
+    cgq_buf_fini (&b);
+}
+
+// Just under every limit parses: 64 levels, CGQ_SPEC_MAX_BYTES bytes.
+static void
+t_limits_just_under (void **state)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    s_nest (&b, "[", 62); // the top, {a: ...} and 62 lists: 64 levels
+    char err[512] = "";
+    cgq_spec_t *s = cgq_spec_parse (b.data, b.len, "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    cgq_spec_destroy (&s);
+
+    // Pad to exactly the limit with a comment, then one byte more.
+    b.len--; // the newline
+    cgq_buf_puts (&b, " # ");
+    while (b.len < CGQ_SPEC_MAX_BYTES - 1)
+        cgq_buf_puts (&b, "x");
+    cgq_buf_puts (&b, "\n");
+    assert_int_equal (b.len, CGQ_SPEC_MAX_BYTES);
+    int64_t t0 = cgq_now_ms ();
+    s = cgq_spec_parse (b.data, b.len, "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_true (cgq_now_ms () - t0 < 2000);
+    assert_int_equal (s->nparams, 1);
+    cgq_spec_destroy (&s);
+
+    cgq_buf_puts (&b, "#");
+    char msg[128];
+    snprintf (msg, sizeof msg, "the spec is longer than %lu bytes here",
+              (unsigned long) CGQ_SPEC_MAX_BYTES);
+    // Byte CGQ_SPEC_MAX_BYTES is the '#' at the start of line 3.
+    s_expect_error (b.data, 3, 1, msg);
+
+    // cgq_spec_load reads no more than it needs to refuse a file.
+    char path[] = "/tmp/cgq-spec-test-XXXXXX.yaml";
+    int fd = mkstemps (path, 5);
+    assert_true (fd >= 0);
+    FILE *f = fdopen (fd, "w");
+    fwrite (b.data, 1, b.len, f);
+    for (int i = 0; i < 3 * 1024 * 1024 / 64; i++)
+        fputs ("# padding padding padding padding padding padding padding pad\n", f);
+    fclose (f);
+    s = cgq_spec_load (path, err, sizeof err);
+    unlink (path);
+    assert_null (s);
+    assert_non_null (strstr (err, msg));
+    cgq_buf_fini (&b);
+}
+
+// Many wide flows at small depth are linear work.
+static void
+t_limits_wide (void **state)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_puts (&b, TRIAL "space:\n  c: {choice: [");
+    for (int i = 0; i < 50000; i++)
+        cgq_buf_printf (&b, "%s%d", i ? ", " : "", i);
+    cgq_buf_puts (&b, "]}\n  k: [");
+    for (int i = 0; i < 50000; i++)
+        cgq_buf_printf (&b, "%sv%d", i ? "," : "", i);
+    cgq_buf_puts (&b, "]\n  m: {value: {");
+    for (int i = 0; i < 20000; i++)
+        cgq_buf_printf (&b, "%sk%d: %d", i ? ", " : "", i, i);
+    cgq_buf_puts (&b, "}}\n");
+    assert_true (b.len < CGQ_SPEC_MAX_BYTES);
+    char err[512] = "";
+    int64_t t0 = cgq_now_ms ();
+    cgq_spec_t *s = cgq_spec_parse (b.data, b.len, "t.yaml", err, sizeof err);
+    int64_t ms = cgq_now_ms () - t0;
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (json_array_size (cgq_spec_param (s, "c")->values), 50000);
+    assert_int_equal (json_array_size (cgq_spec_param (s, "k")->value), 50000);
+    assert_int_equal (json_object_size (cgq_spec_param (s, "m")->value), 20000);
+    assert_true (ms < 1500);
+    cgq_spec_destroy (&s);
+    cgq_buf_fini (&b);
+}
+
+// A NUL byte used to end the text early: "samples: 100" after it was ignored.
+static void
+t_err_nul (void **state)
+{
+    const char y[] = TRIAL "space:\n  a: 1\0\nsearch: {samples: 100}\n";
+    s_expect_error_n (y, sizeof y - 1, 3, 7, "spec contains a NUL byte at byte 37");
+    const char z[] = "\0";
+    s_expect_error_n (z, 1, 1, 1, "spec contains a NUL byte at byte 0");
+    // Columns count characters, as libyaml's do: "é" is two bytes.
+    const char u[] = TRIAL "name: \xc3\xa9t\xc3\xa9\0\n";
+    s_expect_error_n (u, sizeof u - 1, 2, 10, "NUL byte");
+}
+
+static void
+t_err_anchors (void **state)
+{
+    s_expect_error (TRIAL "space:\n  a: *nope\n", 3, 6, "unknown alias '*nope'");
+    s_expect_error (TRIAL "space:\n  a: &x 1\n  b: &x 2\n", 4, 6,
+                    "duplicate anchor '&x' (first written at 3:6");
+    // Aliases still work as before.
+    const char *y = TRIAL "space:\n  a: &v [1, 2]\n  b: {choice: *v}\n  c: {value: *v}\n";
+    char err[512] = "";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (json_array_size (cgq_spec_param (s, "b")->values), 2);
+    assert_int_equal (cgq_spec_param (s, "c")->kind, CGQ_PARAM_CONST);
+    cgq_spec_destroy (&s);
+}
+
 static void
 t_err_top (void **state)
 {
@@ -451,6 +633,11 @@ main (void)
         cmocka_unit_test (t_scalar_types),
         cmocka_unit_test (t_err_syntax),
         cmocka_unit_test (t_err_limits),
+        cmocka_unit_test (t_err_deep_flow),
+        cmocka_unit_test (t_limits_just_under),
+        cmocka_unit_test (t_limits_wide),
+        cmocka_unit_test (t_err_nul),
+        cmocka_unit_test (t_err_anchors),
         cmocka_unit_test (t_err_top),
         cmocka_unit_test (t_err_nested_key),
         cmocka_unit_test (t_err_wrong_type),

@@ -64,11 +64,100 @@ s_rng_below (s_rng_t *r, uint64_t n)
     return x % n;
 }
 
-static bool
-s_is_axis (const cgq_spec_t *spec, const cgq_param_t *p)
+// --- sizes --------------------------------------------------------------------
+
+// s_pow sets *out to base^exp; -1 if that exceeds S_MAX_COUNT.
+static int
+s_pow (uint64_t base, uint64_t exp, uint64_t *out)
 {
-    return p->kind == CGQ_PARAM_GRID ||
-           (p->kind == CGQ_PARAM_CHOICE && spec->search.algorithm == CGQ_SEARCH_GRID);
+    uint64_t r = 1;
+    for (uint64_t i = 0; i < exp; i++) {
+        if (base && r > S_MAX_COUNT / base)
+            return -1;
+        r *= base;
+    }
+    *out = r;
+    return 0;
+}
+
+// s_q_value is the value k * q of a quantized param, without the rounding
+// noise of the product (3 * 0.1 is 0.30000000000000004).
+static double
+s_q_value (const cgq_param_t *p, double k)
+{
+    double v = p->integral ? k * p->q : cgq_round15 (k * p->q);
+    return v == 0 ? 0 : v; // no -0
+}
+
+// s_q_range sets the multipliers of a quantized param: its values are
+// s_q_value (k) for k in [*kmin, *kmax] (none if kmin > kmax). The quotient
+// lo / q may land just beside a whole number (0.3 / 0.1 = 2.9999999999999996),
+// so the neighbours are judged by the value they would give.
+static void
+s_q_range (const cgq_param_t *p, double *kmin, double *kmax)
+{
+    double a = ceil (p->lo / p->q), b = floor (p->hi / p->q);
+    if (s_q_value (p, a - 1) >= p->lo)
+        a -= 1;
+    if (s_q_value (p, b + 1) <= p->hi)
+        b += 1;
+    *kmin = a;
+    *kmax = b;
+}
+
+int
+cgq_space_param_size (const cgq_param_t *p, uint64_t *n)
+{
+    switch (p->kind) {
+    case CGQ_PARAM_CONST:
+        *n = 1;
+        return 0;
+    case CGQ_PARAM_CHOICE:
+    case CGQ_PARAM_GRID:
+        *n = json_array_size (p->values);
+        return 0;
+    case CGQ_PARAM_RANDINT: // the bounds lie within +-2^53
+        *n = (uint64_t) ((int64_t) p->hi - (int64_t) p->lo) + 1;
+        return 0;
+    case CGQ_PARAM_QUNIFORM:
+    case CGQ_PARAM_QLOGUNIFORM: {
+        double kmin, kmax;
+        s_q_range (p, &kmin, &kmax);
+        if (kmax < kmin) {
+            *n = 0;
+            return 0;
+        }
+        // Beyond 2^53 multipliers are no longer exact doubles.
+        if (!(kmax - kmin < 9007199254740992.0))
+            return -1;
+        *n = (uint64_t) (kmax - kmin) + 1;
+        return 0;
+    }
+    case CGQ_PARAM_REPEAT: {
+        uint64_t m;
+        if (!p->of || cgq_space_param_size (p->of, &m) < 0)
+            return -1;
+        return s_pow (m, p->repeat, n);
+    }
+    case CGQ_PARAM_ASSIGNMENT:
+        return s_pow (json_array_size (p->values), json_array_size (p->items), n);
+    case CGQ_PARAM_UNIFORM:
+    case CGQ_PARAM_LOGUNIFORM:
+        break;
+    }
+    return -1;
+}
+
+bool
+cgq_space_is_axis (const cgq_spec_t *spec, const cgq_param_t *p)
+{
+    if (p->kind == CGQ_PARAM_GRID)
+        return true;
+    if (spec->search.algorithm != CGQ_SEARCH_GRID)
+        return false;
+    return p->kind == CGQ_PARAM_CHOICE || p->kind == CGQ_PARAM_ASSIGNMENT ||
+           (p->kind == CGQ_PARAM_REPEAT && p->of &&
+            (p->of->kind == CGQ_PARAM_CHOICE || p->of->kind == CGQ_PARAM_RANDINT));
 }
 
 // s_grid_size is the product of the axis sizes; -1 when over S_MAX_COUNT.
@@ -78,10 +167,10 @@ s_grid_size (const cgq_spec_t *spec, uint64_t *size)
     uint64_t g = 1;
     for (size_t i = 0; i < spec->nparams; i++) {
         const cgq_param_t *p = &spec->params[i];
-        if (!s_is_axis (spec, p))
+        if (!cgq_space_is_axis (spec, p))
             continue;
-        uint64_t n = json_array_size (p->values);
-        if (n == 0 || g > S_MAX_COUNT / n)
+        uint64_t n;
+        if (cgq_space_param_size (p, &n) < 0 || n == 0 || g > S_MAX_COUNT / n)
             return -1;
         g *= n;
     }
@@ -102,10 +191,189 @@ cgq_space_count (const cgq_spec_t *spec, uint64_t *count)
     return 0;
 }
 
+int
+cgq_space_sampled_size (const cgq_spec_t *spec, uint64_t *d)
+{
+    uint64_t D = 1;
+    for (size_t i = 0; i < spec->nparams; i++) {
+        const cgq_param_t *p = &spec->params[i];
+        if (p->kind == CGQ_PARAM_CONST || cgq_space_is_axis (spec, p))
+            continue;
+        uint64_t n;
+        if (cgq_space_param_size (p, &n) < 0 || n == 0 || D > S_MAX_COUNT / n)
+            return -1;
+        D *= n;
+    }
+    *d = D;
+    return 0;
+}
+
+bool
+cgq_space_without_replacement (const cgq_spec_t *spec)
+{
+    uint64_t d;
+    uint64_t s = spec->search.samples ? spec->search.samples : 1;
+    return spec->search.algorithm == CGQ_SEARCH_RANDOM && cgq_space_sampled_size (spec, &d) == 0 &&
+           s <= d;
+}
+
+// --- values ---------------------------------------------------------------------
+
 static double
 s_clamp (double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+// s_q_json is the value of a quantized param for multiplier k.
+static json_t *
+s_q_json (const cgq_param_t *p, double k)
+{
+    double v = s_clamp (s_q_value (p, k), p->lo, p->hi);
+    return p->integral ? json_integer ((json_int_t) v) : json_real (v);
+}
+
+// s_assignment decodes id: digit k of id in base B, least significant first,
+// picks the choice of item k.
+static json_t *
+s_assignment (const cgq_param_t *p, uint64_t id)
+{
+    size_t b = json_array_size (p->values), n = json_array_size (p->items);
+    json_t *map = json_object ();
+    uint64_t rest = id;
+    for (size_t k = 0; k < n; k++) {
+        json_object_set (map, json_string_value (json_array_get (p->items, k)),
+                         json_array_get (p->values, (size_t) (rest % b)));
+        rest /= b;
+    }
+    json_t *v = json_object ();
+    json_object_set_new (v, "id", json_integer ((json_int_t) id));
+    json_object_set_new (v, "map", map);
+    return v;
+}
+
+// s_discrete returns value number d (< cgq_space_param_size) of a discrete
+// param: the order in which a grid axis enumerates it.
+static json_t *
+s_discrete (const cgq_param_t *p, uint64_t d)
+{
+    switch (p->kind) {
+    case CGQ_PARAM_CONST:
+        return json_incref (p->value);
+    case CGQ_PARAM_CHOICE:
+    case CGQ_PARAM_GRID:
+        return json_incref (json_array_get (p->values, (size_t) d));
+    case CGQ_PARAM_RANDINT:
+        return json_integer ((json_int_t) p->lo + (json_int_t) d);
+    case CGQ_PARAM_QUNIFORM:
+    case CGQ_PARAM_QLOGUNIFORM: {
+        double kmin, kmax;
+        s_q_range (p, &kmin, &kmax);
+        return s_q_json (p, kmin + (double) d);
+    }
+    case CGQ_PARAM_REPEAT: {
+        // Element 0 is the most significant digit: a grid varies the last
+        // element fastest, as it does the last written axis.
+        uint64_t m = 1, digit[CGQ_PARAM_MAX_REPEAT];
+        cgq_space_param_size (p->of, &m);
+        for (uint32_t i = p->repeat; i-- > 0;) {
+            digit[i] = d % m;
+            d /= m;
+        }
+        json_t *a = json_array ();
+        for (uint32_t i = 0; i < p->repeat; i++)
+            json_array_append_new (a, s_discrete (p->of, digit[i]));
+        return a;
+    }
+    case CGQ_PARAM_ASSIGNMENT:
+        return s_assignment (p, d);
+    case CGQ_PARAM_UNIFORM:
+    case CGQ_PARAM_LOGUNIFORM:
+        break;
+    }
+    return json_null ();
+}
+
+// s_sample draws one value of a sampled param from r. The draws of the kinds
+// that existed first (choice, uniform, loguniform, randint) must not change:
+// they are what makes a spec's trials reproducible across versions.
+static json_t *
+s_sample (const cgq_param_t *p, s_rng_t *r)
+{
+    switch (p->kind) {
+    case CGQ_PARAM_CONST:
+        return json_incref (p->value);
+    case CGQ_PARAM_CHOICE:
+    case CGQ_PARAM_GRID:
+        return json_incref (
+            json_array_get (p->values, (size_t) s_rng_below (r, json_array_size (p->values))));
+    case CGQ_PARAM_UNIFORM:
+        return json_real (
+            s_clamp (cgq_round15 (p->lo + s_rng_unit (r) * (p->hi - p->lo)), p->lo, p->hi));
+    case CGQ_PARAM_LOGUNIFORM: {
+        double l = log (p->lo), h = log (p->hi);
+        return json_real (s_clamp (cgq_round15 (exp (l + s_rng_unit (r) * (h - l))), p->lo, p->hi));
+    }
+    case CGQ_PARAM_RANDINT: {
+        // In integers: hi - lo in doubles can round when it exceeds 2^53.
+        uint64_t span = (uint64_t) ((int64_t) p->hi - (int64_t) p->lo) + 1;
+        return json_integer ((json_int_t) p->lo + (json_int_t) s_rng_below (r, span));
+    }
+    case CGQ_PARAM_QUNIFORM:
+    case CGQ_PARAM_QLOGUNIFORM: {
+        double u = s_rng_unit (r), x;
+        if (p->kind == CGQ_PARAM_QUNIFORM)
+            x = p->lo + u * (p->hi - p->lo);
+        else {
+            double l = log (p->lo), h = log (p->hi);
+            x = exp (l + u * (h - l));
+        }
+        double kmin, kmax;
+        s_q_range (p, &kmin, &kmax);
+        return s_q_json (p, s_clamp (round (x / p->q), kmin, kmax));
+    }
+    case CGQ_PARAM_REPEAT: {
+        json_t *a = json_array ();
+        for (uint32_t i = 0; i < p->repeat; i++)
+            json_array_append_new (a, s_sample (p->of, r));
+        return a;
+    }
+    case CGQ_PARAM_ASSIGNMENT: {
+        uint64_t n = 1;
+        cgq_space_param_size (p, &n);
+        return s_assignment (p, s_rng_below (r, n));
+    }
+    }
+    return json_null ();
+}
+
+// --- sampling without replacement -------------------------------------------------
+
+// s_perm returns the image of x under a pseudo-random permutation of
+// [0, n) keyed by key: a balanced Feistel network on the smallest even number
+// of bits that holds n - 1, with cycle walking back into [0, n). It is a
+// bijection for every key, needs no state, and costs O(1) expected (the
+// network's domain is less than 4n, so a walk takes under 4 steps on average).
+static uint64_t
+s_perm (uint64_t x, uint64_t n, uint64_t key)
+{
+    if (n <= 1)
+        return 0;
+    x %= n; // an index past the search wraps around instead of walking forever
+    int bits = 64 - __builtin_clzll (n - 1); // n - 1 < 2^bits, bits <= 63
+    int half = (bits + 1) / 2;               // <= 32
+    uint64_t mask = (1ULL << half) - 1;
+    do {
+        uint64_t l = x >> half, r = x & mask;
+        for (uint64_t i = 0; i < 6; i++) {
+            uint64_t f = s_mix (r ^ s_mix (key + i * 0x9e3779b97f4a7c15ULL)) & mask;
+            uint64_t t = l ^ f;
+            l = r;
+            r = t;
+        }
+        x = (l << half) | r;
+    } while (x >= n);
+    return x;
 }
 
 json_t *
@@ -120,46 +388,35 @@ cgq_space_point (const cgq_spec_t *spec, uint64_t index)
     uint64_t stride = grid;
     s_rng_t rng;
     s_rng_seed (&rng, spec->search.seed, index);
+    // Without replacement, sample s of every grid point is point perm(s) of
+    // the sampled params, decoded like the grid: first written slowest.
+    bool perm = cgq_space_without_replacement (spec);
+    uint64_t point = 0, pstride = 1;
+    if (perm) {
+        cgq_space_sampled_size (spec, &pstride);
+        point = s_perm (index / grid, pstride, s_mix (spec->search.seed ^ 0x243f6a8885a308d3ULL));
+    }
 
-    json_t *point = json_object ();
+    json_t *point_json = json_object ();
     for (size_t i = 0; i < spec->nparams; i++) {
         const cgq_param_t *p = &spec->params[i];
-        json_t *v = NULL;
-        if (s_is_axis (spec, p)) {
-            uint64_t n = json_array_size (p->values);
+        json_t *v;
+        uint64_t n = 1;
+        if (cgq_space_is_axis (spec, p)) {
+            cgq_space_param_size (p, &n);
             stride /= n;
-            v = json_incref (json_array_get (p->values, (size_t) ((g / stride) % n)));
+            v = s_discrete (p, (g / stride) % n);
+        }
+        else if (perm && p->kind != CGQ_PARAM_CONST) {
+            cgq_space_param_size (p, &n);
+            pstride /= n;
+            v = s_discrete (p, (point / pstride) % n);
         }
         else
-            switch (p->kind) {
-            case CGQ_PARAM_CONST:
-                v = json_incref (p->value);
-                break;
-            case CGQ_PARAM_CHOICE:
-            case CGQ_PARAM_GRID:
-                v = json_incref (json_array_get (
-                    p->values, (size_t) s_rng_below (&rng, json_array_size (p->values))));
-                break;
-            case CGQ_PARAM_UNIFORM:
-                v = json_real (s_clamp (cgq_round15 (p->lo + s_rng_unit (&rng) * (p->hi - p->lo)),
-                                        p->lo, p->hi));
-                break;
-            case CGQ_PARAM_LOGUNIFORM: {
-                double l = log (p->lo), h = log (p->hi);
-                v = json_real (
-                    s_clamp (cgq_round15 (exp (l + s_rng_unit (&rng) * (h - l))), p->lo, p->hi));
-                break;
-            }
-            case CGQ_PARAM_RANDINT: {
-                // In integers: hi - lo in doubles can round when it exceeds 2^53.
-                uint64_t span = (uint64_t) ((int64_t) p->hi - (int64_t) p->lo) + 1;
-                v = json_integer ((json_int_t) p->lo + (json_int_t) s_rng_below (&rng, span));
-                break;
-            }
-            }
-        json_object_set_new (point, p->name, v ? v : json_null ());
+            v = s_sample (p, &rng);
+        json_object_set_new (point_json, p->name, v ? v : json_null ());
     }
-    return point;
+    return point_json;
 }
 
 // --- templates ----------------------------------------------------------------
@@ -270,6 +527,18 @@ s_value (cgq_buf_t *b, const json_t *v)
         cgq_buf_puts (b, cgq_fmt_double (num, json_real_value (v)));
     else
         cgq_json_append (b, v, false);
+}
+
+char *
+cgq_space_value_str (const json_t *v)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    if (v)
+        s_value (&b, v);
+    else
+        cgq_buf_puts (&b, "null");
+    return cgq_buf_take (&b);
 }
 
 char *

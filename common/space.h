@@ -1,16 +1,21 @@
 // space: the points of a spec's search space, generated lazily. Trial i's
 // params are a pure function of (spec, seed, i): nothing is materialised, a
-// coordinator that restarts regenerates the same point, and a grid of 2^20
+// coordinator that restarts regenerates the same point, and a grid of 2^40
 // points costs no memory.
 //
-// Order: grid params (and, for algorithm: grid, choice params) form a mixed-
-// radix counter, the first written param varying slowest. Trial i uses grid
-// point (i mod G) and sample (i div G); sampled params draw from a generator
-// seeded by (seed, i), in the order written.
+// Order: grid axes (grid params; under algorithm: grid also choice,
+// assignment and repeat-of-choice/randint params) form a mixed-radix counter,
+// the first written param varying slowest. Trial i uses grid point (i mod G)
+// and sample (i div G). Sampled params draw from a generator seeded by
+// (seed, i), in the order written; except that under algorithm: random, when
+// every sampled param is discrete and samples <= D (the number of distinct
+// sampled points), sample s is point perm(s) of a seeded permutation of
+// [0, D), so no point is tried twice (see docs/spec.md).
 #ifndef CGQ_SPACE_H
 #define CGQ_SPACE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "spec.h"
@@ -19,9 +24,31 @@
 // -1 if that overflows 2^63 (the spec parser rejects such specs).
 int cgq_space_count (const cgq_spec_t *spec, uint64_t *count);
 
+// cgq_space_param_size sets *n to the number of distinct values of param p:
+// 1 for a constant, the list's length for choice and grid, hi - lo + 1 for
+// randint, the multiples of q in [lo, hi] for quniform and qloguniform,
+// size(of)^N for a repeat and B^n for an assignment. Returns 0, or -1 for a
+// continuous param (uniform, loguniform) and when the number reaches 2^63
+// (2^53 for quniform and qloguniform).
+int cgq_space_param_size (const cgq_param_t *p, uint64_t *n);
+
+// cgq_space_is_axis is true when p is enumerated as a grid axis of spec
+// rather than sampled.
+bool cgq_space_is_axis (const cgq_spec_t *spec, const cgq_param_t *p);
+
+// cgq_space_sampled_size sets *d to D, the number of distinct combinations of
+// the sampled params (every param but constants and grid axes; 1 if none).
+// Returns 0, or -1 if a sampled param is continuous or D reaches 2^63.
+int cgq_space_sampled_size (const cgq_spec_t *spec, uint64_t *d);
+
+// cgq_space_without_replacement is true when spec's samples are drawn without
+// replacement: algorithm random, every sampled param discrete, and samples <= D.
+bool cgq_space_without_replacement (const cgq_spec_t *spec);
+
 // cgq_space_point returns trial index's params as a new JSON object, keys in the
 // order written (caller decrefs). Floats are rounded to 15 significant digits
-// (cgq_round15), randint values are JSON integers, choices keep their JSON type.
+// (cgq_round15), randint values are JSON integers, choices keep their JSON type,
+// a repeat is a JSON array and an assignment {"id": ID, "map": {ITEM: CHOICE}}.
 json_t *cgq_space_point (const cgq_spec_t *spec, uint64_t index);
 
 // cgq_space_render expands a template: "{name}" becomes the value of param
@@ -32,6 +59,12 @@ json_t *cgq_space_point (const cgq_spec_t *spec, uint64_t index);
 // frees), or NULL with err set if a placeholder names no param.
 char *cgq_space_render (const char *tmpl, const json_t *params, uint64_t job, uint64_t trial,
                         const char *spec_dir, int shell, char *err, size_t errlen);
+
+// cgq_space_value_str writes one value the way cgq_space_render substitutes
+// it (before any shell quoting): strings as they are, integers in decimal,
+// reals as cgq_fmt_double writes them, true/false/null, lists and mappings as
+// compact JSON. NULL reads as null. Returns a new string; caller frees.
+char *cgq_space_value_str (const json_t *v);
 
 // cgq_space_check_template returns 0 if every placeholder of tmpl names a param
 // of spec or a built-in, else -1 with the offending name's byte offset in *at.

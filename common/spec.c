@@ -536,7 +536,10 @@ s_to_json (s_ctx_t *c, const s_node_t *n, int depth)
 
 // --- space ------------------------------------------------------------------
 
-static const char *s_dists = "choice, uniform, loguniform, randint, grid, value";
+static const char *s_dists = "choice, uniform, loguniform, quniform, qloguniform, randint, grid, "
+                             "repeat, assignment, value";
+// What a repeat may repeat: one draw of a sampled distribution.
+static const char *s_inner_dists = "choice, uniform, loguniform, quniform, qloguniform, randint";
 
 // s_bounds reads [lo, hi] of uniform / loguniform / randint.
 static int
@@ -590,6 +593,279 @@ s_bounds (s_ctx_t *c, const char *pname, const char *dist, const s_node_t *v, bo
     return 0;
 }
 
+static bool
+s_is_whole (double v)
+{
+    return v == floor (v) && fabs (v) <= S_MAX_EXACT;
+}
+
+// s_qbounds reads [lo, hi, q] of quniform / qloguniform. The values are the
+// multiples of q in [lo, hi], so there must be at least one.
+static int
+s_qbounds (s_ctx_t *c, const char *pname, const char *dist, const s_node_t *v, cgq_param_t *p)
+{
+    bool log = !strcmp (dist, "qloguniform");
+    char hint[128], buf[96];
+    snprintf (hint, sizeof hint, "write %s: {%s: [%s]}", pname, dist,
+              log ? "16, 1024, 16" : "0, 100, 5");
+    if (v->type != S_SEQ || s_nitems (v) != 3)
+        return s_fail (c, v,
+                       "%s of space.%s must be a list [lo, hi, q] of three numbers, not %s (%s)",
+                       dist, pname,
+                       v->type == S_SEQ ? "a list of another length" : s_what (v, buf, sizeof buf),
+                       hint);
+    double b[3];
+    for (int i = 0; i < 3; i++) {
+        const s_node_t *e = s_item (c, v, (size_t) i);
+        s_scalar_t s = {0};
+        if (e->type == S_SCALAR)
+            s_resolve (e, &s);
+        if (s.kind != S_INT && s.kind != S_REAL)
+            return s_fail (c, e, "%s %s of space.%s must be %s, not %s (%s)", dist,
+                           i < 2 ? "bounds" : "step q", pname, i < 2 ? "numbers" : "a number",
+                           s_what (e, buf, sizeof buf), hint);
+        if (i == 2 && !(s.d > 0))
+            return s_fail (c, e, "%s step q of space.%s must be > 0, not %s (%s)", dist, pname,
+                           s_text (e), hint);
+        b[i] = s.d;
+    }
+    char l[32], h[32], q[32];
+    cgq_fmt_double (l, b[0]);
+    cgq_fmt_double (h, b[1]);
+    cgq_fmt_double (q, b[2]);
+    if (b[0] >= b[1])
+        return s_fail (c, v,
+                       "%s bounds of space.%s need lo < hi, got [%s, %s] (write [%s, %s, %s]%s)",
+                       dist, pname, l, h, h, l, q,
+                       b[0] == b[1] ? ", or a constant for a single value" : "");
+    if (log && b[0] <= 0)
+        return s_fail (c, v,
+                       "qloguniform bounds of space.%s must be > 0, got [%s, %s] (use quniform "
+                       "for ranges that include 0, or write e.g. [%s, %s, %s])",
+                       pname, l, h, q, h, q);
+    p->lo = b[0];
+    p->hi = b[1];
+    p->q = b[2];
+    p->integral = s_is_whole (b[0]) && s_is_whole (b[1]) && s_is_whole (b[2]);
+    uint64_t n;
+    if (cgq_space_param_size (p, &n) == 0 && n == 0)
+        return s_fail (c, v,
+                       "%s range [%s, %s] of space.%s holds no multiple of q = %s (widen the "
+                       "range or use a smaller q)",
+                       dist, l, h, pname, q);
+    return 0;
+}
+
+// s_names reads the items or the choices of an assignment: a non-empty list
+// of distinct names (scalars, taken as the text written), at most max if max.
+static int
+s_names (s_ctx_t *c, const char *pname, const char *what, const s_node_t *v, size_t max,
+         json_t **out)
+{
+    char hint[160], buf[96];
+    snprintf (hint, sizeof hint,
+              "write %s: {assignment: {items: [Conv2D, Pool2D], choices: [cpu, acl_cl]}}", pname);
+    if (v->type != S_SEQ)
+        return s_fail (c, v, "%s of space.%s must be a list of names, not %s (%s)", what, pname,
+                       s_what (v, buf, sizeof buf), hint);
+    if (s_nitems (v) == 0)
+        return s_fail (c, v, "%s of space.%s is an empty list (%s)", what, pname, hint);
+    if (max && s_nitems (v) > max)
+        return s_fail (c, v, "%s of space.%s has %zu names, more than %zu (split the assignment)",
+                       what, pname, s_nitems (v), max);
+    json_t *names = json_array (), *seen = json_object ();
+    *out = names; // the caller's param owns it, even if a name is bad
+    int rc = 0;
+    for (size_t i = 0; i < s_nitems (v) && rc == 0; i++) {
+        const s_node_t *e = s_item (c, v, i);
+        if (e->type != S_SCALAR || s_is_null (e) || strlen (s_text (e)) != e->len) {
+            rc = s_fail (c, e, "%s of space.%s must be names, not %s (%s)", what, pname,
+                         e->type == S_SCALAR && !s_is_null (e) ? "text with a NUL byte"
+                                                               : s_what (e, buf, sizeof buf),
+                         hint);
+            break;
+        }
+        json_t *name = json_stringn (s_text (e), e->len);
+        if (!name) {
+            rc = s_fail (c, e, "text is not valid UTF-8 (save the file as UTF-8)");
+            break;
+        }
+        json_t *first = json_object_get (seen, s_text (e));
+        if (first) {
+            const s_node_t *f = s_node (c, (uint32_t) json_integer_value (first));
+            json_decref (name);
+            rc = s_fail (c, e,
+                         "duplicate name '%s' in %s of space.%s (first written at %d:%d; keep "
+                         "only one of them)",
+                         s_text (e), what, pname, f->line, f->col);
+            break;
+        }
+        json_object_set_new (seen, s_text (e), json_integer (v->kids[i]));
+        json_array_append_new (names, name);
+    }
+    json_decref (seen);
+    return rc;
+}
+
+static int
+s_parse_assignment (s_ctx_t *c, const char *pname, const s_node_t *v, cgq_param_t *p)
+{
+    char buf[96];
+    const char *hint = "write e.g. {assignment: {items: [Conv2D, Pool2D], choices: [cpu, acl_cl]}}";
+    if (v->type != S_MAP)
+        return s_fail (c, v,
+                       "assignment of space.%s must be a mapping {items: [...], choices: "
+                       "[...]}, not %s (%s)",
+                       pname, s_what (v, buf, sizeof buf), hint);
+    if (s_check_keys (c, v) < 0)
+        return -1;
+    p->kind = CGQ_PARAM_ASSIGNMENT;
+    char where[160];
+    snprintf (where, sizeof where, "space.%s.assignment", pname);
+    for (size_t i = 0; i < s_npairs (v); i++) {
+        const s_node_t *k = s_key (c, v, i), *e = s_val (c, v, i);
+        int rc;
+        if (!strcmp (s_text (k), "items"))
+            rc = s_names (c, pname, "items", e, CGQ_PARAM_MAX_ITEMS, &p->items);
+        else if (!strcmp (s_text (k), "choices"))
+            rc = s_names (c, pname, "choices", e, 0, &p->values);
+        else
+            rc = s_unknown_key (c, k, where, "items, choices");
+        if (rc < 0)
+            return -1;
+    }
+    if (!p->items || !p->values)
+        return s_fail (c, v, "assignment of space.%s has no %s (%s)", pname,
+                       p->items ? "choices" : "items", hint);
+    uint64_t ids;
+    if (cgq_space_param_size (p, &ids) < 0)
+        return s_fail (c, v,
+                       "assignment of space.%s has %zu^%zu ids, more than 2^63 (use fewer "
+                       "items or fewer choices)",
+                       pname, json_array_size (p->values), json_array_size (p->items));
+    return 0;
+}
+
+// s_parse_dist reads one distribution, dk: dv, into p. inner: p is the
+// element of a repeat, which is one draw of a sampled distribution.
+static int
+s_parse_dist (s_ctx_t *c, const char *name, const s_node_t *dk, const s_node_t *dv, cgq_param_t *p,
+              bool inner)
+{
+    const char *d = s_text (dk);
+    char buf[96];
+    if (inner && (!strcmp (d, "value") || !strcmp (d, "grid") || !strcmp (d, "repeat") ||
+                  !strcmp (d, "of") || !strcmp (d, "assignment")))
+        return s_fail (c, dk,
+                       "a repeat draws each element from one of: %s, not %s (write %s: {repeat: "
+                       "5, of: {choice: [2, 3, 4]}})",
+                       s_inner_dists, !strcmp (d, "of") ? "repeat" : d, name);
+    if (!strcmp (d, "value")) {
+        p->kind = CGQ_PARAM_CONST;
+        p->value = s_to_json (c, dv, 0);
+        return p->value ? 0 : -1;
+    }
+    if (!strcmp (d, "choice") || !strcmp (d, "grid")) {
+        p->kind = !strcmp (d, "choice") ? CGQ_PARAM_CHOICE : CGQ_PARAM_GRID;
+        if (dv->type != S_SEQ)
+            return s_fail (c, dv,
+                           "%s of space.%s must be a list, not %s (write %s: {%s: [64, 128]})", d,
+                           name, s_what (dv, buf, sizeof buf), name, d);
+        if (s_nitems (dv) == 0)
+            return s_fail (c, dv,
+                           "%s of space.%s is an empty list (give at least one value, e.g. "
+                           "%s: {%s: [64, 128]})",
+                           d, name, name, d);
+        p->values = s_to_json (c, dv, 0);
+        return p->values ? 0 : -1;
+    }
+    if (!strcmp (d, "uniform") || !strcmp (d, "loguniform") || !strcmp (d, "randint")) {
+        p->kind = !strcmp (d, "uniform")      ? CGQ_PARAM_UNIFORM
+                  : !strcmp (d, "loguniform") ? CGQ_PARAM_LOGUNIFORM
+                                              : CGQ_PARAM_RANDINT;
+        return s_bounds (c, name, d, dv, p->kind == CGQ_PARAM_RANDINT, &p->lo, &p->hi);
+    }
+    if (!strcmp (d, "quniform") || !strcmp (d, "qloguniform")) {
+        p->kind = !strcmp (d, "quniform") ? CGQ_PARAM_QUNIFORM : CGQ_PARAM_QLOGUNIFORM;
+        return s_qbounds (c, name, d, dv, p);
+    }
+    if (!strcmp (d, "assignment"))
+        return s_parse_assignment (c, name, dv, p);
+    if (inner)
+        return s_fail (c, dk, "unknown distribution '%s' in space.%s.of (expected one of: %s)", d,
+                       name, s_inner_dists);
+    return s_fail (c, dk, "unknown distribution '%s' (expected one of: %s)", d, s_dists);
+}
+
+// s_parse_repeat reads {repeat: N, of: DIST}.
+static int
+s_parse_repeat (s_ctx_t *c, const char *name, const s_node_t *v, cgq_param_t *p)
+{
+    char hint[128], buf[96], where[96];
+    snprintf (hint, sizeof hint, "write %s: {repeat: 5, of: {choice: [2, 3, 4]}}", name);
+    snprintf (where, sizeof where, "space.%s", name);
+    const s_node_t *rk = NULL, *rv = NULL, *ok = NULL, *ov = NULL;
+    for (size_t i = 0; i < s_npairs (v); i++) {
+        const s_node_t *k = s_key (c, v, i);
+        if (!strcmp (s_text (k), "repeat"))
+            rk = k, rv = s_val (c, v, i);
+        else if (!strcmp (s_text (k), "of"))
+            ok = k, ov = s_val (c, v, i);
+        else
+            return s_unknown_key (c, k, where, "repeat, of");
+    }
+    if (!rk)
+        return s_fail (c, ok, "space.%s has 'of' but no 'repeat', the length of the list (%s)",
+                       name, hint);
+    if (!ok)
+        return s_fail (c, rk,
+                       "repeat of space.%s has no 'of', the distribution of each element (%s)",
+                       name, hint);
+    char what[96];
+    snprintf (what, sizeof what, "repeat of space.%s", name);
+    long long n;
+    if (s_get_int (c, rv, what, 1, CGQ_PARAM_MAX_REPEAT, hint, &n) < 0)
+        return -1;
+    if (ov->type != S_MAP)
+        return s_fail (c, ov,
+                       "space.%s.of must be a distribution like {choice: [2, 3, 4]}, not %s (%s)",
+                       name, s_what (ov, buf, sizeof buf), hint);
+    if (s_check_keys (c, ov) < 0)
+        return -1;
+    for (size_t i = 0; i < s_npairs (ov); i++) {
+        const s_node_t *k = s_key (c, ov, i);
+        if (!strcmp (s_text (k), "repeat") || !strcmp (s_text (k), "of"))
+            return s_fail (c, k,
+                           "a repeat draws each element from one of: %s, not repeat (write a "
+                           "repeat of a choice whose values are lists instead)",
+                           s_inner_dists);
+    }
+    if (s_npairs (ov) != 1)
+        return s_fail (c, s_npairs (ov) ? s_key (c, ov, 1) : ov,
+                       "space.%s.of must have exactly one distribution key, found %zu (%s)", name,
+                       s_npairs (ov), hint);
+    p->kind = CGQ_PARAM_REPEAT;
+    p->repeat = (uint32_t) n;
+    p->of = cgq_xcalloc (1, sizeof *p->of);
+    p->of->line = ov->line;
+    p->of->col = ov->col;
+    return s_parse_dist (c, name, s_key (c, ov, 0), s_val (c, ov, 0), p->of, true);
+}
+
+static void
+s_param_fini (cgq_param_t *p)
+{
+    free (p->name);
+    json_decref (p->value);
+    json_decref (p->values);
+    json_decref (p->items);
+    if (p->of) {
+        s_param_fini (p->of);
+        free (p->of);
+    }
+    memset (p, 0, sizeof *p);
+}
+
 static int
 s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v)
 {
@@ -610,69 +886,35 @@ s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *
     memset (p, 0, sizeof *p);
     p->line = k->line;
     p->col = k->col;
-
+    int rc = 0;
     if (v->type != S_MAP) {
         p->kind = CGQ_PARAM_CONST;
         p->value = s_to_json (c, v, 0);
-        if (!p->value)
-            return -1;
-        p->name = cgq_xstrdup (name);
-        json_object_set_new (spec->param_index, name, json_integer ((json_int_t) spec->nparams));
-        spec->nparams++;
-        return 0;
+        rc = p->value ? 0 : -1;
     }
-    if (s_check_keys (c, v) < 0)
+    else if (s_check_keys (c, v) < 0)
+        rc = -1;
+    else {
+        bool repeat = false;
+        for (size_t i = 0; i < s_npairs (v); i++) {
+            const char *d = s_text (s_key (c, v, i));
+            repeat |= !strcmp (d, "repeat") || !strcmp (d, "of");
+        }
+        size_t nkeys = s_npairs (v);
+        if (repeat)
+            rc = s_parse_repeat (c, name, v, p);
+        else if (nkeys != 1)
+            rc = s_fail (c, nkeys ? s_key (c, v, 1) : v,
+                         "space.%s must have exactly one distribution key, found %zu (write "
+                         "%s: {choice: [a, b]}, or %s: {value: {...}} for a mapping constant)",
+                         name, nkeys, name, name);
+        else
+            rc = s_parse_dist (c, name, s_key (c, v, 0), s_val (c, v, 0), p, false);
+    }
+    if (rc < 0) {
+        s_param_fini (p);
         return -1;
-    size_t nkeys = s_npairs (v);
-    for (size_t qi = 0; qi < s_npairs (v); qi++) {
-        const char *d = s_text (s_key (c, v, qi));
-        if (!strcmp (d, "repeat") || !strcmp (d, "assignment") || !strcmp (d, "of"))
-            return s_fail (c, s_key (c, v, qi),
-                           "'%s' is not supported yet (space.%s: use one of: "
-                           "%s)",
-                           !strcmp (d, "of") ? "repeat" : d, name, s_dists);
     }
-    if (nkeys != 1) {
-        const s_node_t *at = nkeys ? s_key (c, v, 1) : v;
-        return s_fail (c, at,
-                       "space.%s must have exactly one distribution key, found %zu (write "
-                       "%s: {choice: [a, b]}, or %s: {value: {...}} for a mapping constant)",
-                       name, nkeys, name, name);
-    }
-    const s_node_t *dk = s_key (c, v, 0);
-    const s_node_t *dv = s_val (c, v, 0);
-    const char *d = s_text (dk);
-    char buf[96];
-    if (!strcmp (d, "value")) {
-        p->kind = CGQ_PARAM_CONST;
-        p->value = s_to_json (c, dv, 0);
-        if (!p->value)
-            return -1;
-    }
-    else if (!strcmp (d, "choice") || !strcmp (d, "grid")) {
-        p->kind = !strcmp (d, "choice") ? CGQ_PARAM_CHOICE : CGQ_PARAM_GRID;
-        if (dv->type != S_SEQ)
-            return s_fail (c, dv,
-                           "%s of space.%s must be a list, not %s (write %s: {%s: [64, 128]})", d,
-                           name, s_what (dv, buf, sizeof buf), name, d);
-        if (s_nitems (dv) == 0)
-            return s_fail (c, dv,
-                           "%s of space.%s is an empty list (give at least one value, e.g. "
-                           "%s: {%s: [64, 128]})",
-                           d, name, name, d);
-        p->values = s_to_json (c, dv, 0);
-        if (!p->values)
-            return -1;
-    }
-    else if (!strcmp (d, "uniform") || !strcmp (d, "loguniform") || !strcmp (d, "randint")) {
-        p->kind = !strcmp (d, "uniform")      ? CGQ_PARAM_UNIFORM
-                  : !strcmp (d, "loguniform") ? CGQ_PARAM_LOGUNIFORM
-                                              : CGQ_PARAM_RANDINT;
-        if (s_bounds (c, name, d, dv, p->kind == CGQ_PARAM_RANDINT, &p->lo, &p->hi) < 0)
-            return -1;
-    }
-    else
-        return s_fail (c, dk, "unknown distribution '%s' (expected one of: %s)", d, s_dists);
     p->name = cgq_xstrdup (name);
     json_object_set_new (spec->param_index, name, json_integer ((json_int_t) spec->nparams));
     spec->nparams++;
@@ -1246,6 +1488,26 @@ s_second_doc (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len)
     }
 }
 
+// s_size_d approximates the number of values of a discrete param where that
+// number is too large for cgq_space_param_size, for messages.
+static double
+s_size_d (const cgq_param_t *p)
+{
+    uint64_t n;
+    if (cgq_space_param_size (p, &n) == 0)
+        return (double) n;
+    switch (p->kind) {
+    case CGQ_PARAM_REPEAT:
+        return pow (s_size_d (p->of), p->repeat);
+    case CGQ_PARAM_ASSIGNMENT:
+        return pow ((double) json_array_size (p->values), (double) json_array_size (p->items));
+    case CGQ_PARAM_RANDINT:
+        return p->hi - p->lo + 1;
+    default:
+        return INFINITY;
+    }
+}
+
 static int
 s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
 {
@@ -1308,12 +1570,9 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
     uint64_t total;
     if (cgq_space_count (spec, &total) < 0) {
         double g = (double) spec->search.samples;
-        for (size_t i = 0; i < spec->nparams; i++) {
-            const cgq_param_t *p = &spec->params[i];
-            if (p->kind == CGQ_PARAM_GRID ||
-                (p->kind == CGQ_PARAM_CHOICE && spec->search.algorithm == CGQ_SEARCH_GRID))
-                g *= (double) json_array_size (p->values);
-        }
+        for (size_t i = 0; i < spec->nparams; i++)
+            if (cgq_space_is_axis (spec, &spec->params[i]))
+                g *= s_size_d (&spec->params[i]);
         return s_fail (c, space_key ? space_key : root,
                        "the search has %.3g trials, more than "
                        "2^63 (use fewer grid values or fewer samples)",
@@ -1440,11 +1699,8 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     free (self->name);
     free (self->path);
     free (self->text);
-    for (size_t i = 0; i < self->nparams; i++) {
-        free (self->params[i].name);
-        json_decref (self->params[i].value);
-        json_decref (self->params[i].values);
-    }
+    for (size_t i = 0; i < self->nparams; i++)
+        s_param_fini (&self->params[i]);
     free (self->params);
     json_decref (self->param_index);
     free (self->objective.metric);
@@ -1499,6 +1755,50 @@ s_bytes (char *buf, size_t len, uint64_t b)
     return buf;
 }
 
+// s_describe_param writes a param's domain on one line, without a newline.
+static void
+s_describe_param (FILE *f, const cgq_param_t *p)
+{
+    char a[32], b[32], q[32];
+    switch (p->kind) {
+    case CGQ_PARAM_CONST:
+        fputs ("= ", f);
+        s_describe_json (f, p->value);
+        break;
+    case CGQ_PARAM_CHOICE:
+    case CGQ_PARAM_GRID:
+        fprintf (f, "%s ", p->kind == CGQ_PARAM_GRID ? "grid" : "choice");
+        s_describe_json (f, p->values);
+        break;
+    case CGQ_PARAM_UNIFORM:
+    case CGQ_PARAM_LOGUNIFORM:
+    case CGQ_PARAM_RANDINT:
+        fprintf (f, "%s [%s, %s]%s",
+                 p->kind == CGQ_PARAM_UNIFORM      ? "uniform"
+                 : p->kind == CGQ_PARAM_LOGUNIFORM ? "loguniform"
+                                                   : "randint",
+                 cgq_fmt_double (a, p->lo), cgq_fmt_double (b, p->hi),
+                 p->kind == CGQ_PARAM_RANDINT ? " (inclusive)" : "");
+        break;
+    case CGQ_PARAM_QUNIFORM:
+    case CGQ_PARAM_QLOGUNIFORM:
+        fprintf (f, "%s [%s, %s] in steps of %s",
+                 p->kind == CGQ_PARAM_QUNIFORM ? "quniform" : "qloguniform",
+                 cgq_fmt_double (a, p->lo), cgq_fmt_double (b, p->hi), cgq_fmt_double (q, p->q));
+        break;
+    case CGQ_PARAM_REPEAT:
+        fprintf (f, "repeat %u x ", p->repeat);
+        s_describe_param (f, p->of);
+        break;
+    case CGQ_PARAM_ASSIGNMENT:
+        fputs ("assignment of ", f);
+        s_describe_json (f, p->items);
+        fputs (" to ", f);
+        s_describe_json (f, p->values);
+        break;
+    }
+}
+
 void
 cgq_spec_describe (const cgq_spec_t *self, FILE *f)
 {
@@ -1510,37 +1810,16 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         if ((int) strlen (self->params[i].name) > w)
             w = (int) strlen (self->params[i].name);
     fprintf (f, "params (%zu):\n", self->nparams);
-    uint64_t points = 1;
     for (size_t i = 0; i < self->nparams; i++) {
         const cgq_param_t *p = &self->params[i];
         fprintf (f, "  %-*s  ", w, p->name);
-        switch (p->kind) {
-        case CGQ_PARAM_CONST:
-            fputs ("= ", f);
-            s_describe_json (f, p->value);
-            break;
-        case CGQ_PARAM_CHOICE:
-        case CGQ_PARAM_GRID:
-            fprintf (f, "%s ",
-                     p->kind == CGQ_PARAM_GRID ? "grid"
-                     : grid                    ? "choice (grid axis)"
-                                               : "choice");
-            s_describe_json (f, p->values);
-            fprintf (f, "  (%zu values)", json_array_size (p->values));
-            if (p->kind == CGQ_PARAM_GRID || grid)
-                points *= json_array_size (p->values);
-            break;
-        case CGQ_PARAM_UNIFORM:
-        case CGQ_PARAM_LOGUNIFORM:
-        case CGQ_PARAM_RANDINT:
-            fprintf (f, "%s [%s, %s]%s",
-                     p->kind == CGQ_PARAM_UNIFORM      ? "uniform"
-                     : p->kind == CGQ_PARAM_LOGUNIFORM ? "loguniform"
-                                                       : "randint",
-                     cgq_fmt_double (a, p->lo), cgq_fmt_double (b, p->hi),
-                     p->kind == CGQ_PARAM_RANDINT ? " (inclusive)" : "");
-            break;
-        }
+        s_describe_param (f, p);
+        uint64_t n;
+        bool axis = cgq_space_is_axis (self, p);
+        if ((axis || p->kind == CGQ_PARAM_CHOICE || p->kind == CGQ_PARAM_ASSIGNMENT) &&
+            cgq_space_param_size (p, &n) == 0)
+            fprintf (f, "  (%s%llu %s)", axis && p->kind != CGQ_PARAM_GRID ? "grid axis, " : "",
+                     (unsigned long long) n, p->kind == CGQ_PARAM_ASSIGNMENT ? "ids" : "values");
         fputc ('\n', f);
     }
     char conc[32] = "unlimited";
@@ -1579,6 +1858,9 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     for (size_t i = 0; i < self->trial.nenv; i++)
         fprintf (f, "  env: %s=%s\n", self->trial.env_keys[i], self->trial.env_vals[i]);
     uint64_t total = 0;
+    uint64_t points = self->search.samples ? self->search.samples : 1;
+    if (cgq_space_count (self, &total) == 0)
+        points = total / points;
     if (cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu (%llu grid point(s) x %llu)\n", (unsigned long long) total,
                  (unsigned long long) points, (unsigned long long) self->search.samples);

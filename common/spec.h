@@ -11,21 +11,34 @@
 #include <stdint.h>
 
 typedef enum {
-    CGQ_PARAM_CONST,      // gnn: GATv2Conv            (any scalar, list or mapping)
-    CGQ_PARAM_CHOICE,     // {choice: [64, 128, 256]}  (sampled; enumerated by algorithm: grid)
-    CGQ_PARAM_UNIFORM,    // {uniform: [lo, hi]}
-    CGQ_PARAM_LOGUNIFORM, // {loguniform: [lo, hi]}    (0 < lo < hi)
-    CGQ_PARAM_RANDINT,    // {randint: [lo, hi]}       (integers, both bounds inclusive)
-    CGQ_PARAM_GRID,       // {grid: [32, 64]}          (always crossed with everything else)
+    CGQ_PARAM_CONST,       // gnn: GATv2Conv            (any scalar, list or mapping)
+    CGQ_PARAM_CHOICE,      // {choice: [64, 128, 256]}  (sampled; enumerated by algorithm: grid)
+    CGQ_PARAM_UNIFORM,     // {uniform: [lo, hi]}
+    CGQ_PARAM_LOGUNIFORM,  // {loguniform: [lo, hi]}    (0 < lo < hi)
+    CGQ_PARAM_RANDINT,     // {randint: [lo, hi]}       (integers, both bounds inclusive)
+    CGQ_PARAM_GRID,        // {grid: [32, 64]}          (always crossed with everything else)
+    CGQ_PARAM_QUNIFORM,    // {quniform: [lo, hi, q]}   (multiples of q in [lo, hi])
+    CGQ_PARAM_QLOGUNIFORM, // {qloguniform: [lo, hi, q]} (the same, drawn on a log scale)
+    CGQ_PARAM_REPEAT,      // {repeat: N, of: {choice: [2, 3]}} (a list of N draws)
+    CGQ_PARAM_ASSIGNMENT,  // {assignment: {items: [...], choices: [...]}} (an id in [0, B^n))
 } cgq_param_kind_t;
 
-typedef struct {
-    char *name;
+// The most elements of a repeat and the most items of an assignment.
+#define CGQ_PARAM_MAX_REPEAT 64
+#define CGQ_PARAM_MAX_ITEMS 64
+
+typedef struct cgq_param_s {
+    char *name; // NULL for the element of a repeat
     cgq_param_kind_t kind;
-    json_t *value;  // CONST: the value (owned)
-    json_t *values; // CHOICE, GRID: non-empty JSON array (owned)
-    double lo, hi;  // UNIFORM, LOGUNIFORM, RANDINT (integral for RANDINT)
-    int line, col;  // where the param is written (1-based)
+    json_t *value;          // CONST: the value (owned)
+    json_t *values;         // CHOICE, GRID: non-empty JSON array; ASSIGNMENT: the choices (owned)
+    json_t *items;          // ASSIGNMENT: the item names, a JSON array of strings (owned)
+    double lo, hi;          // UNIFORM, LOGUNIFORM, RANDINT (integral), QUNIFORM, QLOGUNIFORM
+    double q;               // QUNIFORM, QLOGUNIFORM: the step, > 0
+    bool integral;          // QUNIFORM, QLOGUNIFORM: lo, hi, q integers: values are JSON integers
+    uint32_t repeat;        // REPEAT: the length of the list, 1..CGQ_PARAM_MAX_REPEAT
+    struct cgq_param_s *of; // REPEAT: the distribution of each element (owned)
+    int line, col;          // where the param is written (1-based)
 } cgq_param_t;
 
 typedef enum {

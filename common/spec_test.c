@@ -492,13 +492,159 @@ t_err_distributions (void **state)
                     "must be numbers, not the string 'a'");
     s_expect_error (TRIAL "space:\n  lr:\n    loguniformm: [1, 2]\n", 4, 5,
                     "unknown distribution 'loguniformm' (expected one of: choice, uniform, "
-                    "loguniform, randint, grid, value)");
-    s_expect_error (TRIAL "space:\n  d: {repeat: 5, of: {choice: [2, 3]}}\n", 3, 7,
-                    "'repeat' is not supported yet");
-    s_expect_error (TRIAL "space:\n  d: {assignment: {items: [a]}}\n", 3, 7,
-                    "'assignment' is not supported yet");
+                    "loguniform, quniform, qloguniform, randint, grid, repeat, assignment, "
+                    "value)");
     s_expect_error (TRIAL "space:\n  d: {choice: [1], grid: [2]}\n", 3, 20,
                     "exactly one distribution key");
+}
+
+// The kinds of the search issue parse into their fields.
+static void
+t_new_kinds (void **state)
+{
+    const char *y =
+        TRIAL "search: {algorithm: grid}\n"
+              "space:\n"
+              "  q: {quniform: [0, 100, 5]}\n"
+              "  r: {quniform: [0.1, 0.5, 0.1]}\n"
+              "  l: {qloguniform: [16, 1024, 16]}\n"
+              "  d: {repeat: 5, of: {choice: [2, 3, 4]}}\n"
+              "  u: {of: {uniform: [0, 1]}, repeat: 2}\n"
+              "  b: {assignment: {items: [Conv2D, Pool2D, 3], choices: [cpu, acl_cl]}}\n";
+    char err[512] = "";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    const cgq_param_t *p = cgq_spec_param (s, "q");
+    assert_int_equal (p->kind, CGQ_PARAM_QUNIFORM);
+    assert_true (p->lo == 0 && p->hi == 100 && p->q == 5 && p->integral);
+    p = cgq_spec_param (s, "r");
+    assert_true (p->q == 0.1 && !p->integral);
+    p = cgq_spec_param (s, "l");
+    assert_int_equal (p->kind, CGQ_PARAM_QLOGUNIFORM);
+    assert_true (p->integral);
+    p = cgq_spec_param (s, "d");
+    assert_int_equal (p->kind, CGQ_PARAM_REPEAT);
+    assert_int_equal (p->repeat, 5);
+    assert_int_equal (p->of->kind, CGQ_PARAM_CHOICE);
+    assert_int_equal (json_array_size (p->of->values), 3);
+    p = cgq_spec_param (s, "u");
+    assert_int_equal (p->repeat, 2);
+    assert_int_equal (p->of->kind, CGQ_PARAM_UNIFORM);
+    p = cgq_spec_param (s, "b");
+    assert_int_equal (p->kind, CGQ_PARAM_ASSIGNMENT);
+    assert_int_equal (p->line, 9);
+    assert_int_equal (p->col, 3);
+    char *dump = json_dumps (p->items, JSON_COMPACT);
+    assert_string_equal (dump, "[\"Conv2D\",\"Pool2D\",\"3\"]"); // names are text
+    free (dump);
+    assert_int_equal (json_array_size (p->values), 2);
+
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (strstr (out, "quniform [0, 100] in steps of 5"));
+    assert_non_null (strstr (out, "repeat 5 x choice [2,3,4]  (grid axis, 243 values)"));
+    assert_non_null (strstr (out, "repeat 2 x uniform [0, 1]\n"));
+    assert_non_null (strstr (out, "assignment of [\"Conv2D\",\"Pool2D\",\"3\"] to [\"cpu\","
+                                  "\"acl_cl\"]  (grid axis, 8 ids)"));
+    assert_non_null (strstr (out, "trials: 1944 (1944 grid point(s) x 1)"));
+    free (out);
+    cgq_spec_destroy (&s);
+}
+
+static void
+t_err_new_kinds (void **state)
+{
+    // quniform, qloguniform
+    s_expect_error (TRIAL "space:\n  q: {quniform: [0, 10]}\n", 3, 17,
+                    "quniform of space.q must be a list [lo, hi, q] of three numbers, not a "
+                    "list of another length (write q: {quniform: [0, 100, 5]})");
+    s_expect_error (TRIAL "space:\n  q: {quniform: 3}\n", 3, 17,
+                    "quniform of space.q must be a list [lo, hi, q] of three numbers, not the "
+                    "integer 3");
+    s_expect_error (TRIAL "space:\n  q: {quniform: [a, 1, 1]}\n", 3, 18,
+                    "quniform bounds of space.q must be numbers, not the string 'a'");
+    s_expect_error (TRIAL "space:\n  q: {quniform: [0, 10, x]}\n", 3, 25,
+                    "quniform step q of space.q must be a number, not the string 'x'");
+    s_expect_error (TRIAL "space:\n  q: {quniform: [0, 10, 0]}\n", 3, 25,
+                    "quniform step q of space.q must be > 0, not 0");
+    s_expect_error (TRIAL "space:\n  q: {quniform: [5, 1, 1]}\n", 3, 17,
+                    "quniform bounds of space.q need lo < hi, got [5, 1] (write [1, 5, 1]");
+    s_expect_error (TRIAL "space:\n  q: {quniform: [0.1, 0.2, 1]}\n", 3, 17,
+                    "quniform range [0.1, 0.2] of space.q holds no multiple of q = 1");
+    s_expect_error (TRIAL "space:\n  q: {qloguniform: [0, 10, 1]}\n", 3, 20,
+                    "qloguniform bounds of space.q must be > 0, got [0, 10]");
+    // repeat
+    s_expect_error (TRIAL "space:\n  d: {repeat: 0, of: {choice: [1]}}\n", 3, 15,
+                    "repeat of space.d must be an integer >= 1, not 0");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 65, of: {choice: [1]}}\n", 3, 15,
+                    "repeat of space.d must be at most 64, not 65");
+    s_expect_error (TRIAL "space:\n  d: {repeat: x, of: {choice: [1]}}\n", 3, 15,
+                    "repeat of space.d must be an integer >= 1, not the string 'x'");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3}\n", 3, 7,
+                    "repeat of space.d has no 'of', the distribution of each element");
+    s_expect_error (TRIAL "space:\n  d: {of: {choice: [1]}}\n", 3, 7,
+                    "space.d has 'of' but no 'repeat'");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: [1, 2]}\n", 3, 22,
+                    "space.d.of must be a distribution like {choice: [2, 3, 4]}, not a list");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {grid: [1]}}\n", 3, 23,
+                    "a repeat draws each element from one of: choice, uniform, loguniform, "
+                    "quniform, qloguniform, randint, not grid");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {assignment: {}}}\n", 3, 23,
+                    "not assignment");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {repeat: 2, of: {choice: [1]}}}\n", 3, 23,
+                    "not repeat");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {normal: [1]}}\n", 3, 23,
+                    "unknown distribution 'normal' in space.d.of (expected one of: choice, "
+                    "uniform, loguniform, quniform, qloguniform, randint)");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {choice: [1]}, x: 1}\n", 3, 37,
+                    "unknown key 'x' in space.d (known keys: repeat, of)");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {choice: []}}\n", 3, 31,
+                    "choice of space.d is an empty list");
+    s_expect_error (TRIAL "space:\n  d: {repeat: 3, of: {choice: [1], randint: [1, 2]}}\n", 3, 36,
+                    "space.d.of must have exactly one distribution key, found 2");
+    // assignment
+    s_expect_error (TRIAL "space:\n  b: {assignment: [a, b]}\n", 3, 19,
+                    "assignment of space.b must be a mapping {items: [...], choices: [...]}, "
+                    "not a list");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a]}}\n", 3, 19,
+                    "assignment of space.b has no choices");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {choices: [a]}}\n", 3, 19,
+                    "assignment of space.b has no items");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [], choices: [x]}}\n", 3, 27,
+                    "items of space.b is an empty list");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a, b, a], choices: [x]}}\n", 3, 34,
+                    "duplicate name 'a' in items of space.b (first written at 3:28");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a, [x]], choices: [x]}}\n", 3, 31,
+                    "items of space.b must be names, not a list");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: x}}\n", 3, 41,
+                    "choices of space.b must be a list of names, not the string 'x'");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: [x, ~]}}\n", 3, 45,
+                    "choices of space.b must be names, not empty (null)");
+    s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: [x], more: 1}}\n", 3, 46,
+                    "unknown key 'more' in space.b.assignment (known keys: items, choices)");
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_puts (&b, TRIAL "space:\n  b: {assignment: {choices: [x, y], items: [i0");
+    for (int i = 1; i < 65; i++)
+        cgq_buf_printf (&b, ", i%d", i);
+    cgq_buf_puts (&b, "]}}\n");
+    s_expect_error (b.data, 3, 44, "items of space.b has 65 names, more than 64");
+    // 3^40 > 2^63 > 2^62
+    cgq_buf_reset (&b);
+    cgq_buf_puts (&b, TRIAL "space:\n  b: {assignment: {choices: [x, y, z], items: [i0");
+    for (int i = 1; i < 40; i++)
+        cgq_buf_printf (&b, ", i%d", i);
+    cgq_buf_puts (&b, "]}}\n");
+    s_expect_error (b.data, 3, 19, "assignment of space.b has 3^40 ids, more than 2^63");
+    cgq_buf_fini (&b);
+    // Under grid a repeat of a choice is an axis of 9^64 points.
+    s_expect_error (TRIAL "search: {algorithm: grid}\nspace:\n"
+                          "  d: {repeat: 64, of: {choice: [1, 2, 3, 4, 5, 6, 7, 8, 9]}}\n",
+                    3, 1, "the search has 1.18e+61 trials, more than 2^63");
 }
 
 static void
@@ -642,6 +788,8 @@ main (void)
         cmocka_unit_test (t_err_nested_key),
         cmocka_unit_test (t_err_wrong_type),
         cmocka_unit_test (t_err_distributions),
+        cmocka_unit_test (t_new_kinds),
+        cmocka_unit_test (t_err_new_kinds),
         cmocka_unit_test (t_err_search),
         cmocka_unit_test (t_err_trial),
         cmocka_unit_test (t_err_placeholder),

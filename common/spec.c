@@ -1829,6 +1829,10 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
              (unsigned long long) self->search.samples,
              grid ? "repeat(s) of the grid" : "sample(s) per grid point",
              (unsigned long long) self->search.seed, conc);
+    uint64_t d;
+    if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
+        fprintf (f, "  sampled without replacement: no repeats among %llu combinations\n",
+                 (unsigned long long) d);
     if (self->objective.metric)
         fprintf (f, "objective: %s %s\n", self->objective.mode > 0 ? "maximize" : "minimize",
                  self->objective.metric);

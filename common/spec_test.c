@@ -551,6 +551,18 @@ t_new_kinds (void **state)
     assert_non_null (strstr (out, "assignment of [\"Conv2D\",\"Pool2D\",\"3\"] to [\"cpu\","
                                   "\"acl_cl\"]  (grid axis, 8 ids)"));
     assert_non_null (strstr (out, "trials: 1944 (1944 grid point(s) x 1)"));
+    assert_null (strstr (out, "without replacement"));
+    free (out);
+    cgq_spec_destroy (&s);
+
+    // Under random the same space is sampled without replacement.
+    y = TRIAL "search: {samples: 9}\n"
+              "space: {b: {assignment: {items: [a, b], choices: [x, y, z]}}}\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (strstr (out, "sampled without replacement: no repeats among 9 combinations"));
     free (out);
     cgq_spec_destroy (&s);
 }

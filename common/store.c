@@ -43,10 +43,31 @@ struct cgq_store_t {
     char marker_id[128];   // id of the batch in doubt, or ""
     size_t marker_count;   // its number of commands (the first ones queued)
 
+    // The journal of committed batches (cgq_store_set_journal): what Redis
+    // acknowledged but may not have written to disk yet. A FIFO of the
+    // batches of the last journal_ms, each exactly as sent (MULTI ... EXEC).
+    struct s_entry *journal;
+    size_t jhead, jlen, jcap, jbytes;
+    int64_t journal_ms;
+    bool fresh;            // connected since the last flush: check for lost batches
+    uint64_t replayed;     // batches replayed since start (cgq_store_replayed)
+
     char errstr[512];
 };
 
 #define S_HINT "(is redis-server running? check --redis / CGQ_REDIS)"
+
+struct s_entry {
+    uint64_t seq;
+    int64_t at_ms;
+    size_t ncmds; // commands inside MULTI/EXEC, the marker included
+    char *data;   // MULTI, the commands, the marker, EXEC
+    size_t len;
+};
+
+// Most bytes the journal holds, whatever its window: past this the oldest
+// batches are dropped (and a crash of Redis right then could lose them).
+#define S_JOURNAL_MAX_BYTES (256u << 20)
 
 // hiredis writes with write(2), so a server that went away raises SIGPIPE and
 // would kill the daemon; the failed write must come back as EPIPE instead.
@@ -329,6 +350,9 @@ cgq_store_destroy (cgq_store_t **self_p)
     free (self->marker_key);
     free (self->marker_field);
     free (self->marker_tag);
+    for (size_t i = 0; i < self->jlen; i++)
+        free (self->journal[(self->jhead + i) % self->jcap].data);
+    free (self->journal);
     free (self);
     *self_p = NULL;
 }
@@ -428,6 +452,7 @@ cgq_store_connect (cgq_store_t *self)
     }
     freeReplyObject (r);
     snprintf (self->errstr, sizeof self->errstr, "connected");
+    self->fresh = true;
     return 0;
 }
 
@@ -563,6 +588,145 @@ s_clear_batch (cgq_store_t *self)
     }
 }
 
+// s_journal_prune drops batches older than the window (and the oldest ones
+// past the byte cap).
+static void
+s_journal_prune (cgq_store_t *self, int64_t now)
+{
+    while (self->jlen) {
+        struct s_entry *e = &self->journal[self->jhead];
+        bool old = now - e->at_ms > self->journal_ms;
+        bool over = self->jbytes > S_JOURNAL_MAX_BYTES && self->jlen > 1;
+        if (!old && !over)
+            break;
+        if (over && !old)
+            cgq_warn ("store: the journal of unsynced batches is over %u MiB; dropping batch %" PRIu64
+                      " before its window ended",
+                      S_JOURNAL_MAX_BYTES >> 20, e->seq);
+        self->jbytes -= e->len;
+        free (e->data);
+        self->jhead = (self->jhead + 1) % self->jcap;
+        self->jlen--;
+    }
+}
+
+// s_journal_add keeps a committed batch (takes data).
+static void
+s_journal_add (cgq_store_t *self, uint64_t seq, size_t ncmds, char *data, size_t len)
+{
+    int64_t now = cgq_now_ms ();
+    s_journal_prune (self, now);
+    if (self->jlen == self->jcap) {
+        size_t cap = self->jcap ? self->jcap * 2 : 64;
+        struct s_entry *j = cgq_xcalloc (cap, sizeof *j);
+        for (size_t i = 0; i < self->jlen; i++)
+            j[i] = self->journal[(self->jhead + i) % self->jcap];
+        free (self->journal);
+        self->journal = j;
+        self->jcap = cap;
+        self->jhead = 0;
+    }
+    struct s_entry *e = &self->journal[(self->jhead + self->jlen) % self->jcap];
+    e->seq = seq;
+    e->at_ms = now;
+    e->ncmds = ncmds;
+    e->data = data;
+    e->len = len;
+    self->jlen++;
+    self->jbytes += len;
+}
+
+// s_replay_lost runs once per new connection, before anything else is
+// written: if Redis came back older than the batches it acknowledged (a
+// crash inside its fsync window), the marker names an older batch, and the
+// journal's later batches are sent again, in order. Returns -1 on I/O error.
+static int
+s_replay_lost (cgq_store_t *self)
+{
+    if (!self->fresh || !self->marker_key)
+        return 0;
+    if (!self->jlen) {
+        self->fresh = false;
+        return 0;
+    }
+    redisReply *r = redisCommand (self->ctx, "HGET %s %s", self->marker_key, self->marker_field);
+    if (!r) {
+        s_io_error (self, "reading the batch marker");
+        return -1;
+    }
+    uint64_t have = 0;
+    bool ours = false;
+    size_t tlen = strlen (self->marker_tag);
+    if (r->type == REDIS_REPLY_STRING && strncmp (r->str, self->marker_tag, tlen) == 0
+        && r->str[tlen] == ':') {
+        ours = true;
+        have = strtoull (r->str + tlen + 1, NULL, 10);
+    }
+    else if (r->type == REDIS_REPLY_STRING) {
+        // Another writer (a newer coordinator) has written since: its state
+        // wins; replaying ours would overwrite it.
+        cgq_warn ("store: the batch marker is %s, not one of ours (%s:*); not replaying", r->str,
+                  self->marker_tag);
+        freeReplyObject (r);
+        self->fresh = false;
+        return 0;
+    }
+    freeReplyObject (r);
+    struct s_entry *last = &self->journal[(self->jhead + self->jlen - 1) % self->jcap];
+    if (ours && have >= last->seq) {
+        self->fresh = false;
+        return 0;
+    }
+    struct s_entry *first = &self->journal[self->jhead];
+    if (!ours)
+        cgq_error ("store: Redis at %s came back without our batch marker (empty, or restored "
+                   "from an old copy); replaying the %zu batch(es) still journaled, older state "
+                   "is lost (check its persistence: appendonly yes, appendfsync everysec or always)",
+                   self->url, self->jlen);
+    else if (have + 1 < first->seq)
+        cgq_error ("store: Redis at %s came back without batches %" PRIu64 " to %" PRIu64
+                   ", which are no longer journaled (check its persistence: appendonly yes, "
+                   "appendfsync everysec or always, and --durable-after)",
+                   self->url, have + 1, first->seq - 1);
+    size_t count = 0;
+    for (size_t i = 0; i < self->jlen; i++) {
+        struct s_entry *e = &self->journal[(self->jhead + i) % self->jcap];
+        if (ours && e->seq <= have)
+            continue;
+        if (redisAppendFormattedCommand (self->ctx, e->data, e->len) != REDIS_OK) {
+            s_io_error (self, "replaying a lost batch");
+            return -1;
+        }
+        for (size_t k = 0; k < e->ncmds + 2; k++) {
+            redisReply *x = NULL;
+            if (redisGetReply (self->ctx, (void **) &x) != REDIS_OK || !x) {
+                s_io_error (self, "replaying a lost batch");
+                return -1;
+            }
+            freeReplyObject (x);
+        }
+        count++;
+    }
+    self->replayed += count;
+    cgq_warn ("store: Redis at %s came back older than what it acknowledged (marker %" PRIu64
+              ", last %" PRIu64 "); replayed %zu journaled batch(es)",
+              self->url, have, last->seq, count);
+    self->fresh = false;
+    return 0;
+}
+
+void
+cgq_store_set_journal (cgq_store_t *self, int64_t window_ms)
+{
+    self->journal_ms = window_ms > 0 ? window_ms : 0;
+}
+
+uint64_t
+cgq_store_replayed (const cgq_store_t *self)
+{
+    return self->replayed;
+}
+
 // s_flush_once sends MULTI, the batch and EXEC and reads count + 2 replies.
 // Returns 0 (sent; batch cleared), -1 (failure; batch kept), or 1 when Redis
 // refused some commands at queue time as malformed: those are dropped and
@@ -590,6 +754,22 @@ s_flush_once (cgq_store_t *self)
         return -1;
     }
     size_t total = n + 2 + (marked ? 1 : 0);
+    char *sent = NULL;
+    size_t sent_len = 0;
+    if (marked && self->journal_ms > 0) {
+        char *mk = NULL;
+        int mlen = redisFormatCommand (&mk, "HSET %s %s %s", self->marker_key, self->marker_field,
+                                       self->marker_id);
+        if (mlen > 0) {
+            sent_len = 15 + self->batch.len + (size_t) mlen + 14;
+            sent = cgq_xmalloc (sent_len);
+            memcpy (sent, "*1\r\n$5\r\nMULTI\r\n", 15);
+            memcpy (sent + 15, self->batch.data, self->batch.len);
+            memcpy (sent + 15 + self->batch.len, mk, (size_t) mlen);
+            memcpy (sent + 15 + self->batch.len + mlen, "*1\r\n$4\r\nEXEC\r\n", 14);
+            redisFreeCommand (mk);
+        }
+    }
     bool *bad = NULL;
     size_t nbad = 0;
     char transient[256] = "";
@@ -599,6 +779,7 @@ s_flush_once (cgq_store_t *self)
         if (redisGetReply (c, (void **) &r) != REDIS_OK || !r) {
             s_io_error (self, "MULTI/EXEC");
             free (bad);
+            free (sent);
             return -1;
         }
         if (i == 0) {
@@ -659,6 +840,10 @@ s_flush_once (cgq_store_t *self)
     }
     // Any definite answer (applied, aborted, refused) ends the doubt.
     self->marker_id[0] = 0;
+    if (rc == 0 && sent)
+        s_journal_add (self, self->marker_seq, n + 1, sent, sent_len);
+    else
+        free (sent);
     if (rc == 1)
         s_drop (self, bad);
     free (bad);
@@ -726,7 +911,7 @@ cgq_store_flush (cgq_store_t *self)
         cgq_warn ("store: discarded an unread pipelined reply before a flush");
         freeReplyObject (r);
     }
-    if (s_resolve_doubt (self) < 0)
+    if (s_resolve_doubt (self) < 0 || s_replay_lost (self) < 0)
         return -1;
     if (self->count == 0)
         return 0;

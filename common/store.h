@@ -59,6 +59,18 @@ int cgq_store_flush (cgq_store_t *self);
 void cgq_store_set_marker (cgq_store_t *self, const char *key, const char *field,
                            const char *tag);
 
+// cgq_store_set_journal keeps every batch committed in the last window_ms
+// (with the marker on). On each new connection the first flush reads the
+// marker: if Redis came back older than the last batch it acknowledged — a
+// crash inside its fsync window (appendfsync everysec loses up to ~2 s) —
+// the journaled batches after the marker's are sent again, in order, before
+// anything else. Batches older than the window are gone from the journal;
+// the coordinator acks nothing to a node before its batch is that old
+// (loop.c), so what a node forgot is never lost. 0 turns it off.
+void cgq_store_set_journal (cgq_store_t *self, int64_t window_ms);
+// Number of batches replayed so far.
+uint64_t cgq_store_replayed (const cgq_store_t *self);
+
 // cgq_store_command runs one command synchronously (connecting if needed).
 // Returns the reply (caller frees with freeReplyObject), or NULL on an I/O
 // error (errstr says why). An error reply is returned as REDIS_REPLY_ERROR.

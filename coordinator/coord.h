@@ -44,6 +44,7 @@ typedef struct {
     uint64_t max_frame;
     int64_t max_trials; // per job
     uint64_t max_spec;  // bytes
+    int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
     char *log_level;
     bool log_json;
 } coord_cfg_t;
@@ -137,6 +138,8 @@ typedef struct out_s {
     bool delim;
     uint8_t *data;
     size_t len;
+    bool durable;           // send only once the batch it confirms is durable (Acks)
+    int64_t not_before_ms;  // for those: when that is
     struct out_s *next;
 } out_t;
 
@@ -155,6 +158,7 @@ typedef struct {
     zhashx_t *node_index;  // id -> node_t (borrowed)
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;
+    out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)
     bool sched_dirty;
     int64_t redis_retry_ms;  // next flush attempt after a failure; 0 = none
     int64_t redis_backoff_ms;

@@ -159,6 +159,7 @@ coord_run (coord_t *c)
         int64_t deadline = s_min_deadline (c->next_liveness_ms, c->next_stats_ms);
         deadline = s_min_deadline (deadline, c->redis_retry_ms);
         deadline = s_min_deadline (deadline, c->adopt_deadline_ms);
+        deadline = s_min_deadline (deadline, outbox_next_due (c));
         long timeout = deadline > now ? (long) (deadline - now) : 0;
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
             timeout = 0;

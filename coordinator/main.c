@@ -39,6 +39,10 @@ static const cgq_opt_t s_opts[] = {
      "most trials one job may have", 1, 9.2e18},
     {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", NULL,
      "largest spec accepted", 1024, 1073741824.0},
+    {"durable-after", 0, CGQ_OPT_DURATION_MS, offsetof (coord_cfg_t, durable_ms), "3s", NULL,
+     "Redis may lose writes this recent in a crash (appendfsync everysec: up to 2s): batches "
+     "are journaled for replay and results acked to nodes only after this; 0 for appendfsync always",
+     0, 600000},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn or error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,
@@ -138,6 +142,7 @@ main (int argc, char **argv)
     char tag[32];
     snprintf (tag, sizeof tag, "%" PRIu64, c.epoch);
     cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, CGQ_CF_BATCH, tag);
+    cgq_store_set_journal (c.store, cfg.durable_ms);
     recovery_nodes (&c);
     if (recovery_jobs (&c) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",

@@ -52,6 +52,8 @@ outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task)
     env.body_case = CGQ__ENVELOPE__BODY_ACK;
     env.ack = &a;
     outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
+    if (c->out_tail && c->cfg.durable_ms > 0)
+        c->out_tail->durable = true;
 }
 
 void
@@ -77,35 +79,75 @@ s_free (out_t *o)
     free (o);
 }
 
+static void
+s_send_one (out_t *o)
+{
+    int rc = o->sock ? zmq_send (o->sock, o->rid, o->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) : -1;
+    if (rc >= 0 && o->delim)
+        rc = zmq_send (o->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0)
+        rc = zmq_send (o->sock, o->data, o->len, ZMQ_DONTWAIT);
+    if (rc < 0)
+        cgq_debug ("send to %s failed: %s", o->rid, o->sock ? zmq_strerror (errno) : "no socket");
+}
+
 void
 outbox_send (coord_t *c)
 {
+    int64_t now = cgq_now_ms ();
+    // Acks of earlier batches that are durable by now go first.
+    while (c->late_head && c->late_head->not_before_ms <= now) {
+        out_t *o = c->late_head;
+        c->late_head = o->next;
+        if (!c->late_head)
+            c->late_tail = NULL;
+        s_send_one (o);
+        s_free (o);
+    }
     out_t *o = c->out_head;
     while (o) {
         out_t *next = o->next;
-        int rc = o->sock ? zmq_send (o->sock, o->rid, o->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) : -1;
-        if (rc >= 0 && o->delim)
-            rc = zmq_send (o->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        if (rc >= 0)
-            rc = zmq_send (o->sock, o->data, o->len, ZMQ_DONTWAIT);
-        if (rc < 0)
-            cgq_debug ("send to %s failed: %s", o->rid, o->sock ? zmq_strerror (errno) : "no socket");
-        s_free (o);
+        if (o->durable) {
+            o->not_before_ms = now + c->cfg.durable_ms;
+            o->next = NULL;
+            if (c->late_tail)
+                c->late_tail->next = o;
+            else
+                c->late_head = o;
+            c->late_tail = o;
+        }
+        else {
+            s_send_one (o);
+            s_free (o);
+        }
         o = next;
     }
     c->out_head = c->out_tail = NULL;
 }
 
-void
-outbox_free (coord_t *c)
+int64_t
+outbox_next_due (const coord_t *c)
 {
-    out_t *o = c->out_head;
+    return c->late_head ? c->late_head->not_before_ms : 0;
+}
+
+static void
+s_free_list (out_t *o)
+{
     while (o) {
         out_t *next = o->next;
         s_free (o);
         o = next;
     }
+}
+
+void
+outbox_free (coord_t *c)
+{
+    s_free_list (c->out_head);
+    s_free_list (c->late_head);
     c->out_head = c->out_tail = NULL;
+    c->late_head = c->late_tail = NULL;
 }
 
 size_t

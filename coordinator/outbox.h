@@ -14,6 +14,10 @@ void outbox_push (coord_t *c, void *sock, const char *rid, size_t rid_len, bool 
 
 // Builders that queue one message to node id (on the node socket).
 void outbox_stop (coord_t *c, const char *node, const Cgq__TaskRef *task, const char *reason);
+// outbox_ack waits longer than the rest: a node forgets a result once it is
+// acked, so the Ack goes out only when Redis has had cfg.durable_ms to write
+// the batch to disk. Until then a Redis crash is repaired by the store's
+// journal, and a crash of the coordinator too by the node re-sending it.
 void outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task);
 
 // outbox_reply answers a CLI request: with now, at once (an error that
@@ -25,6 +29,8 @@ void outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const 
 // send that fails (peer gone) is logged at debug and dropped: nodes re-send
 // what they still need.
 void outbox_send (coord_t *c);
+// outbox_next_due is when the next waiting Ack is due (0: none waits).
+int64_t outbox_next_due (const coord_t *c);
 // outbox_free drops everything queued without sending it.
 void outbox_free (coord_t *c);
 size_t outbox_len (const coord_t *c);

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Redis killed with -9 mid-job and its AOF cut back by its last second, as a
+power loss inside the appendfsync everysec window loses it, then restarted
+from that AOF. The coordinator notices that Redis came back older than the
+batches it acknowledged and replays them; nodes were acked only after their
+results were durable. Every trial ends exactly once in the trial records,
+the counts, the leaderboard, the events and `cgq results` alike."""
+
+import glob
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from harness import CgqTestCase, main  # noqa: E402
+
+N = 60
+SPEC = '''name: redis-crash-fault
+space:
+  i: {grid: [%s]}
+objective: {metric: v, mode: max}
+trial:
+  command: "sleep 0.15; echo '{{\\"v\\": '{i}'}}' >&3"
+  resources: {cpu: 1}
+''' % ", ".join(str(i) for i in range(N))
+
+
+class RedisCrashTest(CgqTestCase):
+    def test_aof_cut_by_its_last_second(self):
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()
+        for w in ("w1", "w2"):
+            c.start_worker(w, cpus=3)
+        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
+
+        sizes = []  # (monotonic time, {path: size}) of the AOF files
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                snap = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+                sizes.append((time.monotonic(), snap))
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        j = c.submit(c.write_file("crash.yaml", SPEC))
+        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= N // 3, 60,
+                   "a third of the trials to succeed")
+        time.sleep(1.2)  # let some acked results be written (but not synced) right before
+        crash_at = time.monotonic()
+        c.redis_proc.kill9()
+        stop.set()
+        sampler.join()
+        # What was on disk a second before the crash: cut every AOF file back to it.
+        before = [s for t, s in sizes if t <= crash_at - 1.0]
+        self.assertTrue(before, "AOF sizes were sampled before the crash")
+        cut = 0
+        for path, size in before[-1].items():
+            now = os.path.getsize(path)
+            if now > size:
+                with open(path, "r+b") as f:
+                    f.truncate(size)
+                cut += now - size
+        self.assertGreater(cut, 0, "the last second of the AOF was cut off")
+        c.redis.close()
+        c.restart_redis()
+
+        job = c.wait_job(j, 120)
+        self.assertEqual(job.get("state"), "finished", job)
+        counts = {k: int(job.get(k, "0")) for k in ("pending", "running", "succeeded", "failed",
+                                                     "stopped", "cancelled", "unschedulable")}
+        self.assertEqual(counts["succeeded"], N, job)
+        self.assertEqual(sum(counts.values()), N, job)
+        trials = c.trials(j)
+        self.assertEqual(sorted(trials), list(range(N)), "a record for every trial")
+        for t, h in trials.items():
+            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
+        self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), N)
+        self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0, "nothing left running")
+        ev = c.events(j)
+        for t in range(N):
+            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
+                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
+            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
+        r = c.cgq("results", j, "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(json.loads(r.stdout)["trials"]), N, "cgq results lists every trial")
+        with open(c.coordinator.err_path) as f:
+            log = f.read()
+        self.assertIn("came back older than what it acknowledged", log, "the loss was detected")
+
+
+if __name__ == "__main__":
+    main()

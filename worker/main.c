@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "confine.h"
 #include "gpu.h"
 #include "link.h"
 #include "log.h"
@@ -35,6 +36,7 @@ typedef struct {
     uint64_t log_cap;
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
+    char *confine;
     char *log_level;
     bool log_json;
 } s_cfg_t;
@@ -58,6 +60,8 @@ static const cgq_opt_t s_opts[] = {
      "SIGTERM -> SIGKILL grace for timeouts and stops", 0, 3600000},
     {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
      "heartbeat interval until the coordinator's Welcome sets it", 10, 600000},
+    {"confine", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, confine), "auto", "CGQ_CONFINE",
+     "how all processes of a trial end with it: cgroup (v2), pgroup (session), auto", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
@@ -81,6 +85,8 @@ s_on_signal (int sig)
 
 typedef struct {
     s_cfg_t cfg;
+    cgq_confine_mode_t confine_mode;
+    cgq_confine_t *confine;
     char *workdir;   // absolute
     char *hostname;
     cgq_gpu_list_t gpus;
@@ -160,6 +166,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         .workdir = w->workdir,
         .log_cap = w->cfg.log_cap,
         .kill_grace_ms = w->cfg.kill_grace_ms,
+        .confine = w->confine,
     };
     cgq_task_t *task = cgq_task_start (a, &opts, s_on_report, w);
     if (cgq_task_done (task)) {
@@ -189,10 +196,11 @@ s_on_stop (s_worker_t *w, const Cgq__Stop *s)
 }
 
 // s_reap_orphans reaps children that are not tasks. When the worker is PID 1
-// of a container (or a child subreaper), what a trial leaves behind becomes
-// its child once the trial's main process exits; unreaped, each would stay a
-// zombie and thousands of trials would fill the process table. A task's own
-// process is left for its tick, which needs the exit status.
+// of a container or a child subreaper (as --confine pgroup makes it), what a
+// trial leaves behind becomes its child once the trial's main process exits;
+// unreaped, each would stay a zombie and thousands of trials would fill the
+// process table. A task's own process is left for its tick, which needs the
+// exit status, and the reaper for cgq_confine_tick.
 static void
 s_reap_orphans (s_worker_t *w)
 {
@@ -204,6 +212,8 @@ s_reap_orphans (s_worker_t *w)
         for (size_t i = 0; i < w->n_tasks; i++)
             if (cgq_task_pid (w->tasks[i]) == si.si_pid)
                 return; // exited since its tick: the next turn reaps it, then the rest
+        if (w->confine && cgq_confine_reaper_pid (w->confine) == si.si_pid)
+            return; // the next cgq_confine_tick reaps it and starts another
         int st;
         if (waitpid (si.si_pid, &st, WNOHANG) <= 0)
             return;
@@ -304,6 +314,7 @@ s_run (s_worker_t *w)
                 s_on_stop (w, env->stop);
             cgq_wire_free (env);
         }
+        cgq_confine_tick (w->confine);
         s_reap (w, true);
         cgq_link_tick (w->link, cgq_now_ms ());
     }
@@ -425,6 +436,12 @@ s_setup (s_worker_t *w)
         fprintf (stderr, S_PROG ": --id '%.40s...' is longer than 255 bytes\n", w->cfg.id);
         return 2;
     }
+    if (cgq_confine_mode_parse (w->cfg.confine, &w->confine_mode) < 0) {
+        fprintf (stderr, S_PROG ": --confine '%s' is not a way to confine trials (expected one "
+                         "of: auto, cgroup, pgroup)\n",
+                 w->cfg.confine ? w->cfg.confine : "");
+        return 2;
+    }
     s_build_resources (w);
     return 0;
 }
@@ -449,11 +466,33 @@ s_install_signals (void)
     return 0;
 }
 
+// s_confine sets up trial confinement (before any thread exists, so that the
+// reaper is forked from a single-threaded process) and logs how it is done.
+static int
+s_confine (s_worker_t *w)
+{
+    char err[1024] = "";
+    cgq_confine_opts_t copts = {
+        .mode = w->confine_mode,
+        .workdir = w->workdir,
+        .log_json = w->cfg.log_json,
+    };
+    w->confine = cgq_confine_new (&copts, err, sizeof err);
+    if (!w->confine) {
+        cgq_error ("%s", err);
+        return -1;
+    }
+    cgq_info ("%s", cgq_confine_describe (w->confine));
+    return 0;
+}
+
 static void
 s_cleanup (s_worker_t *w)
 {
     for (size_t i = 0; i < w->n_tasks; i++)
         cgq_task_destroy (&w->tasks[i]);
+    // After the tasks: the reaper removes the worker's cgroup and state file.
+    cgq_confine_destroy (&w->confine);
     free (w->tasks);
     free (w->running);
     free (w->gpu_msgs);
@@ -494,6 +533,10 @@ main (int argc, char **argv)
     }
     cgq_info ("node '%s': %g cpus, %" PRIu64 " MiB memory, %zu GPU(s), workdir %s", w.cfg.id,
               w.cfg.cpus, w.cfg.memory >> 20, w.gpus.count, w.workdir);
+    if (s_confine (&w) < 0) {
+        s_cleanup (&w);
+        return 1;
+    }
 
     void *ctx = zmq_ctx_new ();
     cgq_link_opts_t lopts = {

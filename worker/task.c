@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "json.h"
 #include "log.h"
 #include "space.h"
@@ -35,7 +36,7 @@ extern char **environ;
 
 // What the child tells the parent through the exec-status pipe when it fails
 // before or at exec; nothing (EOF) means exec succeeded.
-enum { S_FAIL_CHDIR = 1, S_FAIL_EXEC = 2 };
+enum { S_FAIL_CHDIR = 1, S_FAIL_EXEC = 2, S_FAIL_CGROUP = 3 };
 
 typedef struct {
     int fd;           // pipe read end, -1 when closed
@@ -50,6 +51,7 @@ struct cgq_task_t {
     char *argv0;
     char *trial_dir;
     pid_t pid;
+    cgq_confine_trial_t *confined; // NULL: the session alone (opts.confine was NULL)
     uint64_t log_cap;
     int64_t started_ms;
     int64_t timeout_ms; // 0: none
@@ -667,6 +669,7 @@ s_lost (cgq_task_t *self, const char *error)
     s_set_str (&self->result->trial_dir, self->trial_dir);
     s_close (&self->out.log_fd);
     s_close (&self->err.log_fd);
+    cgq_confine_trial_end (&self->confined);
     self->done = true;
 }
 
@@ -678,15 +681,24 @@ static pid_t s_worker_pid;
 // since the parent has ZeroMQ threads.
 static void __attribute__ ((noreturn))
 s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w, int rep_w,
-         int status_w, int max_fd)
+         int status_w, int join_fd, int max_fd)
 {
-    setpgid (0, 0);
+    // Its own session (and so its own process group): what it starts stays in
+    // the session unless it calls setsid() itself, and confine kills by it.
+    setsid ();
     // If the worker is killed (-9), its trials must not run on as duplicates
     // of the attempt the coordinator starts elsewhere. The check after prctl
     // closes the race with a worker that died before it.
     prctl (PR_SET_PDEATHSIG, SIGKILL);
     if (getppid () != s_worker_pid)
         _exit (127);
+    int fail[2] = {S_FAIL_CGROUP, 0};
+    // Into the trial's own cgroup before exec, so that all it starts is there.
+    if (join_fd >= 0 && write (join_fd, "0", 1) < 0) {
+        fail[1] = errno;
+        (void) !write (status_w, fail, sizeof fail);
+        _exit (127);
+    }
     sigset_t none;
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
@@ -699,7 +711,7 @@ s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w,
     sigaction (SIGINT, &dfl, NULL);
     sigaction (SIGCHLD, &dfl, NULL);
 
-    int fail[2] = {S_FAIL_CHDIR, 0};
+    fail[0] = S_FAIL_CHDIR;
     if (chdir (self->trial_dir) < 0) {
         fail[1] = errno;
         (void) !write (status_w, fail, sizeof fail);
@@ -779,6 +791,26 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         free (e);
         return self;
     }
+    if (opts->confine) {
+        char name[96], err[PATH_MAX + 128];
+        if (self->ref.stage == 0)
+            snprintf (name, sizeof name, "job-%" PRIu64 ".trial-%" PRIu64 ".attempt-%u",
+                      self->ref.job, self->ref.trial, self->ref.attempt);
+        else
+            snprintf (name, sizeof name, "job-%" PRIu64 ".trial-%" PRIu64 ".attempt-%u.stage-%u",
+                      self->ref.job, self->ref.trial, self->ref.attempt, self->ref.stage);
+        self->confined = cgq_confine_trial_new (opts->confine, name, self->trial_dir, err,
+                                                sizeof err);
+        if (!self->confined) {
+            for (int i = 0; i < 4; i++) {
+                close (pipes[i][0]);
+                close (pipes[i][1]);
+            }
+            s_lost (self, err);
+            return self;
+        }
+    }
+    int join_fd = self->confined ? cgq_confine_trial_join_fd (self->confined) : -1;
 
     s_env_t env;
     s_env_build (self, a, &env);
@@ -792,7 +824,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     s_worker_pid = getpid ();
     pid_t pid = fork ();
     if (pid == 0)
-        s_child (self, argv, env.items, out_p[1], err_p[1], rep_p[1], st_p[1], max_fd);
+        s_child (self, argv, env.items, out_p[1], err_p[1], rep_p[1], st_p[1], join_fd, max_fd);
     int fork_errno = errno;
     free (argv);
     s_env_free (&env);
@@ -806,8 +838,10 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         free (e);
         return self;
     }
-    // Also here, so that a kill right after start reaches the group.
-    setpgid (pid, pid);
+    // No setpgid (pid, pid) here: it could make the child a group leader
+    // before its setsid(), which would then fail. The read of the status pipe
+    // below returns only after the child's setsid(), so a kill after
+    // cgq_task_start reaches its session and group.
     self->pid = pid;
     self->out.fd = out_p[0];
     self->err.fd = err_p[0];
@@ -824,11 +858,16 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         n = read (st_p[0], fail, sizeof fail);
     while (n < 0 && errno == EINTR);
     close (st_p[0]);
+    if (self->confined)
+        cgq_confine_trial_started (self->confined, pid);
     if (n == (ssize_t) sizeof fail) {
         self->fail_stage = fail[0];
         self->fail_errno = fail[1];
         if (fail[0] == S_FAIL_EXEC)
             s_warn (self, "cannot run '%s': %s", self->argv0, strerror (fail[1]));
+        else if (fail[0] == S_FAIL_CGROUP)
+            s_warn (self, "cannot move the trial into cgroup %s: %s",
+                    cgq_confine_trial_cgroup (self->confined), strerror (fail[1]));
         else
             s_warn (self, "cannot enter trial directory %s: %s", self->trial_dir,
                     strerror (fail[1]));
@@ -841,6 +880,17 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
 
 // ---------------------------------------------------------------------------
 // Exit
+
+// s_signal sends sig to every process of the trial: what confine knows of it
+// (its cgroup, or its session and what descends from it), else its process
+// group. Returns how many processes were signalled (confined) or 1/0.
+static size_t
+s_signal (cgq_task_t *self, int sig)
+{
+    if (self->confined)
+        return cgq_confine_trial_signal (self->confined, sig);
+    return self->pid > 0 && killpg (self->pid, sig) == 0 ? 1 : 0;
+}
 
 // s_metrics returns the result object: result.json if it holds one, else the
 // last report, else {}. A result.json too large to send is not read at all
@@ -882,12 +932,18 @@ s_finish (cgq_task_t *self)
     s_read_fd (self, &self->out.fd, true);
     s_read_fd (self, &self->err.fd, true);
     s_read_fd (self, &self->report_fd, true);
-    // What the trial left behind (background children) dies with it.
-    if (self->pid > 0 && killpg (self->pid, SIGKILL) == 0) {
+    // What the trial left behind (background children, daemons it started)
+    // dies with it.
+    size_t left = s_signal (self, SIGKILL);
+    if (left > 0) {
         char buf[80];
-        cgq_debug ("task %s: killed what was left of process group %d",
-                   cgq_wire_task_str (buf, &self->ref), (int) self->pid);
+        cgq_debug ("task %s: killed %zu process(es) it left behind",
+                   cgq_wire_task_str (buf, &self->ref), left);
     }
+    char *leaf = self->confined && cgq_confine_trial_cgroup (self->confined)
+                     ? cgq_xstrdup (cgq_confine_trial_cgroup (self->confined))
+                     : NULL;
+    cgq_confine_trial_end (&self->confined);
     s_close (&self->out.fd);
     s_close (&self->err.fd);
     if (self->report_fd >= 0) {
@@ -916,6 +972,12 @@ s_finish (cgq_task_t *self)
         error = cgq_xasprintf ("cannot run '%s': %s", self->argv0, strerror (self->fail_errno));
         with_stderr = false;
     }
+    else if (self->fail_stage == S_FAIL_CGROUP) {
+        status = CGQ__TASK_STATUS__TASK_LOST;
+        error = cgq_xasprintf ("cannot move the trial into cgroup %s: %s", leaf ? leaf : "?",
+                               strerror (self->fail_errno));
+        with_stderr = false;
+    }
     else if (self->fail_stage == S_FAIL_CHDIR) {
         status = CGQ__TASK_STATUS__TASK_LOST;
         error = cgq_xasprintf ("cannot enter trial directory %s: %s", self->trial_dir,
@@ -934,6 +996,7 @@ s_finish (cgq_task_t *self)
         error = cgq_xasprintf ("killed by signal %d (SIG%s)", WIFSIGNALED (st) ? WTERMSIG (st) : 0,
                                abbrev ? abbrev : "?");
     }
+    free (leaf);
     if (error && with_stderr && self->err_tail.len > 0) {
         char *lines = s_last_lines (self->err_tail.data, self->err_tail.len, S_ERR_TAIL_LINES);
         if (*lines) {
@@ -1013,9 +1076,9 @@ cgq_task_tick (cgq_task_t *self, int64_t now_ms)
         self->timeout_at = -1;
         if (!self->stopped) {
             self->timed_out = true;
-            cgq_info ("task %s: timed out after %" PRId64 " ms; sending SIGTERM to its group",
+            cgq_info ("task %s: timed out after %" PRId64 " ms; sending SIGTERM to its processes",
                       cgq_wire_task_str (buf, &self->ref), self->timeout_ms);
-            killpg (self->pid, SIGTERM);
+            s_signal (self, SIGTERM);
             if (self->kill_at < 0)
                 self->kill_at = now_ms + self->grace_ms;
         }
@@ -1024,7 +1087,7 @@ cgq_task_tick (cgq_task_t *self, int64_t now_ms)
         self->kill_at = -1;
         cgq_info ("task %s: still running after the grace period; sending SIGKILL",
                   cgq_wire_task_str (buf, &self->ref));
-        killpg (self->pid, SIGKILL);
+        s_signal (self, SIGKILL);
     }
 }
 
@@ -1050,7 +1113,7 @@ cgq_task_stop (cgq_task_t *self, const char *reason, int64_t grace_ms)
         self->stop_reason = s_str (reason);
     }
     if (self->kill_at < 0 || now + grace_ms < self->kill_at) {
-        killpg (self->pid, SIGTERM);
+        s_signal (self, SIGTERM);
         self->kill_at = now + grace_ms;
     }
 }
@@ -1123,13 +1186,14 @@ cgq_task_destroy (cgq_task_t **self_p)
         return;
     cgq_task_t *self = *self_p;
     if (self->pid > 0 && !self->exited) {
-        killpg (self->pid, SIGKILL);
+        s_signal (self, SIGKILL);
         int st;
         while (waitpid (self->pid, &st, 0) < 0 && errno == EINTR)
             ;
     }
     else if (self->pid > 0 && !self->done)
-        killpg (self->pid, SIGKILL);
+        s_signal (self, SIGKILL);
+    cgq_confine_trial_end (&self->confined);
     s_close (&self->out.fd);
     s_close (&self->err.fd);
     s_close (&self->report_fd);

@@ -1,5 +1,6 @@
-// task: one running task of a worker — a trial process in its own process
-// group, its stdout/stderr logs, its report pipe (fd 3), its timeout and its
+// task: one running task of a worker — a trial process in its own session
+// (and process group), confined (confine.h) so that all it starts ends with
+// it, its stdout/stderr logs, its report pipe (fd 3), its timeout and its
 // result. See docs/architecture.md, "Trial process contract".
 //
 // A task does not block and owns no loop: the worker polls the fds from
@@ -15,6 +16,7 @@
 #include <sys/types.h>
 
 #include "cgq.pb-c.h"
+#include "confine.h"
 
 typedef struct cgq_task_t cgq_task_t;
 
@@ -22,6 +24,8 @@ typedef struct {
     const char *workdir;   // absolute; trial dirs are WORKDIR/job-J/trial-T/attempt-A
     uint64_t log_cap;      // cap of stdout.log and stderr.log each; 0: none
     int64_t kill_grace_ms; // SIGTERM -> SIGKILL after a timeout
+    cgq_confine_t *confine; // borrowed until the task is destroyed; NULL: signals go to
+                            // the trial's process group only (what it moves out escapes)
 } cgq_task_opts_t;
 
 // Called once per valid report line (a JSON object, re-encoded compact) with
@@ -32,19 +36,20 @@ typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *repo
 // cgq_task_start starts the "command" task of assign: creates its trial
 // directory, forks and execs assign->argv with the contract environment.
 // Always returns a task (caller destroys): one that could not be started at
-// all (directory, pipe or fork failure) is done at once with TASK_LOST, one
+// all (directory, pipe, cgroup or fork failure) is done at once with TASK_LOST, one
 // whose exec failed finishes shortly with TASK_FAILED "cannot run 'x': ...".
 // assign and opts are copied. on_report may be NULL.
 cgq_task_t *cgq_task_start (const Cgq__Assign *assign, const cgq_task_opts_t *opts,
                             cgq_task_report_fn *on_report, void *arg);
 
-// cgq_task_destroy kills what is left of the process group (SIGKILL), reaps
-// the process and frees the task. NULL-safe; sets *self_p = NULL.
+// cgq_task_destroy kills what is left of the trial (SIGKILL: its cgroup or
+// session, see cgq_task_opts_t.confine), reaps the process and frees the task. NULL-safe; sets *self_p = NULL.
 void cgq_task_destroy (cgq_task_t **self_p);
 
 // The task's ref, borrowed for the task's lifetime.
 const Cgq__TaskRef *cgq_task_ref (const cgq_task_t *self);
-// The process id (also the process group id), or 0 when none was started.
+// The process id (also the session and process group id), or 0 when none was
+// started.
 pid_t cgq_task_pid (const cgq_task_t *self);
 // The absolute trial directory, borrowed.
 const char *cgq_task_dir (const cgq_task_t *self);
@@ -57,14 +62,14 @@ size_t cgq_task_fds (const cgq_task_t *self, int *fds);
 void cgq_task_on_readable (cgq_task_t *self, int fd);
 
 // cgq_task_tick reaps the process if it exited (then drains and closes the
-// pipes, kills what is left in the group and builds the result) and fires the
+// pipes, kills what is left of the trial and builds the result) and fires the
 // timeout and the SIGKILL escalation when they are due.
 void cgq_task_tick (cgq_task_t *self, int64_t now_ms);
 
 // cgq_task_deadline is the monotonic ms of the next timer, or -1 when none.
 int64_t cgq_task_deadline (const cgq_task_t *self);
 
-// cgq_task_stop sends SIGTERM to the task's group and SIGKILL after grace_ms;
+// cgq_task_stop sends SIGTERM to the task's processes and SIGKILL after grace_ms;
 // its result will be TASK_STOPPED with reason as the error. Again on a
 // stopping task, it only shortens the grace.
 void cgq_task_stop (cgq_task_t *self, const char *reason, int64_t grace_ms);

@@ -151,6 +151,11 @@ cgq_space_param_size (const cgq_param_t *p, uint64_t *n)
 bool
 cgq_space_is_axis (const cgq_spec_t *spec, const cgq_param_t *p)
 {
+    // The searchers that learn search a grid param like a choice, and a list
+    // gives its points: only random and grid enumerate axes.
+    cgq_search_alg_t alg = spec->search.algorithm;
+    if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID)
+        return false;
     if (p->kind == CGQ_PARAM_GRID)
         return true;
     if (spec->search.algorithm != CGQ_SEARCH_GRID)
@@ -181,6 +186,10 @@ s_grid_size (const cgq_spec_t *spec, uint64_t *size)
 int
 cgq_space_count (const cgq_spec_t *spec, uint64_t *count)
 {
+    if (spec->search.algorithm == CGQ_SEARCH_LIST) {
+        *count = json_array_size (spec->search.points);
+        return 0;
+    }
     uint64_t g;
     if (s_grid_size (spec, &g) < 0)
         return -1;

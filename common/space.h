@@ -20,7 +20,9 @@
 
 #include "spec.h"
 
-// cgq_space_count sets *count to samples x (size of the grid). Returns 0, or
+// cgq_space_count sets *count to samples x (size of the grid), or under
+// algorithm: list to the number of points (evolution, nsga2 and bayes have no
+// grid axes: a grid param is searched like a choice). Returns 0, or
 // -1 if that overflows 2^63 (the spec parser rejects such specs).
 int cgq_space_count (const cgq_spec_t *spec, uint64_t *count);
 

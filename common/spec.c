@@ -45,7 +45,9 @@ typedef enum { S_SCALAR, S_SEQ, S_MAP } s_type_t;
 typedef struct {
     s_type_t type;
     bool plain;     // scalar written without quotes or |, >: YAML 1.1 typing applies
+    bool quoted;    // scalar written in '...' or "...": its text starts one column in
     int line, col;  // 1-based, where the node starts
+    int eline, ecol; // scalar: 1-based, just past its end
     char *text;     // scalar: its text, NUL-terminated (a \0 escape may hold more)
     size_t len;     // scalar: bytes of text; collection: number of kids
     uint32_t *kids; // collection: node ids; a mapping's are key, value, key, value, ...
@@ -67,6 +69,12 @@ typedef struct {
     size_t nnodes, cap;
     size_t budget;       // nodes that s_to_json may still visit, in the whole spec
     const s_node_t *top; // the value s_to_json was called on, for messages
+    const char *dir;     // the spec's directory: search.file may be read; NULL: it may not
+    const s_node_t *alg_node, *points_node, *file_key, *file_node, *objective_key,
+        *objectives_key, *early_key;
+    size_t *point_lines; // search.file: the file's line of each point
+    const s_node_t *reduction_key;
+    bool es_mode_given;
 } s_ctx_t;
 
 typedef enum { S_NULL, S_BOOL, S_INT, S_REAL, S_STR } s_kind_t;
@@ -939,6 +947,85 @@ s_parse_space (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 
 // --- search, objective, trial ----------------------------------------------
 
+static const struct {
+    cgq_search_alg_t alg;
+    const char *name;
+    const char *keys; // the keys of search that this algorithm reads
+} s_search_algs[] = {
+    {CGQ_SEARCH_RANDOM, "random", "algorithm, samples, concurrency, seed"},
+    {CGQ_SEARCH_GRID, "grid", "algorithm, samples, concurrency, seed"},
+    {CGQ_SEARCH_EVOLUTION, "evolution",
+     "algorithm, samples, concurrency, seed, population, tournament, initial, batch"},
+    {CGQ_SEARCH_NSGA2, "nsga2",
+     "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation"},
+    {CGQ_SEARCH_BAYES, "bayes", "algorithm, samples, concurrency, seed, initial, candidates"},
+    {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency"},
+};
+#define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
+static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, list";
+
+const char *
+cgq_spec_search_name (cgq_search_alg_t alg)
+{
+    for (size_t i = 0; i < S_NALGS; i++)
+        if (s_search_algs[i].alg == alg)
+            return s_search_algs[i].name;
+    return "?";
+}
+
+// s_alg_reads is true when algorithm alg reads search.key.
+static bool
+s_alg_reads (cgq_search_alg_t alg, const char *key)
+{
+    for (size_t i = 0; i < S_NALGS; i++) {
+        if (s_search_algs[i].alg != alg)
+            continue;
+        size_t n = strlen (key);
+        for (const char *p = s_search_algs[i].keys; (p = strstr (p, key)); p += n)
+            if ((p == s_search_algs[i].keys || p[-1] == ' ') && (p[n] == ',' || p[n] == 0))
+                return true;
+    }
+    return false;
+}
+
+// s_readers lists the algorithms that read search.key, for messages.
+static void
+s_readers (const char *key, char *buf, size_t len)
+{
+    buf[0] = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < S_NALGS; i++)
+        if (s_alg_reads (s_search_algs[i].alg, key) && at < len)
+            at += (size_t) snprintf (buf + at, len - at, "%s%s", at ? ", " : "",
+                                     s_search_algs[i].name);
+}
+
+static int
+s_get_u32 (s_ctx_t *c, const s_node_t *e, const char *what, long long min, const char *hint,
+           uint32_t *out)
+{
+    long long n;
+    if (s_get_int (c, e, what, min, 1000000, hint, &n) < 0)
+        return -1;
+    *out = (uint32_t) n;
+    return 0;
+}
+
+static int
+s_get_prob (s_ctx_t *c, const s_node_t *e, const char *what, const char *hint, double *out)
+{
+    double d;
+    if (s_get_number (c, e, what, hint, &d) < 0)
+        return -1;
+    if (d < 0 || d > 1)
+        return s_fail (c, e, "%s must be a probability in [0, 1], not %s (%s)", what, s_text (e),
+                       hint);
+    *out = d;
+    return 0;
+}
+
+static int s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e);
+
 static int
 s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
 {
@@ -946,30 +1033,46 @@ s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
         return 0;
     if (s_expect_map (c, v, "search", "write search: {algorithm: random, samples: 16}") < 0)
         return -1;
+    // The algorithm first: it decides which other keys mean something.
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
+        if (strcmp (s_text (k), "algorithm"))
+            continue;
+        const char *a;
+        char hint[128];
+        snprintf (hint, sizeof hint, "write e.g. algorithm: random; one of: %s", s_alg_names);
+        if (s_get_text (c, e, "search.algorithm", hint, &a) < 0)
+            return -1;
+        size_t i = 0;
+        while (i < S_NALGS && strcmp (a, s_search_algs[i].name))
+            i++;
+        if (i == S_NALGS)
+            return s_fail (c, e, "unknown search.algorithm '%s' (expected one of: %s)", a,
+                           s_alg_names);
+        spec->search.algorithm = s_search_algs[i].alg;
+        c->alg_node = e;
+    }
+    cgq_search_alg_t alg = spec->search.algorithm;
+    const char *aname = cgq_spec_search_name (alg);
     for (size_t pi = 0; pi < s_npairs (v); pi++) {
         const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *key = s_text (k);
         long long n;
-        if (!strcmp (key, "algorithm")) {
-            const char *a;
-            if (s_get_text (c, e, "search.algorithm", "write algorithm: random or algorithm: grid",
-                            &a) < 0)
-                return -1;
-            if (!strcmp (a, "random"))
-                spec->search.algorithm = CGQ_SEARCH_RANDOM;
-            else if (!strcmp (a, "grid"))
-                spec->search.algorithm = CGQ_SEARCH_GRID;
-            else if (!strcmp (a, "evolution") || !strcmp (a, "nsga2") || !strcmp (a, "bayes") ||
-                     !strcmp (a, "list"))
-                return s_fail (c, e,
-                               "search.algorithm '%s' is not supported yet (expected one of: "
-                               "random, grid)",
-                               a);
-            else
-                return s_fail (c, e,
-                               "unknown search.algorithm '%s' (expected one of: random, grid)", a);
+        if (!strcmp (key, "algorithm"))
+            continue;
+        if (!s_alg_reads (alg, key)) {
+            char who[128];
+            s_readers (key, who, sizeof who);
+            if (*who)
+                return s_fail (c, k,
+                               "search.%s applies to algorithm %s, not %s (remove it, or set "
+                               "algorithm: %.*s)",
+                               key, who, aname, (int) strcspn (who, ","), who);
+            for (size_t i = 0; i < S_NALGS; i++)
+                if (s_search_algs[i].alg == alg)
+                    return s_unknown_key (c, k, "search", s_search_algs[i].keys);
         }
-        else if (!strcmp (key, "samples")) {
+        if (!strcmp (key, "samples")) {
             if (s_get_int (c, e, "search.samples", 1, LLONG_MAX, "write e.g. samples: 16", &n) < 0)
                 return -1;
             spec->search.samples = (uint64_t) n;
@@ -985,9 +1088,449 @@ s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
                 return -1;
             spec->search.seed = (uint64_t) n;
         }
-        else
-            return s_unknown_key (c, k, "search", "algorithm, samples, concurrency, seed");
+        else if (!strcmp (key, "population")) {
+            if (s_get_u32 (c, e, "search.population", 2, "write e.g. population: 50",
+                           &spec->search.population) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "tournament")) {
+            if (s_get_u32 (c, e, "search.tournament", 1, "write e.g. tournament: 5",
+                           &spec->search.tournament) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "initial")) {
+            if (s_get_u32 (c, e, "search.initial", 1, "write e.g. initial: 50",
+                           &spec->search.initial) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "batch")) {
+            if (s_get_u32 (c, e, "search.batch", 1, "write e.g. batch: 50", &spec->search.batch) <
+                0)
+                return -1;
+        }
+        else if (!strcmp (key, "candidates")) {
+            if (s_get_u32 (c, e, "search.candidates", 1, "write e.g. candidates: 1000",
+                           &spec->search.candidates) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "crossover")) {
+            if (s_get_prob (c, e, "search.crossover", "write e.g. crossover: 0.9",
+                            &spec->search.crossover) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "mutation")) {
+            if (s_get_prob (c, e, "search.mutation",
+                            "write e.g. mutation: 0.1, or leave it out for 1/(number of genes)",
+                            &spec->search.mutation) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "points")) {
+            if (c->file_key)
+                return s_fail (c, k, "search has both points and file (keep one of them)");
+            char buf[96];
+            if (e->type != S_SEQ || s_nitems (e) == 0)
+                return s_fail (c, e,
+                               "search.points must be a non-empty list of points, not %s (write "
+                               "points: [{lr: 0.01, hidden: 64}, {lr: 0.1, hidden: 128}])",
+                               e->type == S_SEQ ? "an empty list" : s_what (e, buf, sizeof buf));
+            for (size_t i = 0; i < s_nitems (e); i++) {
+                const s_node_t *pt = s_item (c, e, i);
+                if (pt->type != S_MAP)
+                    return s_fail (c, pt,
+                                   "search.points[%zu] must be a mapping of param values, not %s "
+                                   "(write {lr: 0.01, hidden: 64})",
+                                   i, s_what (pt, buf, sizeof buf));
+            }
+            json_decref (spec->search.points);
+            spec->search.points = s_to_json (c, e, 0);
+            if (!spec->search.points)
+                return -1;
+            c->points_node = e;
+        }
+        else if (!strcmp (key, "file")) {
+            if (c->points_node)
+                return s_fail (c, k, "search has both points and file (keep one of them)");
+            c->file_key = k;
+            if (s_read_points_file (c, spec, e) < 0)
+                return -1;
+        }
     }
+    if (alg == CGQ_SEARCH_LIST && !c->points_node && !c->file_key)
+        return s_fail (c, c->alg_node,
+                       "algorithm list needs the points to try (write points: [{lr: 0.01}, "
+                       "...] or file: points.jsonl)");
+    // Defaults that depend on the algorithm.
+    bool evo = alg == CGQ_SEARCH_EVOLUTION, ns = alg == CGQ_SEARCH_NSGA2;
+    if (!spec->search.population)
+        spec->search.population = 50;
+    if (!spec->search.tournament)
+        spec->search.tournament = 5;
+    if (!spec->search.initial)
+        spec->search.initial = alg == CGQ_SEARCH_BAYES ? 10 : spec->search.population;
+    if (!spec->search.batch)
+        spec->search.batch = spec->search.population;
+    if (!spec->search.candidates)
+        spec->search.candidates = 1000;
+    if (evo && spec->search.tournament > spec->search.population)
+        return s_fail (c, v,
+                       "search.tournament %u is larger than search.population %u (a tournament "
+                       "draws from the population; write e.g. tournament: %u)",
+                       spec->search.tournament, spec->search.population,
+                       spec->search.population < 5 ? spec->search.population : 5);
+    (void) ns;
+    return 0;
+}
+
+// --- algorithm list: points ---------------------------------------------------
+
+// s_csv_field reads one field of a CSV line at *p (comma separated, "..."
+// quoting with "" for a quote) into a new JSON value: an integer, a real,
+// true/false, or else text. Returns NULL with *bad set on a malformed quote.
+static json_t *
+s_csv_field (const char **p, bool *bad)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    const char *s = *p;
+    bool quoted = *s == '"';
+    if (quoted) {
+        s++;
+        for (;;) {
+            if (!*s) {
+                *bad = true;
+                cgq_buf_fini (&b);
+                return NULL;
+            }
+            if (*s == '"' && s[1] == '"')
+                cgq_buf_append (&b, "\"", 1), s += 2;
+            else if (*s == '"') {
+                s++;
+                break;
+            }
+            else
+                cgq_buf_append (&b, s++, 1);
+        }
+        if (*s && *s != ',') {
+            *bad = true;
+            cgq_buf_fini (&b);
+            return NULL;
+        }
+    }
+    else {
+        size_t n = strcspn (s, ",");
+        cgq_buf_append (&b, s, n);
+        s += n;
+    }
+    if (*s == ',')
+        s++;
+    *p = s;
+    char *t = b.data ? b.data : (char *) "";
+    json_t *v = NULL;
+    if (!quoted && *t) {
+        char *end;
+        errno = 0;
+        long long i = strtoll (t, &end, 10);
+        if (!*end && !errno)
+            v = json_integer (i);
+        else {
+            double d = strtod (t, &end);
+            if (!*end && isfinite (d))
+                v = json_real (d);
+            else if (!strcmp (t, "true") || !strcmp (t, "false"))
+                v = json_boolean (!strcmp (t, "true"));
+        }
+    }
+    if (!v)
+        v = json_string (t);
+    if (!v)
+        v = json_string (""); // not UTF-8: the point check names the param
+    cgq_buf_fini (&b);
+    return v;
+}
+
+// s_read_points_file reads search.file (relative to c->dir) into
+// spec->search.points: .jsonl / .ndjson (one JSON object a line), .json (one
+// array of objects) or .csv (a header of param names, then one point a line).
+static int
+s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
+{
+    const char *name;
+    if (s_get_text (c, e, "search.file", "write file: points.jsonl (or .csv, .json)", &name) < 0)
+        return -1;
+    c->file_node = e;
+    free (spec->search.file);
+    spec->search.file = cgq_xstrdup (name);
+    const char *dot = strrchr (name, '.');
+    const char *ext = dot && !strchr (dot, '/') ? dot + 1 : "";
+    int fmt = !strcmp (ext, "jsonl") || !strcmp (ext, "ndjson") ? 1
+              : !strcmp (ext, "json")                           ? 2
+              : !strcmp (ext, "csv")                            ? 3
+                                                                : 0;
+    if (!fmt)
+        return s_fail (c, e,
+                       "search.file '%s' must end in .jsonl, .ndjson, .json or .csv (the format "
+                       "of the points)",
+                       name);
+    if (!c->dir)
+        return s_fail (c, e,
+                       "search.file '%s' is read where the spec file is, by cgq validate and "
+                       "cgq submit, which send its points inline (write points: [...] to pass "
+                       "them in the text)",
+                       name);
+    char *path = name[0] == '/' ? cgq_xstrdup (name) : cgq_xasprintf ("%s/%s", c->dir, name);
+    FILE *f = fopen (path, "rb");
+    if (!f) {
+        int rc = s_fail (c, e, "search.file '%s': cannot read %s: %s (the path is relative to "
+                               "the spec's directory)",
+                         name, path, strerror (errno));
+        free (path);
+        return rc;
+    }
+    free (path);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    char chunk[16384];
+    size_t got;
+    while (b.len <= CGQ_SPEC_MAX_BYTES && (got = fread (chunk, 1, sizeof chunk, f)) > 0)
+        cgq_buf_append (&b, chunk, got);
+    fclose (f);
+    if (b.len > CGQ_SPEC_MAX_BYTES) {
+        cgq_buf_fini (&b);
+        return s_fail (c, e,
+                       "search.file '%s' is longer than %lu bytes (the points travel inside the "
+                       "spec, which has that limit; split the search)",
+                       name, (unsigned long) CGQ_SPEC_MAX_BYTES);
+    }
+    const char *text = b.data ? b.data : "";
+    if (b.len && memchr (text, 0, b.len)) {
+        cgq_buf_fini (&b);
+        return s_fail (c, e, "search.file '%s' holds a NUL byte (points are UTF-8 text)", name);
+    }
+    json_t *points = json_array ();
+    size_t cap = 0, lineno = 0;
+    int rc = 0;
+    json_t *header = NULL;
+    if (fmt == 2) {
+        json_error_t je;
+        json_t *all = json_loadb (text, b.len, 0, &je);
+        if (!json_is_array (all))
+            rc = s_fail (c, e, "search.file %s:%d: %s (write a JSON array of objects)", name,
+                         je.line, all ? "not a JSON array" : je.text);
+        for (size_t i = 0; rc == 0 && i < json_array_size (all); i++) {
+            if (!json_is_object (json_array_get (all, i)))
+                rc = s_fail (c, e, "search.file %s: point %zu is not a JSON object", name, i);
+            json_array_append (points, json_array_get (all, i));
+        }
+        json_decref (all);
+    }
+    for (const char *line = text; fmt != 2 && rc == 0 && line < text + b.len;) {
+        const char *nl = memchr (line, '\n', (size_t) (text + b.len - line));
+        size_t n = nl ? (size_t) (nl - line) : (size_t) (text + b.len - line);
+        char *l = cgq_xstrndup (line, n);
+        line += n + 1;
+        lineno++;
+        if (n && l[n - 1] == '\r')
+            l[--n] = 0;
+        const char *q = l;
+        while (isspace ((unsigned char) *q))
+            q++;
+        if (!*q) {
+            free (l);
+            continue;
+        }
+        json_t *pt = NULL;
+        if (fmt == 1) {
+            json_error_t je;
+            pt = json_loads (l, 0, &je);
+            if (!json_is_object (pt))
+                rc = s_fail (c, e, "search.file %s:%zu: %s (write one JSON object a line)", name,
+                             lineno, pt ? "not a JSON object" : je.text);
+        }
+        else if (!header) {
+            header = json_array ();
+            bool bad = false;
+            for (const char *p = l; !bad && *p;) {
+                json_t *h = s_csv_field (&p, &bad);
+                if (h)
+                    json_array_append_new (header, h);
+            }
+            if (bad)
+                rc = s_fail (c, e, "search.file %s:%zu: unterminated quote in the header", name,
+                             lineno);
+            free (l);
+            continue;
+        }
+        else {
+            pt = json_object ();
+            bool bad = false;
+            size_t i = 0;
+            for (const char *p = l; !bad && *p; i++) {
+                json_t *val = s_csv_field (&p, &bad);
+                if (!val)
+                    break;
+                json_t *h = json_array_get (header, i);
+                if (!h) {
+                    json_decref (val);
+                    rc = s_fail (c, e,
+                                 "search.file %s:%zu: more fields than the header's %zu names",
+                                 name, lineno, json_array_size (header));
+                    break;
+                }
+                char *hs = cgq_space_value_str (h);
+                json_object_set_new (pt, hs, val);
+                free (hs);
+            }
+            if (bad)
+                rc = s_fail (c, e, "search.file %s:%zu: unterminated quote", name, lineno);
+            else if (rc == 0 && i != json_array_size (header))
+                rc = s_fail (c, e, "search.file %s:%zu: %zu fields, the header has %zu names",
+                             name, lineno, i, json_array_size (header));
+        }
+        free (l);
+        if (rc < 0) {
+            json_decref (pt);
+            break;
+        }
+        size_t at = json_array_size (points);
+        if (at == cap) {
+            cap = cap ? 2 * cap : 64;
+            c->point_lines = cgq_xrealloc (c->point_lines, cap * sizeof *c->point_lines);
+        }
+        c->point_lines[at] = lineno;
+        json_array_append_new (points, pt);
+    }
+    json_decref (header);
+    cgq_buf_fini (&b);
+    if (rc == 0 && json_array_size (points) == 0)
+        rc = s_fail (c, e, "search.file '%s' holds no points (write one point a line)", name);
+    if (rc < 0) {
+        json_decref (points);
+        return -1;
+    }
+    json_decref (spec->search.points);
+    spec->search.points = points;
+    return 0;
+}
+
+// s_check_points checks every point of algorithm list against the space: a
+// value for each param that is not a constant, and no other names.
+static int
+s_check_points (s_ctx_t *c, cgq_spec_t *spec)
+{
+    for (size_t i = 0; i < json_array_size (spec->search.points); i++) {
+        json_t *pt = json_array_get (spec->search.points, i);
+        const s_node_t *at = c->points_node ? s_item (c, c->points_node, i) : c->file_node;
+        char where[512];
+        if (c->points_node)
+            snprintf (where, sizeof where, "search.points[%zu]", i);
+        else if (c->point_lines)
+            snprintf (where, sizeof where, "point of %s:%zu", spec->search.file,
+                      c->point_lines[i]);
+        else
+            snprintf (where, sizeof where, "point %zu of %s", i, spec->search.file);
+        const char *key;
+        json_t *val;
+        json_object_foreach (pt, key, val)
+        {
+            const cgq_param_t *p = cgq_spec_param (spec, key);
+            if (!p)
+                return s_fail (c, at,
+                               "%s names '%s', which is not a param of space (declare it in "
+                               "space, e.g. %s: {choice: [...]}, or remove it)",
+                               where, key, key);
+            if (p->kind == CGQ_PARAM_CONST)
+                return s_fail (c, at,
+                               "%s sets '%s', a constant of space (remove it from the point, or "
+                               "make the param a distribution)",
+                               where, key);
+        }
+        for (size_t j = 0; j < spec->nparams; j++) {
+            const cgq_param_t *p = &spec->params[j];
+            if (p->kind != CGQ_PARAM_CONST && !json_object_get (pt, p->name))
+                return s_fail (c, at, "%s has no value for param '%s' (every point sets every "
+                                      "param that is not a constant)",
+                               where, p->name);
+        }
+    }
+    return 0;
+}
+
+// --- objectives -----------------------------------------------------------------
+
+static void
+s_objective_fini (cgq_objective_t *o)
+{
+    free (o->metric);
+    cgq_expr_destroy (&o->expr);
+    memset (o, 0, sizeof *o);
+}
+
+// s_parse_one_objective reads {metric: NAME | expr: TEXT, mode: max | min}
+// into o; where names it in messages ("objective", "objectives[1]").
+static int
+s_parse_one_objective (s_ctx_t *c, const char *where, const s_node_t *key, const s_node_t *v,
+                       cgq_objective_t *o)
+{
+    char hint[128], what[96];
+    snprintf (hint, sizeof hint, "write %s: {metric: val_loss, mode: min}", where);
+    if (s_expect_map (c, v, where, hint) < 0)
+        return -1;
+    const char *metric = NULL;
+    const s_node_t *first = NULL;
+    int mode = 0;
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
+        const char *kt = s_text (k);
+        if (!strcmp (kt, "metric") || !strcmp (kt, "expr")) {
+            if (first)
+                return s_fail (c, k,
+                               "%s has both metric and expr (keep one: metric: NAME, or expr: "
+                               "\"(acc*100)/latency\")",
+                               where);
+            first = k;
+            snprintf (what, sizeof what, "%s.%s", where, kt);
+            if (s_get_text (c, e, what,
+                            !strcmp (kt, "metric") ? "write metric: val_loss"
+                                                   : "write expr: \"(acc*100)/latency_gpu\"",
+                            &metric) < 0)
+                return -1;
+            if (!strcmp (kt, "expr")) {
+                int column = 1;
+                char msg[512];
+                o->expr = cgq_expr_parse (metric, &column, msg, sizeof msg);
+                if (!o->expr) {
+                    const char *m = strstr (msg, ": ");
+                    m = m ? m + 2 : msg;
+                    int col = e->col + (e->quoted ? 1 : 0) + column - 1;
+                    return s_fail_at (c, e->line, col, "%s: %s", what, m);
+                }
+            }
+        }
+        else if (!strcmp (kt, "mode")) {
+            const char *m;
+            snprintf (what, sizeof what, "%s.mode", where);
+            if (s_get_text (c, e, what, "write mode: max or mode: min", &m) < 0)
+                return -1;
+            if (!strcmp (m, "max"))
+                mode = 1;
+            else if (!strcmp (m, "min"))
+                mode = -1;
+            else
+                return s_fail (c, e, "%s must be max or min, not '%s' (write mode: max or mode: min)",
+                               what, m);
+        }
+        else
+            return s_unknown_key (c, k, where, "metric, expr, mode");
+    }
+    if (!metric)
+        return s_fail (c, key,
+                       "%s.metric is missing (write metric: NAME, a metric that the trial "
+                       "reports, or expr: \"(acc*100)/latency\")",
+                       where);
+    if (!mode)
+        return s_fail (c, key, "%s.mode is missing (write mode: max or mode: min)", where);
+    o->metric = cgq_xstrdup (metric);
+    o->mode = mode;
     return 0;
 }
 
@@ -996,46 +1539,202 @@ s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_no
 {
     if (s_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "objective", "write objective: {metric: val_loss, mode: min}") < 0)
+    if (c->objectives_key)
+        return s_fail (c, key,
+                       "objective and objectives are exclusive (objectives written at %d:%d; "
+                       "keep one of them)",
+                       c->objectives_key->line, c->objectives_key->col);
+    c->objective_key = key;
+    if (s_parse_one_objective (c, "objective", key, v, &spec->objective) < 0)
         return -1;
-    const char *metric = NULL;
-    int mode = 0;
+    spec->nobjectives = 1;
+    return 0;
+}
+
+static int
+s_parse_objectives (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+{
+    char buf[96];
+    if (c->objective_key)
+        return s_fail (c, key,
+                       "objective and objectives are exclusive (objective written at %d:%d; "
+                       "keep one of them)",
+                       c->objective_key->line, c->objective_key->col);
+    c->objectives_key = key;
+    const char *hint = "write objectives: [{metric: time, mode: min}, {metric: memory, mode: min}]";
+    if (v->type != S_SEQ)
+        return s_fail (c, v, "objectives must be a list of 2 to %d objectives, not %s (%s)",
+                       CGQ_SPEC_MAX_OBJECTIVES, s_what (v, buf, sizeof buf), hint);
+    if (s_nitems (v) < 2 || s_nitems (v) > CGQ_SPEC_MAX_OBJECTIVES)
+        return s_fail (c, v,
+                       "objectives must list 2 to %d objectives, not %zu (%s; write objective: "
+                       "{...} for one)",
+                       CGQ_SPEC_MAX_OBJECTIVES, s_nitems (v), hint);
+    for (size_t i = 0; i < s_nitems (v); i++) {
+        char where[48];
+        snprintf (where, sizeof where, "objectives[%zu]", i);
+        const s_node_t *e = s_item (c, v, i);
+        if (s_parse_one_objective (c, where, e, e, &spec->objectives[i]) < 0)
+            return -1;
+        spec->nobjectives = i + 1;
+    }
+    return 0;
+}
+
+// --- early_stop -------------------------------------------------------------------
+
+static int
+s_parse_early_stop (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+{
+    if (s_is_null (v))
+        return 0;
+    c->early_key = key;
+    if (s_expect_map (c, v, "early_stop",
+                      "write early_stop: {algorithm: asha, attribute: epoch, grace: 1, "
+                      "reduction: 3, max: 100}") < 0)
+        return -1;
+    spec->early_stop.grace = 1;
+    spec->early_stop.reduction = 3;
+    spec->early_stop.max = 100;
+    const s_node_t *max_node = NULL;
     for (size_t pi = 0; pi < s_npairs (v); pi++) {
         const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *kt = s_text (k);
-        if (!strcmp (kt, "metric")) {
-            if (s_get_text (c, e, "objective.metric", "write metric: val_loss", &metric) < 0)
+        const char *t;
+        long long n;
+        if (!strcmp (kt, "algorithm")) {
+            if (s_get_text (c, e, "early_stop.algorithm", "write algorithm: asha or median", &t) <
+                0)
                 return -1;
-        }
-        else if (!strcmp (kt, "mode")) {
-            const char *m;
-            if (s_get_text (c, e, "objective.mode", "write mode: max or mode: min", &m) < 0)
-                return -1;
-            if (!strcmp (m, "max"))
-                mode = 1;
-            else if (!strcmp (m, "min"))
-                mode = -1;
+            if (!strcmp (t, "asha"))
+                spec->early_stop.algorithm = CGQ_EARLY_STOP_ASHA;
+            else if (!strcmp (t, "median"))
+                spec->early_stop.algorithm = CGQ_EARLY_STOP_MEDIAN;
             else
                 return s_fail (c, e,
-                               "objective.mode must be max or min, not '%s' (write mode: max "
-                               "or mode: min)",
-                               m);
+                               "unknown early_stop.algorithm '%s' (expected one of: asha, "
+                               "median)",
+                               t);
         }
-        else if (!strcmp (kt, "expr"))
-            return s_fail (c, k,
-                           "'expr' is not supported yet (write metric: NAME with a metric "
-                           "that the trial reports)");
+        else if (!strcmp (kt, "attribute") || !strcmp (kt, "metric")) {
+            char what[64];
+            snprintf (what, sizeof what, "early_stop.%s", kt);
+            if (s_get_text (c, e, what,
+                            !strcmp (kt, "metric") ? "write metric: val_loss"
+                                                   : "write attribute: epoch",
+                            &t) < 0)
+                return -1;
+            char **dst = !strcmp (kt, "metric") ? &spec->early_stop.metric
+                                                : &spec->early_stop.attribute;
+            *dst = cgq_xstrdup (t);
+        }
+        else if (!strcmp (kt, "mode")) {
+            if (s_get_text (c, e, "early_stop.mode", "write mode: max or mode: min", &t) < 0)
+                return -1;
+            if (strcmp (t, "max") && strcmp (t, "min"))
+                return s_fail (c, e,
+                               "early_stop.mode must be max or min, not '%s' (write mode: max "
+                               "or mode: min)",
+                               t);
+            spec->early_stop.mode = !strcmp (t, "max") ? 1 : -1;
+            c->es_mode_given = true;
+        }
+        else if (!strcmp (kt, "grace")) {
+            if (s_get_int (c, e, "early_stop.grace", 1, LLONG_MAX, "write e.g. grace: 1", &n) < 0)
+                return -1;
+            spec->early_stop.grace = (uint64_t) n;
+        }
+        else if (!strcmp (kt, "max")) {
+            if (s_get_int (c, e, "early_stop.max", 1, LLONG_MAX, "write e.g. max: 100", &n) < 0)
+                return -1;
+            spec->early_stop.max = (uint64_t) n;
+            max_node = e;
+        }
+        else if (!strcmp (kt, "reduction")) {
+            double d;
+            if (s_get_number (c, e, "early_stop.reduction", "write e.g. reduction: 3", &d) < 0)
+                return -1;
+            if (!(d > 1) || !isfinite (d))
+                return s_fail (c, e,
+                               "early_stop.reduction must be a number > 1, not %s (write e.g. "
+                               "reduction: 3: a third of the trials go on at each rung)",
+                               s_text (e));
+            spec->early_stop.reduction = d;
+            c->reduction_key = k;
+        }
         else
-            return s_unknown_key (c, k, "objective", "metric, mode");
+            return s_unknown_key (c, k, "early_stop",
+                                  "algorithm, attribute, metric, mode, grace, reduction, max");
     }
-    if (!metric)
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
         return s_fail (c, key,
-                       "objective.metric is missing (write metric: NAME, a metric that the "
-                       "trial reports)");
-    if (!mode)
-        return s_fail (c, key, "objective.mode is missing (write mode: max or mode: min)");
-    spec->objective.metric = cgq_xstrdup (metric);
-    spec->objective.mode = mode;
+                       "early_stop.algorithm is missing (write algorithm: asha or algorithm: "
+                       "median)");
+    if (c->reduction_key && spec->early_stop.algorithm != CGQ_EARLY_STOP_ASHA)
+        return s_fail (c, c->reduction_key,
+                       "early_stop.reduction applies to algorithm asha only (remove it)");
+    if (spec->early_stop.max < spec->early_stop.grace)
+        return s_fail (c, max_node ? max_node : key,
+                       "early_stop.max %llu is below early_stop.grace %llu (no trial could be "
+                       "stopped; write max: %llu or more)",
+                       (unsigned long long) spec->early_stop.max,
+                       (unsigned long long) spec->early_stop.grace,
+                       (unsigned long long) spec->early_stop.grace);
+    if (!spec->early_stop.attribute)
+        spec->early_stop.attribute = cgq_xstrdup ("epoch");
+    return 0;
+}
+
+// s_check_early_stop completes early_stop from the objective, which may be
+// written after it.
+static int
+s_check_early_stop (s_ctx_t *c, cgq_spec_t *spec)
+{
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
+        return 0;
+    const cgq_objective_t *o = spec->nobjectives == 1 ? &spec->objective : NULL;
+    if (!spec->early_stop.metric) {
+        if (!o)
+            return s_fail (c, c->early_key,
+                           "early_stop.metric is missing and the spec has %s (write metric: NAME "
+                           "and mode: max or min)",
+                           spec->nobjectives ? "several objectives" : "no objective");
+        spec->early_stop.metric = cgq_xstrdup (o->metric);
+        spec->early_stop.expr = o->expr;
+        if (!c->es_mode_given)
+            spec->early_stop.mode = o->mode;
+    }
+    else if (!c->es_mode_given) {
+        if (!o || strcmp (o->metric, spec->early_stop.metric))
+            return s_fail (c, c->early_key,
+                           "early_stop.mode is missing (write mode: max or mode: min: which way "
+                           "early_stop.metric '%s' is better)",
+                           spec->early_stop.metric);
+        spec->early_stop.mode = o->mode;
+        spec->early_stop.expr = o->expr;
+    }
+    return 0;
+}
+
+// s_check_search checks what the algorithm needs from the rest of the spec.
+static int
+s_check_search (s_ctx_t *c, cgq_spec_t *spec)
+{
+    cgq_search_alg_t alg = spec->search.algorithm;
+    const s_node_t *at = c->alg_node;
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES) && spec->nobjectives != 1)
+        return s_fail (c, at,
+                       "algorithm %s optimises one objective, and the spec has %s (write "
+                       "objective: {metric: NAME, mode: max}%s)",
+                       cgq_spec_search_name (alg),
+                       spec->nobjectives ? "several (objectives: [...])" : "none",
+                       spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
+    if (alg == CGQ_SEARCH_NSGA2 && spec->nobjectives == 0)
+        return s_fail (c, at,
+                       "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
+                       "mode: min}, {metric: memory, mode: min}])");
+    if (alg == CGQ_SEARCH_LIST)
+        return s_check_points (c, spec);
     return 0;
 }
 
@@ -1402,6 +2101,10 @@ s_load (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len, long *r
             id = s_add_node (c, S_SCALAR, &ev.start_mark);
             s_node_t *n = &c->nodes[id];
             n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+            n->quoted = ev.data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+                        ev.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+            n->eline = (int) ev.end_mark.line + 1;
+            n->ecol = (int) ev.end_mark.column + 1;
             n->len = ev.data.scalar.length;
             n->text = cgq_xmalloc (n->len + 1);
             memcpy (n->text, ev.data.scalar.value, n->len);
@@ -1546,13 +2249,13 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
             trial_key = k;
             rc = s_parse_trial (c, spec, v, &cmd, &env);
         }
-        else if (!strcmp (kt, "early_stop") || !strcmp (kt, "objectives"))
-            rc = s_fail (c, k,
-                         "'%s' is not supported yet (known keys: name, space, search, "
-                         "objective, trial)",
-                         kt);
+        else if (!strcmp (kt, "objectives"))
+            rc = s_parse_objectives (c, spec, k, v);
+        else if (!strcmp (kt, "early_stop"))
+            rc = s_parse_early_stop (c, spec, k, v);
         else
-            rc = s_unknown_key (c, k, "the spec", "name, space, search, objective, trial");
+            rc = s_unknown_key (c, k, "the spec",
+                                "name, space, search, objective, objectives, early_stop, trial");
         if (rc < 0)
             return -1;
     }
@@ -1565,7 +2268,8 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
                        "trial is missing (write trial: {command: python3 train.py --lr "
                        "{lr}})");
     }
-    if (s_check_templates (c, spec, cmd, env) < 0)
+    if (s_check_templates (c, spec, cmd, env) < 0 || s_check_search (c, spec) < 0 ||
+        s_check_early_stop (c, spec) < 0)
         return -1;
     uint64_t total;
     if (cgq_space_count (spec, &total) < 0) {
@@ -1608,8 +2312,26 @@ s_check_text (s_ctx_t *c, const char *text, size_t len)
     return 0;
 }
 
+// Where search.file is written: its key's start and its value's end.
+typedef struct {
+    bool has;
+    int kline, kcol, eline, ecol;
+} s_marks_t;
+
+static cgq_spec_t *s_parse (const char *text, size_t len, const char *path, const char *dir,
+                            char *err, size_t errlen, s_marks_t *marks);
+
 cgq_spec_t *
 cgq_spec_parse (const char *text, size_t len, const char *path, char *err, size_t errlen)
+{
+    return s_parse (text, len, path, NULL, err, errlen, NULL);
+}
+
+// s_parse parses text; dir (may be NULL) is where search.file is read. marks,
+// if not NULL, receives where search.file is written (for cgq_spec_load).
+static cgq_spec_t *
+s_parse (const char *text, size_t len, const char *path, const char *dir, char *err,
+         size_t errlen, s_marks_t *marks)
 {
     if (err && errlen)
         err[0] = 0;
@@ -1618,7 +2340,7 @@ cgq_spec_parse (const char *text, size_t len, const char *path, char *err, size_
         path = "spec";
     if (!text)
         text = "", len = 0;
-    s_ctx_t c = {.path = path, .err = err, .errlen = errlen, .budget = S_MAX_NODES};
+    s_ctx_t c = {.path = path, .err = err, .errlen = errlen, .budget = S_MAX_NODES, .dir = dir};
     if (s_check_text (&c, text, len) < 0)
         return NULL;
     cgq_spec_t *spec = cgq_xcalloc (1, sizeof *spec);
@@ -1640,6 +2362,12 @@ cgq_spec_parse (const char *text, size_t len, const char *path, char *err, size_
     if (rc == 0 && root >= 0)
         rc = s_second_doc (&c, &parser, spec->text, len);
     yaml_parser_delete (&parser);
+    if (marks && rc == 0 && c.file_key) {
+        marks->has = true;
+        marks->kline = c.file_key->line, marks->kcol = c.file_key->col;
+        marks->eline = c.file_node->eline, marks->ecol = c.file_node->ecol;
+    }
+    free (c.point_lines);
     for (size_t i = 0; i < c.nnodes; i++) {
         free (c.nodes[i].text);
         free (c.nodes[i].kids);
@@ -1650,6 +2378,59 @@ cgq_spec_parse (const char *text, size_t len, const char *path, char *err, size_
         return NULL;
     }
     return spec;
+}
+
+// s_offset is the byte offset of (line, col) in text, columns counted in
+// characters as libyaml counts them.
+static size_t
+s_offset (const char *text, size_t len, int line, int col)
+{
+    size_t i = 0;
+    for (int l = 1; l < line && i < len; i++)
+        if (text[i] == '\n')
+            l++;
+    for (int k = 1; k < col && i < len; k++) {
+        i++;
+        while (i < len && ((unsigned char) text[i] & 0xc0) == 0x80)
+            i++;
+    }
+    return i;
+}
+
+// s_inline_points replaces `file: NAME` in spec->text by `points: [...]` on
+// the same line and checks that the coordinator will parse the result (it has
+// no file to read). Returns the spec, or NULL (destroyed) with err set.
+static cgq_spec_t *
+s_inline_points (cgq_spec_t *spec, const s_marks_t *m, char *err, size_t errlen)
+{
+    size_t len = strlen (spec->text);
+    size_t a = s_offset (spec->text, len, m->kline, m->kcol);
+    size_t b = s_offset (spec->text, len, m->eline, m->ecol);
+    cgq_buf_t t;
+    cgq_buf_init (&t);
+    cgq_buf_append (&t, spec->text, a);
+    cgq_buf_puts (&t, "points: ");
+    cgq_json_append (&t, spec->search.points, true);
+    cgq_buf_append (&t, spec->text + b, len - b);
+    char e2[1024];
+    cgq_spec_t *inl = s_parse (t.data, t.len, spec->path, NULL, e2, sizeof e2, NULL);
+    if (!inl) {
+        if (err && errlen)
+            snprintf (err, errlen, "%s:%d:%d: the points of search.file '%s' cannot be sent "
+                                   "inline: %s (use points: [...] in the spec)",
+                      spec->path, m->kline, m->kcol, spec->search.file, e2);
+        cgq_buf_fini (&t);
+        cgq_spec_destroy (&spec);
+        return NULL;
+    }
+    cgq_buf_fini (&t);
+    free (inl->name);
+    inl->name = spec->name; // the name follows the file, not the parse
+    spec->name = NULL;
+    inl->search.file = spec->search.file;
+    spec->search.file = NULL;
+    cgq_spec_destroy (&spec);
+    return inl;
 }
 
 cgq_spec_t *
@@ -1685,7 +2466,19 @@ cgq_spec_load (const char *path, char *err, size_t errlen)
         cgq_buf_fini (&b);
         return NULL;
     }
-    cgq_spec_t *spec = cgq_spec_parse (b.data, b.len, path, err, errlen);
+    char *dir = cgq_xstrdup (path);
+    char *slash = strrchr (dir, '/');
+    if (slash == dir)
+        dir[1] = 0;
+    else if (slash)
+        *slash = 0;
+    else
+        strcpy (dir, ".");
+    s_marks_t marks = {0};
+    cgq_spec_t *spec = s_parse (b.data, b.len, path, dir, err, errlen, &marks);
+    free (dir);
+    if (spec && marks.has)
+        spec = s_inline_points (spec, &marks, err, errlen);
     cgq_buf_fini (&b);
     return spec;
 }
@@ -1703,7 +2496,13 @@ cgq_spec_destroy (cgq_spec_t **self_p)
         s_param_fini (&self->params[i]);
     free (self->params);
     json_decref (self->param_index);
-    free (self->objective.metric);
+    s_objective_fini (&self->objective);
+    for (size_t i = 0; i < CGQ_SPEC_MAX_OBJECTIVES; i++)
+        s_objective_fini (&self->objectives[i]);
+    free (self->early_stop.attribute);
+    free (self->early_stop.metric);
+    json_decref (self->search.points);
+    free (self->search.file);
     free (self->trial.command);
     for (size_t i = 0; self->trial.argv && self->trial.argv[i]; i++)
         free (self->trial.argv[i]);
@@ -1731,6 +2530,99 @@ cgq_spec_param (const cgq_spec_t *self, const char *name)
         if (!strcmp (self->params[i].name, name))
             return &self->params[i];
     return NULL;
+}
+
+const cgq_objective_t *
+cgq_spec_objective (const cgq_spec_t *self, size_t i)
+{
+    if (!self || i >= self->nobjectives)
+        return NULL;
+    return self->nobjectives == 1 ? &self->objective : &self->objectives[i];
+}
+
+size_t
+cgq_spec_objective_senses (const cgq_spec_t *self, int *sense)
+{
+    for (size_t i = 0; i < self->nobjectives; i++)
+        sense[i] = cgq_spec_objective (self, i)->mode;
+    return self->nobjectives;
+}
+
+// s_objective_eval computes one objective of metrics.
+static int
+s_objective_eval (const cgq_objective_t *o, const json_t *metrics, double *out, char *err,
+                  size_t errlen)
+{
+    char scratch[8];
+    if (!err || !errlen)
+        err = scratch, errlen = sizeof scratch;
+    if (!json_is_object (metrics)) {
+        snprintf (err, errlen, "the result is not a JSON object (a trial reports {\"%s\": ...})",
+                  o->metric);
+        return -1;
+    }
+    if (o->expr) {
+        char e[512];
+        if (cgq_expr_eval (o->expr, metrics, out, e, sizeof e) < 0) {
+            snprintf (err, errlen, "objective expr \"%s\": %s", o->metric, e);
+            return -1;
+        }
+        return 0;
+    }
+    json_t *v = json_object_get (metrics, o->metric);
+    if (v && json_is_number (v) && isfinite (json_number_value (v))) {
+        *out = json_number_value (v);
+        return 0;
+    }
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_printf (&b, "result has no numeric metric '%s' (metrics: ", o->metric);
+    const char *key;
+    json_t *val;
+    size_t n = 0;
+    json_object_foreach ((json_t *) metrics, key, val)
+    {
+        if (n++ == 12) {
+            cgq_buf_puts (&b, ", ...");
+            break;
+        }
+        cgq_buf_printf (&b, "%s%s", n > 1 ? ", " : "", key);
+    }
+    cgq_buf_printf (&b, "%s); report it, or fix the objective", n ? "" : "none");
+    snprintf (err, errlen, "%s", b.data);
+    cgq_buf_fini (&b);
+    return -1;
+}
+
+int
+cgq_spec_objective_value (const cgq_spec_t *self, const json_t *metrics, double *out, char *err,
+                          size_t errlen)
+{
+    if (self->nobjectives != 1) {
+        if (err && errlen)
+            snprintf (err, errlen,
+                      self->nobjectives ? "the spec has %zu objectives, not one (use "
+                                          "cgq_spec_objective_values)"
+                                        : "the spec has no objective%.0zu",
+                      self->nobjectives);
+        return -1;
+    }
+    return s_objective_eval (&self->objective, metrics, out, err, errlen);
+}
+
+int
+cgq_spec_objective_values (const cgq_spec_t *self, const json_t *metrics, double *out, char *err,
+                           size_t errlen)
+{
+    if (!self->nobjectives) {
+        if (err && errlen)
+            snprintf (err, errlen, "the spec has no objective");
+        return -1;
+    }
+    for (size_t i = 0; i < self->nobjectives; i++)
+        if (s_objective_eval (cgq_spec_objective (self, i), metrics, &out[i], err, errlen) < 0)
+            return -1;
+    return 0;
 }
 
 static void
@@ -1825,19 +2717,55 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     char conc[32] = "unlimited";
     if (self->search.concurrency)
         snprintf (conc, sizeof conc, "%u", self->search.concurrency);
-    fprintf (f, "search: %s, %llu %s, seed %llu, concurrency %s\n", grid ? "grid" : "random",
-             (unsigned long long) self->search.samples,
-             grid ? "repeat(s) of the grid" : "sample(s) per grid point",
-             (unsigned long long) self->search.seed, conc);
+    cgq_search_alg_t alg = self->search.algorithm;
+    if (alg == CGQ_SEARCH_RANDOM || alg == CGQ_SEARCH_GRID)
+        fprintf (f, "search: %s, %llu %s, seed %llu, concurrency %s\n", grid ? "grid" : "random",
+                 (unsigned long long) self->search.samples,
+                 grid ? "repeat(s) of the grid" : "sample(s) per grid point",
+                 (unsigned long long) self->search.seed, conc);
+    else if (alg == CGQ_SEARCH_LIST)
+        fprintf (f, "search: list, %zu point(s)%s%s, concurrency %s\n",
+                 json_array_size (self->search.points), self->search.file ? " from " : "",
+                 self->search.file ? self->search.file : "", conc);
+    else {
+        fprintf (f, "search: %s, %llu trial(s), seed %llu, concurrency %s\n",
+                 cgq_spec_search_name (alg), (unsigned long long) self->search.samples,
+                 (unsigned long long) self->search.seed, conc);
+        if (alg == CGQ_SEARCH_EVOLUTION)
+            fprintf (f, "  population %u, tournament %u, %u random first, %u in flight\n",
+                     self->search.population, self->search.tournament, self->search.initial,
+                     self->search.batch);
+        else if (alg == CGQ_SEARCH_NSGA2)
+            fprintf (f, "  population %u, %u random first, %u in flight, crossover %s\n",
+                     self->search.population, self->search.initial, self->search.batch,
+                     cgq_fmt_double (a, self->search.crossover));
+        else
+            fprintf (f, "  %u random first, %u candidates per suggestion\n",
+                     self->search.initial, self->search.candidates);
+    }
     uint64_t d;
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
         fprintf (f, "  sampled without replacement: no repeats among %llu combinations\n",
                  (unsigned long long) d);
-    if (self->objective.metric)
-        fprintf (f, "objective: %s %s\n", self->objective.mode > 0 ? "maximize" : "minimize",
-                 self->objective.metric);
+    if (self->nobjectives == 1)
+        fprintf (f, "objective: %s %s%s\n", self->objective.mode > 0 ? "maximize" : "minimize",
+                 self->objective.expr ? "expr " : "", self->objective.metric);
+    else if (self->nobjectives > 1) {
+        fprintf (f, "objectives (Pareto front):");
+        for (size_t i = 0; i < self->nobjectives; i++)
+            fprintf (f, "%s %s %s", i ? "," : "",
+                     self->objectives[i].mode > 0 ? "maximize" : "minimize",
+                     self->objectives[i].metric);
+        fputc ('\n', f);
+    }
     else
         fputs ("objective: none (no leaderboard)\n", f);
+    if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
+        fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
+                 self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",
+                 self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
+                 self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
+                 (unsigned long long) self->early_stop.max);
     if (self->trial.kind == CGQ_TRIAL_NOOP)
         fputs ("trial: noop (reports the numeric params as metrics)\n", f);
     else if (self->trial.command)
@@ -1865,7 +2793,9 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     uint64_t points = self->search.samples ? self->search.samples : 1;
     if (cgq_space_count (self, &total) == 0)
         points = total / points;
-    if (cgq_space_count (self, &total) == 0)
+    if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID && cgq_space_count (self, &total) == 0)
+        fprintf (f, "trials: %llu\n", (unsigned long long) total);
+    else if (cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu (%llu grid point(s) x %llu)\n", (unsigned long long) total,
                  (unsigned long long) points, (unsigned long long) self->search.samples);
     else

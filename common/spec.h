@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "expr.h"
+
 typedef enum {
     CGQ_PARAM_CONST,       // gnn: GATv2Conv            (any scalar, list or mapping)
     CGQ_PARAM_CHOICE,      // {choice: [64, 128, 256]}  (sampled; enumerated by algorithm: grid)
@@ -44,7 +46,27 @@ typedef struct cgq_param_s {
 typedef enum {
     CGQ_SEARCH_RANDOM,
     CGQ_SEARCH_GRID,
+    CGQ_SEARCH_EVOLUTION, // regularized (aging) evolution, steady state
+    CGQ_SEARCH_NSGA2,     // multi-objective: non-dominated sort + crowding
+    CGQ_SEARCH_BAYES,     // Gaussian process + expected improvement
+    CGQ_SEARCH_LIST,      // the points of search.points (or search.file), in order
 } cgq_search_alg_t;
+
+// The most objectives of objectives: [...].
+#define CGQ_SPEC_MAX_OBJECTIVES 8
+
+// One objective: a metric the trial reports, or an expression over metrics.
+typedef struct {
+    char *metric;     // the metric's name, or the expression's text (for people); owned
+    cgq_expr_t *expr; // expr: the compiled expression (owned); NULL for metric:
+    int mode;         // +1 max, -1 min
+} cgq_objective_t;
+
+typedef enum {
+    CGQ_EARLY_STOP_NONE,
+    CGQ_EARLY_STOP_ASHA,   // successive halving at rungs grace * reduction^k
+    CGQ_EARLY_STOP_MEDIAN, // stop below the median of the others at the same attribute
+} cgq_early_stop_alg_t;
 
 typedef enum {
     CGQ_TRIAL_COMMAND, // run trial.command as a child process
@@ -65,12 +87,36 @@ typedef struct {
         uint64_t samples;           // default 1; random: points per grid point; grid: repeats
         uint32_t concurrency;       // max running trials of this job; 0 = no limit (default)
         uint64_t seed;              // default 0
+        // evolution, nsga2: population (default 50); evolution: tournament
+        // (default 5); evolution, nsga2, bayes: initial random points
+        // (default population, or 10 for bayes); evolution, nsga2: batch,
+        // the children in flight at once (default population).
+        uint32_t population, tournament, initial, batch;
+        double crossover; // nsga2: probability of crossover (default 0.9)
+        double mutation;  // nsga2: per-gene probability of mutation (default 0: 1/genes)
+        uint32_t candidates; // bayes: candidates per suggestion (default 1000)
+        json_t *points;      // list: the points, a JSON array of objects (owned)
+        char *file;          // list: search.file as written (NULL: points written inline)
     } search;
 
+    // objective: {metric|expr, mode}. metric is NULL when the spec has no
+    // objective, or several (objectives: [...]); with expr: it is the
+    // expression's text. Compute values with cgq_spec_objective_value(s).
+    cgq_objective_t objective;
+    cgq_objective_t objectives[CGQ_SPEC_MAX_OBJECTIVES]; // objectives: [...] (2..8)
+    size_t nobjectives; // 0: none, 1: objective:, 2..8: objectives: (in objectives[])
+
+    // early_stop: parsed and checked here, acted on by the coordinator.
     struct {
-        char *metric; // NULL: no objective (no leaderboard)
-        int mode;     // +1 max, -1 min
-    } objective;
+        cgq_early_stop_alg_t algorithm; // NONE when the key is absent
+        char *attribute;                // the progress counter of a report (default "epoch")
+        char *metric;                   // the metric compared (default: the objective's)
+        cgq_expr_t *expr;               // when the default objective is an expr (borrowed)
+        int mode;                       // +1 max, -1 min (default: the objective's)
+        uint64_t grace;                 // no stop before attribute reaches grace (default 1)
+        double reduction;               // asha: keep 1/reduction at each rung (default 3)
+        uint64_t max;                   // the attribute's largest value (default 100)
+    } early_stop;
 
     struct {
         cgq_trial_kind_t kind;  // trial.kind: command (default) | noop
@@ -105,9 +151,43 @@ cgq_spec_t *cgq_spec_parse (const char *text, size_t len, const char *path, char
 // cgq_spec_load reads and parses a file; an unreadable file is an error too
 // ("PATH: cannot read: No such file or directory"). It reads at most
 // CGQ_SPEC_MAX_BYTES + 1 bytes, so a huge file costs no memory.
+//
+// Only cgq_spec_load reads search.file (algorithm: list), relative to the
+// spec's directory: cgq_spec_parse, which the coordinator runs on the text it
+// receives, refuses it. So that the coordinator sees the same points,
+// cgq_spec_load then sets spec->text to the text with `file: NAME` replaced, on
+// the same line, by `points: [...]` (the file's points as flow JSON): every
+// other line and column stays where it was, and cgq submit sends spec->text.
 cgq_spec_t *cgq_spec_load (const char *path, char *err, size_t errlen);
 
 void cgq_spec_destroy (cgq_spec_t **self_p);
+
+// cgq_spec_objective returns objective i (< nobjectives): &objective for a
+// single one, &objectives[i] for several; NULL when i is out of range.
+const cgq_objective_t *cgq_spec_objective (const cgq_spec_t *self, size_t i);
+
+// cgq_spec_objective_value computes the single objective (metric or expr) of
+// a trial's result metrics (a JSON object, borrowed). Returns 0 with *out, or
+// -1 with err set ("result has no numeric metric 'acc' (metrics: a, b)", or
+// what the expression could not compute) when a metric is missing or not a
+// finite number, when the spec has no objective, or has several.
+int cgq_spec_objective_value (const cgq_spec_t *self, const json_t *metrics, double *out,
+                              char *err, size_t errlen);
+
+// cgq_spec_objective_values computes every objective (nobjectives values, one
+// objective too) into out, in the order written, as reported (not negated:
+// cgq_spec_objective_senses says which way is better). Returns 0, or -1 with
+// err set for the first that cannot be computed.
+int cgq_spec_objective_values (const cgq_spec_t *self, const json_t *metrics, double *out,
+                               char *err, size_t errlen);
+
+// cgq_spec_objective_senses writes each objective's mode (+1 max, -1 min) into
+// sense (room for CGQ_SPEC_MAX_OBJECTIVES), the form pareto.h takes, and
+// returns nobjectives.
+size_t cgq_spec_objective_senses (const cgq_spec_t *self, int *sense);
+
+// cgq_spec_search_name is the name of an algorithm as a spec writes it.
+const char *cgq_spec_search_name (cgq_search_alg_t alg);
 
 // cgq_spec_param finds a param by name; NULL if none. O(1) with param_index.
 const cgq_param_t *cgq_spec_param (const cgq_spec_t *self, const char *name);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "space.h"
 #include "spec.h"
 #include "util.h"
 
@@ -439,7 +440,8 @@ t_err_top (void **state)
     s_expect_error ("just text\n", 1, 1, "must be a mapping");
     s_expect_error (
         TRIAL "serch: {samples: 3}\n", 2, 1,
-        "unknown key 'serch' in the spec (known keys: name, space, search, objective, trial)");
+        "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
+        "objectives, early_stop, trial)");
     s_expect_error (TRIAL "---\nname: x\n", 3, 1, "second YAML document");
 }
 
@@ -452,7 +454,7 @@ t_err_nested_key (void **state)
     s_expect_error ("trial: {command: x, resources: {cpus: 2}}\n", 1, 33,
                     "unknown key 'cpus' in trial.resources");
     s_expect_error (TRIAL "objective: {metric: a, mode: max, expr: b}\n", 2, 35,
-                    "'expr' is not supported yet");
+                    "objective has both metric and expr");
 }
 
 static void
@@ -666,9 +668,11 @@ t_err_search (void **state)
                     "search.samples must be an integer >= 1, not -5");
     s_expect_error (TRIAL "search: {samples: 0}\n", 2, 19,
                     "search.samples must be an integer >= 1, not 0");
-    s_expect_error (TRIAL "search: {algorithm: bayes}\n", 2, 21, "'bayes' is not supported yet");
+    s_expect_error (TRIAL "search: {algorithm: bayes}\n", 2, 21,
+                    "algorithm bayes optimises one objective, and the spec has none");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
-                    "unknown search.algorithm 'grdi' (expected one of: random, grid)");
+                    "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
+                    "nsga2, bayes, list)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -782,6 +786,280 @@ t_load (void **state)
     cgq_spec_destroy (&s);
 }
 
+// The searchers that learn, their parameters and defaults; objectives as a
+// metric, an expression or a list; early_stop completed from the objective.
+static void
+t_search_new (void **state)
+{
+    char err[512] = "";
+    const char *y = "space:\n  x: {uniform: [0, 1]}\n  g: {grid: [1, 2, 3]}\n"
+                    "search: {algorithm: evolution, samples: 250, initial: 50, batch: 50, seed: 3}\n"
+                    "objective: {expr: \"(acc*100)/latency_gpu\", mode: max}\n"
+                    "early_stop: {algorithm: asha, grace: 2}\n" TRIAL;
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->search.algorithm, CGQ_SEARCH_EVOLUTION);
+    assert_int_equal (s->search.population, 50);
+    assert_int_equal (s->search.tournament, 5);
+    assert_int_equal (s->search.initial, 50);
+    assert_int_equal (s->search.batch, 50);
+    uint64_t total;
+    assert_int_equal (cgq_space_count (s, &total), 0);
+    assert_int_equal (total, 250); // a grid param is a choice here, not an axis
+    assert_int_equal (s->nobjectives, 1);
+    assert_string_equal (s->objective.metric, "(acc*100)/latency_gpu");
+    assert_non_null (s->objective.expr);
+    json_t *m = json_pack ("{s:f, s:f}", "acc", 0.5, "latency_gpu", 25.0);
+    double v = 0;
+    assert_int_equal (cgq_spec_objective_value (s, m, &v, err, sizeof err), 0);
+    assert_true (v == 2.0);
+    json_object_del (m, "acc");
+    assert_int_equal (cgq_spec_objective_value (s, m, &v, err, sizeof err), -1);
+    assert_non_null (strstr (err, "acc"));
+    json_decref (m);
+    assert_int_equal (s->early_stop.algorithm, CGQ_EARLY_STOP_ASHA);
+    assert_string_equal (s->early_stop.attribute, "epoch");
+    assert_string_equal (s->early_stop.metric, "(acc*100)/latency_gpu");
+    assert_ptr_equal (s->early_stop.expr, s->objective.expr);
+    assert_int_equal (s->early_stop.mode, 1);
+    assert_int_equal (s->early_stop.grace, 2);
+    assert_true (s->early_stop.reduction == 3);
+    assert_int_equal (s->early_stop.max, 100);
+    cgq_spec_destroy (&s);
+
+    y = "space:\n  x: {uniform: [0, 1]}\n"
+        "search: {algorithm: nsga2, samples: 100, population: 20, crossover: 0.8}\n"
+        "objectives: [{metric: time, mode: min}, {expr: \"mem/1024\", mode: min},\n"
+        "  {metric: acc, mode: max}]\n" TRIAL;
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_null (s->objective.metric);
+    assert_int_equal (s->nobjectives, 3);
+    assert_int_equal (s->search.initial, 20);
+    assert_true (s->search.crossover == 0.8);
+    int sense[CGQ_SPEC_MAX_OBJECTIVES];
+    assert_int_equal (cgq_spec_objective_senses (s, sense), 3);
+    assert_int_equal (sense[0], -1);
+    assert_int_equal (sense[2], 1);
+    m = json_pack ("{s:i, s:i, s:f}", "time", 3, "mem", 2048, "acc", 0.75);
+    double vs[3];
+    assert_int_equal (cgq_spec_objective_values (s, m, vs, err, sizeof err), 0);
+    assert_true (vs[0] == 3 && vs[1] == 2 && vs[2] == 0.75);
+    assert_int_equal (cgq_spec_objective_value (s, m, &v, err, sizeof err), -1);
+    json_decref (m);
+    cgq_spec_destroy (&s);
+
+    y = "space:\n  x: {uniform: [0, 1]}\n  c: 5\n"
+        "search: {algorithm: bayes, samples: 30}\n"
+        "objective: {metric: y, mode: min}\n"
+        "early_stop: {algorithm: median, metric: loss, mode: min, attribute: step}\n" TRIAL;
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->search.initial, 10);
+    assert_int_equal (s->search.candidates, 1000);
+    assert_string_equal (s->early_stop.metric, "loss");
+    assert_null (s->early_stop.expr);
+    cgq_spec_destroy (&s);
+
+    y = "space:\n  x: {uniform: [0, 1]}\n  c: 5\n"
+        "search:\n  algorithm: list\n  points: [{x: 0.5}, {x: 2}]\n" TRIAL;
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (cgq_space_count (s, &total), 0);
+    assert_int_equal (total, 2);
+    cgq_spec_destroy (&s);
+}
+
+static void
+t_err_search_new (void **state)
+{
+    s_expect_error (TRIAL "search: {algorithm: random, population: 5}\n", 2, 29,
+                    "search.population applies to algorithm evolution, nsga2, not random");
+    s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 32, "search.candidates applies to algorithm bayes, not evolution");
+    s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
+                    "unknown key 'populashun' in search (known keys: algorithm, samples, "
+                    "concurrency, seed, population, tournament, initial, batch)");
+    s_expect_error (TRIAL "search: {algorithm: evolution, population: 1}\n", 2, 44,
+                    "search.population must be an integer >= 2, not 1");
+    s_expect_error (TRIAL "search: {algorithm: evolution, population: 4, tournament: 5}\n", 2, 9,
+                    "search.tournament 5 is larger than search.population 4");
+    s_expect_error (TRIAL "search: {algorithm: nsga2, crossover: 1.5}\n", 2, 39,
+                    "search.crossover must be a probability in [0, 1], not 1.5");
+    s_expect_error (TRIAL "search: {algorithm: nsga2}\n", 2, 21, "algorithm nsga2 needs objectives");
+    s_expect_error (TRIAL "search: {algorithm: evolution}\n"
+                          "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n",
+                    2, 21, "algorithm evolution optimises one objective, and the spec has several");
+    s_expect_error (TRIAL "search: {algorithm: bayes, initial: 0}\n", 2, 37,
+                    "search.initial must be an integer >= 1, not 0");
+    // list
+    s_expect_error (TRIAL "search: {algorithm: list}\n", 2, 21,
+                    "algorithm list needs the points to try");
+    s_expect_error (TRIAL "search: {algorithm: list, points: []}\n", 2, 35,
+                    "search.points must be a non-empty list of points, not an empty list");
+    s_expect_error (TRIAL "search: {algorithm: list, points: [3]}\n", 2, 36,
+                    "search.points[0] must be a mapping of param values, not the integer 3");
+    s_expect_error (TRIAL "space: {x: {choice: [1, 2]}}\n"
+                          "search: {algorithm: list, points: [{x: 1}, {y: 2}]}\n",
+                    3, 44, "search.points[1] names 'y', which is not a param of space");
+    s_expect_error (TRIAL "space: {x: {choice: [1, 2]}, z: {uniform: [0, 1]}}\n"
+                          "search: {algorithm: list, points: [{x: 1}]}\n",
+                    3, 36, "search.points[0] has no value for param 'z'");
+    s_expect_error (TRIAL "search: {algorithm: list, points: [{}], file: p.jsonl}\n", 2, 41,
+                    "search has both points and file");
+    s_expect_error (TRIAL "search: {algorithm: list, file: p.txt}\n", 2, 33,
+                    "search.file 'p.txt' must end in .jsonl, .ndjson, .json or .csv");
+    s_expect_error (TRIAL "search: {algorithm: list, file: p.jsonl}\n", 2, 33,
+                    "search.file 'p.jsonl' is read where the spec file is");
+    s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
+                    "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
+                    "not list");
+}
+
+static void
+t_err_objectives (void **state)
+{
+    // The column of an expression error is the column inside the YAML line.
+    s_expect_error (TRIAL "objective: {expr: \"(acc*100)/\", mode: max}\n", 2, 30,
+                    "objective.expr: ");
+    s_expect_error (TRIAL "objective: {expr: acc*/2, mode: max}\n", 2, 23, "objective.expr: ");
+    s_expect_error (TRIAL "objective:\n  mode: max\n  expr: 'log(acc'\n", 4, 17,
+                    "objective.expr: ");
+    s_expect_error (TRIAL "objective: {expr: a, metric: b, mode: max}\n", 2, 22,
+                    "objective has both metric and expr");
+    s_expect_error (TRIAL "objective: {expr: a}\n", 2, 1, "objective.mode is missing");
+    s_expect_error (TRIAL "objective: {mode: max, metrc: a}\n", 2, 24,
+                    "unknown key 'metrc' in objective (known keys: metric, expr, mode)");
+    s_expect_error (TRIAL "objective: {metric: a, mode: max}\nobjectives: [{metric: a, mode: "
+                          "min}, {metric: b, mode: min}]\n",
+                    3, 1, "objective and objectives are exclusive (objective written at 2:1");
+    s_expect_error (TRIAL "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n"
+                          "objective: {metric: a, mode: max}\n",
+                    3, 1, "objective and objectives are exclusive (objectives written at 2:1");
+    s_expect_error (TRIAL "objectives: [{metric: a, mode: min}]\n", 2, 13,
+                    "objectives must list 2 to 8 objectives, not 1");
+    s_expect_error (TRIAL "objectives: {metric: a}\n", 2, 13,
+                    "objectives must be a list of 2 to 8 objectives, not a mapping");
+    s_expect_error (TRIAL "objectives: [{metric: a, mode: min}, {metric: b, mode: most}]\n", 2,
+                    56, "objectives[1].mode must be max or min, not 'most'");
+    s_expect_error (TRIAL "objectives: [{metric: a, mode: min}, {mode: min}]\n", 2, 38,
+                    "objectives[1].metric is missing");
+    s_expect_error (TRIAL "objectives:\n  - {metric: a, mode: min}\n  - {expr: \"a +\", mode: min}\n",
+                    4, 16, "objectives[1].expr: ");
+}
+
+static void
+t_err_early_stop (void **state)
+{
+    const char *obj = "objective: {metric: loss, mode: min}\n";
+    char y[512];
+#define ES(text) (snprintf (y, sizeof y, TRIAL "%s%s", obj, text), y)
+    s_expect_error (ES ("early_stop: {grace: 2}\n"), 3, 1, "early_stop.algorithm is missing");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband}\n"), 3, 25,
+                    "unknown early_stop.algorithm 'hyperband' (expected one of: asha, median)");
+    s_expect_error (ES ("early_stop: {algorithm: asha, grace: 0}\n"), 3, 38,
+                    "early_stop.grace must be an integer >= 1, not 0");
+    s_expect_error (ES ("early_stop: {algorithm: asha, reduction: 1}\n"), 3, 42,
+                    "early_stop.reduction must be a number > 1, not 1");
+    s_expect_error (ES ("early_stop: {algorithm: median, reduction: 2}\n"), 3, 33,
+                    "early_stop.reduction applies to algorithm asha only");
+    s_expect_error (ES ("early_stop: {algorithm: asha, grace: 10, max: 5}\n"), 3, 47,
+                    "early_stop.max 5 is below early_stop.grace 10");
+    s_expect_error (ES ("early_stop: {algorithm: asha, graec: 1}\n"), 3, 31,
+                    "unknown key 'graec' in early_stop (known keys: algorithm, attribute, "
+                    "metric, mode, grace, reduction, max)");
+    s_expect_error (ES ("early_stop: {algorithm: asha, metric: acc}\n"), 3, 1,
+                    "early_stop.mode is missing");
+    s_expect_error (ES ("early_stop: {algorithm: asha, mode: most}\n"), 3, 37,
+                    "early_stop.mode must be max or min, not 'most'");
+    s_expect_error (TRIAL "early_stop: {algorithm: asha}\n", 2, 1,
+                    "early_stop.metric is missing and the spec has no objective");
+#undef ES
+}
+
+// search.file is read by cgq_spec_load, relative to the spec, and inlined
+// into spec->text on the same line, so the coordinator parses the same points.
+static void
+t_list_file (void **state)
+{
+    char dir[] = "/tmp/cgq-spec-list-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char path[256], pj[256], pc[256];
+    snprintf (path, sizeof path, "%s/tune.yaml", dir);
+    snprintf (pj, sizeof pj, "%s/p.jsonl", dir);
+    snprintf (pc, sizeof pc, "%s/p.csv", dir);
+    FILE *f = fopen (pj, "w");
+    fputs ("{\"x\": 0.5, \"name\": \"a b\"}\n\n{\"x\": 2, \"name\": \"it's\"}\n", f);
+    fclose (f);
+    f = fopen (pc, "w");
+    fputs ("x,name\n0.25,plain\n3,\"quoted, \"\"text\"\"\"\n", f);
+    fclose (f);
+    const char *spec = "space:\n  x: {uniform: [0, 10]}\n  name: {choice: [a]}\n"
+                       "search: {algorithm: list, file: p.jsonl, concurrency: 2}\n" TRIAL;
+    f = fopen (path, "w");
+    fputs (spec, f);
+    fclose (f);
+    char err[1024] = "";
+    cgq_spec_t *s = cgq_spec_load (path, err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (json_array_size (s->search.points), 2);
+    assert_string_equal (s->search.file, "p.jsonl");
+    assert_string_equal (json_string_value (json_object_get (json_array_get (s->search.points, 1),
+                                                             "name")),
+                         "it's");
+    assert_int_equal (s->search.concurrency, 2);
+    // The inlined text keeps every line where it was and parses without the file.
+    assert_non_null (strstr (s->text, "search: {algorithm: list, points: [{\"x\": 0.5"));
+    assert_non_null (strstr (s->text, ", concurrency: 2}\ntrial:"));
+    cgq_spec_t *again = cgq_spec_parse (s->text, strlen (s->text), "t.yaml", err, sizeof err);
+    assert_non_null (again);
+    assert_true (json_equal (again->search.points, s->search.points));
+    cgq_spec_destroy (&again);
+    cgq_spec_destroy (&s);
+
+    f = fopen (path, "w");
+    fputs ("space:\n  x: {uniform: [0, 10]}\n  name: {choice: [a]}\n"
+           "search:\n  algorithm: list\n  file: \"p.csv\"\n" TRIAL,
+           f);
+    fclose (f);
+    s = cgq_spec_load (path, err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    json_t *p1 = json_array_get (s->search.points, 1);
+    assert_int_equal (json_integer_value (json_object_get (p1, "x")), 3);
+    assert_string_equal (json_string_value (json_object_get (p1, "name")), "quoted, \"text\"");
+    assert_true (json_real_value (json_object_get (json_array_get (s->search.points, 0), "x")) ==
+                 0.25);
+    cgq_spec_destroy (&s);
+
+    // A point of the file that does not fit the space names the file's line.
+    f = fopen (pj, "w");
+    fputs ("{\"x\": 0.5, \"name\": \"a\"}\n{\"x\": 2}\n", f);
+    fclose (f);
+    f = fopen (path, "w");
+    fputs (spec, f);
+    fclose (f);
+    s = cgq_spec_load (path, err, sizeof err);
+    assert_null (s);
+    assert_non_null (strstr (err, "tune.yaml:4:33: point of p.jsonl:2 has no value for param "
+                                  "'name'"));
+    f = fopen (pj, "w");
+    fputs ("{\"x\": 0.5, \"name\": \"a\"}\n{\"x\": 2,\n", f);
+    fclose (f);
+    s = cgq_spec_load (path, err, sizeof err);
+    assert_null (s);
+    assert_non_null (strstr (err, "tune.yaml:4:33: search.file p.jsonl:2: "));
+    unlink (pj);
+    s = cgq_spec_load (path, err, sizeof err);
+    assert_null (s);
+    assert_non_null (strstr (err, "tune.yaml:4:33: search.file 'p.jsonl': cannot read"));
+    unlink (pc);
+    unlink (path);
+    rmdir (dir);
+}
+
 int
 main (void)
 {
@@ -809,6 +1087,11 @@ main (void)
         cmocka_unit_test (t_err_objective),
         cmocka_unit_test (t_err_param_name),
         cmocka_unit_test (t_load),
+        cmocka_unit_test (t_search_new),
+        cmocka_unit_test (t_err_search_new),
+        cmocka_unit_test (t_err_objectives),
+        cmocka_unit_test (t_err_early_stop),
+        cmocka_unit_test (t_list_file),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

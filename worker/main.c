@@ -321,7 +321,9 @@ s_run (s_worker_t *w)
 }
 
 // How long a stopping worker waits for the Acks of results it still holds.
-#define S_SHUTDOWN_ACK_MS 2000
+// The coordinator acks a result only once Redis has had its --durable-after
+// (default 3 s) to put it on disk, so wait a little longer than that.
+#define S_SHUTDOWN_ACK_MS 5000
 
 // s_shutdown stops every task (their results are not reported: the
 // coordinator requeues them on Bye), waits briefly for pending Acks, and
@@ -355,7 +357,8 @@ s_shutdown (s_worker_t *w)
         cgq_link_tick (w->link, cgq_now_ms ());
     }
     if (cgq_link_unacked (w->link) > 0)
-        cgq_warn ("exiting with %zu result(s) not acknowledged; their trials will run again",
+        cgq_warn ("exiting with %zu result(s) not acknowledged; unless the coordinator recorded "
+                  "them, their trials will run again",
                   cgq_link_unacked (w->link));
     cgq_link_bye (w->link, "shutdown");
 }

@@ -578,27 +578,10 @@ s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
         json_t *value;
         json_object_foreach (params, key, value) {
             char *name = cgq_task_env_name (key);
-            if (json_is_string (value))
-                s_env_set (env, name, json_string_value (value));
-            else if (json_is_integer (value)) {
-                snprintf (num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
-                s_env_set (env, name, num);
-            }
-            else if (json_is_real (value))
-                s_env_set (env, name, cgq_fmt_double (num, json_real_value (value)));
-            else {
-                // Lists and mappings read exactly as "{name}" in the command
-                // does (jansson alone would print 0.1 with 17 digits).
-                char *tmpl = cgq_xasprintf ("{%s}", key);
-                char err[128];
-                char *text = cgq_space_render (tmpl, params, self->ref.job, self->ref.trial,
-                                               a->spec_dir ? a->spec_dir : "", 0, err, sizeof err);
-                if (!text)
-                    text = json_dumps (value, JSON_COMPACT | JSON_ENCODE_ANY);
-                s_env_set (env, name, text ? text : "");
-                free (text);
-                free (tmpl);
-            }
+            // Exactly as "{name}" reads in the command (before shell quoting).
+            char *text = cgq_space_value_str (value);
+            s_env_set (env, name, text);
+            free (text);
             free (name);
         }
     }

@@ -1,41 +1,20 @@
 // searcher: one front (cgq_searcher_*) over a table of algorithms. Each
-// algorithm is an ops table; adding evolution, nsga2 or bayes means writing
-// another table and a row in s_algorithms, and no caller changes.
+// algorithm is an ops table (search_impl.h); random, grid and list live here,
+// the searchers that learn in search_evolution.c, search_nsga2.c and
+// search_bayes.c. Adding one means another table and a row in s_algorithms,
+// and no caller changes.
 #include "searcher.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "search_impl.h"
 #include "space.h"
 #include "util.h"
 
-typedef struct {
-    // init reads the saved state (NULL: a new job) into self->impl; -1 with
-    // err set if the state does not fit.
-    int (*init) (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen);
-    void (*fini) (cgq_searcher_t *self);
-    // suggest returns the params of trial self->suggested, or NULL for none now.
-    json_t *(*suggest) (cgq_searcher_t *self);
-    void (*observe) (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value,
-                     bool ok);
-    bool (*done) (const cgq_searcher_t *self);
-    // save adds the algorithm's fields to state, which already holds "algorithm".
-    void (*save) (const cgq_searcher_t *self, json_t *state);
-} s_ops_t;
-
-struct cgq_searcher_t {
-    const s_ops_t *ops;
-    const char *algorithm;  // the name saved in the state
-    const cgq_spec_t *spec; // borrowed
-    uint64_t suggested;     // the next trial id
-    uint64_t total;         // 0: not known up front
-    void *impl;             // the algorithm's own state, owned by ops
-};
-
-// --- index walk: random and grid ---------------------------------------------
-// Both enumerate the lazy space in index order; random differs from grid only
-// in which params space.c samples, so the whole state is the next index.
+// --- index walk: random, grid and list --------------------------------------------
+// They enumerate trials in index order: the whole state is the next index.
 
 static int
 s_index_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
@@ -87,10 +66,37 @@ s_index_save (const cgq_searcher_t *self, json_t *state)
     json_object_set_new (state, "next", json_integer ((json_int_t) self->suggested));
 }
 
-static const s_ops_t s_index_ops = {
+static const cgq_search_ops_t s_index_ops = {
     .init = s_index_init,
     .fini = s_index_fini,
     .suggest = s_index_suggest,
+    .observe = s_index_observe,
+    .done = s_index_done,
+    .save = s_index_save,
+};
+
+// s_list_suggest builds point number self->suggested: the space's constants
+// and the point's values, in the order the space is written.
+static json_t *
+s_list_suggest (cgq_searcher_t *self)
+{
+    if (s_index_done (self))
+        return NULL;
+    const cgq_spec_t *spec = self->spec;
+    const json_t *pt = json_array_get (spec->search.points, (size_t) self->suggested);
+    json_t *o = json_object ();
+    for (size_t i = 0; i < spec->nparams; i++) {
+        const cgq_param_t *p = &spec->params[i];
+        json_t *v = p->kind == CGQ_PARAM_CONST ? p->value : json_object_get (pt, p->name);
+        json_object_set (o, p->name, v ? v : json_null ());
+    }
+    return o;
+}
+
+static const cgq_search_ops_t s_list_ops = {
+    .init = s_index_init,
+    .fini = s_index_fini,
+    .suggest = s_list_suggest,
     .observe = s_index_observe,
     .done = s_index_done,
     .save = s_index_save,
@@ -100,11 +106,14 @@ static const s_ops_t s_index_ops = {
 
 static const struct {
     cgq_search_alg_t alg;
-    const char *name;
-    const s_ops_t *ops;
+    const cgq_search_ops_t *ops;
 } s_algorithms[] = {
-    {CGQ_SEARCH_RANDOM, "random", &s_index_ops},
-    {CGQ_SEARCH_GRID, "grid", &s_index_ops},
+    {CGQ_SEARCH_RANDOM, &s_index_ops},
+    {CGQ_SEARCH_GRID, &s_index_ops},
+    {CGQ_SEARCH_LIST, &s_list_ops},
+    {CGQ_SEARCH_EVOLUTION, &cgq_search_evolution_ops},
+    {CGQ_SEARCH_NSGA2, &cgq_search_nsga2_ops},
+    {CGQ_SEARCH_BAYES, &cgq_search_bayes_ops},
 };
 
 cgq_searcher_t *
@@ -119,10 +128,13 @@ cgq_searcher_new (const cgq_spec_t *spec, const json_t *state, char *err, size_t
     while (i < nalg && s_algorithms[i].alg != spec->search.algorithm)
         i++;
     if (i == nalg) {
-        snprintf (err, errlen, "search algorithm %d has no searcher (expected random or grid)",
+        snprintf (err, errlen,
+                  "search algorithm %d has no searcher (expected one of: random, grid, list, "
+                  "evolution, nsga2, bayes)",
                   (int) spec->search.algorithm);
         return NULL;
     }
+    const char *name = cgq_spec_search_name (spec->search.algorithm);
     if (json_is_null (state))
         state = NULL;
     uint64_t total;
@@ -135,20 +147,21 @@ cgq_searcher_new (const cgq_spec_t *spec, const json_t *state, char *err, size_t
     }
     if (state) {
         const char *alg = json_string_value (json_object_get (state, "algorithm"));
-        if (!json_is_object (state) || !alg || strcmp (alg, s_algorithms[i].name)) {
+        if (!json_is_object (state) || !alg || strcmp (alg, name)) {
             snprintf (err, errlen,
                       "searcher state is for algorithm '%s', the spec says '%s' (the "
                       "state belongs to another spec; resubmit the job)",
-                      alg ? alg : "(none)", s_algorithms[i].name);
+                      alg ? alg : "(none)", name);
             return NULL;
         }
     }
     cgq_searcher_t *self = cgq_xcalloc (1, sizeof *self);
     self->ops = s_algorithms[i].ops;
-    self->algorithm = s_algorithms[i].name;
+    self->algorithm = name;
     self->spec = spec;
     self->total = total;
     if (self->ops->init (self, state, err, errlen) < 0) {
+        self->ops->fini (self);
         free (self);
         return NULL;
     }
@@ -182,7 +195,35 @@ void
 cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value,
                       bool ok)
 {
+    if (trial >= self->suggested)
+        return; // not ours: a stale id must not corrupt the state
     self->ops->observe (self, trial, metrics, value, ok);
+}
+
+bool
+cgq_searcher_needs_history (const cgq_searcher_t *self)
+{
+    return self->ops->replay != NULL;
+}
+
+int
+cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params,
+                     const json_t *metrics, double value, cgq_replay_t outcome, char *err,
+                     size_t errlen)
+{
+    char scratch[8];
+    if (!err || !errlen)
+        err = scratch, errlen = sizeof scratch;
+    if (!self->ops->replay)
+        return 0;
+    if (trial >= self->suggested) {
+        snprintf (err, errlen,
+                  "trial %llu was never suggested (the searcher's state says %llu were; the "
+                  "state is older than the trials)",
+                  (unsigned long long) trial, (unsigned long long) self->suggested);
+        return -1;
+    }
+    return self->ops->replay (self, trial, params, metrics, value, outcome, err, errlen);
 }
 
 bool
@@ -203,6 +244,12 @@ cgq_searcher_total (const cgq_searcher_t *self)
     return self->total;
 }
 
+size_t
+cgq_searcher_nobjectives (const cgq_searcher_t *self)
+{
+    return self->spec->nobjectives;
+}
+
 json_t *
 cgq_searcher_save (const cgq_searcher_t *self)
 {
@@ -210,4 +257,10 @@ cgq_searcher_save (const cgq_searcher_t *self)
     json_object_set_new (state, "algorithm", json_string (self->algorithm));
     self->ops->save (self, state);
     return state;
+}
+
+size_t
+cgq_searcher_footprint (const cgq_searcher_t *self)
+{
+    return sizeof *self + (self->ops->footprint ? self->ops->footprint (self) : 0);
 }

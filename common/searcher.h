@@ -1,8 +1,22 @@
 // searcher: what proposes the params of the next trial. One interface for every
-// algorithm; random and grid walk the lazy space (space.h) in index order, so
-// their whole state is the next index. Algorithms that learn (evolution, nsga2,
-// bayes) use observe() and keep their state in the JSON that save() returns,
-// which the coordinator persists in the job hash (field "searcher").
+// algorithm (spec search.algorithm):
+//   grid, random  walk the lazy space (space.h) in index order; state: the next index.
+//   list          the points of search.points in order; state: the next index.
+//   evolution     regularized (aging) evolution, steady state (search_evolution.c).
+//   nsga2         multi-objective NSGA-II, steady state (search_nsga2.c).
+//   bayes         Gaussian process + expected improvement (search_bayes.c).
+//
+// Persisting: cgq_searcher_save returns a small JSON state that the
+// coordinator writes to the job hash (field "searcher") every turn. It never
+// grows with the number of trials: next id, and for evolution / nsga2 the ids
+// of the population (O(population)), for bayes the model's hyper-parameters
+// (O(dimensions)). What the searcher learnt from each trial is rebuilt after a
+// restart from the trials themselves (cgq_searcher_replay), which the
+// coordinator keeps in Redis anyway.
+//
+// Determinism: every random draw of suggestion i comes from a stream keyed by
+// (seed, i), so the same seed and the same observations give the same
+// suggestions, and nothing random needs saving.
 #ifndef CGQ_SEARCHER_H
 #define CGQ_SEARCHER_H
 
@@ -14,23 +28,57 @@
 
 typedef struct cgq_searcher_t cgq_searcher_t;
 
+// How a trial suggested before a restart stands now (cgq_searcher_replay).
+typedef enum {
+    CGQ_REPLAY_ACTIVE,    // pending or running: cgq_searcher_observe will report it later
+    CGQ_REPLAY_SUCCEEDED, // observed with ok = true (metrics and value as observe got them)
+    CGQ_REPLAY_FAILED,    // observed with ok = false (failed, cancelled, no result)
+} cgq_replay_t;
+
 // cgq_searcher_new creates the searcher of spec->search.algorithm. state is
 // what cgq_searcher_save returned before a restart, or NULL for a new job. The
 // searcher borrows spec, which must outlive it. Returns NULL with err set if
-// state does not fit the spec.
+// state does not fit the spec, or the spec does not fit the algorithm (bayes
+// maps the params to at most 64 dimensions).
+//
+// Recovery: after cgq_searcher_new (spec, saved) of a searcher for which
+// cgq_searcher_needs_history is true, call cgq_searcher_replay once for every
+// trial id below cgq_searcher_suggested (any order; trial id order is
+// natural), then suggest and observe as before: the search continues exactly
+// where it was, as if there had been no restart.
 cgq_searcher_t *cgq_searcher_new (const cgq_spec_t *spec, const json_t *state, char *err,
                                   size_t errlen);
 void cgq_searcher_destroy (cgq_searcher_t **self_p);
 
 // cgq_searcher_suggest returns the params of the next trial (caller decrefs)
 // and its id in *trial (ids are 0, 1, 2, ... in suggestion order). Returns NULL
-// when it has nothing to suggest now: either done(), or it waits for results.
+// when it has nothing to suggest now: either done(), or it waits for results
+// of trials in flight (evolution and nsga2 breed from results; ask again after
+// the next observe).
 json_t *cgq_searcher_suggest (cgq_searcher_t *self, uint64_t *trial);
 
 // cgq_searcher_observe tells the searcher how trial ended. metrics is the
-// result object (borrowed); value is the objective (NAN if none or failed).
+// result object (borrowed; may be NULL when the trial failed); value is the
+// single objective (cgq_spec_objective_value; NAN if none or failed). nsga2
+// computes its objectives from metrics (cgq_spec_objective_values). Each
+// trial is observed once.
 void cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics,
                            double value, bool ok);
+
+// cgq_searcher_needs_history is true when a searcher created from a saved
+// state must be given every earlier trial with cgq_searcher_replay (evolution,
+// nsga2, bayes); false for grid, random and list, whose state is complete.
+bool cgq_searcher_needs_history (const cgq_searcher_t *self);
+
+// cgq_searcher_replay restores trial (< cgq_searcher_suggested) after a
+// restart: its params (borrowed; as suggested), and for a finished trial the
+// metrics, value and ok that cgq_searcher_observe got (SUCCEEDED or FAILED).
+// Returns 0, or -1 with err set when params do not belong to the spec's space
+// (the job's state is corrupt: fail the job). A no-op for searchers that need
+// no history.
+int cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params,
+                         const json_t *metrics, double value, cgq_replay_t outcome, char *err,
+                         size_t errlen);
 
 // cgq_searcher_done is true when no trial will ever be suggested again.
 bool cgq_searcher_done (const cgq_searcher_t *self);
@@ -41,7 +89,18 @@ uint64_t cgq_searcher_suggested (const cgq_searcher_t *self);
 // Total number of trials the search will suggest, or 0 if not known up front.
 uint64_t cgq_searcher_total (const cgq_searcher_t *self);
 
-// cgq_searcher_save returns the state to persist (caller decrefs).
+// cgq_searcher_nobjectives is the length of the objective vectors the job
+// ranks by (spec->nobjectives): 0 none, 1 a leaderboard, 2..8 a Pareto front
+// (compute the front with cgq_pareto_front over the trials' objective vectors,
+// cgq_spec_objective_values and cgq_spec_objective_senses).
+size_t cgq_searcher_nobjectives (const cgq_searcher_t *self);
+
+// cgq_searcher_save returns the state to persist (caller decrefs). Its size
+// does not grow with the number of trials (see above).
 json_t *cgq_searcher_save (const cgq_searcher_t *self);
+
+// cgq_searcher_footprint is an estimate of the bytes the searcher holds in
+// memory (for benchmarks and monitoring).
+size_t cgq_searcher_footprint (const cgq_searcher_t *self);
 
 #endif

@@ -1,0 +1,359 @@
+// search_bayes: Bayesian optimisation with a Gaussian process (gp.h) and
+// expected improvement, for one objective.
+//
+// Each param maps to dimensions of [0,1]^d, one per gene (search_impl.h):
+// uniform linearly, loguniform in log space, randint / quniform /
+// qloguniform / choice by the index of the value ((i + 0.5) / n, an ordinal
+// encoding: a choice's neighbours in the list are taken to be alike, so list
+// its values in a meaningful order), one dimension per element of a repeat
+// and per item of an assignment. At most CGQ_GP_MAX_DIM (64) dimensions.
+//
+// The first `initial` trials are random. Then every suggestion fits the GP
+// (warm-started from the last hyper-parameters) on the successful trials in
+// trial id order, plus the trials in flight with the best value seen as their
+// result (the "constant liar": a queue asks for a point while others run, and
+// the lie keeps it from asking for the same place again), and returns the
+// best of `candidates` points by expected improvement: half uniform, half
+// mutations of the ten best trials, skipping points already suggested.
+//
+// Saved state: {"next": N, "hyper": {"lengths": [...], "signal": s, "noise":
+// n}}: O(dimensions). Replay rebuilds the observations. The GP's own caps
+// (CGQ_GP_MAX_OBS) bound the cost of a fit, so a suggestion costs about the
+// same at 1,000 and 100,000 observations beyond the O(n d) copy of the data.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gp.h"
+#include "search_impl.h"
+#include "util.h"
+
+#define S_TRIES 32
+#define S_TOP 10 // candidates are mutated from this many best trials
+
+enum { S_UNKNOWN, S_FLIGHT, S_OK, S_FAILED };
+
+typedef struct {
+    cgq_genome_t g;
+    size_t d; // dimensions: g.ngenes
+    cgq_gp_t *gp;
+    double *u;     // trial id -> its point in [0,1]^d (cap rows)
+    double *y;     // trial id -> its objective, to be minimised (-value for max)
+    uint8_t *st;   // trial id -> S_*
+    size_t cap;    // rows of u, y, st
+    uint64_t nflight;
+    cgq_hset64_t seen;
+} s_bayes_t;
+
+static void
+s_reserve (s_bayes_t *b, uint64_t n)
+{
+    if (n <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < n)
+        cap *= 2;
+    b->u = cgq_xrealloc (b->u, cap * (b->d ? b->d : 1) * sizeof *b->u);
+    b->y = cgq_xrealloc (b->y, cap * sizeof *b->y);
+    b->st = cgq_xrealloc (b->st, cap);
+    memset (b->st + b->cap, S_UNKNOWN, cap - b->cap);
+    b->cap = cap;
+}
+
+static int
+s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
+{
+    const cgq_spec_t *spec = self->spec;
+    s_bayes_t *b = cgq_xcalloc (1, sizeof *b);
+    self->impl = b;
+    if (spec->nobjectives != 1) {
+        snprintf (err, errlen,
+                  "algorithm bayes optimises one objective, the spec has %zu (use nsga2 for "
+                  "several)",
+                  spec->nobjectives);
+        return -1;
+    }
+    if (cgq_genome_init (&b->g, spec, err, errlen) < 0)
+        return -1;
+    b->d = b->g.ngenes;
+    if (b->d > CGQ_GP_MAX_DIM) {
+        snprintf (err, errlen,
+                  "algorithm bayes maps the params of %s to %zu dimensions, more than %d (one "
+                  "per param, per repeat element and per assignment item; use evolution for "
+                  "larger spaces)",
+                  spec->name, b->d, CGQ_GP_MAX_DIM);
+        return -1;
+    }
+    if (b->d)
+        b->gp = cgq_gp_new ((int) b->d);
+    if (!state)
+        return 0;
+    const json_t *next = json_object_get (state, "next");
+    if (!json_is_integer (next) || json_integer_value (next) < 0 ||
+        (uint64_t) json_integer_value (next) > self->total) {
+        snprintf (err, errlen,
+                  "searcher state has no next trial id in [0, %llu] (the state belongs to "
+                  "another spec; resubmit the job)",
+                  (unsigned long long) self->total);
+        return -1;
+    }
+    self->suggested = (uint64_t) json_integer_value (next);
+    s_reserve (b, self->suggested);
+    const json_t *h = json_object_get (state, "hyper");
+    if (h && b->gp) {
+        const json_t *l = json_object_get (h, "lengths");
+        double lengths[CGQ_GP_MAX_DIM];
+        bool good = json_array_size (l) == b->d && json_is_number (json_object_get (h, "signal")) &&
+                    json_is_number (json_object_get (h, "noise"));
+        for (size_t i = 0; good && i < b->d; i++) {
+            good = json_is_number (json_array_get (l, i));
+            lengths[i] = json_number_value (json_array_get (l, i));
+        }
+        if (!good ||
+            cgq_gp_set_hyper (b->gp, lengths, json_number_value (json_object_get (h, "signal")),
+                              json_number_value (json_object_get (h, "noise"))) < 0) {
+            snprintf (err, errlen,
+                      "searcher state has hyper-parameters that do not fit %zu dimensions (the "
+                      "state belongs to another spec; resubmit the job)",
+                      b->d);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+s_fini (cgq_searcher_t *self)
+{
+    s_bayes_t *b = self->impl;
+    if (!b)
+        return;
+    cgq_gp_destroy (&b->gp);
+    free (b->u);
+    free (b->y);
+    free (b->st);
+    cgq_hset64_fini (&b->seen);
+    cgq_genome_fini (&b->g);
+    free (b);
+    self->impl = NULL;
+}
+
+static bool
+s_done (const cgq_searcher_t *self)
+{
+    return self->suggested >= self->total;
+}
+
+// s_end records how trial ended.
+static void
+s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+{
+    s_bayes_t *b = self->impl;
+    double f;
+    if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
+        b->st[trial] = S_OK;
+        b->y[trial] = -self->spec->objective.mode * f;
+    }
+    else
+        b->st[trial] = S_FAILED;
+}
+
+static void
+s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+{
+    s_bayes_t *b = self->impl;
+    if (trial >= b->cap || b->st[trial] != S_FLIGHT)
+        return;
+    b->nflight--;
+    s_end (self, trial, metrics, value, ok);
+}
+
+static int
+s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json_t *metrics,
+          double value, cgq_replay_t outcome, char *err, size_t errlen)
+{
+    s_bayes_t *b = self->impl;
+    double x[CGQ_GP_MAX_DIM + 1];
+    if (cgq_genome_from_params (&b->g, params, x, err, errlen) < 0)
+        return -1;
+    cgq_genome_canon (&b->g, x);
+    cgq_hset64_add (&b->seen, cgq_genome_hash (&b->g, x));
+    cgq_genome_to_unit (&b->g, x, &b->u[trial * b->d]);
+    if (b->st[trial] == S_FLIGHT)
+        b->nflight--;
+    if (outcome == CGQ_REPLAY_ACTIVE) {
+        b->st[trial] = S_FLIGHT;
+        b->nflight++;
+    }
+    else
+        s_end (self, trial, metrics, value, outcome == CGQ_REPLAY_SUCCEEDED);
+    return 0;
+}
+
+static double
+s_clamp (double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+// s_clamp_hyper keeps the hyper-parameters inside the bounds that
+// cgq_gp_set_hyper accepts: the fit works in log space and exp(log(10)) may
+// come back one ulp above 10, which a restart could then not restore. Doing
+// it after every fit keeps the uninterrupted run and a restarted one equal.
+static void
+s_clamp_hyper (s_bayes_t *b)
+{
+    double l[CGQ_GP_MAX_DIM], signal, noise;
+    cgq_gp_hyper (b->gp, l, &signal, &noise);
+    for (size_t i = 0; i < b->d; i++)
+        l[i] = s_clamp (l[i], CGQ_GP_LENGTH_MIN, CGQ_GP_LENGTH_MAX);
+    cgq_gp_set_hyper (b->gp, l, s_clamp (signal, CGQ_GP_SIGNAL_MIN, CGQ_GP_SIGNAL_MAX),
+                      s_clamp (noise, CGQ_GP_NOISE_MIN, CGQ_GP_NOISE_MAX));
+}
+
+// s_model fits the GP and writes the best candidate into x. Returns false
+// when there is no successful trial yet.
+static bool
+s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
+{
+    s_bayes_t *b = self->impl;
+    uint64_t n = self->suggested, nok = 0;
+    for (uint64_t i = 0; i < n; i++)
+        nok += b->st[i] == S_OK;
+    if (!nok || !b->gp)
+        return false;
+    size_t d = b->d, rows = (size_t) (nok + b->nflight);
+    double *X = cgq_xmalloc (rows * d * sizeof *X), *Y = cgq_xmalloc (rows * sizeof *Y);
+    double best = INFINITY;
+    size_t k = 0;
+    // The S_TOP best trials, for the local half of the candidates.
+    uint64_t top[S_TOP];
+    size_t ntop = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (b->st[i] != S_OK)
+            continue;
+        memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
+        Y[k++] = b->y[i];
+        if (b->y[i] < best)
+            best = b->y[i];
+        size_t at = ntop < S_TOP ? ntop++ : S_TOP;
+        while (at > 0 && b->y[top[at - 1]] > b->y[i]) {
+            if (at < S_TOP)
+                top[at] = top[at - 1];
+            at--;
+        }
+        if (at < S_TOP)
+            top[at] = i;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (b->st[i] == S_FLIGHT) {
+            memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
+            Y[k++] = best; // the constant liar
+        }
+    uint64_t seed = self->spec->search.seed * 0x9e3779b97f4a7c15ULL + self->suggested;
+    cgq_gp_fit (b->gp, X, Y, (int) k, seed);
+    s_clamp_hyper (b);
+    free (X);
+    free (Y);
+
+    uint32_t ncand = self->spec->search.candidates ? self->spec->search.candidates : 1000;
+    double c[CGQ_GP_MAX_DIM + 1], cu[CGQ_GP_MAX_DIM + 1];
+    double best_ei = -1;
+    bool found = false;
+    for (uint32_t i = 0; i < ncand; i++) {
+        if (i % 2 == 0 || !ntop)
+            cgq_genome_random (&b->g, r, c);
+        else {
+            // A mutation of a good trial: 1 to 3 steps away from it.
+            uint64_t from = top[cgq_rng_below (r, ntop)];
+            double ux[CGQ_GP_MAX_DIM + 1];
+            memcpy (ux, &b->u[from * d], d * sizeof *ux);
+            cgq_genome_from_unit (&b->g, ux, c);
+            int steps = 1 + (int) cgq_rng_below (r, 3);
+            for (int s = 0; s < steps; s++)
+                cgq_genome_mutate (&b->g, r, c);
+        }
+        if (cgq_hset64_has (&b->seen, cgq_genome_hash (&b->g, c)))
+            continue;
+        cgq_genome_to_unit (&b->g, c, cu);
+        double ei = cgq_gp_ei (b->gp, cu, best, 0);
+        if (ei > best_ei) {
+            best_ei = ei;
+            memcpy (x, c, d * sizeof *x);
+            found = true;
+        }
+    }
+    return found;
+}
+
+static json_t *
+s_suggest (cgq_searcher_t *self)
+{
+    s_bayes_t *b = self->impl;
+    if (s_done (self))
+        return NULL;
+    uint64_t id = self->suggested;
+    s_reserve (b, id + 1);
+    cgq_rng_t r;
+    cgq_rng_seed (&r, self->spec->search.seed, id, 2);
+    double x[CGQ_GP_MAX_DIM + 1];
+    bool modeled = false;
+    if (id >= self->spec->search.initial) {
+        modeled = s_model (self, &r, x);
+        if (!modeled && b->nflight > 0)
+            return NULL; // no result to learn from yet: wait for one
+    }
+    if (!modeled)
+        for (int t = 0; t < S_TRIES; t++) {
+            cgq_genome_random (&b->g, &r, x);
+            if (!cgq_hset64_has (&b->seen, cgq_genome_hash (&b->g, x)))
+                break;
+        }
+    cgq_hset64_add (&b->seen, cgq_genome_hash (&b->g, x));
+    cgq_genome_to_unit (&b->g, x, &b->u[id * b->d]);
+    b->st[id] = S_FLIGHT;
+    b->nflight++;
+    return cgq_genome_params (&b->g, x);
+}
+
+static void
+s_save (const cgq_searcher_t *self, json_t *state)
+{
+    const s_bayes_t *b = self->impl;
+    json_object_set_new (state, "next", json_integer ((json_int_t) self->suggested));
+    if (!b->gp)
+        return;
+    double lengths[CGQ_GP_MAX_DIM], signal, noise;
+    cgq_gp_hyper (b->gp, lengths, &signal, &noise);
+    json_t *h = json_object (), *l = json_array ();
+    for (size_t i = 0; i < b->d; i++)
+        json_array_append_new (l, json_real (lengths[i]));
+    json_object_set_new (h, "lengths", l);
+    json_object_set_new (h, "signal", json_real (signal));
+    json_object_set_new (h, "noise", json_real (noise));
+    json_object_set_new (state, "hyper", h);
+}
+
+static size_t
+s_footprint (const cgq_searcher_t *self)
+{
+    const s_bayes_t *b = self->impl;
+    size_t nobs = b->gp ? (size_t) cgq_gp_nobs (b->gp) : 0;
+    // The GP keeps its conditioning set, a Cholesky factor and weights.
+    size_t gp = b->gp ? nobs * nobs * sizeof (double) + nobs * (b->d + 2) * sizeof (double) : 0;
+    return sizeof *b + b->g.ngenes * sizeof (cgq_gene_t) +
+           b->cap * ((b->d ? b->d : 1) * sizeof (double) + sizeof (double) + 1) +
+           b->seen.cap * sizeof (uint64_t) + gp;
+}
+
+const cgq_search_ops_t cgq_search_bayes_ops = {
+    .init = s_init,
+    .fini = s_fini,
+    .suggest = s_suggest,
+    .observe = s_observe,
+    .replay = s_replay,
+    .done = s_done,
+    .save = s_save,
+    .footprint = s_footprint,
+};

@@ -1,0 +1,780 @@
+// searcher_test: the searchers driven as the coordinator drives them: a few
+// suggestions in flight, results observed in a shuffled order, now and then a
+// failure. Each searcher that learns beats a baseline on a function with a
+// known optimum; the same seed gives the same suggestions; a restart from the
+// saved state plus a replay of the trials continues the very same search.
+// The bench at the end prints the cost of suggest() and the memory held.
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "json.h"
+#include "pareto.h"
+#include "searcher.h"
+#include "space.h"
+#include "spec.h"
+#include "util.h"
+
+// --- the driver -------------------------------------------------------------------
+
+typedef void (*s_fn_t) (const json_t *params, double *out);
+
+typedef struct {
+    const cgq_spec_t *spec;
+    s_fn_t fn;               // the objectives of a point
+    size_t inflight;         // suggestions kept outstanding
+    uint64_t shuffle;        // seeds the order in which results arrive
+    double fail;             // share of trials that fail
+    uint64_t restart_at;     // after this many results: save, destroy, new, replay (0: never)
+    uint64_t restart_every;  // then again every so many results (0: once)
+    // what happened, by trial id
+    json_t *params;          // array: the suggestions in order
+    json_t *metrics;         // array: the result of each trial (null: failed or not finished)
+    bool *finished;
+    size_t cap;
+    size_t max_state;        // the largest saved state, in bytes
+    uint64_t restarts;
+} s_run_t;
+
+static uint64_t
+s_next (uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double
+s_unit (uint64_t *s)
+{
+    return (double) (s_next (s) >> 11) * 0x1.0p-53;
+}
+
+static cgq_spec_t *
+s_spec (const char *yaml)
+{
+    char err[1024];
+    cgq_spec_t *s = cgq_spec_parse (yaml, strlen (yaml), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    return s;
+}
+
+// s_restart is what the coordinator does after a crash: a new searcher from
+// the saved state (through its JSON text), then every trial replayed.
+static cgq_searcher_t *
+s_restart (s_run_t *r, cgq_searcher_t *se)
+{
+    json_t *st = cgq_searcher_save (se);
+    char *text = cgq_json_dumps (st);
+    json_decref (st);
+    if (strlen (text) > r->max_state)
+        r->max_state = strlen (text);
+    uint64_t suggested = cgq_searcher_suggested (se);
+    cgq_searcher_destroy (&se);
+    json_t *loaded = json_loads (text, 0, NULL);
+    free (text);
+    char err[512];
+    se = cgq_searcher_new (r->spec, loaded, err, sizeof err);
+    json_decref (loaded);
+    if (!se)
+        fail_msg ("restart: %s", err);
+    assert_int_equal (cgq_searcher_suggested (se), suggested);
+    for (uint64_t id = 0; id < suggested; id++) {
+        // Replayed from what Redis keeps: the params and result as text.
+        char *pt = cgq_json_dumps (json_array_get (r->params, id));
+        json_t *p = json_loads (pt, 0, NULL);
+        free (pt);
+        json_t *m = json_array_get (r->metrics, id);
+        double value = NAN;
+        if (json_is_object (m) && r->spec->nobjectives == 1)
+            cgq_spec_objective_value (r->spec, m, &value, NULL, 0);
+        cgq_replay_t how = !r->finished[id]     ? CGQ_REPLAY_ACTIVE
+                           : json_is_object (m) ? CGQ_REPLAY_SUCCEEDED
+                                                : CGQ_REPLAY_FAILED;
+        if (cgq_searcher_replay (se, id, p, json_is_object (m) ? m : NULL, value, how, err,
+                                 sizeof err) < 0)
+            fail_msg ("replay %llu: %s", (unsigned long long) id, err);
+        json_decref (p);
+    }
+    r->restarts++;
+    return se;
+}
+
+// s_drive runs a whole search and fills r.
+static void
+s_drive (s_run_t *r)
+{
+    char err[512];
+    cgq_searcher_t *se = cgq_searcher_new (r->spec, NULL, err, sizeof err);
+    if (!se)
+        fail_msg ("%s", err);
+    r->params = json_array ();
+    r->metrics = json_array ();
+    r->cap = cgq_searcher_total (se) + 1;
+    r->finished = cgq_xcalloc (r->cap, sizeof *r->finished);
+    uint64_t *out = cgq_xcalloc (r->inflight + 1, sizeof *out);
+    size_t nout = 0;
+    uint64_t rng = r->shuffle, results = 0;
+    size_t nobj = r->spec->nobjectives;
+    for (;;) {
+        while (nout < r->inflight) {
+            uint64_t id;
+            json_t *p = cgq_searcher_suggest (se, &id);
+            if (!p)
+                break;
+            assert_int_equal (id, json_array_size (r->params));
+            json_array_append_new (r->params, p);
+            json_array_append_new (r->metrics, json_null ());
+            out[nout++] = id;
+        }
+        if (nout == 0) {
+            assert_true (cgq_searcher_done (se)); // waiting with nothing in flight: a stall
+            break;
+        }
+        size_t k = (size_t) (s_next (&rng) % nout);
+        uint64_t id = out[k];
+        out[k] = out[--nout];
+        bool ok = s_unit (&rng) >= r->fail;
+        json_t *m = NULL;
+        double value = NAN;
+        if (ok) {
+            double f[CGQ_SPEC_MAX_OBJECTIVES];
+            r->fn (json_array_get (r->params, id), f);
+            m = json_object ();
+            for (size_t i = 0; i < nobj; i++) {
+                char name[32];
+                snprintf (name, sizeof name, "f%zu", i);
+                json_object_set_new (m, name, json_real (f[i]));
+            }
+            if (nobj == 1)
+                assert_int_equal (cgq_spec_objective_value (r->spec, m, &value, err, sizeof err),
+                                  0);
+            json_array_set (r->metrics, id, m);
+        }
+        r->finished[id] = true;
+        cgq_searcher_observe (se, id, m, value, ok);
+        json_decref (m);
+        results++;
+        if (r->restart_at && (results == r->restart_at ||
+                              (r->restart_every && results > r->restart_at &&
+                               (results - r->restart_at) % r->restart_every == 0)))
+            se = s_restart (r, se);
+    }
+    json_t *st = cgq_searcher_save (se);
+    char *text = cgq_json_dumps (st);
+    if (strlen (text) > r->max_state)
+        r->max_state = strlen (text);
+    free (text);
+    json_decref (st);
+    cgq_searcher_destroy (&se);
+    free (out);
+}
+
+static void
+s_run_fini (s_run_t *r)
+{
+    json_decref (r->params);
+    json_decref (r->metrics);
+    free (r->finished);
+    r->params = r->metrics = NULL;
+    r->finished = NULL;
+}
+
+// s_best is the best f0 among the trials [from, to) that succeeded (sense +1
+// max, -1 min); *mean (may be NULL) their mean.
+static double
+s_best (const s_run_t *r, size_t from, size_t to, int sense, double *mean)
+{
+    double best = sense > 0 ? -INFINITY : INFINITY, sum = 0;
+    size_t n = 0;
+    for (size_t i = from; i < to && i < json_array_size (r->metrics); i++) {
+        json_t *m = json_array_get (r->metrics, i);
+        if (!json_is_object (m))
+            continue;
+        double v = json_number_value (json_object_get (m, "f0"));
+        sum += v, n++;
+        if (sense * v > sense * best)
+            best = v;
+    }
+    if (mean)
+        *mean = n ? sum / (double) n : NAN;
+    return best;
+}
+
+static bool
+s_same_params (const s_run_t *a, const s_run_t *b)
+{
+    char *x = cgq_json_dumps (a->params), *y = cgq_json_dumps (b->params);
+    bool same = !strcmp (x, y);
+    free (x);
+    free (y);
+    return same;
+}
+
+// --- functions with a known optimum ---------------------------------------------
+
+static double
+s_num (const json_t *params, const char *name)
+{
+    return json_number_value (json_object_get (params, name));
+}
+
+// Branin on [-5, 10] x [0, 15]: minimum 0.397887 at three points.
+static void
+s_branin (const json_t *params, double *out)
+{
+    double x1 = s_num (params, "x1"), x2 = s_num (params, "x2");
+    double b = 5.1 / (4 * M_PI * M_PI), c = 5 / M_PI, t = 1 / (8 * M_PI);
+    out[0] = pow (x2 - b * x1 * x1 + c * x1 - 6, 2) + 10 * (1 - t) * cos (x1) + 10;
+}
+
+// A mixed space whose best point is known: depths all 7, width 13, a = 0.3,
+// act = relu, ops all "b"; f0 = 0 there and negative elsewhere (maximise).
+static void
+s_mixed (const json_t *params, double *out)
+{
+    double f = 0;
+    const json_t *d = json_object_get (params, "depths");
+    for (size_t i = 0; i < json_array_size (d); i++)
+        f -= pow (json_number_value (json_array_get (d, i)) - 7, 2);
+    f -= pow (s_num (params, "width") - 13, 2) / 4;
+    f -= 10 * pow (s_num (params, "a") - 0.3, 2);
+    f -= strcmp (json_string_value (json_object_get (params, "act")), "relu") ? 3 : 0;
+    const json_t *map = json_object_get (json_object_get (params, "ops"), "map");
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *) map, k, v)
+        f -= strcmp (json_string_value (v), "b") ? 1 : 0;
+    out[0] = f;
+}
+
+#define S_ZDT_N 8
+
+// ZDT1 with S_ZDT_N variables in [0, 1]: both objectives minimised; the
+// Pareto front is f2 = 1 - sqrt(f1), f1 in [0, 1] (all x2.. = 0).
+static void
+s_zdt1 (const json_t *params, double *out)
+{
+    double x[S_ZDT_N], g = 0;
+    for (int i = 0; i < S_ZDT_N; i++) {
+        char name[32];
+        snprintf (name, sizeof name, "x%d", i);
+        x[i] = s_num (params, name);
+        if (i)
+            g += x[i];
+    }
+    g = 1 + 9 * g / (S_ZDT_N - 1);
+    out[0] = x[0];
+    out[1] = g * (1 - sqrt (x[0] / g));
+}
+
+// s_hv is the hypervolume of the successful trials' (f0, f1) against ref.
+static double
+s_hv (const s_run_t *r, const double *ref)
+{
+    size_t n = json_array_size (r->metrics), k = 0;
+    double *pts = cgq_xcalloc (2 * n + 2, sizeof *pts);
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get (r->metrics, i);
+        if (!json_is_object (m))
+            continue;
+        pts[2 * k] = json_number_value (json_object_get (m, "f0"));
+        pts[2 * k + 1] = json_number_value (json_object_get (m, "f1"));
+        k++;
+    }
+    double hv = 0;
+    assert_int_equal (cgq_pareto_hypervolume (pts, (int) k, 2, NULL, ref, &hv), 0);
+    free (pts);
+    return hv;
+}
+
+#define TRIAL "trial: {kind: noop}\n"
+
+static const char *s_mixed_space = "space:\n"
+                                   "  depths: {repeat: 5, of: {choice: [2, 3, 4, 5, 6, 7, 8, 9]}}\n"
+                                   "  width: {randint: [0, 20]}\n"
+                                   "  a: {uniform: [0, 1]}\n"
+                                   "  act: {choice: [relu, gelu, tanh]}\n"
+                                   "  ops: {assignment: {items: [c1, c2, p1], choices: [a, b]}}\n"
+                                   "  tag: fixed\n";
+
+// --- tests ---------------------------------------------------------------------
+
+// Regularized evolution, 50 random points then 200 children (seed 001's
+// 50 + 4 x 50), improves on its random start, in the best and on average.
+static void
+t_evolution_improves (void **state)
+{
+    double gain_best = 0, gain_mean = 0;
+    for (int seed = 1; seed <= 3; seed++) {
+        char yaml[2048];
+        snprintf (yaml, sizeof yaml,
+                  "%ssearch: {algorithm: evolution, samples: 250, initial: 50, batch: 50, "
+                  "seed: %d}\nobjective: {metric: f0, mode: max}\n" TRIAL,
+                  s_mixed_space, seed);
+        cgq_spec_t *spec = s_spec (yaml);
+        s_run_t r = {.spec = spec, .fn = s_mixed, .inflight = 8, .shuffle = (uint64_t) seed,
+                     .fail = 0.05};
+        s_drive (&r);
+        assert_int_equal (json_array_size (r.params), 250);
+        double mean0, mean1;
+        double best0 = s_best (&r, 0, 50, 1, &mean0);
+        double best1 = s_best (&r, 0, 250, 1, NULL);
+        s_best (&r, 200, 250, 1, &mean1);
+        printf ("  evolution seed %d: random 50 best %.2f mean %.2f; after 250 best %.2f, last "
+                "50 mean %.2f\n",
+                seed, best0, mean0, best1, mean1);
+        assert_true (best1 > best0);
+        assert_true (mean1 > mean0);
+        gain_best += best1 - best0;
+        gain_mean += mean1 - mean0;
+        // Constants pass through; no point is suggested twice (the space
+        // has 8^5 x 21 x ... points).
+        json_t *p0 = json_array_get (r.params, 0);
+        assert_string_equal (json_string_value (json_object_get (p0, "tag")), "fixed");
+        json_t *seen = json_object ();
+        for (size_t i = 0; i < json_array_size (r.params); i++) {
+            char *t = cgq_json_dumps (json_array_get (r.params, i));
+            assert_null (json_object_get (seen, t));
+            json_object_set_new (seen, t, json_true ());
+            free (t);
+        }
+        json_decref (seen);
+        s_run_fini (&r);
+        cgq_spec_destroy (&spec);
+    }
+    assert_true (gain_best > 0 && gain_mean > 0);
+}
+
+// Bayesian optimisation on Branin beats random search at the same budget,
+// on average over 5 seeds.
+static void
+t_bayes_beats_random (void **state)
+{
+    double sum_bayes = 0, sum_random = 0;
+    const int budget = 30;
+    for (int seed = 1; seed <= 5; seed++) {
+        for (int alg = 0; alg < 2; alg++) {
+            char yaml[1024];
+            snprintf (yaml, sizeof yaml,
+                      "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                      "search: {algorithm: %s, samples: %d, seed: %d}\n"
+                      "objective: {metric: f0, mode: min}\n" TRIAL,
+                      alg ? "random" : "bayes", budget, seed);
+            cgq_spec_t *spec = s_spec (yaml);
+            s_run_t r = {.spec = spec, .fn = s_branin, .inflight = 4, .shuffle = (uint64_t) seed};
+            s_drive (&r);
+            assert_int_equal (json_array_size (r.params), budget);
+            double best = s_best (&r, 0, (size_t) budget, -1, NULL);
+            printf ("  branin seed %d %-6s best %.4f (optimum 0.3979)\n", seed,
+                    alg ? "random" : "bayes", best);
+            *(alg ? &sum_random : &sum_bayes) += best;
+            s_run_fini (&r);
+            cgq_spec_destroy (&spec);
+        }
+    }
+    printf ("  branin mean best over 5 seeds: bayes %.4f, random %.4f\n", sum_bayes / 5,
+            sum_random / 5);
+    assert_true (sum_bayes < sum_random);
+    // And near the optimum: random search's mean best at this budget is
+    // several times further away.
+    assert_true (sum_bayes / 5 < 0.3979 + 0.5);
+}
+
+// NSGA-II on ZDT1 (8 variables) reaches most of the true front's
+// hypervolume. With the reference point (1.1, 1.1) the true front
+// f2 = 1 - sqrt(f1) dominates 0.1 + 2/3 (f1 in [0, 1]) + 0.11 (f1 in
+// [1, 1.1]) = 0.87667. Random search at the same budget stays far from it
+// (g = 1 + 9 mean(x2..) is about 5.5 for a random point, so its f2 is large);
+// we ask for 95% of the true volume, which a front within about 0.02 of the
+// true one reaches, and for clearly more than random search gets.
+static void
+t_nsga2_zdt1 (void **state)
+{
+    const double ref[2] = {1.1, 1.1}, truth = 0.1 + 2.0 / 3 + 0.11;
+    for (int alg = 0; alg < 2; alg++) {
+        cgq_buf_t y;
+        cgq_buf_init (&y);
+        cgq_buf_puts (&y, "space:\n");
+        for (int i = 0; i < S_ZDT_N; i++)
+            cgq_buf_printf (&y, "  x%d: {uniform: [0, 1]}\n", i);
+        cgq_buf_printf (&y, "search: {algorithm: %s, samples: 3000, seed: 7%s}\n",
+                        alg ? "random" : "nsga2", alg ? "" : ", population: 40");
+        cgq_buf_puts (&y, "objectives: [{metric: f0, mode: min}, {metric: f1, mode: min}]\n" TRIAL);
+        cgq_spec_t *spec = s_spec (y.data);
+        cgq_buf_fini (&y);
+        s_run_t r = {.spec = spec, .fn = s_zdt1, .inflight = 4, .shuffle = 3, .fail = 0.02};
+        s_drive (&r);
+        double hv = s_hv (&r, ref);
+        printf ("  zdt1 %-6s hypervolume %.4f of %.4f (%.1f%%)\n", alg ? "random" : "nsga2", hv,
+                truth, 100 * hv / truth);
+        if (alg == 0)
+            assert_true (hv >= 0.95 * truth);
+        else
+            assert_true (hv < 0.9 * truth);
+        s_run_fini (&r);
+        cgq_spec_destroy (&spec);
+    }
+}
+
+static const char *s_zdt_spec (char *buf, size_t len, const char *alg, int seed);
+
+static const char *
+s_zdt_spec (char *buf, size_t len, const char *alg, int seed)
+{
+    cgq_buf_t y;
+    cgq_buf_init (&y);
+    cgq_buf_puts (&y, "space:\n");
+    for (int i = 0; i < S_ZDT_N; i++)
+        cgq_buf_printf (&y, "  x%d: {uniform: [0, 1]}\n", i);
+    cgq_buf_printf (&y, "search: {algorithm: %s, samples: 300, seed: %d, population: 20}\n", alg,
+                    seed);
+    cgq_buf_puts (&y, "objectives: [{metric: f0, mode: min}, {metric: f1, mode: min}]\n" TRIAL);
+    snprintf (buf, len, "%s", y.data);
+    cgq_buf_fini (&y);
+    return buf;
+}
+
+// The specs the reproducibility and restart tests run, one per searcher.
+static void
+s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
+{
+    switch (i) {
+    case 0:
+        snprintf (yaml, len,
+                  "%ssearch: {algorithm: evolution, samples: 200, population: 20, initial: 20, "
+                  "batch: 10, seed: %d}\nobjective: {metric: f0, mode: max}\n" TRIAL,
+                  s_mixed_space, seed);
+        *fn = s_mixed;
+        break;
+    case 1:
+        s_zdt_spec (yaml, len, "nsga2", seed);
+        *fn = s_zdt1;
+        break;
+    case 2:
+        snprintf (yaml, len,
+                  "%ssearch: {algorithm: bayes, samples: 40, initial: 8, candidates: 200, "
+                  "seed: %d}\nobjective: {metric: f0, mode: max}\n" TRIAL,
+                  s_mixed_space, seed);
+        *fn = s_mixed;
+        break;
+    case 3:
+        snprintf (yaml, len,
+                  "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                  "search: {algorithm: random, samples: 50, seed: %d}\n"
+                  "objective: {metric: f0, mode: min}\n" TRIAL,
+                  seed);
+        *fn = s_branin;
+        break;
+    default:
+        snprintf (yaml, len,
+                  "space:\n  x1: {choice: [-3, 0, 3]}\n  x2: {uniform: [0, 15]}\n  c: 1\n"
+                  "search: {algorithm: list, points: [{x1: 0, x2: 1}, {x1: 3, x2: 2.5}, {x1: "
+                  "-3, x2: 0}, {x1: 0, x2: 15}]}\n"
+                  "objective: {metric: f0, mode: min}\n" TRIAL);
+        *fn = s_branin;
+        break;
+    }
+}
+#define S_NCASES 5
+
+static const char *s_case_names[S_NCASES] = {"evolution", "nsga2", "bayes", "random", "list"};
+
+// The same seed and the same results give the same suggestions; another seed
+// gives others.
+static void
+t_reproducible (void **state)
+{
+    for (int i = 0; i < S_NCASES; i++) {
+        char yaml[4096];
+        s_fn_t fn;
+        s_run_t r[3];
+        for (int k = 0; k < 3; k++) {
+            s_case (i, yaml, sizeof yaml, &fn, k == 2 ? 12 : 11);
+            cgq_spec_t *spec = s_spec (yaml);
+            r[k] = (s_run_t) {.spec = spec, .fn = fn, .inflight = 4, .shuffle = 5, .fail = 0.05};
+            s_drive (&r[k]);
+            cgq_spec_destroy (&spec);
+        }
+        assert_true (s_same_params (&r[0], &r[1]));
+        if (i != 4) // a list has no seed
+            assert_false (s_same_params (&r[0], &r[2]));
+        printf ("  %-9s %zu suggestions, identical with the same seed\n", s_case_names[i],
+                json_array_size (r[0].params));
+        for (int k = 0; k < 3; k++)
+            s_run_fini (&r[k]);
+    }
+}
+
+// A restart (save, destroy, new from the state, replay every trial) at any
+// point continues the same search: the suggestions equal an uninterrupted
+// run's, finished points are not suggested again, and the saved state does
+// not grow with the number of trials.
+static void
+t_restart (void **state)
+{
+    for (int i = 0; i < S_NCASES; i++) {
+        char yaml[4096];
+        s_fn_t fn;
+        s_case (i, yaml, sizeof yaml, &fn, 21);
+        cgq_spec_t *spec = s_spec (yaml);
+        s_run_t base = {.spec = spec, .fn = fn, .inflight = 4, .shuffle = 9, .fail = 0.05};
+        s_drive (&base);
+        size_t n = json_array_size (base.params);
+        uint64_t points[] = {1, 3, 7, 25};
+        for (size_t k = 0; k < sizeof points / sizeof *points; k++) {
+            s_run_t r = {.spec = spec, .fn = fn, .inflight = 4, .shuffle = 9, .fail = 0.05,
+                         .restart_at = points[k], .restart_every = k == 3 ? 17 : 0};
+            s_drive (&r);
+            if (!s_same_params (&base, &r))
+                fail_msg ("%s: a restart after %llu results changed the search",
+                          s_case_names[i], (unsigned long long) points[k]);
+            assert_true (r.restarts >= 1 || points[k] >= n);
+            if (k == 3)
+                printf ("  %-9s %zu trials, %llu restarts: same suggestions; largest saved "
+                        "state %zu bytes\n",
+                        s_case_names[i], n, (unsigned long long) r.restarts, r.max_state);
+            // O(population) or O(dimensions): far below a byte per trial x 100.
+            assert_true (r.max_state < 1200);
+            s_run_fini (&r);
+        }
+        s_run_fini (&base);
+        cgq_spec_destroy (&spec);
+    }
+}
+
+// An evolution over a small discrete space never repeats a point while an
+// unseen one is near, across restarts too.
+static void
+t_no_repeats (void **state)
+{
+    const char *yaml = "space:\n  a: {choice: [1, 2, 3, 4, 5, 6]}\n  b: {randint: [0, 9]}\n"
+                       "  c: {quniform: [0, 1, 0.25]}\n"
+                       "search: {algorithm: evolution, samples: 120, population: 10, "
+                       "tournament: 3, initial: 10, batch: 4, seed: 2}\n"
+                       "objective: {metric: f0, mode: max}\n" TRIAL;
+    cgq_spec_t *spec = s_spec (yaml);
+    s_run_t r = {.spec = spec, .fn = s_branin, .inflight = 4, .shuffle = 1, .restart_at = 5,
+                 .restart_every = 11};
+    // s_branin reads x1, x2: absent here, so f0 is constant; the search
+    // still must not repeat itself.
+    s_drive (&r);
+    json_t *seen = json_object ();
+    size_t dup = 0;
+    for (size_t i = 0; i < json_array_size (r.params); i++) {
+        char *t = cgq_json_dumps (json_array_get (r.params, i));
+        dup += json_object_get (seen, t) != NULL;
+        json_object_set_new (seen, t, json_true ());
+        free (t);
+    }
+    printf ("  %zu of %zu points of a 300-point space repeated\n", dup,
+            json_array_size (r.params));
+    assert_int_equal (dup, 0);
+    json_decref (seen);
+    s_run_fini (&r);
+    cgq_spec_destroy (&spec);
+}
+
+// grid, random and list keep their whole state in "next" and need no history.
+static void
+t_index_searchers (void **state)
+{
+    char yaml[4096];
+    s_fn_t fn;
+    s_case (4, yaml, sizeof yaml, &fn, 0);
+    cgq_spec_t *spec = s_spec (yaml);
+    char err[256];
+    cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+    assert_non_null (se);
+    assert_false (cgq_searcher_needs_history (se));
+    assert_int_equal (cgq_searcher_total (se), 4);
+    uint64_t id;
+    json_t *p = cgq_searcher_suggest (se, &id);
+    char *t = cgq_json_dumps (p);
+    assert_string_equal (t, "{\"x1\":0,\"x2\":1,\"c\":1}");
+    free (t);
+    json_decref (p);
+    json_t *st = cgq_searcher_save (se);
+    t = cgq_json_dumps (st);
+    assert_string_equal (t, "{\"algorithm\":\"list\",\"next\":1}");
+    free (t);
+    cgq_searcher_destroy (&se);
+    se = cgq_searcher_new (spec, st, err, sizeof err);
+    json_decref (st);
+    p = cgq_searcher_suggest (se, &id);
+    assert_int_equal (id, 1);
+    assert_true (json_real_value (json_object_get (p, "x2")) == 2.5);
+    json_decref (p);
+    cgq_searcher_destroy (&se);
+    cgq_spec_destroy (&spec);
+}
+
+// States that do not fit are refused with a reason.
+static void
+t_bad_state (void **state)
+{
+    char yaml[4096];
+    s_fn_t fn;
+    s_case (0, yaml, sizeof yaml, &fn, 1);
+    cgq_spec_t *spec = s_spec (yaml);
+    char err[512];
+    json_t *st = json_pack ("{s:s, s:i, s:[i, i]}", "algorithm", "evolution", "next", 3,
+                            "population", 1, 5);
+    assert_null (cgq_searcher_new (spec, st, err, sizeof err));
+    assert_non_null (strstr (err, "population[1] that is not a trial id below 3"));
+    json_decref (st);
+    st = json_pack ("{s:s, s:i}", "algorithm", "bayes", "next", 3);
+    assert_null (cgq_searcher_new (spec, st, err, sizeof err));
+    assert_non_null (strstr (err, "is for algorithm 'bayes', the spec says 'evolution'"));
+    json_decref (st);
+    // A replayed point outside the space is an error, not a silent guess.
+    st = json_pack ("{s:s, s:i, s:[]}", "algorithm", "evolution", "next", 1, "population");
+    cgq_searcher_t *se = cgq_searcher_new (spec, st, err, sizeof err);
+    assert_non_null (se);
+    json_t *p = json_pack ("{s:[i,i,i,i,i], s:i, s:f, s:s, s:{s:i}}", "depths", 2, 3, 4, 5, 99,
+                           "width", 3, "a", 0.5, "act", "relu", "ops", "id", 1);
+    assert_int_equal (cgq_searcher_replay (se, 0, p, NULL, NAN, CGQ_REPLAY_FAILED, err,
+                                           sizeof err),
+                      -1);
+    assert_non_null (strstr (err, "param depths = [2,3,4,5,99] does not belong"));
+    json_decref (p);
+    json_decref (st);
+    cgq_searcher_destroy (&se);
+    cgq_spec_destroy (&spec);
+
+    // Too many dimensions for the Gaussian process.
+    cgq_spec_t *big = s_spec ("space:\n  a: {repeat: 40, of: {uniform: [0, 1]}}\n"
+                              "  b: {repeat: 30, of: {uniform: [0, 1]}}\n"
+                              "search: {algorithm: bayes, samples: 5}\n"
+                              "objective: {metric: f0, mode: max}\n" TRIAL);
+    assert_null (cgq_searcher_new (big, NULL, err, sizeof err));
+    assert_non_null (strstr (err, "70 dimensions, more than 64"));
+    cgq_spec_destroy (&big);
+}
+
+// --- bench ----------------------------------------------------------------------
+
+static double
+s_now (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
+}
+
+// s_bench_one builds a searcher that has observed n trials (through replay,
+// which is how a coordinator gets there after a restart, and cheaper than
+// suggesting them) and times suggest + observe.
+static void
+s_bench_one (const char *name, const char *space, const char *search, const char *objective,
+             s_fn_t fn, uint64_t n, int reps)
+{
+    char yaml[4096];
+    snprintf (yaml, sizeof yaml, "%ssearch: {algorithm: %s, samples: 1000000, %s}\n%s" TRIAL,
+              space, name, search, objective);
+    cgq_spec_t *spec = s_spec (yaml);
+    // The points: a random search over the same space.
+    snprintf (yaml, sizeof yaml, "%ssearch: {algorithm: random, samples: 1000000}\n%s" TRIAL,
+              space, objective);
+    cgq_spec_t *rs = s_spec (yaml);
+    json_t *ids = json_array ();
+    for (uint64_t i = n > 20 ? n - 20 : 0; i < n; i++)
+        json_array_append_new (ids, json_integer ((json_int_t) i));
+    json_t *st = json_pack ("{s:s, s:I, s:o}", "algorithm", name, "next", (json_int_t) n,
+                            "population", ids);
+    char err[512];
+    cgq_searcher_t *se = cgq_searcher_new (spec, st, err, sizeof err);
+    json_decref (st);
+    if (!se)
+        fail_msg ("%s", err);
+    double t0 = s_now ();
+    for (uint64_t i = 0; i < n; i++) {
+        json_t *p = cgq_space_point (rs, i);
+        double f[CGQ_SPEC_MAX_OBJECTIVES];
+        fn (p, f);
+        json_t *m = json_pack ("{s:f, s:f}", "f0", f[0], "f1", spec->nobjectives > 1 ? f[1] : 0);
+        if (cgq_searcher_replay (se, i, p, m, f[0], CGQ_REPLAY_SUCCEEDED, err, sizeof err) < 0)
+            fail_msg ("%s", err);
+        json_decref (m);
+        json_decref (p);
+    }
+    double replay = s_now () - t0;
+    t0 = s_now ();
+    for (int k = 0; k < reps; k++) {
+        uint64_t id;
+        json_t *p = cgq_searcher_suggest (se, &id);
+        assert_non_null (p);
+        double f[CGQ_SPEC_MAX_OBJECTIVES];
+        fn (p, f);
+        json_t *m = json_pack ("{s:f, s:f}", "f0", f[0], "f1", spec->nobjectives > 1 ? f[1] : 0);
+        cgq_searcher_observe (se, id, m, f[0], true);
+        json_decref (m);
+        json_decref (p);
+    }
+    double per = (s_now () - t0) / reps;
+    json_t *saved = cgq_searcher_save (se);
+    char *text = cgq_json_dumps (saved);
+    printf ("  %-9s %7llu observed: suggest+observe %9.3f ms, replay %7.3f us/trial, memory "
+            "%8.1f KiB, saved state %5zu B\n",
+            name, (unsigned long long) n, per * 1e3, n ? replay / (double) n * 1e6 : 0.0,
+            (double) cgq_searcher_footprint (se) / 1024, strlen (text));
+    free (text);
+    json_decref (saved);
+    cgq_searcher_destroy (&se);
+    cgq_spec_destroy (&rs);
+    cgq_spec_destroy (&spec);
+}
+
+static void
+t_bench (void **state)
+{
+    const char *b = getenv ("CGQ_BENCH_MAX");
+    uint64_t max = b ? strtoull (b, NULL, 10) : 100000;
+    uint64_t sizes[] = {10, 1000, 100000};
+    printf ("  (figures depend on the build: a sanitizer build is several times slower)\n");
+    for (size_t k = 0; k < 3; k++) {
+        uint64_t n = sizes[k];
+        if (n > max)
+            break;
+        s_bench_one ("evolution", s_mixed_space, "population: 20, initial: 5",
+                     "objective: {metric: f0, mode: max}\n", s_mixed, n, 200);
+        cgq_buf_t zs;
+        cgq_buf_init (&zs);
+        cgq_buf_puts (&zs, "space:\n");
+        for (int i = 0; i < S_ZDT_N; i++)
+            cgq_buf_printf (&zs, "  x%d: {uniform: [0, 1]}\n", i);
+        s_bench_one ("nsga2", zs.data, "population: 20, initial: 5",
+                     "objectives: [{metric: f0, mode: min}, {metric: f1, mode: min}]\n", s_zdt1,
+                     n, 200);
+        cgq_buf_fini (&zs);
+        s_bench_one ("bayes", "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n",
+                     "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n, 3);
+    }
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (t_index_searchers),
+        cmocka_unit_test (t_bad_state),
+        cmocka_unit_test (t_reproducible),
+        cmocka_unit_test (t_restart),
+        cmocka_unit_test (t_no_repeats),
+        cmocka_unit_test (t_evolution_improves),
+        cmocka_unit_test (t_bayes_beats_random),
+        cmocka_unit_test (t_nsga2_zdt1),
+        cmocka_unit_test (t_bench),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

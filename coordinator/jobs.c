@@ -656,6 +656,27 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         fail = "the trial's result is not a JSON object";
         retryable = false;
     }
+    else if (j->spec->nobjectives == 1 && j->spec->objective.expr) {
+        // An expression over metrics: a missing name or a non-finite result
+        // fails the trial with that reason.
+        char err[512];
+        if (cgq_spec_objective_value (j->spec, metrics, &value, err, sizeof err) < 0) {
+            cgq_buf_printf (&why, "objective %s: %s", metric, err);
+            fail = why.data;
+            retryable = false;
+        }
+    }
+    else if (j->spec->nobjectives > 1) {
+        // Multi-objective: every objective must be there; no single value,
+        // no leaderboard (the searcher reads the metrics).
+        double vals[CGQ_SPEC_MAX_OBJECTIVES];
+        char err[512];
+        if (cgq_spec_objective_values (j->spec, metrics, vals, err, sizeof err) < 0) {
+            cgq_buf_printf (&why, "objectives: %s", err);
+            fail = why.data;
+            retryable = false;
+        }
+    }
     else if (metric) {
         json_t *v = json_object_get (metrics, metric);
         if (!v || !json_is_number (v) || !isfinite (json_number_value (v))) {

@@ -273,6 +273,130 @@ test_render_failure_fails_the_trial (void **state)
     free (out);
 }
 
+// s_drive runs job id of c to the end (or to `stop` results when stop > 0):
+// dispatch, then every Assign gets a result scored from its params, in
+// order, one turn at a time. Returns the number of results given.
+static int
+s_drive (coord_t *c, uint64_t id, int stop)
+{
+    int given = 0;
+    for (int turn = 0; turn < 1000; turn++) {
+        c->sched_dirty = true;
+        dispatch_run (c);
+        Cgq__TaskRef refs[64];
+        size_t n = ct_assigns (c, refs, 64);
+        outbox_free (c);
+        if (!n)
+            break;
+        for (size_t i = 0; i < n && i < 64; i++) {
+            trial_t *t = jobs_trial (c, refs[i].job, refs[i].trial);
+            assert_non_null (t);
+            double x = json_number_value (json_object_get (t->params, "x"));
+            double y = json_number_value (json_object_get (t->params, "y"));
+            char m[128];
+            snprintf (m, sizeof m, "{\"score\": %.17g}", y - (x - 0.3) * (x - 0.3));
+            ct_result (c, "w", refs[i].job, refs[i].trial, refs[i].attempt,
+                       CGQ__TASK_STATUS__TASK_SUCCEEDED, m, NULL);
+            given += refs[i].job == id; // other jobs of earlier tests may share the node
+        }
+        assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+        if (stop && given >= stop)
+            break;
+    }
+    return given;
+}
+
+// s_params returns trial t's params as Redis holds them (caller frees).
+static char *
+s_params (coord_t *c, uint64_t job, uint64_t t)
+{
+    char key[96];
+    return s_hget (c, cgq_key_trial (key, sizeof key, job, t), CGQ_TF_PARAMS);
+}
+
+// A coordinator killed mid-search and restarted continues the same search:
+// an evolution job interrupted after 17 results suggests exactly what an
+// uninterrupted run with the same seed does, ends with the planned number
+// of trials and repeats none.
+static void
+test_learning_search_survives_restart (void **state)
+{
+    (void) state;
+    const char *spec = "space: {x: {uniform: [0, 1]}, y: {choice: [1, 2, 3]}}\n"
+                       "search: {algorithm: evolution, samples: 40, population: 8, initial: 8, "
+                       "batch: 4, tournament: 3, seed: 5, concurrency: 4}\n"
+                       "objective: {metric: score, mode: max}\n"
+                       "trial: {kind: noop}\n";
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 21, spec);
+    ct_node (c, "w", 4, 0, 0);
+    assert_int_equal (s_drive (c, 21, 0), 40);
+    ct_coord_destroy (&c);
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 22, spec);
+    ct_node (c, "w", 4, 0, 0);
+    int first = s_drive (c, 22, 17);
+    assert_true (first >= 17 && first < 40);
+    ct_coord_destroy (&c); // "kill -9" between turns: Redis holds everything
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1); // job 7 of an earlier test is still running too
+    assert_non_null (jobs_find (c, 22));
+    assert_null (jobs_find (c, 21)); // finished
+    ct_node (c, "w", 64, 0, 0); // room for job 7 too: job 22 still runs 4 at a time
+    assert_int_equal (first + s_drive (c, 22, 0), 40);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[64];
+    s_assert_field (c, cgq_key_job (key, sizeof key, 22), CGQ_JF_STATE, "finished");
+    s_assert_field (c, key, "succeeded", "40");
+    for (uint64_t t = 0; t < 40; t++) {
+        char *a = s_params (c, 21, t), *b = s_params (c, 22, t);
+        assert_non_null (a);
+        assert_non_null (b);
+        if (strcmp (a, b) != 0)
+            fail_msg ("trial %" PRIu64 ": %s uninterrupted, %s after the restart", t, a, b);
+        for (uint64_t u = 0; u < t; u++) {
+            char *p = s_params (c, 22, u);
+            assert_string_not_equal (p, b); // no point suggested twice
+            free (p);
+        }
+        free (a);
+        free (b);
+    }
+    ct_coord_destroy (&c);
+}
+
+// objective: {expr: ...}: the value is the expression; a result without a
+// name it uses fails with that name.
+static void
+test_objective_expression (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 23,
+                       "space: {x: {choice: [1, 2]}}\n"
+                       "search: {algorithm: grid}\n"
+                       "objective: {expr: \"(acc*100)/latency_gpu\", mode: max}\n"
+                       "trial: {kind: noop}\n");
+    ct_node (c, "w", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 2);
+    ct_result (c, "w", 23, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED,
+               "{\"acc\": 0.9, \"latency_gpu\": 4.5}", NULL);
+    ct_result (c, "w", 23, 1, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"acc\": 0.8}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 23, 0), CGQ_TF_VALUE, "20");
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 23, 1), CGQ_TF_STATE, "failed");
+    char *err = s_hget (c, key, CGQ_TF_ERROR);
+    assert_non_null (err);
+    if (!strstr (err, "latency_gpu"))
+        fail_msg ("the error names the missing metric: %s", err);
+    free (err);
+    s_assert_field (c, cgq_key_job (key, sizeof key, 23), CGQ_JF_BEST_TRIAL, "0");
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -281,6 +405,8 @@ main (void)
         cmocka_unit_test (test_transitions_and_recovery),
         cmocka_unit_test (test_cancel_counts_add_up),
         cmocka_unit_test (test_render_failure_fails_the_trial),
+        cmocka_unit_test (test_learning_search_survives_restart),
+        cmocka_unit_test (test_objective_expression),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

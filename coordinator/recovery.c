@@ -2,6 +2,7 @@
 #include "recovery.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,62 @@ s_gpu_indices (trial_t *t, const char *g)
             p++;
     }
     t->ngpus = cnt;
+}
+
+// s_replay gives a searcher that learns every trial it suggested before the
+// restart (read back with pipelined HGETALLs, in chunks), so the search
+// continues where it stopped: its saved state stays small however many
+// trials the job has. Returns 0, -1 on a Redis error, 1 if the searcher
+// refused a trial (err says why).
+static int
+s_replay (coord_t *c, job_t *j, char *err, size_t errlen)
+{
+    uint64_t n = cgq_searcher_suggested (j->searcher);
+    const uint64_t chunk = 512;
+    for (uint64_t base = 0; base < n; base += chunk) {
+        uint64_t m = n - base < chunk ? n - base : chunk;
+        char tkey[128];
+        for (uint64_t i = 0; i < m; i++)
+            if (cgq_store_append (c->store, "HGETALL %s",
+                                  cgq_key_trial (tkey, sizeof tkey, j->id, base + i)) < 0) {
+                snprintf (err, errlen, "%s", cgq_store_errstr (c->store));
+                return -1;
+            }
+        int rc = 0;
+        for (uint64_t i = 0; i < m; i++) {
+            redisReply *h = cgq_store_get_reply (c->store);
+            if (!h) {
+                snprintf (err, errlen, "%s", cgq_store_errstr (c->store));
+                return -1;
+            }
+            const char *ps = cgq_hash_get (h, CGQ_TF_PARAMS);
+            json_t *params = ps ? json_loads (ps, 0, NULL) : NULL;
+            if (rc == 0 && params) {
+                int st = cgq_tstate_parse (cgq_hash_get (h, CGQ_TF_STATE));
+                const char *ms = cgq_hash_get (h, CGQ_TF_METRICS);
+                json_t *metrics = NULL;
+                double value = NAN;
+                cgq_replay_t outcome = CGQ_REPLAY_ACTIVE;
+                if (st == CGQ_TRIAL_SUCCEEDED) {
+                    outcome = CGQ_REPLAY_SUCCEEDED;
+                    metrics = ms ? json_loads (ms, 0, NULL) : NULL;
+                    cgq_hash_num (h, CGQ_TF_VALUE, &value);
+                }
+                else if (st >= 0 && cgq_tstate_terminal ((cgq_tstate_t) st))
+                    outcome = CGQ_REPLAY_FAILED;
+                if (cgq_searcher_replay (j->searcher, base + i, params, metrics, value, outcome,
+                                         err, errlen)
+                    < 0)
+                    rc = 1;
+                json_decref (metrics);
+            }
+            json_decref (params);
+            freeReplyObject (h);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 static int
@@ -161,6 +218,17 @@ recovery_jobs (coord_t *c)
             j->best_value = rec->best_value;
         }
         cgq_job_rec_destroy (&rec);
+        if (cgq_searcher_needs_history (searcher) && s_replay (c, j, err, sizeof err) != 0) {
+            cgq_error ("job %" PRIu64 " cannot be resumed: %s; marking it finished", id, err);
+            cgq_hset_t hs;
+            cgq_hset_init (&hs, jkey);
+            cgq_hset_str (&hs, CGQ_JF_STATE, cgq_jstate_names[CGQ_JOB_FINISHED]);
+            cgq_hset_str (&hs, CGQ_JF_ERROR, "could not be resumed after a coordinator restart");
+            cgq_hset_queue (&hs, c->store);
+            j->state = CGQ_JOB_FINISHED;
+            j->ended = true; // freed by jobs_reap with no trial loaded
+            continue;
+        }
         if (s_trials (c, j) < 0) {
             freeReplyObject (ids);
             return -1;

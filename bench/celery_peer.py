@@ -7,9 +7,17 @@ which need not be the one running bench/run. Two roles:
                broker and result backend come from $CGQ_BENCH_BROKER and
                $CGQ_BENCH_BACKEND (redis:// URLs); the worker writes the file
                $CGQ_BENCH_READY_FILE once it consumes (bench/run waits for it);
-  driver       `python3 celery_peer.py drive --kind noop|true --n N` submits N
-               tasks, waits for every result, checks them in the result backend,
-               and prints one JSON line of figures for bench/run.
+  driver       `python3 celery_peer.py drive --kind noop|true --n N
+               [--mode e2e|drain]` submits N tasks, waits for every result,
+               checks them in the result backend, and prints one JSON line of
+               figures for bench/run.
+
+Modes: e2e times from the first apply_async until every result is in; drain
+submits the N tasks first to a queue of their own (drain-SEED) that no worker
+consumes yet, then times from the `add_consumer` broadcast (remote control:
+every worker starts consuming that queue) until every result is in. The
+workers are already up in both modes: a worker's start-up (a Python process
+importing Celery, a second or two) is not part of either figure.
 
 The tasks are the counterparts of cgq's bench trials:
 
@@ -88,11 +96,12 @@ def true(**_params):
     return {"exit": rc}
 
 
-def drive(kind, n, timeout, seed):
+def drive(kind, n, timeout, seed, mode="e2e"):
     """Submit n tasks (apply_async in a loop, each with its own random x as cgq's
     random search draws one), wait for all of them (join_native: the Redis
     backend's pub/sub, the usual way to wait for many results), then read every
-    result key back and count the correct ones."""
+    result key back and count the correct ones. mode drain: see the module's
+    docstring."""
     import redis
     from celery.result import ResultSet
 
@@ -100,15 +109,27 @@ def drive(kind, n, timeout, seed):
     rnd = random.Random(seed)
     xs = [rnd.random() for _ in range(n)]
     back = redis.Redis.from_url(BACKEND)
-    t0 = time.monotonic()
-    results = [task.apply_async(kwargs={"x": x}) for x in xs]
-    t_submitted = time.monotonic()
+    queue = "drain-%d" % seed
+    t_enqueue = time.monotonic()
+    if mode == "drain":
+        # untimed: the tasks wait in a queue that no worker consumes yet
+        results = [task.apply_async(kwargs={"x": x}, queue=queue) for x in xs]
+        t0 = t_submitted = time.monotonic()
+        app.control.add_consumer(queue, reply=False)
+    else:
+        t0 = t_enqueue
+        results = [task.apply_async(kwargs={"x": x}) for x in xs]
+        t_submitted = time.monotonic()
     error = None
     try:
         ResultSet(results).join_native(timeout=timeout, propagate=False)
     except Exception as e:  # a timeout or a lost connection: report it, do not hide it
         error = "%s: %s" % (type(e).__name__, e)
     wall = time.monotonic() - t0
+    if mode == "drain":
+        # untimed: the workers stop consuming the run's queue (replies awaited,
+        # so the next run starts from the same state)
+        app.control.cancel_consumer(queue, reply=True)
 
     keys = ["celery-task-meta-" + r.id for r in results]
     succeeded = 0
@@ -129,8 +150,8 @@ def drive(kind, n, timeout, seed):
                                          .decode("utf-8", "replace"))
     sample = keys[::max(1, len(keys) // 200)]
     sizes = [s for s in (back.memory_usage(k) for k in sample) if s]
-    return {"kind": kind, "n": n, "succeeded": succeeded, "wall": wall,
-            "submit_s": t_submitted - t0, "tps": succeeded / wall if wall > 0 else 0.0,
+    return {"kind": kind, "mode": mode, "n": n, "succeeded": succeeded, "wall": wall,
+            "submit_s": t_submitted - t_enqueue, "tps": succeeded / wall if wall > 0 else 0.0,
             "key_bytes": sum(sizes) / len(sizes) if sizes else None,
             "done": succeeded == n and error is None,
             "error": error or (None if bad is None else "first bad result: %s" % bad)}
@@ -145,6 +166,7 @@ def main(argv):
     d.add_argument("--n", type=int, required=True)
     d.add_argument("--timeout", type=float, default=600)
     d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--mode", choices=("e2e", "drain"), default="e2e")
     sub.add_parser("about", help="versions and settings as JSON")
     a = ap.parse_args(argv)
     if a.cmd == "about":
@@ -155,7 +177,7 @@ def main(argv):
                           "redis-py": redis.__version__,
                           "settings": {k: CONFIG[k] for k in SHOWN}}))
     else:
-        print(json.dumps(drive(a.kind, a.n, a.timeout, a.seed)))
+        print(json.dumps(drive(a.kind, a.n, a.timeout, a.seed, a.mode)))
     return 0
 
 

@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""orchestration/docker-compose.yml: it validates, and its topology works.
+
+1. `docker-compose -f orchestration/docker-compose.yml config` validates
+   (with and without the gpu profile), and the resolved file keeps what the
+   cluster relies on: Redis with AOF (appendfsync everysec), the default user
+   off and an ACL user limited to cgq:* keys; the coordinator bound on its
+   container's interfaces (the compose network) and reaching Redis as that
+   user; two CPU worker replicas; a GPU worker only under the `gpu` profile,
+   with an NVIDIA device reservation; a named volume per stateful service;
+   no coordinator or Redis port published on the host.
+2. The same topology as processes on loopback, started from the resolved
+   file (so from orchestration/.env too): redis-server with the compose
+   command line, the coordinator and two workers with the compose commands
+   and environment. Only what cannot hold outside Docker is rewritten: host
+   names to 127.0.0.1, ports to free ones, container paths to temporary
+   directories, $HOSTNAME per worker. A small job is submitted with the CLI
+   in the coordinator's environment (as `docker compose exec coordinator cgq
+   submit` would) and must finish on both workers, with its reports in Redis;
+   Redis must refuse unauthenticated clients and keys outside cgq:*, and
+   write its AOF.
+
+Without docker-compose (Debian package `docker-compose`) or `docker compose`
+the test is skipped: it prints why and exits 77. No Docker engine is needed.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (BIN_DIR, REPO, SPEED, CgqTestCase, Proc, READY_RE, Redis,  # noqa: E402
+                     RedisError, binary, free_port, metrics_of, tail)
+import unittest  # noqa: E402
+
+COMPOSE_FILE = os.path.join(REPO, "orchestration", "docker-compose.yml")
+ENV_FILE = os.path.join(REPO, "orchestration", ".env")
+CONTAINER_WORKDIR = "/var/lib/cgq/work"
+
+TRIAL = r'''
+import os, time
+import cgq
+p = cgq.params()
+for epoch in (1, 2):
+    time.sleep(0.15)
+    cgq.report(epoch=epoch, score=p["x"] * epoch, node=os.environ.get("HOSTNAME"))
+'''
+
+SPEC = '''name: compose-smoke
+space:
+  x: {grid: [1, 2, 3, 4, 5, 6, 7, 8]}
+search: {algorithm: grid}
+objective: {metric: score, mode: max}
+trial:
+  command: python3 {spec_dir}/trial.py
+  resources: {cpu: 1}
+  timeout: 1m
+'''
+
+
+def compose_command():
+    """argv prefix of a compose implementation, or None."""
+    exe = shutil.which("docker-compose")
+    if exe:
+        return [exe]
+    docker = shutil.which("docker")
+    if docker:
+        try:
+            r = subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30)
+            if r.returncode == 0:
+                return [docker, "compose"]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return None
+
+
+COMPOSE = compose_command()
+SKIP_REASON = None if COMPOSE else (
+    "neither docker-compose (Debian package docker-compose) nor `docker compose` is installed")
+
+
+def run_compose(*args):
+    argv = COMPOSE + ["-f", COMPOSE_FILE] + list(args)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120 * SPEED,
+                          cwd=REPO, stdin=subprocess.DEVNULL)
+
+
+def yaml_to_json(text):
+    """The resolved compose file as a dict. docker-compose (v1) is a Python
+    program whose interpreter has PyYAML; `docker compose` (v2) prints JSON."""
+    tries = []
+    if os.path.basename(COMPOSE[0]) == "docker-compose":
+        try:
+            with open(COMPOSE[0], "rb") as f:
+                first = f.readline().decode("utf-8", "replace").strip()
+            if first.startswith("#!"):
+                tries.append(first[2:].split())
+        except OSError:
+            pass
+    tries.append([sys.executable])
+    code = "import json, sys, yaml; json.dump(yaml.safe_load(sys.stdin), sys.stdout)"
+    for interp in tries:
+        try:
+            r = subprocess.run(interp + ["-c", code], input=text, capture_output=True, text=True,
+                               timeout=60)
+        except OSError:
+            continue
+        if r.returncode == 0:
+            return json.loads(r.stdout)
+    return None
+
+
+def resolved_config():
+    if COMPOSE[-1] == "compose":  # docker compose v2
+        r = run_compose("config", "--format", "json")
+        if r.returncode == 0:
+            return json.loads(r.stdout)
+    r = run_compose("config")
+    if r.returncode != 0:
+        raise AssertionError("compose config failed:\n%s" % r.stderr)
+    doc = yaml_to_json(r.stdout)
+    if doc is None:
+        raise unittest.SkipTest("cannot read the resolved compose file: no Python with PyYAML")
+    return doc
+
+
+def read_env_file(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def unescape(s):
+    # compose writes a literal $ as $$ (also in `config` output)
+    return s.replace("$$", "$")
+
+
+def as_list(cmd):
+    return [unescape(c) for c in cmd] if isinstance(cmd, list) else ["sh", "-c", unescape(cmd)]
+
+
+def env_of(service):
+    env = service.get("environment") or {}
+    if isinstance(env, list):  # KEY=VALUE form
+        env = dict(e.split("=", 1) for e in env)
+    return {k: unescape(str(v)) for k, v in env.items()}
+
+
+class AuthRedis(Redis):
+    """harness.Redis that authenticates as an ACL user on every connection."""
+
+    def __init__(self, host, port, user, password):
+        super().__init__(host, port)
+        self.user, self.password = user, password
+
+    def _connect(self):
+        super()._connect()
+        self.sock.sendall(self._encode(["AUTH", self.user, self.password]))
+        reply = self._reply()
+        if isinstance(reply, RedisError):
+            self.close()
+            raise ConnectionError("AUTH as %s: %s" % (self.user, reply))
+
+
+@unittest.skipIf(SKIP_REASON, SKIP_REASON or "")
+class ComposeTest(CgqTestCase):
+    def test_config_validates(self):
+        r = run_compose("config", "-q")
+        self.assertEqual(r.returncode, 0, "docker-compose config:\n%s%s" % (r.stdout, r.stderr))
+        r = run_compose("--profile", "gpu", "config", "-q")
+        self.assertEqual(r.returncode, 0, "config with --profile gpu:\n%s" % r.stderr)
+
+        cfg = resolved_config()
+        env = read_env_file(ENV_FILE)
+        user, password = env["CGQ_REDIS_USER"], env["CGQ_REDIS_PASSWORD"]
+        svc = cfg["services"]
+        self.assertTrue({"redis", "coordinator", "worker"} <= set(svc), sorted(svc))
+
+        redis = as_list(svc["redis"]["command"])
+        self.assert_option(redis, "--appendonly", ["yes"])
+        self.assert_option(redis, "--appendfsync", ["everysec"])
+        users = self.acl_users(redis)
+        self.assertEqual(users.get("default"), ["off"], "the default user is off: %s" % redis)
+        rules = users.get(user)
+        self.assertIsNotNone(rules, "an ACL user %r (from .env): %s" % (user, redis))
+        self.assertIn("on", rules)
+        self.assertIn(">" + password, rules, "its password is .env's")
+        self.assertIn("~cgq:*", rules, "limited to cgq:* keys")
+
+        coord = svc["coordinator"]
+        cenv = env_of(coord)
+        self.assertEqual(cenv["CGQ_REDIS"], "redis://%s:%s@redis:6379/0" % (user, password))
+        for k in ("CGQ_BIND", "CGQ_CONTROL"):
+            host = cenv[k].rsplit(":", 1)[0]
+            self.assertNotIn("127.0.0.1", host, "%s must be reachable on the compose network" % k)
+        for name in ("redis", "coordinator"):
+            self.assertFalse(svc[name].get("ports"), "%s publishes no port on the host" % name)
+        self.assertEqual(env_of(svc["worker"])["CGQ_COORDINATOR_NODES"], "tcp://coordinator:7700")
+        self.assertEqual(int(svc["worker"]["deploy"]["replicas"]), 2, "two CPU workers")
+
+        gpu = svc.get("worker-gpu")
+        self.assertIsNotNone(gpu, "a GPU worker service")
+        self.assertEqual(gpu.get("profiles"), ["gpu"])
+        devs = gpu["deploy"]["resources"]["reservations"]["devices"]
+        self.assertTrue(any(d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", [])
+                            for d in devs), devs)
+
+        vols = set(cfg.get("volumes") or {})
+        for name, want in (("redis", "/data"), ("worker", CONTAINER_WORKDIR),
+                           ("worker-gpu", CONTAINER_WORKDIR)):
+            mounts = [self.mount_of(m) for m in svc[name].get("volumes", [])]
+            self.assertTrue(any(src in vols and dst == want for src, dst in mounts),
+                            "%s has a named volume at %s: %s" % (name, want, mounts))
+
+    @staticmethod
+    def mount_of(m):
+        if isinstance(m, dict):
+            return m.get("source"), m.get("target")
+        parts = m.split(":")
+        return parts[0], parts[1] if len(parts) > 1 else None
+
+    def assert_option(self, argv, name, values):
+        self.assertIn(name, argv, argv)
+        i = argv.index(name)
+        self.assertEqual(argv[i + 1:i + 1 + len(values)], values, argv)
+
+    @staticmethod
+    def acl_users(argv):
+        """{user: [rules]} of every --user in a redis-server command line."""
+        users = {}
+        i = 0
+        while i < len(argv):
+            if argv[i] == "--user" and i + 1 < len(argv):
+                j = i + 2
+                while j < len(argv) and not argv[j].startswith("--"):
+                    j += 1
+                users[argv[i + 1]] = argv[i + 2:j]
+                i = j
+            else:
+                i += 1
+        return users
+
+    # ------------------------------------------------------------ on loopback
+
+    def test_topology_on_loopback(self):
+        c = self.cluster
+        cfg = resolved_config()
+        env_file = read_env_file(ENV_FILE)
+        user, password = env_file["CGQ_REDIS_USER"], env_file["CGQ_REDIS_PASSWORD"]
+        svc = cfg["services"]
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CGQ_")}
+        base["PATH"] = BIN_DIR + os.pathsep + base.get("PATH", "")
+        # the image's ENV (docker/Dockerfile): trials can `import cgq`
+        base["PYTHONPATH"] = os.path.join(REPO, "clients", "python")
+
+        # -- redis: the compose command line, on a free loopback port
+        rdir = os.path.join(self.tmp, "redis-data")
+        os.makedirs(rdir)
+        rcmd = as_list(svc["redis"]["command"])
+        self.assertEqual(os.path.basename(rcmd[0]), "redis-server", rcmd)
+        redis_server = shutil.which("redis-server")
+        if not redis_server:
+            self.skipTest("no redis-server")
+        rport = None
+        for _ in range(5):
+            rport = free_port()
+            argv = [redis_server] + rcmd[1:] + ["--port", str(rport), "--bind", "127.0.0.1",
+                                                "--dir", rdir, "--daemonize", "no"]
+            p = Proc("redis", argv, c.logdir, env=dict(base, **env_of(svc["redis"])))
+            r = AuthRedis("127.0.0.1", rport, user, password)
+            deadline = time.monotonic() + 10 * SPEED
+            while time.monotonic() < deadline and p.alive():
+                try:
+                    if r.cmd("PING") == "PONG":
+                        break
+                except (OSError, ConnectionError):
+                    r.close()
+                time.sleep(0.05)
+            else:
+                p.expect_exit = None
+                p.stop(2)
+                continue
+            c.redis_proc, c.redis, c.redis_port = p, r, rport
+            break
+        self.assertIsNotNone(c.redis, "redis-server with the compose command line did not "
+                             "answer; log:\n" + tail(os.path.join(c.logdir, "redis.stdout.log")))
+
+        def rewrite(s, extra=()):
+            s = s.replace("@redis:6379", "@127.0.0.1:%d" % rport)
+            s = s.replace(CONTAINER_WORKDIR, os.path.join(self.tmp, "worker-work"))
+            for old, new in extra:
+                s = s.replace(old, new)
+            return s
+
+        # -- coordinator: its command and environment; binds on loopback, any port
+        cenv = env_of(svc["coordinator"])
+        for k in ("CGQ_BIND", "CGQ_CONTROL"):
+            cenv[k] = re.sub(r"^tcp://(\*|0\.0\.0\.0|\[::\]):\d+$", "tcp://127.0.0.1:0", cenv[k])
+            self.assertEqual(cenv[k], "tcp://127.0.0.1:0", "bind address %s" % cenv[k])
+        cenv = {k: rewrite(v) for k, v in cenv.items()}
+        ccmd = as_list(svc["coordinator"]["command"])
+        self.assertEqual(ccmd[0], "cgq-coordinator", ccmd)
+        coord = Proc("coordinator", [binary("cgq-coordinator")] + ccmd[1:], c.logdir,
+                     env=dict(base, **cenv), capture_stdout=True)
+        c.procs.append(coord)
+        c.coordinator = coord
+        line = coord.wait_first_line(30 * SPEED)
+        m = READY_RE.match(line or "")
+        self.assertTrue(m, "coordinator ready line: %r; stderr:\n%s" % (line, tail(coord.err_path)))
+        c.nodes_ep, c.control_ep = m.group(1), m.group(2)
+
+        # -- two CPU workers, as the two replicas of `worker`
+        wsvc = svc["worker"]
+        replicas = int(wsvc["deploy"]["replicas"])
+        wcmd = as_list(wsvc["command"])
+        names = ["cpu-%d" % (i + 1) for i in range(replicas)]
+        for name in names:
+            wenv = {k: rewrite(v, [("tcp://coordinator:7700", c.nodes_ep)])
+                    for k, v in env_of(wsvc).items()}
+            wenv["HOSTNAME"] = name  # each container's hostname
+            argv = [rewrite(a) for a in wcmd]
+            p = Proc("worker-" + name, argv, c.logdir, env=dict(base, **wenv))
+            c.procs.append(p)
+            c.workers[name] = p
+        for name in names:
+            c.wait_for(lambda: c.redis.hgetall("cgq:node:" + name).get("state") == "alive",
+                       20, "worker %s alive" % name)
+            self.assertTrue(os.path.isdir(os.path.join(self.tmp, "worker-work", name)),
+                            "the worker's trial directories are under the volume, by hostname")
+
+        # -- the CLI in the coordinator's environment (docker compose exec coordinator cgq ...)
+        cli_env = dict(base, **{k: rewrite(v, [("tcp://127.0.0.1:7701", c.control_ep)])
+                                for k, v in env_of(svc["coordinator"]).items()})
+        self.assertEqual(cli_env["CGQ_COORDINATOR"], c.control_ep)
+        c.write_file("trial.py", TRIAL)
+        spec = c.write_file("smoke.yaml", SPEC)
+        r = c.cgq("submit", spec, "--follow", env=cli_env, timeout=90)
+        self.assertEqual(r.returncode, 0, "cgq submit --follow:\n%s\n%s" % (r.stdout, r.stderr))
+        jobs = c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)
+        self.assertEqual(len(jobs), 1, jobs)
+        j = int(jobs[0])
+        job = c.wait_job(j, 30)
+        self.assertEqual((job.get("state"), job.get("succeeded")), ("finished", "8"), job)
+        trials = c.trials(j)
+        self.assertEqual(len(trials), 8)
+        nodes = set()
+        for t, h in trials.items():
+            self.assertEqual(h.get("state"), "succeeded", h)
+            nodes.add(h.get("node"))
+            reps = c.redis.xrange("cgq:job:{%d}:reports:%d" % (j, t))
+            self.assertEqual([json.loads(e["r"])["epoch"] for e in reps], [1, 2])
+            self.assertEqual(metrics_of(h)["node"], h["node"], "the trial saw its host's name")
+            self.assertTrue(h["trial_dir"].startswith(os.path.join(self.tmp, "worker-work",
+                                                                   h["node"]) + "/"), h)
+        self.assertEqual(nodes, set(names), "both workers ran trials")
+        r = c.cgq("workers", env=cli_env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in names:
+            self.assertIn(name, r.stdout)
+
+        # -- Redis as configured: no anonymous access, only cgq:* keys, AOF on disk
+        anon = Redis("127.0.0.1", rport)
+        try:
+            reply = anon.pipeline([("PING",)], raise_errors=False)[0]
+        finally:
+            anon.close()
+        self.assertIsInstance(reply, RedisError, "the default user is off")
+        self.assertIn("NOAUTH", str(reply))
+        reply = c.redis.pipeline([("SET", "not-cgq", "1")], raise_errors=False)[0]
+        self.assertIsInstance(reply, RedisError)
+        self.assertIn("NOPERM", str(reply))
+        reply = c.redis.pipeline([("FLUSHALL",)], raise_errors=False)[0]
+        self.assertIsInstance(reply, RedisError, "no @dangerous commands")
+        aof = [os.path.join(dp, f) for dp, _, fs in os.walk(rdir) for f in fs if ".aof" in f]
+        self.assertTrue(aof, "AOF files in %s: %s" % (rdir, os.listdir(rdir)))
+        self.assertTrue(any(os.path.getsize(f) > 0 for f in aof), aof)
+
+
+def main():
+    if SKIP_REASON:
+        print("SKIP (exit 77): %s" % SKIP_REASON, flush=True)
+        sys.exit(77)
+    prog = unittest.main(verbosity=2, exit=False)
+    r = prog.result
+    if not r.wasSuccessful():
+        sys.exit(1)
+    for _, why in r.skipped:
+        print("skipped: %s" % why, flush=True)
+    if r.testsRun and len(r.skipped) == r.testsRun:
+        sys.exit(77)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

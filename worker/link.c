@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <czmq.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -16,9 +17,16 @@
 #define S_BYE_LINGER_MS 1000
 #define S_ENVELOPE_SLACK 16 // an Envelope around a Result: version, body tag, length
 
-typedef struct {
+// Results not yet acked: a list in the order they last went out (so the
+// oldest is the next to re-send) and an index by task, so that an Ack, an
+// Assign's duplicate check and the deadline cost O(1) however many results
+// wait (the coordinator holds Acks until their batch is durable, so
+// thousands may wait at once).
+typedef struct s_unacked_s {
     Cgq__Result *result; // owned
     int64_t sent_ms;     // last time it went out (alone or in a Hello)
+    char key[80];        // cgq_wire_task_str of its task: the index key
+    struct s_unacked_s *prev, *next;
 } s_unacked_t;
 
 struct cgq_link_t {
@@ -37,10 +45,50 @@ struct cgq_link_t {
     int64_t last_rx_ms;    // anything received (or the last (re)connect)
     int64_t last_hello_ms;
     int64_t last_hb_ms;
-    s_unacked_t *unacked;
+    s_unacked_t *uhead, *utail; // by sent_ms, oldest first
+    zhashx_t *uindex;           // task key -> s_unacked_t (borrowed)
     size_t n_unacked;
     bool bye;
 };
+
+// s_touch records that u went out at now: it moves to the list's tail.
+static void
+s_touch (cgq_link_t *self, s_unacked_t *u, int64_t now)
+{
+    u->sent_ms = now;
+    if (self->utail == u)
+        return;
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        self->uhead = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    u->prev = self->utail;
+    u->next = NULL;
+    if (self->utail)
+        self->utail->next = u;
+    else
+        self->uhead = u;
+    self->utail = u;
+}
+
+static void
+s_unacked_drop (cgq_link_t *self, s_unacked_t *u)
+{
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        self->uhead = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    else
+        self->utail = u->prev;
+    zhashx_delete (self->uindex, u->key);
+    cgq_task_result_destroy (&u->result);
+    free (u);
+    self->n_unacked--;
+}
 
 static int
 s_open (cgq_link_t *self)
@@ -89,16 +137,20 @@ s_send_hello (cgq_link_t *self, int64_t now)
     hello.running = running;
     // A Hello over the coordinator's frame limit would be dropped again and
     // again: results that do not fit follow one by one after the Welcome.
-    Cgq__Result **unacked = cgq_xcalloc (self->n_unacked, sizeof *unacked);
+    Cgq__Result **unacked = cgq_xcalloc (self->n_unacked + 1, sizeof *unacked);
+    s_unacked_t **sent = cgq_xcalloc (self->n_unacked + 1, sizeof *sent);
     size_t n = 0, bytes = 0;
-    for (size_t i = 0; i < self->n_unacked; i++) {
-        size_t size = cgq__result__get_packed_size (self->unacked[i].result) + 16;
+    for (s_unacked_t *u = self->uhead; u; u = u->next) {
+        size_t size = cgq__result__get_packed_size (u->result) + 16;
         if (bytes + size > self->max_frame / 2)
             continue;
         bytes += size;
-        unacked[n++] = self->unacked[i].result;
-        self->unacked[i].sent_ms = now;
+        sent[n] = u;
+        unacked[n++] = u->result;
     }
+    for (size_t i = 0; i < n; i++)
+        s_touch (self, sent[i], now);
+    free (sent);
     hello.n_unacked = n;
     hello.unacked = unacked;
     hello.hostname = self->hostname;
@@ -136,7 +188,7 @@ s_send_result (cgq_link_t *self, s_unacked_t *u, int64_t now)
     env.body_case = CGQ__ENVELOPE__BODY_RESULT;
     env.result = u->result;
     s_send (self, &env);
-    u->sent_ms = now;
+    s_touch (self, u, now);
 }
 
 static size_t
@@ -228,6 +280,7 @@ cgq_link_t *
 cgq_link_new (void *ctx, const cgq_link_opts_t *opts, cgq_link_running_fn *running, void *arg)
 {
     cgq_link_t *self = cgq_xcalloc (1, sizeof *self);
+    self->uindex = zhashx_new ();
     self->ctx = ctx;
     self->endpoint = cgq_xstrdup (opts->endpoint);
     self->node_id = cgq_xstrdup (opts->node_id);
@@ -259,9 +312,9 @@ cgq_link_destroy (cgq_link_t **self_p)
         }
         zmq_close (self->sock);
     }
-    for (size_t i = 0; i < self->n_unacked; i++)
-        cgq_task_result_destroy (&self->unacked[i].result);
-    free (self->unacked);
+    while (self->uhead)
+        s_unacked_drop (self, self->uhead);
+    zhashx_destroy (&self->uindex);
     free (self->endpoint);
     free (self->node_id);
     free (self->hostname);
@@ -285,8 +338,8 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
         self->heartbeat_ms = w->heartbeat_ms;
     if (w->max_frame > 0 && w->max_frame != self->max_frame) {
         self->max_frame = w->max_frame;
-        for (size_t i = 0; i < self->n_unacked; i++)
-            s_fit (self, self->unacked[i].result);
+        for (s_unacked_t *u = self->uhead; u; u = u->next)
+            s_fit (self, u->result);
     }
     if (first)
         cgq_info ("welcomed by coordinator %s (epoch %" PRIu64 ", heartbeat %" PRId64 " ms)",
@@ -298,14 +351,13 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
 static void
 s_on_ack (cgq_link_t *self, const Cgq__Ack *ack)
 {
+    char key[80];
     for (size_t a = 0; a < ack->n_tasks; a++) {
-        for (size_t i = 0; i < self->n_unacked; i++) {
-            if (!cgq_task_ref_equal (self->unacked[i].result->task, ack->tasks[a]))
-                continue;
-            cgq_task_result_destroy (&self->unacked[i].result);
-            self->unacked[i] = self->unacked[--self->n_unacked];
-            break;
-        }
+        if (!ack->tasks[a])
+            continue;
+        s_unacked_t *u = zhashx_lookup (self->uindex, cgq_wire_task_str (key, ack->tasks[a]));
+        if (u)
+            s_unacked_drop (self, u);
     }
 }
 
@@ -390,9 +442,14 @@ cgq_link_tick (cgq_link_t *self, int64_t now)
     }
     if (now - self->last_hb_ms >= self->heartbeat_ms)
         s_send_heartbeat (self, now);
-    for (size_t i = 0; i < self->n_unacked; i++)
-        if (now - self->unacked[i].sent_ms >= CGQ_LINK_RESEND_MS)
-            s_send_result (self, &self->unacked[i], now);
+    // Oldest first; each re-send moves it to the tail, so stop at the first
+    // that is not due (or at one already sent this round).
+    for (size_t k = self->n_unacked; k > 0 && self->uhead; k--) {
+        s_unacked_t *u = self->uhead;
+        if (now - u->sent_ms < CGQ_LINK_RESEND_MS)
+            break;
+        s_send_result (self, u, now);
+    }
 }
 
 static int64_t
@@ -408,8 +465,8 @@ cgq_link_deadline (const cgq_link_t *self)
     if (!self->welcomed)
         return s_min (d, self->last_hello_ms + CGQ_LINK_HELLO_MS);
     d = s_min (d, self->last_hb_ms + self->heartbeat_ms);
-    for (size_t i = 0; i < self->n_unacked; i++)
-        d = s_min (d, self->unacked[i].sent_ms + CGQ_LINK_RESEND_MS);
+    if (self->uhead)
+        d = s_min (d, self->uhead->sent_ms + CGQ_LINK_RESEND_MS);
     return d;
 }
 
@@ -450,9 +507,20 @@ cgq_link_result (cgq_link_t *self, Cgq__Result *result)
                                                     (int) result->status)
                   ->name,
               result->error[0] ? ": " : "", result->error);
-    self->unacked = cgq_xrealloc (self->unacked, (self->n_unacked + 1) * sizeof *self->unacked);
-    s_unacked_t *u = &self->unacked[self->n_unacked++];
+    s_unacked_t *u = cgq_xcalloc (1, sizeof *u);
     u->result = result;
+    cgq_wire_task_str (u->key, result->task);
+    s_unacked_t *old = zhashx_lookup (self->uindex, u->key);
+    if (old)
+        s_unacked_drop (self, old); // the same task's newer result replaces it
+    zhashx_insert (self->uindex, u->key, u);
+    self->n_unacked++;
+    u->prev = self->utail;
+    if (self->utail)
+        self->utail->next = u;
+    else
+        self->uhead = u;
+    self->utail = u;
     u->sent_ms = cgq_now_ms ();
     if (self->welcomed)
         s_send_result (self, u, u->sent_ms);
@@ -461,13 +529,13 @@ cgq_link_result (cgq_link_t *self, Cgq__Result *result)
 bool
 cgq_link_has_result (cgq_link_t *self, const Cgq__TaskRef *task, bool resend)
 {
-    for (size_t i = 0; i < self->n_unacked; i++)
-        if (cgq_task_ref_equal (self->unacked[i].result->task, task)) {
-            if (resend && self->welcomed)
-                s_send_result (self, &self->unacked[i], cgq_now_ms ());
-            return true;
-        }
-    return false;
+    char key[80];
+    s_unacked_t *u = zhashx_lookup (self->uindex, cgq_wire_task_str (key, task));
+    if (!u)
+        return false;
+    if (resend && self->welcomed)
+        s_send_result (self, u, cgq_now_ms ());
+    return true;
 }
 
 size_t

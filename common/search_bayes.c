@@ -89,16 +89,8 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         b->gp = cgq_gp_new ((int) b->d);
     if (!state)
         return 0;
-    const json_t *next = json_object_get (state, "next");
-    if (!json_is_integer (next) || json_integer_value (next) < 0 ||
-        (uint64_t) json_integer_value (next) > self->total) {
-        snprintf (err, errlen,
-                  "searcher state has no next trial id in [0, %llu] (the state belongs to "
-                  "another spec; resubmit the job)",
-                  (unsigned long long) self->total);
+    if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
-    }
-    self->suggested = (uint64_t) json_integer_value (next);
     s_reserve (b, self->suggested);
     const json_t *h = json_object_get (state, "hyper");
     if (h && b->gp) {

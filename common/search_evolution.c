@@ -102,16 +102,8 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
     e->pop = cgq_xcalloc (e->population + 1, sizeof *e->pop);
     if (!state)
         return 0;
-    const json_t *next = json_object_get (state, "next");
-    if (!json_is_integer (next) || json_integer_value (next) < 0 ||
-        (uint64_t) json_integer_value (next) > self->total) {
-        snprintf (err, errlen,
-                  "searcher state has no next trial id in [0, %llu] (the state belongs to "
-                  "another spec; resubmit the job)",
-                  (unsigned long long) self->total);
+    if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
-    }
-    self->suggested = (uint64_t) json_integer_value (next);
     uint64_t *ids;
     size_t n;
     if (cgq_search_state_ids (state, "population", self->suggested, &ids, &n, err, errlen) < 0)

@@ -132,6 +132,11 @@ void cgq_hset64_fini (cgq_hset64_t *s);
 
 // --- json helpers for states ----------------------------------------------------
 
+// cgq_search_state_next sets self->suggested from a saved state's "next"
+// (every algorithm saves it). Returns -1 with err set when it is missing or
+// outside [0, total].
+int cgq_search_state_next (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen);
+
 // cgq_search_state_ids reads state[key], an array of trial ids below next,
 // into a new array (*n entries; caller frees). -1 with err set otherwise.
 int cgq_search_state_ids (const json_t *state, const char *key, uint64_t next, uint64_t **ids,

@@ -16,11 +16,9 @@
 // --- index walk: random, grid and list --------------------------------------------
 // They enumerate trials in index order: the whole state is the next index.
 
-static int
-s_index_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
+int
+cgq_search_state_next (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
 {
-    if (!state)
-        return 0;
     const json_t *next = json_object_get (state, "next");
     if (!json_is_integer (next) || json_integer_value (next) < 0 ||
         (uint64_t) json_integer_value (next) > self->total) {
@@ -34,6 +32,12 @@ s_index_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errle
     }
     self->suggested = (uint64_t) json_integer_value (next);
     return 0;
+}
+
+static int
+s_index_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
+{
+    return state ? cgq_search_state_next (self, state, err, errlen) : 0;
 }
 
 static void

@@ -744,32 +744,38 @@ s_flush_once (cgq_store_t *self)
                   ++self->marker_seq);
         self->marker_count = n;
     }
-    if (redisAppendFormattedCommand (c, "*1\r\n$5\r\nMULTI\r\n", 15) != REDIS_OK
-        || redisAppendFormattedCommand (c, self->batch.data, self->batch.len) != REDIS_OK
-        || (marked
-            && redisAppendCommand (c, "HSET %s %s %s", self->marker_key, self->marker_field,
-                                   self->marker_id) != REDIS_OK)
-        || redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14) != REDIS_OK) {
-        s_io_error (self, "MULTI/EXEC");
-        return -1;
-    }
-    size_t total = n + 2 + (marked ? 1 : 0);
+    // A marked batch goes out as one buffer, MULTI .. marker .. EXEC, which
+    // the journal keeps as it is if Redis acknowledges it.
     char *sent = NULL;
     size_t sent_len = 0;
-    if (marked && self->journal_ms > 0) {
+    if (marked) {
         char *mk = NULL;
         int mlen = redisFormatCommand (&mk, "HSET %s %s %s", self->marker_key, self->marker_field,
                                        self->marker_id);
-        if (mlen > 0) {
-            sent_len = 15 + self->batch.len + (size_t) mlen + 14;
-            sent = cgq_xmalloc (sent_len);
-            memcpy (sent, "*1\r\n$5\r\nMULTI\r\n", 15);
-            memcpy (sent + 15, self->batch.data, self->batch.len);
-            memcpy (sent + 15 + self->batch.len, mk, (size_t) mlen);
-            memcpy (sent + 15 + self->batch.len + mlen, "*1\r\n$4\r\nEXEC\r\n", 14);
-            redisFreeCommand (mk);
+        if (mlen < 0) {
+            snprintf (self->errstr, sizeof self->errstr, "cannot format the batch marker");
+            return -1;
         }
+        sent_len = 15 + self->batch.len + (size_t) mlen + 14;
+        sent = cgq_xmalloc (sent_len);
+        memcpy (sent, "*1\r\n$5\r\nMULTI\r\n", 15);
+        memcpy (sent + 15, self->batch.data, self->batch.len);
+        memcpy (sent + 15 + self->batch.len, mk, (size_t) mlen);
+        memcpy (sent + 15 + self->batch.len + mlen, "*1\r\n$4\r\nEXEC\r\n", 14);
+        redisFreeCommand (mk);
     }
+    bool queued = sent ? redisAppendFormattedCommand (c, sent, sent_len) == REDIS_OK
+                       : redisAppendFormattedCommand (c, "*1\r\n$5\r\nMULTI\r\n", 15) == REDIS_OK
+                             && redisAppendFormattedCommand (c, self->batch.data, self->batch.len)
+                                    == REDIS_OK
+                             && redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14)
+                                    == REDIS_OK;
+    if (!queued) {
+        s_io_error (self, "MULTI/EXEC");
+        free (sent);
+        return -1;
+    }
+    size_t total = n + 2 + (marked ? 1 : 0);
     bool *bad = NULL;
     size_t nbad = 0;
     char transient[256] = "";
@@ -840,7 +846,7 @@ s_flush_once (cgq_store_t *self)
     }
     // Any definite answer (applied, aborted, refused) ends the doubt.
     self->marker_id[0] = 0;
-    if (rc == 0 && sent)
+    if (rc == 0 && sent && self->journal_ms > 0)
         s_journal_add (self, self->marker_seq, n + 1, sent, sent_len);
     else
         free (sent);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A stalled coordinator blames no node. The coordinator is stopped with
-SIGSTOP for several times the heartbeat timeout mid-job, then continued:
+SIGSTOP for several times the heartbeat timeout mid-job, twice, then continued:
 its own stall is not held against the nodes, so no node is declared dead,
 no trial is lost or re-run, and every trial ends exactly once."""
 
@@ -40,11 +40,15 @@ class StallTest(CgqTestCase):
         c.wait_value(lambda: sum(1 for h in c.trials(j).values() if h.get("state") == "running"),
                      lambda n: n == 4, 30, "4 trials to run")
         pid = c.coordinator.pid
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(4.0)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        # Twice: a second stall right after the first, while the nodes are
+        # still reconnecting from it.
+        for pause in (4.0, 2.5):
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                time.sleep(pause)
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            time.sleep(0.3)
 
         job = c.wait_job(j, 60)
         self.assertEqual(job.get("state"), "finished", job)

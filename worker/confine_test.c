@@ -26,6 +26,7 @@
 
 #include "confine.h"
 #include "task.h"
+#include "task_testing.h"
 #include "util.h"
 
 static cgq_confine_mode_t s_cgroup = CGQ_CONFINE_CGROUP;
@@ -87,56 +88,11 @@ s_confine (s_fixture_t *f, bool no_kill_file)
     return c;
 }
 
-typedef struct {
-    Cgq__Assign a;
-    Cgq__TaskRef ref;
-    char *argv[3];
-} s_assign_t;
-
-static void
-s_assign_init (s_assign_t *sa, uint64_t trial, const char *script)
-{
-    cgq__assign__init (&sa->a);
-    cgq__task_ref__init (&sa->ref);
-    sa->ref.job = 9;
-    sa->ref.trial = trial;
-    sa->ref.attempt = 1;
-    sa->a.task = &sa->ref;
-    sa->a.kind = "command";
-    sa->a.params_json = "{}";
-    sa->argv[0] = "/bin/sh";
-    sa->argv[1] = "-c";
-    sa->argv[2] = (char *) script;
-    sa->a.argv = sa->argv;
-    sa->a.n_argv = 3;
-}
-
 static cgq_task_opts_t
 s_opts (s_fixture_t *f, cgq_confine_t *c)
 {
     return (cgq_task_opts_t) {
         .workdir = f->dir, .log_cap = 1 << 20, .kill_grace_ms = 300, .confine = c};
-}
-
-// s_run drives task like the worker's loop until it is done or max_ms passes,
-// and returns its result (caller destroys).
-static Cgq__Result *
-s_run (cgq_task_t *task, int64_t max_ms)
-{
-    int64_t give_up = cgq_now_ms () + max_ms;
-    while (!cgq_task_done (task) && cgq_now_ms () < give_up) {
-        int fds[3];
-        size_t n = cgq_task_fds (task, fds);
-        struct pollfd pfd[3];
-        for (size_t i = 0; i < n; i++)
-            pfd[i] = (struct pollfd) {.fd = fds[i], .events = POLLIN};
-        if (poll (pfd, n, 20) > 0)
-            for (size_t i = 0; i < n; i++)
-                if (pfd[i].revents)
-                    cgq_task_on_readable (task, pfd[i].fd);
-        cgq_task_tick (task, cgq_now_ms ());
-    }
-    return cgq_task_take_result (task);
 }
 
 // s_gone: no such process, or a zombie (reaped here when it is ours).
@@ -261,11 +217,11 @@ static void
 test_unconfined_grandchild_survives (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 1, S_GRANDCHILD "exit 0");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, 1, S_GRANDCHILD "exit 0");
     cgq_task_opts_t opts = s_opts (f, NULL);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     pid_t gc = s_read_pid (r->trial_dir, "gc.pid", 1000);
@@ -284,11 +240,11 @@ test_exit_kills_setsid_grandchild (void **state)
 {
     s_fixture_t *f = *state;
     cgq_confine_t *c = s_confine (f, false);
-    s_assign_t sa;
-    s_assign_init (&sa, 2, "sleep 60 & echo $! > bg.pid;" S_GRANDCHILD "exit 0");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, 2, "sleep 60 & echo $! > bg.pid;" S_GRANDCHILD "exit 0");
     cgq_task_opts_t opts = s_opts (f, c);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     pid_t gc = s_read_pid (r->trial_dir, "gc.pid", 1000);
@@ -322,15 +278,15 @@ test_timeout_kills_term_ignorers (void **state)
 {
     s_fixture_t *f = *state;
     cgq_confine_t *c = s_confine (f, false);
-    s_assign_t sa;
-    s_assign_init (&sa, 3,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, 3,
                    "trap '' TERM; sleep 60 & echo $! > bg.pid;" S_GRANDCHILD
                    "echo waiting >&2; while :; do sleep 1; done");
     sa.a.timeout_ms = 500;
     cgq_task_opts_t opts = s_opts (f, c);
     int64_t t0 = cgq_now_ms ();
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 6000);
+    Cgq__Result *r = tt_run (task, 6000);
     int64_t took = cgq_now_ms () - t0;
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_TIMEOUT);
@@ -357,11 +313,11 @@ test_cgroup_without_kill_file (void **state)
     s_fixture_t *f = *state;
     cgq_confine_t *c = s_confine (f, true);
     assert_non_null (strstr (cgq_confine_describe (c), "by freezing it"));
-    s_assign_t sa;
-    s_assign_init (&sa, 4, "trap '' TERM; sleep 60 & echo $! > bg.pid;" S_GRANDCHILD "exit 0");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, 4, "trap '' TERM; sleep 60 & echo $! > bg.pid;" S_GRANDCHILD "exit 0");
     cgq_task_opts_t opts = s_opts (f, c);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     pid_t gc = s_read_pid (r->trial_dir, "gc.pid", 1000);
@@ -433,8 +389,8 @@ s_fake_worker (s_fixture_t *f, const char *script, bool respawn, pid_t *reaper)
         cgq_confine_t *c = cgq_confine_new (&o, err, sizeof err);
         if (!c)
             _exit (3);
-        s_assign_t sa;
-        s_assign_init (&sa, 5, script);
+        tt_assign_t sa;
+        tt_assign_init (&sa, 9, 5, script);
         cgq_task_opts_t opts = s_opts (f, c);
         cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
         if (cgq_task_done (task))

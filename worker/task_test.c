@@ -20,6 +20,7 @@
 
 #include "assert_json.h"
 #include "task.h"
+#include "task_testing.h"
 #include "util.h"
 
 typedef struct {
@@ -61,53 +62,6 @@ s_on_report (void *arg, cgq_task_t *task, const char *report_json, uint64_t seq)
         f->seqs[f->n_reports] = seq;
         f->reports[f->n_reports++] = cgq_xstrdup (report_json);
     }
-}
-
-// s_assign fills a "command" Assign running script with /bin/sh. The strings
-// are borrowed from static storage and the caller's arguments.
-typedef struct {
-    Cgq__Assign a;
-    Cgq__TaskRef ref;
-    char *argv[3];
-} s_assign_t;
-
-static void
-s_assign_init (s_assign_t *sa, uint64_t trial, const char *script)
-{
-    cgq__assign__init (&sa->a);
-    cgq__task_ref__init (&sa->ref);
-    sa->ref.job = 7;
-    sa->ref.trial = trial;
-    sa->ref.attempt = 1;
-    sa->a.task = &sa->ref;
-    sa->a.kind = "command";
-    sa->a.params_json = "{}";
-    sa->argv[0] = "/bin/sh";
-    sa->argv[1] = "-c";
-    sa->argv[2] = (char *) script;
-    sa->a.argv = sa->argv;
-    sa->a.n_argv = 3;
-}
-
-// s_run drives task like the worker's loop until it is done or max_ms passes,
-// and returns its result (caller destroys).
-static Cgq__Result *
-s_run (cgq_task_t *task, int64_t max_ms)
-{
-    int64_t give_up = cgq_now_ms () + max_ms;
-    while (!cgq_task_done (task) && cgq_now_ms () < give_up) {
-        int fds[3];
-        size_t n = cgq_task_fds (task, fds);
-        struct pollfd pfd[3];
-        for (size_t i = 0; i < n; i++)
-            pfd[i] = (struct pollfd) {.fd = fds[i], .events = POLLIN};
-        if (poll (pfd, n, 20) > 0)
-            for (size_t i = 0; i < n; i++)
-                if (pfd[i].revents)
-                    cgq_task_on_readable (task, pfd[i].fd);
-        cgq_task_tick (task, cgq_now_ms ());
-    }
-    return cgq_task_take_result (task);
 }
 
 static cgq_task_opts_t
@@ -189,8 +143,8 @@ static void
 test_reports_and_env (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 3,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 3,
                    "sleep 0.4; echo hello-stdout; echo hello-stderr >&2;"
                    "echo '{\"step\": 1, \"loss\": 0.5}' >&3;"
                    "echo '{\"step\": 2, \"loss\": 0.1, \"tag\": \"a\\\"b\"}' >&3;"
@@ -229,7 +183,7 @@ test_reports_and_env (void **state)
     char *fds = s_child_fds (cgq_task_pid (task));
     assert_string_equal (fds, "1,2,3");
     free (fds);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     assert_string_equal (r->error, "");
@@ -293,14 +247,14 @@ static void
 test_result_json_wins (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 4,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 4,
                    "echo '{\"loss\": 9}' >&3; echo '{\"acc\": 0.9, \"loss\": 0.1}' > result.json;"
                    // no GPU granted: the variable is set, and empty
                    "test \"${CUDA_VISIBLE_DEVICES-unset}\" = '' || exit 3");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     cgq_assert_json (r->metrics_json, "{\"acc\": 0.9, \"loss\": 0.1}");
@@ -313,13 +267,13 @@ static void
 test_huge_result_json_fails (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 16,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 16,
                    "{ printf '{\"x\": \"'; head -c 1100000 /dev/zero | tr '\\0' a;"
                    " printf '\"}'; } > result.json");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 8000);
+    Cgq__Result *r = tt_run (task, 8000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_string_equal (r->metrics_json, "{}");
@@ -328,11 +282,11 @@ test_huge_result_json_fails (void **state)
     cgq_task_destroy (&task);
 
     // Past twice the limit the file is not even read (it could be gigabytes).
-    s_assign_init (&sa, 17,
+    tt_assign_init (&sa, 7, 17,
                    "{ printf '{\"x\": \"'; head -c 3000000 /dev/zero | tr '\\0' a;"
                    " printf '\"}'; } > result.json");
     task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    r = s_run (task, 8000);
+    r = tt_run (task, 8000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_string_equal (r->metrics_json, "{}");
@@ -345,12 +299,12 @@ static void
 test_no_reports_empty_metrics (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
+    tt_assign_t sa;
     // A result.json that is not an object is ignored (with a warning).
-    s_assign_init (&sa, 5, "echo '[1]' > result.json");
+    tt_assign_init (&sa, 7, 5, "echo '[1]' > result.json");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     assert_string_equal (r->metrics_json, "{}");
@@ -366,13 +320,13 @@ static void
 test_malformed_report_ignored (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 6,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 6,
                    "echo 'not json at all' >&3; echo '[1, 2]' >&3; echo >&3;"
                    "echo '{\"ok\": 1}' >&3; echo '{broken' >&3; echo still-running");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, s_on_report, f);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     cgq_assert_json (r->metrics_json, "{\"ok\": 1}");
@@ -397,13 +351,13 @@ static void
 test_overlong_report_line (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 7,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 7,
                    "head -c 1100000 /dev/zero | tr '\\0' a >&3; echo >&3;"
                    "echo '{\"x\": 1}' >&3");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 8000);
+    Cgq__Result *r = tt_run (task, 8000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     cgq_assert_json (r->metrics_json, "{\"x\": 1}");
@@ -419,13 +373,13 @@ static void
 test_exit_failure_has_stderr_tail (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 8,
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 8,
                    "i=1; while [ $i -le 30 ]; do printf 'line-%02d\\n' $i >&2; i=$((i+1)); done;"
                    "exit 1");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_int_equal (r->exit_code, 1);
@@ -441,11 +395,11 @@ static void
 test_killed_by_signal (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 9, "echo about to crash >&2; kill -SEGV $$");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 9, "echo about to crash >&2; kill -SEGV $$");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_int_equal (r->exit_code, -SIGSEGV);
@@ -458,10 +412,10 @@ static void
 test_timeout_kills_group (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
+    tt_assign_t sa;
     // The main process ignores SIGTERM (so SIGKILL after the grace is needed)
     // and leaves a background child that must die too.
-    s_assign_init (&sa, 10,
+    tt_assign_init (&sa, 7, 10,
                    "sleep 60 & echo $! > bg.pid; trap '' TERM; echo waiting >&2;"
                    "while :; do sleep 1; done");
     sa.a.timeout_ms = 500;
@@ -470,7 +424,7 @@ test_timeout_kills_group (void **state)
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
     pid_t pid = cgq_task_pid (task);
     assert_true (cgq_task_deadline (task) > 0);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     int64_t took = cgq_now_ms () - t0;
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_TIMEOUT);
@@ -499,14 +453,14 @@ static void
 test_stop (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 11, "exec sleep 30");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 11, "exec sleep 30");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 200);
+    Cgq__Result *r = tt_run (task, 200);
     assert_null (r);
     cgq_task_stop (task, "job cancelled", 1000);
-    r = s_run (task, 3000);
+    r = tt_run (task, 3000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_STOPPED);
     assert_int_equal (r->exit_code, -SIGTERM);
@@ -519,16 +473,16 @@ static void
 test_log_cap (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
+    tt_assign_t sa;
     // 100 lines of 50 bytes on stdout, 3 short ones on stderr.
-    s_assign_init (&sa, 12,
+    tt_assign_init (&sa, 7, 12,
                    "i=0; while [ $i -lt 100 ]; do "
                    "echo 0123456789012345678901234567890123456789-line$i; i=$((i+1)); done;"
                    "echo e1 >&2; echo e2 >&2; echo e3 >&2");
     cgq_task_opts_t opts = s_opts (f);
     opts.log_cap = 1000;
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     char *out = s_read_file (r->trial_dir, "stdout.log");
@@ -551,14 +505,14 @@ static void
 test_missing_binary (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 13, "");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 13, "");
     char *argv[] = {"cgq-no-such-binary-xyz", "--flag"};
     sa.a.argv = argv;
     sa.a.n_argv = 2;
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_int_equal (r->exit_code, 127);
@@ -584,8 +538,8 @@ test_missing_binary (void **state)
 static void
 test_unwritable_workdir (void **state)
 {
-    s_assign_t sa;
-    s_assign_init (&sa, 14, "exit 0");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 14, "exit 0");
     cgq_task_opts_t opts = {.workdir = "/proc/cgq-cannot-be-here", .kill_grace_ms = 100};
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
     assert_true (cgq_task_done (task));
@@ -600,8 +554,8 @@ static void
 test_destroy_running_kills_group (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
-    s_assign_init (&sa, 15, "sleep 30 & sleep 30");
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 15, "sleep 30 & sleep 30");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
     pid_t pid = cgq_task_pid (task);
@@ -621,14 +575,14 @@ static void
 test_endless_background_writer (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
+    tt_assign_t sa;
     // The main process exits while a child keeps the pipes busy forever.
-    s_assign_init (&sa, 17, "yes & yes >&2 & sleep 0.2; exit 0");
+    tt_assign_init (&sa, 7, 17, "yes & yes >&2 & sleep 0.2; exit 0");
     cgq_task_opts_t opts = s_opts (f);
     opts.log_cap = 4096;
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
     pid_t pid = cgq_task_pid (task);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     assert_non_null (strstr (r->log_tail, "y\ny\n"));
@@ -656,17 +610,17 @@ static void
 test_invalid_utf8_output_is_cleaned (void **state)
 {
     s_fixture_t *f = *state;
-    s_assign_t sa;
+    tt_assign_t sa;
     // Byte sequences that look like UTF-8 but are not: a surrogate (CESU-8,
     // Java's modified UTF-8), overlong forms, a code point above U+10FFFF and
     // a stray continuation byte; then valid 2-, 3- and 4-byte characters.
-    s_assign_init (&sa, 18,
+    tt_assign_init (&sa, 7, 18,
                    "printf 'a\\355\\240\\200b \\340\\200\\200 \\360\\200\\200\\200"
                    " \\364\\220\\200\\200 \\365\\200\\200\\200 \\200 \\303\\251\\342\\202\\254"
                    "\\360\\237\\230\\200\\n' | tee /dev/stderr; exit 1");
     cgq_task_opts_t opts = s_opts (f);
     cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
-    Cgq__Result *r = s_run (task, 5000);
+    Cgq__Result *r = tt_run (task, 5000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     if (!s_strict_utf8 (r->error))

@@ -697,17 +697,6 @@ s_cg_wait_empty (const char *dir, int ms)
     }
 }
 
-// s_cg_count counts the processes in the cgroup at dir and below.
-static size_t
-s_cg_count (const char *dir)
-{
-    char path[PATH_MAX];
-    s_sig_arg_t a = {0, 0};
-    if (s_path (path, sizeof path, dir, NULL, NULL))
-        s_cg_walk (path, 0, s_cg_signal_fn, &a);
-    return a.count;
-}
-
 // s_cg_signal sends sig to every process in the cgroup at dir and below;
 // returns how many. (Between reading a pid and signalling it, the process
 // may exit and its pid be reused: the narrow race every cgroup manager has
@@ -720,6 +709,14 @@ s_cg_signal (const char *dir, int sig)
     if (s_path (path, sizeof path, dir, NULL, NULL))
         s_cg_walk (path, 0, s_cg_signal_fn, &a);
     return a.count;
+}
+
+// s_cg_count counts the processes in the cgroup at dir and below (signal 0
+// sends nothing).
+static size_t
+s_cg_count (const char *dir)
+{
+    return s_cg_signal (dir, 0);
 }
 
 // s_cg_kill SIGKILLs every process in the cgroup at dir and below: one write

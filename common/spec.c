@@ -1854,14 +1854,200 @@ s_parse_command (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
     return 0;
 }
 
+// s_is_word: a tag name or a benchmark name: letters, digits, '_', '-', '.',
+// starting with a letter or a digit.
+static bool
+s_is_word (const char *s, size_t n)
+{
+    if (n == 0 || !isalnum ((unsigned char) s[0]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum ((unsigned char) s[i]) || strchr ("_-.", s[i])))
+            return false;
+    return true;
+}
+
+// s_parse_on reads on: {device: odroid-xu4, os: tizen}: the tags a device
+// must all have. Values are text (numbers as written) without blanks, ','
+// or '=', so "device=odroid-xu4, os=tizen" reads back unambiguously.
+static int
+s_parse_on (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+{
+    const char *hint = "write on: {device: odroid-xu4}";
+    if (s_expect_map (c, v, "trial.on", hint) < 0)
+        return -1;
+    if (s_npairs (v) == 0)
+        return s_fail (c, v, "trial.on is empty (%s)", hint);
+    if (s_npairs (v) > CGQ_STAGE_MAX_TAGS)
+        return s_fail (c, v, "trial.on has %zu tags, more than %d (match on fewer tags)",
+                       s_npairs (v), CGQ_STAGE_MAX_TAGS);
+    spec->trial.on = json_object ();
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
+        const char *kt = s_text (k);
+        char buf[96];
+        if (!s_is_word (kt, k->len))
+            return s_fail (c, k,
+                           "bad tag name '%s' in trial.on (use letters, digits, '_', '-' and "
+                           "'.', e.g. device)",
+                           kt);
+        if (e->type != S_SCALAR || s_is_null (e) || strlen (s_text (e)) != e->len)
+            return s_fail (c, e, "trial.on.%s must be a tag value, not %s (write %s: odroid-xu4)",
+                           kt, e->type == S_SCALAR && !s_is_null (e) ? "text with a NUL byte"
+                                                                     : s_what (e, buf, sizeof buf),
+                           kt);
+        const char *val = s_text (e);
+        for (const char *q = val; *q; q++)
+            if (isspace ((unsigned char) *q) || *q == ',' || *q == '=' || iscntrl ((unsigned char) *q))
+                return s_fail (c, e,
+                               "trial.on.%s '%s' holds a blank, ',' or '=' (a tag value is one "
+                               "word, e.g. odroid-xu4)",
+                               kt, val);
+        json_object_set_new (spec->trial.on, kt, json_string (val));
+    }
+    return 0;
+}
+
+static int
+s_check_url (const char *url, char *err, size_t errlen)
+{
+    if (strncmp (url, "http://", 7) && strncmp (url, "https://", 8) && strncmp (url, "file://", 7)) {
+        snprintf (err, errlen,
+                  "artifact url '%.200s' is not http://, https:// or file:// (write e.g. "
+                  "url: http://artifacts:8080/models/mobilenetv2.tflite)",
+                  url);
+        return -1;
+    }
+    for (const char *q = url; *q; q++)
+        if (isspace ((unsigned char) *q) || iscntrl ((unsigned char) *q)) {
+            snprintf (err, errlen, "artifact url '%.200s' holds a blank (escape it as %%20)", url);
+            return -1;
+        }
+    return 0;
+}
+
+static int
+s_check_sha (char *sha256, char *err, size_t errlen)
+{
+    size_t n = strlen (sha256);
+    bool hex = n == 64;
+    for (size_t i = 0; hex && i < n; i++)
+        hex = isxdigit ((unsigned char) sha256[i]) != 0;
+    if (!hex) {
+        snprintf (err, errlen,
+                  "artifact sha256 '%.80s' is not 64 hex digits (write the output of "
+                  "sha256sum FILE)",
+                  sha256);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        sha256[i] = (char) tolower ((unsigned char) sha256[i]);
+    return 0;
+}
+
+int
+cgq_spec_check_artifact (const char *url, char *sha256, char *err, size_t errlen)
+{
+    if (!url || !sha256) {
+        snprintf (err, errlen, "an artifact needs both url and sha256");
+        return -1;
+    }
+    return s_check_url (url, err, errlen) < 0 ? -1 : s_check_sha (sha256, err, errlen);
+}
+
+// s_parse_artifact reads artifact: {url: ..., sha256: ...}. Both may hold
+// placeholders (checked with the other templates once the space is known); a
+// literal pair is checked here.
+static int
+s_parse_artifact (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+{
+    const char *hint = "write artifact: {url: http://host/model.tflite, sha256: <64 hex digits>}";
+    if (s_expect_map (c, v, "trial.artifact", hint) < 0)
+        return -1;
+    const s_node_t *url = NULL, *sha = NULL;
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
+        const char *kt = s_text (k), *t;
+        if (!strcmp (kt, "url")) {
+            if (s_get_text (c, e, "trial.artifact.url", hint, &t) < 0)
+                return -1;
+            spec->trial.artifact_url = cgq_xstrdup (t);
+            url = e;
+        }
+        else if (!strcmp (kt, "sha256")) {
+            if (s_get_text (c, e, "trial.artifact.sha256", hint, &t) < 0)
+                return -1;
+            spec->trial.artifact_sha256 = cgq_xstrdup (t);
+            sha = e;
+        }
+        else
+            return s_unknown_key (c, k, "trial.artifact", "url, sha256");
+    }
+    if (!url)
+        return s_fail (c, v, "trial.artifact.url is missing (%s)", hint);
+    if (!sha)
+        return s_fail (c, v,
+                       "trial.artifact.sha256 is missing (a runner measures only an artifact "
+                       "it has verified; write sha256: followed by the output of sha256sum FILE)");
+    char err[512];
+    if (!strchr (spec->trial.artifact_url, '{') &&
+        s_check_url (spec->trial.artifact_url, err, sizeof err) < 0)
+        return s_fail (c, url, "trial.%s", err);
+    if (!strchr (spec->trial.artifact_sha256, '{') &&
+        s_check_sha (spec->trial.artifact_sha256, err, sizeof err) < 0)
+        return s_fail (c, sha, "trial.%s", err);
+    return 0;
+}
+
+// s_check_device checks the keys of trial that only go together: a device
+// stage (benchmark:) names its devices with on: and runs no command; a
+// command or noop trial has no device keys. The nodes are the keys seen
+// (NULL: absent); device_key is any of on, artifact, repeats, warmup.
+static int
+s_check_device (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind,
+                const s_node_t *command, const s_node_t *resources, const s_node_t *bench,
+                const s_node_t *on, const s_node_t *device_key)
+{
+    if (!bench) {
+        if (device_key)
+            return s_fail (c, device_key,
+                           "trial.%s belongs to a device trial, which names a benchmark (write "
+                           "benchmark: NAME, one of the runner's benchmarks, or remove %s)",
+                           s_text (device_key), s_text (device_key));
+        return 0;
+    }
+    if (kind)
+        return s_fail (c, kind,
+                       "trial.kind does not go with benchmark: a device trial runs the runner's "
+                       "benchmark (remove kind, or benchmark)");
+    if (command)
+        return s_fail (c, command,
+                       "trial.command does not go with benchmark: a runner runs only the "
+                       "benchmarks of its own config, never a command from a spec (remove "
+                       "command, or benchmark)");
+    if (resources)
+        return s_fail (c, resources,
+                       "trial.resources does not apply to a device trial: a device runs one "
+                       "measurement at a time (remove resources; choose devices with on:)");
+    if (!on)
+        return s_fail (c, bench,
+                       "a device trial needs trial.on, the tags of the devices that may run it "
+                       "(write on: {device: odroid-xu4})");
+    spec->trial.kind = CGQ_TRIAL_DEVICE;
+    spec->trial.cpu = 0;
+    return 0;
+}
+
 static int
 s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t **cmd_node,
-               const s_node_t **env_node)
+               const s_node_t **env_node, const s_node_t **art_node)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "trial", "write trial: {command: python3 train.py --lr {lr}}") < 0)
         return -1;
+    const s_node_t *kind_k = NULL, *cmd_k = NULL, *res_k = NULL, *bench_k = NULL, *on_k = NULL,
+                   *device_k = NULL;
     for (size_t pi = 0; pi < s_npairs (v); pi++) {
         const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
         const char *kt = s_text (k);
@@ -1870,6 +2056,7 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
             const char *kind;
             if (s_get_text (c, e, "trial.kind", "write kind: command or kind: noop", &kind) < 0)
                 return -1;
+            kind_k = k;
             if (!strcmp (kind, "command"))
                 spec->trial.kind = CGQ_TRIAL_COMMAND;
             else if (!strcmp (kind, "noop"))
@@ -1882,10 +2069,12 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
             if (s_parse_command (c, spec, e) < 0)
                 return -1;
             *cmd_node = e;
+            cmd_k = k;
         }
         else if (!strcmp (kt, "resources")) {
             if (s_parse_resources (c, spec, e) < 0)
                 return -1;
+            res_k = k;
         }
         else if (!strcmp (kt, "timeout")) {
             double s;
@@ -1908,14 +2097,52 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
                 return -1;
             *env_node = e;
         }
+        else if (!strcmp (kt, "benchmark")) {
+            const char *b;
+            const char *hint = "write benchmark: NAME, a benchmark of the runner's config";
+            if (s_get_text (c, e, "trial.benchmark", hint, &b) < 0)
+                return -1;
+            if (!s_is_word (b, e->len))
+                return s_fail (c, e,
+                               "bad benchmark name '%s' (use letters, digits, '_', '-' and '.'; "
+                               "%s)",
+                               b, hint);
+            spec->trial.benchmark = cgq_xstrdup (b);
+            bench_k = k;
+        }
+        else if (!strcmp (kt, "on")) {
+            if (s_parse_on (c, spec, e) < 0)
+                return -1;
+            on_k = device_k = k;
+        }
+        else if (!strcmp (kt, "artifact")) {
+            if (s_parse_artifact (c, spec, e) < 0)
+                return -1;
+            *art_node = e;
+            device_k = k;
+        }
+        else if (!strcmp (kt, "repeats")) {
+            if (s_get_int (c, e, "trial.repeats", 1, 1000000, "write e.g. repeats: 50", &n) < 0)
+                return -1;
+            spec->trial.repeats = (uint32_t) n;
+            device_k = k;
+        }
+        else if (!strcmp (kt, "warmup")) {
+            if (s_get_int (c, e, "trial.warmup", 0, 1000000, "write e.g. warmup: 5", &n) < 0)
+                return -1;
+            spec->trial.warmup = (uint32_t) n;
+            device_k = k;
+        }
         else if (!strcmp (kt, "stages"))
             return s_fail (c, k,
                            "'stages' is not supported yet (write command: ... for a single "
                            "stage)");
         else
-            return s_unknown_key (c, k, "trial", "kind, command, resources, timeout, retries, env");
+            return s_unknown_key (c, k, "trial",
+                                  "kind, command, resources, timeout, retries, env, on, "
+                                  "benchmark, artifact, repeats, warmup");
     }
-    return 0;
+    return s_check_device (c, spec, kind_k, cmd_k, res_k, bench_k, on_k, device_k);
 }
 
 // s_check_tmpl reports the first bad placeholder of one template, with the
@@ -1951,7 +2178,8 @@ s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *at, const char
 }
 
 static int
-s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *cmd, const s_node_t *env)
+s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *cmd, const s_node_t *env,
+                   const s_node_t *art)
 {
     if (spec->trial.command &&
         s_check_tmpl (c, spec, cmd, spec->trial.command, "trial.command") < 0)
@@ -1968,6 +2196,15 @@ s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *cmd, cons
         snprintf (where, sizeof where, "trial.env.%s", spec->trial.env_keys[i]);
         const s_node_t *at = s_val (c, env, i);
         if (s_check_tmpl (c, spec, at, spec->trial.env_vals[i], where) < 0)
+            return -1;
+    }
+    for (size_t pi = 0; art && pi < s_npairs (art); pi++) {
+        const s_node_t *k = s_key (c, art, pi);
+        bool url = !strcmp (s_text (k), "url");
+        char where[64];
+        snprintf (where, sizeof where, "trial.artifact.%s", s_text (k));
+        if (s_check_tmpl (c, spec, s_val (c, art, pi),
+                          url ? spec->trial.artifact_url : spec->trial.artifact_sha256, where) < 0)
             return -1;
     }
     return 0;
@@ -2224,7 +2461,7 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
                        s_what (root, buf, sizeof buf));
     if (s_check_keys (c, root) < 0)
         return -1;
-    const s_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL;
+    const s_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL, *art = NULL;
     for (size_t pi = 0; pi < s_npairs (root); pi++) {
         const s_node_t *k = s_key (c, root, pi), *v = s_val (c, root, pi);
         const char *kt = s_text (k);
@@ -2247,7 +2484,7 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
             rc = s_parse_objective (c, spec, k, v);
         else if (!strcmp (kt, "trial")) {
             trial_key = k;
-            rc = s_parse_trial (c, spec, v, &cmd, &env);
+            rc = s_parse_trial (c, spec, v, &cmd, &env, &art);
         }
         else if (!strcmp (kt, "objectives"))
             rc = s_parse_objectives (c, spec, k, v);
@@ -2268,7 +2505,7 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
                        "trial is missing (write trial: {command: python3 train.py --lr "
                        "{lr}})");
     }
-    if (s_check_templates (c, spec, cmd, env) < 0 || s_check_search (c, spec) < 0 ||
+    if (s_check_templates (c, spec, cmd, env, art) < 0 || s_check_search (c, spec) < 0 ||
         s_check_early_stop (c, spec) < 0)
         return -1;
     uint64_t total;
@@ -2351,6 +2588,8 @@ s_parse (const char *text, size_t len, const char *path, const char *dir, char *
     spec->search.samples = 1;
     spec->trial.kind = CGQ_TRIAL_COMMAND;
     spec->trial.cpu = 1;
+    spec->trial.repeats = 10;
+    spec->trial.warmup = 1;
 
     yaml_parser_t parser;
     yaml_parser_initialize (&parser);
@@ -2513,8 +2752,48 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     }
     free (self->trial.env_keys);
     free (self->trial.env_vals);
+    json_decref (self->trial.on);
+    free (self->trial.benchmark);
+    free (self->trial.artifact_url);
+    free (self->trial.artifact_sha256);
     free (self);
     *self_p = NULL;
+}
+
+bool
+cgq_spec_stage_matches (const cgq_stage_t *stage, const json_t *tags)
+{
+    if (!stage || !stage->on || !json_is_object (tags))
+        return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *) stage->on, k, v)
+    {
+        json_t *have = json_object_get (tags, k);
+        if (!json_is_string (have) || strcmp (json_string_value (have), json_string_value (v)))
+            return false;
+    }
+    return true;
+}
+
+char *
+cgq_spec_stage_on (const cgq_stage_t *stage, char *buf, size_t n)
+{
+    if (n)
+        buf[0] = 0;
+    if (!stage || !stage->on)
+        return buf;
+    size_t at = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *) stage->on, k, v)
+    {
+        if (at >= n)
+            break;
+        int w = snprintf (buf + at, n - at, "%s%s=%s", at ? ", " : "", k, json_string_value (v));
+        at += w > 0 ? (size_t) w : 0;
+    }
+    return buf;
 }
 
 const cgq_param_t *
@@ -2766,8 +3045,17 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                  self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
                  self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
                  (unsigned long long) self->early_stop.max);
+    char on[256];
     if (self->trial.kind == CGQ_TRIAL_NOOP)
         fputs ("trial: noop (reports the numeric params as metrics)\n", f);
+    else if (self->trial.kind == CGQ_TRIAL_DEVICE) {
+        fprintf (f, "trial: benchmark %s on a device with %s, repeats %u, warmup %u\n",
+                 self->trial.benchmark, cgq_spec_stage_on (&self->trial, on, sizeof on),
+                 self->trial.repeats, self->trial.warmup);
+        if (self->trial.artifact_url)
+            fprintf (f, "  artifact: %s (sha256 %s)\n", self->trial.artifact_url,
+                     self->trial.artifact_sha256);
+    }
     else if (self->trial.command)
         fprintf (f, "trial: sh -c %s\n", self->trial.command);
     else {
@@ -2777,7 +3065,8 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         fputc ('\n', f);
     }
     char mem[48];
-    fprintf (f, "  resources: cpu %s, gpu %s, memory %s\n", cgq_fmt_double (a, self->trial.cpu),
+    if (self->trial.kind != CGQ_TRIAL_DEVICE)
+        fprintf (f, "  resources: cpu %s, gpu %s, memory %s\n", cgq_fmt_double (a, self->trial.cpu),
              cgq_fmt_double (b, self->trial.gpu),
              self->trial.memory ? s_bytes (mem, sizeof mem, self->trial.memory) : "not set");
     if (self->trial.timeout_s > 0) {

@@ -71,7 +71,37 @@ typedef enum {
 typedef enum {
     CGQ_TRIAL_COMMAND, // run trial.command as a child process
     CGQ_TRIAL_NOOP,    // built in: report the numeric params as metrics, spawn nothing
+    CGQ_TRIAL_DEVICE,  // a benchmark of a device runner (set by benchmark:, not by kind:)
 } cgq_trial_kind_t;
+
+// The most tags of on: {...}.
+#define CGQ_STAGE_MAX_TAGS 16
+
+// What one attempt runs and where: trial: is one stage. The later
+// trial.stages: [...] is a list of these, each with its own resources or on:.
+typedef struct {
+    cgq_trial_kind_t kind;  // trial.kind: command (default) | noop; DEVICE with benchmark:
+    char *command;          // string form: run by /bin/sh -c, values shell-quoted
+    char **argv;            // list form: exec'd directly; argc entries
+    size_t argc;
+    double cpu;             // default 1 (0 for a device stage)
+    double gpu;             // default 0; 0 < gpu <= 1 shares one GPU, > 1 must be integral
+    uint64_t memory;        // bytes, default 0 (not checked)
+    double timeout_s;       // 0: none
+    uint32_t retries;       // extra attempts after a failure, default 0
+    char **env_keys;        // trial.env, nenv entries, values are templates
+    char **env_vals;
+    size_t nenv;
+    // A device stage (kind DEVICE): a benchmark that a device runner defines
+    // in its own config, measured on one free device whose tags include every
+    // tag of on. A spec never gives a runner a command.
+    json_t *on;             // tag -> value, JSON strings, 1..CGQ_STAGE_MAX_TAGS (owned); NULL: none
+    char *benchmark;        // the runner's benchmark name
+    char *artifact_url;     // template (params allowed); NULL: no artifact
+    char *artifact_sha256;  // template; literal: 64 lowercase hex digits
+    uint32_t repeats;       // timed runs, >= 1 (default 10)
+    uint32_t warmup;        // untimed runs before them (default 1)
+} cgq_stage_t;
 
 typedef struct {
     char *name;  // job name (default: the file name without .yaml)
@@ -118,20 +148,7 @@ typedef struct {
         uint64_t max;                   // the attribute's largest value (default 100)
     } early_stop;
 
-    struct {
-        cgq_trial_kind_t kind;  // trial.kind: command (default) | noop
-        char *command;          // string form: run by /bin/sh -c, values shell-quoted
-        char **argv;            // list form: exec'd directly; argc entries
-        size_t argc;
-        double cpu;             // default 1
-        double gpu;             // default 0; 0 < gpu <= 1 shares one GPU, > 1 must be integral
-        uint64_t memory;        // bytes, default 0 (not checked)
-        double timeout_s;       // 0: none
-        uint32_t retries;       // extra attempts after a failure, default 0
-        char **env_keys;        // trial.env, nenv entries, values are templates
-        char **env_vals;
-        size_t nenv;
-    } trial;
+    cgq_stage_t trial;
 } cgq_spec_t;
 
 // A spec is a page of YAML, not data: cgq_spec_parse refuses longer text before
@@ -185,6 +202,21 @@ int cgq_spec_objective_values (const cgq_spec_t *self, const json_t *metrics, do
 // sense (room for CGQ_SPEC_MAX_OBJECTIVES), the form pareto.h takes, and
 // returns nobjectives.
 size_t cgq_spec_objective_senses (const cgq_spec_t *self, int *sense);
+
+// cgq_spec_stage_matches tells whether a device with tags (a JSON object of
+// strings, borrowed) has every tag of stage->on with the same value. A stage
+// that is not a device stage matches nothing.
+bool cgq_spec_stage_matches (const cgq_stage_t *stage, const json_t *tags);
+
+// cgq_spec_stage_on writes stage->on as "device=odroid-xu4, os=tizen" into buf
+// (n bytes, truncated) and returns buf; "" for a stage without on.
+char *cgq_spec_stage_on (const cgq_stage_t *stage, char *buf, size_t n);
+
+// cgq_spec_check_artifact checks an artifact's url (http://, https:// or
+// file://, no whitespace) and sha256 (64 hex digits, lowercased in place) as
+// the runner will need them: the spec's literal values, or what dispatch
+// rendered from templates. Returns 0, or -1 with err set to what is wrong.
+int cgq_spec_check_artifact (const char *url, char *sha256, char *err, size_t errlen);
 
 // cgq_spec_search_name is the name of an algorithm as a spec writes it.
 const char *cgq_spec_search_name (cgq_search_alg_t alg);

@@ -1060,6 +1060,135 @@ t_list_file (void **state)
     rmdir (dir);
 }
 
+
+static const char *s_sha = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+
+static void
+t_device (void **state)
+{
+    (void) state;
+    char err[1024], text[1024];
+    snprintf (text, sizeof text,
+              "space:\n"
+              "  backends: {assignment: {items: [Conv2D, Pool2D], choices: [cpu, acl_cl]}}\n"
+              "trial:\n"
+              "  on: {device: odroid-xu4, os: tizen}\n"
+              "  benchmark: nnpackage\n"
+              "  artifact: {url: \"http://a:8080/m.tflite\", sha256: %s}\n"
+              "  repeats: 50\n"
+              "  warmup: 5\n"
+              "  timeout: 60s\n"
+              "  env: {BACKENDS: \"{backends}\"}\n",
+              s_sha);
+    cgq_spec_t *s = cgq_spec_parse (text, strlen (text), "d.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->trial.kind, CGQ_TRIAL_DEVICE);
+    assert_string_equal (s->trial.benchmark, "nnpackage");
+    assert_string_equal (s->trial.artifact_url, "http://a:8080/m.tflite");
+    // sha256 is kept lowercased: the runner compares it with what it computes.
+    assert_string_equal (s->trial.artifact_sha256,
+                         "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+    assert_int_equal (s->trial.repeats, 50);
+    assert_int_equal (s->trial.warmup, 5);
+    assert_true (s->trial.timeout_s == 60);
+    assert_true (s->trial.cpu == 0); // a device, not a CPU slot
+    char on[64];
+    assert_string_equal (cgq_spec_stage_on (&s->trial, on, sizeof on),
+                         "device=odroid-xu4, os=tizen");
+    json_t *tags = json_pack ("{s:s, s:s, s:s}", "device", "odroid-xu4", "os", "tizen", "x", "y");
+    assert_true (cgq_spec_stage_matches (&s->trial, tags));
+    json_object_set_new (tags, "os", json_string ("android"));
+    assert_false (cgq_spec_stage_matches (&s->trial, tags));
+    json_object_del (tags, "os");
+    assert_false (cgq_spec_stage_matches (&s->trial, tags));
+    json_decref (tags);
+    cgq_spec_destroy (&s);
+
+    // Defaults, no artifact, a numeric tag value read as its text.
+    const char *d = "trial: {on: {device: cpu-local, cores: 4}, benchmark: sleep}\n";
+    s = cgq_spec_parse (d, strlen (d), "d.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->trial.repeats, 10);
+    assert_int_equal (s->trial.warmup, 1);
+    assert_null (s->trial.artifact_url);
+    json_t *t2 = json_pack ("{s:s, s:s}", "device", "cpu-local", "cores", "4");
+    assert_true (cgq_spec_stage_matches (&s->trial, t2));
+    json_decref (t2);
+    cgq_spec_destroy (&s);
+
+    // A command trial matches no device.
+    const char *cmd = "trial: {command: x}\n";
+    s = cgq_spec_parse (cmd, strlen (cmd), "c.yaml", err, sizeof err);
+    assert_non_null (s);
+    json_t *none = json_object ();
+    assert_false (cgq_spec_stage_matches (&s->trial, none));
+    json_decref (none);
+    cgq_spec_destroy (&s);
+
+    char sha[80];
+    snprintf (sha, sizeof sha, "%s", s_sha);
+    assert_int_equal (cgq_spec_check_artifact ("file:///tmp/m", sha, err, sizeof err), 0);
+    assert_string_equal (sha, "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+    snprintf (sha, sizeof sha, "abc");
+    assert_int_equal (cgq_spec_check_artifact ("file:///tmp/m", sha, err, sizeof err), -1);
+    assert_non_null (strstr (err, "artifact sha256 'abc' is not 64 hex digits"));
+    assert_int_equal (cgq_spec_check_artifact ("ftp://x/m", sha, err, sizeof err), -1);
+    assert_non_null (strstr (err, "is not http://, https:// or file://"));
+}
+
+static void
+t_err_device (void **state)
+{
+    (void) state;
+    s_expect_error ("trial: {on: {device: x}, benchmark: b, command: run}\n", 1, 40,
+                    "trial.command does not go with benchmark: a runner runs only the benchmarks "
+                    "of its own config, never a command from a spec (remove command, or "
+                    "benchmark)");
+    s_expect_error ("trial:\n  benchmark: b\n", 2, 3,
+                    "a device trial needs trial.on, the tags of the devices that may run it "
+                    "(write on: {device: odroid-xu4})");
+    s_expect_error ("trial:\n  command: x\n  on: {device: x}\n", 3, 3,
+                    "trial.on belongs to a device trial, which names a benchmark");
+    s_expect_error ("trial:\n  command: x\n  repeats: 5\n", 3, 3,
+                    "trial.repeats belongs to a device trial");
+    s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  kind: noop\n", 4, 3,
+                    "trial.kind does not go with benchmark");
+    s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  resources: {cpu: 1}\n", 4, 3,
+                    "trial.resources does not apply to a device trial");
+    s_expect_error ("trial:\n  on: {}\n  benchmark: b\n", 2, 7,
+                    "trial.on is empty (write on: {device: odroid-xu4})");
+    s_expect_error ("trial:\n  on: device\n  benchmark: b\n", 2, 7,
+                    "trial.on must be a mapping, not the string 'device'");
+    s_expect_error ("trial:\n  on: {device: [a, b]}\n  benchmark: b\n", 2, 16,
+                    "trial.on.device must be a tag value, not a list");
+    s_expect_error ("trial:\n  on: {\"de vice\": a}\n  benchmark: b\n", 2, 8,
+                    "bad tag name 'de vice' in trial.on");
+    s_expect_error ("trial:\n  on: {device: \"a,b\"}\n  benchmark: b\n", 2, 16,
+                    "trial.on.device 'a,b' holds a blank, ',' or '='");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: \"rm -rf\"\n", 3, 14,
+                    "bad benchmark name 'rm -rf'");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  repeats: 0\n", 4, 12,
+                    "trial.repeats must be an integer >= 1, not 0");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  warmup: -1\n", 4, 11,
+                    "trial.warmup must be an integer >= 0, not -1");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  artifact: {url: x}\n", 4, 13,
+                    "trial.artifact.sha256 is missing");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  artifact: {sha256: ab}\n", 4,
+                    13, "trial.artifact.url is missing");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n"
+                    "  artifact: {url: \"ftp://h/m\", sha256: ab}\n",
+                    4, 19, "trial.artifact url 'ftp://h/m' is not http://, https:// or file://");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n"
+                    "  artifact: {url: \"http://h/m\", sha256: ab}\n",
+                    4, 41, "trial.artifact sha256 'ab' is not 64 hex digits");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n"
+                    "  artifact: {url: \"http://h/{model}\", sha256: \"{sha}\"}\n",
+                    4, 19, "unknown placeholder '{model}' in trial.artifact.url");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n"
+                    "  artifact: {url: \"http://h/m\", sha: x}\n",
+                    4, 33, "unknown key 'sha' in trial.artifact (known keys: url, sha256)");
+}
+
 int
 main (void)
 {
@@ -1092,6 +1221,8 @@ main (void)
         cmocka_unit_test (t_err_objectives),
         cmocka_unit_test (t_err_early_stop),
         cmocka_unit_test (t_list_file),
+        cmocka_unit_test (t_device),
+        cmocka_unit_test (t_err_device),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

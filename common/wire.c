@@ -104,6 +104,7 @@ cgq_wire_body_name (const cgq_env_t *env)
     case CGQ__ENVELOPE__BODY_CANCEL_JOB: return "cancel_job";
     case CGQ__ENVELOPE__BODY_REPLY: return "reply";
     case CGQ__ENVELOPE__BODY_PING: return "ping";
+    case CGQ__ENVELOPE__BODY_ENABLE_DEVICE: return "enable_device";
     default: return "none";
     }
 }

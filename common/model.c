@@ -75,6 +75,13 @@ cgq_key_node (char *buf, size_t n, const char *node)
     return buf;
 }
 
+char *
+cgq_key_device (char *buf, size_t n, const char *device)
+{
+    snprintf (buf, n, "cgq:device:%s", device);
+    return buf;
+}
+
 // --- writing ---------------------------------------------------------------
 
 void
@@ -416,5 +423,39 @@ cgq_node_rec_destroy (cgq_node_rec_t **self_p)
     free (n->state);
     free (n->hostname);
     free (n);
+    *self_p = NULL;
+}
+
+cgq_device_rec_t *
+cgq_device_rec_from (const char *id, const redisReply *h)
+{
+    cgq_device_rec_t *d = cgq_xcalloc (1, sizeof *d);
+    d->id = cgq_xstrdup (id);
+    d->node = s_dup (h, CGQ_DF_NODE);
+    const char *tags = cgq_hash_get (h, CGQ_DF_TAGS);
+    d->tags = cgq_xstrdup (tags && *tags ? tags : "{}");
+    d->state = s_dup (h, CGQ_DF_STATE);
+    d->task = s_dup (h, CGQ_DF_TASK);
+    d->last_error = s_dup (h, CGQ_DF_LAST_ERROR);
+    d->failures = cgq_hash_u64 (h, CGQ_DF_FAILURES);
+    const char *q = cgq_hash_get (h, CGQ_DF_QUARANTINED);
+    d->quarantined = q && !strcmp (q, "1");
+    d->has_updated = cgq_hash_num (h, CGQ_DF_UPDATED, &d->updated);
+    return d;
+}
+
+void
+cgq_device_rec_destroy (cgq_device_rec_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_device_rec_t *d = *self_p;
+    free (d->id);
+    free (d->node);
+    free (d->tags);
+    free (d->state);
+    free (d->task);
+    free (d->last_error);
+    free (d);
     *self_p = NULL;
 }

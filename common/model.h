@@ -24,11 +24,13 @@ char *cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial);  // c
 char *cgq_key_leaderboard (char *buf, size_t n, uint64_t job);              // cgq:job:{7}:leaderboard
 char *cgq_key_active (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:active
 char *cgq_key_node (char *buf, size_t n, const char *node);                 // cgq:node:gpu-3
+char *cgq_key_device (char *buf, size_t n, const char *device);             // cgq:device:board-1
 
 #define CGQ_KEY_JOB_SEQ "cgq:seq:job"
 #define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
 #define CGQ_KEY_JOBS "cgq:jobs"
 #define CGQ_KEY_NODES "cgq:nodes"
+#define CGQ_KEY_DEVICES "cgq:devices" // set: every device id a runner has declared
 #define CGQ_KEY_EVENTS "cgq:events"
 #define CGQ_KEY_COORDINATOR "cgq:coordinator"
 #define CGQ_EVENTS_MAXLEN 100000
@@ -61,6 +63,18 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_NODE_DEAD "dead"
 #define CGQ_NODE_GONE "gone"
 #define CGQ_NODE_UNKNOWN "unknown"
+
+// Node kinds (cgq:node:ID kind).
+#define CGQ_NODE_KIND_WORKER "worker"
+#define CGQ_NODE_KIND_RUNNER "device-runner"
+
+// Device states: idle and busy while its runner is connected; quarantined
+// (after N failed or timed-out measurements in a row, until cgq devices
+// enable) whether connected or not; offline while no runner serves it.
+#define CGQ_DEVICE_IDLE "idle"
+#define CGQ_DEVICE_BUSY "busy"
+#define CGQ_DEVICE_QUARANTINED "quarantined"
+#define CGQ_DEVICE_OFFLINE "offline"
 
 // --- fields ----------------------------------------------------------------
 // cgq:job:{J}; the counts are the trial state names above.
@@ -100,6 +114,7 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_TRIAL_DIR "trial_dir"
 #define CGQ_TF_REPORTS "reports"
 #define CGQ_TF_LAST_REPORT "last_report"
+#define CGQ_TF_DEVICE "device" // the device a device trial's attempt runs on
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -116,6 +131,19 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_NF_RUNNING "running"
 #define CGQ_NF_CONNECTED "connected"
 #define CGQ_NF_LAST_SEEN "last_seen"
+#define CGQ_NF_DEVICES "devices" // device runner: its device ids, comma-separated
+
+// cgq:device:ID: written by the coordinator; failures and quarantined
+// survive its restart (it reads them back when a runner declares the device).
+#define CGQ_DF_ID "id"
+#define CGQ_DF_NODE "node"              // the runner serving it ("" when none)
+#define CGQ_DF_TAGS "tags"              // JSON object of tag -> value
+#define CGQ_DF_STATE "state"            // one of the device states above
+#define CGQ_DF_TASK "task"              // "7.12#1" (job.trial#attempt) while busy, else ""
+#define CGQ_DF_FAILURES "failures"      // consecutive failed or timed-out results
+#define CGQ_DF_QUARANTINED "quarantined" // 1 or 0
+#define CGQ_DF_LAST_ERROR "last_error"
+#define CGQ_DF_UPDATED "updated"
 
 // cgq:coordinator
 #define CGQ_CF_EPOCH "epoch"
@@ -227,5 +255,18 @@ void cgq_trial_rec_destroy (cgq_trial_rec_t **self_p);
 
 cgq_node_rec_t *cgq_node_rec_from (const char *id, const redisReply *hash);
 void cgq_node_rec_destroy (cgq_node_rec_t **self_p);
+
+typedef struct {
+    char *id, *node, *tags, *state, *task, *last_error; // never NULL (tags: "{}" when unknown)
+    uint64_t failures;
+    bool quarantined;
+    bool has_updated;
+    double updated;
+} cgq_device_rec_t;
+
+// cgq_device_rec_from builds a device record from HGETALL of cgq:device:ID.
+// Caller frees with cgq_device_rec_destroy.
+cgq_device_rec_t *cgq_device_rec_from (const char *id, const redisReply *hash);
+void cgq_device_rec_destroy (cgq_device_rec_t **self_p);
 
 #endif

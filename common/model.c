@@ -69,6 +69,28 @@ cgq_key_active (char *buf, size_t n, uint64_t job)
 }
 
 char *
+cgq_key_rung (char *buf, size_t n, uint64_t job, double at)
+{
+    char num[32];
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:rung:%s", job, cgq_fmt_double (num, at));
+    return buf;
+}
+
+char *
+cgq_key_rungs (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:rungs", job);
+    return buf;
+}
+
+char *
+cgq_key_pareto (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:pareto", job);
+    return buf;
+}
+
+char *
 cgq_key_node (char *buf, size_t n, const char *node)
 {
     snprintf (buf, n, "cgq:node:%s", node);

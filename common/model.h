@@ -25,6 +25,13 @@ char *cgq_key_leaderboard (char *buf, size_t n, uint64_t job);              // c
 char *cgq_key_active (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:active
 char *cgq_key_node (char *buf, size_t n, const char *node);                 // cgq:node:gpu-3
 char *cgq_key_device (char *buf, size_t n, const char *device);             // cgq:device:board-1
+// Early stopping's records (coordinator/early_stop.h): the values recorded at
+// attribute value at (an ASHA rung, or one step of the median rule), and the
+// index of those at values.
+char *cgq_key_rung (char *buf, size_t n, uint64_t job, double at);          // cgq:job:{7}:rung:9
+char *cgq_key_rungs (char *buf, size_t n, uint64_t job);                    // cgq:job:{7}:rungs
+// The current Pareto front of a job with several objectives.
+char *cgq_key_pareto (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:pareto
 
 #define CGQ_KEY_JOB_SEQ "cgq:seq:job"
 #define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
@@ -115,6 +122,7 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_REPORTS "reports"
 #define CGQ_TF_LAST_REPORT "last_report"
 #define CGQ_TF_DEVICE "device" // the device a device trial's attempt runs on
+#define CGQ_TF_EARLY_STOP "early_stop" // the early stopper's state of a running trial (JSON)
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"

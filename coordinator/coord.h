@@ -102,6 +102,7 @@ struct job_s {
     double best_value;
     char *blocked;          // unschedulable reason, or NULL
     char *spec_dir;
+    struct early_stop_s *stopper; // early_stop: of the spec (early_stop.h), NULL: none
     bool dirty;             // counts/searcher changed this turn
     bool ended;             // finished or cancelled with nothing left: freed by jobs_reap
     job_t *next;            // coordinator's job list

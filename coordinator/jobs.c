@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "early_stop.h"
 #include "json.h"
 #include "log.h"
 #include "nodes.h"
@@ -63,6 +64,7 @@ s_trial_free (trial_t *t)
 {
     if (!t)
         return;
+    early_stop_forget (t->job->stopper, t->id);
     json_decref (t->params);
     free (t->params_json);
     free (t->gpus);
@@ -103,6 +105,7 @@ s_job_free (job_t *j)
         s_trial_free (all[i]);
     free (all);
     zhashx_destroy (&j->trials);
+    early_stop_destroy (&j->stopper);
     cgq_searcher_destroy (&j->searcher);
     cgq_spec_destroy (&j->spec);
     free (j->name);
@@ -153,9 +156,11 @@ jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
     j->best_trial = -1;
     j->best_value = NAN;
     j->trials = s_trials_new ();
+    j->stopper = early_stop_new (spec);
     j->req.cpu = spec->trial.cpu;
     j->req.gpu = spec->trial.gpu;
     j->req.memory = spec->trial.memory;
+    j->req.on = spec->trial.on;
     job_t **pp = &c->jobs;
     while (*pp)
         pp = &(*pp)->next;
@@ -524,6 +529,8 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     trial_t **all = s_trials_list (j, &n);
     for (size_t i = 0; i < n; i++) {
         trial_t *t = all[i];
+        if (t->state == CGQ_TRIAL_STOPPED)
+            continue; // early-stopped already; its Stop is on its way
         bool on_node = t->state == CGQ_TRIAL_RUNNING && t->node;
         const char *kv[] = {CGQ_TF_FINISHED, now};
         jobs_set_state (c, t, CGQ_TRIAL_CANCELLED, kv, 2);
@@ -601,6 +608,29 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
     s_trial_end (c, t);
 }
 
+// s_rank puts t on the leaderboard with value (formatted into vbuf, 32
+// bytes) and makes it the job's best when it beats the best so far.
+static void
+s_rank (coord_t *c, trial_t *t, double value, char *vbuf)
+{
+    job_t *j = t->job;
+    char lkey[64], jkey[64];
+    cgq_fmt_double (vbuf, value);
+    cgq_key_leaderboard (lkey, sizeof lkey, j->id);
+    cgq_key_job (jkey, sizeof jkey, j->id);
+    cgq_store_cmd (c->store, "ZADD %s %s %llu", lkey, vbuf, (unsigned long long) t->id);
+    double sign = j->spec->objective.mode > 0 ? 1 : -1;
+    if (j->best_trial < 0 || sign * value > sign * j->best_value) {
+        j->best_trial = (int64_t) t->id;
+        j->best_value = value;
+        cgq_hset_t h;
+        cgq_hset_init (&h, jkey);
+        cgq_hset_u64 (&h, CGQ_JF_BEST_TRIAL, t->id);
+        cgq_hset_str (&h, CGQ_JF_BEST_VALUE, vbuf);
+        cgq_hset_queue (&h, c->store);
+    }
+}
+
 void
 jobs_result (coord_t *c, const Cgq__Result *r)
 {
@@ -611,7 +641,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         return;
     }
     job_t *j = t->job;
-    if (t->state == CGQ_TRIAL_CANCELLED) {
+    if (t->state == CGQ_TRIAL_CANCELLED || t->state == CGQ_TRIAL_STOPPED) {
         s_trial_end (c, t); // its node reported the stop: resources free
         return;
     }
@@ -626,6 +656,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     }
     if (t->state != CGQ_TRIAL_RUNNING)
         return;
+    nodes_device_result (c, t, r->status, r->error); // a device's failures in a row
     if (t->node)
         nodes_release (c, t);
     t->losses = 0;
@@ -703,23 +734,9 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     cgq_buf_fini (&why);
 
     if (metric) {
-        char lkey[64], jkey[64];
-        cgq_fmt_double (vbuf, value);
-        cgq_key_leaderboard (lkey, sizeof lkey, j->id);
-        cgq_key_job (jkey, sizeof jkey, j->id);
+        s_rank (c, t, value, vbuf);
         kv[nkv++] = CGQ_TF_VALUE;
         kv[nkv++] = vbuf;
-        cgq_store_cmd (c->store, "ZADD %s %s %llu", lkey, vbuf, (unsigned long long) t->id);
-        double sign = j->spec->objective.mode > 0 ? 1 : -1;
-        if (j->best_trial < 0 || sign * value > sign * j->best_value) {
-            j->best_trial = (int64_t) t->id;
-            j->best_value = value;
-            cgq_hset_t h;
-            cgq_hset_init (&h, jkey);
-            cgq_hset_u64 (&h, CGQ_JF_BEST_TRIAL, t->id);
-            cgq_hset_str (&h, CGQ_JF_BEST_VALUE, vbuf);
-            cgq_hset_queue (&h, c->store);
-        }
     }
     kv[nkv++] = CGQ_TF_FINISHED;
     kv[nkv++] = now;
@@ -731,26 +748,134 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     s_trial_end (c, t);
 }
 
+bool
+jobs_stopped_value (const job_t *j, const json_t *metrics, double *value)
+{
+    const cgq_spec_t *spec = j->spec;
+    *value = NAN;
+    if (!json_is_object (metrics))
+        return false;
+    if (spec->nobjectives > 1) {
+        double vals[CGQ_SPEC_MAX_OBJECTIVES];
+        return cgq_spec_objective_values (spec, metrics, vals, NULL, 0) == 0;
+    }
+    if (spec->nobjectives == 1)
+        return cgq_spec_objective_value (spec, metrics, value, NULL, 0) == 0;
+    return true;
+}
+
+// s_early_stopped ends running trial t on the early stopper's word: its
+// last report (metrics, borrowed) is its result, its value goes on the
+// leaderboard when it has one, the searcher observes it, and its node gets
+// a Stop. Like a cancelled one it stays in memory, holding its resources,
+// until the node reports the task stopped.
+static void
+s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metrics,
+                 const char *why)
+{
+    job_t *j = t->job;
+    char now[32], vbuf[32];
+    cgq_fmt_double (now, cgq_wall_s ());
+    const char *kv[6] = {CGQ_TF_METRICS, report, CGQ_TF_FINISHED, now};
+    int nkv = 4;
+    double value;
+    bool ok = jobs_stopped_value (j, metrics, &value);
+    if (ok && isfinite (value)) {
+        s_rank (c, t, value, vbuf);
+        kv[nkv++] = CGQ_TF_VALUE;
+        kv[nkv++] = vbuf;
+    }
+    s_clear_error (c, t);
+    jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
+    cgq_model_event (c->store, "trial.early_stopped", j->id, (int64_t) t->id,
+                     t->node ? t->node->id : NULL, t->attempt, why);
+    cgq_info ("trial %" PRIu64 ".%" PRIu64 " stopped early: %s", j->id, t->id, why);
+    cgq_searcher_observe (j->searcher, t->id, ok ? metrics : NULL, value, ok);
+    if (!t->node) {
+        s_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
+        return;
+    }
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = j->id;
+    ref.trial = t->id;
+    ref.attempt = t->attempt;
+    char reason[300];
+    snprintf (reason, sizeof reason, "early stop: %s", why);
+    outbox_stop (c, t->node->id, &ref, reason);
+    c->sched_dirty = true;
+}
+
+// s_judge hands a running trial's report to the job's early stopper and
+// queues what it records; early_stop is set to the trial's new stopper
+// state (buffer of n bytes) and *stop to whether it must stop.
+static void
+s_judge (coord_t *c, trial_t *t, const json_t *report, early_stop_decision_t *d, char *state,
+         size_t n)
+{
+    job_t *j = t->job;
+    const cgq_spec_t *spec = j->spec;
+    *state = 0;
+    memset (d, 0, sizeof *d);
+    json_t *a = json_object_get (report, spec->early_stop.attribute);
+    if (!json_is_number (a))
+        return;
+    double value = NAN;
+    if (spec->early_stop.expr) {
+        if (cgq_expr_eval (spec->early_stop.expr, report, &value, NULL, 0) < 0)
+            return;
+    }
+    else {
+        json_t *v = json_object_get (report, spec->early_stop.metric);
+        if (!json_is_number (v))
+            return;
+        value = json_number_value (v);
+    }
+    early_stop_report (j->stopper, t->id, json_number_value (a), value, d);
+    if (!d->record)
+        return;
+    early_stop_trial_state (j->stopper, t->id, state, n);
+    char key[128], at[32], val[32];
+    cgq_store_cmd (c->store, "ZADD %s %s %llu", cgq_key_rung (key, sizeof key, j->id, d->at),
+                   cgq_fmt_double (val, d->value), (unsigned long long) t->id);
+    if (d->new_bucket)
+        cgq_store_cmd (c->store, "ZADD %s %s %s", cgq_key_rungs (key, sizeof key, j->id),
+                       cgq_fmt_double (at, d->at), at);
+}
+
 void
 jobs_progress (coord_t *c, const Cgq__Progress *p)
 {
     trial_t *t = jobs_trial (c, p->task->job, p->task->trial);
     if (!t || t->state != CGQ_TRIAL_RUNNING || t->attempt != p->task->attempt || !p->report_json)
         return;
+    job_t *j = t->job;
     char rkey[128], tkey[128];
-    cgq_key_reports (rkey, sizeof rkey, t->job->id, t->id);
-    cgq_key_trial (tkey, sizeof tkey, t->job->id, t->id);
+    cgq_key_reports (rkey, sizeof rkey, j->id, t->id);
+    cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
     cgq_store_cmd (c->store, "XADD %s MAXLEN ~ %d * %s %s", rkey, CGQ_REPORTS_MAXLEN,
                    CGQ_REPORT_FIELD, p->report_json);
-    cgq_store_cmd (c->store, "HSET %s %s %s", tkey, CGQ_TF_LAST_REPORT, p->report_json);
     cgq_store_cmd (c->store, "HINCRBY %s %s 1", tkey, CGQ_TF_REPORTS);
+    json_t *report = j->stopper ? json_loads (p->report_json, 0, NULL) : NULL;
+    early_stop_decision_t d = {0};
+    char state[192] = "";
+    if (json_is_object (report))
+        s_judge (c, t, report, &d, state, sizeof state);
+    cgq_hset_t h;
+    cgq_hset_init (&h, tkey);
+    cgq_hset_str (&h, CGQ_TF_LAST_REPORT, p->report_json);
+    if (*state)
+        cgq_hset_str (&h, CGQ_TF_EARLY_STOP, state);
+    cgq_hset_queue (&h, c->store);
+    if (d.stop)
+        s_early_stopped (c, t, p->report_json, report, d.why);
+    json_decref (report);
 }
 
 void
 jobs_lost (coord_t *c, trial_t *t, const char *why)
 {
     job_t *j = t->job;
-    if (t->state == CGQ_TRIAL_CANCELLED) {
+    if (t->state == CGQ_TRIAL_CANCELLED || t->state == CGQ_TRIAL_STOPPED) {
         s_trial_end (c, t);
         return;
     }

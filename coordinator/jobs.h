@@ -62,7 +62,18 @@ void jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable);
 // unknown or a terminal trial changes nothing: the caller acks it anyway,
 // so every trial's outcome is recorded once.
 void jobs_result (coord_t *c, const Cgq__Result *r);
+// jobs_progress records one report of a running trial and, when the job
+// has early_stop, lets the stopper judge it: a trial it stops becomes
+// stopped at once (its report as its metrics, trial.early_stopped in the
+// events) and its node gets a Stop; the trial leaves memory when the node
+// reports the task ended.
 void jobs_progress (coord_t *c, const Cgq__Progress *p);
+
+// jobs_stopped_value says whether a stopped trial's last report (metrics)
+// carries the job's objective(s), so that the searcher observes it as a
+// success with that value (*value: the single objective, else NAN), as Ray
+// Tune does; false: observed as a failure. Recovery replays it the same way.
+bool jobs_stopped_value (const job_t *j, const json_t *metrics, double *value);
 
 // jobs_lost hands back a trial whose node was lost (t no longer attached).
 void jobs_lost (coord_t *c, trial_t *t, const char *why);

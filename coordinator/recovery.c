@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "early_stop.h"
 #include "jobs.h"
 #include "log.h"
 
@@ -97,6 +98,12 @@ s_replay (coord_t *c, job_t *j, char *err, size_t errlen)
                     metrics = ms ? json_loads (ms, 0, NULL) : NULL;
                     cgq_hash_num (h, CGQ_TF_VALUE, &value);
                 }
+                else if (st == CGQ_TRIAL_STOPPED) {
+                    // Observed with its last report, as jobs.c did when it stopped it.
+                    metrics = ms ? json_loads (ms, 0, NULL) : NULL;
+                    outcome = jobs_stopped_value (j, metrics, &value) ? CGQ_REPLAY_SUCCEEDED
+                                                                      : CGQ_REPLAY_FAILED;
+                }
                 else if (st >= 0 && cgq_tstate_terminal ((cgq_tstate_t) st))
                     outcome = CGQ_REPLAY_FAILED;
                 if (cgq_searcher_replay (j->searcher, base + i, params, metrics, value, outcome,
@@ -148,6 +155,8 @@ s_trials (coord_t *c, job_t *j)
         t->state = st < 0 ? CGQ_TRIAL_PENDING : (tstate_t) st;
         const char *error = cgq_hash_get (h, CGQ_TF_ERROR);
         t->has_error = error && *error; // cleared when a later attempt succeeds
+        // The early stopper's view of it: where it was last judged.
+        early_stop_trial_resume (j->stopper, t->id, cgq_hash_get (h, CGQ_TF_EARLY_STOP));
         if (t->state == CGQ_TRIAL_RUNNING) {
             const char *node = cgq_hash_get (h, CGQ_TF_NODE);
             t->expect_node = cgq_xstrdup (node ? node : "?");
@@ -166,6 +175,47 @@ s_trials (coord_t *c, job_t *j)
         freeReplyObject (h);
     }
     freeReplyObject (ids);
+    return rc;
+}
+
+// s_stopper gives the job's early stopper back its records: the index of
+// buckets, then each bucket's members with their values (ascending, so
+// each goes in at the end), pipelined in chunks.
+static int
+s_stopper (coord_t *c, job_t *j)
+{
+    if (!j->stopper)
+        return 0;
+    char key[128];
+    redisReply *ats
+        = cgq_store_command (c->store, "ZRANGE %s 0 -1", cgq_key_rungs (key, sizeof key, j->id));
+    if (!ats)
+        return -1;
+    size_t n = ats->type == REDIS_REPLY_ARRAY ? ats->elements : 0;
+    const size_t chunk = 256;
+    int rc = 0;
+    for (size_t base = 0; base < n && rc == 0; base += chunk) {
+        size_t m = n - base < chunk ? n - base : chunk;
+        for (size_t i = 0; i < m; i++)
+            if (cgq_store_append (c->store, "ZRANGE %s 0 -1 WITHSCORES",
+                                  cgq_key_rung (key, sizeof key, j->id,
+                                                strtod (ats->element[base + i]->str, NULL)))
+                < 0)
+                rc = -1;
+        for (size_t i = 0; i < m && rc == 0; i++) {
+            redisReply *r = cgq_store_get_reply (c->store);
+            if (!r) {
+                rc = -1;
+                break;
+            }
+            double at = strtod (ats->element[base + i]->str, NULL);
+            for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2)
+                early_stop_restore (j->stopper, at, strtoull (r->element[k]->str, NULL, 10),
+                                    strtod (r->element[k + 1]->str, NULL));
+            freeReplyObject (r);
+        }
+    }
+    freeReplyObject (ats);
     return rc;
 }
 
@@ -229,7 +279,7 @@ recovery_jobs (coord_t *c)
             j->ended = true; // freed by jobs_reap with no trial loaded
             continue;
         }
-        if (s_trials (c, j) < 0) {
+        if (s_stopper (c, j) < 0 || s_trials (c, j) < 0) {
             freeReplyObject (ids);
             return -1;
         }

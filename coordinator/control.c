@@ -8,6 +8,7 @@
 
 #include "jobs.h"
 #include "log.h"
+#include "nodes.h"
 #include "outbox.h"
 #include "space.h"
 
@@ -85,6 +86,20 @@ s_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
     outbox_reply (c, rid, rid_len, code, msg, rc != JOBS_CANCEL_DONE);
 }
 
+// s_enable returns a quarantined device to service; answered after the
+// flush, so the reply means the change is in Redis.
+static void
+s_enable (coord_t *c, const char *rid, size_t rid_len, const Cgq__EnableDevice *m)
+{
+    char msg[512];
+    if (!m->device_id || !*m->device_id) {
+        outbox_reply (c, rid, rid_len, 2, "no device id given (cgq devices enable ID)", true);
+        return;
+    }
+    int rc = nodes_device_enable (c, m->device_id, msg, sizeof msg);
+    outbox_reply (c, rid, rid_len, rc < 0 ? 2 : 0, msg, rc < 0);
+}
+
 void
 control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
@@ -94,6 +109,9 @@ control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_CANCEL_JOB:
         s_cancel (c, rid, rid_len, env->cancel_job->job);
+        break;
+    case CGQ__ENVELOPE__BODY_ENABLE_DEVICE:
+        s_enable (c, rid, rid_len, env->enable_device);
         break;
     case CGQ__ENVELOPE__BODY_PING: {
         char msg[64];

@@ -1,5 +1,6 @@
 // control: what the CLI asks on the control socket. SubmitJob (parse and
-// check the spec, allocate a job id, create the job), CancelJob and Ping.
+// check the spec, allocate a job id, create the job), CancelJob, EnableDevice
+// (cgq devices enable) and Ping.
 // An error that changed nothing is answered at once; an answer that depends
 // on this turn's state changes goes out after the flush.
 #ifndef CGQ_CONTROL_H

@@ -45,6 +45,7 @@ typedef struct {
     int64_t max_trials; // per job
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
+    int64_t quarantine_after; // failed results in a row that quarantine a device (0: 3)
     char *log_level;
     bool log_json;
 } coord_cfg_t;
@@ -55,12 +56,14 @@ typedef cgq_jstate_t jstate_t;
 typedef struct job_s job_t;
 typedef struct node_s node_t;
 typedef struct trial_s trial_t;
+typedef struct device_s device_t;
 
 // What one trial needs of a node.
 typedef struct {
     double cpu;
     double gpu;      // 0, a share in (0,1], or an integral count > 1
     uint64_t memory;
+    const json_t *on; // a device trial: the tags its device must have (the spec's); NULL: none
 } req_t;
 
 // A trial in memory: only trials that are not terminal (and cancelled ones
@@ -78,6 +81,7 @@ struct trial_s {
     int *gpus;         // positions in node->gpus granted (ngpus entries)
     int ngpus;
     bool holds;        // holds resources on node (nodes.c)
+    device_t *device;  // a device trial: the device it holds on node (nodes.c)
     bool queued;       // in job's pending queue
     bool has_error;    // its hash holds an error (of an earlier attempt)
     trial_t *qnext;    // pending queue link
@@ -114,6 +118,21 @@ typedef struct {
     double free; // capacity left, 1.0 = whole GPU
 } gpu_t;
 
+// A device of a device runner: runs one task at a time. Devices outlive
+// their runner's connection (the registry c->devices owns them, nodes.c), so
+// failures and quarantine hold across reconnects; Redis keeps them across
+// restarts.
+struct device_s {
+    char *id;
+    json_t *tags;       // tag -> value, JSON strings (owned)
+    node_t *node;       // the runner serving it; NULL: offline
+    trial_t *task;      // the trial it runs; NULL: idle
+    uint32_t failures;  // failed or timed-out results in a row
+    bool quarantined;
+    char *last_error;   // of the last failure, or NULL
+    bool dirty;         // its hash needs an update this turn
+};
+
 // A connected node. Owned by the registry (nodes.c).
 struct node_s {
     char *id;          // routing id
@@ -123,6 +142,9 @@ struct node_s {
     uint64_t memory, free_memory;
     gpu_t *gpus;
     int ngpus;
+    bool runner;       // a device runner: runs device trials only, one per device
+    device_t **devices; // a runner's devices (borrowed from c->devices)
+    int ndevices;
     int64_t last_seen_ms;
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
@@ -157,6 +179,7 @@ typedef struct {
     job_t *rr;             // round-robin cursor (next job to serve first)
     node_t *nodes;         // registry, in join order (newest first)
     zhashx_t *node_index;  // id -> node_t (borrowed)
+    zhashx_t *devices;     // id -> device_t (owned; nodes.c creates it with the first device)
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;
     out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)

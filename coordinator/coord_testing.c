@@ -4,6 +4,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,56 @@ ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t memory)
     res.gpus = gp;
     Cgq__Hello h = CGQ__HELLO__INIT;
     h.node_id = (char *) id;
+    h.hostname = "test";
+    h.pid = 1;
+    h.resources = &res;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, id, strlen (id), &env);
+    node_t *n = nodes_find (c, id);
+    assert_non_null (n);
+    return n;
+}
+
+node_t *
+ct_runner (coord_t *c, const char *id, const char *const *devices)
+{
+    enum { MAXD = 16, MAXT = 8 };
+    Cgq__Device dev[MAXD], *dp[MAXD];
+    Cgq__KeyValue kv[MAXD][MAXT], *kp[MAXD][MAXT];
+    char buf[MAXD][256];
+    size_t nd = 0;
+    for (; devices && devices[nd] && nd < MAXD; nd++) {
+        Cgq__Device d = CGQ__DEVICE__INIT;
+        dev[nd] = d;
+        snprintf (buf[nd], sizeof buf[nd], "%s", devices[nd]);
+        char *colon = strchr (buf[nd], ':');
+        assert_non_null (colon);
+        *colon = 0;
+        dev[nd].id = buf[nd];
+        dev[nd].tags = kp[nd];
+        char *save = NULL;
+        for (char *tag = strtok_r (colon + 1, ",", &save); tag && dev[nd].n_tags < MAXT;
+             tag = strtok_r (NULL, ",", &save)) {
+            Cgq__KeyValue k = CGQ__KEY_VALUE__INIT;
+            char *eq = strchr (tag, '=');
+            assert_non_null (eq);
+            *eq = 0;
+            k.key = tag;
+            k.value = eq + 1;
+            kv[nd][dev[nd].n_tags] = k;
+            kp[nd][dev[nd].n_tags] = &kv[nd][dev[nd].n_tags];
+            dev[nd].n_tags++;
+        }
+        dp[nd] = &dev[nd];
+    }
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.n_devices = nd;
+    res.devices = dp;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.node_id = (char *) id;
+    h.kind = CGQ__NODE_KIND__NODE_DEVICE_RUNNER;
     h.hostname = "test";
     h.pid = 1;
     h.resources = &res;

@@ -20,6 +20,11 @@ job_t *ct_job (coord_t *c, uint64_t id, const char *yaml);
 // memory bytes, as its Hello would (no running tasks).
 node_t *ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t memory);
 
+// ct_runner joins a device runner with the devices given, each written
+// "ID:tag=value,tag=value" ("ID:" for none), NULL-terminated, as its Hello
+// would (no running tasks).
+node_t *ct_runner (coord_t *c, const char *id, const char *const *devices);
+
 // ct_assigns decodes the Assigns queued in the outbox (in order) into
 // refs[] (at most max) and returns how many there are; the outbox is kept.
 size_t ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max);

@@ -1,4 +1,5 @@
-// dispatch: from a scheduling choice to an Assign on its way.
+// dispatch: from a scheduling choice to an Assign on its way (a command for a
+// worker, a benchmark on one device for a device runner).
 #include "dispatch.h"
 
 #include <inttypes.h>
@@ -21,6 +22,7 @@ typedef struct {
     Cgq__KeyValue *kvs;
     Cgq__KeyValue **kvp;
     size_t nenv;
+    char *artifact_url, *artifact_sha256; // a device trial's, rendered (NULL: none)
 } s_rendered_t;
 
 static void
@@ -33,6 +35,8 @@ s_rendered_fini (s_rendered_t *r)
         free (r->kvs[i].value);
     free (r->kvs);
     free (r->kvp);
+    free (r->artifact_url);
+    free (r->artifact_sha256);
     memset (r, 0, sizeof *r);
 }
 
@@ -89,6 +93,26 @@ s_render (const trial_t *t, s_rendered_t *r, char *err, size_t errlen)
             return -1;
         }
     }
+    if (s->trial.kind == CGQ_TRIAL_DEVICE && s->trial.artifact_url) {
+        // The spec checked literal values; rendered ones are checked here, so
+        // a runner never gets a hash it could not compare.
+        r->artifact_url = cgq_space_render (s->trial.artifact_url, t->params, j->id, t->id,
+                                            j->spec_dir, 0, why, sizeof why);
+        r->artifact_sha256 = r->artifact_url ? cgq_space_render (s->trial.artifact_sha256, t->params,
+                                                                 j->id, t->id, j->spec_dir, 0, why,
+                                                                 sizeof why)
+                                             : NULL;
+        if (!r->artifact_url || !r->artifact_sha256) {
+            snprintf (err, errlen, "cannot render trial.artifact: %s", why);
+            s_rendered_fini (r);
+            return -1;
+        }
+        if (cgq_spec_check_artifact (r->artifact_url, r->artifact_sha256, why, sizeof why) < 0) {
+            snprintf (err, errlen, "trial.%s", why);
+            s_rendered_fini (r);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -140,7 +164,9 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     ref.attempt = t->attempt;
     Cgq__Assign a = CGQ__ASSIGN__INIT;
     a.task = &ref;
-    a.kind = s->trial.kind == CGQ_TRIAL_NOOP ? "noop" : "command";
+    a.kind = s->trial.kind == CGQ_TRIAL_NOOP     ? "noop"
+             : s->trial.kind == CGQ_TRIAL_DEVICE ? "benchmark"
+                                                 : "command";
     a.params_json = t->params_json;
     a.n_argv = r.argc;
     a.argv = r.argv;
@@ -153,11 +179,24 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     a.memory = j->req.memory;
     a.timeout_ms = s_timeout_ms (s->trial.timeout_s);
     a.spec_dir = j->spec_dir ? j->spec_dir : "";
+    if (t->device) {
+        a.device_id = t->device->id;
+        a.benchmark = s->trial.benchmark;
+        a.artifact_url = r.artifact_url ? r.artifact_url : "";
+        a.artifact_sha256 = r.artifact_sha256 ? r.artifact_sha256 : "";
+        a.repeats = s->trial.repeats;
+        a.warmup = s->trial.warmup;
+    }
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     outbox_push (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
     jobs_started (c, t, n, gl.data);
+    if (t->device) {
+        char tkey[128];
+        cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
+        cgq_store_cmd (c->store, "HSET %s %s %s", tkey, CGQ_TF_DEVICE, t->device->id);
+    }
     s_rendered_fini (&r);
     free (gpus);
     cgq_buf_fini (&gl);

@@ -43,6 +43,10 @@ static const cgq_opt_t s_opts[] = {
      "Redis may lose writes this recent in a crash (appendfsync everysec: up to 2s): batches "
      "are journaled for replay and results acked to nodes only after this; 0 for appendfsync always",
      0, 600000},
+    {"quarantine-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, quarantine_after), "3", NULL,
+     "a device whose measurements fail or time out this many times in a row is quarantined "
+     "until cgq devices enable ID",
+     1, 1000000},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn or error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,

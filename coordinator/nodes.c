@@ -6,9 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "log.h"
 
 #define EPS 1e-9
+
+// Failed results in a row that quarantine a device when the flag is unset.
+#define S_QUARANTINE_AFTER 3
 
 node_t *
 nodes_find (coord_t *c, const char *id)
@@ -37,9 +41,23 @@ s_gpus_free (node_t *n)
     n->ngpus = 0;
 }
 
+// s_devices_drop takes n's devices offline (they stay in the registry).
+static void
+s_devices_drop (node_t *n)
+{
+    for (int i = 0; i < n->ndevices; i++) {
+        n->devices[i]->node = NULL;
+        n->devices[i]->dirty = true;
+    }
+    free (n->devices);
+    n->devices = NULL;
+    n->ndevices = 0;
+}
+
 static void
 s_node_free (node_t *n)
 {
+    s_devices_drop (n);
     s_gpus_free (n);
     free (n->hostname);
     free (n->id);
@@ -90,9 +108,30 @@ s_gpu_pick (const gpu_t *gpus, int ngpus, double gpu, bool total, int *out)
     return got == want ? want : -1;
 }
 
+static bool
+s_device_usable (const device_t *d, const req_t *r, bool free_now)
+{
+    if (d->quarantined || (free_now && d->task))
+        return false;
+    cgq_stage_t want = {.on = (json_t *) r->on};
+    return cgq_spec_stage_matches (&want, d->tags);
+}
+
+// s_device_pick returns a device of n that runs r now (free_now) or ever.
+static device_t *
+s_device_pick (const node_t *n, const req_t *r, bool free_now)
+{
+    for (int i = 0; i < n->ndevices; i++)
+        if (s_device_usable (n->devices[i], r, free_now))
+            return n->devices[i];
+    return NULL;
+}
+
 bool
 nodes_fits_free (const node_t *n, const req_t *r)
 {
+    if (n->runner || r->on)
+        return n->runner && r->on && s_device_pick (n, r, true) != NULL;
     if (n->ntasks >= NODES_MAX_TASKS)
         return false;
     if (n->free_cpus + EPS < r->cpu)
@@ -105,6 +144,8 @@ nodes_fits_free (const node_t *n, const req_t *r)
 bool
 nodes_fits_total (const node_t *n, const req_t *r)
 {
+    if (n->runner || r->on)
+        return n->runner && r->on && s_device_pick (n, r, false) != NULL;
     if (n->cpus + EPS < r->cpu)
         return false;
     if (r->memory && n->memory < r->memory)
@@ -125,10 +166,34 @@ nodes_attach (node_t *n, trial_t *t)
     n->dirty = true;
 }
 
+// s_device_grant gives t a free matching device of n; a re-grant keeps the
+// one it holds when n still serves it.
+static int
+s_device_grant (node_t *n, trial_t *t)
+{
+    const req_t *r = &t->job->req;
+    device_t *d = t->device;
+    if (!d || d->node != n || (d->task && d->task != t)) {
+        if (d && d->task == t)
+            d->task = NULL;
+        d = r->on ? s_device_pick (n, r, true) : NULL;
+    }
+    t->device = d;
+    t->holds = true;
+    n->dirty = true;
+    if (!d)
+        return -1;
+    d->task = t;
+    d->dirty = true;
+    return 0;
+}
+
 int
 nodes_grant (node_t *n, trial_t *t)
 {
     const req_t *r = &t->job->req;
+    if (n->runner || r->on)
+        return s_device_grant (n, t);
     int want = nodes_gpu_count (r);
     int ok = 0;
     // A re-grant after a reconnect keeps the GPUs it was given when they still exist.
@@ -176,7 +241,14 @@ nodes_release (coord_t *c, trial_t *t)
     node_t *n = t->node;
     if (!n)
         return;
-    if (t->holds) {
+    if (t->device) {
+        if (t->device->task == t)
+            t->device->task = NULL;
+        t->device->dirty = true;
+        t->device = NULL;
+        t->holds = false;
+    }
+    if (t->holds && !n->runner) {
         const req_t *r = &t->job->req;
         n->free_cpus += r->cpu;
         if (n->free_cpus > n->cpus)
@@ -193,8 +265,8 @@ nodes_release (coord_t *c, trial_t *t)
                     n->gpus[g].free = 1.0;
             }
         }
-        t->holds = false;
     }
+    t->holds = false;
     if (t->nprev)
         t->nprev->nnext = t->nnext;
     else
@@ -228,17 +300,70 @@ s_finite_nonneg (double v)
     return isfinite (v) && v > 0 ? v : 0;
 }
 
+// s_tags_json turns a Device's tags into a JSON object of strings.
+static json_t *
+s_tags_json (const Cgq__Device *dv)
+{
+    json_t *o = json_object ();
+    for (size_t k = 0; k < dv->n_tags; k++)
+        if (dv->tags[k]->key && *dv->tags[k]->key)
+            json_object_set_new (o, dv->tags[k]->key,
+                                 json_string (dv->tags[k]->value ? dv->tags[k]->value : ""));
+    return o;
+}
+
+// s_devices_declare replaces n's device list with the devices of res.
+static void
+s_devices_declare (coord_t *c, node_t *n, const Cgq__Resources *res)
+{
+    s_devices_drop (n);
+    size_t want = res ? res->n_devices : 0;
+    if (!want)
+        return;
+    n->devices = cgq_xcalloc (want, sizeof *n->devices);
+    for (size_t i = 0; i < want; i++) {
+        const Cgq__Device *dv = res->devices[i];
+        if (!dv->id || !*dv->id || strlen (dv->id) > 200) {
+            cgq_warn ("node %s declares a device with an empty or over-long id; left out", n->id);
+            continue;
+        }
+        device_t *d = nodes_device_find (c, dv->id);
+        if (!d) {
+            d = cgq_xcalloc (1, sizeof *d);
+            d->id = cgq_xstrdup (dv->id);
+            zhashx_insert (c->devices, d->id, d);
+        }
+        bool twice = false;
+        for (int k = 0; k < n->ndevices; k++)
+            twice |= n->devices[k] == d;
+        if (twice || (d->node && d->node != n)) {
+            cgq_warn ("node %s declares device %s, which %s already serves; left out (give "
+                      "each device one runner and a unique id)",
+                      n->id, d->id, twice ? "it" : d->node->id);
+            continue;
+        }
+        json_decref (d->tags);
+        d->tags = s_tags_json (dv);
+        d->node = n;
+        d->dirty = true;
+        n->devices[n->ndevices++] = d;
+    }
+}
+
 int
-nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid,
+nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid, Cgq__NodeKind kind,
                const Cgq__Resources *res)
 {
     free (n->hostname);
     n->hostname = cgq_xstrdup (hostname ? hostname : "");
     n->pid = pid;
+    n->runner = kind == CGQ__NODE_KIND__NODE_DEVICE_RUNNER;
+    s_devices_declare (c, n, n->runner ? res : NULL);
     s_gpus_free (n);
-    n->cpus = res ? s_finite_nonneg (res->cpus) : 0;
-    n->memory = res ? res->memory : 0;
-    if (res && res->n_gpus) {
+    // A runner offers its devices only: no slots for command trials.
+    n->cpus = res && !n->runner ? s_finite_nonneg (res->cpus) : 0;
+    n->memory = res && !n->runner ? res->memory : 0;
+    if (res && res->n_gpus && !n->runner) {
         n->ngpus = (int) res->n_gpus;
         n->gpus = cgq_xcalloc (res->n_gpus, sizeof *n->gpus);
         for (size_t i = 0; i < res->n_gpus; i++) {
@@ -269,14 +394,18 @@ nodes_write (coord_t *c, node_t *n, bool full)
     cgq_key_node (key, sizeof key, n->id);
     cgq_hset_t h;
     cgq_hset_init (&h, key);
-    cgq_buf_t names;
+    cgq_buf_t names, devs;
     cgq_buf_init (&names);
+    cgq_buf_init (&devs);
     if (full) {
         for (int i = 0; i < n->ngpus; i++)
             cgq_buf_printf (&names, "%s%u:%s", i ? "," : "", n->gpus[i].index,
                             n->gpus[i].name ? n->gpus[i].name : "");
         cgq_hset_str (&h, CGQ_NF_ID, n->id);
-        cgq_hset_str (&h, CGQ_NF_KIND, "worker");
+        for (int i = 0; i < n->ndevices; i++)
+            cgq_buf_printf (&devs, "%s%s", i ? "," : "", n->devices[i]->id);
+        cgq_hset_str (&h, CGQ_NF_KIND, n->runner ? CGQ_NODE_KIND_RUNNER : CGQ_NODE_KIND_WORKER);
+        cgq_hset_str (&h, CGQ_NF_DEVICES, devs.data);
         cgq_hset_str (&h, CGQ_NF_STATE, CGQ_NODE_ALIVE);
         cgq_hset_str (&h, CGQ_NF_HOSTNAME, n->hostname ? n->hostname : "");
         cgq_hset_u64 (&h, CGQ_NF_PID, n->pid);
@@ -297,7 +426,35 @@ nodes_write (coord_t *c, node_t *n, bool full)
     if (full)
         cgq_store_cmd (c->store, "SADD %s %s", CGQ_KEY_NODES, n->id);
     cgq_buf_fini (&names);
+    cgq_buf_fini (&devs);
     n->dirty = false;
+}
+
+static void
+s_device_write (coord_t *c, device_t *d)
+{
+    char key[300];
+    cgq_key_device (key, sizeof key, d->id);
+    char task[96] = "";
+    if (d->task)
+        snprintf (task, sizeof task, "%llu.%llu#%u", (unsigned long long) d->task->job->id,
+                  (unsigned long long) d->task->id, d->task->attempt);
+    char *tags = d->tags ? json_dumps (d->tags, JSON_COMPACT) : NULL;
+    cgq_hset_t h;
+    cgq_hset_init (&h, key);
+    cgq_hset_str (&h, CGQ_DF_ID, d->id);
+    cgq_hset_str (&h, CGQ_DF_NODE, d->node ? d->node->id : "");
+    cgq_hset_str (&h, CGQ_DF_TAGS, tags ? tags : "{}");
+    cgq_hset_str (&h, CGQ_DF_STATE, nodes_device_state (d));
+    cgq_hset_str (&h, CGQ_DF_TASK, task);
+    cgq_hset_u64 (&h, CGQ_DF_FAILURES, d->failures);
+    cgq_hset_str (&h, CGQ_DF_QUARANTINED, d->quarantined ? "1" : "0");
+    cgq_hset_str (&h, CGQ_DF_LAST_ERROR, d->last_error ? d->last_error : "");
+    cgq_hset_dbl (&h, CGQ_DF_UPDATED, cgq_wall_s ());
+    cgq_hset_queue (&h, c->store);
+    cgq_store_cmd (c->store, "SADD %s %s", CGQ_KEY_DEVICES, d->id);
+    free (tags);
+    d->dirty = false;
 }
 
 void
@@ -306,6 +463,11 @@ nodes_write_dirty (coord_t *c)
     for (node_t *n = c->nodes; n; n = n->next)
         if (n->dirty)
             nodes_write (c, n, false);
+    if (!c->devices)
+        return;
+    for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
+        if (d->dirty)
+            s_device_write (c, d);
 }
 
 void
@@ -327,8 +489,21 @@ nodes_remove (coord_t *c, node_t *n, const char *state, const char *why)
     if (c->node_rr == n)
         c->node_rr = n->next;
     zhashx_delete (c->node_index, n->id);
+    for (int i = 0; i < n->ndevices; i++) {
+        n->devices[i]->node = NULL;
+        s_device_write (c, n->devices[i]);
+    }
     s_node_free (n);
     c->sched_dirty = true;
+}
+
+static void
+s_device_free (device_t *d)
+{
+    json_decref (d->tags);
+    free (d->last_error);
+    free (d->id);
+    free (d);
 }
 
 void
@@ -342,6 +517,11 @@ nodes_destroy_all (coord_t *c)
     if (c->node_index)
         zhashx_purge (c->node_index);
     c->node_rr = NULL;
+    if (c->devices) {
+        for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
+            s_device_free (d);
+        zhashx_destroy (&c->devices);
+    }
 }
 
 void
@@ -349,6 +529,8 @@ nodes_capacity (const coord_t *c, nodes_capacity_t *cap)
 {
     memset (cap, 0, sizeof *cap);
     for (const node_t *n = c->nodes; n; n = n->next) {
+        if (n->runner)
+            continue;
         cap->nodes++;
         if (n->cpus > cap->max_cpu)
             cap->max_cpu = n->cpus;
@@ -357,4 +539,138 @@ nodes_capacity (const coord_t *c, nodes_capacity_t *cap)
         if (n->memory > cap->max_memory)
             cap->max_memory = n->memory;
     }
+}
+
+// --- devices -----------------------------------------------------------------
+
+device_t *
+nodes_device_find (coord_t *c, const char *id)
+{
+    if (!c->devices)
+        c->devices = zhashx_new ();
+    device_t *d = zhashx_lookup (c->devices, id);
+    if (d || !c->store)
+        return d;
+    // Not seen since start-up: Redis may remember its quarantine. One round
+    // trip, once per device and coordinator life.
+    char key[300];
+    cgq_key_device (key, sizeof key, id);
+    redisReply *r = cgq_store_command (c->store, "HGETALL %s", key);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
+        if (!r)
+            cgq_warn ("cannot read %s: %s; its quarantine, if any, is not known", key,
+                      cgq_store_errstr (c->store));
+        if (r)
+            freeReplyObject (r);
+        return NULL;
+    }
+    cgq_device_rec_t *rec = cgq_device_rec_from (id, r);
+    freeReplyObject (r);
+    d = cgq_xcalloc (1, sizeof *d);
+    d->id = cgq_xstrdup (id);
+    d->tags = json_loads (rec->tags, 0, NULL);
+    if (!json_is_object (d->tags)) {
+        json_decref (d->tags);
+        d->tags = json_object ();
+    }
+    d->failures = rec->failures > UINT32_MAX ? UINT32_MAX : (uint32_t) rec->failures;
+    d->quarantined = rec->quarantined;
+    d->last_error = *rec->last_error ? cgq_xstrdup (rec->last_error) : NULL;
+    cgq_device_rec_destroy (&rec);
+    zhashx_insert (c->devices, d->id, d);
+    return d;
+}
+
+const char *
+nodes_device_state (const device_t *d)
+{
+    if (d->quarantined)
+        return CGQ_DEVICE_QUARANTINED;
+    if (!d->node)
+        return CGQ_DEVICE_OFFLINE;
+    return d->task ? CGQ_DEVICE_BUSY : CGQ_DEVICE_IDLE;
+}
+
+void
+nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char *error)
+{
+    device_t *d = t->device;
+    if (!d)
+        return;
+    if (status == CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+        d->failures = 0;
+        d->dirty = true;
+        return;
+    }
+    if (status != CGQ__TASK_STATUS__TASK_FAILED && status != CGQ__TASK_STATUS__TASK_TIMEOUT)
+        return;
+    d->failures++;
+    free (d->last_error);
+    d->last_error = cgq_xasprintf ("%s: %s", status == CGQ__TASK_STATUS__TASK_TIMEOUT ? "timeout" : "failed",
+                                   error && *error ? error : "no message");
+    d->dirty = true;
+    int64_t limit = c->cfg.quarantine_after > 0 ? c->cfg.quarantine_after : S_QUARANTINE_AFTER;
+    if (!d->quarantined && d->failures >= (uint64_t) limit) {
+        d->quarantined = true;
+        char why[600];
+        snprintf (why, sizeof why, "%u failed measurements in a row (last: %.500s)", d->failures,
+                  d->last_error);
+        cgq_warn ("device %s quarantined: %s; no trial goes there until cgq devices enable %s",
+                  d->id, why, d->id);
+        cgq_model_event (c->store, "device.quarantined", 0, -1, d->node ? d->node->id : NULL, 0,
+                         why);
+        c->sched_dirty = true;
+    }
+}
+
+int
+nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen)
+{
+    device_t *d = nodes_device_find (c, id);
+    if (!d) {
+        snprintf (msg, msglen, "unknown device '%s' (cgq devices lists them)", id);
+        return -1;
+    }
+    bool was = d->quarantined;
+    d->quarantined = false;
+    d->failures = 0;
+    d->dirty = true;
+    c->sched_dirty = true;
+    if (was)
+        cgq_model_event (c->store, "device.enabled", 0, -1, d->node ? d->node->id : NULL, 0, d->id);
+    snprintf (msg, msglen, was ? "device %s is back in service" : "device %s was not quarantined",
+              d->id);
+    return 0;
+}
+
+void
+nodes_devices_describe (const coord_t *c, cgq_buf_t *b, int max)
+{
+    int shown = 0, more = 0;
+    for (const node_t *n = c->nodes; n; n = n->next)
+        for (int i = 0; i < n->ndevices; i++) {
+            const device_t *d = n->devices[i];
+            if (shown >= max) {
+                more++;
+                continue;
+            }
+            cgq_buf_printf (b, "%s%s (", shown ? ", " : "", d->id);
+            const char *k;
+            json_t *v;
+            int nt = 0;
+            json_object_foreach (d->tags, k, v)
+            {
+                cgq_buf_printf (b, "%s%s=%s", nt++ ? ", " : "", k, json_string_value (v));
+            }
+            if (d->quarantined)
+                cgq_buf_printf (b, "%squarantined", nt ? ", " : "");
+            else if (!nt)
+                cgq_buf_puts (b, "no tags");
+            cgq_buf_puts (b, ")");
+            shown++;
+        }
+    if (more)
+        cgq_buf_printf (b, " and %d more", more);
+    if (!shown)
+        cgq_buf_puts (b, "none");
 }

@@ -1,8 +1,12 @@
 // nodes: the node registry. Owns every node_t: lookup by id, the resources
 // each node offers and has free, and the ledger of what each attached trial
 // holds. Granting and releasing are the two halves of that ledger and both
-// live here, with the one GPU-share rule. It knows trials only as holders of
-// resources: it never changes a trial's state (jobs.c does).
+// live here, with the one GPU-share rule and the one device rule: a device
+// runner's devices each run one device trial at a time, a device trial goes
+// only to a device whose tags include all of its on:, and workers run no
+// device trials nor runners command trials. It also owns every device_t and
+// its quarantine. It knows trials only as holders of resources: it never
+// changes a trial's state (jobs.c does).
 #ifndef CGQ_NODES_H
 #define CGQ_NODES_H
 
@@ -16,11 +20,13 @@ node_t *nodes_find (coord_t *c, const char *id);
 // nodes_add registers a new node with no resources (nodes_declare sets them).
 node_t *nodes_add (coord_t *c, const char *id);
 
-// nodes_declare sets what n offers, from its Hello, and recomputes its free
-// resources from the trials still attached (their GPU positions are kept
-// when still valid). Returns how many attached trials no longer fit.
+// nodes_declare sets what n offers, from its Hello (kind: worker or device
+// runner), and recomputes its free resources from the trials still attached
+// (their GPU positions and devices are kept when still valid). A device that
+// another connected runner already serves is left out, with a warning.
+// Returns how many attached trials no longer fit.
 int nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid,
-                   const Cgq__Resources *res);
+                   Cgq__NodeKind kind, const Cgq__Resources *res);
 
 // nodes_remove marks n dead or gone in Redis (state "dead" or "gone"), logs
 // why, and frees it. n must have no attached trials left (the caller has
@@ -51,12 +57,39 @@ void nodes_release (coord_t *c, trial_t *t);
 // (t->gpus) into positions on n (-1 for a GPU n no longer has).
 void nodes_gpus_from_indices (const node_t *n, trial_t *t);
 
+// --- devices ---------------------------------------------------------------
+// nodes_device_find returns the device id: one a runner declared since
+// start-up, else the one Redis remembers (read once, synchronously); NULL
+// when neither knows it.
+device_t *nodes_device_find (coord_t *c, const char *id);
+
+// nodes_device_result counts the outcome of t's attempt on its device (call
+// it before the release): a success clears the device's failures; a failure
+// or timeout adds one, and the quarantine-after-th in a row quarantines it
+// (no trial goes there until nodes_device_enable). Stops and losses count
+// neither way. A trial without a device is left alone.
+void nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char *error);
+
+// nodes_device_enable returns device id to service (failures 0). Returns 0
+// (msg says whether it was quarantined), or -1 for an unknown device.
+int nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen);
+
+// nodes_device_state is "idle", "busy", "quarantined" or "offline".
+const char *nodes_device_state (const device_t *d);
+
+// nodes_devices_describe appends to b the connected devices, up to max of
+// them, as "board-1 (device=tizen), board-2 (device=odroid-xu4, quarantined)",
+// or "none" (for blocked reasons).
+void nodes_devices_describe (const coord_t *c, cgq_buf_t *b, int max);
+
 // nodes_write queues n's hash: with full, everything it declared (a join),
 // else its free resources and running count.
 void nodes_write (coord_t *c, node_t *n, bool full);
+// nodes_write_dirty queues the hashes of nodes and devices that changed.
 void nodes_write_dirty (coord_t *c);
 
-// nodes_capacity: the largest offer of any connected node, for messages.
+// nodes_capacity: the largest offer of any connected worker, for messages
+// (device runners run no command trials, so they count as no capacity).
 typedef struct {
     int nodes;
     double max_cpu;

@@ -1,6 +1,7 @@
 // nodes_test: the resource ledger. Seeded random sequences of grant and
 // release (thousands of steps) never over-commit a CPU, memory or a GPU share,
-// and releasing everything returns every node to what it offered.
+// and releasing everything returns every node to what it offered. Devices:
+// quarantine after failures in a row, enable, a lost runner's task re-queued.
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +12,11 @@
 #include <cmocka.h>
 
 #include "coord_testing.h"
+#include "dispatch.h"
+#include "jobs.h"
 #include "log.h"
 #include "nodes.h"
+#include "session.h"
 
 #define EPS 1e-9
 #define NTRIALS 20000 // one per step at most
@@ -69,9 +73,9 @@ test_grant_release_property (void **state)
     node_t *nodes[3] = {ct_node (c, "a", 8, 2, 16ull << 30), ct_node (c, "b", 3.5, 4, 8ull << 30),
                         ct_node (c, "c", 16, 1, 64ull << 30)};
     // Requests as specs write them: shares of one GPU, whole GPUs, none.
-    const req_t kinds[] = {{1, 0, 0},     {0.5, 0.25, 1 << 20}, {2, 0.5, 1ull << 30},
-                           {1, 1, 0},     {0.25, 2, 2ull << 30}, {1.5, 0.125, 0},
-                           {0, 0.75, 0},  {4, 3, 4ull << 30}};
+    const req_t kinds[] = {{1, 0, 0, NULL},     {0.5, 0.25, 1 << 20, NULL}, {2, 0.5, 1ull << 30, NULL},
+                           {1, 1, 0, NULL},     {0.25, 2, 2ull << 30, NULL}, {1.5, 0.125, 0, NULL},
+                           {0, 0.75, 0, NULL},  {4, 3, 4ull << 30, NULL}};
     const int nkinds = (int) (sizeof kinds / sizeof *kinds);
     job_t jobs[8];
     memset (jobs, 0, sizeof jobs);
@@ -140,7 +144,7 @@ test_gpu_shares_pack (void **state)
     node_t *n = ct_node (c, "g", 8, 2, 0);
     job_t half;
     memset (&half, 0, sizeof half);
-    half.req = (req_t){1, 0.5, 0};
+    half.req = (req_t){1, 0.5, 0, NULL};
     trial_t t[5];
     memset (t, 0, sizeof t);
     int on[2] = {0, 0};
@@ -156,7 +160,7 @@ test_gpu_shares_pack (void **state)
     assert_int_equal (on[1], 2);
     assert_false (nodes_fits_free (n, &half.req));
     assert_true (nodes_fits_total (n, &half.req));
-    req_t three = {1, 3, 0};
+    req_t three = {1, 3, 0, NULL};
     assert_false (nodes_fits_total (n, &three));
     assert_int_equal (nodes_gpu_count (&three), 3);
     assert_true (nodes_gpu_share (&three) == 1.0);
@@ -166,7 +170,7 @@ test_gpu_shares_pack (void **state)
     res.cpus = 8;
     res.n_gpus = 1;
     res.gpus = gp;
-    assert_int_equal (nodes_declare (c, n, "g", 1, &res), 2);
+    assert_int_equal (nodes_declare (c, n, "g", 1, CGQ__NODE_KIND__NODE_WORKER, &res), 2);
     for (int i = 0; i < 4; i++) {
         nodes_release (c, &t[i]);
         free (t[i].gpus);
@@ -189,6 +193,130 @@ test_hostile_offer (void **state)
     ct_coord_destroy (&c);
 }
 
+
+static const char *s_spec_dev = "space: {x: {uniform: [0, 1]}}\n"
+                                "search: {samples: 50}\n"
+                                "trial: {on: {device: x}, benchmark: b, retries: 100}\n";
+
+// s_running returns a running trial of j on device id (NULL: none).
+static trial_t *
+s_running (job_t *j, const char *id)
+{
+    for (trial_t *t = zhashx_first (j->trials); t; t = zhashx_next (j->trials))
+        if (t->state == CGQ_TRIAL_RUNNING && t->device && !strcmp (t->device->id, id))
+            return t;
+    return NULL;
+}
+
+static void
+test_device_quarantine (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    c->cfg.quarantine_after = 2;
+    job_t *j = ct_job (c, 1, s_spec_dev);
+    const char *devs[] = {"d1:device=x", "d2:device=x", NULL};
+    ct_runner (c, "r", devs);
+    c->sched_dirty = true;
+    assert_int_equal (dispatch_run (c), 2);
+    device_t *d1 = nodes_device_find (c, "d1");
+    assert_non_null (d1);
+    assert_string_equal (nodes_device_state (d1), CGQ_DEVICE_BUSY);
+    // A failure, then a success: not in a row.
+    trial_t *t = s_running (j, "d1");
+    ct_result (c, "r", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_FAILED, "{}", "exit 1");
+    assert_int_equal (d1->failures, 1);
+    assert_string_equal (nodes_device_state (d1), CGQ_DEVICE_IDLE);
+    dispatch_run (c);
+    t = s_running (j, "d1");
+    ct_result (c, "r", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"x\": 1}", NULL);
+    assert_int_equal (d1->failures, 0);
+    // A stop says nothing about the device.
+    dispatch_run (c);
+    t = s_running (j, "d1");
+    ct_result (c, "r", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_STOPPED, "{}", "stopped");
+    assert_int_equal (d1->failures, 0);
+    // A failure and a timeout in a row: quarantined, no trial goes there.
+    dispatch_run (c);
+    t = s_running (j, "d1");
+    ct_result (c, "r", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_FAILED, "{}", "exit 1");
+    dispatch_run (c);
+    t = s_running (j, "d1");
+    ct_result (c, "r", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_TIMEOUT, "{}", "after 2s");
+    assert_true (d1->quarantined);
+    assert_string_equal (nodes_device_state (d1), CGQ_DEVICE_QUARANTINED);
+    assert_string_equal (d1->last_error, "timeout: after 2s");
+    for (int i = 0; i < 5; i++) {
+        dispatch_run (c);
+        assert_null (s_running (j, "d1"));
+        trial_t *u = s_running (j, "d2");
+        assert_non_null (u);
+        ct_result (c, "r", 1, u->id, u->attempt, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"x\": 1}",
+                   NULL);
+    }
+    // Quarantine d2 too: nothing can run the job; the reason says why.
+    for (int i = 0; i < 2; i++) {
+        dispatch_run (c);
+        trial_t *u = s_running (j, "d2");
+        ct_result (c, "r", 1, u->id, u->attempt, CGQ__TASK_STATUS__TASK_FAILED, "{}", "boom");
+    }
+    dispatch_run (c);
+    assert_string_equal (j->blocked, "needs device with device=x; connected devices: d1 "
+                                     "(device=x, quarantined), d2 (device=x, quarantined)");
+    char msg[256];
+    assert_int_equal (nodes_device_enable (c, "nope", msg, sizeof msg), -1);
+    assert_string_equal (msg, "unknown device 'nope' (cgq devices lists them)");
+    assert_int_equal (nodes_device_enable (c, "d1", msg, sizeof msg), 0);
+    assert_string_equal (msg, "device d1 is back in service");
+    assert_int_equal (d1->failures, 0);
+    assert_int_equal (dispatch_run (c), 1);
+    assert_null (j->blocked);
+    assert_non_null (s_running (j, "d1"));
+    assert_int_equal (nodes_device_enable (c, "d1", msg, sizeof msg), 0);
+    assert_string_equal (msg, "device d1 was not quarantined");
+    ct_coord_destroy (&c);
+}
+
+static void
+test_runner_lost (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    job_t *j = ct_job (c, 1, s_spec_dev);
+    const char *one[] = {"d1:device=x", NULL};
+    node_t *r = ct_runner (c, "r1", one);
+    c->sched_dirty = true;
+    assert_int_equal (dispatch_run (c), 1);
+    trial_t *t = s_running (j, "d1");
+    assert_non_null (t);
+    uint64_t id = t->id;
+    // A second runner cannot take over a device that r1 still serves.
+    const char *same[] = {"d1:device=x", "d9:device=y", NULL};
+    node_t *r2 = ct_runner (c, "r2", same);
+    assert_int_equal (r2->ndevices, 1);
+    assert_string_equal (r2->devices[0]->id, "d9");
+    // r1 falls silent: after the heartbeat timeout its task is pending again
+    // and its device offline; a runner that serves d1 again gets it, attempt 2.
+    r->last_seen_ms -= 60000;
+    r2->last_seen_ms = cgq_now_ms ();
+    session_liveness (c, cgq_now_ms ());
+    assert_null (nodes_find (c, "r1"));
+    device_t *d1 = nodes_device_find (c, "d1");
+    assert_string_equal (nodes_device_state (d1), CGQ_DEVICE_OFFLINE);
+    t = jobs_trial (c, 1, id);
+    assert_int_equal (t->state, CGQ_TRIAL_PENDING);
+    assert_null (t->device);
+    const char *back[] = {"d1:device=x", NULL};
+    ct_runner (c, "r3", back);
+    dispatch_run (c);
+    t = jobs_trial (c, 1, id);
+    assert_int_equal (t->state, CGQ_TRIAL_RUNNING);
+    assert_int_equal (t->attempt, 2);
+    assert_ptr_equal (t->device, d1);
+    assert_ptr_equal (d1->task, t);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -197,6 +325,8 @@ main (void)
         cmocka_unit_test (test_grant_release_property),
         cmocka_unit_test (test_gpu_shares_pack),
         cmocka_unit_test (test_hostile_offer),
+        cmocka_unit_test (test_device_quarantine),
+        cmocka_unit_test (test_runner_lost),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

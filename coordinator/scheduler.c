@@ -56,8 +56,23 @@ scheduler_choose (coord_t *c, const job_t *j, node_t **node)
 char *
 scheduler_blocked_reason (const coord_t *c, const req_t *r)
 {
+    if (r->on) {
+        cgq_stage_t want = {.on = (json_t *) r->on};
+        char on[256];
+        cgq_buf_t b;
+        cgq_buf_init (&b);
+        cgq_buf_printf (&b, "needs device with %s; connected devices: ",
+                        cgq_spec_stage_on (&want, on, sizeof on));
+        nodes_devices_describe (c, &b, 8);
+        char *why = cgq_xstrdup (b.data);
+        cgq_buf_fini (&b);
+        return why;
+    }
     nodes_capacity_t cap;
     nodes_capacity (c, &cap);
+    if (cap.nodes == 0)
+        return cgq_xstrdup ("needs a worker, but only device runners are connected (they run "
+                            "device trials only: benchmark and on:)");
     char cpu[32], gpu[32], mcpu[32];
     cgq_fmt_double (cpu, r->cpu);
     cgq_fmt_double (gpu, r->gpu);

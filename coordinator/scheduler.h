@@ -20,7 +20,9 @@ typedef enum {
 scheduler_verdict_t scheduler_choose (coord_t *c, const job_t *j, node_t **node);
 
 // scheduler_blocked_reason explains why no connected node can ever run r, e.g.
-// "needs gpu 1 but the 2 connected node(s) have at most 0 GPU(s)". Caller frees.
+// "needs gpu 1 but the 2 connected node(s) have at most 0 GPU(s)", or for a
+// device trial "needs device with device=odroid-xu4; connected devices:
+// board-1 (device=tizen)". Caller frees.
 char *scheduler_blocked_reason (const coord_t *c, const req_t *r);
 
 #endif

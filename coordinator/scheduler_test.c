@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,12 +38,12 @@ test_verdicts_and_reasons (void **state)
     char *why = scheduler_blocked_reason (c, &j->req);
     assert_string_equal (why, "needs gpu 1 but the 1 connected node(s) have at most 0 GPU(s)");
     free (why);
-    req_t mem = {1, 0, 4ull << 30};
+    req_t mem = {1, 0, 4ull << 30, NULL};
     why = scheduler_blocked_reason (c, &mem);
     assert_string_equal (why,
                          "needs memory 4096 MiB but the 1 connected node(s) offer at most 1024 MiB");
     free (why);
-    req_t cpu = {8, 0, 0};
+    req_t cpu = {8, 0, 0, NULL};
     why = scheduler_blocked_reason (c, &cpu);
     assert_string_equal (why, "needs cpu 8 but the 1 connected node(s) offer at most 4");
     free (why);
@@ -154,6 +155,152 @@ test_dispatch_bounds (void **state)
     ct_coord_destroy (&c);
 }
 
+
+// s_device_assigns collects the Assigns in the outbox: trial ids and device
+// ids (NULL-free strings, "" for a worker's), then empties the outbox.
+static size_t
+s_device_assigns (coord_t *c, uint64_t *trials, char devs[][32], char kinds[][16], size_t max)
+{
+    size_t n = 0;
+    for (const out_t *o = c->out_head; o; o = o->next) {
+        cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
+        assert_non_null (env);
+        if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN && n < max) {
+            trials[n] = env->assign->task->trial;
+            snprintf (devs[n], 32, "%s", env->assign->device_id ? env->assign->device_id : "");
+            snprintf (kinds[n], 16, "%s", env->assign->kind ? env->assign->kind : "");
+            n++;
+        }
+        cgq_wire_free (env);
+    }
+    outbox_free (c);
+    return n;
+}
+
+static const char *s_spec_device = "space: {x: {uniform: [0, 1]}}\n"
+                                   "search: {samples: 20}\n"
+                                   "trial:\n"
+                                   "  on: {device: odroid-xu4}\n"
+                                   "  benchmark: nnpackage\n"
+                                   "  artifact: {url: \"http://h/m\", sha256: "
+                                   "\"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"}\n"
+                                   "  repeats: 7\n";
+
+static void
+test_device_matching (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (NOWHERE);
+    job_t *dj = ct_job (c, 1, s_spec_device);
+    job_t *wj = ct_job (c, 2,
+                        "space: {x: {uniform: [0, 1]}}\n"
+                        "search: {samples: 20}\n"
+                        "trial: {kind: noop, resources: {cpu: 0}}\n");
+    node_t *n = NULL;
+    // Only a worker: the device trials can never run there.
+    node_t *w = ct_node (c, "w", 2, 0, 0);
+    assert_int_equal (scheduler_choose (c, dj, &n), SCHEDULE_BLOCKED);
+    char *why = scheduler_blocked_reason (c, &dj->req);
+    assert_string_equal (why, "needs device with device=odroid-xu4; connected devices: none");
+    free (why);
+    const char *devs[] = {"a:device=tizen", "b:device=odroid-xu4,os=linux", "c:device=odroid-xu4",
+                          NULL};
+    node_t *r = ct_runner (c, "r1", devs);
+    assert_true (r->runner);
+    assert_int_equal (r->ndevices, 3);
+    // Both jobs start what fits: two device trials (b and c), worker trials
+    // on the worker only, however many a cpu-0 runner slot would take.
+    c->sched_dirty = true;
+    int started = dispatch_run (c);
+    assert_int_equal (dj->running, 2);
+    assert_int_equal (wj->running, started - 2);
+    assert_int_equal (w->ntasks, wj->running);
+    assert_int_equal (r->ntasks, 2);
+    uint64_t trials[64];
+    char dev[64][32], kind[64][16];
+    size_t na = s_device_assigns (c, trials, dev, kind, 64);
+    int on_b = 0, on_c = 0;
+    for (size_t i = 0; i < na; i++) {
+        if (!strcmp (kind[i], "benchmark")) {
+            on_b += !strcmp (dev[i], "b");
+            on_c += !strcmp (dev[i], "c");
+        }
+        else
+            assert_string_equal (dev[i], "");
+    }
+    assert_int_equal (on_b, 1);
+    assert_int_equal (on_c, 1);
+    // Busy, not blocked; the reason lists the devices when it is blocked.
+    assert_int_equal (scheduler_choose (c, dj, &n), SCHEDULE_WAIT);
+    req_t other = {0, 0, 0, json_pack ("{s:s}", "device", "rpi4")};
+    why = scheduler_blocked_reason (c, &other);
+    assert_string_equal (why, "needs device with device=rpi4; connected devices: a "
+                              "(device=tizen), b (device=odroid-xu4, os=linux), c "
+                              "(device=odroid-xu4)");
+    free (why);
+    json_decref ((json_t *) other.on);
+    // A device that ends its trial takes the next one, and only that device.
+    trial_t *t = NULL;
+    for (trial_t *x = zhashx_first (dj->trials); x; x = zhashx_next (dj->trials))
+        if (x->state == CGQ_TRIAL_RUNNING && !strcmp (x->device->id, "c"))
+            t = x;
+    assert_non_null (t);
+    ct_result (c, "r1", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"p50\": 1}",
+               NULL);
+    assert_int_equal (dispatch_run (c), 1);
+    na = s_device_assigns (c, trials, dev, kind, 64);
+    assert_int_equal (na, 1);
+    assert_string_equal (dev[0], "c");
+    assert_string_equal (kind[0], "benchmark");
+    ct_coord_destroy (&c);
+}
+
+static void
+test_device_assign_fields (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (NOWHERE);
+    ct_job (c, 1,
+            "space: {m: {choice: [a]}}\n"
+            "trial:\n"
+            "  on: {device: x}\n"
+            "  benchmark: sleep\n"
+            "  artifact: {url: \"file:///m/{m}.bin\", sha256: "
+            "\"9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08\"}\n"
+            "  warmup: 0\n"
+            "  timeout: 2s\n"
+            "  env: {MODEL: \"{m}\"}\n");
+    const char *devs[] = {"d1:device=x", NULL};
+    ct_runner (c, "r", devs);
+    c->sched_dirty = true;
+    assert_int_equal (dispatch_run (c), 1);
+    const out_t *o = c->out_head;
+    while (o) {
+        cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
+        if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN) {
+            const Cgq__Assign *a = env->assign;
+            assert_string_equal (a->device_id, "d1");
+            assert_string_equal (a->benchmark, "sleep");
+            assert_string_equal (a->artifact_url, "file:///m/a.bin");
+            assert_string_equal (a->artifact_sha256,
+                                 "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+            assert_int_equal (a->repeats, 10);
+            assert_int_equal (a->warmup, 0);
+            assert_int_equal (a->timeout_ms, 2000);
+            assert_int_equal (a->n_argv, 0);
+            assert_int_equal (a->n_env, 1);
+            assert_string_equal (a->env[0]->value, "a");
+            assert_string_equal (a->params_json, "{\"m\":\"a\"}");
+            cgq_wire_free (env);
+            break;
+        }
+        cgq_wire_free (env);
+        o = o->next;
+    }
+    assert_non_null (o);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -163,6 +310,8 @@ main (void)
         cmocka_unit_test (test_concurrency_is_idle),
         cmocka_unit_test (test_fair_between_jobs),
         cmocka_unit_test (test_dispatch_bounds),
+        cmocka_unit_test (test_device_matching),
+        cmocka_unit_test (test_device_assign_fields),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -85,7 +85,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     }
 
     // (Re)declare resources; free capacity is recomputed from what it runs.
-    nodes_declare (c, n, h->hostname, h->pid, h->resources);
+    nodes_declare (c, n, h->hostname, h->pid, h->kind, h->resources);
 
     // Adopt tasks of a previous coordinator life; stop the ones nobody wants.
     for (size_t i = 0; i < h->n_running; i++) {

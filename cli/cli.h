@@ -86,6 +86,7 @@ int cgq_cmd_cancel (cgq_cli_t *cli);   // ctl.c
 int cgq_cmd_status (cgq_cli_t *cli);   // show.c
 int cgq_cmd_results (cgq_cli_t *cli);  // show.c
 int cgq_cmd_workers (cgq_cli_t *cli);  // show.c
+int cgq_cmd_devices (cgq_cli_t *cli);  // devices.c
 int cgq_cmd_logs (cgq_cli_t *cli);     // show.c
 
 #endif

@@ -39,6 +39,10 @@ static const cgq_cli_opt_t s_results_opts[] = {
     {"top", "K", "only the K best trials (default: all)"},
     {NULL}};
 
+static const cgq_cli_opt_t s_devices_opts[] = {
+    {"format", "FMT", "table or json (default table)"},
+    {NULL}};
+
 static const cgq_cli_cmd_t s_cmds[] = {
     {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
      "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
@@ -67,6 +71,14 @@ static const cgq_cli_cmd_t s_cmds[] = {
     {"cancel", "JOB", "cancel a job (its running trials are stopped)", NULL, 1, 1, s_no_opts,
      cgq_cmd_cancel},
     {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},
+    {"devices", "[enable ID]", "the devices of device runners; enable returns a quarantined one",
+     "Lists every device a runner has declared: id, runner, state (idle, busy, quarantined,\n"
+     "offline), the task it runs (JOB.TRIAL#ATTEMPT), failed measurements in a row, tags and\n"
+     "the last error. A device is quarantined after --quarantine-after failures in a row (a\n"
+     "coordinator flag, default 3); `cgq devices enable ID` asks the coordinator to return it.\n"
+     "json: [{\"id\", \"node\", \"state\", \"task\", \"failures\", \"quarantined\", \"tags\",\n"
+     "        \"last_error\"}]",
+     0, 2, s_devices_opts, cgq_cmd_devices},
     {NULL}};
 
 static const char *s_global_help =

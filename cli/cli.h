@@ -88,5 +88,6 @@ int cgq_cmd_results (cgq_cli_t *cli);  // show.c
 int cgq_cmd_workers (cgq_cli_t *cli);  // show.c
 int cgq_cmd_devices (cgq_cli_t *cli);  // devices.c
 int cgq_cmd_logs (cgq_cli_t *cli);     // show.c
+int cgq_cmd_pareto (cgq_cli_t *cli);   // pareto.c
 
 #endif

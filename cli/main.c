@@ -43,6 +43,12 @@ static const cgq_cli_opt_t s_devices_opts[] = {
     {"format", "FMT", "table or json (default table)"},
     {NULL}};
 
+static const cgq_cli_opt_t s_pareto_opts[] = {
+    {"format", "FMT", "table, json, csv or seed002 (default table)"},
+    {"plot", "FILE", "also draw the front among all succeeded trials as an SVG"},
+    {"all", NULL, "list every succeeded trial, not only the front"},
+    {NULL}};
+
 static const cgq_cli_cmd_t s_cmds[] = {
     {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
      "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
@@ -64,6 +70,16 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "                   \"started\", \"finished\", \"error\"}]}\n"
      "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error",
      1, 1, s_results_opts, cgq_cmd_results},
+    {"pareto", "JOB", "the Pareto front of a job with several objectives",
+     "The succeeded trials no other trial beats in every objective (cgq:job:{JOB}:pareto),\n"
+     "best first in the first objective.\n"
+     "json:    {\"job\", \"objectives\": [{\"metric\", \"mode\"}], \"trials\": [{\"id\", \"params\",\n"
+     "         \"metrics\"}]}\n"
+     "csv:     id,<objectives>,<params>\n"
+     "seed002: {\"oplist\": [items], \"solutions\": [{\"id\", \"time\", \"memory\"}]} for a space with\n"
+     "         one assignment param (id: the assignment id; time and memory: those metrics,\n"
+     "         else the first and second objective), ordered by trial id.",
+     1, 1, s_pareto_opts, cgq_cmd_pareto},
     {"logs", "JOB TRIAL", "a trial's state, error and output",
      "Prints the trial's stdout.log and stderr.log when its directory is on this\n"
      "machine, else the log tail the worker sent with the result.",

@@ -107,6 +107,11 @@ struct job_s {
     char *blocked;          // unschedulable reason, or NULL
     char *spec_dir;
     struct early_stop_s *stopper; // early_stop: of the spec (early_stop.h), NULL: none
+    // The Pareto front of a job with several objectives (jobs.c): nfront
+    // trials, their ids and objective values (nobjectives per trial, row-major).
+    uint64_t *front_ids;
+    double *front_vals;
+    size_t nfront, capfront;
     bool dirty;             // counts/searcher changed this turn
     bool ended;             // finished or cancelled with nothing left: freed by jobs_reap
     job_t *next;            // coordinator's job list

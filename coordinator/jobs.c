@@ -12,6 +12,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "outbox.h"
+#include "pareto.h"
 
 // --- trial table: id -> trial, keyed by a pointer to the trial's own id ----
 
@@ -106,6 +107,8 @@ s_job_free (job_t *j)
     free (all);
     zhashx_destroy (&j->trials);
     early_stop_destroy (&j->stopper);
+    free (j->front_ids);
+    free (j->front_vals);
     cgq_searcher_destroy (&j->searcher);
     cgq_spec_destroy (&j->spec);
     free (j->name);
@@ -631,6 +634,84 @@ s_rank (coord_t *c, trial_t *t, double value, char *vbuf)
     }
 }
 
+// s_front_insert appends trial id with its objective values to j's front
+// in memory.
+static void
+s_front_insert (job_t *j, uint64_t id, const double *vals)
+{
+    size_t m = j->spec->nobjectives;
+    if (j->nfront == j->capfront) {
+        j->capfront = j->capfront ? j->capfront * 2 : 16;
+        j->front_ids = cgq_xrealloc (j->front_ids, j->capfront * sizeof *j->front_ids);
+        j->front_vals = cgq_xrealloc (j->front_vals, j->capfront * m * sizeof *j->front_vals);
+    }
+    j->front_ids[j->nfront] = id;
+    memcpy (&j->front_vals[j->nfront * m], vals, m * sizeof *vals);
+    j->nfront++;
+}
+
+// s_front_add offers a succeeded trial's objective values to the job's
+// Pareto front: kept out if a member dominates it, else added, and the
+// members it dominates leave (cgq:job:{J}:pareto follows, field by field).
+// O(front size x objectives) per success.
+static void
+s_front_add (coord_t *c, job_t *j, uint64_t id, const double *vals)
+{
+    const cgq_spec_t *spec = j->spec;
+    int m = (int) spec->nobjectives;
+    int sense[CGQ_SPEC_MAX_OBJECTIVES];
+    cgq_spec_objective_senses (spec, sense);
+    for (size_t i = 0; i < j->nfront; i++)
+        if (cgq_pareto_dominates (&j->front_vals[i * (size_t) m], vals, m, sense))
+            return;
+    char key[64];
+    cgq_key_pareto (key, sizeof key, j->id);
+    size_t keep = 0;
+    for (size_t i = 0; i < j->nfront; i++) {
+        if (cgq_pareto_dominates (vals, &j->front_vals[i * (size_t) m], m, sense)) {
+            cgq_store_cmd (c->store, "HDEL %s %llu", key, (unsigned long long) j->front_ids[i]);
+            continue;
+        }
+        j->front_ids[keep] = j->front_ids[i];
+        memmove (&j->front_vals[keep * (size_t) m], &j->front_vals[i * (size_t) m],
+                 (size_t) m * sizeof *vals);
+        keep++;
+    }
+    j->nfront = keep;
+    s_front_insert (j, id, vals);
+    json_t *o = json_object ();
+    for (int k = 0; k < m; k++)
+        json_object_set_new (o, cgq_spec_objective (spec, (size_t) k)->metric, json_real (vals[k]));
+    char *text = cgq_json_dumps (o);
+    json_decref (o);
+    char field[24];
+    snprintf (field, sizeof field, "%llu", (unsigned long long) id);
+    cgq_store_cmd (c->store, "HSET %s %s %s", key, field, text);
+    free (text);
+}
+
+int
+jobs_front_restore (job_t *j, uint64_t id, const char *json)
+{
+    size_t m = j->spec->nobjectives;
+    if (m < 2 || !json)
+        return -1;
+    json_t *o = json_loads (json, 0, NULL);
+    double vals[CGQ_SPEC_MAX_OBJECTIVES];
+    int rc = json_is_object (o) ? 0 : -1;
+    for (size_t k = 0; rc == 0 && k < m; k++) {
+        json_t *v = json_object_get (o, cgq_spec_objective (j->spec, k)->metric);
+        if (json_is_number (v))
+            vals[k] = json_number_value (v);
+        else
+            rc = -1;
+    }
+    json_decref (o);
+    if (rc == 0)
+        s_front_insert (j, id, vals);
+    return rc;
+}
+
 void
 jobs_result (coord_t *c, const Cgq__Result *r)
 {
@@ -679,7 +760,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     cgq_buf_t why;
     cgq_buf_init (&why);
     json_t *metrics = NULL;
-    double value = NAN;
+    double value = NAN, vals[CGQ_SPEC_MAX_OBJECTIVES];
     const char *metric = j->spec->objective.metric;
     if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED)
         fail = r->error && *r->error ? r->error : "failed";
@@ -699,8 +780,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     }
     else if (j->spec->nobjectives > 1) {
         // Multi-objective: every objective must be there; no single value,
-        // no leaderboard (the searcher reads the metrics).
-        double vals[CGQ_SPEC_MAX_OBJECTIVES];
+        // no leaderboard (the searcher reads the metrics), the Pareto front.
         char err[512];
         if (cgq_spec_objective_values (j->spec, metrics, vals, err, sizeof err) < 0) {
             cgq_buf_printf (&why, "objectives: %s", err);
@@ -742,6 +822,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     kv[nkv++] = now;
     s_clear_error (c, t); // an earlier attempt's error no longer applies
     jobs_set_state (c, t, CGQ_TRIAL_SUCCEEDED, kv, nkv);
+    if (j->spec->nobjectives > 1)
+        s_front_add (c, j, t->id, vals);
     cgq_model_event (c->store, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
     cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
     json_decref (metrics);

@@ -75,6 +75,11 @@ void jobs_progress (coord_t *c, const Cgq__Progress *p);
 // Tune does; false: observed as a failure. Recovery replays it the same way.
 bool jobs_stopped_value (const job_t *j, const json_t *metrics, double *value);
 
+// jobs_front_restore puts trial id back on j's Pareto front in memory from
+// its cgq:job:{J}:pareto entry (json: {"objective": value, ...}), for
+// recovery. Returns 0, or -1 when json does not hold every objective.
+int jobs_front_restore (job_t *j, uint64_t id, const char *json);
+
 // jobs_lost hands back a trial whose node was lost (t no longer attached).
 void jobs_lost (coord_t *c, trial_t *t, const char *why);
 

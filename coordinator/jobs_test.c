@@ -397,6 +397,126 @@ test_objective_expression (void **state)
     ct_coord_destroy (&c);
 }
 
+// A multi-objective job keeps its Pareto front in cgq:job:{J}:pareto; a
+// recovered coordinator reads it back, so a later success that dominates the
+// old members removes them.
+static void
+test_pareto_front_survives_restart (void **state)
+{
+    (void) state;
+    const char *spec = "space: {x: {choice: [1, 2, 3, 4]}}\n"
+                       "search: {algorithm: grid}\n"
+                       "objectives: [{metric: a, mode: min}, {metric: b, mode: max}]\n"
+                       "trial: {kind: noop}\n";
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 24, spec);
+    ct_node (c, "w", 4, 0, 0);
+    assert_int_equal (dispatch_run (c), 4);
+    ct_result (c, "w", 24, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 1, \"b\": 2}", NULL);
+    ct_result (c, "w", 24, 1, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 2, \"b\": 5}", NULL);
+    // Worse than trial 1 in both: never on the front.
+    ct_result (c, "w", 24, 2, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 3, \"b\": 4}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[64];
+    cgq_key_pareto (key, sizeof key, 24);
+    redisReply *r = s_cmd (c, "HKEYS %s%s", key, "");
+    assert_int_equal (r->elements, 2);
+    freeReplyObject (r);
+    s_assert_field (c, key, "1", "{\"a\":2.0,\"b\":5.0}");
+    ct_coord_destroy (&c);
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1);
+    job_t *j = jobs_find (c, 24);
+    assert_non_null (j);
+    assert_int_equal (j->nfront, 2);
+    ct_node (c, "w", 4, 0, 0);
+    Cgq__TaskRef run = CGQ__TASK_REF__INIT;
+    run.job = 24;
+    run.trial = 3;
+    run.attempt = 1;
+    Cgq__TaskRef *running[1] = {&run};
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 4;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.resources = &res;
+    h.n_running = 1;
+    h.running = running;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, "w", 1, &env); // adopts trial 3
+    ct_result (c, "w", 24, 3, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 0.5, \"b\": 6}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    r = s_cmd (c, "HKEYS %s%s", key, "");
+    assert_int_equal (r->elements, 1);
+    assert_string_equal (r->element[0]->str, "3");
+    freeReplyObject (r);
+    ct_coord_destroy (&c);
+}
+
+// s_progress sends one report of task (job, trial, attempt) as a node does.
+static void
+s_progress (coord_t *c, const char *node, uint64_t job, uint64_t trial, const char *report)
+{
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = job;
+    ref.trial = trial;
+    ref.attempt = 1;
+    Cgq__Progress p = CGQ__PROGRESS__INIT;
+    p.task = &ref;
+    p.report_json = (char *) report;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_PROGRESS;
+    env.progress = &p;
+    session_message (c, node, strlen (node), &env);
+}
+
+// An early-stopped trial is stopped at once with its last report, holds its
+// node until the node reports the task ended, and the counts add up.
+static void
+test_early_stop_transitions (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 25,
+                       "space: {x: {choice: [1, 2]}}\n"
+                       "search: {algorithm: grid}\n"
+                       "objective: {metric: loss, mode: min}\n"
+                       "early_stop: {algorithm: asha, grace: 1, reduction: 2, max: 8}\n"
+                       "trial: {kind: noop}\n");
+    node_t *w = ct_node (c, "w", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 2);
+    s_progress (c, "w", 25, 0, "{\"epoch\": 1, \"loss\": 0.5}");
+    size_t before = outbox_len (c);
+    s_progress (c, "w", 25, 1, "{\"epoch\": 1, \"loss\": 0.9}");
+    assert_int_equal (outbox_len (c), before + 1); // its Stop
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    cgq_key_trial (key, sizeof key, 25, 1);
+    s_assert_field (c, key, CGQ_TF_STATE, "stopped");
+    s_assert_field (c, key, CGQ_TF_METRICS, "{\"epoch\": 1, \"loss\": 0.9}");
+    s_assert_field (c, key, CGQ_TF_VALUE, "0.9");
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 25, 0), CGQ_TF_EARLY_STOP,
+                    "{\"last\":1,\"n\":0,\"sum\":0,\"best\":null}");
+    redisReply *r = s_cmd (c, "ZCARD %s%s", cgq_key_rung (key, sizeof key, 25, 1), "");
+    assert_int_equal (r->integer, 2); // both recorded at rung 1
+    freeReplyObject (r);
+    s_assert_counts (c, j);
+    // Still on the node until the node says the task ended.
+    assert_int_equal (w->ntasks, 2);
+    ct_result (c, "w", 25, 1, 1, CGQ__TASK_STATUS__TASK_STOPPED, NULL, "stopped: early stop");
+    assert_int_equal (w->ntasks, 1);
+    ct_result (c, "w", 25, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"epoch\": 8, \"loss\": 0.1}",
+               NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_job (key, sizeof key, 25), CGQ_JF_STATE, "finished");
+    s_assert_field (c, key, "stopped", "1");
+    s_assert_field (c, key, "succeeded", "1");
+    s_assert_field (c, key, CGQ_JF_BEST_TRIAL, "0");
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -407,6 +527,8 @@ main (void)
         cmocka_unit_test (test_render_failure_fails_the_trial),
         cmocka_unit_test (test_learning_search_survives_restart),
         cmocka_unit_test (test_objective_expression),
+        cmocka_unit_test (test_pareto_front_survives_restart),
+        cmocka_unit_test (test_early_stop_transitions),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

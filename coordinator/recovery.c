@@ -219,6 +219,26 @@ s_stopper (coord_t *c, job_t *j)
     return rc;
 }
 
+// s_front reads a multi-objective job's Pareto front back into memory.
+static int
+s_front (coord_t *c, job_t *j)
+{
+    if (j->spec->nobjectives < 2)
+        return 0;
+    char key[64];
+    redisReply *h
+        = cgq_store_command (c->store, "HGETALL %s", cgq_key_pareto (key, sizeof key, j->id));
+    if (!h)
+        return -1;
+    for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2)
+        if (jobs_front_restore (j, strtoull (h->element[i]->str, NULL, 10), h->element[i + 1]->str)
+            < 0)
+            cgq_warn ("job %" PRIu64 ": Pareto front entry of trial %s is malformed; dropped", j->id,
+                      h->element[i]->str);
+    freeReplyObject (h);
+    return 0;
+}
+
 int
 recovery_jobs (coord_t *c)
 {
@@ -279,7 +299,7 @@ recovery_jobs (coord_t *c)
             j->ended = true; // freed by jobs_reap with no trial loaded
             continue;
         }
-        if (s_stopper (c, j) < 0 || s_trials (c, j) < 0) {
+        if (s_stopper (c, j) < 0 || s_front (c, j) < 0 || s_trials (c, j) < 0) {
             freeReplyObject (ids);
             return -1;
         }

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Device queues, end to end over real sockets: 2 runners x 2 devices take 40
+measurements while a worker runs a command job beside them. Each device runs
+one measurement at a time (asserted from the recorded start and end of every
+measurement, and from the runners seeing no Assign for a busy device); device
+trials go only to devices whose tags match, command trials only to the worker.
+A runner that goes silent mid-measurement has its task re-run elsewhere after
+the heartbeat timeout. The runners are tests/integration/fakerunner.py: they
+test the coordinator's promise on its own (a real runner would also refuse a
+second task, which could hide a coordinator bug)."""
+
+import json
+import os
+import random
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakerunner import TASK_SUCCEEDED, FakeRunner  # noqa: E402
+from harness import CgqTestCase, main, metrics_of  # noqa: E402
+
+DEVICE_SPEC = '''name: exclusive
+space:
+  x: {uniform: [0, 1]}
+search: {samples: 40, seed: 3}
+objective: {metric: p50, mode: min}
+trial:
+  on: {device: fake-board}
+  benchmark: sleep
+  repeats: 3
+  warmup: 0
+  timeout: 30s
+'''
+
+WORKER_SPEC = '''name: beside
+space:
+  x: {uniform: [0, 1]}
+search: {samples: 30}
+trial: {kind: noop, resources: {cpu: 1}}
+'''
+
+
+class DeviceExclusiveTest(CgqTestCase):
+    def _runners(self, c, behaviour, more=None):
+        devs = {"r1": {"d1": {"device": "fake-board"}, "d2": {"device": "fake-board", "os": "x"}},
+                "r2": {"d3": {"device": "fake-board"}, "d4": {"device": "fake-board"}}}
+        devs.update(more or {})
+        runners = {}
+        for rid, d in devs.items():
+            r = FakeRunner(c.nodes_ep, rid, d, behaviour)
+            self.addCleanup(r.stop)
+            runners[rid] = r
+        for rid, r in runners.items():
+            c.wait_for(lambda: c.redis.hgetall("cgq:node:" + rid).get("state") == "alive", 20,
+                       "runner %s alive" % rid)
+        return runners
+
+    def test_one_measurement_per_device(self):
+        c = self.start_default(workers=(("w1", 2),))
+        rng = random.Random(7)
+        lock = threading.Lock()
+
+        def behaviour(device, info):
+            with lock:
+                return TASK_SUCCEEDED, rng.uniform(0.02, 0.08), None
+
+        runners = self._runners(c, behaviour, {"r3": {"d5": {"device": "other-board"}}})
+        jd = c.submit(c.write_file("dev.yaml", DEVICE_SPEC))
+        jw = c.submit(c.write_file("noop.yaml", WORKER_SPEC))
+        # A second Assign for a busy device is never answered: stop waiting
+        # as soon as one is seen.
+        c.wait_for(lambda: any(x.overlaps for x in runners.values()) or
+                   c.job(jd).get("state") == "finished", 90, "job %d to finish" % jd)
+        overlaps = [o for x in runners.values() for o in x.overlaps]
+        self.assertEqual(overlaps, [], "Assigns for a busy or unknown device")
+        job = c.wait_job(jd, 1)
+        c.wait_job(jw, 60)
+        self.assertEqual(job.get("succeeded"), "40", job)
+        runs = [r for x in runners.values() for r in x.runs]
+        self.assertEqual(len(runs), 40, "every measurement ran once")
+        self.assertEqual(runners["r3"].runs, [], "d5 (device=other-board) matches no trial")
+        for r in runs:
+            self.assertEqual(r["kind"], "benchmark", r)
+            self.assertEqual(r["benchmark"], "sleep", r)
+            self.assertEqual((r["repeats"], r["warmup"], r["timeout_ms"]), (3, 0, 30000), r)
+            self.assertEqual(r["argv"], [], "a runner never gets a command")
+
+        # From what the coordinator recorded: each trial's device and the
+        # interval its measurement reported; no two intervals of one device overlap.
+        trials = c.trials(jd)
+        self.assertEqual(len(trials), 40)
+        by_device = {}
+        for t in trials.values():
+            m = metrics_of(t)
+            self.assertEqual(t.get("device"), m["device"], t)
+            self.assertIn(t.get("node"), ("r1", "r2"), t)
+            by_device.setdefault(m["device"], []).append((m["start"], m["end"]))
+        self.assertEqual(sorted(by_device), ["d1", "d2", "d3", "d4"], "all four devices used")
+        for dev, spans in by_device.items():
+            spans.sort()
+            for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+                self.assertLessEqual(e0, s1, "device %s ran two measurements at once: "
+                                     "[%f, %f] and [%f, %f]" % (dev, s0, e0, s1, e1))
+        for t in c.trials(jw).values():
+            self.assertEqual(t.get("node"), "w1", "command trials run on the worker only")
+
+        out = c.cgq("devices", "--format", "json")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        devs = {d["id"]: d for d in json.loads(out.stdout)}
+        self.assertEqual(sorted(devs), ["d1", "d2", "d3", "d4", "d5"])
+        self.assertEqual(devs["d2"]["tags"], {"device": "fake-board", "os": "x"})
+        for d in devs.values():
+            self.assertEqual((d["state"], d["failures"], d["task"]), ("idle", 0, None), d)
+        self.assertEqual(c.redis.hgetall("cgq:node:r1").get("kind"), "device-runner")
+        self.assertEqual(c.redis.hgetall("cgq:node:r1").get("devices"), "d1,d2")
+
+    def test_no_matching_device_is_unschedulable(self):
+        c = self.start_default(workers=(("w1", 2),))
+        j = c.submit(c.write_file("dev.yaml", DEVICE_SPEC))
+        c.wait_for(lambda: c.job(j).get("blocked"), 20, "the job to be blocked")
+        self.assertEqual(c.job(j)["blocked"],
+                         "needs device with device=fake-board; connected devices: none")
+        out = c.cgq("status", j)
+        self.assertIn("needs device with device=fake-board", out.stdout)
+        # A runner with a matching device joins: the job runs there.
+        r = FakeRunner(c.nodes_ep, "late", {"b": {"device": "fake-board"}},
+                       lambda d, i: (TASK_SUCCEEDED, 0.005, None))
+        self.addCleanup(r.stop)
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("succeeded"), "40", job)
+        self.assertEqual(len(r.runs), 40)
+
+    def test_runner_lost_midway(self):
+        c = self.start_default(workers=())
+        slow = FakeRunner(c.nodes_ep, "slow", {"s1": {"device": "fake-board"}},
+                          lambda d, i: (TASK_SUCCEEDED, 60, None))
+        self.addCleanup(slow.stop)
+        c.wait_for(lambda: c.redis.hgetall("cgq:node:slow").get("state") == "alive", 20, "slow")
+        spec = DEVICE_SPEC.replace("samples: 40", "samples: 1")
+        j = c.submit(c.write_file("one.yaml", spec))
+        c.wait_for(lambda: slow.busy, 20, "the measurement to start on s1")
+        fast = FakeRunner(c.nodes_ep, "fast", {"f1": {"device": "fake-board"}},
+                          lambda d, i: (TASK_SUCCEEDED, 0.01, None))
+        self.addCleanup(fast.stop)
+        slow.stop()  # silent from now on, mid-measurement
+        job = c.wait_job(j, 30)
+        self.assertEqual(job.get("succeeded"), "1", job)
+        t = c.trial(j, 0)
+        self.assertEqual((t.get("node"), t.get("device"), t.get("attempt")), ("fast", "f1", "2"))
+        self.assertEqual(c.redis.hgetall("cgq:device:s1").get("state"), "offline")
+        self.assertEqual(c.redis.hgetall("cgq:node:slow").get("state"), "dead")
+
+
+if __name__ == "__main__":
+    main()

@@ -113,10 +113,52 @@ s_subset (const double *y, int n, int cap, int nbest, s_rng_t *rng, int *idx)
             idx[i] = i;
         return n;
     }
+    // The nbest lowest through a max-heap of nbest rows (O(n log nbest), not
+    // a sort of all n: at 100,000 observations that sort was a fifth of a
+    // suggestion), then the others in row order.
     s_ranked_t *r = cgq_xmalloc ((size_t) n * sizeof *r);
+    s_ranked_t *heap = r; // r[0..nbest) while selecting
+    for (int i = 0; i < n; i++) {
+        s_ranked_t e = {y[i], i};
+        int at;
+        if (i < nbest)
+            at = i; // sift up
+        else if (nbest > 0 && s_ranked_cmp (&e, &heap[0]) < 0)
+            at = -1; // replaces the root: sift down
+        else
+            continue;
+        if (at >= 0) {
+            while (at > 0 && s_ranked_cmp (&heap[(at - 1) / 2], &e) < 0) {
+                heap[at] = heap[(at - 1) / 2];
+                at = (at - 1) / 2;
+            }
+            heap[at] = e;
+            continue;
+        }
+        at = 0;
+        for (;;) {
+            int c = 2 * at + 1;
+            if (c >= nbest)
+                break;
+            if (c + 1 < nbest && s_ranked_cmp (&heap[c], &heap[c + 1]) < 0)
+                c++;
+            if (s_ranked_cmp (&heap[c], &e) <= 0)
+                break;
+            heap[at] = heap[c];
+            at = c;
+        }
+        heap[at] = e;
+    }
+    qsort (r, (size_t) nbest, sizeof *r, s_ranked_cmp);
+    // The rest, in row order: those not among the nbest.
+    uint8_t *in = cgq_xcalloc ((size_t) n, 1);
+    for (int k = 0; k < nbest; k++)
+        in[r[k].i] = 1;
+    int k = nbest;
     for (int i = 0; i < n; i++)
-        r[i] = (s_ranked_t){y[i], i};
-    qsort (r, (size_t) n, sizeof *r, s_ranked_cmp);
+        if (!in[i])
+            r[k++] = (s_ranked_t){y[i], i};
+    free (in);
     // A partial Fisher-Yates shuffle of r[nbest..n) draws the sample.
     for (int k = nbest; k < cap; k++) {
         int j = k + (int) s_rng_below (rng, (uint64_t) (n - k));
@@ -603,6 +645,23 @@ cgq_gp_ei (const cgq_gp_t *self, const double *x, double best, double xi)
     if (cgq_gp_predict (self, x, &mean, &var) < 0)
         return 0;
     return s_ei (mean, var, best - xi);
+}
+
+void
+cgq_gp_ei_many (const cgq_gp_t *self, const double *C, int c, double best, double xi, double *ei)
+{
+    if (self->n == 0) {
+        memset (ei, 0, (size_t) (c > 0 ? c : 0) * sizeof *ei);
+        return;
+    }
+    double mean[S_CHUNK], var[S_CHUNK];
+    for (int start = 0; start < c; start += S_CHUNK) {
+        int k = c - start < S_CHUNK ? c - start : S_CHUNK;
+        s_posterior (self, C + (size_t) start * self->dim, k, mean, var);
+        for (int i = 0; i < k; i++)
+            ei[start + i] = s_ei (self->y_mean + self->y_sd * mean[i],
+                                  var[i] * self->y_sd * self->y_sd, best - xi);
+    }
 }
 
 int

@@ -200,6 +200,16 @@ t_expected_improvement (void **state)
     double want =
         (best - mean) * 0.5 * erfc (-z / sqrt (2)) + s * exp (-z * z / 2) / sqrt (2 * M_PI);
     assert_true (fabs (cgq_gp_ei (gp, &x, best, 0) - want) < 1e-12 + 1e-9 * want);
+    // In a batch (more points than one chunk), the same values as one by one.
+    double grid[601], many[601];
+    for (int k = 0; k <= 600; k++)
+        grid[k] = k / 600.0;
+    cgq_gp_ei_many (gp, grid, 601, best, 0.01, many);
+    for (int k = 0; k <= 600; k++) {
+        double one = cgq_gp_ei (gp, &grid[k], best, 0.01);
+        if (fabs (many[k] - one) > 1e-12 + 1e-9 * one)
+            fail_msg ("x=%g: batch EI %.17g, single %.17g", grid[k], many[k], one);
+    }
     // The suggestion lands in the same place.
     double sx;
     assert_int_equal (cgq_gp_suggest (gp, 500, 1, &sx), 0);

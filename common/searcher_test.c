@@ -758,7 +758,7 @@ t_bench (void **state)
                      n, 200);
         cgq_buf_fini (&zs);
         s_bench_one ("bayes", "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n",
-                     "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n, 3);
+                     "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n, 16);
     }
 }
 

@@ -436,9 +436,12 @@ jobs_check_done (coord_t *c, job_t *j)
         cgq_hset_queue (&h, c->store);
         cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
         char detail[128];
-        snprintf (detail, sizeof detail, "%llu succeeded, %llu failed",
-                  (unsigned long long) j->counts[CGQ_TRIAL_SUCCEEDED],
-                  (unsigned long long) j->counts[CGQ_TRIAL_FAILED]);
+        int len = snprintf (detail, sizeof detail, "%llu succeeded, %llu failed",
+                            (unsigned long long) j->counts[CGQ_TRIAL_SUCCEEDED],
+                            (unsigned long long) j->counts[CGQ_TRIAL_FAILED]);
+        if (j->counts[CGQ_TRIAL_STOPPED] && len > 0 && (size_t) len < sizeof detail)
+            snprintf (detail + len, sizeof detail - (size_t) len, ", %llu stopped early",
+                      (unsigned long long) j->counts[CGQ_TRIAL_STOPPED]);
         cgq_model_event (c->store, "job.finished", j->id, -1, NULL, 0, detail);
         cgq_info ("job %" PRIu64 " (%s) finished: %s", j->id, j->name, detail);
     }

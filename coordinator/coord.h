@@ -135,6 +135,7 @@ struct device_s {
     uint32_t failures;  // failed or timed-out results in a row
     bool quarantined;
     char *last_error;   // of the last failure, or NULL
+    bool loaded;        // failures and quarantine read from Redis (or known to be new)
     bool dirty;         // its hash needs an update this turn
 };
 

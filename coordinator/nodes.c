@@ -329,9 +329,8 @@ s_devices_declare (coord_t *c, node_t *n, const Cgq__Resources *res)
         }
         device_t *d = nodes_device_find (c, dv->id);
         if (!d) {
-            d = cgq_xcalloc (1, sizeof *d);
-            d->id = cgq_xstrdup (dv->id);
-            zhashx_insert (c->devices, d->id, d);
+            d = nodes_device_ref (c, dv->id);
+            d->loaded = true; // new: Redis has nothing for it
         }
         bool twice = false;
         for (int k = 0; k < n->ndevices; k++)
@@ -544,12 +543,25 @@ nodes_capacity (const coord_t *c, nodes_capacity_t *cap)
 // --- devices -----------------------------------------------------------------
 
 device_t *
-nodes_device_find (coord_t *c, const char *id)
+nodes_device_ref (coord_t *c, const char *id)
 {
     if (!c->devices)
         c->devices = zhashx_new ();
     device_t *d = zhashx_lookup (c->devices, id);
-    if (d || !c->store)
+    if (!d) {
+        d = cgq_xcalloc (1, sizeof *d);
+        d->id = cgq_xstrdup (id);
+        d->tags = json_object ();
+        zhashx_insert (c->devices, d->id, d);
+    }
+    return d;
+}
+
+device_t *
+nodes_device_find (coord_t *c, const char *id)
+{
+    device_t *d = c->devices ? zhashx_lookup (c->devices, id) : NULL;
+    if ((d && d->loaded) || !c->store)
         return d;
     // Not seen since start-up: Redis may remember its quarantine. One round
     // trip, once per device and coordinator life.
@@ -560,24 +572,28 @@ nodes_device_find (coord_t *c, const char *id)
         if (!r)
             cgq_warn ("cannot read %s: %s; its quarantine, if any, is not known", key,
                       cgq_store_errstr (c->store));
+        else if (d)
+            d->loaded = true; // a new device: nothing to read back
         if (r)
             freeReplyObject (r);
-        return NULL;
+        return d;
     }
     cgq_device_rec_t *rec = cgq_device_rec_from (id, r);
     freeReplyObject (r);
-    d = cgq_xcalloc (1, sizeof *d);
-    d->id = cgq_xstrdup (id);
-    d->tags = json_loads (rec->tags, 0, NULL);
-    if (!json_is_object (d->tags)) {
+    d = nodes_device_ref (c, id);
+    json_t *tags = json_loads (rec->tags, 0, NULL);
+    if (json_is_object (tags)) {
         json_decref (d->tags);
-        d->tags = json_object ();
+        d->tags = tags;
     }
+    else
+        json_decref (tags);
     d->failures = rec->failures > UINT32_MAX ? UINT32_MAX : (uint32_t) rec->failures;
     d->quarantined = rec->quarantined;
+    free (d->last_error);
     d->last_error = *rec->last_error ? cgq_xstrdup (rec->last_error) : NULL;
+    d->loaded = true;
     cgq_device_rec_destroy (&rec);
-    zhashx_insert (c->devices, d->id, d);
     return d;
 }
 

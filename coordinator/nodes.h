@@ -59,9 +59,13 @@ void nodes_gpus_from_indices (const node_t *n, trial_t *t);
 
 // --- devices ---------------------------------------------------------------
 // nodes_device_find returns the device id: one a runner declared since
-// start-up, else the one Redis remembers (read once, synchronously); NULL
-// when neither knows it.
+// start-up, else the one Redis remembers (read once, synchronously: never
+// call it while pipelined replies are pending); NULL when neither knows it.
 device_t *nodes_device_find (coord_t *c, const char *id);
+// nodes_device_ref returns the registry's entry for id, creating it without
+// reading Redis (nodes_device_find does that when a runner declares it): for
+// recovery, to remember which device a running trial holds.
+device_t *nodes_device_ref (coord_t *c, const char *id);
 
 // nodes_device_result counts the outcome of t's attempt on its device (call
 // it before the release): a success clears the device's failures; a failure

@@ -10,6 +10,7 @@
 #include "early_stop.h"
 #include "jobs.h"
 #include "log.h"
+#include "nodes.h"
 
 void
 recovery_nodes (coord_t *c)
@@ -164,6 +165,11 @@ s_trials (coord_t *c, job_t *j)
             c->adopt_deadline_ms = deadline;
             // Remember the GPU indices it was given; adoption maps them back.
             s_gpu_indices (t, cgq_hash_get (h, CGQ_TF_GPUS));
+            // And its device: adoption gives it that one, not another idle
+            // one (no Redis read here: replies of this pipeline are pending).
+            const char *dev = cgq_hash_get (h, CGQ_TF_DEVICE);
+            if (dev && *dev)
+                t->device = nodes_device_ref (c, dev);
         }
         else {
             // A blocked job keeps its unschedulable trials until a node fits

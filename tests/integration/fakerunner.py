@@ -166,10 +166,8 @@ class FakeRunner:
     self.overlaps (Assigns for a busy device)."""
 
     def __init__(self, endpoint, rid, devices, behaviour, heartbeat_s=0.1):
-        host, port = endpoint.replace("tcp://", "").rsplit(":", 1)
         self.rid, self.devices, self.behaviour = rid, devices, behaviour
         self.heartbeat_s = heartbeat_s
-        self.z = Zmtp(host, int(port), rid.encode())
         self.lock = threading.Lock()
         self.busy = {}       # device -> (job, trial, attempt)
         self.runs = []
@@ -177,11 +175,28 @@ class FakeRunner:
         self.unacked = {}    # (job, trial, attempt) -> encoded Result
         self.stopped = threading.Event()
         self.welcomed = threading.Event()
+        self.z = self._connect(endpoint)
         self.z.send(envelope(HELLO, self._hello()))
         self.threads = [threading.Thread(target=self._reader, daemon=True),
                         threading.Thread(target=self._beater, daemon=True)]
         for t in self.threads:
             t.start()
+
+    def _connect(self, endpoint):
+        host, port = endpoint.replace("tcp://", "").rsplit(":", 1)
+        return Zmtp(host, int(port), self.rid.encode())
+
+    def reconnect(self, endpoint):
+        """Connects anew (say to a restarted coordinator) and says Hello with
+        the measurements still running and the results not yet acked, as a
+        runner does; measurements in progress carry on."""
+        old = self.z
+        self.z = self._connect(endpoint)
+        old.close()
+        self.z.send(envelope(HELLO, self._hello()))
+        t = threading.Thread(target=self._reader, daemon=True)
+        self.threads.append(t)
+        t.start()
 
     def _hello(self):
         res = b""
@@ -190,8 +205,11 @@ class FakeRunner:
             for k, v in tags.items():
                 dev += pb_bytes(2, pb_bytes(1, k) + pb_bytes(2, v))
             res += pb_bytes(5, dev)
-        return (pb_bytes(1, self.rid) + pb_int(2, NODE_DEVICE_RUNNER) + pb_bytes(3, res) +
-                pb_bytes(6, "fakerunner") + pb_int(7, os.getpid()))
+        with self.lock:
+            running = b"".join(pb_bytes(4, task_ref(*ref)) for ref in self.busy.values())
+            unacked = b"".join(pb_bytes(5, r) for r in self.unacked.values())
+        return (pb_bytes(1, self.rid) + pb_int(2, NODE_DEVICE_RUNNER) + pb_bytes(3, res) + running +
+                unacked + pb_bytes(6, "fakerunner") + pb_int(7, os.getpid()))
 
     def _beater(self):
         while not self.stopped.wait(self.heartbeat_s):
@@ -200,12 +218,13 @@ class FakeRunner:
             try:
                 self.z.send(envelope(HEARTBEAT, running))
             except OSError:
-                return
+                continue  # closed for a reconnect, or by stop()
 
     def _reader(self):
-        while not self.stopped.is_set():
+        z = self.z
+        while not self.stopped.is_set() and z is self.z:
             try:
-                parts = self.z.recv()
+                parts = z.recv()
             except (OSError, ConnectionError):
                 return
             env = pb_decode(parts[-1])

@@ -150,6 +150,45 @@ class DeviceExclusiveTest(CgqTestCase):
         self.assertEqual(c.redis.hgetall("cgq:device:s1").get("state"), "offline")
         self.assertEqual(c.redis.hgetall("cgq:node:slow").get("state"), "dead")
 
+    def test_restart_adopts_each_task_on_its_device(self):
+        # The coordinator restarts while d2 measures; the runner comes back
+        # declaring d1 too, listed first. Adopted from the runner's Hello, the
+        # task keeps d2 (the trial hash says so) rather than the first idle
+        # device, so the next trials go to d1 and nothing else to d2 while it
+        # is still measuring.
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        first = []
+
+        def behaviour(device, info):
+            if not first:
+                first.append(info["ref"])
+                return TASK_SUCCEEDED, 2.0, None
+            return TASK_SUCCEEDED, 0.1, None
+
+        r = FakeRunner(c.nodes_ep, "lab", {"d2": {"device": "fake-board"}}, behaviour)
+        self.addCleanup(r.stop)
+        j = c.submit(c.write_file("dev.yaml", DEVICE_SPEC.replace("samples: 40", "samples: 4")))
+        c.wait_for(lambda: first, 20, "a measurement on d2")
+        problem = c.coordinator.stop()
+        self.assertFalse(problem, problem)
+        c.procs.remove(c.coordinator)
+        c.start_coordinator()
+        r.devices = {"d1": {"device": "fake-board"}, "d2": {"device": "fake-board"}}
+        r.reconnect(c.nodes_ep)
+        c.wait_for(lambda: r.overlaps or c.job(j).get("state") == "finished", 60,
+                   "job %d to finish" % j)
+        self.assertEqual(r.overlaps, [], "an Assign for a device still measuring")
+        job = c.wait_job(j, 1)
+        self.assertEqual(job.get("succeeded"), "4", job)
+        job_id, trial_id, attempt = first[0]
+        t = c.trial(job_id, trial_id)
+        self.assertEqual((t.get("device"), t.get("attempt")), ("d2", str(attempt)), t)
+        self.assertEqual(len(r.runs), 4, "each trial measured once: adopted, not re-run")
+        self.assertIn("d1", [x["device"] for x in r.runs])
+        adopted = [e for e in c.events(j) if e.get("type") == "trial.adopted"]
+        self.assertEqual(len(adopted), 1, c.events(j))
 
 if __name__ == "__main__":
     main()

@@ -367,7 +367,8 @@ class ErrorTest(TmpCase):
             rc, out, _, _ = cgq(*args)
             self.assertEqual(rc, 0)
             self.assertIn("usage: cgq", out)
-        for c in ("run", "submit", "validate", "status", "results", "logs", "cancel", "workers"):
+        for c in ("run", "submit", "validate", "status", "results", "logs", "cancel", "workers",
+                  "devices"):
             for args in ([c, "--help"], ["help", c]):
                 rc, out, err, _ = cgq(*args)
                 self.assertEqual(rc, 0, err)
@@ -402,7 +403,7 @@ class ErrorTest(TmpCase):
     def test_no_redis(self):
         url = "redis://127.0.0.1:%d/0" % free_port()
         for args in (["status"], ["status", "1"], ["results", "1"], ["workers"],
-                     ["logs", "1", "0"]):
+                     ["logs", "1", "0"], ["devices"]):
             rc, out, err, took = cgq(*args, env={"CGQ_REDIS": url})
             self.assertEqual(rc, 1, err)
             self.assertLess(took, 3)

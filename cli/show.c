@@ -795,11 +795,11 @@ cgq_cmd_workers (cgq_cli_t *cli)
         printf ("no workers have connected yet (start one with cgq-worker --coordinator EP)\n");
     else {
         s_table_t t;
-        s_table_init (&t, 7);
+        s_table_init (&t, 8);
         const char *heads[] = {"id", "state", "cpus free/total", "gpus free/total", "running",
-                               "last seen", "host"};
-        const bool right[] = {false, false, true, true, true, true, false};
-        for (size_t c = 0; c < 7; c++)
+                               "last seen", "host", "kind"};
+        const bool right[] = {false, false, true, true, true, true, false, false};
+        for (size_t c = 0; c < 8; c++)
             s_table_head (&t, c, heads[c], right[c]);
         double now = cgq_wall_s ();
         char buf[32];
@@ -819,6 +819,8 @@ cgq_cmd_workers (cgq_cli_t *cli)
             else
                 s_table_add (&t, cgq_xstrdup ("never"));
             s_table_add (&t, cgq_xstrdup (*nd->hostname ? nd->hostname : "-"));
+            // A device runner offers devices, not slots: cgq devices lists them.
+            s_table_add (&t, cgq_xstrdup (*nd->kind ? nd->kind : "?"));
         }
         s_table_print (&t, stdout, "");
         s_table_fini (&t);

@@ -113,6 +113,8 @@ class DeviceExclusiveTest(CgqTestCase):
             self.assertEqual((d["state"], d["failures"], d["task"]), ("idle", 0, None), d)
         self.assertEqual(c.redis.hgetall("cgq:node:r1").get("kind"), "device-runner")
         self.assertEqual(c.redis.hgetall("cgq:node:r1").get("devices"), "d1,d2")
+        rows = {l.split()[0]: l.split() for l in c.cgq("workers").stdout.splitlines()[1:]}
+        self.assertEqual((rows["r1"][-1], rows["w1"][-1]), ("device-runner", "worker"), rows)
 
     def test_no_matching_device_is_unschedulable(self):
         c = self.start_default(workers=(("w1", 2),))

@@ -1,0 +1,250 @@
+// cgq-predictor: train the GNN latency predictor on a CG dataset, by hand
+// (train) or as the built-in trial kind `predictor` of cgq-worker (trial).
+// Exit status: 0 success, 1 failure (training diverged, cannot write),
+// 2 bad input (arguments, params, a dataset that cannot be read).
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgq_report.h"
+#include "data.h"
+#include "train.h"
+#include "util.h"
+
+#ifndef CGQ_PRED_VERSION
+#define CGQ_PRED_VERSION "0.0.0"
+#endif
+
+enum { S_OK = 0, S_FAIL = 1, S_BAD = 2 };
+
+static void s_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+
+static void
+s_error (const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    fputs ("cgq-predictor: ", stderr);
+    vfprintf (stderr, fmt, ap);
+    fputc ('\n', stderr);
+    va_end (ap);
+}
+
+static void
+s_usage (FILE *f)
+{
+    fputs ("usage: cgq-predictor train --data DIR [--set KEY=VALUE]... [--out DIR] [--json]\n"
+           "       cgq-predictor trial --data DIR      (the worker's `predictor` trial kind)\n"
+           "       cgq-predictor --help | --version\n"
+           "\n"
+           "Trains a GNN that predicts a model's latency from its computational graph, on\n"
+           "a CG dataset (OGB raw CSV layout, cg/README.md), and reports validation MAE,\n"
+           "MAPE, RMSE, SRCC and +-10 %% accuracy every epoch; at the end the best epoch's\n"
+           "test metrics. --out (train) or the trial directory (trial) receives the best\n"
+           "model: model.json (config, scalings, metrics) and model.f32 (weights).\n"
+           "\n"
+           "trial reads the hyper-parameters from $CGQ_PARAMS (a JSON object) and writes\n"
+           "one JSON report per epoch to $CGQ_REPORT_FD (docs/predictor.md).\n"
+           "\n"
+           "hyper-parameters (KEY, default, meaning):\n",
+           f);
+    cgq_pred_config_help (f);
+}
+
+typedef struct {
+    bool json;  // train --json: a JSON line per epoch on stdout
+    bool trial; // reports to $CGQ_REPORT_FD
+} s_out_t;
+
+static void
+s_line_metrics (cgq_line_t *l, const char *prefix, const cgq_pred_metrics_t *m)
+{
+    char k[32];
+    snprintf (k, sizeof k, "%s_mae", prefix);
+    cgq_line_num (l, k, m->mae);
+    snprintf (k, sizeof k, "%s_mape", prefix);
+    cgq_line_num (l, k, m->mape);
+    snprintf (k, sizeof k, "%s_rmse", prefix);
+    cgq_line_num (l, k, m->rmse);
+    snprintf (k, sizeof k, "%s_srcc", prefix);
+    cgq_line_num (l, k, m->srcc);
+    snprintf (k, sizeof k, "%s_acc10", prefix);
+    cgq_line_num (l, k, m->acc10);
+}
+
+static int
+s_on_epoch (void *arg, const cgq_pred_epoch_t *e)
+{
+    const s_out_t *o = arg;
+    if (o->trial || o->json) {
+        cgq_line_t l;
+        cgq_line_begin (&l);
+        cgq_line_int (&l, "epoch", e->epoch);
+        cgq_line_num (&l, "train_loss", e->train_loss);
+        s_line_metrics (&l, "val", &e->val);
+        cgq_line_num (&l, "epoch_s", e->epoch_s);
+        cgq_line_send (&l);
+    }
+    else
+        printf ("epoch %4d  loss %.4f  val: MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  "
+                "acc10 %.1f %%  (%.2f s)\n",
+                e->epoch, e->train_loss, e->val.mae, e->val.mape, e->val.rmse, e->val.srcc,
+                e->val.acc10, e->epoch_s);
+    fflush (stdout);
+    return 0;
+}
+
+static int
+s_run (const char *data_dir, cgq_pred_config_t *cfg, const char *out_dir, s_out_t *o)
+{
+    char err[1024];
+    cgq_pred_data_t *data = cgq_pred_data_load (data_dir, cfg->label, cfg->max_graphs, err,
+                                                sizeof err);
+    if (!data) {
+        s_error ("%s", err);
+        return S_BAD;
+    }
+    cgq_pred_result_t r;
+    int rc = cgq_pred_train (cfg, data, out_dir, s_on_epoch, o, &r, err, sizeof err);
+    cgq_pred_data_destroy (&data);
+    if (rc < 0) {
+        s_error ("%s", err);
+        return r.best_epoch > 0 || strstr (err, "diverged") ? S_FAIL : S_BAD;
+    }
+    double gflops = r.train_s > 0 ? r.flops / r.train_s / 1e9 : 0;
+    if (o->trial || o->json) {
+        // The final line is the trial's result: the best epoch's metrics.
+        cgq_line_t l;
+        cgq_line_begin (&l);
+        cgq_line_int (&l, "epoch", cfg->epochs);
+        cgq_line_int (&l, "best_epoch", r.best_epoch);
+        s_line_metrics (&l, "val", &r.val);
+        s_line_metrics (&l, "test", &r.test);
+        cgq_line_num (&l, "train_s", r.train_s);
+        cgq_line_num (&l, "train_gflops", gflops);
+        cgq_line_int (&l, "graphs_train", r.ntrain);
+        cgq_line_send (&l);
+    }
+    else {
+        printf ("best epoch %d of %d (train %d, val %d, test %d graphs; %.1f s, %.1f GFLOP/s "
+                "in the dense products' share)\n",
+                r.best_epoch, cfg->epochs, r.ntrain, r.nval, r.ntest, r.train_s, gflops);
+        printf ("  val:  MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  acc10 %.1f %%\n",
+                r.val.mae, r.val.mape, r.val.rmse, r.val.srcc, r.val.acc10);
+        printf ("  test: MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  acc10 %.1f %%\n",
+                r.test.mae, r.test.mape, r.test.rmse, r.test.srcc, r.test.acc10);
+        if (out_dir)
+            printf ("best model: %s/model.json, %s/model.f32\n", out_dir, out_dir);
+    }
+    return S_OK;
+}
+
+static int
+s_main (int argc, char **argv, bool trial)
+{
+    static const struct option opts[] = {
+        {"data", required_argument, NULL, 'd'}, {"set", required_argument, NULL, 's'},
+        {"out", required_argument, NULL, 'o'},  {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+    };
+    cgq_pred_config_t cfg;
+    cgq_pred_config_default (&cfg);
+    const char *data = NULL, *out = NULL;
+    s_out_t o = {.trial = trial};
+    char err[512];
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "d:s:o:jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            data = optarg;
+            break;
+        case 's': {
+            char *eq = strchr (optarg, '=');
+            if (!eq || eq == optarg) {
+                s_error ("--set %s: write --set KEY=VALUE, e.g. --set hidden=128", optarg);
+                return S_BAD;
+            }
+            *eq = '\0';
+            if (cgq_pred_config_set (&cfg, optarg, eq + 1, err, sizeof err) < 0) {
+                s_error ("--set %s", err);
+                return S_BAD;
+            }
+            break;
+        }
+        case 'o':
+            out = optarg;
+            break;
+        case 'j':
+            o.json = true;
+            setenv ("CGQ_REPORT_FD", "1", 1); // cgq_line_send writes to stdout
+            break;
+        case 'h':
+            s_usage (stdout);
+            return S_OK;
+        default:
+            s_usage (stderr);
+            return S_BAD;
+        }
+    }
+    if (optind < argc) {
+        s_error ("unexpected argument '%s' (see --help)", argv[optind]);
+        return S_BAD;
+    }
+    if (!data) {
+        s_error ("--data DIR is missing (a CG dataset directory, e.g. datasets/cg-cpu-local)");
+        return S_BAD;
+    }
+    if (trial) {
+        // The params of the trial, as cgq-worker passes them.
+        const char *p = getenv ("CGQ_PARAMS");
+        json_error_t je;
+        json_t *params = json_loads (p ? p : "{}", 0, &je);
+        if (!params || cgq_pred_config_set_json (&cfg, params, err, sizeof err) < 0) {
+            if (!params)
+                snprintf (err, sizeof err, "CGQ_PARAMS is not JSON: %s", je.text);
+            s_error ("params: %s", err);
+            json_decref (params);
+            return S_BAD;
+        }
+        json_decref (params);
+        out = ".";
+    }
+    return s_run (data, &cfg, out, &o);
+}
+
+int
+main (int argc, char **argv)
+{
+    // OpenBLAS starts a thread per core when it loads, and idle pool threads
+    // poll: one thread unless told otherwise (as cgq-cg does).
+    char self[4096];
+    ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
+    if (!getenv ("OPENBLAS_NUM_THREADS") && len > 0 && (size_t) len < sizeof self - 1) {
+        self[len] = 0;
+        if (setenv ("OPENBLAS_NUM_THREADS", "1", 1) == 0)
+            execv (self, argv);
+    }
+    if (argc < 2) {
+        s_usage (stderr);
+        return S_BAD;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp (cmd, "--help") || !strcmp (cmd, "-h") || !strcmp (cmd, "help")) {
+        s_usage (stdout);
+        return S_OK;
+    }
+    if (!strcmp (cmd, "--version") || !strcmp (cmd, "-V")) {
+        printf ("cgq-predictor %s\n", CGQ_PRED_VERSION);
+        return S_OK;
+    }
+    if (!strcmp (cmd, "train") || !strcmp (cmd, "trial"))
+        return s_main (argc - 1, argv + 1, !strcmp (cmd, "trial"));
+    s_error ("unknown command '%s' (expected train or trial; see --help)", cmd);
+    return S_BAD;
+}

@@ -1,0 +1,479 @@
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "util.h"
+
+// ---------------------------------------------------------------------------
+// The hyper-parameter table
+
+typedef enum { K_INT, K_U64, K_REAL, K_BOOL, K_STR, K_AGG, K_READOUT, K_SELECT } s_type_t;
+
+typedef struct {
+    const char *name;
+    s_type_t type;
+    size_t off;
+    double lo, hi; // K_INT, K_REAL: inclusive bounds
+    const char *help;
+} s_key_t;
+
+#define OFF(f) offsetof (cgq_pred_config_t, f)
+static const s_key_t s_keys[] = {
+    {"layers", K_INT, OFF (layers), 1, CGQ_PRED_MAX_LAYERS, "message-passing layers"},
+    {"hidden", K_INT, OFF (hidden), 1, 4096, "width of every layer and of the head"},
+    {"aggregation", K_AGG, OFF (agg), 0, 0, "sum | mean (GraphConv) | gcn"},
+    {"readout", K_READOUT, OFF (readout_mean), 0, 0, "sum | mean over a graph's nodes"},
+    {"lr", K_REAL, OFF (lr), 1e-9, 10, "Adam's learning rate"},
+    {"weight_decay", K_REAL, OFF (weight_decay), 0, 10, "L2 penalty added to the gradient"},
+    {"dropout", K_REAL, OFF (dropout), 0, 0.95, "probability of dropping an activation"},
+    {"batch_size", K_INT, OFF (batch_size), 1, 1 << 20, "graphs per optimiser step"},
+    {"epochs", K_INT, OFF (epochs), 1, 1000000, "passes over the train graphs"},
+    {"seed", K_U64, OFF (seed), 0, 0, "split, initialisation, shuffling, dropout"},
+    {"log_target", K_BOOL, OFF (log_target), 0, 0, "regress log(latency)"},
+    {"val_frac", K_REAL, OFF (val_frac), 0, 0.9, "share of the graphs for validation"},
+    {"test_frac", K_REAL, OFF (test_frac), 0, 0.9, "share for test (without test_family)"},
+    {"test_family", K_STR, OFF (test_family), 0, 0, "a family held out as the test set"},
+    {"label", K_INT, OFF (label), 0, 1000, "label column of graph-label.csv.gz"},
+    {"max_graphs", K_INT, OFF (max_graphs), 0, INT32_MAX, "use the first N graphs; 0: all"},
+    {"select", K_SELECT, OFF (select), 0, 0, "val metric of the best epoch: mape | mae | "
+                                             "rmse | srcc | acc10"},
+};
+#define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
+
+static const char *s_select_names[] = {"mape", "mae", "rmse", "srcc", "acc10"};
+
+void
+cgq_pred_config_default (cgq_pred_config_t *cfg)
+{
+    *cfg = (cgq_pred_config_t) {
+        .layers = 3,
+        .hidden = 64,
+        .agg = CGQ_PRED_AGG_MEAN,
+        .readout_mean = false,
+        .lr = 1e-3,
+        .weight_decay = 0,
+        .dropout = 0,
+        .batch_size = 32,
+        .epochs = 50,
+        .seed = 0,
+        .log_target = true,
+        .val_frac = 0.1,
+        .test_frac = 0.1,
+        .test_family = "",
+        .label = 0,
+        .max_graphs = 0,
+        .select = CGQ_PRED_SELECT_MAPE,
+    };
+}
+
+static void
+s_key_list (cgq_buf_t *b)
+{
+    for (size_t i = 0; i < S_NKEYS; i++)
+        cgq_buf_printf (b, "%s%s", i ? ", " : "", s_keys[i].name);
+}
+
+int
+cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, char *err,
+                     size_t err_len)
+{
+    const s_key_t *k = NULL;
+    for (size_t i = 0; i < S_NKEYS; i++)
+        if (!strcmp (s_keys[i].name, key))
+            k = &s_keys[i];
+    if (!k) {
+        cgq_buf_t b;
+        cgq_buf_init (&b);
+        s_key_list (&b);
+        snprintf (err, err_len, "unknown hyper-parameter '%s' (expected one of: %s)", key, b.data);
+        cgq_buf_fini (&b);
+        return -1;
+    }
+    char *p = (char *) cfg + k->off;
+    char *end;
+    switch (k->type) {
+    case K_INT: {
+        errno = 0;
+        double v = strtod (text, &end);
+        if (end == text || *end || errno || v != floor (v) || v < k->lo || v > k->hi) {
+            snprintf (err, err_len, "%s: '%s' is not an integer in [%.0f, %.0f]", key, text, k->lo,
+                      k->hi);
+            return -1;
+        }
+        *(int *) p = (int) v;
+        return 0;
+    }
+    case K_U64: {
+        errno = 0;
+        double v = strtod (text, &end);
+        if (end == text || *end || errno || v != floor (v) || v < 0 || v > 1.8e19) {
+            snprintf (err, err_len, "%s: '%s' is not an integer >= 0", key, text);
+            return -1;
+        }
+        *(uint64_t *) p = (uint64_t) v;
+        return 0;
+    }
+    case K_REAL: {
+        errno = 0;
+        double v = strtod (text, &end);
+        if (end == text || *end || errno || !isfinite (v) || v < k->lo || v > k->hi) {
+            snprintf (err, err_len, "%s: '%s' is not a number in [%g, %g]", key, text, k->lo,
+                      k->hi);
+            return -1;
+        }
+        *(double *) p = v;
+        return 0;
+    }
+    case K_BOOL:
+        if (!strcmp (text, "true") || !strcmp (text, "1"))
+            *(bool *) p = true;
+        else if (!strcmp (text, "false") || !strcmp (text, "0"))
+            *(bool *) p = false;
+        else {
+            snprintf (err, err_len, "%s: '%s' is not a boolean (write true or false)", key, text);
+            return -1;
+        }
+        return 0;
+    case K_STR:
+        if (strlen (text) >= sizeof cfg->test_family) {
+            snprintf (err, err_len, "%s: '%s' is too long (at most %zu characters)", key, text,
+                      sizeof cfg->test_family - 1);
+            return -1;
+        }
+        snprintf (p, sizeof cfg->test_family, "%s", text);
+        return 0;
+    case K_AGG:
+        if (cgq_pred_agg_parse (text, (cgq_pred_agg_t *) p) < 0) {
+            snprintf (err, err_len, "%s: unknown aggregation '%s' (expected sum, mean or gcn)",
+                      key, text);
+            return -1;
+        }
+        return 0;
+    case K_READOUT:
+        if (strcmp (text, "sum") != 0 && strcmp (text, "mean") != 0) {
+            snprintf (err, err_len, "%s: unknown readout '%s' (expected sum or mean)", key, text);
+            return -1;
+        }
+        *(bool *) p = !strcmp (text, "mean");
+        return 0;
+    case K_SELECT:
+        for (int i = 0; i < 5; i++)
+            if (!strcmp (text, s_select_names[i])) {
+                *(cgq_pred_select_t *) p = (cgq_pred_select_t) i;
+                return 0;
+            }
+        snprintf (err, err_len, "%s: unknown metric '%s' (expected mape, mae, rmse, srcc or acc10)",
+                  key, text);
+        return -1;
+    }
+    return -1;
+}
+
+int
+cgq_pred_config_set_json (cgq_pred_config_t *cfg, const json_t *obj, char *err, size_t err_len)
+{
+    if (!json_is_object (obj)) {
+        snprintf (err, err_len, "the params are not a JSON object");
+        return -1;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach ((json_t *) obj, key, v)
+    {
+        char text[64];
+        if (json_is_string (v))
+            snprintf (text, sizeof text, "%s", json_string_value (v));
+        else if (json_is_integer (v))
+            snprintf (text, sizeof text, "%lld", (long long) json_integer_value (v));
+        else if (json_is_real (v))
+            cgq_fmt_double (text, json_real_value (v));
+        else if (json_is_boolean (v))
+            snprintf (text, sizeof text, "%s", json_is_true (v) ? "true" : "false");
+        else {
+            snprintf (err, err_len, "%s: expected a number, a string or a boolean", key);
+            return -1;
+        }
+        if (cgq_pred_config_set (cfg, key, text, err, err_len) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+json_t *
+cgq_pred_config_json (const cgq_pred_config_t *cfg)
+{
+    json_t *o = json_object ();
+    for (size_t i = 0; i < S_NKEYS; i++) {
+        const s_key_t *k = &s_keys[i];
+        const char *p = (const char *) cfg + k->off;
+        json_t *v = NULL;
+        switch (k->type) {
+        case K_INT:
+            v = json_integer (*(const int *) p);
+            break;
+        case K_U64:
+            v = json_integer ((json_int_t) * (const uint64_t *) p);
+            break;
+        case K_REAL:
+            v = json_real (*(const double *) p);
+            break;
+        case K_BOOL:
+            v = json_boolean (*(const bool *) p);
+            break;
+        case K_STR:
+            v = json_string (p);
+            break;
+        case K_AGG:
+            v = json_string (cgq_pred_agg_name (*(const cgq_pred_agg_t *) p));
+            break;
+        case K_READOUT:
+            v = json_string (*(const bool *) p ? "mean" : "sum");
+            break;
+        case K_SELECT:
+            v = json_string (s_select_names[*(const cgq_pred_select_t *) p]);
+            break;
+        }
+        json_object_set_new (o, k->name, v);
+    }
+    return o;
+}
+
+void
+cgq_pred_config_help (FILE *f)
+{
+    cgq_pred_config_t d;
+    cgq_pred_config_default (&d);
+    json_t *o = cgq_pred_config_json (&d);
+    for (size_t i = 0; i < S_NKEYS; i++) {
+        char *v = cgq_json_dumps (json_object_get (o, s_keys[i].name));
+        fprintf (f, "  %-13s %-8s %s\n", s_keys[i].name, v, s_keys[i].help);
+        free (v);
+    }
+    json_decref (o);
+}
+
+// ---------------------------------------------------------------------------
+// Training
+
+void
+cgq_pred_predict (cgq_pred_net_t *net, const cgq_pred_data_t *data, const int *idx, int n,
+                  double *out)
+{
+    enum { CHUNK = 256 };
+    cgq_pred_batch_t b;
+    cgq_pred_batch_init (&b);
+    float pred[CHUNK];
+    for (int at = 0; at < n; at += CHUNK) {
+        int m = n - at < CHUNK ? n - at : CHUNK;
+        cgq_pred_data_batch (data, idx + at, m, cgq_pred_net_shape (net)->agg, &b);
+        cgq_pred_net_forward (net, &b, false, pred);
+        for (int i = 0; i < m; i++)
+            out[at + i] = cgq_pred_data_latency (data, pred[i]);
+    }
+    cgq_pred_batch_fini (&b);
+}
+
+static void
+s_evaluate (cgq_pred_net_t *net, const cgq_pred_data_t *data, cgq_pred_part_t part,
+            cgq_pred_metrics_t *m)
+{
+    int n;
+    const int *idx = cgq_pred_data_part (data, part, &n);
+    double *pred = cgq_xcalloc ((size_t) n, sizeof *pred), *y = cgq_xcalloc ((size_t) n, sizeof *y);
+    cgq_pred_predict (net, data, idx, n, pred);
+    for (int i = 0; i < n; i++)
+        y[i] = cgq_pred_data_label (data, idx[i]);
+    cgq_pred_metrics (pred, y, (size_t) n, m);
+    free (pred);
+    free (y);
+}
+
+// s_better: is metric set a better than b under sel (NaN never is)?
+static bool
+s_better (cgq_pred_select_t sel, const cgq_pred_metrics_t *a, const cgq_pred_metrics_t *b)
+{
+    switch (sel) {
+    case CGQ_PRED_SELECT_MAE:
+        return a->mae < b->mae;
+    case CGQ_PRED_SELECT_RMSE:
+        return a->rmse < b->rmse;
+    case CGQ_PRED_SELECT_SRCC:
+        return a->srcc > b->srcc;
+    case CGQ_PRED_SELECT_ACC10:
+        return a->acc10 > b->acc10;
+    case CGQ_PRED_SELECT_MAPE:
+    default:
+        return a->mape < b->mape;
+    }
+}
+
+int
+cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char *out_dir,
+                cgq_pred_epoch_fn *on_epoch, void *arg, cgq_pred_result_t *res, char *err,
+                size_t err_len)
+{
+    memset (res, 0, sizeof *res);
+    if (cgq_pred_data_split (data, cfg->seed, cfg->val_frac, cfg->test_frac, cfg->test_family,
+                             cfg->log_target, err, err_len) < 0)
+        return -1;
+    int ntrain;
+    const int *train = cgq_pred_data_part (data, CGQ_PRED_TRAIN, &ntrain);
+    cgq_pred_data_part (data, CGQ_PRED_VAL, &res->nval);
+    cgq_pred_data_part (data, CGQ_PRED_TEST, &res->ntest);
+    res->ntrain = ntrain;
+
+    cgq_pred_shape_t shape = {
+        .in_dim = CGQ_PRED_IN_DIM,
+        .layers = cfg->layers,
+        .hidden = cfg->hidden,
+        .agg = cfg->agg,
+        .readout_mean = cfg->readout_mean,
+        .dropout = (float) cfg->dropout,
+    };
+    cgq_pred_net_t *net = cgq_pred_net_new (&shape, cfg->seed);
+    size_t np = cgq_pred_net_size (net);
+    float *best = cgq_xcalloc (np, sizeof *best);
+    int *order = cgq_xcalloc ((size_t) ntrain, sizeof *order);
+    memcpy (order, train, (size_t) ntrain * sizeof *order);
+    int bs = cfg->batch_size < ntrain ? cfg->batch_size : ntrain;
+    float *pred = cgq_xcalloc ((size_t) bs, sizeof *pred), *dpred = cgq_xcalloc ((size_t) bs,
+                                                                                 sizeof *dpred);
+    cgq_pred_batch_t b;
+    cgq_pred_batch_init (&b);
+    uint64_t rng = cfg->seed ^ 0xba7c4ULL;
+    int rc = 0;
+    for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
+        for (int i = ntrain - 1; i > 0; i--) {
+            int j = (int) (cgq_pred_rng_next (&rng) % (uint64_t) (i + 1));
+            int t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        int64_t t0 = cgq_now_ms ();
+        double loss = 0;
+        for (int at = 0; at < ntrain; at += bs) {
+            int m = ntrain - at < bs ? ntrain - at : bs;
+            cgq_pred_data_batch (data, order + at, m, cfg->agg, &b);
+            cgq_pred_net_forward (net, &b, true, pred);
+            loss += cgq_pred_net_loss (&b, pred, dpred) * m;
+            cgq_pred_net_backward (net, &b, dpred);
+            cgq_pred_net_adam (net, cfg->lr, cfg->weight_decay);
+            double ff, fb;
+            cgq_pred_net_flops (net, &ff, &fb);
+            res->flops += ff + fb;
+        }
+        cgq_pred_epoch_t e = {.epoch = epoch, .train_loss = loss / ntrain};
+        e.epoch_s = (double) (cgq_now_ms () - t0) / 1000.0;
+        res->train_s += e.epoch_s;
+        if (!isfinite (e.train_loss)) {
+            snprintf (err, err_len,
+                      "training diverged at epoch %d (loss %g): lower lr (now %g) or use "
+                      "log_target",
+                      epoch, e.train_loss, cfg->lr);
+            rc = -1;
+            break;
+        }
+        s_evaluate (net, data, CGQ_PRED_VAL, &e.val);
+        if (res->best_epoch == 0 || s_better (cfg->select, &e.val, &res->val)) {
+            res->best_epoch = epoch;
+            res->val = e.val;
+            memcpy (best, cgq_pred_net_params (net), np * sizeof *best);
+        }
+        if (on_epoch && on_epoch (arg, &e) != 0)
+            break;
+    }
+    if (rc == 0 && res->best_epoch > 0) {
+        memcpy (cgq_pred_net_params (net), best, np * sizeof *best);
+        s_evaluate (net, data, CGQ_PRED_TEST, &res->test);
+        if (out_dir) {
+            json_t *extra = json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                                       "best_epoch", res->best_epoch, "val_mae", res->val.mae,
+                                       "val_mape", res->val.mape, "val_rmse", res->val.rmse,
+                                       "val_srcc", res->val.srcc, "val_acc10", res->val.acc10,
+                                       "test_mae", res->test.mae, "test_mape", res->test.mape,
+                                       "test_rmse", res->test.rmse, "test_srcc", res->test.srcc,
+                                       "test_acc10", res->test.acc10);
+            rc = cgq_pred_model_save (out_dir, cfg, net, data, extra, err, err_len);
+            json_decref (extra);
+        }
+    }
+    cgq_pred_batch_fini (&b);
+    free (pred);
+    free (dpred);
+    free (order);
+    free (best);
+    cgq_pred_net_destroy (&net);
+    return rc;
+}
+
+// ---------------------------------------------------------------------------
+// The saved model
+
+static json_t *
+s_floats (const float *v, int n)
+{
+    json_t *a = json_array ();
+    for (int i = 0; i < n; i++)
+        json_array_append_new (a, json_real ((double) v[i]));
+    return a;
+}
+
+int
+cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net_t *net,
+                     const cgq_pred_data_t *data, const json_t *extra, char *err, size_t err_len)
+{
+    if (cgq_mkdir_p (dir) < 0) {
+        snprintf (err, err_len, "cannot create %s: %s", dir, strerror (errno));
+        return -1;
+    }
+    const float *fm, *fs;
+    double ym, ys;
+    bool lt;
+    cgq_pred_data_scaling (data, &fm, &fs, &ym, &ys, &lt);
+    size_t np = cgq_pred_net_size (net);
+    json_t *o = json_pack ("{s:s, s:i, s:o, s:{s:o, s:o, s:f, s:f, s:b}, s:I, s:s}", "format",
+                           "cgq-predictor-model", "version", 1, "config",
+                           cgq_pred_config_json (cfg), "scaling", "feat_mean",
+                           s_floats (fm, CGQ_PRED_NUM_SHAPE), "feat_std",
+                           s_floats (fs, CGQ_PRED_NUM_SHAPE), "y_mean", ym, "y_std", ys,
+                           "log_target", lt, "params", (json_int_t) np, "weights", "model.f32");
+    if (extra)
+        json_object_set (o, "metrics", (json_t *) extra);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_json_append (&b, o, true);
+    cgq_buf_puts (&b, "\n");
+    json_decref (o);
+    int rc = 0;
+    char *path = cgq_xasprintf ("%s/model.json", dir);
+    FILE *f = fopen (path, "w");
+    if (!f || fwrite (b.data, 1, b.len, f) != b.len) {
+        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
+        rc = -1;
+    }
+    if (f && fclose (f) != 0 && rc == 0) {
+        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
+        rc = -1;
+    }
+    free (path);
+    cgq_buf_fini (&b);
+    if (rc < 0)
+        return -1;
+    path = cgq_xasprintf ("%s/model.f32", dir);
+    f = fopen (path, "wb");
+    if (!f || fwrite (cgq_pred_net_params (net), sizeof (float), np, f) != np) {
+        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
+        rc = -1;
+    }
+    if (f && fclose (f) != 0 && rc == 0) {
+        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
+        rc = -1;
+    }
+    free (path);
+    return rc;
+}

@@ -1,0 +1,102 @@
+// train: the predictor's hyper-parameters (one table that the trial kind's
+// params, cgq-predictor --set and the saved model all go through), the
+// training loop with its per-epoch metrics, and the saved best model.
+// docs/predictor.md is the reference.
+#ifndef CGQ_PRED_TRAIN_H
+#define CGQ_PRED_TRAIN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data.h"
+#include "metrics.h"
+#include "net.h"
+
+typedef enum {
+    CGQ_PRED_SELECT_MAPE, // lowest val MAPE
+    CGQ_PRED_SELECT_MAE,
+    CGQ_PRED_SELECT_RMSE,
+    CGQ_PRED_SELECT_SRCC, // highest val SRCC
+    CGQ_PRED_SELECT_ACC10,
+} cgq_pred_select_t;
+
+typedef struct {
+    int layers;            // message-passing layers (3)
+    int hidden;            // width (64)
+    cgq_pred_agg_t agg;    // aggregation: sum | mean | gcn (mean)
+    bool readout_mean;     // readout: sum | mean (sum)
+    double lr;             // Adam's learning rate (1e-3)
+    double weight_decay;   // L2 added to the gradient (0)
+    double dropout;        // (0)
+    int batch_size;        // graphs per step (32)
+    int epochs;            // (50)
+    uint64_t seed;         // split, initialisation, shuffling, dropout (0)
+    bool log_target;       // regress log(latency) (true)
+    double val_frac;       // (0.1)
+    double test_frac;      // (0.1; ignored with test_family)
+    char test_family[64];  // hold a whole family out as the test set ("")
+    int label;             // label column of the dataset (0)
+    int max_graphs;        // use the first N graphs only; 0: all
+    cgq_pred_select_t select; // which val metric picks the best epoch (mape)
+} cgq_pred_config_t;
+
+// cgq_pred_config_default fills cfg with the defaults above.
+void cgq_pred_config_default (cgq_pred_config_t *cfg);
+
+// cgq_pred_config_set sets one hyper-parameter from text ("64", "1e-3",
+// "true", "mean"). Returns 0, or -1 with "KEY: what is wrong (what to
+// write)" in err, also for an unknown key (which lists the known ones).
+int cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, char *err,
+                         size_t err_len);
+// cgq_pred_config_set_json sets every member of a JSON object (CGQ_PARAMS:
+// numbers, strings, booleans). Returns 0, or -1 with err set.
+int cgq_pred_config_set_json (cgq_pred_config_t *cfg, const json_t *obj, char *err,
+                              size_t err_len);
+// cgq_pred_config_json returns cfg as a JSON object (caller decrefs).
+json_t *cgq_pred_config_json (const cgq_pred_config_t *cfg);
+// cgq_pred_config_help writes one line per key with its default and range.
+void cgq_pred_config_help (FILE *f);
+
+typedef struct {
+    int epoch;               // 1, 2, ...
+    double train_loss;       // mean squared error on normalised targets
+    cgq_pred_metrics_t val;  // on the validation graphs
+    double epoch_s;          // wall time of the epoch's training steps
+} cgq_pred_epoch_t;
+
+// Called after every epoch; a non-zero return stops training there.
+typedef int (cgq_pred_epoch_fn) (void *arg, const cgq_pred_epoch_t *e);
+
+typedef struct {
+    int best_epoch;
+    cgq_pred_metrics_t val;  // of the best epoch
+    cgq_pred_metrics_t test; // of the best epoch's model
+    int ntrain, nval, ntest;
+    double train_s;          // wall time of every training step
+    double flops;            // sgemm floating-point operations of those steps
+} cgq_pred_result_t;
+
+// cgq_pred_train splits data per cfg, trains, and evaluates the best epoch's
+// model on the test graphs. With out_dir, writes the best model there
+// (cgq_pred_model_save). Returns 0, or -1 with a reason in err.
+int cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char *out_dir,
+                    cgq_pred_epoch_fn *on_epoch, void *arg, cgq_pred_result_t *res, char *err,
+                    size_t err_len);
+
+// cgq_pred_predict writes the latency predicted by net for graphs
+// idx[0..n-1] of data (after a split: it uses data's scalings) into out.
+void cgq_pred_predict (cgq_pred_net_t *net, const cgq_pred_data_t *data, const int *idx, int n,
+                       double *out);
+
+// cgq_pred_model_save writes DIR/model.json (the config, the feature and
+// target scalings, the parameter count and the metrics in extra, borrowed)
+// and DIR/model.f32 (the parameters, little-endian float32). Returns 0, or
+// -1 with a reason naming the file in err.
+int cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net_t *net,
+                         const cgq_pred_data_t *data, const json_t *extra, char *err,
+                         size_t err_len);
+
+#endif

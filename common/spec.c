@@ -1999,6 +1999,30 @@ s_parse_artifact (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
     return 0;
 }
 
+// s_check_predictor: kind: predictor needs data: (and no command); data:
+// belongs to kind: predictor only.
+static int
+s_check_predictor (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind, const s_node_t *command,
+                   const s_node_t *data)
+{
+    if (spec->trial.kind != CGQ_TRIAL_PREDICTOR) {
+        if (data)
+            return s_fail (c, data,
+                           "trial.data is read by kind: predictor only (write kind: predictor, "
+                           "or pass the data to your command)");
+        return 0;
+    }
+    if (command)
+        return s_fail (c, command,
+                       "trial.command does not go with kind: predictor, which runs the built-in "
+                       "GNN predictor (remove command, or kind)");
+    if (!data)
+        return s_fail (c, kind,
+                       "kind: predictor needs trial.data, the CG dataset directory (write data: "
+                       "{spec_dir}/data/cpu-local)");
+    return 0;
+}
+
 // s_check_device checks the keys of trial that only go together: a device
 // stage (benchmark:) names its devices with on: and runs no command; a
 // command or noop trial has no device keys. The nodes are the keys seen
@@ -2046,6 +2070,7 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
         return 0;
     if (s_expect_map (c, v, "trial", "write trial: {command: python3 train.py --lr {lr}}") < 0)
         return -1;
+    const s_node_t *data_k = NULL;
     const s_node_t *kind_k = NULL, *cmd_k = NULL, *res_k = NULL, *bench_k = NULL, *on_k = NULL,
                    *device_k = NULL;
     for (size_t pi = 0; pi < s_npairs (v); pi++) {
@@ -2061,9 +2086,21 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
                 spec->trial.kind = CGQ_TRIAL_COMMAND;
             else if (!strcmp (kind, "noop"))
                 spec->trial.kind = CGQ_TRIAL_NOOP;
+            else if (!strcmp (kind, "predictor"))
+                spec->trial.kind = CGQ_TRIAL_PREDICTOR;
             else
-                return s_fail (c, e, "unknown trial.kind '%s' (expected one of: command, noop)",
+                return s_fail (c, e,
+                               "unknown trial.kind '%s' (expected one of: command, noop, "
+                               "predictor)",
                                kind);
+        }
+        else if (!strcmp (kt, "data")) {
+            const char *d;
+            if (s_get_text (c, e, "trial.data", "write data: {spec_dir}/data/cpu-local", &d) < 0)
+                return -1;
+            free (spec->trial.data);
+            spec->trial.data = cgq_xstrdup (d);
+            data_k = e;
         }
         else if (!strcmp (kt, "command")) {
             if (s_parse_command (c, spec, e) < 0)
@@ -2139,9 +2176,11 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
                            "stage)");
         else
             return s_unknown_key (c, k, "trial",
-                                  "kind, command, resources, timeout, retries, env, on, "
+                                  "kind, command, data, resources, timeout, retries, env, on, "
                                   "benchmark, artifact, repeats, warmup");
     }
+    if (s_check_predictor (c, spec, kind_k, cmd_k, data_k) < 0)
+        return -1;
     return s_check_device (c, spec, kind_k, cmd_k, res_k, bench_k, on_k, device_k);
 }
 
@@ -2743,6 +2782,7 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     json_decref (self->search.points);
     free (self->search.file);
     free (self->trial.command);
+    free (self->trial.data);
     for (size_t i = 0; self->trial.argv && self->trial.argv[i]; i++)
         free (self->trial.argv[i]);
     free (self->trial.argv);
@@ -3048,6 +3088,8 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     char on[256];
     if (self->trial.kind == CGQ_TRIAL_NOOP)
         fputs ("trial: noop (reports the numeric params as metrics)\n", f);
+    else if (self->trial.kind == CGQ_TRIAL_PREDICTOR)
+        fprintf (f, "trial: predictor (built-in GNN latency predictor) on %s\n", self->trial.data);
     else if (self->trial.kind == CGQ_TRIAL_DEVICE) {
         fprintf (f, "trial: benchmark %s on a device with %s, repeats %u, warmup %u\n",
                  self->trial.benchmark, cgq_spec_stage_on (&self->trial, on, sizeof on),

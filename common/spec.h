@@ -72,6 +72,7 @@ typedef enum {
     CGQ_TRIAL_COMMAND, // run trial.command as a child process
     CGQ_TRIAL_NOOP,    // built in: report the numeric params as metrics, spawn nothing
     CGQ_TRIAL_DEVICE,  // a benchmark of a device runner (set by benchmark:, not by kind:)
+    CGQ_TRIAL_PREDICTOR, // built in: train the GNN latency predictor on trial.data (predictor/)
 } cgq_trial_kind_t;
 
 // The most tags of on: {...}.
@@ -82,6 +83,7 @@ typedef enum {
 typedef struct {
     cgq_trial_kind_t kind;  // trial.kind: command (default) | noop; DEVICE with benchmark:
     char *command;          // string form: run by /bin/sh -c, values shell-quoted
+    char *data;             // kind predictor: the CG dataset dir, a template ({spec_dir}/...)
     char **argv;            // list form: exec'd directly; argc entries
     size_t argc;
     double cpu;             // default 1 (0 for a device stage)

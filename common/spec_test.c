@@ -694,7 +694,12 @@ t_err_trial (void **state)
     s_expect_error ("trial: {command: ''}\n", 1, 18, "trial.command is blank");
     s_expect_error ("trial: {command: []}\n", 1, 18, "trial.command is an empty list");
     s_expect_error ("trial: {kind: batch, command: x}\n", 1, 15,
-                    "unknown trial.kind 'batch' (expected one of: command, noop)");
+                    "unknown trial.kind 'batch' (expected one of: command, noop, predictor)");
+    s_expect_error ("trial: {kind: predictor}\n", 1, 9, "kind: predictor needs trial.data");
+    s_expect_error ("trial: {kind: predictor, data: d, command: x}\n", 1, 35,
+                    "trial.command does not go with kind: predictor");
+    s_expect_error ("trial: {command: x, data: d}\n", 1, 27,
+                    "trial.data is read by kind: predictor only");
     s_expect_error (
         "trial:\n  command: x\n  resources: {gpu: 1.5}\n", 3, 20,
         "trial.resources.gpu 1.5 is neither a share of one GPU (<= 1) nor a whole number");

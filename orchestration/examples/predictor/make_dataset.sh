@@ -1,0 +1,41 @@
+#!/bin/sh
+# make_dataset.sh: regenerates data/cpu-local, the CG dataset the built-in
+# predictor is tuned on (tune.yaml): COUNT generated CNN variants of the five
+# cg/ families (mobilenetv2, resnet, vgg, shufflenetv2, shufflenet: graph i
+# has seed SEED+i and family (SEED+i) mod 5), each labelled with its latency
+# measured on this machine's CPU by the cg/ engine (median of 7 timed runs
+# after 2 warm-up runs, one OpenBLAS thread), then its FLOPs and parameters.
+# Beside the five OGB files it writes graph-family.csv.gz, which the
+# predictor's test_family split reads.
+#
+#   orchestration/examples/predictor/make_dataset.sh [BUILD_DIR] [COUNT] [SEED]
+#
+# Defaults: ./build, 1000 graphs, seed 0; about half a minute on one core of
+# the 2-core reference machine. The latencies are this machine's: another
+# machine gives other numbers (that is the point of measuring).
+#
+# Note: the device runner's cpu-local benchmark times a model with the same
+# engine code (cg/engine.c); once it has landed, this measurement can run as
+# a cgq job on that device instead of inside cgq-cg.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:-build}
+count=${2:-1000}
+seed=${3:-0}
+out="$here/data/cpu-local"
+cg="$build/bin/cgq-cg"
+[ -x "$cg" ] || { echo "make_dataset.sh: $cg not found (build first: make build)" >&2; exit 2; }
+rm -rf "$out.tmp"
+OPENBLAS_NUM_THREADS=1 "$cg" gen --family mixed --seed "$seed" --count "$count" --out "$out.tmp" \
+    --label latency,flops,params --repeats 7 --warmup 2 --no-models
+python3 - "$out.tmp" "$count" "$seed" <<'PY'
+import gzip, sys
+out, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fams = ["mobilenetv2", "resnet", "vgg", "shufflenetv2", "shufflenet"]  # cg/gen.h order
+with gzip.open(out + "/graph-family.csv.gz", "wt") as f:
+    for i in range(count):
+        f.write(fams[(seed + i) % 5] + "\n")
+PY
+rm -rf "$out"
+mv "$out.tmp" "$out"
+echo "make_dataset.sh: wrote $count graphs to $out"

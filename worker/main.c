@@ -155,8 +155,9 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         cgq_link_result (w->link, cgq_task_noop_result (a));
         return;
     }
-    if (strcmp (kind, "command") != 0) {
-        char *e = cgq_xasprintf ("unknown task kind '%s' (this worker runs: command, noop)", kind);
+    if (strcmp (kind, "command") != 0 && strcmp (kind, "predictor") != 0) {
+        char *e = cgq_xasprintf (
+            "unknown task kind '%s' (this worker runs: command, noop, predictor)", kind);
         cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
                                                        NULL, e));
         free (e);
@@ -333,6 +334,10 @@ s_shutdown (s_worker_t *w)
 {
     int64_t grace = w->cfg.kill_grace_ms < S_SHUTDOWN_GRACE_MS ? w->cfg.kill_grace_ms
                                                               : S_SHUTDOWN_GRACE_MS;
+    // First of all: no new tasks. An Assign already on its way is dropped
+    // below; the coordinator sees it missing from our heartbeats and
+    // requeues it.
+    cgq_link_drain (w->link);
     if (w->n_tasks > 0)
         cgq_info ("stopping %zu running task(s)", w->n_tasks);
     for (size_t i = 0; i < w->n_tasks; i++)

@@ -719,6 +719,36 @@ s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w,
     _exit (127);
 }
 
+// s_predictor_argv is the command of a "predictor" task: cgq-predictor
+// (beside this worker's binary, else from PATH) training on the dataset
+// directory that the assignment's argv[0] names, relative to the spec's
+// directory. The trial then runs, is confined, logged, timed out and stopped
+// exactly as a command; exec'ing a separate program keeps OpenBLAS's thread
+// pool out of the worker. Returns a NULL-terminated argv, all owned.
+static char **
+s_predictor_argv (const Cgq__Assign *a)
+{
+    char **argv = cgq_xcalloc (5, sizeof *argv);
+    char self[PATH_MAX];
+    ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
+    char *dir = len > 0 ? cgq_xstrndup (self, (size_t) len) : NULL;
+    char *slash = dir ? strrchr (dir, '/') : NULL;
+    if (slash)
+        *slash = '\0';
+    char *path = slash ? cgq_xasprintf ("%s/cgq-predictor", dir) : NULL;
+    argv[0] = path && access (path, X_OK) == 0 ? path : cgq_xstrdup ("cgq-predictor");
+    if (argv[0] != path)
+        free (path);
+    free (dir);
+    argv[1] = cgq_xstrdup ("trial");
+    argv[2] = cgq_xstrdup ("--data");
+    const char *data = a->argv[0];
+    argv[3] = data[0] != '/' && a->spec_dir && *a->spec_dir
+                  ? cgq_xasprintf ("%s/%s", a->spec_dir, data)
+                  : cgq_xstrdup (data);
+    return argv;
+}
+
 cgq_task_t *
 cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_report_fn *on_report,
                 void *arg)
@@ -797,9 +827,18 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
 
     s_env_t env;
     s_env_build (self, a, &env);
-    char **argv = cgq_xcalloc (a->n_argv + 1, sizeof *argv);
-    for (size_t i = 0; i < a->n_argv; i++)
-        argv[i] = a->argv[i];
+    bool predictor = a->kind && !strcmp (a->kind, "predictor");
+    char **argv;
+    if (predictor) {
+        argv = s_predictor_argv (a);
+        free (self->argv0);
+        self->argv0 = cgq_xstrdup (argv[0]);
+    }
+    else {
+        argv = cgq_xcalloc (a->n_argv + 1, sizeof *argv);
+        for (size_t i = 0; i < a->n_argv; i++)
+            argv[i] = a->argv[i];
+    }
     struct rlimit rl;
     int max_fd = getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int) rl.rlim_cur
                                                                             : 65536;
@@ -809,6 +848,8 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     if (pid == 0)
         s_child (self, argv, env.items, out_p[1], err_p[1], rep_p[1], st_p[1], join_fd, max_fd);
     int fork_errno = errno;
+    for (size_t i = 0; predictor && argv[i]; i++)
+        free (argv[i]);
     free (argv);
     s_env_free (&env);
     for (int i = 0; i < 4; i++)

@@ -35,6 +35,8 @@ typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *repo
 
 // cgq_task_start starts the "command" task of assign: creates its trial
 // directory, forks and execs assign->argv with the contract environment.
+// A "predictor" task (argv[0]: the dataset dir, relative to spec_dir) execs
+// `cgq-predictor trial --data DIR` instead, found beside this program.
 // Always returns a task (caller destroys): one that could not be started at
 // all (directory, pipe, cgroup or fork failure) is done at once with TASK_LOST, one
 // whose exec failed finishes shortly with TASK_FAILED "cannot run 'x': ...".

@@ -49,6 +49,18 @@ s_render (const trial_t *t, s_rendered_t *r, char *err, size_t errlen)
     const cgq_spec_t *s = j->spec;
     memset (r, 0, sizeof *r);
     char why[256] = "";
+    if (s->trial.kind == CGQ_TRIAL_PREDICTOR) {
+        // The worker runs its built-in predictor on this dataset directory.
+        r->argc = 1;
+        r->argv = cgq_xcalloc (2, sizeof *r->argv);
+        r->argv[0] = cgq_space_render (s->trial.data, t->params, j->id, t->id, j->spec_dir, 0,
+                                       why, sizeof why);
+        if (!r->argv[0]) {
+            snprintf (err, errlen, "cannot render trial.data: %s", why);
+            s_rendered_fini (r);
+            return -1;
+        }
+    }
     if (s->trial.kind == CGQ_TRIAL_COMMAND) {
         if (s->trial.command) {
             r->argc = 3;
@@ -166,6 +178,7 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     a.task = &ref;
     a.kind = s->trial.kind == CGQ_TRIAL_NOOP     ? "noop"
              : s->trial.kind == CGQ_TRIAL_DEVICE ? "benchmark"
+             : s->trial.kind == CGQ_TRIAL_PREDICTOR ? "predictor"
                                                  : "command";
     a.params_json = t->params_json;
     a.n_argv = r.argc;

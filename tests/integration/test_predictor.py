@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The built-in trial kind `predictor` end to end: `cgq run` of a small tuning
+job of the GNN latency predictor on the first graphs of the committed CG
+dataset (orchestration/examples/predictor/data/cpu-local). Every trial runs
+`cgq-predictor trial` under the worker (confined, logged, reporting on fd 3):
+one report per epoch, a final result with the best epoch's validation and
+test metrics, and the best model written to its trial directory. A trial
+whose hyper-parameter is unknown fails with a message that names it."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (REPO, SANITIZER_MARKS, SPEED, SUBREAPER, CgqTestCase, binary,  # noqa: E402
+                     main, my_children, proc_cmdline)
+
+DATA = os.path.join(REPO, "orchestration", "examples", "predictor", "data", "cpu-local")
+EPOCHS = 12
+
+SPEC = """\
+name: predictor-itest
+space:
+  lr:          {loguniform: [3.0e-3, 1.0e-2]}
+  hidden:      {choice: [8, 16]}
+  aggregation: {grid: [mean, gcn]}
+  epochs: %d
+  max_graphs: 200
+  batch_size: 16
+search: {algorithm: random, samples: 2, concurrency: 2, seed: 3}
+objective: {metric: val_srcc, mode: max}
+trial:
+  kind: predictor
+  data: "{spec_dir}/data"
+  resources: {cpu: 1}
+  timeout: 2m
+""" % EPOCHS
+
+BAD = """\
+name: predictor-bad
+space:
+  hiden: 8
+trial:
+  kind: predictor
+  data: "{spec_dir}/data"
+"""
+
+
+class PredictorTest(CgqTestCase):
+    def cgq_run(self, work, spec, name):
+        env = dict(os.environ)
+        for k in ("CGQ_REDIS", "CGQ_COORDINATOR", "CGQ_BIND", "CGQ_CONTROL"):
+            env.pop(k, None)
+        argv = [binary("cgq"), "run", spec, "--format", "json"]
+        t0 = time.monotonic()
+        p = subprocess.run(argv, cwd=work, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=150 * SPEED)
+        elapsed = time.monotonic() - t0
+        out = p.stdout.decode("utf-8", "replace")
+        err = p.stderr.decode("utf-8", "replace")
+        with open(os.path.join(self.cluster.logdir, "cgq-run-%s.log" % name), "w") as f:
+            f.write("[exit %d, %.1fs]\n--- stdout\n%s\n--- stderr\n%s\n" % (
+                p.returncode, elapsed, out, err))
+        for mark in SANITIZER_MARKS:
+            self.assertNotIn(mark, err)
+        if SUBREAPER:
+            deadline = time.monotonic() + 5
+            left = my_children()
+            while left and time.monotonic() < deadline:
+                time.sleep(0.1)
+                left = my_children()
+            self.assertEqual(left, [], "left running: %s" % [proc_cmdline(x)[:150] for x in left])
+        return p.returncode, out, err
+
+    def test_predictor_kind(self):
+        work = os.path.join(self.tmp, "work")
+        os.makedirs(work)
+        shutil.copytree(DATA, os.path.join(work, "data"))
+        spec = os.path.join(work, "tune.yaml")
+        with open(spec, "w") as f:
+            f.write(SPEC)
+        rc, out, err = self.cgq_run(work, spec, "good")
+        self.assertEqual(rc, 0, "cgq run; stderr tail:\n%s" % err[-3000:])
+        doc = json.loads(out)
+        self.assertEqual(doc.get("state"), "finished", out[:1000])
+        trials = doc["trials"]
+        self.assertEqual(len(trials), 4, "2 samples x 2 aggregations")
+        for t in trials:
+            self.assertEqual(t["state"], "succeeded", "trial %s: %s" % (t["id"], t))
+            m = t["metrics"]
+            for key in ("val_mae", "val_mape", "val_rmse", "val_srcc", "val_acc10", "test_mae",
+                        "test_mape", "test_rmse", "test_srcc", "test_acc10", "best_epoch"):
+                self.assertIn(key, m, "trial %s: %s" % (t["id"], m))
+            self.assertEqual(m["epoch"], EPOCHS)
+            self.assertTrue(1 <= m["best_epoch"] <= EPOCHS, m)
+            self.assertTrue(-1 <= m["val_srcc"] <= 1 and 0 <= m["val_acc10"] <= 100, m)
+            # 200 graphs: 160 train, 20 validation, 20 test.
+            self.assertEqual(m["graphs_train"], 160, m)
+        # 12 epochs on 160 graphs order latencies well (they span 100x).
+        best = max(t["metrics"]["val_srcc"] for t in trials)
+        self.assertGreater(best, 0.5, "best val_srcc")
+        # Each trial directory holds the epoch reports' model: model.json + model.f32.
+        models = glob.glob(os.path.join(work, ".cgq", "**", "model.json"), recursive=True)
+        self.assertEqual(len(models), 4, "model.json per trial under .cgq/: %s" % models)
+        for path in models:
+            with open(path) as f:
+                m = json.load(f)
+            self.assertEqual(m["format"], "cgq-predictor-model")
+            self.assertIn(m["config"]["aggregation"], ("mean", "gcn"))
+            weights = os.path.join(os.path.dirname(path), "model.f32")
+            self.assertEqual(os.path.getsize(weights), 4 * m["params"])
+
+        # A typo in a hyper-parameter fails the trial and says what is known.
+        bad = os.path.join(work, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write(BAD)
+        rc, out, err = self.cgq_run(work, bad, "bad")
+        self.assertNotEqual(rc, 0, "a failed job: exit != 0\n" + out[-2000:])
+        self.assertIn("unknown hyper-parameter 'hiden'", out + err)
+
+
+if __name__ == "__main__":
+    main()

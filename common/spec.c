@@ -2096,7 +2096,8 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
         }
         else if (!strcmp (kt, "data")) {
             const char *d;
-            if (s_get_text (c, e, "trial.data", "write data: \"{spec_dir}/data/cpu-local\"", &d) < 0)
+            if (s_get_text (c, e, "trial.data", "write data: \"{spec_dir}/data/cpu-local\"",
+                            &d) < 0)
                 return -1;
             free (spec->trial.data);
             spec->trial.data = cgq_xstrdup (d);

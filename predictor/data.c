@@ -42,7 +42,7 @@ cgq_pred_rng_next (uint64_t *state)
 double
 cgq_pred_rng_uniform (uint64_t *state)
 {
-    return (double) (cgq_pred_rng_next (state) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(cgq_pred_rng_next (state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static const char *s_agg_names[] = {"sum", "mean", "gcn"};
@@ -50,7 +50,7 @@ static const char *s_agg_names[] = {"sum", "mean", "gcn"};
 const char *
 cgq_pred_agg_name (cgq_pred_agg_t agg)
 {
-    return (unsigned) agg < 3 ? s_agg_names[agg] : "?";
+    return (unsigned)agg < 3 ? s_agg_names[agg] : "?";
 }
 
 int
@@ -58,7 +58,7 @@ cgq_pred_agg_parse (const char *name, cgq_pred_agg_t *agg)
 {
     for (int i = 0; i < 3; i++)
         if (!strcmp (name, s_agg_names[i])) {
-            *agg = (cgq_pred_agg_t) i;
+            *agg = (cgq_pred_agg_t)i;
             return 0;
         }
     return -1;
@@ -75,7 +75,7 @@ s_read_families (cgq_pred_data_t *self, const char *dir, int count, char *err, s
         free (path);
         return 0;
     }
-    self->family = cgq_xcalloc ((size_t) count + 1, sizeof *self->family);
+    self->family = cgq_xcalloc ((size_t)count + 1, sizeof *self->family);
     char line[256];
     int n = 0, rc = 0;
     while (gzgets (f, line, sizeof line)) {
@@ -89,8 +89,8 @@ s_read_families (cgq_pred_data_t *self, const char *dir, int count, char *err, s
             if (!strcmp (self->families[k], line))
                 id = k;
         if (id < 0) {
-            self->families = cgq_xrealloc (self->families,
-                                           (size_t) (self->nfamilies + 1) * sizeof (char *));
+            self->families =
+                cgq_xrealloc (self->families, (size_t)(self->nfamilies + 1) * sizeof (char *));
             self->families[self->nfamilies] = cgq_xstrdup (line);
             id = self->nfamilies++;
         }
@@ -119,7 +119,8 @@ cgq_pred_data_write_families (const char *dir, const char *const *names, int n, 
     if (f && gzclose (f) != Z_OK)
         rc = -1;
     if (rc < 0)
-        snprintf (err, err_len, "cannot write %s: %s", path, errno ? strerror (errno) : "zlib error");
+        snprintf (err, err_len, "cannot write %s: %s", path,
+                  errno ? strerror (errno) : "zlib error");
     free (path);
     return rc;
 }
@@ -154,31 +155,31 @@ cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_
     }
     cgq_pred_data_t *self = cgq_xcalloc (1, sizeof *self);
     self->count = count;
-    self->node_off = cgq_xcalloc ((size_t) count + 1, sizeof (int));
-    self->edge_off = cgq_xcalloc ((size_t) count + 1, sizeof (int));
-    self->label = cgq_xcalloc ((size_t) count, sizeof (double));
+    self->node_off = cgq_xcalloc ((size_t)count + 1, sizeof (int));
+    self->edge_off = cgq_xcalloc ((size_t)count + 1, sizeof (int));
+    self->label = cgq_xcalloc ((size_t)count, sizeof (double));
     size_t nodes = 0, edges = 0;
     for (int i = 0; i < count; i++) {
         cgq_cg_sample_t s;
         cgq_cg_dataset_get (ds, i, &s);
-        nodes += (size_t) s.nodes;
-        edges += (size_t) s.edges;
+        nodes += (size_t)s.nodes;
+        edges += (size_t)s.edges;
         if (nodes > INT32_MAX / 4 || edges > INT32_MAX / 4) {
             snprintf (err, err_len, "%s: too many nodes for one process (use max_graphs)", dir);
             goto fail;
         }
-        self->node_off[i + 1] = (int) nodes;
-        self->edge_off[i + 1] = (int) edges;
+        self->node_off[i + 1] = (int)nodes;
+        self->edge_off[i + 1] = (int)edges;
     }
     self->raw = cgq_xcalloc (nodes * CGQ_CG_NUM_FEATS + 1, sizeof (double));
     self->edges = cgq_xcalloc (edges * 2 + 1, sizeof (int));
     for (int i = 0; i < count; i++) {
         cgq_cg_sample_t s;
         cgq_cg_dataset_get (ds, i, &s);
-        memcpy (self->raw + (size_t) self->node_off[i] * CGQ_CG_NUM_FEATS, s.feats,
-                (size_t) s.nodes * CGQ_CG_NUM_FEATS * sizeof (double));
-        memcpy (self->edges + (size_t) self->edge_off[i] * 2, s.edge_index,
-                (size_t) s.edges * 2 * sizeof (int));
+        memcpy (self->raw + (size_t)self->node_off[i] * CGQ_CG_NUM_FEATS, s.feats,
+                (size_t)s.nodes * CGQ_CG_NUM_FEATS * sizeof (double));
+        memcpy (self->edges + (size_t)self->edge_off[i] * 2, s.edge_index,
+                (size_t)s.edges * 2 * sizeof (int));
         self->label[i] = s.labels[label];
         if (!(self->label[i] > 0) || !isfinite (self->label[i])) {
             snprintf (err, err_len,
@@ -188,10 +189,10 @@ cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_
             goto fail;
         }
         for (int n = 0; n < s.nodes; n++) {
-            double code = s.feats[(size_t) n * CGQ_CG_NUM_FEATS];
+            double code = s.feats[(size_t)n * CGQ_CG_NUM_FEATS];
             if (!(code >= 0 && code < CGQ_PRED_NUM_OPS) || code != floor (code)) {
-                snprintf (err, err_len, "%s: graph %d node %d has op code %g (expected 0..%d)",
-                          dir, i, n, code, CGQ_PRED_NUM_OPS - 1);
+                snprintf (err, err_len, "%s: graph %d node %d has op code %g (expected 0..%d)", dir,
+                          i, n, code, CGQ_PRED_NUM_OPS - 1);
                 goto fail;
             }
         }
@@ -259,7 +260,7 @@ s_fit (cgq_pred_data_t *self)
     for (int t = 0; t < self->nparts[CGQ_PRED_TRAIN]; t++) {
         int g = self->parts[CGQ_PRED_TRAIN][t];
         for (int i = self->node_off[g]; i < self->node_off[g + 1]; i++) {
-            const double *r = self->raw + (size_t) i * CGQ_CG_NUM_FEATS + 1;
+            const double *r = self->raw + (size_t)i * CGQ_CG_NUM_FEATS + 1;
             for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++) {
                 double v = log1p (fmax (r[k], 0));
                 sum[k] += v;
@@ -274,8 +275,8 @@ s_fit (cgq_pred_data_t *self)
     for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++) {
         double m = n > 0 ? sum[k] / n : 0;
         double var = n > 0 ? sq[k] / n - m * m : 0;
-        self->feat_mean[k] = (float) m;
-        self->feat_std[k] = var > 1e-12 ? (float) sqrt (var) : 1.0f;
+        self->feat_mean[k] = (float)m;
+        self->feat_std[k] = var > 1e-12 ? (float)sqrt (var) : 1.0f;
     }
     double nt = self->nparts[CGQ_PRED_TRAIN];
     self->y_mean = ys / nt;
@@ -289,15 +290,15 @@ cgq_pred_data_split (cgq_pred_data_t *self, uint64_t seed, double val_frac, doub
 {
     for (int p = 0; p < 3; p++) {
         free (self->parts[p]);
-        self->parts[p] = cgq_xcalloc ((size_t) self->count, sizeof (int));
+        self->parts[p] = cgq_xcalloc ((size_t)self->count, sizeof (int));
         self->nparts[p] = 0;
     }
-    int *perm = cgq_xcalloc ((size_t) self->count, sizeof (int));
+    int *perm = cgq_xcalloc ((size_t)self->count, sizeof (int));
     for (int i = 0; i < self->count; i++)
         perm[i] = i;
     uint64_t rng = seed ^ 0x5eedULL;
     for (int i = self->count - 1; i > 0; i--) {
-        int j = (int) (cgq_pred_rng_next (&rng) % (uint64_t) (i + 1));
+        int j = (int)(cgq_pred_rng_next (&rng) % (uint64_t)(i + 1));
         int t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
@@ -335,11 +336,12 @@ cgq_pred_data_split (cgq_pred_data_t *self, uint64_t seed, double val_frac, doub
         else
             perm[rest++] = g;
     }
-    int ntest = fam >= 0 ? 0 : (int) lround (test_frac * rest);
-    int nval = (int) lround (val_frac * (fam >= 0 ? rest : self->count));
+    int ntest = fam >= 0 ? 0 : (int)lround (test_frac * rest);
+    int nval = (int)lround (val_frac * (fam >= 0 ? rest : self->count));
     for (int i = 0; i < rest; i++) {
-        cgq_pred_part_t p = i < ntest ? CGQ_PRED_TEST : i < ntest + nval ? CGQ_PRED_VAL
-                                                                          : CGQ_PRED_TRAIN;
+        cgq_pred_part_t p = i < ntest          ? CGQ_PRED_TEST
+                            : i < ntest + nval ? CGQ_PRED_VAL
+                                               : CGQ_PRED_TRAIN;
         self->parts[p][self->nparts[p]++] = perm[i];
     }
     free (perm);
@@ -365,8 +367,8 @@ cgq_pred_data_part (const cgq_pred_data_t *self, cgq_pred_part_t part, int *n)
 }
 
 void
-cgq_pred_data_scaling (const cgq_pred_data_t *self, const float **feat_mean,
-                       const float **feat_std, double *y_mean, double *y_std, bool *log_target)
+cgq_pred_data_scaling (const cgq_pred_data_t *self, const float **feat_mean, const float **feat_std,
+                       double *y_mean, double *y_std, bool *log_target)
 {
     *feat_mean = self->feat_mean;
     *feat_std = self->feat_std;
@@ -412,14 +414,14 @@ cgq_pred_batch_fini (cgq_pred_batch_t *b)
 void
 cgq_pred_batch_reserve (cgq_pred_batch_t *b, int nodes, int graphs)
 {
-    if ((size_t) nodes > b->cap_nodes) {
-        size_t cap = (size_t) nodes + (size_t) nodes / 2;
+    if ((size_t)nodes > b->cap_nodes) {
+        size_t cap = (size_t)nodes + (size_t)nodes / 2;
         b->x = cgq_xrealloc (b->x, cap * CGQ_PRED_IN_DIM * sizeof (float));
         b->row_off = cgq_xrealloc (b->row_off, (cap + 1) * sizeof (int));
         b->cap_nodes = cap;
     }
-    if ((size_t) graphs > b->cap_graphs) {
-        size_t cap = (size_t) graphs + 8;
+    if ((size_t)graphs > b->cap_graphs) {
+        size_t cap = (size_t)graphs + 8;
         b->graph_off = cgq_xrealloc (b->graph_off, (cap + 1) * sizeof (int));
         b->target = cgq_xrealloc (b->target, cap * sizeof (float));
         b->index = cgq_xrealloc (b->index, cap * sizeof (int));
@@ -432,7 +434,7 @@ cgq_pred_batch_build (cgq_pred_batch_t *b, const int *edges, int nedges, cgq_pre
 {
     int n = b->nodes;
     cgq_pred_batch_reserve (b, n, b->graphs);
-    size_t nnz = (size_t) nedges * 2 + (agg == CGQ_PRED_AGG_GCN ? (size_t) n : 0);
+    size_t nnz = (size_t)nedges * 2 + (agg == CGQ_PRED_AGG_GCN ? (size_t)n : 0);
     if (nnz > b->cap_nnz) {
         b->cap_nnz = nnz + nnz / 2 + 1;
         b->col = cgq_xrealloc (b->col, b->cap_nnz * sizeof (int));
@@ -441,7 +443,7 @@ cgq_pred_batch_build (cgq_pred_batch_t *b, const int *edges, int nedges, cgq_pre
     // Row lengths: every edge is a neighbour both ways (a node reads its
     // inputs and is read by its consumers), plus the self loop for GCN.
     int *len = b->row_off; // row_off[i + 1] counts row i, then prefix sums
-    memset (len, 0, ((size_t) n + 1) * sizeof (int));
+    memset (len, 0, ((size_t)n + 1) * sizeof (int));
     for (int e = 0; e < nedges; e++) {
         len[edges[2 * e] + 1]++;
         len[edges[2 * e + 1] + 1]++;
@@ -452,8 +454,8 @@ cgq_pred_batch_build (cgq_pred_batch_t *b, const int *edges, int nedges, cgq_pre
     for (int i = 0; i < n; i++)
         len[i + 1] += len[i];
     // Fill, using row_off[i] as the cursor of row i, then shift back.
-    int *cur = cgq_xmalloc (((size_t) n + 1) * sizeof (int));
-    memcpy (cur, b->row_off, ((size_t) n + 1) * sizeof (int));
+    int *cur = cgq_xmalloc (((size_t)n + 1) * sizeof (int));
+    memcpy (cur, b->row_off, ((size_t)n + 1) * sizeof (int));
     for (int e = 0; e < nedges; e++) {
         int s = edges[2 * e], d = edges[2 * e + 1];
         b->col[cur[d]++] = s;
@@ -469,11 +471,11 @@ cgq_pred_batch_build (cgq_pred_batch_t *b, const int *edges, int nedges, cgq_pre
             if (agg == CGQ_PRED_AGG_SUM)
                 b->val[k] = 1.0f;
             else if (agg == CGQ_PRED_AGG_MEAN)
-                b->val[k] = 1.0f / (float) deg;
+                b->val[k] = 1.0f / (float)deg;
             else {
                 int j = b->col[k];
                 int dj = b->row_off[j + 1] - b->row_off[j];
-                b->val[k] = (float) (1.0 / sqrt ((double) deg * dj));
+                b->val[k] = (float)(1.0 / sqrt ((double)deg * dj));
             }
         }
     }
@@ -491,24 +493,24 @@ cgq_pred_data_batch (const cgq_pred_data_t *self, const int *idx, int n, cgq_pre
     b->graphs = n;
     b->nodes = nodes;
     cgq_pred_batch_reserve (b, nodes, n);
-    if ((size_t) edges > b->cap_edges) {
-        b->cap_edges = (size_t) edges + (size_t) edges / 2 + 1;
+    if ((size_t)edges > b->cap_edges) {
+        b->cap_edges = (size_t)edges + (size_t)edges / 2 + 1;
         b->edges = cgq_xrealloc (b->edges, b->cap_edges * 2 * sizeof (int));
     }
-    memset (b->x, 0, (size_t) nodes * CGQ_PRED_IN_DIM * sizeof (float));
+    memset (b->x, 0, (size_t)nodes * CGQ_PRED_IN_DIM * sizeof (float));
     int at = 0, eat = 0;
     for (int t = 0; t < n; t++) {
         int g = idx[t];
         b->graph_off[t] = at;
         b->index[t] = g;
-        b->target[t] = (float) cgq_pred_data_target (self, g);
+        b->target[t] = (float)cgq_pred_data_target (self, g);
         for (int i = self->node_off[g]; i < self->node_off[g + 1]; i++, at++) {
-            const double *r = self->raw + (size_t) i * CGQ_CG_NUM_FEATS;
-            float *x = b->x + (size_t) at * CGQ_PRED_IN_DIM;
-            x[(int) r[0]] = 1.0f;
+            const double *r = self->raw + (size_t)i * CGQ_CG_NUM_FEATS;
+            float *x = b->x + (size_t)at * CGQ_PRED_IN_DIM;
+            x[(int)r[0]] = 1.0f;
             for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
                 x[CGQ_PRED_NUM_OPS + k] =
-                    ((float) log1p (fmax (r[1 + k], 0)) - self->feat_mean[k]) / self->feat_std[k];
+                    ((float)log1p (fmax (r[1 + k], 0)) - self->feat_mean[k]) / self->feat_std[k];
         }
         int base = b->graph_off[t];
         for (int e = self->edge_off[g]; e < self->edge_off[g + 1]; e++, eat++) {

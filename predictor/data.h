@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CGQ_PRED_NUM_OPS 16    // op codes 0..15 (cg/graph.h)
-#define CGQ_PRED_NUM_SHAPE 16  // the shape numbers after the op code
+#define CGQ_PRED_NUM_OPS 16   // op codes 0..15 (cg/graph.h)
+#define CGQ_PRED_NUM_SHAPE 16 // the shape numbers after the op code
 #define CGQ_PRED_IN_DIM (CGQ_PRED_NUM_OPS + CGQ_PRED_NUM_SHAPE)
 // The optional per-graph family file a dataset dir may hold beside the OGB
 // files (one name per line, gzipped), written by the exporter.
@@ -34,18 +34,18 @@ typedef struct cgq_pred_data_t cgq_pred_data_t;
 // A mini-batch: its graphs as one block-diagonal graph. Every array is owned
 // by the batch and reused by the next cgq_pred_data_batch into it.
 typedef struct {
-    int graphs;      // B
-    int nodes;       // N, all graphs together
-    float *x;        // N x CGQ_PRED_IN_DIM, row-major
-    int *graph_off;  // B + 1: graph g's nodes are [graph_off[g], graph_off[g+1])
-    float *target;   // B: the normalised target (see cgq_pred_data_target)
-    int *index;      // B: the dataset index of each graph
+    int graphs;     // B
+    int nodes;      // N, all graphs together
+    float *x;       // N x CGQ_PRED_IN_DIM, row-major
+    int *graph_off; // B + 1: graph g's nodes are [graph_off[g], graph_off[g+1])
+    float *target;  // B: the normalised target (see cgq_pred_data_target)
+    int *index;     // B: the dataset index of each graph
     // The aggregation matrix A (N x N, sparse, CSR): row i holds i's
     // neighbours j with weight a_ij, per the aggregation it was built for.
-    int *row_off;    // N + 1
-    int *col;        // nnz
-    float *val;      // nnz
-    int *edges;      // scratch: the batch's edges (src, dst)
+    int *row_off; // N + 1
+    int *col;     // nnz
+    float *val;   // nnz
+    int *edges;   // scratch: the batch's edges (src, dst)
     size_t cap_nodes, cap_graphs, cap_nnz, cap_edges;
 } cgq_pred_batch_t;
 
@@ -88,7 +88,8 @@ const int *cgq_pred_data_part (const cgq_pred_data_t *self, cgq_pred_part_t part
 // The fitted scalings: shape feature means and stds (CGQ_PRED_NUM_SHAPE
 // each), the target's mean and std (of log(latency) with log_target).
 void cgq_pred_data_scaling (const cgq_pred_data_t *self, const float **feat_mean,
-                            const float **feat_std, double *y_mean, double *y_std, bool *log_target);
+                            const float **feat_std, double *y_mean, double *y_std,
+                            bool *log_target);
 // cgq_pred_data_target is graph i's label normalised: (f(y) - mean) / std,
 // f = log with log_target, else identity. cgq_pred_data_latency inverts it.
 double cgq_pred_data_target (const cgq_pred_data_t *self, int i);

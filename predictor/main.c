@@ -103,8 +103,8 @@ static int
 s_run (const char *data_dir, cgq_pred_config_t *cfg, const char *out_dir, s_out_t *o)
 {
     char err[1024];
-    cgq_pred_data_t *data = cgq_pred_data_load (data_dir, cfg->label, cfg->max_graphs, err,
-                                                sizeof err);
+    cgq_pred_data_t *data =
+        cgq_pred_data_load (data_dir, cfg->label, cfg->max_graphs, err, sizeof err);
     if (!data) {
         s_error ("%s", err);
         return S_BAD;
@@ -161,9 +161,7 @@ s_main (int argc, char **argv, bool trial)
     optind = 1;
     while ((c = getopt_long (argc, argv, "d:s:o:jh", opts, NULL)) != -1) {
         switch (c) {
-        case 'd':
-            data = optarg;
-            break;
+        case 'd': data = optarg; break;
         case 's': {
             char *eq = strchr (optarg, '=');
             if (!eq || eq == optarg) {
@@ -177,19 +175,13 @@ s_main (int argc, char **argv, bool trial)
             }
             break;
         }
-        case 'o':
-            out = optarg;
-            break;
+        case 'o': out = optarg; break;
         case 'j':
             o.json = true;
             setenv ("CGQ_REPORT_FD", "1", 1); // cgq_line_send writes to stdout
             break;
-        case 'h':
-            s_usage (stdout);
-            return S_OK;
-        default:
-            s_usage (stderr);
-            return S_BAD;
+        case 'h': s_usage (stdout); return S_OK;
+        default: s_usage (stderr); return S_BAD;
         }
     }
     if (optind < argc) {
@@ -225,7 +217,7 @@ main (int argc, char **argv)
     // poll: one thread unless told otherwise (as cgq-cg does).
     char self[4096];
     ssize_t len = readlink ("/proc/self/exe", self, sizeof self - 1);
-    if (!getenv ("OPENBLAS_NUM_THREADS") && len > 0 && (size_t) len < sizeof self - 1) {
+    if (!getenv ("OPENBLAS_NUM_THREADS") && len > 0 && (size_t)len < sizeof self - 1) {
         self[len] = 0;
         if (setenv ("OPENBLAS_NUM_THREADS", "1", 1) == 0)
             execv (self, argv);

@@ -26,14 +26,14 @@ cgq_pred_rank (const double *v, size_t n, double *rank)
 {
     s_item_t *it = cgq_xcalloc (n + 1, sizeof *it);
     for (size_t i = 0; i < n; i++)
-        it[i] = (s_item_t) {v[i], i};
+        it[i] = (s_item_t){v[i], i};
     qsort (it, n, sizeof *it, s_cmp);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
         while (j < n && it[j].v == it[i].v)
             j++;
         // Positions i..j-1 (0-based) hold equal values: ranks i+1..j, mean (i+1+j)/2.
-        double r = (double) (i + 1 + j) / 2.0;
+        double r = (double)(i + 1 + j) / 2.0;
         for (size_t k = i; k < j; k++)
             rank[it[k].i] = r;
         i = j;
@@ -49,8 +49,8 @@ s_pearson (const double *a, const double *b, size_t n)
         ma += a[i];
         mb += b[i];
     }
-    ma /= (double) n;
-    mb /= (double) n;
+    ma /= (double)n;
+    mb /= (double)n;
     double sab = 0, saa = 0, sbb = 0;
     for (size_t i = 0; i < n; i++) {
         sab += (a[i] - ma) * (b[i] - mb);
@@ -89,7 +89,7 @@ cgq_pred_metrics (const double *pred, const double *y, size_t n, cgq_pred_metric
         if (fabs (e) / y[i] <= 0.10)
             hit++;
     }
-    double dn = n ? (double) n : 1;
+    double dn = n ? (double)n : 1;
     out->mae = ae / dn;
     out->mape = 100 * ape / dn;
     out->rmse = sqrt (se / dn);

@@ -9,12 +9,12 @@
 
 // Where layer l's parameters and buffers are.
 typedef struct {
-    int d;          // input width
-    int cin;        // rows of W: 2d (sum, mean) or d (gcn)
-    size_t w, b;    // offsets of W (cin x hidden) and b (hidden) in params
-    float *c;       // N x cin: [H | A H] or A H
-    float *z;       // N x hidden: before relu
-    float *mask;    // N x hidden: 0 or 1 / (1 - p); NULL without dropout
+    int d;       // input width
+    int cin;     // rows of W: 2d (sum, mean) or d (gcn)
+    size_t w, b; // offsets of W (cin x hidden) and b (hidden) in params
+    float *c;    // N x cin: [H | A H] or A H
+    float *z;    // N x hidden: before relu
+    float *mask; // N x hidden: 0 or 1 / (1 - p); NULL without dropout
 } s_layer_t;
 
 struct cgq_pred_net_t {
@@ -42,7 +42,7 @@ static void
 s_init_uniform (float *p, size_t n, double bound, uint64_t *rng)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] = (float) ((2 * cgq_pred_rng_uniform (rng) - 1) * bound);
+        p[i] = (float)((2 * cgq_pred_rng_uniform (rng) - 1) * bound);
 }
 
 cgq_pred_net_t *
@@ -62,17 +62,17 @@ cgq_pred_net_new (const cgq_pred_shape_t *shape, uint64_t seed)
         ly->d = d;
         ly->cin = s->agg == CGQ_PRED_AGG_GCN ? d : 2 * d;
         ly->w = at;
-        at += (size_t) ly->cin * (size_t) s->hidden;
+        at += (size_t)ly->cin * (size_t)s->hidden;
         ly->b = at;
-        at += (size_t) s->hidden;
+        at += (size_t)s->hidden;
         d = s->hidden;
     }
     self->w1 = at;
-    at += (size_t) s->hidden * (size_t) s->hidden;
+    at += (size_t)s->hidden * (size_t)s->hidden;
     self->b1 = at;
-    at += (size_t) s->hidden;
+    at += (size_t)s->hidden;
     self->w2 = at;
-    at += (size_t) s->hidden;
+    at += (size_t)s->hidden;
     self->b2 = at;
     at += 1;
     self->size = at;
@@ -83,14 +83,14 @@ cgq_pred_net_new (const cgq_pred_shape_t *shape, uint64_t seed)
     uint64_t rng = seed * 0x2545f4914f6cdd1dULL + 1;
     for (int l = 0; l < s->layers; l++) {
         s_layer_t *ly = &self->layer[l];
-        double bound = 1 / sqrt ((double) ly->d);
-        s_init_uniform (self->params + ly->w, (size_t) ly->cin * (size_t) s->hidden, bound, &rng);
-        s_init_uniform (self->params + ly->b, (size_t) s->hidden, bound, &rng);
+        double bound = 1 / sqrt ((double)ly->d);
+        s_init_uniform (self->params + ly->w, (size_t)ly->cin * (size_t)s->hidden, bound, &rng);
+        s_init_uniform (self->params + ly->b, (size_t)s->hidden, bound, &rng);
     }
-    double bound = 1 / sqrt ((double) s->hidden);
-    s_init_uniform (self->params + self->w1, (size_t) s->hidden * (size_t) s->hidden, bound, &rng);
-    s_init_uniform (self->params + self->b1, (size_t) s->hidden, bound, &rng);
-    s_init_uniform (self->params + self->w2, (size_t) s->hidden, bound, &rng);
+    double bound = 1 / sqrt ((double)s->hidden);
+    s_init_uniform (self->params + self->w1, (size_t)s->hidden * (size_t)s->hidden, bound, &rng);
+    s_init_uniform (self->params + self->b1, (size_t)s->hidden, bound, &rng);
+    s_init_uniform (self->params + self->w2, (size_t)s->hidden, bound, &rng);
     s_init_uniform (self->params + self->b2, 1, bound, &rng);
     self->rng = rng;
     return self;
@@ -181,21 +181,21 @@ static void
 s_reserve (cgq_pred_net_t *self, int n, int b)
 {
     const cgq_pred_shape_t *s = &self->shape;
-    size_t hid = (size_t) s->hidden;
-    if ((size_t) n > self->cap_n || (size_t) b > self->cap_n) {
+    size_t hid = (size_t)s->hidden;
+    if ((size_t)n > self->cap_n || (size_t)b > self->cap_n) {
         s_free_buffers (self);
-        size_t cap = (size_t) (n > b ? n : b);
+        size_t cap = (size_t)(n > b ? n : b);
         cap += cap / 4;
         size_t wide = 0;
         for (int l = 0; l < s->layers; l++) {
             s_layer_t *ly = &self->layer[l];
-            ly->c = s_alloc (cap * (size_t) ly->cin);
+            ly->c = s_alloc (cap * (size_t)ly->cin);
             ly->z = s_alloc (cap * hid);
             if (s->dropout > 0)
                 ly->mask = s_alloc (cap * hid);
             self->h[l + 1] = s_alloc (cap * hid);
-            if ((size_t) ly->cin > wide)
-                wide = (size_t) ly->cin;
+            if ((size_t)ly->cin > wide)
+                wide = (size_t)ly->cin;
         }
         if (hid > wide)
             wide = hid;
@@ -208,9 +208,9 @@ s_reserve (cgq_pred_net_t *self, int n, int b)
             self->ones[i] = 1.0f;
         self->cap_n = cap;
     }
-    if ((size_t) b > self->cap_b) {
+    if ((size_t)b > self->cap_b) {
         s_free_head (self);
-        size_t cap = (size_t) b + 8;
+        size_t cap = (size_t)b + 8;
         self->g = s_alloc (cap * hid);
         self->z1 = s_alloc (cap * hid);
         self->y1 = s_alloc (cap * hid);
@@ -228,10 +228,10 @@ static void
 s_spmm (const cgq_pred_batch_t *b, const float *h, int ldh, int d, float *out, int ldo)
 {
     for (int i = 0; i < b->nodes; i++) {
-        float *o = out + (size_t) i * ldo;
-        memset (o, 0, (size_t) d * sizeof (float));
+        float *o = out + (size_t)i * ldo;
+        memset (o, 0, (size_t)d * sizeof (float));
         for (int k = b->row_off[i]; k < b->row_off[i + 1]; k++) {
-            const float *r = h + (size_t) b->col[k] * ldh;
+            const float *r = h + (size_t)b->col[k] * ldh;
             float a = b->val[k];
             for (int t = 0; t < d; t++)
                 o[t] += a * r[t];
@@ -244,9 +244,9 @@ static void
 s_spmm_t_add (const cgq_pred_batch_t *b, const float *g, int ldg, int d, float *out, int ldo)
 {
     for (int i = 0; i < b->nodes; i++) {
-        const float *r = g + (size_t) i * ldg;
+        const float *r = g + (size_t)i * ldg;
         for (int k = b->row_off[i]; k < b->row_off[i + 1]; k++) {
-            float *o = out + (size_t) b->col[k] * ldo;
+            float *o = out + (size_t)b->col[k] * ldo;
             float a = b->val[k];
             for (int t = 0; t < d; t++)
                 o[t] += a * r[t];
@@ -259,7 +259,7 @@ static void
 s_linear (int rows, int in, int out, const float *x, const float *w, const float *bias, float *z)
 {
     for (int i = 0; i < rows; i++)
-        memcpy (z + (size_t) i * out, bias, (size_t) out * sizeof (float));
+        memcpy (z + (size_t)i * out, bias, (size_t)out * sizeof (float));
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, out, in, 1.0f, x, in, w, out,
                  1.0f, z, out);
 }
@@ -271,7 +271,7 @@ s_relu_dropout (cgq_pred_net_t *self, size_t n, const float *z, float *mask, boo
 {
     if (mask && draw) {
         double p = self->shape.dropout;
-        float keep = (float) (1 / (1 - p));
+        float keep = (float)(1 / (1 - p));
         for (size_t i = 0; i < n; i++)
             mask[i] = cgq_pred_rng_uniform (&self->rng) < p ? 0.0f : keep;
     }
@@ -305,30 +305,30 @@ cgq_pred_net_forward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, bool trai
             s_spmm (b, h, ly->d, ly->d, ly->c, ly->cin);
         else {
             for (int i = 0; i < n; i++)
-                memcpy (ly->c + (size_t) i * ly->cin, h + (size_t) i * ly->d,
-                        (size_t) ly->d * sizeof (float));
+                memcpy (ly->c + (size_t)i * ly->cin, h + (size_t)i * ly->d,
+                        (size_t)ly->d * sizeof (float));
             s_spmm (b, h, ly->d, ly->d, ly->c + ly->d, ly->cin);
         }
         s_linear (n, ly->cin, hid, ly->c, self->params + ly->w, self->params + ly->b, ly->z);
         flops += 2.0 * n * ly->cin * hid;
-        s_relu_dropout (self, (size_t) n * hid, ly->z, ly->mask, drop, self->h[l + 1]);
+        s_relu_dropout (self, (size_t)n * hid, ly->z, ly->mask, drop, self->h[l + 1]);
     }
     // Readout.
     const float *hl = self->h[s->layers];
     for (int g = 0; g < b->graphs; g++) {
-        float *o = self->g + (size_t) g * hid;
-        memset (o, 0, (size_t) hid * sizeof (float));
+        float *o = self->g + (size_t)g * hid;
+        memset (o, 0, (size_t)hid * sizeof (float));
         int lo = b->graph_off[g], hi = b->graph_off[g + 1];
         for (int i = lo; i < hi; i++)
-            cblas_saxpy (hid, 1.0f, hl + (size_t) i * hid, 1, o, 1);
+            cblas_saxpy (hid, 1.0f, hl + (size_t)i * hid, 1, o, 1);
         if (s->readout_mean && hi > lo)
-            cblas_sscal (hid, 1.0f / (float) (hi - lo), o, 1);
+            cblas_sscal (hid, 1.0f / (float)(hi - lo), o, 1);
     }
     // Head.
     s_linear (b->graphs, hid, hid, self->g, self->params + self->w1, self->params + self->b1,
               self->z1);
     flops += 2.0 * b->graphs * hid * hid;
-    s_relu_dropout (self, (size_t) b->graphs * hid, self->z1, drop ? self->mask1 : NULL, drop,
+    s_relu_dropout (self, (size_t)b->graphs * hid, self->z1, drop ? self->mask1 : NULL, drop,
                     self->y1);
     for (int g = 0; g < b->graphs; g++)
         pred[g] = self->params[self->b2];
@@ -350,10 +350,10 @@ cgq_pred_net_loss (const cgq_pred_batch_t *b, const float *pred, float *dpred)
 {
     double sum = 0;
     for (int g = 0; g < b->graphs; g++) {
-        double e = (double) pred[g] - b->target[g];
+        double e = (double)pred[g] - b->target[g];
         sum += e * e;
         if (dpred)
-            dpred[g] = (float) (2 * e / b->graphs);
+            dpred[g] = (float)(2 * e / b->graphs);
     }
     return b->graphs ? sum / b->graphs : 0;
 }
@@ -371,11 +371,11 @@ cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const fl
     double db2 = 0;
     for (int g = 0; g < B; g++)
         db2 += dpred[g];
-    G[self->b2] = (float) db2;
-    memset (self->dy1, 0, (size_t) B * hid * sizeof (float));
+    G[self->b2] = (float)db2;
+    memset (self->dy1, 0, (size_t)B * hid * sizeof (float));
     cblas_sger (CblasRowMajor, B, hid, 1.0f, dpred, 1, P + self->w2, 1, self->dy1, hid);
-    s_relu_dropout_back ((size_t) B * hid, self->z1, self->dropped ? self->mask1 : NULL,
-                         self->dy1, self->dz1);
+    s_relu_dropout_back ((size_t)B * hid, self->z1, self->dropped ? self->mask1 : NULL, self->dy1,
+                         self->dz1);
     // z1 = g W1 + b1.
     cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, hid, hid, B, 1.0f, self->g, hid,
                  self->dz1, hid, 0.0f, G + self->w1, hid);
@@ -388,10 +388,10 @@ cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const fl
     float *dh = self->dh;
     for (int g = 0; g < B; g++) {
         int lo = b->graph_off[g], hi = b->graph_off[g + 1];
-        float scale = s->readout_mean && hi > lo ? 1.0f / (float) (hi - lo) : 1.0f;
+        float scale = s->readout_mean && hi > lo ? 1.0f / (float)(hi - lo) : 1.0f;
         for (int i = lo; i < hi; i++) {
-            float *o = dh + (size_t) i * hid;
-            const float *d = self->dg + (size_t) g * hid;
+            float *o = dh + (size_t)i * hid;
+            const float *d = self->dg + (size_t)g * hid;
             for (int t = 0; t < hid; t++)
                 o[t] = d[t] * scale;
         }
@@ -399,28 +399,27 @@ cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const fl
     // Layers, last to first; dh holds d loss / d h[l+1].
     for (int l = s->layers - 1; l >= 0; l--) {
         s_layer_t *ly = &self->layer[l];
-        s_relu_dropout_back ((size_t) n * hid, ly->z, self->dropped ? ly->mask : NULL, dh,
-                             self->dz);
-        cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, ly->cin, hid, n, 1.0f, ly->c,
-                     ly->cin, self->dz, hid, 0.0f, G + ly->w, hid);
+        s_relu_dropout_back ((size_t)n * hid, ly->z, self->dropped ? ly->mask : NULL, dh, self->dz);
+        cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, ly->cin, hid, n, 1.0f, ly->c, ly->cin,
+                     self->dz, hid, 0.0f, G + ly->w, hid);
         cblas_sgemv (CblasRowMajor, CblasTrans, n, hid, 1.0f, self->dz, hid, self->ones, 1, 0.0f,
                      G + ly->b, 1);
         flops += 2.0 * n * ly->cin * hid;
         if (l == 0)
             break; // the input features need no gradient
-        cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, n, ly->cin, hid, 1.0f, self->dz,
-                     hid, P + ly->w, hid, 0.0f, self->dc, ly->cin);
+        cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, n, ly->cin, hid, 1.0f, self->dz, hid,
+                     P + ly->w, hid, 0.0f, self->dc, ly->cin);
         flops += 2.0 * n * ly->cin * hid;
         float *dprev = self->dh2;
         int d = ly->d;
         if (s->agg == CGQ_PRED_AGG_GCN) {
-            memset (dprev, 0, (size_t) n * d * sizeof (float));
+            memset (dprev, 0, (size_t)n * d * sizeof (float));
             s_spmm_t_add (b, self->dc, ly->cin, d, dprev, d);
         }
         else {
             for (int i = 0; i < n; i++)
-                memcpy (dprev + (size_t) i * d, self->dc + (size_t) i * ly->cin,
-                        (size_t) d * sizeof (float));
+                memcpy (dprev + (size_t)i * d, self->dc + (size_t)i * ly->cin,
+                        (size_t)d * sizeof (float));
             s_spmm_t_add (b, self->dc + d, ly->cin, d, dprev, d);
         }
         self->dh2 = dh;
@@ -435,15 +434,15 @@ cgq_pred_net_adam (cgq_pred_net_t *self, double lr, double weight_decay)
 {
     const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
     self->step++;
-    double bc1 = 1 - pow (b1, (double) self->step);
-    double bc2 = 1 - pow (b2, (double) self->step);
+    double bc1 = 1 - pow (b1, (double)self->step);
+    double bc2 = 1 - pow (b2, (double)self->step);
     double step = lr / bc1, sbc2 = sqrt (bc2);
     float *p = self->params, *g = self->grads, *m = self->m, *v = self->v;
     for (size_t i = 0; i < self->size; i++) {
-        float gi = g[i] + (float) weight_decay * p[i];
-        m[i] = (float) b1 * m[i] + (float) (1 - b1) * gi;
-        v[i] = (float) b2 * v[i] + (float) (1 - b2) * gi * gi;
-        p[i] -= (float) (step * m[i] / (sqrt ((double) v[i]) / sbc2 + eps));
+        float gi = g[i] + (float)weight_decay * p[i];
+        m[i] = (float)b1 * m[i] + (float)(1 - b1) * gi;
+        v[i] = (float)b2 * v[i] + (float)(1 - b2) * gi * gi;
+        p[i] -= (float)(step * m[i] / (sqrt ((double)v[i]) / sbc2 + eps));
     }
 }
 

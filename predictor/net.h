@@ -26,12 +26,12 @@
 #define CGQ_PRED_MAX_LAYERS 16
 
 typedef struct {
-    int in_dim;          // features per node (CGQ_PRED_IN_DIM for datasets)
-    int layers;          // message-passing layers, 1..CGQ_PRED_MAX_LAYERS
-    int hidden;          // width of every layer and of the head
-    cgq_pred_agg_t agg;  // sum, mean or gcn
-    bool readout_mean;   // false: sum over a graph's nodes (latency adds up)
-    float dropout;       // probability of zeroing an activation while training
+    int in_dim;         // features per node (CGQ_PRED_IN_DIM for datasets)
+    int layers;         // message-passing layers, 1..CGQ_PRED_MAX_LAYERS
+    int hidden;         // width of every layer and of the head
+    cgq_pred_agg_t agg; // sum, mean or gcn
+    bool readout_mean;  // false: sum over a graph's nodes (latency adds up)
+    float dropout;      // probability of zeroing an activation while training
 } cgq_pred_shape_t;
 
 typedef struct cgq_pred_net_t cgq_pred_net_t;

@@ -29,7 +29,7 @@ s_batch (cgq_pred_batch_t *b, cgq_pred_agg_t agg)
     b->x = cgq_xrealloc (b->x, 7 * IN * sizeof (float)); // IN < CGQ_PRED_IN_DIM: fits
     uint64_t rng = 42;
     for (int i = 0; i < 7 * IN; i++)
-        b->x[i] = (float) (2 * cgq_pred_rng_uniform (&rng) - 1);
+        b->x[i] = (float)(2 * cgq_pred_rng_uniform (&rng) - 1);
     b->graph_off[0] = 0;
     b->graph_off[1] = 4;
     b->graph_off[2] = 7;
@@ -53,8 +53,12 @@ s_check (cgq_pred_agg_t agg, bool readout_mean, float dropout)
 {
     cgq_pred_batch_t b;
     s_batch (&b, agg);
-    cgq_pred_shape_t shape = {.in_dim = IN, .layers = 3, .hidden = 6, .agg = agg,
-                              .readout_mean = readout_mean, .dropout = dropout};
+    cgq_pred_shape_t shape = {.in_dim = IN,
+                              .layers = 3,
+                              .hidden = 6,
+                              .agg = agg,
+                              .readout_mean = readout_mean,
+                              .dropout = dropout};
     cgq_pred_net_t *net = cgq_pred_net_new (&shape, 7);
     float pred[2], dpred[2];
     cgq_pred_net_reseed (net, 99);
@@ -75,7 +79,7 @@ s_check (cgq_pred_agg_t agg, bool readout_mean, float dropout)
         p[i] = keep - eps;
         double down = s_loss (net, &b, true);
         p[i] = keep;
-        double num = (up - down) / (2 * (double) eps);
+        double num = (up - down) / (2 * (double)eps);
         // A ReLU input that crosses zero inside [-eps, eps] makes the loss
         // bend there: the one-sided slopes disagree and no central
         // difference is right. Such points are skipped (and counted).
@@ -86,8 +90,8 @@ s_check (cgq_pred_agg_t agg, bool readout_mean, float dropout)
         }
         if (fabs (num - g[i]) > 2e-3 + 2e-2 * fabs (num)) {
             print_message ("agg %s readout %s dropout %g: param %zu: analytic %g, numeric %g\n",
-                           cgq_pred_agg_name (agg), readout_mean ? "mean" : "sum", dropout, i,
-                           g[i], num);
+                           cgq_pred_agg_name (agg), readout_mean ? "mean" : "sum", dropout, i, g[i],
+                           num);
             bad++;
         }
         if (fabs (g[i]) > 1e-4)
@@ -96,7 +100,7 @@ s_check (cgq_pred_agg_t agg, bool readout_mean, float dropout)
     assert_int_equal (bad, 0);
     assert_true (kinks <= 3);
     // Most gradients are not zero: the check is not vacuous.
-    assert_true (nonzero > (int) n / 3);
+    assert_true (nonzero > (int)n / 3);
     free (g);
     cgq_pred_net_destroy (&net);
     cgq_pred_batch_fini (&b);
@@ -157,8 +161,8 @@ test_dropout_modes (void **state)
 {
     cgq_pred_batch_t b;
     s_batch (&b, CGQ_PRED_AGG_MEAN);
-    cgq_pred_shape_t shape = {.in_dim = IN, .layers = 2, .hidden = 16, .agg = CGQ_PRED_AGG_MEAN,
-                              .dropout = 0.5f};
+    cgq_pred_shape_t shape = {
+        .in_dim = IN, .layers = 2, .hidden = 16, .agg = CGQ_PRED_AGG_MEAN, .dropout = 0.5f};
     cgq_pred_net_t *net = cgq_pred_net_new (&shape, 1);
     float a[2], c[2], e1[2], e2[2];
     cgq_pred_net_forward (net, &b, true, a);
@@ -200,9 +204,9 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_grad_sum),     cmocka_unit_test (test_grad_mean),
-        cmocka_unit_test (test_grad_gcn),     cmocka_unit_test (test_grad_dropout),
-        cmocka_unit_test (test_grad_loss),    cmocka_unit_test (test_dropout_modes),
+        cmocka_unit_test (test_grad_sum),           cmocka_unit_test (test_grad_mean),
+        cmocka_unit_test (test_grad_gcn),           cmocka_unit_test (test_grad_dropout),
+        cmocka_unit_test (test_grad_loss),          cmocka_unit_test (test_dropout_modes),
         cmocka_unit_test (test_aggregation_matrix),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -40,8 +40,9 @@ static const s_key_t s_keys[] = {
     {"test_family", K_STR, OFF (test_family), 0, 0, "a family held out as the test set"},
     {"label", K_INT, OFF (label), 0, 1000, "label column of graph-label.csv.gz"},
     {"max_graphs", K_INT, OFF (max_graphs), 0, INT32_MAX, "use the first N graphs; 0: all"},
-    {"select", K_SELECT, OFF (select), 0, 0, "val metric of the best epoch: mape | mae | "
-                                             "rmse | srcc | acc10"},
+    {"select", K_SELECT, OFF (select), 0, 0,
+     "val metric of the best epoch: mape | mae | "
+     "rmse | srcc | acc10"},
 };
 #define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
 
@@ -50,7 +51,7 @@ static const char *s_select_names[] = {"mape", "mae", "rmse", "srcc", "acc10"};
 void
 cgq_pred_config_default (cgq_pred_config_t *cfg)
 {
-    *cfg = (cgq_pred_config_t) {
+    *cfg = (cgq_pred_config_t){
         .layers = 3,
         .hidden = 64,
         .agg = CGQ_PRED_AGG_MEAN,
@@ -94,7 +95,7 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
         cgq_buf_fini (&b);
         return -1;
     }
-    char *p = (char *) cfg + k->off;
+    char *p = (char *)cfg + k->off;
     char *end;
     switch (k->type) {
     case K_INT: {
@@ -105,7 +106,7 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
                       k->hi);
             return -1;
         }
-        *(int *) p = (int) v;
+        *(int *)p = (int)v;
         return 0;
     }
     case K_U64: {
@@ -115,7 +116,7 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
             snprintf (err, err_len, "%s: '%s' is not an integer >= 0", key, text);
             return -1;
         }
-        *(uint64_t *) p = (uint64_t) v;
+        *(uint64_t *)p = (uint64_t)v;
         return 0;
     }
     case K_REAL: {
@@ -126,14 +127,14 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
                       k->hi);
             return -1;
         }
-        *(double *) p = v;
+        *(double *)p = v;
         return 0;
     }
     case K_BOOL:
         if (!strcmp (text, "true") || !strcmp (text, "1"))
-            *(bool *) p = true;
+            *(bool *)p = true;
         else if (!strcmp (text, "false") || !strcmp (text, "0"))
-            *(bool *) p = false;
+            *(bool *)p = false;
         else {
             snprintf (err, err_len, "%s: '%s' is not a boolean (write true or false)", key, text);
             return -1;
@@ -148,9 +149,9 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
         snprintf (p, sizeof cfg->test_family, "%s", text);
         return 0;
     case K_AGG:
-        if (cgq_pred_agg_parse (text, (cgq_pred_agg_t *) p) < 0) {
-            snprintf (err, err_len, "%s: unknown aggregation '%s' (expected sum, mean or gcn)",
-                      key, text);
+        if (cgq_pred_agg_parse (text, (cgq_pred_agg_t *)p) < 0) {
+            snprintf (err, err_len, "%s: unknown aggregation '%s' (expected sum, mean or gcn)", key,
+                      text);
             return -1;
         }
         return 0;
@@ -159,12 +160,12 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
             snprintf (err, err_len, "%s: unknown readout '%s' (expected sum or mean)", key, text);
             return -1;
         }
-        *(bool *) p = !strcmp (text, "mean");
+        *(bool *)p = !strcmp (text, "mean");
         return 0;
     case K_SELECT:
         for (int i = 0; i < 5; i++)
             if (!strcmp (text, s_select_names[i])) {
-                *(cgq_pred_select_t *) p = (cgq_pred_select_t) i;
+                *(cgq_pred_select_t *)p = (cgq_pred_select_t)i;
                 return 0;
             }
         snprintf (err, err_len, "%s: unknown metric '%s' (expected mape, mae, rmse, srcc or acc10)",
@@ -183,13 +184,13 @@ cgq_pred_config_set_json (cgq_pred_config_t *cfg, const json_t *obj, char *err, 
     }
     const char *key;
     json_t *v;
-    json_object_foreach ((json_t *) obj, key, v)
+    json_object_foreach ((json_t *)obj, key, v)
     {
         char text[64];
         if (json_is_string (v))
             snprintf (text, sizeof text, "%s", json_string_value (v));
         else if (json_is_integer (v))
-            snprintf (text, sizeof text, "%lld", (long long) json_integer_value (v));
+            snprintf (text, sizeof text, "%lld", (long long)json_integer_value (v));
         else if (json_is_real (v))
             cgq_fmt_double (text, json_real_value (v));
         else if (json_is_boolean (v))
@@ -210,33 +211,17 @@ cgq_pred_config_json (const cgq_pred_config_t *cfg)
     json_t *o = json_object ();
     for (size_t i = 0; i < S_NKEYS; i++) {
         const s_key_t *k = &s_keys[i];
-        const char *p = (const char *) cfg + k->off;
+        const char *p = (const char *)cfg + k->off;
         json_t *v = NULL;
         switch (k->type) {
-        case K_INT:
-            v = json_integer (*(const int *) p);
-            break;
-        case K_U64:
-            v = json_integer ((json_int_t) * (const uint64_t *) p);
-            break;
-        case K_REAL:
-            v = json_real (*(const double *) p);
-            break;
-        case K_BOOL:
-            v = json_boolean (*(const bool *) p);
-            break;
-        case K_STR:
-            v = json_string (p);
-            break;
-        case K_AGG:
-            v = json_string (cgq_pred_agg_name (*(const cgq_pred_agg_t *) p));
-            break;
-        case K_READOUT:
-            v = json_string (*(const bool *) p ? "mean" : "sum");
-            break;
-        case K_SELECT:
-            v = json_string (s_select_names[*(const cgq_pred_select_t *) p]);
-            break;
+        case K_INT: v = json_integer (*(const int *)p); break;
+        case K_U64: v = json_integer ((json_int_t) * (const uint64_t *)p); break;
+        case K_REAL: v = json_real (*(const double *)p); break;
+        case K_BOOL: v = json_boolean (*(const bool *)p); break;
+        case K_STR: v = json_string (p); break;
+        case K_AGG: v = json_string (cgq_pred_agg_name (*(const cgq_pred_agg_t *)p)); break;
+        case K_READOUT: v = json_string (*(const bool *)p ? "mean" : "sum"); break;
+        case K_SELECT: v = json_string (s_select_names[*(const cgq_pred_select_t *)p]); break;
         }
         json_object_set_new (o, k->name, v);
     }
@@ -284,11 +269,11 @@ s_evaluate (cgq_pred_net_t *net, const cgq_pred_data_t *data, cgq_pred_part_t pa
 {
     int n;
     const int *idx = cgq_pred_data_part (data, part, &n);
-    double *pred = cgq_xcalloc ((size_t) n, sizeof *pred), *y = cgq_xcalloc ((size_t) n, sizeof *y);
+    double *pred = cgq_xcalloc ((size_t)n, sizeof *pred), *y = cgq_xcalloc ((size_t)n, sizeof *y);
     cgq_pred_predict (net, data, idx, n, pred);
     for (int i = 0; i < n; i++)
         y[i] = cgq_pred_data_label (data, idx[i]);
-    cgq_pred_metrics (pred, y, (size_t) n, m);
+    cgq_pred_metrics (pred, y, (size_t)n, m);
     free (pred);
     free (y);
 }
@@ -298,17 +283,12 @@ static bool
 s_better (cgq_pred_select_t sel, const cgq_pred_metrics_t *a, const cgq_pred_metrics_t *b)
 {
     switch (sel) {
-    case CGQ_PRED_SELECT_MAE:
-        return a->mae < b->mae;
-    case CGQ_PRED_SELECT_RMSE:
-        return a->rmse < b->rmse;
-    case CGQ_PRED_SELECT_SRCC:
-        return a->srcc > b->srcc;
-    case CGQ_PRED_SELECT_ACC10:
-        return a->acc10 > b->acc10;
+    case CGQ_PRED_SELECT_MAE: return a->mae < b->mae;
+    case CGQ_PRED_SELECT_RMSE: return a->rmse < b->rmse;
+    case CGQ_PRED_SELECT_SRCC: return a->srcc > b->srcc;
+    case CGQ_PRED_SELECT_ACC10: return a->acc10 > b->acc10;
     case CGQ_PRED_SELECT_MAPE:
-    default:
-        return a->mape < b->mape;
+    default: return a->mape < b->mape;
     }
 }
 
@@ -333,23 +313,23 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
         .hidden = cfg->hidden,
         .agg = cfg->agg,
         .readout_mean = cfg->readout_mean,
-        .dropout = (float) cfg->dropout,
+        .dropout = (float)cfg->dropout,
     };
     cgq_pred_net_t *net = cgq_pred_net_new (&shape, cfg->seed);
     size_t np = cgq_pred_net_size (net);
     float *best = cgq_xcalloc (np, sizeof *best);
-    int *order = cgq_xcalloc ((size_t) ntrain, sizeof *order);
-    memcpy (order, train, (size_t) ntrain * sizeof *order);
+    int *order = cgq_xcalloc ((size_t)ntrain, sizeof *order);
+    memcpy (order, train, (size_t)ntrain * sizeof *order);
     int bs = cfg->batch_size < ntrain ? cfg->batch_size : ntrain;
-    float *pred = cgq_xcalloc ((size_t) bs, sizeof *pred), *dpred = cgq_xcalloc ((size_t) bs,
-                                                                                 sizeof *dpred);
+    float *pred = cgq_xcalloc ((size_t)bs, sizeof *pred),
+          *dpred = cgq_xcalloc ((size_t)bs, sizeof *dpred);
     cgq_pred_batch_t b;
     cgq_pred_batch_init (&b);
     uint64_t rng = cfg->seed ^ 0xba7c4ULL;
     int rc = 0;
     for (int epoch = 1; epoch <= cfg->epochs; epoch++) {
         for (int i = ntrain - 1; i > 0; i--) {
-            int j = (int) (cgq_pred_rng_next (&rng) % (uint64_t) (i + 1));
+            int j = (int)(cgq_pred_rng_next (&rng) % (uint64_t)(i + 1));
             int t = order[i];
             order[i] = order[j];
             order[j] = t;
@@ -368,7 +348,7 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
             res->flops += ff + fb;
         }
         cgq_pred_epoch_t e = {.epoch = epoch, .train_loss = loss / ntrain};
-        e.epoch_s = (double) (cgq_now_ms () - t0) / 1000.0;
+        e.epoch_s = (double)(cgq_now_ms () - t0) / 1000.0;
         res->train_s += e.epoch_s;
         if (!isfinite (e.train_loss)) {
             snprintf (err, err_len,
@@ -391,13 +371,12 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
         memcpy (cgq_pred_net_params (net), best, np * sizeof *best);
         s_evaluate (net, data, CGQ_PRED_TEST, &res->test);
         if (out_dir) {
-            json_t *extra = json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-                                       "best_epoch", res->best_epoch, "val_mae", res->val.mae,
-                                       "val_mape", res->val.mape, "val_rmse", res->val.rmse,
-                                       "val_srcc", res->val.srcc, "val_acc10", res->val.acc10,
-                                       "test_mae", res->test.mae, "test_mape", res->test.mape,
-                                       "test_rmse", res->test.rmse, "test_srcc", res->test.srcc,
-                                       "test_acc10", res->test.acc10);
+            json_t *extra = json_pack (
+                "{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "best_epoch",
+                res->best_epoch, "val_mae", res->val.mae, "val_mape", res->val.mape, "val_rmse",
+                res->val.rmse, "val_srcc", res->val.srcc, "val_acc10", res->val.acc10, "test_mae",
+                res->test.mae, "test_mape", res->test.mape, "test_rmse", res->test.rmse,
+                "test_srcc", res->test.srcc, "test_acc10", res->test.acc10);
             rc = cgq_pred_model_save (out_dir, cfg, net, data, extra, err, err_len);
             json_decref (extra);
         }
@@ -419,7 +398,7 @@ s_floats (const float *v, int n)
 {
     json_t *a = json_array ();
     for (int i = 0; i < n; i++)
-        json_array_append_new (a, json_real ((double) v[i]));
+        json_array_append_new (a, json_real ((double)v[i]));
     return a;
 }
 
@@ -436,14 +415,13 @@ cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net
     bool lt;
     cgq_pred_data_scaling (data, &fm, &fs, &ym, &ys, &lt);
     size_t np = cgq_pred_net_size (net);
-    json_t *o = json_pack ("{s:s, s:i, s:o, s:{s:o, s:o, s:f, s:f, s:b}, s:I, s:s}", "format",
-                           "cgq-predictor-model", "version", 1, "config",
-                           cgq_pred_config_json (cfg), "scaling", "feat_mean",
-                           s_floats (fm, CGQ_PRED_NUM_SHAPE), "feat_std",
-                           s_floats (fs, CGQ_PRED_NUM_SHAPE), "y_mean", ym, "y_std", ys,
-                           "log_target", lt, "params", (json_int_t) np, "weights", "model.f32");
+    json_t *o = json_pack (
+        "{s:s, s:i, s:o, s:{s:o, s:o, s:f, s:f, s:b}, s:I, s:s}", "format", "cgq-predictor-model",
+        "version", 1, "config", cgq_pred_config_json (cfg), "scaling", "feat_mean",
+        s_floats (fm, CGQ_PRED_NUM_SHAPE), "feat_std", s_floats (fs, CGQ_PRED_NUM_SHAPE), "y_mean",
+        ym, "y_std", ys, "log_target", lt, "params", (json_int_t)np, "weights", "model.f32");
     if (extra)
-        json_object_set (o, "metrics", (json_t *) extra);
+        json_object_set (o, "metrics", (json_t *)extra);
     cgq_buf_t b;
     cgq_buf_init (&b);
     cgq_json_append (&b, o, true);

@@ -24,22 +24,22 @@ typedef enum {
 } cgq_pred_select_t;
 
 typedef struct {
-    int layers;            // message-passing layers (3)
-    int hidden;            // width (64)
-    cgq_pred_agg_t agg;    // aggregation: sum | mean | gcn (mean)
-    bool readout_mean;     // readout: sum | mean (sum)
-    double lr;             // Adam's learning rate (1e-3)
-    double weight_decay;   // L2 added to the gradient (0)
-    double dropout;        // (0)
-    int batch_size;        // graphs per step (32)
-    int epochs;            // (50)
-    uint64_t seed;         // split, initialisation, shuffling, dropout (0)
-    bool log_target;       // regress log(latency) (true)
-    double val_frac;       // (0.1)
-    double test_frac;      // (0.1; ignored with test_family)
-    char test_family[64];  // hold a whole family out as the test set ("")
-    int label;             // label column of the dataset (0)
-    int max_graphs;        // use the first N graphs only; 0: all
+    int layers;               // message-passing layers (3)
+    int hidden;               // width (64)
+    cgq_pred_agg_t agg;       // aggregation: sum | mean | gcn (mean)
+    bool readout_mean;        // readout: sum | mean (sum)
+    double lr;                // Adam's learning rate (1e-3)
+    double weight_decay;      // L2 added to the gradient (0)
+    double dropout;           // (0)
+    int batch_size;           // graphs per step (32)
+    int epochs;               // (50)
+    uint64_t seed;            // split, initialisation, shuffling, dropout (0)
+    bool log_target;          // regress log(latency) (true)
+    double val_frac;          // (0.1)
+    double test_frac;         // (0.1; ignored with test_family)
+    char test_family[64];     // hold a whole family out as the test set ("")
+    int label;                // label column of the dataset (0)
+    int max_graphs;           // use the first N graphs only; 0: all
     cgq_pred_select_t select; // which val metric picks the best epoch (mape)
 } cgq_pred_config_t;
 
@@ -53,18 +53,17 @@ int cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *te
                          size_t err_len);
 // cgq_pred_config_set_json sets every member of a JSON object (CGQ_PARAMS:
 // numbers, strings, booleans). Returns 0, or -1 with err set.
-int cgq_pred_config_set_json (cgq_pred_config_t *cfg, const json_t *obj, char *err,
-                              size_t err_len);
+int cgq_pred_config_set_json (cgq_pred_config_t *cfg, const json_t *obj, char *err, size_t err_len);
 // cgq_pred_config_json returns cfg as a JSON object (caller decrefs).
 json_t *cgq_pred_config_json (const cgq_pred_config_t *cfg);
 // cgq_pred_config_help writes one line per key with its default and range.
 void cgq_pred_config_help (FILE *f);
 
 typedef struct {
-    int epoch;               // 1, 2, ...
-    double train_loss;       // mean squared error on normalised targets
-    cgq_pred_metrics_t val;  // on the validation graphs
-    double epoch_s;          // wall time of the epoch's training steps
+    int epoch;              // 1, 2, ...
+    double train_loss;      // mean squared error on normalised targets
+    cgq_pred_metrics_t val; // on the validation graphs
+    double epoch_s;         // wall time of the epoch's training steps
 } cgq_pred_epoch_t;
 
 // Called after every epoch; a non-zero return stops training there.
@@ -75,8 +74,8 @@ typedef struct {
     cgq_pred_metrics_t val;  // of the best epoch
     cgq_pred_metrics_t test; // of the best epoch's model
     int ntrain, nval, ntest;
-    double train_s;          // wall time of every training step
-    double flops;            // sgemm floating-point operations of those steps
+    double train_s; // wall time of every training step
+    double flops;   // sgemm floating-point operations of those steps
 } cgq_pred_result_t;
 
 // cgq_pred_train splits data per cfg, trains, and evaluates the best epoch's

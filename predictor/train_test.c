@@ -36,12 +36,12 @@ s_setup (void **state)
     for (int i = 0; i < COUNT; i++) {
         cgq_cg_gen_opts_t o;
         cgq_cg_gen_opts_default (&o);
-        o.family = (cgq_cg_family_t) (i % CGQ_CG_FAMILY_COUNT);
-        o.seed = (uint64_t) i;
+        o.family = (cgq_cg_family_t)(i % CGQ_CG_FAMILY_COUNT);
+        o.seed = (uint64_t)i;
         o.max_res = 64;
         cgq_cg_graph_t *g = cgq_cg_gen (&o, err, sizeof err);
         assert_non_null (g);
-        double label = (double) cgq_cg_graph_flops (g) / 1e6;
+        double label = (double)cgq_cg_graph_flops (g) / 1e6;
         assert_int_equal (cgq_cg_dataset_append_graph (ds, g, &label, err, sizeof err), 0);
         fam[i] = cgq_cg_family_name (o.family);
         cgq_cg_graph_destroy (&g);
@@ -141,7 +141,7 @@ test_split (void **state)
     assert_int_equal (cgq_pred_data_split (data, 3, 0.1, 0.2, "", true, err, sizeof err), 0);
     int first_val = cgq_pred_data_part (data, CGQ_PRED_VAL, &n[1])[0];
     for (int p = 0; p < 3; p++) {
-        const int *idx = cgq_pred_data_part (data, (cgq_pred_part_t) p, &n[p]);
+        const int *idx = cgq_pred_data_part (data, (cgq_pred_part_t)p, &n[p]);
         for (int i = 0; i < n[p]; i++)
             seen[idx[i]]++;
     }
@@ -152,8 +152,7 @@ test_split (void **state)
     assert_int_equal (cgq_pred_data_split (data, 3, 0.1, 0.2, "", true, err, sizeof err), 0);
     assert_int_equal (cgq_pred_data_part (data, CGQ_PRED_VAL, &n[1])[0], first_val);
     // By family: the test part is exactly that family.
-    assert_int_equal (cgq_pred_data_split (data, 3, 0.1, 0.2, "resnet", true, err, sizeof err),
-                      0);
+    assert_int_equal (cgq_pred_data_split (data, 3, 0.1, 0.2, "resnet", true, err, sizeof err), 0);
     const int *test = cgq_pred_data_part (data, CGQ_PRED_TEST, &n[2]);
     assert_int_equal (n[2], COUNT / 5);
     for (int i = 0; i < n[2]; i++)
@@ -223,9 +222,8 @@ test_save (void **state)
     json_error_t je;
     json_t *m = json_load_file (path, 0, &je);
     assert_non_null (m);
-    assert_int_equal (json_integer_value (json_object_get (json_object_get (m, "config"),
-                                                           "hidden")),
-                      8);
+    assert_int_equal (
+        json_integer_value (json_object_get (json_object_get (m, "config"), "hidden")), 8);
     json_int_t np = json_integer_value (json_object_get (m, "params"));
     free (path);
     path = cgq_xasprintf ("%s/model.f32", out);

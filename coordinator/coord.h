@@ -88,6 +88,8 @@ struct trial_s {
     trial_t *nnext, *nprev; // node's task list
     double started;
     int64_t adopt_deadline_ms; // recovered running trial not yet adopted
+    uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
+    uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
 };
 
 struct job_s {
@@ -152,6 +154,9 @@ struct node_s {
     device_t **devices; // a runner's devices (borrowed from c->devices)
     int ndevices;
     int64_t last_seen_ms;
+    uint64_t instance;   // the node process's Hello instance (0: not said)
+    uint64_t assign_seq; // of the last Assign sent to it in this epoch
+    bool draining;       // shutting down: no new tasks (a heartbeat said so)
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
     bool dirty;        // node hash needs an update this turn

@@ -200,6 +200,8 @@ s_start (coord_t *c, node_t *n, trial_t *t)
         a.repeats = s->trial.repeats;
         a.warmup = s->trial.warmup;
     }
+    a.seq = ++n->assign_seq;
+    a.epoch = c->epoch;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
@@ -210,6 +212,7 @@ s_start (coord_t *c, node_t *n, trial_t *t)
         cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
         cgq_store_cmd (c->store, "HSET %s %s %s", tkey, CGQ_TF_DEVICE, t->device->id);
     }
+    t->assign_seq = a.seq;
     s_rendered_fini (&r);
     free (gpus);
     cgq_buf_fini (&gl);

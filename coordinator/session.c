@@ -73,16 +73,28 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     for (size_t i = 0; i < h->n_unacked; i++)
         s_result (c, rid, h->unacked[i]);
 
-    // Tasks we believed were running there but the node no longer has: lost.
+    // Tasks we believed were running there but the node no longer has: lost,
+    // unless the same process simply had not received their Assign yet when
+    // it sent this Hello (it crossed on the wire; the heartbeats tell later).
+    bool same_process = !fresh && h->instance && h->instance == n->instance;
+    uint64_t seen = h->assign_epoch == c->epoch ? h->assign_seq : 0;
     trial_t *t = n->tasks;
     while (t) {
         trial_t *next = t->nnext;
         if (!s_lists ((const Cgq__TaskRef *const *) h->running, h->n_running, t)) {
-            nodes_release (c, t);
-            jobs_lost (c, t, "node restarted without it");
+            if (same_process && t->assign_seq > seen) {
+                cgq_debug ("node %s's Hello crossed the Assign of trial %" PRIu64 ".%" PRIu64
+                           " (seq %" PRIu64 " > %" PRIu64 "); still its own",
+                           n->id, t->job->id, t->id, t->assign_seq, seen);
+            } else {
+                nodes_release (c, t);
+                jobs_lost (c, t, same_process ? "node no longer runs it"
+                                              : "node restarted without it");
+            }
         }
         t = next;
     }
+    n->instance = h->instance;
 
     // (Re)declare resources; free capacity is recomputed from what it runs.
     nodes_declare (c, n, h->hostname, h->pid, h->kind, h->resources);
@@ -93,8 +105,11 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
         trial_t *tr = jobs_trial (c, r->job, r->trial);
         if (tr && tr->node == n && tr->attempt == r->attempt)
             continue; // already ours
-        if (jobs_readopt (c, n, tr, r->attempt) || jobs_adopt (c, n, tr, r->attempt))
+        if (jobs_readopt (c, n, tr, r->attempt) || jobs_adopt (c, n, tr, r->attempt)) {
+            tr->assign_seq = 0; // the node has it: no Assign of ours to wait for
+            tr->unseen_hbs = 0;
             continue;
+        }
         char buf[80];
         cgq_info ("node %s runs task %s that is not ours; stopping it", rid,
                   cgq_wire_task_str (buf, r));
@@ -111,6 +126,35 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     c->sched_dirty = true;
 }
 
+// s_missing finds the tasks we believe n runs that its heartbeat does not
+// list. A Result sent before the heartbeat has already been read (one pipe
+// keeps order), so such a task ended without one: lost. When the node has not
+// yet received the task's Assign (its seq is past what the heartbeat says),
+// the Assign may still be on its way; after SESSION_ASSIGN_LOST_HBS such
+// heartbeats (seconds of the node's own time) it was lost in a reconnect.
+static void
+s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
+{
+    uint64_t seen = hb->assign_epoch == c->epoch ? hb->assign_seq : 0;
+    trial_t *t = n->tasks;
+    while (t) {
+        trial_t *next = t->nnext;
+        if (s_lists ((const Cgq__TaskRef *const *) hb->running, hb->n_running, t)) {
+            t->unseen_hbs = 0;
+        } else if (t->assign_seq <= seen) {
+            nodes_release (c, t);
+            jobs_lost (c, t, "node no longer runs it and sent no result");
+        } else if (++t->unseen_hbs >= SESSION_ASSIGN_LOST_HBS) {
+            char why[128];
+            snprintf (why, sizeof why, "its Assign never reached the node (%u heartbeats)",
+                      (unsigned) t->unseen_hbs);
+            nodes_release (c, t);
+            jobs_lost (c, t, why);
+        }
+        t = next;
+    }
+}
+
 // s_reconcile stops tasks a node runs that are not ours: an attempt we have
 // since given to another node, or a trial that has ended. Such a duplicate
 // (say an Assign that crossed a reconnect) would hold resources we count as
@@ -122,19 +166,26 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
         const Cgq__TaskRef *r = hb->running[i];
         trial_t *t = jobs_trial (c, r->job, r->trial);
         if (t && t->node == n && t->attempt == r->attempt) {
-            // Cancelled but still running there: our Stop may have been lost
-            // in a reconnect. Stop is idempotent on the worker; say it again.
+            // Cancelled or stopped early but still running there: our Stop may
+            // have been lost in a reconnect. Stop is idempotent on the worker;
+            // say it again.
             if (t->state == CGQ_TRIAL_CANCELLED)
                 outbox_stop (c, n->id, r, "job cancelled");
+            else if (t->state == CGQ_TRIAL_STOPPED)
+                outbox_stop (c, n->id, r, "stopped early");
             continue;
         }
-        if (jobs_readopt (c, n, t, r->attempt))
+        if (jobs_readopt (c, n, t, r->attempt)) {
+            t->assign_seq = 0;
+            t->unseen_hbs = 0;
             continue;
+        }
         char buf[80];
         cgq_info ("node %s runs task %s that is no longer its own; stopping it", n->id,
                   cgq_wire_task_str (buf, r));
         outbox_stop (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
     }
+    s_missing (c, n, hb);
 }
 
 // s_heartbeat answers at once: the answer depends on no state, so nodes
@@ -152,6 +203,9 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
         cgq_debug ("send to %.*s failed: %s", (int) rid_len, rid, zmq_strerror (errno));
     if (n) {
         n->dirty = true;
+        if (in->draining && !n->draining)
+            cgq_info ("node %s is shutting down; no new tasks go to it", n->id);
+        n->draining = in->draining;
         s_reconcile (c, n, in);
     }
 }

@@ -9,6 +9,10 @@
 
 #include "coord.h"
 
+// Heartbeats from a node that has not received a task's Assign after which
+// the Assign counts as lost (the node sends one a second).
+#define SESSION_ASSIGN_LOST_HBS 3
+
 // session_message handles one decoded message from node rid.
 void session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env);
 

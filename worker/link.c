@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <czmq.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -49,6 +50,11 @@ struct cgq_link_t {
     zhashx_t *uindex;           // task key -> s_unacked_t (borrowed)
     size_t n_unacked;
     bool bye;
+    bool draining;         // said in every heartbeat: no new tasks
+    int kind;              // Cgq__NodeKind
+    uint64_t instance;     // drawn once per link: this process's Hellos share it
+    uint64_t assign_epoch; // the last Assign received: its coordinator epoch
+    uint64_t assign_seq;   // and its seq
 };
 
 // s_touch records that u went out at now: it moves to the list's tail.
@@ -130,7 +136,10 @@ s_send_hello (cgq_link_t *self, int64_t now)
 {
     Cgq__Hello hello = CGQ__HELLO__INIT;
     hello.node_id = self->node_id;
-    hello.kind = CGQ__NODE_KIND__NODE_WORKER;
+    hello.kind = (Cgq__NodeKind) self->kind;
+    hello.instance = self->instance;
+    hello.assign_epoch = self->assign_epoch;
+    hello.assign_seq = self->assign_seq;
     hello.resources = (Cgq__Resources *) self->resources;
     Cgq__TaskRef **running = NULL;
     hello.n_running = self->running ? self->running (self->arg, &running) : 0;
@@ -174,6 +183,9 @@ s_send_heartbeat (cgq_link_t *self, int64_t now)
     hb.n_running = self->running ? self->running (self->arg, &running) : 0;
     hb.running = running;
     hb.epoch = self->epoch;
+    hb.assign_epoch = self->assign_epoch;
+    hb.assign_seq = self->assign_seq;
+    hb.draining = self->draining;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
@@ -289,6 +301,13 @@ cgq_link_new (void *ctx, const cgq_link_opts_t *opts, cgq_link_running_fn *runni
     self->running = running;
     self->arg = arg;
     self->heartbeat_ms = opts->heartbeat_ms > 0 ? opts->heartbeat_ms : 1000;
+    self->kind = opts->kind;
+    // Never 0 (which means "not said"); time and pid when the kernel has no
+    // entropy to give.
+    if (getrandom (&self->instance, sizeof self->instance, GRND_NONBLOCK)
+        != (ssize_t) sizeof self->instance)
+        self->instance = ((uint64_t) cgq_now_ms () << 20) ^ (uint64_t) getpid ();
+    self->instance |= 1;
     self->max_frame = CGQ_WIRE_MAX_FRAME_DEFAULT;
     if (s_open (self) < 0) {
         cgq_link_destroy (&self);
@@ -399,6 +418,15 @@ cgq_link_recv (cgq_link_t *self)
             s_on_ack (self, env->ack);
             break;
         case CGQ__ENVELOPE__BODY_ASSIGN:
+            // What this process has seen, said in every Hello and Heartbeat:
+            // an Assign sent later may cross them (see schemas/cgq.proto).
+            if (env->assign->epoch > self->assign_epoch
+                || (env->assign->epoch == self->assign_epoch
+                    && env->assign->seq > self->assign_seq)) {
+                self->assign_epoch = env->assign->epoch;
+                self->assign_seq = env->assign->seq;
+            }
+            return env;
         case CGQ__ENVELOPE__BODY_STOP:
             return env;
         default:
@@ -564,4 +592,12 @@ cgq_link_bye (cgq_link_t *self, const char *reason)
     env.bye = &bye;
     s_send (self, &env);
     self->bye = true;
+}
+
+void
+cgq_link_drain (cgq_link_t *self)
+{
+    self->draining = true;
+    if (self->welcomed)
+        s_send_heartbeat (self, cgq_now_ms ());
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "wire.h"
 
 typedef struct cgq_link_t cgq_link_t;
@@ -30,6 +31,8 @@ typedef struct {
     const char *hostname;             // (copied)
     const Cgq__Resources *resources;  // borrowed for the link's lifetime
     int64_t heartbeat_ms;             // until the Welcome says otherwise
+    int kind;                         // Cgq__NodeKind: 0 worker (default), 1 device runner
+    const cgq_auth_t *auth;           // CURVE keys (borrowed for the link's lifetime); NULL: off
 } cgq_link_opts_t;
 
 // cgq_link_new opens the socket on zmq context ctx, connects and sends Hello.
@@ -72,6 +75,10 @@ size_t cgq_link_unacked (const cgq_link_t *self);
 
 // True after a Welcome, until the coordinator forgets this node.
 bool cgq_link_welcomed (const cgq_link_t *self);
+
+// cgq_link_drain tells the coordinator, in a heartbeat now and in every one
+// after, that this node takes no new task (it is shutting down).
+void cgq_link_drain (cgq_link_t *self);
 
 // cgq_link_bye sends Bye (when welcomed) and lets the socket linger briefly
 // on destroy so that it gets out.

@@ -173,6 +173,8 @@ class FakeRunner:
         self.runs = []
         self.overlaps = []
         self.unacked = {}    # (job, trial, attempt) -> encoded Result
+        self.instance = int.from_bytes(os.urandom(8), "little") | 1
+        self.assign_at = (0, 0)  # (epoch, seq) of the last Assign received
         self.stopped = threading.Event()
         self.welcomed = threading.Event()
         self.z = self._connect(endpoint)
@@ -208,17 +210,24 @@ class FakeRunner:
         with self.lock:
             running = b"".join(pb_bytes(4, task_ref(*ref)) for ref in self.busy.values())
             unacked = b"".join(pb_bytes(5, r) for r in self.unacked.values())
+            seen = pb_int(10, self.assign_at[0]) + pb_int(11, self.assign_at[1])
         return (pb_bytes(1, self.rid) + pb_int(2, NODE_DEVICE_RUNNER) + pb_bytes(3, res) + running +
-                unacked + pb_bytes(6, "fakerunner") + pb_int(7, os.getpid()))
+                unacked + pb_bytes(6, "fakerunner") + pb_int(7, os.getpid()) +
+                pb_int(9, self.instance) + seen)
 
     def _beater(self):
         while not self.stopped.wait(self.heartbeat_s):
+            # Under the lock, so that a measurement's Result (sent under it
+            # too) never falls between "not running" and "result sent": the
+            # coordinator takes a task missing from a heartbeat, with its
+            # Assign seen and no Result before it, as lost.
             with self.lock:
                 running = b"".join(pb_bytes(1, task_ref(*ref)) for ref in self.busy.values())
-            try:
-                self.z.send(envelope(HEARTBEAT, running))
-            except OSError:
-                continue  # closed for a reconnect, or by stop()
+                seen = pb_int(4, self.assign_at[0]) + pb_int(5, self.assign_at[1])
+                try:
+                    self.z.send(envelope(HEARTBEAT, running + seen))
+                except OSError:
+                    continue  # closed for a reconnect, or by stop()
 
     def _reader(self):
         z = self.z
@@ -248,6 +257,9 @@ class FakeRunner:
                 "timeout_ms": _one(a, 10, 0), "kind": _one(a, 2, b"").decode(),
                 "argv": [x.decode() for x in a.get(4, [])], "ref": ref}
         with self.lock:
+            at = (_one(a, 20, 0), _one(a, 19, 0))
+            if at > self.assign_at:
+                self.assign_at = at
             if device not in self.devices or device in self.busy:
                 self.overlaps.append(info)
                 return
@@ -261,18 +273,17 @@ class FakeRunner:
             return
         end = time.time()
         metrics = {"p50": seconds * 1000, "start": start, "end": end, "device": info["device"]}
-        with self.lock:
-            self.runs.append(dict(info, start=start, end=end, status=status))
-            del self.busy[info["device"]]
         res = (pb_bytes(1, task_ref(*info["ref"])) + pb_int(2, status) +
                pb_bytes(3, json.dumps(metrics)) + (pb_bytes(5, error) if error else b"") +
                pb_double(6, end - start))
         with self.lock:
+            self.runs.append(dict(info, start=start, end=end, status=status))
+            del self.busy[info["device"]]
             self.unacked[info["ref"]] = res
-        try:
-            self.z.send(envelope(RESULT, res))
-        except OSError:
-            pass
+            try:
+                self.z.send(envelope(RESULT, res))
+            except OSError:
+                pass
 
     def stop(self):
         """Goes silent at once (like a runner whose machine is lost)."""

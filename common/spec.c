@@ -2160,13 +2160,15 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
             device_k = k;
         }
         else if (!strcmp (kt, "repeats")) {
-            if (s_get_int (c, e, "trial.repeats", 1, 1000000, "write e.g. repeats: 50", &n) < 0)
+            if (s_get_int (c, e, "trial.repeats", 1, 1000000,
+                           "write e.g. repeats: 50, or leave it out for the runner's default", &n) < 0)
                 return -1;
             spec->trial.repeats = (uint32_t) n;
             device_k = k;
         }
         else if (!strcmp (kt, "warmup")) {
-            if (s_get_int (c, e, "trial.warmup", 0, 1000000, "write e.g. warmup: 5", &n) < 0)
+            if (s_get_int (c, e, "trial.warmup", 1, 1000000,
+                           "write e.g. warmup: 5, or leave it out for the runner's default", &n) < 0)
                 return -1;
             spec->trial.warmup = (uint32_t) n;
             device_k = k;
@@ -2628,8 +2630,6 @@ s_parse (const char *text, size_t len, const char *path, const char *dir, char *
     spec->search.samples = 1;
     spec->trial.kind = CGQ_TRIAL_COMMAND;
     spec->trial.cpu = 1;
-    spec->trial.repeats = 10;
-    spec->trial.warmup = 1;
 
     yaml_parser_t parser;
     yaml_parser_initialize (&parser);
@@ -3092,9 +3092,12 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     else if (self->trial.kind == CGQ_TRIAL_PREDICTOR)
         fprintf (f, "trial: predictor (built-in GNN latency predictor) on %s\n", self->trial.data);
     else if (self->trial.kind == CGQ_TRIAL_DEVICE) {
-        fprintf (f, "trial: benchmark %s on a device with %s, repeats %u, warmup %u\n",
+        char rep[32], warm[32];
+        snprintf (rep, sizeof rep, "%u", self->trial.repeats);
+        snprintf (warm, sizeof warm, "%u", self->trial.warmup);
+        fprintf (f, "trial: benchmark %s on a device with %s, repeats %s, warmup %s\n",
                  self->trial.benchmark, cgq_spec_stage_on (&self->trial, on, sizeof on),
-                 self->trial.repeats, self->trial.warmup);
+                 self->trial.repeats ? rep : "the runner's", self->trial.warmup ? warm : "the runner's");
         if (self->trial.artifact_url)
             fprintf (f, "  artifact: %s (sha256 %s)\n", self->trial.artifact_url,
                      self->trial.artifact_sha256);

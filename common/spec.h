@@ -101,8 +101,8 @@ typedef struct {
     char *benchmark;        // the runner's benchmark name
     char *artifact_url;     // template (params allowed); NULL: no artifact
     char *artifact_sha256;  // template; literal: 64 lowercase hex digits
-    uint32_t repeats;       // timed runs, >= 1 (default 10)
-    uint32_t warmup;        // untimed runs before them (default 1)
+    uint32_t repeats;       // timed runs, >= 1; 0 (not given): the runner's default
+    uint32_t warmup;        // untimed runs before them, >= 1; 0 (not given): the runner's default
 } cgq_stage_t;
 
 typedef struct {

@@ -1113,8 +1113,8 @@ t_device (void **state)
     const char *d = "trial: {on: {device: cpu-local, cores: 4}, benchmark: sleep}\n";
     s = cgq_spec_parse (d, strlen (d), "d.yaml", err, sizeof err);
     assert_non_null (s);
-    assert_int_equal (s->trial.repeats, 10);
-    assert_int_equal (s->trial.warmup, 1);
+    assert_int_equal (s->trial.repeats, 0); // the runner's defaults (runner.yaml)
+    assert_int_equal (s->trial.warmup, 0);
     assert_null (s->trial.artifact_url);
     json_t *t2 = json_pack ("{s:s, s:s}", "device", "cpu-local", "cores", "4");
     assert_true (cgq_spec_stage_matches (&s->trial, t2));
@@ -1174,8 +1174,9 @@ t_err_device (void **state)
                     "bad benchmark name 'rm -rf'");
     s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  repeats: 0\n", 4, 12,
                     "trial.repeats must be an integer >= 1, not 0");
-    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  warmup: -1\n", 4, 11,
-                    "trial.warmup must be an integer >= 0, not -1");
+    s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  warmup: 0\n", 4, 11,
+                    "trial.warmup must be an integer >= 1, not 0 (write e.g. warmup: 5, or leave "
+                    "it out for the runner's default)");
     s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  artifact: {url: x}\n", 4, 13,
                     "trial.artifact.sha256 is missing");
     s_expect_error ("trial:\n  on: {device: a}\n  benchmark: b\n  artifact: {sha256: ab}\n", 4,

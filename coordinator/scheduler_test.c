@@ -267,7 +267,7 @@ test_device_assign_fields (void **state)
             "  benchmark: sleep\n"
             "  artifact: {url: \"file:///m/{m}.bin\", sha256: "
             "\"9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08\"}\n"
-            "  warmup: 0\n"
+            "  warmup: 2\n"
             "  timeout: 2s\n"
             "  env: {MODEL: \"{m}\"}\n");
     const char *devs[] = {"d1:device=x", NULL};
@@ -284,8 +284,8 @@ test_device_assign_fields (void **state)
             assert_string_equal (a->artifact_url, "file:///m/a.bin");
             assert_string_equal (a->artifact_sha256,
                                  "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
-            assert_int_equal (a->repeats, 10);
-            assert_int_equal (a->warmup, 0);
+            assert_int_equal (a->repeats, 0); // not given: the runner's default
+            assert_int_equal (a->warmup, 2);
             assert_int_equal (a->timeout_ms, 2000);
             assert_int_equal (a->n_argv, 0);
             assert_int_equal (a->n_env, 1);

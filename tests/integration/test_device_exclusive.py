@@ -28,7 +28,7 @@ trial:
   on: {device: fake-board}
   benchmark: sleep
   repeats: 3
-  warmup: 0
+  warmup: 1
   timeout: 30s
 '''
 
@@ -82,7 +82,7 @@ class DeviceExclusiveTest(CgqTestCase):
         for r in runs:
             self.assertEqual(r["kind"], "benchmark", r)
             self.assertEqual(r["benchmark"], "sleep", r)
-            self.assertEqual((r["repeats"], r["warmup"], r["timeout_ms"]), (3, 0, 30000), r)
+            self.assertEqual((r["repeats"], r["warmup"], r["timeout_ms"]), (3, 1, 30000), r)
             self.assertEqual(r["argv"], [], "a runner never gets a command")
 
         # From what the coordinator recorded: each trial's device and the
@@ -166,7 +166,7 @@ class DeviceExclusiveTest(CgqTestCase):
         def behaviour(device, info):
             if not first:
                 first.append(info["ref"])
-                return TASK_SUCCEEDED, 2.0, None
+                return TASK_SUCCEEDED, 5.0, None  # outlasts a restart under load
             return TASK_SUCCEEDED, 0.1, None
 
         r = FakeRunner(c.nodes_ep, "lab", {"d2": {"device": "fake-board"}}, behaviour)

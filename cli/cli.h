@@ -43,6 +43,8 @@ typedef struct {
 struct cgq_cli_t {
     const char *redis;       // --redis, else $CGQ_REDIS, else the default
     const char *coordinator; // --coordinator, else $CGQ_COORDINATOR, else the default
+    const char *curve_secret; // --curve-secret, else $CGQ_CURVE_SECRET, else NULL (CURVE off)
+    const char *curve_server; // --curve-server, else $CGQ_CURVE_SERVER
     const cgq_cli_cmd_t *cmd;
     const char *vals[CGQ_CLI_MAX_OPTS]; // per option of cmd: its value, "" for a given flag, NULL
     char **pos;                         // positional arguments (borrowed from argv)
@@ -88,6 +90,7 @@ int cgq_cmd_results (cgq_cli_t *cli);  // show.c
 int cgq_cmd_workers (cgq_cli_t *cli);  // show.c
 int cgq_cmd_devices (cgq_cli_t *cli);  // devices.c
 int cgq_cmd_logs (cgq_cli_t *cli);     // show.c
+int cgq_cmd_keygen (cgq_cli_t *cli);   // keygen.c
 int cgq_cmd_pareto (cgq_cli_t *cli);   // pareto.c
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "auth.h"
 #include "cli.h"
 #include "util.h"
 
@@ -44,6 +45,42 @@ s_monitor_event (void *mon)
     return event;
 }
 
+// CURVE keys of every request (cgq_ctl_set_curve); NULL: off.
+static const char *s_curve_secret, *s_curve_server;
+
+void
+cgq_ctl_set_curve (const char *secret_path, const char *server_path)
+{
+    s_curve_secret = secret_path;
+    s_curve_server = server_path;
+}
+
+// s_handshake_failed explains a failed ZeroMQ handshake: with CURVE on, the
+// coordinator refused this key (or speaks without CURVE); with it off, the
+// coordinator wants CURVE.
+static void
+s_handshake_failed (char *err, size_t errlen, const char *endpoint, const cgq_auth_t *auth,
+                    int event)
+{
+    if (auth && event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        snprintf (err, errlen,
+                  "the coordinator at %s refused this CLI's CURVE key %s (copy the .key file "
+                  "beside --curve-secret %s into the coordinator's --curve-allow directory)",
+                  endpoint, cgq_auth_public_txt (auth), s_curve_secret);
+    else if (auth)
+        snprintf (err, errlen,
+                  "the CURVE handshake with the coordinator at %s failed (check that "
+                  "--curve-server %s is the coordinator's public certificate and that the "
+                  "coordinator runs with --curve-secret)",
+                  endpoint, s_curve_server);
+    else
+        snprintf (err, errlen,
+                  "the coordinator at %s requires CURVE authentication (set --curve-secret to "
+                  "your NAME.key_secret from `cgq keygen` and --curve-server to the "
+                  "coordinator's public .key, or CGQ_CURVE_SECRET and CGQ_CURVE_SERVER)",
+                  endpoint);
+}
+
 int
 cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t **reply,
                  char *err, size_t errlen)
@@ -54,6 +91,11 @@ cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t
     if (cgq_wire_encode (req, &data, &len) < 0) {
         snprintf (err, errlen, "internal error: empty request to the coordinator");
         return CGQ_EXIT_FAIL;
+    }
+    cgq_auth_t *auth = NULL;
+    if (cgq_auth_client_new (s_curve_secret, s_curve_server, &auth, err, errlen) < 0) {
+        free (data);
+        return CGQ_EXIT_BAD;
     }
     int rc = CGQ_EXIT_FAIL;
     int64_t deadline = cgq_now_ms () + timeout_ms;
@@ -70,11 +112,20 @@ cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t
     zmq_setsockopt (sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt (sock, ZMQ_SNDTIMEO, &timeout_ms, sizeof timeout_ms);
     zmq_setsockopt (sock, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    if (cgq_auth_client_apply (auth, sock) < 0) {
+        snprintf (err, errlen, "cannot turn CURVE on: %s", zmq_strerror (zmq_errno ()));
+        goto done;
+    }
     // A monitor tells a refused connection (nobody listens: fail at once)
     // from a slow coordinator (wait up to timeout_ms).
     char mon_ep[64];
     snprintf (mon_ep, sizeof mon_ep, "inproc://cgq-ctl-monitor-%p", sock);
-    if (zmq_socket_monitor (sock, mon_ep, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED) == 0) {
+    // A refused key, a CURVE mismatch, or a request over the coordinator's
+    // message limit (ZeroMQ closes the connection) fail at once too.
+    int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED
+                 | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+    if (zmq_socket_monitor (sock, mon_ep, events) == 0) {
         mon = zmq_socket (ctx, ZMQ_PAIR);
         if (mon) {
             zmq_setsockopt (mon, ZMQ_LINGER, &linger, sizeof linger);
@@ -124,6 +175,20 @@ cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t
                 s_unreachable (err, errlen, endpoint, ": connection refused");
                 goto done;
             }
+            else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                     || ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     || ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+                s_handshake_failed (err, errlen, endpoint, auth, ev);
+                rc = CGQ_EXIT_BAD;
+                goto done;
+            }
+            else if (ev == ZMQ_EVENT_DISCONNECTED && connected) {
+                snprintf (err, errlen,
+                          "the coordinator at %s closed the connection while this %zu-byte "
+                          "request was on its way (larger than it accepts? see its log)",
+                          endpoint, len);
+                goto done;
+            }
         }
         if (items[0].revents & ZMQ_POLLIN)
             break;
@@ -154,6 +219,7 @@ done:
         zmq_close (sock);
     if (ctx)
         zmq_ctx_term (ctx);
+    cgq_auth_destroy (&auth);
     free (data);
     return rc;
 }

@@ -9,6 +9,11 @@
 
 #define CGQ_CTL_TIMEOUT_MS 5000
 
+// cgq_ctl_set_curve gives every later request CURVE keys: the user's secret
+// certificate and the coordinator's public one (paths borrowed for the
+// program's lifetime). NULL, NULL: CURVE off (the default).
+void cgq_ctl_set_curve (const char *secret_path, const char *server_path);
+
 // cgq_ctl_request sends req to endpoint and waits at most timeout_ms for the
 // answer. Returns an exit status: 0 with *reply set (caller frees with
 // cgq_wire_free); 2 when the endpoint is malformed; 1 when the coordinator

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "ctl.h"
 #include "log.h"
 #include "progress.h"
 #include "util.h"
@@ -28,6 +29,10 @@ static const cgq_cli_opt_t s_run_opts[] = {
     {"cpus", "C", "CPU slots of each worker (default: the cores divided among the workers, at least 1)"},
     {"gpus", "SPEC", "GPUs: auto, none, 0,1 (split among the workers) or fake:N (default auto)"},
     {"keep", NULL, "leave Redis, the coordinator and the workers running afterwards"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_keygen_opts[] = {
+    {"dir", "DIR", "where the key files go (default: the current directory)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_status_opts[] = {
@@ -87,6 +92,12 @@ static const cgq_cli_cmd_t s_cmds[] = {
     {"cancel", "JOB", "cancel a job (its running trials are stopped)", NULL, 1, 1, s_no_opts,
      cgq_cmd_cancel},
     {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},
+    {"keygen", "NAME", "write a CURVE key pair: NAME.key (public) and NAME.key_secret",
+     "Writes DIR/NAME.key (the public certificate: copy it into the coordinator's\n"
+     "--curve-allow directory, or give it to nodes and users as --curve-server) and\n"
+     "DIR/NAME.key_secret (mode 0600: this program's own --curve-secret). Never\n"
+     "overwrites a key. See docs/security.md.",
+     1, 1, s_keygen_opts, cgq_cmd_keygen},
     {"devices", "[enable ID]", "the devices of device runners; enable returns a quarantined one",
      "Lists every device a runner has declared: id, runner, state (idle, busy, quarantined,\n"
      "offline), the task it runs (JOB.TRIAL#ATTEMPT), failed measurements in a row, tags and\n"
@@ -102,6 +113,10 @@ static const char *s_global_help =
     "  --redis URL          Redis URL (env CGQ_REDIS, default " CGQ_CLI_DEFAULT_REDIS ")\n"
     "  --coordinator EP     coordinator control endpoint (env CGQ_COORDINATOR,\n"
     "                       default " CGQ_CLI_DEFAULT_COORDINATOR ")\n"
+    "  --curve-secret FILE  CURVE: your secret certificate, NAME.key_secret of\n"
+    "                       `cgq keygen` (env CGQ_CURVE_SECRET)\n"
+    "  --curve-server FILE  CURVE: the coordinator's public certificate (env\n"
+    "                       CGQ_CURVE_SERVER)\n"
     "  -h, --help           this help\n";
 
 volatile sig_atomic_t cgq_cli_signal = 0;
@@ -271,18 +286,27 @@ s_find_cmd (const char *name)
     return NULL;
 }
 
-enum { S_OPT_REDIS = 1000, S_OPT_COORDINATOR, S_OPT_HELP, S_OPT_VERSION };
+enum {
+    S_OPT_REDIS = 1000,
+    S_OPT_COORDINATOR,
+    S_OPT_HELP,
+    S_OPT_VERSION,
+    S_OPT_CURVE_SECRET,
+    S_OPT_CURVE_SERVER
+};
 
 // s_parse fills cli from argv[0..argc-1] (argv[0] is the command name).
 // Returns -1 to exit 0 (help printed), 0 to run, or an exit status > 0.
 static int
 s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
 {
-    struct option lo[CGQ_CLI_MAX_OPTS + 5];
+    struct option lo[CGQ_CLI_MAX_OPTS + 7];
     int n = 0;
     lo[n++] = (struct option) {"redis", required_argument, NULL, S_OPT_REDIS};
     lo[n++] = (struct option) {"coordinator", required_argument, NULL, S_OPT_COORDINATOR};
     lo[n++] = (struct option) {"help", no_argument, NULL, S_OPT_HELP};
+    lo[n++] = (struct option) {"curve-secret", required_argument, NULL, S_OPT_CURVE_SECRET};
+    lo[n++] = (struct option) {"curve-server", required_argument, NULL, S_OPT_CURVE_SERVER};
     int nopts = 0;
     for (const cgq_cli_opt_t *o = cmd->opts; o->name && nopts < CGQ_CLI_MAX_OPTS; o++, nopts++)
         lo[n++] = (struct option) {o->name, o->arg ? required_argument : no_argument, NULL,
@@ -302,6 +326,10 @@ s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
             cli->redis = optarg;
         else if (c == S_OPT_COORDINATOR)
             cli->coordinator = optarg;
+        else if (c == S_OPT_CURVE_SECRET)
+            cli->curve_secret = optarg;
+        else if (c == S_OPT_CURVE_SERVER)
+            cli->curve_server = optarg;
         else if (c == S_OPT_HELP || c == 'h') {
             s_print_cmd_help (cmd, stdout);
             return -1;
@@ -345,6 +373,8 @@ main (int argc, char **argv)
     cli.coordinator = getenv ("CGQ_COORDINATOR");
     if (!cli.coordinator || !*cli.coordinator)
         cli.coordinator = CGQ_CLI_DEFAULT_COORDINATOR;
+    cli.curve_secret = getenv ("CGQ_CURVE_SECRET");
+    cli.curve_server = getenv ("CGQ_CURVE_SERVER");
 
     // Global options before the command name; the command's parser accepts
     // them again after it.
@@ -354,6 +384,8 @@ main (int argc, char **argv)
         const char *val = NULL;
         bool is_redis = strncmp (a, "--redis", 7) == 0 && (a[7] == 0 || a[7] == '=');
         bool is_coord = strncmp (a, "--coordinator", 13) == 0 && (a[13] == 0 || a[13] == '=');
+        bool is_secret = strncmp (a, "--curve-secret", 14) == 0 && (a[14] == 0 || a[14] == '=');
+        bool is_server = strncmp (a, "--curve-server", 14) == 0 && (a[14] == 0 || a[14] == '=');
         if (!strcmp (a, "--help") || !strcmp (a, "-h")) {
             s_print_usage (stdout);
             return CGQ_EXIT_OK;
@@ -362,7 +394,7 @@ main (int argc, char **argv)
             printf ("cgq %s\n", CGQ_CLI_VERSION);
             return CGQ_EXIT_OK;
         }
-        if (!is_redis && !is_coord) {
+        if (!is_redis && !is_coord && !is_secret && !is_server) {
             cgq_cli_error ("unknown option '%s' (see cgq --help)", a);
             return CGQ_EXIT_BAD;
         }
@@ -377,8 +409,12 @@ main (int argc, char **argv)
         }
         if (is_redis)
             cli.redis = val;
-        else
+        else if (is_coord)
             cli.coordinator = val;
+        else if (is_secret)
+            cli.curve_secret = val;
+        else
+            cli.curve_server = val;
         i++;
     }
     if (i >= argc) {
@@ -409,5 +445,6 @@ main (int argc, char **argv)
         return CGQ_EXIT_OK;
     if (rc > 0)
         return rc;
+    cgq_ctl_set_curve (cli.curve_secret, cli.curve_server);
     return cmd->fn (&cli);
 }

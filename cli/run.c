@@ -939,6 +939,12 @@ s_prepare (s_local_t *l)
 int
 cgq_cmd_run (cgq_cli_t *cli)
 {
+    // Everything runs on loopback here, without CURVE: keys meant for a
+    // cluster must not reach the private coordinator and workers.
+    cgq_ctl_set_curve (NULL, NULL);
+    unsetenv ("CGQ_CURVE_SECRET");
+    unsetenv ("CGQ_CURVE_SERVER");
+    unsetenv ("CGQ_CURVE_ALLOW");
     uint64_t nworkers, top;
     if (cgq_cli_opt_u64 (cli, "workers", 1, 1, S_MAX_WORKERS, &nworkers) < 0 ||
         cgq_cli_opt_u64 (cli, "top", S_DEFAULT_TOP, 1, UINT32_MAX, &top) < 0)

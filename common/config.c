@@ -23,7 +23,8 @@ static const char *
 s_metavar (cgq_opt_type_t type)
 {
     switch (type) {
-    case CGQ_OPT_STRING: return "VALUE";
+    case CGQ_OPT_STRING:
+    case CGQ_OPT_LIST: return "VALUE";
     case CGQ_OPT_INT: return "N";
     case CGQ_OPT_DOUBLE: return "X";
     case CGQ_OPT_BOOL: return "";
@@ -37,7 +38,8 @@ static const char *
 s_expected (cgq_opt_type_t type)
 {
     switch (type) {
-    case CGQ_OPT_STRING: return "a string";
+    case CGQ_OPT_STRING:
+    case CGQ_OPT_LIST: return "a string";
     case CGQ_OPT_INT: return "an integer (write e.g. 5, -3)";
     case CGQ_OPT_DOUBLE: return "a number (write e.g. 0.5, 2, 1e-3)";
     case CGQ_OPT_BOOL: return "a boolean (write true or false)";
@@ -120,7 +122,8 @@ s_set (const cgq_opt_t *opt, void *cfg, const char *text, char *err, size_t errl
     char *field = (char *) cfg + opt->offset;
     double num = 0;
     switch (opt->type) {
-    case CGQ_OPT_STRING: {
+    case CGQ_OPT_STRING:
+    case CGQ_OPT_LIST: {
         char **sp = (char **) field;
         free (*sp);
         *sp = cgq_xstrdup (text);
@@ -199,7 +202,8 @@ s_clear (const cgq_opt_t *opt, void *cfg)
 {
     char *field = (char *) cfg + opt->offset;
     switch (opt->type) {
-    case CGQ_OPT_STRING: *(char **) field = NULL; break;
+    case CGQ_OPT_STRING:
+    case CGQ_OPT_LIST: *(char **) field = NULL; break;
     case CGQ_OPT_BOOL: *(bool *) field = false; break;
     case CGQ_OPT_INT:
     case CGQ_OPT_DURATION_MS: *(int64_t *) field = 0; break;
@@ -393,6 +397,17 @@ s_scan (const cgq_opt_t *opts, const char *prog, int argc, char **argv, s_flag_t
     return help ? 1 : version ? 2 : 0;
 }
 
+// s_list_seen is true when flags[0..i) already gave the option of flags[i]:
+// a repeated list flag adds to the list.
+static bool
+s_list_seen (const s_flag_t *flags, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (flags[j].opt == flags[i].opt)
+            return true;
+    return false;
+}
+
 int
 cgq_config_parse (const cgq_opt_t *opts, void *cfg, const char *prog, const char *usage,
                   int argc, char **argv, int *argi)
@@ -449,6 +464,13 @@ cgq_config_parse (const cgq_opt_t *opts, void *cfg, const char *prog, const char
     }
 
     for (int i = 0; i < nflags; i++) {
+        if (flags[i].opt->type == CGQ_OPT_LIST && s_list_seen (flags, i)) {
+            char **sp = (char **) ((char *) cfg + flags[i].opt->offset);
+            char *joined = cgq_xasprintf ("%s\n%s", *sp ? *sp : "", flags[i].value);
+            free (*sp);
+            *sp = joined;
+            continue;
+        }
         if (s_set (flags[i].opt, cfg, flags[i].value, err, sizeof err) < 0) {
             fprintf (stderr, "%s: %s: %s\n", prog, flags[i].name, err);
             rc = -1;
@@ -488,7 +510,7 @@ cgq_config_free (const cgq_opt_t *opts, void *cfg)
     if (!opts || !cfg)
         return;
     for (const cgq_opt_t *o = opts; o->name; o++) {
-        if (o->type != CGQ_OPT_STRING)
+        if (o->type != CGQ_OPT_STRING && o->type != CGQ_OPT_LIST)
             continue;
         char **sp = (char **) ((char *) cfg + o->offset);
         free (*sp);
@@ -526,7 +548,9 @@ cgq_config_print_help (const cgq_opt_t *opts, const char *prog, const char *usag
         if (o->def)
             def[i] = o->def;
         else
-            def[i] = o->type == CGQ_OPT_BOOL ? "false" : o->type == CGQ_OPT_STRING ? "-" : "0";
+            def[i] = o->type == CGQ_OPT_BOOL                                  ? "false"
+                     : o->type == CGQ_OPT_STRING || o->type == CGQ_OPT_LIST ? "-"
+                                                                              : "0";
         const char *h = o->help ? o->help : "";
         const char *unit = o->type == CGQ_OPT_DURATION_MS ? " ms" : "";
         if (o->max > o->min)

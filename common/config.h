@@ -23,6 +23,10 @@ typedef enum {
     CGQ_OPT_BOOL,        // bool        (a flag: --name sets true; =true/false/1/0/yes/no)
     CGQ_OPT_DURATION_MS, // int64_t ms  ("500ms", "2s", "1m"; a bare number is seconds)
     CGQ_OPT_BYTES,       // uint64_t    ("4G", "512M", "1024")
+    CGQ_OPT_LIST,        // char *      entries separated by '\n' (owned, as STRING): each
+                         //             --flag on the command line adds one; the flags
+                         //             replace what a variable or file set (one entry,
+                         //             or several separated by newlines)
 } cgq_opt_type_t;
 
 typedef struct {

@@ -12,6 +12,49 @@
 #include "outbox.h"
 #include "space.h"
 
+#define S_REQUEST_SLACK 65536 // a spec's path and directory beside it
+#define S_MESSAGE_FACTOR 64   // control socket bound / largest request decoded
+
+// s_size writes n bytes as "50 MB", "1 MiB" or "900 bytes".
+static char *
+s_size (char *buf, size_t len, uint64_t n)
+{
+    if (n >= (1u << 20) && n % (1u << 20) == 0)
+        snprintf (buf, len, "%llu MiB", (unsigned long long) (n >> 20));
+    else if (n >= 1000000)
+        snprintf (buf, len, "%.0f MB", (double) n / 1e6);
+    else if (n >= 1024 && n % 1024 == 0)
+        snprintf (buf, len, "%llu KiB", (unsigned long long) (n >> 10));
+    else if (n >= 10000)
+        snprintf (buf, len, "%.0f kB", (double) n / 1e3);
+    else
+        snprintf (buf, len, "%llu bytes", (unsigned long long) n);
+    return buf;
+}
+
+uint64_t
+control_max_request (const coord_cfg_t *cfg)
+{
+    return cfg->max_spec + S_REQUEST_SLACK;
+}
+
+int64_t
+control_max_message (const coord_cfg_t *cfg)
+{
+    return (int64_t) (control_max_request (cfg) * S_MESSAGE_FACTOR);
+}
+
+void
+control_too_big (coord_t *c, const char *rid, size_t rid_len, size_t size)
+{
+    char msg[256], a[32], b[32];
+    snprintf (msg, sizeof msg,
+              "request is %s, over the %s limit of a spec (--max-spec of the coordinator); "
+              "nothing was submitted",
+              s_size (a, sizeof a, size), s_size (b, sizeof b, c->cfg.max_spec));
+    outbox_reply (c, rid, rid_len, 2, msg, false);
+}
+
 static void
 s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
 {
@@ -19,9 +62,11 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     const char *path = m->spec_path && *m->spec_path ? m->spec_path : "spec";
     size_t len = strlen (yaml);
     if (len > c->cfg.max_spec) {
-        char msg[256];
-        snprintf (msg, sizeof msg, "%s: spec is %zu bytes, more than the limit of %llu (--max-spec)",
-                  path, len, (unsigned long long) c->cfg.max_spec);
+        char msg[512], a[32], b[32];
+        snprintf (msg, sizeof msg,
+                  "%s: spec is %s, over the %s limit (--max-spec of the coordinator); nothing "
+                  "was submitted",
+                  path, s_size (a, sizeof a, len), s_size (b, sizeof b, c->cfg.max_spec));
         outbox_reply (c, rid, rid_len, 2, msg, true);
         return;
     }

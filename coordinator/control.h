@@ -10,4 +10,13 @@
 
 void control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env);
 
+// control_max_request is the largest control frame decoded: a spec of
+// --max-spec and room for its path. control_max_message is the bound of the
+// control socket itself (ZMQ_MAXMSGSIZE), far above it, so that a larger
+// request reaches control_too_big and gets an answer that names the limit,
+// where ZeroMQ would only close the connection.
+uint64_t control_max_request (const coord_cfg_t *cfg);
+int64_t control_max_message (const coord_cfg_t *cfg);
+void control_too_big (coord_t *c, const char *rid, size_t rid_len, size_t size);
+
 #endif

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "model.h"
 #include "searcher.h"
 #include "spec.h"
@@ -46,6 +47,11 @@ typedef struct {
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
     int64_t quarantine_after; // failed results in a row that quarantine a device (0: 3)
+    char *curve_secret; // CURVE: own NAME.key_secret (common/auth.h); NULL: off
+    char *curve_allow;  // CURVE: directory of allowed public keys
+    bool insecure;      // bind beyond loopback without CURVE
+    uint64_t max_report;     // bytes of one Progress report kept
+    double max_report_rate;  // Progress reports kept per second per trial
     char *log_level;
     bool log_json;
 } coord_cfg_t;
@@ -185,6 +191,7 @@ typedef struct {
     char nodes_ep[256];
     char ctl_ep[256];
     cgq_store_t *store;
+    cgq_auth_t *auth;      // CURVE and its ZAP handler (main.c); NULL: off
     uint64_t epoch;
     job_t *jobs;           // in id order
     job_t *rr;             // round-robin cursor (next job to serve first)
@@ -201,6 +208,7 @@ typedef struct {
     int64_t next_stats_ms;
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
     uint64_t stat_results, stat_assigns;
+    uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time
     int64_t stall_ms;      // time the loop was not listening, not yet credited to nodes
 } coord_t;

@@ -66,9 +66,16 @@ s_drain (coord_t *c, void *sock, bool control)
         if (nparts == payload + 1 && (!control || zmq_msg_size (&parts[1]) == 0)) {
             const char *rid = zmq_msg_data (&parts[0]);
             size_t rid_len = zmq_msg_size (&parts[0]);
-            cgq_env_t *env = cgq_wire_decode (zmq_msg_data (&parts[payload]),
-                                              zmq_msg_size (&parts[payload]), c->cfg.max_frame);
-            if (env) {
+            size_t size = zmq_msg_size (&parts[payload]);
+            uint64_t limit = control ? control_max_request (&c->cfg) : c->cfg.max_frame;
+            cgq_env_t *env = size > limit ? NULL
+                                          : cgq_wire_decode (zmq_msg_data (&parts[payload]),
+                                                             size, limit);
+            if (!env && control && size > limit) {
+                cgq_wire_dropped++;
+                control_too_big (c, rid, rid_len, size);
+            }
+            else if (env) {
                 if (control)
                     control_message (c, rid, rid_len, env);
                 else
@@ -100,6 +107,10 @@ s_stats (coord_t *c)
     cgq_hset_u64 (&h, CGQ_CF_DROPPED, cgq_wire_dropped);
     cgq_hset_u64 (&h, CGQ_CF_RESULTS, c->stat_results);
     cgq_hset_u64 (&h, CGQ_CF_ASSIGNS, c->stat_assigns);
+    cgq_hset_u64 (&h, CGQ_CF_REJECTED, c->stat_rejected);
+    cgq_hset_u64 (&h, CGQ_CF_REPORTS_DROPPED, c->stat_reports_dropped);
+    if (c->auth)
+        cgq_hset_u64 (&h, CGQ_CF_REFUSED_PEERS, cgq_auth_refused (c->auth));
     cgq_hset_queue (&h, c->store);
 }
 
@@ -150,7 +161,10 @@ s_min_deadline (int64_t a, int64_t b)
 int
 coord_run (coord_t *c)
 {
-    zmq_pollitem_t items[2] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0}, {c->ctl_sock, 0, ZMQ_POLLIN, 0}};
+    zmq_pollitem_t items[3] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
+                               {c->ctl_sock, 0, ZMQ_POLLIN, 0},
+                               {cgq_auth_zap_socket (c->auth), 0, ZMQ_POLLIN, 0}};
+    int nitems = c->auth ? 3 : 2; // CURVE: peers wait on our ZAP answers
     c->next_liveness_ms = cgq_now_ms () + c->cfg.heartbeat_ms;
     c->next_stats_ms = cgq_now_ms () + 1000;
     c->sched_dirty = true;
@@ -164,7 +178,7 @@ coord_run (coord_t *c)
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
             timeout = 0;
         s_tick (c, now, 0);
-        int rc = zmq_poll (items, 2, timeout);
+        int rc = zmq_poll (items, nitems, timeout);
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
@@ -177,6 +191,8 @@ coord_run (coord_t *c)
             backlog = s_drain (c, c->nodes_sock, false) >= TURN_BUDGET;
         if (items[1].revents & ZMQ_POLLIN)
             s_drain (c, c->ctl_sock, true);
+        if (nitems > 2 && (items[2].revents & ZMQ_POLLIN))
+            cgq_auth_zap_handle (c->auth);
         now = cgq_now_ms ();
         s_tick (c, now, 0);
         // Liveness is judged only after the sockets are drained, and only by

@@ -9,7 +9,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "auth.h"
 #include "config.h"
+#include "control.h"
 #include "coord.h"
 #include "log.h"
 #include "loop.h"
@@ -47,6 +49,22 @@ static const cgq_opt_t s_opts[] = {
      "a device whose measurements fail or time out this many times in a row is quarantined "
      "until cgq devices enable ID",
      1, 1000000},
+    {"curve-secret", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, curve_secret), NULL,
+     "CGQ_CURVE_SECRET",
+     "CURVE: the coordinator's secret certificate (NAME.key_secret from `cgq keygen`)", 0, 0},
+    {"curve-allow", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, curve_allow), NULL,
+     "CGQ_CURVE_ALLOW",
+     "CURVE: directory of the public certificates (NAME.key) of the nodes and users allowed",
+     0, 0},
+    {"insecure", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, insecure), "false", NULL,
+     "bind beyond loopback without CURVE: anyone who reaches the ports runs commands on the "
+     "workers",
+     0, 0},
+    {"max-report", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_report), "64K", NULL,
+     "larger Progress reports are not stored (counted in reports_dropped)", 64, 1073741824.0},
+    {"max-report-rate", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_report_rate), "20", NULL,
+     "Progress reports stored per second per trial; the rest are counted in reports_dropped",
+     0.01, 1e6},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn or error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,
@@ -66,8 +84,18 @@ s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t epl
     zmq_setsockopt (s, ZMQ_RCVHWM, &hwm, sizeof hwm);
     // A node that reconnects under the same id takes its routing id over.
     zmq_setsockopt (s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
-    int64_t maxmsg = (int64_t) c->cfg.max_frame * 4;
+    // Larger messages are cut off by ZeroMQ (the peer sees its connection
+    // closed). The control socket lets oversized requests through up to a
+    // far bound, so that the CLI gets a reply that names the limit.
+    int64_t maxmsg = strcmp (what, "control") == 0 ? control_max_message (&c->cfg)
+                                                   : (int64_t) c->cfg.max_frame * 4;
     zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (cgq_auth_server_apply (c->auth, s) < 0) {
+        fprintf (stderr, "cgq-coordinator: cannot turn CURVE on for the %s socket: %s\n", what,
+                 zmq_strerror (errno));
+        zmq_close (s);
+        return NULL;
+    }
     char *e = cgq_xstrdup (endpoint);
     size_t n = strlen (e);
     if (n > 2 && strcmp (e + n - 2, ":0") == 0)
@@ -85,6 +113,44 @@ s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t epl
     size_t len = eplen;
     zmq_getsockopt (s, ZMQ_LAST_ENDPOINT, ep, &len);
     return s;
+}
+
+// s_secure turns CURVE on when configured; without it, only loopback
+// endpoints are bound unless --insecure (protected mode, as Redis has it).
+static int
+s_secure (coord_t *c)
+{
+    char err[1024];
+    if (cgq_auth_server_new (c->zctx, c->cfg.curve_secret, c->cfg.curve_allow, &c->auth, err,
+                             sizeof err)
+        < 0) {
+        fprintf (stderr, "cgq-coordinator: %s\n", err);
+        return -1;
+    }
+    if (c->auth) {
+        cgq_info ("CURVE on: public key %s, allow-list %s", cgq_auth_public_txt (c->auth),
+                  c->cfg.curve_allow);
+        return 0;
+    }
+    const char *open_ep = !cgq_auth_loopback_only (c->cfg.bind)      ? c->cfg.bind
+                          : !cgq_auth_loopback_only (c->cfg.control) ? c->cfg.control
+                                                                     : NULL;
+    if (open_ep && !c->cfg.insecure) {
+        fprintf (stderr,
+                 "cgq-coordinator: refusing to bind %s without authentication: anyone who "
+                 "reaches it could run commands on every worker. Turn CURVE on (`cgq keygen "
+                 "coordinator`, then --curve-secret coordinator.key_secret --curve-allow DIR "
+                 "with the .key of each worker and user in DIR; see docs/security.md), bind "
+                 "loopback only (--bind tcp://127.0.0.1:7700 --control tcp://127.0.0.1:7701), "
+                 "or pass --insecure on a network you trust\n",
+                 open_ep);
+        return -1;
+    }
+    if (open_ep)
+        cgq_warn ("--insecure: %s is open without authentication; whoever reaches it can run "
+                  "commands on every worker",
+                  open_ep);
+    return 0;
 }
 
 int
@@ -135,8 +201,12 @@ main (int argc, char **argv)
     }
     redisReply *r = cgq_store_command (c.store, "INCR %s", CGQ_KEY_EPOCH_SEQ);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
-        fprintf (stderr, "cgq-coordinator: cannot start an epoch in Redis at %s: %s\n",
-                 cgq_store_url (c.store), r && r->str ? r->str : cgq_store_errstr (c.store));
+        bool noperm = r && r->str && !strncmp (r->str, "NOPERM", 6);
+        fprintf (stderr, "cgq-coordinator: cannot start an epoch in Redis at %s: %s%s\n",
+                 cgq_store_url (c.store), r && r->str ? r->str : cgq_store_errstr (c.store),
+                 noperm ? " (the Redis user needs write access to cgq:* keys: see "
+                          "docs/security.md)"
+                        : "");
         if (r)
             freeReplyObject (r);
         goto out;
@@ -155,6 +225,8 @@ main (int argc, char **argv)
     }
 
     c.zctx = zmq_ctx_new ();
+    if (s_secure (&c) < 0)
+        goto out;
     c.nodes_sock = s_bind (&c, "node", cfg.bind, c.nodes_ep, sizeof c.nodes_ep);
     if (!c.nodes_sock)
         goto out;
@@ -190,6 +262,7 @@ out:
         zmq_close (c.nodes_sock);
     if (c.ctl_sock)
         zmq_close (c.ctl_sock);
+    cgq_auth_destroy (&c.auth);
     if (c.zctx)
         zmq_ctx_term (c.zctx);
     cgq_config_free (s_opts, &cfg);

@@ -50,6 +50,8 @@ struct cgq_link_t {
     zhashx_t *uindex;           // task key -> s_unacked_t (borrowed)
     size_t n_unacked;
     bool bye;
+    const cgq_auth_t *auth; // CURVE keys, or NULL
+    bool hinted;            // s_hint_never_welcomed said its piece
     bool draining;         // said in every heartbeat: no new tasks
     int kind;              // Cgq__NodeKind
     uint64_t instance;     // drawn once per link: this process's Hellos share it
@@ -109,6 +111,12 @@ s_open (cgq_link_t *self)
     zmq_setsockopt (self->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt (self->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt (self->sock, ZMQ_RECONNECT_IVL_MAX, &ivl_max, sizeof ivl_max);
+    if (cgq_auth_client_apply (self->auth, self->sock) < 0) {
+        cgq_error ("cannot turn CURVE on: %s", zmq_strerror (errno));
+        zmq_close (self->sock);
+        self->sock = NULL;
+        return -1;
+    }
     if (zmq_connect (self->sock, self->endpoint) < 0) {
         cgq_error ("cannot connect to %s: %s (set --coordinator to the coordinator's node "
                    "endpoint, e.g. tcp://host:7700)",
@@ -302,6 +310,7 @@ cgq_link_new (void *ctx, const cgq_link_opts_t *opts, cgq_link_running_fn *runni
     self->arg = arg;
     self->heartbeat_ms = opts->heartbeat_ms > 0 ? opts->heartbeat_ms : 1000;
     self->kind = opts->kind;
+    self->auth = opts->auth;
     // Never 0 (which means "not said"); time and pid when the kernel has no
     // entropy to give.
     if (getrandom (&self->instance, sizeof self->instance, GRND_NONBLOCK)
@@ -439,11 +448,33 @@ cgq_link_recv (cgq_link_t *self)
     return NULL;
 }
 
+// s_hint_never_welcomed says what to configure when the coordinator never
+// answered: a coordinator with CURVE on refuses a node without keys, or with
+// a key not in its allow-list, and this side sees only silence.
+static void
+s_hint_never_welcomed (cgq_link_t *self)
+{
+    if (self->auth)
+        cgq_warn ("no Welcome from %s: if its CURVE allow-list (--curve-allow) lacks this node's "
+                  "public key %s, the coordinator refuses it (its log names the key); also "
+                  "check that --curve-server is the coordinator's public certificate",
+                  self->endpoint, cgq_auth_public_txt (self->auth));
+    else
+        cgq_warn ("no Welcome from %s: if the coordinator has CURVE on, give this node "
+                  "--curve-secret (its NAME.key_secret) and --curve-server (the coordinator's "
+                  ".key)",
+                  self->endpoint);
+}
+
 static void
 s_reconnect (cgq_link_t *self, int64_t now)
 {
     cgq_warn ("no message from coordinator %s for %" PRId64 " ms; reconnecting",
               self->endpoint, now - self->last_rx_ms);
+    if (self->sock && !self->welcomed && !self->hinted) {
+        s_hint_never_welcomed (self);
+        self->hinted = true;
+    }
     if (self->sock)
         zmq_close (self->sock);
     self->sock = NULL;

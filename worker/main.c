@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "allow.h"
+#include "auth.h"
 #include "config.h"
 #include "confine.h"
 #include "gpu.h"
@@ -37,6 +39,9 @@ typedef struct {
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
     char *confine;
+    char *curve_secret;  // CURVE (common/auth.h)
+    char *curve_server;
+    char *allow_command; // '\n'-separated prefixes (worker/allow.h)
     char *log_level;
     bool log_json;
 } s_cfg_t;
@@ -62,6 +67,14 @@ static const cgq_opt_t s_opts[] = {
      "heartbeat interval until the coordinator's Welcome sets it", 10, 600000},
     {"confine", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, confine), "auto", "CGQ_CONFINE",
      "how all processes of a trial end with it: cgroup (v2), pgroup (session), auto", 0, 0},
+    {"curve-secret", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_secret), NULL,
+     "CGQ_CURVE_SECRET", "CURVE: this node's secret certificate (NAME.key_secret of cgq keygen)",
+     0, 0},
+    {"curve-server", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_server), NULL,
+     "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
+    {"allow-command", 0, CGQ_OPT_LIST, offsetof (s_cfg_t, allow_command), NULL,
+     "CGQ_ALLOW_COMMANDS",
+     "run only commands that start with this prefix (repeatable; variable: one per line)", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
@@ -94,6 +107,7 @@ typedef struct {
     Cgq__Gpu *gpu_msgs;
     Cgq__Gpu **gpu_ptrs;
     cgq_link_t *link;
+    cgq_auth_t *auth; // CURVE keys, or NULL
     cgq_task_t **tasks;
     size_t n_tasks;
     Cgq__TaskRef **running; // scratch for s_running
@@ -161,6 +175,15 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
                                                        NULL, e));
         free (e);
+        return;
+    }
+    char *refused = strcmp (kind, "command") == 0 ? cgq_allow_check (w->cfg.allow_command, a)
+                                                  : NULL;
+    if (refused) {
+        cgq_warn ("task %s: %s", name, refused);
+        cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
+                                                       NULL, refused));
+        free (refused);
         return;
     }
     cgq_task_opts_t opts = {
@@ -513,6 +536,7 @@ s_cleanup (s_worker_t *w)
     free (w->workdir);
     free (w->hostname);
     cgq_config_free (s_opts, &w->cfg);
+    cgq_auth_destroy (&w->auth);
     for (int i = 0; i < 2; i++)
         if (s_sig_pipe[i] >= 0)
             close (s_sig_pipe[i]);
@@ -550,8 +574,18 @@ main (int argc, char **argv)
         return 1;
     }
 
+    char err[1024];
+    if (cgq_auth_client_new (w.cfg.curve_secret, w.cfg.curve_server, &w.auth, err, sizeof err)
+        < 0) {
+        fprintf (stderr, S_PROG ": %s\n", err);
+        s_cleanup (&w);
+        return 2;
+    }
+    if (w.auth)
+        cgq_info ("CURVE on: this node's public key is %s", cgq_auth_public_txt (w.auth));
     void *ctx = zmq_ctx_new ();
     cgq_link_opts_t lopts = {
+        .auth = w.auth,
         .endpoint = w.cfg.coordinator,
         .node_id = w.cfg.id,
         .hostname = w.hostname,

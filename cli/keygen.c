@@ -1,0 +1,23 @@
+// keygen: `cgq keygen NAME [--dir DIR]` writes a CURVE key pair.
+#include <stdio.h>
+
+#include "auth.h"
+#include "cli.h"
+
+int
+cgq_cmd_keygen (cgq_cli_t *cli)
+{
+    const char *dir = cgq_cli_opt (cli, "dir");
+    if (!dir || !*dir)
+        dir = ".";
+    const char *name = cli->pos[0];
+    char pub[41], err[1024];
+    if (cgq_auth_keygen (dir, name, pub, err, sizeof err) < 0) {
+        cgq_cli_error ("%s", err);
+        return CGQ_EXIT_BAD;
+    }
+    printf ("%s/%s.key         public certificate (key %s)\n", dir, name, pub);
+    printf ("%s/%s.key_secret  secret certificate, mode 0600: keep it on this machine\n", dir,
+            name);
+    return CGQ_EXIT_OK;
+}

@@ -1,0 +1,431 @@
+// auth: CURVE keys, the coordinator's ZAP handler, keygen, protected mode.
+#include "auth.h"
+
+#include <arpa/inet.h>
+#include <czmq.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "log.h"
+#include "util.h"
+
+#define S_ZAP_ENDPOINT "inproc://zeromq.zap.01"
+#define S_ZAP_DOMAIN "cgq"
+#define S_LOG_PER_S 10 // refusals logged per second; the rest are counted only
+
+struct cgq_auth_t {
+    zcert_t *own;          // own key pair
+    zcert_t *server;       // client: the coordinator's public certificate
+    zcertstore_t *allow;   // server: the allow-list
+    char *allow_dir;
+    void *zap;             // server: REP bound to S_ZAP_ENDPOINT
+    uint64_t refused, accepted;
+    int64_t log_second;    // rate limit of refusal lines
+    unsigned logged;       // lines in log_second
+    uint64_t unlogged;     // refusals not logged since the last line
+};
+
+static bool
+s_given (const char *s)
+{
+    return s && *s;
+}
+
+// s_load reads a certificate; a secret one (NAME.key_secret, or a file
+// holding a secret-key) when want_secret.
+static zcert_t *
+s_load (const char *path, const char *flag, bool want_secret, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat (path, &st) < 0) {
+        snprintf (err, errlen, "%s %s: %s (write a key pair with `cgq keygen NAME`)", flag, path,
+                  strerror (errno));
+        return NULL;
+    }
+    zcert_t *cert = zcert_load (path);
+    if (!cert) {
+        snprintf (err, errlen, "%s %s: not a CURVE certificate (write one with `cgq keygen NAME`)",
+                  flag, path);
+        return NULL;
+    }
+    static const char zero[41] = "0000000000000000000000000000000000000000";
+    if (want_secret && strcmp (zcert_secret_txt (cert), zero) == 0) {
+        snprintf (err, errlen,
+                  "%s %s: holds no secret key (give the NAME.key_secret file that `cgq keygen` "
+                  "wrote, not the public NAME.key)",
+                  flag, path);
+        zcert_destroy (&cert);
+        return NULL;
+    }
+    if (want_secret && (st.st_mode & 077))
+        cgq_warn ("%s %s is readable by other users (mode %03o); chmod 600 it", flag, path,
+                  (unsigned) (st.st_mode & 0777));
+    return cert;
+}
+
+int
+cgq_auth_client_new (const char *secret_path, const char *server_path, cgq_auth_t **out,
+                     char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!s_given (secret_path) && !s_given (server_path))
+        return 0;
+    if (!s_given (secret_path) || !s_given (server_path)) {
+        snprintf (err, errlen,
+                  "CURVE needs both --curve-secret (this node's NAME.key_secret) and "
+                  "--curve-server (the coordinator's public .key); only %s is set",
+                  s_given (secret_path) ? "--curve-secret" : "--curve-server");
+        return -1;
+    }
+    cgq_auth_t *self = cgq_xcalloc (1, sizeof *self);
+    self->own = s_load (secret_path, "--curve-secret", true, err, errlen);
+    if (self->own)
+        self->server = s_load (server_path, "--curve-server", false, err, errlen);
+    if (!self->own || !self->server) {
+        cgq_auth_destroy (&self);
+        return -1;
+    }
+    *out = self;
+    return 0;
+}
+
+int
+cgq_auth_client_apply (const cgq_auth_t *self, void *sock)
+{
+    if (!self)
+        return 0;
+    if (zmq_setsockopt (sock, ZMQ_CURVE_SERVERKEY, zcert_public_key (self->server), 32) < 0
+        || zmq_setsockopt (sock, ZMQ_CURVE_PUBLICKEY, zcert_public_key (self->own), 32) < 0
+        || zmq_setsockopt (sock, ZMQ_CURVE_SECRETKEY, zcert_secret_key (self->own), 32) < 0)
+        return -1;
+    return 0;
+}
+
+int
+cgq_auth_server_new (void *zctx, const char *secret_path, const char *allow_dir,
+                     cgq_auth_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!s_given (secret_path) && !s_given (allow_dir))
+        return 0;
+    if (!s_given (secret_path) || !s_given (allow_dir)) {
+        snprintf (err, errlen,
+                  "CURVE needs both --curve-secret (the coordinator's NAME.key_secret) and "
+                  "--curve-allow (a directory of the public .key files of allowed nodes and "
+                  "users); only %s is set",
+                  s_given (secret_path) ? "--curve-secret" : "--curve-allow");
+        return -1;
+    }
+    struct stat st;
+    if (stat (allow_dir, &st) < 0 || !S_ISDIR (st.st_mode)) {
+        snprintf (err, errlen,
+                  "--curve-allow %s: %s (create it and copy there the NAME.key file of each "
+                  "worker and user)",
+                  allow_dir, errno ? strerror (errno) : "not a directory");
+        return -1;
+    }
+    cgq_auth_t *self = cgq_xcalloc (1, sizeof *self);
+    self->own = s_load (secret_path, "--curve-secret", true, err, errlen);
+    if (!self->own) {
+        cgq_auth_destroy (&self);
+        return -1;
+    }
+    self->allow_dir = cgq_xstrdup (allow_dir);
+    self->allow = zcertstore_new (allow_dir);
+    self->zap = zmq_socket (zctx, ZMQ_REP);
+    int linger = 0;
+    if (self->zap)
+        zmq_setsockopt (self->zap, ZMQ_LINGER, &linger, sizeof linger);
+    if (!self->allow || !self->zap || zmq_bind (self->zap, S_ZAP_ENDPOINT) < 0) {
+        snprintf (err, errlen, "cannot start the CURVE authentication handler: %s",
+                  zmq_strerror (zmq_errno ()));
+        cgq_auth_destroy (&self);
+        return -1;
+    }
+    *out = self;
+    return 0;
+}
+
+int
+cgq_auth_server_apply (const cgq_auth_t *self, void *sock)
+{
+    if (!self)
+        return 0;
+    int one = 1;
+    if (zmq_setsockopt (sock, ZMQ_CURVE_SERVER, &one, sizeof one) < 0
+        || zmq_setsockopt (sock, ZMQ_CURVE_SECRETKEY, zcert_secret_key (self->own), 32) < 0
+        || zmq_setsockopt (sock, ZMQ_ZAP_DOMAIN, S_ZAP_DOMAIN, strlen (S_ZAP_DOMAIN)) < 0)
+        return -1;
+    return 0;
+}
+
+void *
+cgq_auth_zap_socket (const cgq_auth_t *self)
+{
+    return self ? self->zap : NULL;
+}
+
+// s_printable copies at most 64 bytes of a routing id, '?' for what is not
+// printable ASCII.
+static void
+s_printable (char *out, const zmq_msg_t *m)
+{
+    size_t n = zmq_msg_size ((zmq_msg_t *) m);
+    const unsigned char *p = zmq_msg_data ((zmq_msg_t *) m);
+    if (n > 64)
+        n = 64;
+    for (size_t i = 0; i < n; i++)
+        out[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char) p[i] : '?';
+    out[n] = 0;
+}
+
+static void
+s_log_refusal (cgq_auth_t *self, const char *key, const char *addr, const char *rid,
+               const char *why)
+{
+    int64_t second = cgq_now_ms () / 1000;
+    if (second != self->log_second) {
+        if (self->unlogged)
+            cgq_warn ("refused %llu more peer(s) without logging each",
+                      (unsigned long long) self->unlogged);
+        self->log_second = second;
+        self->logged = 0;
+        self->unlogged = 0;
+    }
+    if (self->logged >= S_LOG_PER_S) {
+        self->unlogged++;
+        return;
+    }
+    self->logged++;
+    if (*rid)
+        cgq_warn ("refused a peer from %s, routing id '%s' (CURVE key %s): %s", addr, rid, key,
+                  why);
+    else
+        cgq_warn ("refused a peer from %s (CURVE key %s): %s", addr, key, why);
+}
+
+// s_reply sends the ZAP reply: version, request id, status, text, user id,
+// metadata.
+static void
+s_reply (cgq_auth_t *self, zmq_msg_t *req_id, const char *status, const char *text,
+         const char *user)
+{
+    zmq_send (self->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send (self->zap, zmq_msg_data (req_id), zmq_msg_size (req_id), ZMQ_SNDMORE);
+    zmq_send (self->zap, status, strlen (status), ZMQ_SNDMORE);
+    zmq_send (self->zap, text, strlen (text), ZMQ_SNDMORE);
+    zmq_send (self->zap, user, strlen (user), ZMQ_SNDMORE);
+    zmq_send (self->zap, "", 0, 0);
+}
+
+// s_handle_one answers one ZAP request: version, request id, domain,
+// address, routing id, mechanism, then the credentials (CURVE: the client's
+// 32-byte public key). Returns -1 when none was waiting.
+static int
+s_handle_one (cgq_auth_t *self)
+{
+    enum { N = 8 };
+    zmq_msg_t f[N];
+    int n = 0;
+    bool more = true;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init (&m);
+        if (zmq_msg_recv (&m, self->zap, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close (&m);
+            if (n == 0)
+                return -1;
+            break;
+        }
+        more = zmq_msg_more (&m);
+        if (n < N)
+            f[n++] = m;
+        else
+            zmq_msg_close (&m);
+    }
+    if (n < 2) {
+        // A REP socket must answer; a request this short cannot name one.
+        for (int i = 0; i < n; i++)
+            zmq_msg_close (&f[i]);
+        zmq_send (self->zap, "", 0, 0);
+        return 0;
+    }
+    char addr[64] = "?", rid[65] = "", key[41] = "(none)", mech[16] = "";
+    if (n > 3)
+        snprintf (addr, sizeof addr, "%.*s", (int) zmq_msg_size (&f[3]),
+                  (const char *) zmq_msg_data (&f[3]));
+    if (n > 4)
+        s_printable (rid, &f[4]);
+    if (n > 5)
+        snprintf (mech, sizeof mech, "%.*s", (int) zmq_msg_size (&f[5]),
+                  (const char *) zmq_msg_data (&f[5]));
+    bool curve = n > 6 && strcmp (mech, "CURVE") == 0 && zmq_msg_size (&f[6]) == 32;
+    if (curve)
+        zmq_z85_encode (key, zmq_msg_data (&f[6]), 32);
+    zcert_t *cert = curve ? zcertstore_lookup (self->allow, key) : NULL;
+    if (cert) {
+        const char *name = zcert_meta (cert, "name");
+        self->accepted++;
+        cgq_debug ("accepted a peer from %s (routing id '%s', CURVE key %s%s%s)", addr, rid, key,
+                   name ? ", name " : "", name ? name : "");
+        s_reply (self, &f[1], "200", "OK", name ? name : "");
+    }
+    else {
+        self->refused++;
+        char why[512];
+        if (curve)
+            snprintf (why, sizeof why,
+                      "its public key is not in --curve-allow %s (copy its NAME.key there to "
+                      "allow it)",
+                      self->allow_dir);
+        else
+            snprintf (why, sizeof why, "mechanism %s is not CURVE", *mech ? mech : "(none)");
+        s_log_refusal (self, key, addr, rid, why);
+        s_reply (self, &f[1], "400", "key not allowed", "");
+    }
+    for (int i = 0; i < n; i++)
+        zmq_msg_close (&f[i]);
+    return 0;
+}
+
+void
+cgq_auth_zap_handle (cgq_auth_t *self)
+{
+    if (!self || !self->zap)
+        return;
+    // Bounded: a flood of connections must not hold the loop.
+    for (int i = 0; i < 256; i++)
+        if (s_handle_one (self) < 0)
+            break;
+}
+
+uint64_t
+cgq_auth_refused (const cgq_auth_t *self)
+{
+    return self ? self->refused : 0;
+}
+
+uint64_t
+cgq_auth_accepted (const cgq_auth_t *self)
+{
+    return self ? self->accepted : 0;
+}
+
+const char *
+cgq_auth_public_txt (const cgq_auth_t *self)
+{
+    return self && self->own ? zcert_public_txt (self->own) : "";
+}
+
+void
+cgq_auth_destroy (cgq_auth_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_auth_t *self = *self_p;
+    if (self->zap)
+        zmq_close (self->zap);
+    zcert_destroy (&self->own);
+    zcert_destroy (&self->server);
+    zcertstore_destroy (&self->allow);
+    free (self->allow_dir);
+    free (self);
+    *self_p = NULL;
+}
+
+static bool
+s_name_ok (const char *name)
+{
+    if (!*name || *name == '.' || strlen (name) > 100)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+              || *p == '-' || *p == '_' || *p == '.'))
+            return false;
+    return true;
+}
+
+int
+cgq_auth_keygen (const char *dir, const char *name, char *pub_txt, char *err, size_t errlen)
+{
+    if (!s_name_ok (name)) {
+        snprintf (err, errlen,
+                  "bad key name '%s' (use letters, digits, '-', '_' and '.', not first, at most "
+                  "100)",
+                  name);
+        return -1;
+    }
+    mode_t old = umask (077);
+    int rc = cgq_mkdir_p (dir);
+    umask (old);
+    if (rc < 0) {
+        snprintf (err, errlen, "cannot create %s: %s", dir, strerror (errno));
+        return -1;
+    }
+    char *pub = cgq_xasprintf ("%s/%s.key", dir, name);
+    char *sec = cgq_xasprintf ("%s/%s.key_secret", dir, name);
+    rc = -1;
+    if (access (pub, F_OK) == 0 || access (sec, F_OK) == 0) {
+        snprintf (err, errlen, "%s already exists; not overwriting a key (remove it first, or pick "
+                               "another name)",
+                  access (pub, F_OK) == 0 ? pub : sec);
+        goto done;
+    }
+    zcert_t *cert = zcert_new ();
+    if (!cert) {
+        snprintf (err, errlen, "cannot make a key pair: %s", zmq_strerror (zmq_errno ()));
+        goto done;
+    }
+    zcert_set_meta (cert, "name", "%s", name);
+    zcert_set_meta (cert, "created-by", "cgq keygen");
+    // The secret file is born 0600: no moment at which others may read it.
+    old = umask (077);
+    int src = zcert_save_secret (cert, sec);
+    umask (old);
+    int prc = src == 0 ? zcert_save_public (cert, pub) : -1;
+    if (src == 0)
+        chmod (sec, 0600);
+    if (prc == 0)
+        chmod (pub, 0644);
+    if (src < 0 || prc < 0) {
+        snprintf (err, errlen, "cannot write %s: %s", src < 0 ? sec : pub, strerror (errno));
+        unlink (sec);
+        zcert_destroy (&cert);
+        goto done;
+    }
+    snprintf (pub_txt, 41, "%s", zcert_public_txt (cert));
+    zcert_destroy (&cert);
+    rc = 0;
+done:
+    free (pub);
+    free (sec);
+    return rc;
+}
+
+bool
+cgq_auth_loopback_only (const char *endpoint)
+{
+    if (!strncmp (endpoint, "ipc://", 6) || !strncmp (endpoint, "inproc://", 9))
+        return true;
+    if (strncmp (endpoint, "tcp://", 6) != 0)
+        return false;
+    const char *h = endpoint + 6;
+    const char *colon = strrchr (h, ':');
+    if (!colon)
+        return false;
+    char host[128];
+    size_t n = (size_t) (colon - h);
+    if (n >= sizeof host)
+        return false;
+    memcpy (host, h, n);
+    host[n] = 0;
+    if (!strcmp (host, "localhost") || !strcmp (host, "lo") || !strcmp (host, "[::1]"))
+        return true;
+    struct in_addr a;
+    return inet_pton (AF_INET, host, &a) == 1 && (ntohl (a.s_addr) >> 24) == 127;
+}

@@ -2,7 +2,7 @@
 # are installed (scripts/bootstrap is idempotent and quiet when nothing is missing).
 #
 #   make          build ./build (RelWithDebInfo)
-#   make demo     build, then run the quickstart tuning job end to end (cgq run)
+#   make demo     build, then tune the built-in GNN latency predictor end to end (cgq run)
 #   make test     build ./build-asan with ASan+UBSan and run every test
 #   make bench    build, then print throughput figures
 #   make clean
@@ -29,7 +29,8 @@ test: bootstrap build-asan/CMakeCache.txt
 	@cd build-asan && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 demo: build
-	./build/bin/cgq run orchestration/examples/quickstart/tune.yaml
+	@./build/bin/cgq run orchestration/examples/predictor/tune.yaml --format json \
+		| python3 orchestration/examples/predictor/leaderboard.py
 
 bench: build
 	@./bench/run

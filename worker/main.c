@@ -361,10 +361,6 @@ s_shutdown (s_worker_t *w)
     // below; the coordinator sees it missing from our heartbeats and
     // requeues it.
     cgq_link_drain (w->link);
-    // First of all: no new tasks. An Assign already on its way is dropped
-    // below; the coordinator sees it missing from our heartbeats and
-    // requeues it.
-    cgq_link_drain (w->link);
     if (w->n_tasks > 0)
         cgq_info ("stopping %zu running task(s)", w->n_tasks);
     for (size_t i = 0; i < w->n_tasks; i++)

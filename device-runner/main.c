@@ -1,0 +1,643 @@
+// cgq-device-runner: serves the devices of its runner.yaml to a coordinator
+// and measures, on each, the benchmarks of that same file (never a command
+// from a spec). One single-threaded zmq_poll loop over the coordinator link,
+// the measuring processes' pipes and a signal self-pipe, as cgq-worker's.
+//
+//   cgq-device-runner --config runner.yaml [options]        the daemon
+//   cgq-device-runner measure --config runner.yaml --device ID --benchmark B ...
+//                                     one measurement, its JSON on stdout
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "config.h"
+#include "device.h"
+#include "invoke.h"
+#include "json.h"
+#include "link.h"
+#include "log.h"
+#include "measure.h"
+#include "runcfg.h"
+#include "task.h"
+#include "util.h"
+#include "wire.h"
+
+#define S_PROG "cgq-device-runner"
+#define S_MAX_POLL_MS 1000
+#define S_SETUP_TIMEOUT_S 600
+#define S_SHUTDOWN_ACK_MS 5000
+
+typedef struct {
+    char *coordinator;
+    char *id;
+    char *workdir;
+    int64_t kill_grace_ms;
+    int64_t heartbeat_ms;
+    char *log_level;
+    bool log_json;
+} s_cfg_t;
+
+static const cgq_opt_t s_opts[] = {
+    {"coordinator", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, coordinator), NULL,
+     "CGQ_COORDINATOR_NODES",
+     "coordinator node endpoint (default: runner.yaml's coordinator, else tcp://127.0.0.1:7700)", 0,
+     0},
+    {"id", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, id), NULL, "CGQ_RUNNER_ID",
+     "node id, stable across reconnects (default: runner.yaml's id, else HOSTNAME-runner)", 0, 0},
+    {"workdir", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, workdir), "./.cgq/runner", NULL,
+     "benchmark commands run in this directory", 0, 0},
+    {"kill-grace", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, kill_grace_ms), "2s", NULL,
+     "SIGTERM -> SIGKILL grace when a measurement is stopped", 0, 3600000},
+    {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
+     "heartbeat interval until the coordinator's Welcome sets it", 10, 600000},
+    {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
+     "debug, info, warn, error", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
+     0, 0},
+    {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
+};
+
+static volatile sig_atomic_t s_stop = 0;
+static int s_sig_pipe[2] = {-1, -1};
+
+static void
+s_on_signal (int sig)
+{
+    int saved = errno;
+    if (sig == SIGTERM || sig == SIGINT)
+        s_stop = sig;
+    char c = (char) sig;
+    (void) !write (s_sig_pipe[1], &c, 1);
+    errno = saved;
+}
+
+typedef struct {
+    s_cfg_t cfg;
+    cgq_runcfg_t *rc;
+    char *config_path; // absolute
+    char *self_exe;
+    char *workdir;     // absolute
+    char *hostname;
+    cgq_device_t **devices;
+    size_t ndevices;
+    Cgq__Device **device_msgs;
+    Cgq__Resources resources;
+    cgq_link_t *link;
+    Cgq__TaskRef **running; // scratch for s_running
+} s_runner_t;
+
+static size_t
+s_running (void *arg, Cgq__TaskRef ***refs)
+{
+    s_runner_t *r = arg;
+    r->running = cgq_xrealloc (r->running, (r->ndevices + 1) * sizeof *r->running);
+    size_t n = 0;
+    for (size_t i = 0; i < r->ndevices; i++)
+        if (cgq_device_task (r->devices[i]))
+            r->running[n++] = (Cgq__TaskRef *) cgq_device_task (r->devices[i]);
+    *refs = r->running;
+    return n;
+}
+
+static cgq_device_t *
+s_find_device (s_runner_t *r, const char *id)
+{
+    for (size_t i = 0; id && i < r->ndevices; i++)
+        if (!strcmp (cgq_device_id (r->devices[i]), id))
+            return r->devices[i];
+    return NULL;
+}
+
+static cgq_device_t *
+s_find_task (s_runner_t *r, const Cgq__TaskRef *ref)
+{
+    for (size_t i = 0; i < r->ndevices; i++) {
+        const Cgq__TaskRef *t = cgq_device_task (r->devices[i]);
+        if (t && cgq_task_ref_equal (t, ref))
+            return r->devices[i];
+    }
+    return NULL;
+}
+
+static void
+s_lost (s_runner_t *r, const Cgq__TaskRef *ref, const char *why)
+{
+    char buf[80];
+    cgq_warn ("task %s: not measured: %s", cgq_wire_task_str (buf, ref), why);
+    cgq_link_result (r->link, cgq_task_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
+}
+
+static void
+s_on_assign (s_runner_t *r, const Cgq__Assign *a)
+{
+    char buf[80], err[512];
+    if (!a->task) {
+        cgq_warn ("ignoring an Assign without a task");
+        return;
+    }
+    const char *name = cgq_wire_task_str (buf, a->task);
+    if (s_find_task (r, a->task)) {
+        cgq_debug ("task %s: already measuring; ignoring the repeated Assign", name);
+        return;
+    }
+    if (cgq_link_has_result (r->link, a->task, true)) {
+        cgq_debug ("task %s: already measured; sent its result again", name);
+        return;
+    }
+    if (!a->kind || strcmp (a->kind, "benchmark") != 0) {
+        snprintf (err, sizeof err, "a device runner runs device trials only (benchmark: and on:), "
+                                   "not kind '%s'",
+                  a->kind ? a->kind : "");
+        s_lost (r, a->task, err);
+        return;
+    }
+    cgq_device_t *d = s_find_device (r, a->device_id);
+    if (!d) {
+        snprintf (err, sizeof err, "device '%s' is not served by runner %s",
+                  a->device_id ? a->device_id : "", r->cfg.id);
+        s_lost (r, a->task, err);
+        return;
+    }
+    if (!cgq_runcfg_bench (r->rc, a->benchmark)) {
+        char *names = cgq_runcfg_bench_names (r->rc);
+        snprintf (err, sizeof err, "unknown benchmark '%s' (runner %s has: %s; a runner runs "
+                                   "only the benchmarks of its own config)",
+                  a->benchmark ? a->benchmark : "", r->cfg.id, names);
+        free (names);
+        s_lost (r, a->task, err);
+        return;
+    }
+    if (cgq_device_start (d, a, err, sizeof err) < 0) {
+        s_lost (r, a->task, err);
+        return;
+    }
+    cgq_info ("task %s: measuring %s on %s", name, a->benchmark, a->device_id);
+}
+
+static void
+s_on_stop (s_runner_t *r, const Cgq__Stop *s)
+{
+    char buf[80];
+    cgq_device_t *d = s->task ? s_find_task (r, s->task) : NULL;
+    if (!d) {
+        cgq_debug ("Stop for task %s, which is not measuring here; ignored",
+                   cgq_wire_task_str (buf, s->task));
+        return;
+    }
+    cgq_device_stop (d, s->reason && *s->reason ? s->reason : "stopped by the coordinator");
+}
+
+static void
+s_reap (s_runner_t *r, bool report)
+{
+    int64_t now = cgq_now_ms ();
+    for (size_t i = 0; i < r->ndevices; i++) {
+        Cgq__Result *res = cgq_device_tick (r->devices[i], now);
+        if (!res)
+            continue;
+        if (report)
+            cgq_link_result (r->link, res);
+        else
+            cgq_task_result_destroy (&res);
+    }
+}
+
+static void
+s_poll (s_runner_t *r, bool with_link, int64_t deadline)
+{
+    zmq_pollitem_t *items = cgq_xcalloc (r->ndevices + 2, sizeof *items);
+    cgq_device_t **owners = cgq_xcalloc (r->ndevices + 2, sizeof *owners);
+    size_t n = 0;
+    if (with_link && cgq_link_socket (r->link)) {
+        items[n].socket = cgq_link_socket (r->link);
+        items[n++].events = ZMQ_POLLIN;
+    }
+    items[n].fd = s_sig_pipe[0];
+    items[n++].events = ZMQ_POLLIN;
+    size_t first = n;
+    int64_t now = cgq_now_ms ();
+    for (size_t i = 0; i < r->ndevices; i++) {
+        int fd = cgq_device_fd (r->devices[i]);
+        if (fd >= 0) {
+            items[n].fd = fd;
+            items[n].events = ZMQ_POLLIN;
+            owners[n++] = r->devices[i];
+        }
+        int64_t dl = cgq_device_deadline (r->devices[i]);
+        if (dl >= 0 && dl < deadline)
+            deadline = dl;
+    }
+    long timeout = deadline <= now ? 0 : (long) (deadline - now);
+    if (timeout > S_MAX_POLL_MS)
+        timeout = S_MAX_POLL_MS;
+    int rc = zmq_poll (items, (int) n, timeout);
+    if (rc < 0 && errno != EINTR)
+        cgq_warn ("zmq_poll: %s", zmq_strerror (errno));
+    if (rc > 0) {
+        char junk[64];
+        while (read (s_sig_pipe[0], junk, sizeof junk) > 0)
+            ;
+        for (size_t i = first; i < n; i++)
+            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
+                cgq_device_on_readable (owners[i]);
+    }
+    free (items);
+    free (owners);
+}
+
+static void
+s_run (s_runner_t *r)
+{
+    while (!s_stop) {
+        s_poll (r, true, cgq_link_deadline (r->link));
+        cgq_env_t *env;
+        while (!s_stop && (env = cgq_link_recv (r->link))) {
+            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN)
+                s_on_assign (r, env->assign);
+            else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
+                s_on_stop (r, env->stop);
+            cgq_wire_free (env);
+        }
+        s_reap (r, true);
+        cgq_link_tick (r->link, cgq_now_ms ());
+    }
+}
+
+// s_shutdown stops the measurements in flight (the coordinator requeues
+// them on Bye), waits briefly for the Acks of results it holds, says Bye.
+static void
+s_shutdown (s_runner_t *r)
+{
+    size_t busy = 0;
+    for (size_t i = 0; i < r->ndevices; i++)
+        if (cgq_device_task (r->devices[i])) {
+            cgq_device_stop (r->devices[i], "device runner shutting down");
+            busy++;
+        }
+    if (busy)
+        cgq_info ("stopping %zu measurement(s)", busy);
+    int64_t give_up = cgq_now_ms () + r->cfg.kill_grace_ms + 2000;
+    while (busy && cgq_now_ms () < give_up) {
+        s_poll (r, false, cgq_now_ms () + 100);
+        s_reap (r, false);
+        busy = 0;
+        for (size_t i = 0; i < r->ndevices; i++)
+            busy += cgq_device_task (r->devices[i]) != NULL;
+    }
+    int64_t ack_by = cgq_now_ms () + S_SHUTDOWN_ACK_MS;
+    while (cgq_link_unacked (r->link) > 0 && cgq_link_welcomed (r->link)
+           && cgq_now_ms () < ack_by) {
+        s_poll (r, true, cgq_now_ms () + 100);
+        cgq_env_t *env;
+        while ((env = cgq_link_recv (r->link)))
+            cgq_wire_free (env);
+        cgq_link_tick (r->link, cgq_now_ms ());
+    }
+    if (cgq_link_unacked (r->link) > 0)
+        cgq_warn ("exiting with %zu result(s) not acknowledged; their trials will be measured "
+                  "again",
+                  cgq_link_unacked (r->link));
+    cgq_link_bye (r->link, "shutdown");
+}
+
+static int
+s_install_signals (void)
+{
+    if (pipe2 (s_sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf (stderr, S_PROG ": cannot create the signal pipe: %s\n", strerror (errno));
+        return -1;
+    }
+    struct sigaction sa;
+    memset (&sa, 0, sizeof sa);
+    sa.sa_handler = s_on_signal;
+    sigemptyset (&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction (SIGTERM, &sa, NULL);
+    sigaction (SIGINT, &sa, NULL);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction (SIGCHLD, &sa, NULL);
+    signal (SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+// s_take_config removes --config FILE / --config=FILE from argv (the daemon's
+// config is runner.yaml, not a mapping of options) and returns FILE.
+static const char *
+s_take_config (int *argc, char **argv)
+{
+    const char *path = NULL;
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp (argv[i], "--") ) {
+            while (i < *argc)
+                argv[k++] = argv[i++];
+            break;
+        }
+        if (!strcmp (argv[i], "--config") && i + 1 < *argc) {
+            path = argv[++i];
+            continue;
+        }
+        if (!strncmp (argv[i], "--config=", 9)) {
+            path = argv[i] + 9;
+            continue;
+        }
+        argv[k++] = argv[i];
+    }
+    *argc = k;
+    argv[k] = NULL;
+    return path;
+}
+
+static cgq_runcfg_t *
+s_load (const char *path)
+{
+    char err[1024];
+    cgq_runcfg_t *rc = cgq_runcfg_load (path, err, sizeof err);
+    if (!rc)
+        fprintf (stderr, S_PROG ": %s\n", err);
+    return rc;
+}
+
+// ------------------------------------------------------------ measure mode
+
+static void
+s_measure_usage (FILE *f)
+{
+    fprintf (f, "usage: " S_PROG " measure --config runner.yaml --device ID --benchmark NAME\n"
+                "         [--params JSON] [--artifact URL --sha256 HEX] [--repeats N] [--warmup N]\n"
+                "         [--job J] [--trial T] [--workdir DIR] [--log-level LEVEL]\n\n"
+                "Runs one measurement as the runner would for a task and prints one JSON line:\n"
+                "{\"status\": succeeded|failed|timeout|bad, \"error\": \"...\", \"metrics\": {...}}.\n"
+                "Exit status: 0 succeeded, 1 failed, 3 timeout, 4 bad request, 2 usage or config.\n");
+}
+
+static volatile sig_atomic_t s_measure_killed = 0;
+
+static void
+s_measure_on_term (int sig)
+{
+    // The run in flight ends with the measurement (its own process group).
+    cgq_invoke_kill_group ();
+    s_measure_killed = sig;
+    signal (sig, SIG_DFL);
+    raise (sig);
+}
+
+static int
+s_measure_main (int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"config", required_argument, NULL, 'c'},   {"device", required_argument, NULL, 'd'},
+        {"benchmark", required_argument, NULL, 'b'}, {"params", required_argument, NULL, 'p'},
+        {"artifact", required_argument, NULL, 'a'}, {"sha256", required_argument, NULL, 's'},
+        {"repeats", required_argument, NULL, 'r'},  {"warmup", required_argument, NULL, 'w'},
+        {"job", required_argument, NULL, 'J'},      {"trial", required_argument, NULL, 'T'},
+        {"workdir", required_argument, NULL, 'W'},  {"log-level", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    const char *config = NULL, *level = "info";
+    cgq_measure_req_t req;
+    memset (&req, 0, sizeof req);
+    uint64_t u;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "", longs, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 'd': req.device = optarg; break;
+        case 'b': req.benchmark = optarg; break;
+        case 'p': req.params_json = optarg; break;
+        case 'a': req.artifact_url = optarg; break;
+        case 's': req.artifact_sha256 = optarg; break;
+        case 'W': req.workdir = optarg; break;
+        case 'L': level = optarg; break;
+        case 'r':
+        case 'w':
+        case 'J':
+        case 'T':
+            if (cgq_parse_u64 (optarg, &u) < 0 || ((c == 'r' || c == 'w') && u > 1000000000)) {
+                fprintf (stderr, S_PROG " measure: '%s' is not a count\n", optarg);
+                return 2;
+            }
+            if (c == 'r')
+                req.repeats = (uint32_t) u;
+            else if (c == 'w')
+                req.warmup = (uint32_t) u;
+            else if (c == 'J')
+                req.job = u;
+            else
+                req.trial = u;
+            break;
+        case 'h': s_measure_usage (stdout); return 0;
+        default: s_measure_usage (stderr); return 2;
+        }
+    }
+    if (optind < argc || !config || !req.device || !req.benchmark) {
+        s_measure_usage (stderr);
+        return 2;
+    }
+    if (cgq_log_configure (S_PROG " measure", level, false) < 0)
+        return 2;
+    cgq_runcfg_t *rc = s_load (config);
+    if (!rc)
+        return 2;
+    req.cfg = rc;
+    signal (SIGTERM, s_measure_on_term);
+    signal (SIGINT, s_measure_on_term);
+    curl_global_init (CURL_GLOBAL_DEFAULT);
+    char err[2048] = "";
+    char *metrics = NULL;
+    cgq_measure_status_t st = cgq_measure_run (&req, &metrics, err, sizeof err);
+    json_t *line = json_object ();
+    json_object_set_new (line, "status", json_string (cgq_measure_status_name (st)));
+    json_object_set_new (line, "error", json_string (err));
+    json_object_set_new (line, "metrics", json_loads (metrics, 0, NULL));
+    char *text = cgq_json_dumps (line);
+    printf ("%s\n", text);
+    fflush (stdout);
+    free (text);
+    free (metrics);
+    json_decref (line);
+    cgq_runcfg_destroy (&rc);
+    curl_global_cleanup ();
+    return st == CGQ_MEASURE_OK ? 0 : st == CGQ_MEASURE_FAILED ? 1 : st == CGQ_MEASURE_TIMEOUT ? 3 : 4;
+}
+
+// ------------------------------------------------------------ daemon
+
+// s_setup_devices runs each device's setup command; a device whose setup
+// fails is not offered (the others are).
+static int
+s_setup_devices (s_runner_t *r)
+{
+    cgq_device_opts_t dopts = {
+        .self_exe = r->self_exe,
+        .config_path = r->config_path,
+        .workdir = r->workdir,
+        .log_level = r->cfg.log_level,
+        .kill_grace_ms = r->cfg.kill_grace_ms,
+    };
+    r->devices = cgq_xcalloc (r->rc->ndevices + 1, sizeof *r->devices);
+    r->device_msgs = cgq_xcalloc (r->rc->ndevices + 1, sizeof *r->device_msgs);
+    for (size_t i = 0; i < r->rc->ndevices; i++) {
+        const cgq_runcfg_device_t *d = &r->rc->devices[i];
+        if (d->setup) {
+            char **envp = cgq_invoke_env (d->env.keys, d->env.vals, d->env.n);
+            char why[512];
+            int rc = cgq_invoke_shell (d->setup, envp, S_SETUP_TIMEOUT_S, why, sizeof why);
+            cgq_invoke_env_free (envp);
+            if (rc < 0) {
+                cgq_error ("device %s: setup '%s' failed: %s; not offering it", d->id, d->setup,
+                           why);
+                continue;
+            }
+        }
+        cgq_device_t *dev = cgq_device_new (d, &dopts);
+        r->device_msgs[r->ndevices] = cgq_device_msg (dev);
+        r->devices[r->ndevices++] = dev;
+    }
+    if (r->ndevices == 0) {
+        cgq_error ("no device is usable (every setup failed)");
+        return -1;
+    }
+    cgq__resources__init (&r->resources);
+    r->resources.n_devices = r->ndevices;
+    r->resources.devices = r->device_msgs;
+    return 0;
+}
+
+static int
+s_setup (s_runner_t *r, const char *config)
+{
+    if (cgq_log_configure (S_PROG, r->cfg.log_level, r->cfg.log_json) < 0)
+        return 2;
+    if (!config) {
+        fprintf (stderr, S_PROG ": --config runner.yaml is required (its devices and benchmarks; "
+                                "see docs/devices.md)\n");
+        return 2;
+    }
+    r->config_path = realpath (config, NULL);
+    if (!r->config_path) {
+        fprintf (stderr, S_PROG ": cannot read %s: %s (check --config)\n", config, strerror (errno));
+        return 2;
+    }
+    if (!(r->rc = s_load (r->config_path)))
+        return 2;
+    r->self_exe = realpath ("/proc/self/exe", NULL);
+    if (!r->self_exe) {
+        fprintf (stderr, S_PROG ": cannot find its own executable: %s\n", strerror (errno));
+        return 1;
+    }
+    if (!r->cfg.coordinator)
+        r->cfg.coordinator = cgq_xstrdup (r->rc->coordinator ? r->rc->coordinator
+                                                             : "tcp://127.0.0.1:7700");
+    char host[HOST_NAME_MAX + 1] = "";
+    if (gethostname (host, sizeof host) < 0 || !*host)
+        strcpy (host, "localhost");
+    host[HOST_NAME_MAX] = 0;
+    r->hostname = cgq_xstrdup (host);
+    if (!r->cfg.id)
+        r->cfg.id = r->rc->id ? cgq_xstrdup (r->rc->id) : cgq_xasprintf ("%s-runner", host);
+    if (strlen (r->cfg.id) > 255) {
+        fprintf (stderr, S_PROG ": --id '%.40s...' is longer than 255 bytes\n", r->cfg.id);
+        return 2;
+    }
+    const char *wd = r->cfg.workdir && *r->cfg.workdir ? r->cfg.workdir : "./.cgq/runner";
+    if (cgq_mkdir_p (wd) < 0 || !(r->workdir = realpath (wd, NULL))) {
+        fprintf (stderr, S_PROG ": cannot create --workdir %s: %s\n", wd, strerror (errno));
+        return 1;
+    }
+    if (cgq_mkdir_p (r->rc->cache_dir) < 0) {
+        fprintf (stderr, S_PROG ": cannot create the artifact cache %s: %s (set cache.dir in %s)\n",
+                 r->rc->cache_dir, strerror (errno), config);
+        return 1;
+    }
+    return s_setup_devices (r) < 0 ? 1 : 0;
+}
+
+static void
+s_cleanup (s_runner_t *r)
+{
+    for (size_t i = 0; i < r->ndevices; i++)
+        cgq_device_destroy (&r->devices[i]);
+    free (r->devices);
+    free (r->device_msgs);
+    free (r->running);
+    free (r->config_path);
+    free (r->self_exe);
+    free (r->workdir);
+    free (r->hostname);
+    cgq_runcfg_destroy (&r->rc);
+    cgq_config_free (s_opts, &r->cfg);
+    for (int i = 0; i < 2; i++)
+        if (s_sig_pipe[i] >= 0)
+            close (s_sig_pipe[i]);
+}
+
+int
+main (int argc, char **argv)
+{
+    cgq_log_init (S_PROG, CGQ_LOG_INFO, false);
+    if (argc > 1 && !strcmp (argv[1], "measure"))
+        return s_measure_main (argc - 1, argv + 1);
+
+    s_runner_t r;
+    memset (&r, 0, sizeof r);
+    const char *config = s_take_config (&argc, argv);
+    int argi = 0;
+    int rc = cgq_config_parse (s_opts, &r.cfg, S_PROG,
+                               S_PROG " --config runner.yaml [options]\n"
+                                      "       " S_PROG " measure --help",
+                               argc, argv, &argi);
+    if (rc == 0 && argi < argc) {
+        fprintf (stderr, S_PROG ": unexpected argument '%s' (see --help)\n", argv[argi]);
+        rc = -1;
+    }
+    if (rc != 0) {
+        cgq_config_free (s_opts, &r.cfg);
+        return rc > 0 ? 0 : 2;
+    }
+    rc = s_setup (&r, config);
+    if (rc == 0 && s_install_signals () < 0)
+        rc = 1;
+    if (rc != 0) {
+        s_cleanup (&r);
+        return rc;
+    }
+    cgq_info ("runner '%s': %zu device(s), %zu benchmark(s), cache %s (cap %" PRIu64 " MiB)",
+              r.cfg.id, r.ndevices, r.rc->nbenches, r.rc->cache_dir, r.rc->cache_max >> 20);
+
+    void *ctx = zmq_ctx_new ();
+    cgq_link_opts_t lopts = {
+        .endpoint = r.cfg.coordinator,
+        .node_id = r.cfg.id,
+        .hostname = r.hostname,
+        .resources = &r.resources,
+        .heartbeat_ms = r.cfg.heartbeat_ms,
+        .kind = CGQ__NODE_KIND__NODE_DEVICE_RUNNER,
+    };
+    r.link = cgq_link_new (ctx, &lopts, s_running, &r);
+    if (!r.link) {
+        zmq_ctx_term (ctx);
+        s_cleanup (&r);
+        return 2;
+    }
+    s_run (&r);
+    cgq_info ("received %s; shutting down", s_stop == SIGINT ? "SIGINT" : "SIGTERM");
+    s_shutdown (&r);
+    cgq_link_destroy (&r.link);
+    zmq_ctx_term (ctx);
+    s_cleanup (&r);
+    cgq_info ("stopped");
+    return 0;
+}

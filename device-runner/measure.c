@@ -1,0 +1,636 @@
+#include "measure.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "artifact.h"
+#include "engine.h"
+#include "gen.h"
+#include "graph.h"
+#include "invoke.h"
+#include "json.h"
+#include "log.h"
+#include "space.h"
+#include "stats.h"
+#include "util.h"
+
+// The output of one run that a parse: benchmark reads; more is cut.
+#define S_PARSE_CAP (4u << 20)
+
+const char *
+cgq_measure_status_name (cgq_measure_status_t st)
+{
+    switch (st) {
+    case CGQ_MEASURE_OK: return "succeeded";
+    case CGQ_MEASURE_FAILED: return "failed";
+    case CGQ_MEASURE_TIMEOUT: return "timeout";
+    case CGQ_MEASURE_BAD: return "bad";
+    }
+    return "?";
+}
+
+static double
+s_now_s (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static void
+s_sleep (double s)
+{
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t) s, (long) ((s - floor (s)) * 1e9)};
+    while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static bool
+s_is_assignment (const json_t *v)
+{
+    return json_is_object (v) && json_is_integer (json_object_get (v, "id"))
+           && json_is_object (json_object_get (v, "map"));
+}
+
+// s_vars builds what templates see: the params (an assignment as its id)
+// and the built-ins, which win over a param of the same name.
+static json_t *
+s_vars (const json_t *params, const char *device, const char *benchmark, const char *artifact)
+{
+    json_t *v = json_object ();
+    const char *k;
+    json_t *x;
+    json_object_foreach ((json_t *) params, k, x)
+    {
+        if (s_is_assignment (x))
+            json_object_set (v, k, json_object_get (x, "id"));
+        else
+            json_object_set (v, k, x);
+    }
+    json_object_set_new (v, "device", json_string (device ? device : ""));
+    json_object_set_new (v, "benchmark", json_string (benchmark ? benchmark : ""));
+    json_object_set_new (v, "artifact", json_string (artifact ? artifact : ""));
+    return v;
+}
+
+static char *
+s_render (const char *tmpl, const json_t *vars, uint64_t job, uint64_t trial, int shell,
+          char *err, size_t errlen)
+{
+    char why[256] = "";
+    char *out = cgq_space_render (tmpl, vars, job, trial, "", shell, why, sizeof why);
+    if (!out)
+        snprintf (err, errlen, "%s", why);
+    return out;
+}
+
+char *
+cgq_measure_render (const char *tmpl, const char *params_json, const char *device,
+                    const char *benchmark, const char *artifact, uint64_t job, uint64_t trial,
+                    const char *item, const char *choice, int shell, char *err, size_t errlen)
+{
+    json_t *params = params_json && *params_json ? json_loads (params_json, 0, NULL) : json_object ();
+    if (!json_is_object (params)) {
+        snprintf (err, errlen, "params are not a JSON object");
+        json_decref (params);
+        return NULL;
+    }
+    json_t *vars = s_vars (params, device, benchmark, artifact);
+    if (item)
+        json_object_set_new (vars, "item", json_string (item));
+    if (choice)
+        json_object_set_new (vars, "choice", json_string (choice));
+    char *out = s_render (tmpl, vars, job, trial, shell, err, errlen);
+    json_decref (vars);
+    json_decref (params);
+    return out;
+}
+
+// A growable list of environment pairs.
+typedef struct {
+    char **keys, **vals;
+    size_t n;
+} s_env_t;
+
+static void
+s_env_add (s_env_t *e, char *k, char *v) // takes both
+{
+    e->keys = cgq_xrealloc (e->keys, (e->n + 1) * sizeof *e->keys);
+    e->vals = cgq_xrealloc (e->vals, (e->n + 1) * sizeof *e->vals);
+    e->keys[e->n] = k;
+    e->vals[e->n++] = v;
+}
+
+static void
+s_env_fini (s_env_t *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        free (e->keys[i]);
+        free (e->vals[i]);
+    }
+    free (e->keys);
+    free (e->vals);
+}
+
+// s_bench_env renders the benchmark's env: a key with {item} once per item
+// of every assignment param (OP_BACKEND_{item}={choice}), the others once.
+static int
+s_bench_env (const cgq_runcfg_bench_t *b, const json_t *params, const json_t *vars, uint64_t job,
+             uint64_t trial, s_env_t *env, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < b->env.n; i++) {
+        const char *kt = b->env.keys[i], *vt = b->env.vals[i];
+        if (!strstr (kt, "{item}")) {
+            char *k = s_render (kt, vars, job, trial, 0, err, errlen);
+            char *v = k ? s_render (vt, vars, job, trial, 0, err, errlen) : NULL;
+            if (!v) {
+                free (k);
+                return -1;
+            }
+            s_env_add (env, k, v);
+            continue;
+        }
+        const char *pk;
+        json_t *pv;
+        json_object_foreach ((json_t *) params, pk, pv)
+        {
+            if (!s_is_assignment (pv))
+                continue;
+            const char *item;
+            json_t *choice;
+            json_object_foreach (json_object_get (pv, "map"), item, choice)
+            {
+                json_t *v2 = json_copy ((json_t *) vars);
+                json_object_set_new (v2, "item", json_string (item));
+                json_object_set (v2, "choice", choice);
+                char *k = s_render (kt, v2, job, trial, 0, err, errlen);
+                char *v = k ? s_render (vt, v2, job, trial, 0, err, errlen) : NULL;
+                json_decref (v2);
+                if (!v) {
+                    free (k);
+                    return -1;
+                }
+                s_env_add (env, k, v);
+            }
+        }
+    }
+    return 0;
+}
+
+// The state of one measurement as it goes.
+typedef struct {
+    const cgq_measure_req_t *req;
+    const cgq_runcfg_device_t *dev;
+    const cgq_runcfg_bench_t *bench;
+    json_t *params;
+    json_t *metrics;
+    double *samples;
+    size_t n, cap;
+    double *warm;
+    size_t nwarm, capwarm;
+    long peak_rss_kb;
+    double peak_reported_kb; // parse: memory, the largest reported
+    bool max_time_hit;
+    char *artifact_path;
+} s_meas_t;
+
+static void
+s_push (double **v, size_t *n, size_t *cap, double x)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *v = cgq_xrealloc (*v, *cap * sizeof **v);
+    }
+    (*v)[(*n)++] = x;
+}
+
+// s_match_all adds every match of re's group 1 in text, times scale, to
+// the samples (or to out_last only, the last match, when samples is NULL).
+static size_t
+s_match_all (const regex_t *re, const char *text, double scale, s_meas_t *m, bool warm,
+             double *out_last)
+{
+    size_t found = 0;
+    const char *p = text;
+    regmatch_t g[2];
+    while (*p && regexec (re, p, 2, g, p == text ? 0 : REG_NOTBOL) == 0) {
+        if (g[1].rm_so >= 0) {
+            char num[64];
+            size_t len = (size_t) (g[1].rm_eo - g[1].rm_so);
+            if (len < sizeof num) {
+                memcpy (num, p + g[1].rm_so, len);
+                num[len] = 0;
+                double v;
+                if (cgq_parse_double (num, &v) == 0 && isfinite (v)) {
+                    found++;
+                    if (out_last)
+                        *out_last = v * scale;
+                    else if (warm)
+                        s_push (&m->warm, &m->nwarm, &m->capwarm, v * scale);
+                    else
+                        s_push (&m->samples, &m->n, &m->cap, v * scale);
+                }
+            }
+        }
+        if (g[0].rm_eo == 0)
+            p++; // an empty match: step over it
+        else
+            p += g[0].rm_eo;
+    }
+    return found;
+}
+
+// s_command_runs does the warm-up and timed runs of a command benchmark.
+static cgq_measure_status_t
+s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, char *err,
+                size_t errlen)
+{
+    const cgq_runcfg_bench_t *b = m->bench;
+    const cgq_measure_req_t *r = m->req;
+    json_t *vars = s_vars (m->params, r->device, b->name, m->artifact_path);
+    char **argv = NULL;
+    size_t argc = 0;
+    char *line = NULL;
+    if (b->command) {
+        line = s_render (b->command, vars, r->job, r->trial, 1, err, errlen);
+        if (line) {
+            argv = cgq_xcalloc (4, sizeof *argv);
+            argv[0] = cgq_xstrdup ("/bin/sh");
+            argv[1] = cgq_xstrdup ("-c");
+            argv[2] = line;
+            argc = 3;
+        }
+    } else {
+        argv = cgq_xcalloc (b->argc + 1, sizeof *argv);
+        for (argc = 0; argc < b->argc; argc++)
+            if (!(argv[argc] = s_render (b->argv[argc], vars, r->job, r->trial, 0, err, errlen)))
+                break;
+        if (argc < b->argc) {
+            for (size_t i = 0; i < argc; i++)
+                free (argv[i]);
+            free (argv);
+            argv = NULL;
+        }
+    }
+    json_decref (vars);
+    if (!argv)
+        return CGQ_MEASURE_BAD;
+    cgq_invoke_opts_t o = {
+        .argv = argv,
+        .envp = envp,
+        .cwd = r->workdir,
+        .cpus = b->pin ? &b->cpus : NULL,
+        .timeout_s = b->timeout_s,
+        .output_cap = b->timing == CGQ_TIMING_PARSE ? S_PARSE_CAP : 0,
+    };
+    cgq_measure_status_t st = CGQ_MEASURE_OK;
+    double start = s_now_s ();
+    uint32_t runs = 0;
+    for (uint32_t phase = 0; phase < 2 && st == CGQ_MEASURE_OK; phase++) {
+        bool warm = phase == 0;
+        double phase_start = s_now_s ();
+        for (uint32_t i = 0;; i++) {
+            double now = s_now_s ();
+            if (warm && i >= warmup && now - phase_start >= b->warmup_min_s)
+                break;
+            if (!warm && i >= repeats && now - phase_start >= b->min_time_s)
+                break;
+            if (b->max_time_s > 0 && now - start >= b->max_time_s && (!warm || i > 0)) {
+                m->max_time_hit = true;
+                break;
+            }
+            cgq_invoke_t out;
+            int rc = cgq_invoke_run (&o, &out);
+            runs++;
+            if (rc < 0) {
+                char how[400];
+                cgq_invoke_describe (&out, b->timeout_s, how, sizeof how);
+                snprintf (err, errlen, "benchmark %s on %s: %s run %u: %s", b->name, r->device,
+                          warm ? "warm-up" : "timed", i + 1, how);
+                st = out.end == CGQ_INVOKE_TIMEOUT ? CGQ_MEASURE_TIMEOUT : CGQ_MEASURE_FAILED;
+                cgq_invoke_fini (&out);
+                break;
+            }
+            if (out.maxrss_kb > m->peak_rss_kb)
+                m->peak_rss_kb = out.maxrss_kb;
+            if (b->timing == CGQ_TIMING_PER_RUN) {
+                if (warm)
+                    s_push (&m->warm, &m->nwarm, &m->capwarm, out.elapsed_ms);
+                else
+                    s_push (&m->samples, &m->n, &m->cap, out.elapsed_ms);
+            } else {
+                const char *text = out.output.data ? out.output.data : "";
+                if (s_match_all (&b->time_re, text, b->time_scale, m, warm, NULL) == 0) {
+                    snprintf (err, errlen, "benchmark %s on %s: run %u printed no match of "
+                                           "parse.time '%s'",
+                              b->name, r->device, i + 1, b->time_re_text);
+                    st = CGQ_MEASURE_FAILED;
+                    cgq_invoke_fini (&out);
+                    break;
+                }
+                double mem = 0;
+                if (b->memory_re_text
+                    && s_match_all (&b->memory_re, text, b->memory_scale, m, warm, &mem) > 0
+                    && mem > m->peak_reported_kb)
+                    m->peak_reported_kb = mem;
+            }
+            cgq_invoke_fini (&out);
+        }
+    }
+    for (size_t i = 0; i < argc; i++)
+        free (argv[i]);
+    free (argv);
+    json_object_set_new (m->metrics, "invocations", json_integer (runs));
+    return st;
+}
+
+static int
+s_param_int (const json_t *params, const char *name, long long def, long long *out)
+{
+    json_t *v = json_object_get (params, name);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (json_is_integer (v)) {
+        *out = json_integer_value (v);
+        return 0;
+    }
+    if (json_is_real (v) && json_real_value (v) == floor (json_real_value (v))) {
+        *out = (long long) json_real_value (v);
+        return 0;
+    }
+    uint64_t u;
+    if (json_is_string (v) && cgq_parse_u64 (json_string_value (v), &u) == 0) {
+        *out = (long long) u;
+        return 0;
+    }
+    return -1;
+}
+
+// s_cpu_local times a CG model with the cg/ engine in this process: the
+// model from the artifact (a model.json) or generated from the params
+// family, seed and resolution.
+static cgq_measure_status_t
+s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t errlen)
+{
+    const cgq_runcfg_bench_t *b = m->bench;
+    char why[512] = "";
+    cgq_cg_graph_t *g = NULL;
+    double t0 = s_now_s ();
+    if (m->artifact_path) {
+        g = cgq_cg_graph_load (m->artifact_path, why, sizeof why);
+        if (!g) {
+            snprintf (err, errlen, "cpu-local: the artifact is not a CG model: %s", why);
+            return CGQ_MEASURE_BAD;
+        }
+    } else {
+        cgq_cg_gen_opts_t go;
+        cgq_cg_gen_opts_default (&go);
+        json_t *fam = json_object_get (m->params, "family");
+        if (fam && (!json_is_string (fam)
+                    || cgq_cg_family_parse (json_string_value (fam), &go.family) < 0)) {
+            snprintf (err, errlen, "cpu-local: param family must be one of: %s",
+                      cgq_cg_family_list ());
+            return CGQ_MEASURE_BAD;
+        }
+        long long seed, res;
+        if (s_param_int (m->params, "seed", 0, &seed) < 0 || seed < 0
+            || s_param_int (m->params, "resolution", 0, &res) < 0 || res < 0 || res > 1024) {
+            snprintf (err, errlen, "cpu-local: params seed and resolution must be whole numbers "
+                                   "(resolution 32..1024, or 0 to draw one)");
+            return CGQ_MEASURE_BAD;
+        }
+        go.seed = (uint64_t) seed;
+        go.resolution = (int) res;
+        g = cgq_cg_gen (&go, why, sizeof why);
+        if (!g) {
+            snprintf (err, errlen, "cpu-local: %s", why);
+            return CGQ_MEASURE_BAD;
+        }
+    }
+    long long threads;
+    if (s_param_int (m->params, "threads", 1, &threads) < 0 || threads < 1 || threads > 256) {
+        cgq_cg_graph_destroy (&g);
+        snprintf (err, errlen, "cpu-local: param threads must be 1..256");
+        return CGQ_MEASURE_BAD;
+    }
+    if (b->pin && sched_setaffinity (0, sizeof b->cpus, &b->cpus) < 0)
+        cgq_warn ("cpu-local: cannot pin to cpus %s: %s", b->cpus_text, strerror (errno));
+    cgq_cg_engine_opts_t eo;
+    cgq_cg_engine_opts_default (&eo);
+    eo.threads = (int) threads;
+    double t1 = s_now_s ();
+    cgq_cg_engine_t *e = cgq_cg_engine_new (g, &eo, why, sizeof why);
+    double init_ms = (s_now_s () - t1) * 1e3;
+    if (!e) {
+        snprintf (err, errlen, "cpu-local: %s", why);
+        cgq_cg_graph_destroy (&g);
+        return CGQ_MEASURE_BAD;
+    }
+    json_object_set_new (m->metrics, "model", json_string (cgq_cg_graph_name (g)));
+    json_object_set_new (m->metrics, "flops", json_integer (cgq_cg_graph_flops (g)));
+    json_object_set_new (m->metrics, "model_params", json_integer (cgq_cg_graph_params (g)));
+    json_object_set_new (m->metrics, "engine_bytes",
+                         json_integer ((json_int_t) cgq_cg_engine_bytes (e)));
+    json_object_set_new (m->metrics, "load_ms", json_real ((t1 - t0) * 1e3));
+    json_object_set_new (m->metrics, "init_ms", json_real (init_ms));
+    double start = s_now_s ();
+    for (uint32_t phase = 0; phase < 2; phase++) {
+        bool warm = phase == 0;
+        double phase_start = s_now_s ();
+        for (uint32_t i = 0;; i++) {
+            double now = s_now_s ();
+            if (warm && i >= warmup && now - phase_start >= b->warmup_min_s)
+                break;
+            if (!warm && i >= repeats && now - phase_start >= b->min_time_s)
+                break;
+            if (b->max_time_s > 0 && now - start >= b->max_time_s && (!warm || i > 0)) {
+                m->max_time_hit = true;
+                break;
+            }
+            double a = s_now_s ();
+            cgq_cg_engine_run (e);
+            double ms = (s_now_s () - a) * 1e3;
+            if (warm)
+                s_push (&m->warm, &m->nwarm, &m->capwarm, ms);
+            else
+                s_push (&m->samples, &m->n, &m->cap, ms);
+        }
+    }
+    struct rusage ru;
+    getrusage (RUSAGE_SELF, &ru);
+    m->peak_rss_kb = ru.ru_maxrss;
+    cgq_cg_engine_destroy (&e);
+    cgq_cg_graph_destroy (&g);
+    return CGQ_MEASURE_OK;
+}
+
+static void
+s_device_json (s_meas_t *m)
+{
+    json_object_set_new (m->metrics, "device", json_string (m->dev ? m->dev->id : m->req->device));
+    json_t *tags = json_object ();
+    for (size_t i = 0; m->dev && i < m->dev->tags.n; i++)
+        json_object_set_new (tags, m->dev->tags.keys[i], json_string (m->dev->tags.vals[i]));
+    json_object_set_new (m->metrics, "tags", tags);
+    json_object_set_new (m->metrics, "benchmark", json_string (m->req->benchmark ? m->req->benchmark : ""));
+}
+
+static void
+s_finish (s_meas_t *m, cgq_measure_status_t st)
+{
+    json_t *o = m->metrics;
+    if (m->n > 0) {
+        cgq_stats_t s;
+        cgq_stats_compute (m->samples, m->n, &s);
+        cgq_stats_to_json (&s, m->samples, m->n, m->bench ? m->bench->max_samples : 0, "_ms",
+                           "samples_ms", o);
+        if (st == CGQ_MEASURE_OK)
+            json_object_set_new (o, "time", json_real (s.p50));
+    }
+    if (m->nwarm > 0) {
+        json_t *w = json_array ();
+        for (size_t i = 0; i < m->nwarm && i < 100; i++)
+            json_array_append_new (w, json_real (m->warm[i]));
+        json_object_set_new (o, "warmup_ms", w);
+    }
+    json_object_set_new (o, "warmup_runs", json_integer ((json_int_t) m->nwarm));
+    double mem = m->peak_reported_kb > 0 ? m->peak_reported_kb : (double) m->peak_rss_kb;
+    if (m->peak_rss_kb > 0)
+        json_object_set_new (o, "peak_rss_kb", json_integer (m->peak_rss_kb));
+    if (m->peak_reported_kb > 0)
+        json_object_set_new (o, "reported_memory_kb", json_real (m->peak_reported_kb));
+    if (st == CGQ_MEASURE_OK && mem > 0)
+        json_object_set_new (o, "memory", json_real (mem));
+    if (m->max_time_hit)
+        json_object_set_new (o, "max_time_reached", json_true ());
+}
+
+cgq_measure_status_t
+cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, size_t errlen)
+{
+    s_meas_t m;
+    memset (&m, 0, sizeof m);
+    m.req = r;
+    m.metrics = json_object ();
+    err[0] = 0;
+    json_object_set_new (m.metrics, "started", json_real (cgq_wall_s ()));
+    cgq_measure_status_t st = CGQ_MEASURE_OK;
+    s_env_t env = {0};
+    char **envp = NULL;
+    const cgq_runcfg_t *cfg = r->cfg;
+    m.dev = cgq_runcfg_device (cfg, r->device);
+    m.bench = cgq_runcfg_bench (cfg, r->benchmark);
+    s_device_json (&m);
+    if (!m.dev) {
+        snprintf (err, errlen, "device '%s' is not one of this runner's", r->device ? r->device : "");
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
+    if (!m.bench) {
+        char *names = cgq_runcfg_bench_names (cfg);
+        snprintf (err, errlen, "unknown benchmark '%s' (this runner has: %s; a runner runs only "
+                               "the benchmarks of its own config)",
+                  r->benchmark ? r->benchmark : "", names);
+        free (names);
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
+    m.params = r->params_json && *r->params_json ? json_loads (r->params_json, 0, NULL)
+                                                  : json_object ();
+    if (!json_is_object (m.params)) {
+        snprintf (err, errlen, "the params are not a JSON object");
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
+    // The device's own variables, then CGQ_DEVICE_ID; the benchmark's env
+    // (rendered) comes later, once the artifact's path is known.
+    for (size_t i = 0; i < m.dev->env.n; i++)
+        s_env_add (&env, cgq_xstrdup (m.dev->env.keys[i]), cgq_xstrdup (m.dev->env.vals[i]));
+    s_env_add (&env, cgq_xstrdup ("CGQ_DEVICE_ID"), cgq_xstrdup (m.dev->id));
+    envp = cgq_invoke_env (env.keys, env.vals, env.n);
+    if (m.dev->check) {
+        char why[512];
+        if (cgq_invoke_shell (m.dev->check, envp, m.bench->timeout_s, why, sizeof why) < 0) {
+            snprintf (err, errlen, "device %s: check '%s' failed: %s", m.dev->id, m.dev->check,
+                      why);
+            st = CGQ_MEASURE_FAILED;
+            goto done;
+        }
+    }
+    if (r->artifact_url && *r->artifact_url) {
+        cgq_artifact_opts_t ao = {
+            .dir = cfg->cache_dir,
+            .max_bytes = cfg->cache_max,
+            .connect_timeout_s = cfg->connect_timeout_s,
+            .transfer_timeout_s = cfg->transfer_timeout_s,
+            .retries = cfg->retries,
+        };
+        cgq_artifact_t a;
+        if (cgq_artifact_get (&ao, r->artifact_url, r->artifact_sha256, &a, err, errlen) < 0) {
+            st = CGQ_MEASURE_BAD;
+            goto done;
+        }
+        m.artifact_path = a.path;
+        a.path = NULL;
+        json_object_set_new (m.metrics, "artifact_sha256", json_string (a.sha256));
+        json_object_set_new (m.metrics, "artifact_cached", json_boolean (a.hit));
+        json_object_set_new (m.metrics, "artifact_fetch_ms", json_real (a.fetch_s * 1e3));
+        cgq_artifact_fini (&a);
+    }
+    uint32_t warmup = r->warmup ? r->warmup : m.bench->warmup;
+    uint32_t repeats = r->repeats ? r->repeats : m.bench->repeats;
+    if (m.bench->timing == CGQ_TIMING_BUILTIN)
+        st = s_cpu_local (&m, warmup, repeats, err, errlen);
+    else {
+        json_t *vars = s_vars (m.params, m.dev->id, m.bench->name, m.artifact_path);
+        size_t before = env.n;
+        int rc = s_bench_env (m.bench, m.params, vars, r->job, r->trial, &env, err, errlen);
+        json_decref (vars);
+        if (rc < 0) {
+            st = CGQ_MEASURE_BAD;
+            goto done;
+        }
+        if (env.n > before) {
+            cgq_invoke_env_free (envp);
+            envp = cgq_invoke_env (env.keys, env.vals, env.n);
+        }
+        st = s_command_runs (&m, envp, warmup, repeats, err, errlen);
+    }
+    if (st == CGQ_MEASURE_OK && m.n == 0) {
+        snprintf (err, errlen, "benchmark %s on %s: no timed run fitted in max_time %gs",
+                  m.bench->name, m.dev->id, m.bench->max_time_s);
+        st = CGQ_MEASURE_FAILED;
+    }
+    if ((st == CGQ_MEASURE_FAILED || st == CGQ_MEASURE_TIMEOUT) && m.dev->reset) {
+        char why[512];
+        if (cgq_invoke_shell (m.dev->reset, envp, 0, why, sizeof why) < 0)
+            cgq_warn ("device %s: reset '%s' failed: %s", m.dev->id, m.dev->reset, why);
+        else
+            cgq_info ("device %s: reset after the %s measurement", m.dev->id,
+                      cgq_measure_status_name (st));
+    }
+done:
+    s_finish (&m, st);
+    json_object_set_new (m.metrics, "finished", json_real (cgq_wall_s ()));
+    if (m.bench && m.bench->cooldown_s > 0 && st != CGQ_MEASURE_BAD)
+        s_sleep (m.bench->cooldown_s);
+    *metrics_json = cgq_json_dumps (m.metrics);
+    json_decref (m.metrics);
+    json_decref (m.params);
+    cgq_invoke_env_free (envp);
+    s_env_fini (&env);
+    free (m.samples);
+    free (m.warm);
+    free (m.artifact_path);
+    return st;
+}

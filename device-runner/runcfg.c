@@ -1,0 +1,727 @@
+// runcfg: runner.yaml → cgq_runcfg_t. The file is the operator's own, so
+// libyaml's document loader is enough (a spec from the network goes through
+// common/spec.c's bounded parser instead). Every error names FILE:LINE:COL,
+// says what is wrong and what to write; unknown keys are errors, so that a
+// typo cannot silently change how a device is measured.
+#include "runcfg.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "util.h"
+
+#define S_DEFAULT_CACHE_DIR "./.cgq/artifacts"
+#define S_DEFAULT_CACHE_MAX (1ull << 30)
+#define S_DEFAULT_MAX_SAMPLES 1000
+
+typedef struct {
+    const char *path;
+    yaml_document_t *doc;
+    char *err;
+    size_t errlen;
+    bool failed;
+} s_ctx_t;
+
+static int
+s_err (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static int
+s_err (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
+{
+    if (c->failed)
+        return -1;
+    c->failed = true;
+    char msg[512];
+    va_list ap;
+    va_start (ap, fmt);
+    vsnprintf (msg, sizeof msg, fmt, ap);
+    va_end (ap);
+    snprintf (c->err, c->errlen, "%s:%zu:%zu: %s", c->path, at ? at->start_mark.line + 1 : 1,
+              at ? at->start_mark.column + 1 : 1, msg);
+    return -1;
+}
+
+static yaml_node_t *
+s_node (s_ctx_t *c, int id)
+{
+    return yaml_document_get_node (c->doc, id);
+}
+
+static const char *
+s_text (const yaml_node_t *n)
+{
+    return (const char *) n->data.scalar.value;
+}
+
+// s_scalar checks that n is a non-empty scalar and returns its text.
+static const char *
+s_scalar (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint)
+{
+    if (!n || n->type != YAML_SCALAR_NODE || n->data.scalar.length == 0) {
+        s_err (c, n, "%s needs a value (%s)", what, hint);
+        return NULL;
+    }
+    if (strlen (s_text (n)) != n->data.scalar.length) {
+        s_err (c, n, "%s holds a NUL byte", what);
+        return NULL;
+    }
+    return s_text (n);
+}
+
+static int
+s_string (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint, char **out)
+{
+    const char *t = s_scalar (c, n, what, hint);
+    if (!t)
+        return -1;
+    free (*out);
+    *out = cgq_xstrdup (t);
+    return 0;
+}
+
+static int
+s_duration (s_ctx_t *c, const yaml_node_t *n, const char *what, double *out)
+{
+    const char *t = s_scalar (c, n, what, "a duration such as 500ms, 2s or 1m");
+    if (!t)
+        return -1;
+    double v;
+    if (cgq_parse_duration (t, &v) < 0 || v < 0 || !isfinite (v))
+        return s_err (c, n, "%s: '%s' is not a duration (write e.g. 500ms, 2s, 1m)", what, t);
+    *out = v;
+    return 0;
+}
+
+static int
+s_count (s_ctx_t *c, const yaml_node_t *n, const char *what, uint64_t max, uint64_t *out)
+{
+    const char *t = s_scalar (c, n, what, "a whole number");
+    if (!t)
+        return -1;
+    uint64_t v;
+    if (cgq_parse_u64 (t, &v) < 0 || v > max)
+        return s_err (c, n, "%s: '%s' is not a whole number from 0 to %llu", what, t,
+                      (unsigned long long) max);
+    *out = v;
+    return 0;
+}
+
+static int
+s_u32 (s_ctx_t *c, const yaml_node_t *n, const char *what, uint32_t *out)
+{
+    uint64_t v;
+    if (s_count (c, n, what, 1000000000, &v) < 0)
+        return -1;
+    *out = (uint32_t) v;
+    return 0;
+}
+
+static int
+s_expect_map (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint)
+{
+    if (!n || n->type != YAML_MAPPING_NODE)
+        return s_err (c, n, "%s must be a mapping (%s)", what, hint);
+    return 0;
+}
+
+// s_unknown reports key k of section, listing the keys that exist there.
+static int
+s_unknown (s_ctx_t *c, const yaml_node_t *k, const char *section, const char *known)
+{
+    if (!k || k->type != YAML_SCALAR_NODE)
+        return s_err (c, k, "%s: keys must be plain names", section);
+    return s_err (c, k, "%s: unknown key '%s' (expected one of: %s)", section, s_text (k), known);
+}
+
+static void
+s_kv_fini (cgq_kv_t *kv)
+{
+    for (size_t i = 0; i < kv->n; i++) {
+        free (kv->keys[i]);
+        free (kv->vals[i]);
+    }
+    free (kv->keys);
+    free (kv->vals);
+    memset (kv, 0, sizeof *kv);
+}
+
+static void
+s_kv_add (cgq_kv_t *kv, const char *k, const char *v)
+{
+    kv->keys = cgq_xrealloc (kv->keys, (kv->n + 1) * sizeof *kv->keys);
+    kv->vals = cgq_xrealloc (kv->vals, (kv->n + 1) * sizeof *kv->vals);
+    kv->keys[kv->n] = cgq_xstrdup (k);
+    kv->vals[kv->n++] = cgq_xstrdup (v);
+}
+
+// s_kv reads a mapping of scalars (tags, env). An empty value is allowed
+// for env (a variable set to ""), not for tags.
+static int
+s_kv (s_ctx_t *c, const yaml_node_t *n, const char *what, bool env, cgq_kv_t *out)
+{
+    if (s_expect_map (c, n, what, env ? "NAME: value" : "tag: value, e.g. device: odroid-xu4") < 0)
+        return -1;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *key = s_scalar (c, k, what, "a name");
+        if (!key)
+            return -1;
+        for (size_t i = 0; i < out->n; i++)
+            if (!strcmp (out->keys[i], key))
+                return s_err (c, k, "%s: '%s' is given twice", what, key);
+        if (env && (strchr (key, '=') || isdigit ((unsigned char) key[0])))
+            return s_err (c, k, "%s: '%s' is not a variable name", what, key);
+        if (!v || v->type != YAML_SCALAR_NODE)
+            return s_err (c, v, "%s.%s must be a single value, not a list or mapping", what, key);
+        if (!env && v->data.scalar.length == 0)
+            return s_err (c, v, "%s.%s needs a value", what, key);
+        s_kv_add (out, key, s_text (v));
+    }
+    return 0;
+}
+
+static bool
+s_is_word (const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!isalnum ((unsigned char) *s) && *s != '_' && *s != '-' && *s != '.')
+            return false;
+    return true;
+}
+
+int
+cgq_runcfg_parse_cpus (const char *text, cpu_set_t *set)
+{
+    CPU_ZERO (set);
+    const char *p = text;
+    int n = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol (p, &end, 10);
+        if (end == p || errno || a < 0 || a >= CPU_SETSIZE)
+            return -1;
+        long b = a;
+        p = end;
+        if (*p == '-') {
+            b = strtol (p + 1, &end, 10);
+            if (end == p + 1 || errno || b < a || b >= CPU_SETSIZE)
+                return -1;
+            p = end;
+        }
+        for (long i = a; i <= b; i++)
+            CPU_SET ((int) i, set);
+        n++;
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return n > 0 ? 0 : -1;
+}
+
+static int
+s_device (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_device_t *d)
+{
+    const char *known = "id, tags, env, setup, check, reset";
+    if (s_expect_map (c, n, "a device", "id: ..., tags: {...}") < 0)
+        return -1;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+        int rc;
+        if (!strcmp (key, "id")) {
+            rc = s_string (c, v, "devices[].id", "a name such as odroid-1", &d->id);
+            if (rc == 0 && !s_is_word (d->id))
+                rc = s_err (c, v, "bad device id '%s' (use letters, digits, '_', '-' and '.')",
+                            d->id);
+        } else if (!strcmp (key, "tags"))
+            rc = s_kv (c, v, "tags", false, &d->tags);
+        else if (!strcmp (key, "env"))
+            rc = s_kv (c, v, "env", true, &d->env);
+        else if (!strcmp (key, "setup"))
+            rc = s_string (c, v, "setup", "a shell command", &d->setup);
+        else if (!strcmp (key, "check"))
+            rc = s_string (c, v, "check", "a shell command", &d->check);
+        else if (!strcmp (key, "reset"))
+            rc = s_string (c, v, "reset", "a shell command", &d->reset);
+        else
+            rc = s_unknown (c, k, "device", known);
+        if (rc < 0)
+            return -1;
+    }
+    if (!d->id)
+        return s_err (c, n, "a device needs an id (write id: NAME)");
+    return 0;
+}
+
+static int
+s_unit_scale (s_ctx_t *c, const yaml_node_t *v, const char *what, bool time, double *scale)
+{
+    const char *t = s_scalar (c, v, what, time ? "us, ms or s" : "B, KiB, MiB or GiB");
+    if (!t)
+        return -1;
+    static const struct {
+        const char *name;
+        double scale;
+        bool time;
+    } units[] = {
+        {"ns", 1e-6, true}, {"us", 1e-3, true}, {"ms", 1, true}, {"s", 1000, true},
+        {"B", 1.0 / 1024, false}, {"KiB", 1, false}, {"kB", 1, false}, {"KB", 1, false},
+        {"MiB", 1024, false}, {"MB", 1024, false}, {"GiB", 1024 * 1024, false},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (units[i].time == time && !strcmp (units[i].name, t)) {
+            *scale = units[i].scale;
+            return 0;
+        }
+    return s_err (c, v, "%s: unknown unit '%s' (expected one of: %s)", what, t,
+                  time ? "ns, us, ms, s" : "B, KiB (= kB, KB), MiB (= MB), GiB");
+}
+
+static int
+s_regex (s_ctx_t *c, const yaml_node_t *v, const char *what, char **text, regex_t *re)
+{
+    if (s_string (c, v, what, "a POSIX extended regex with one group, e.g. 'time: ([0-9.]+) ms'",
+                  text) < 0)
+        return -1;
+    int rc = regcomp (re, *text, REG_EXTENDED);
+    if (rc != 0) {
+        char msg[200];
+        regerror (rc, re, msg, sizeof msg);
+        free (*text);
+        *text = NULL;
+        return s_err (c, v, "%s: bad regex: %s", what, msg);
+    }
+    if (re->re_nsub < 1) {
+        regfree (re);
+        free (*text);
+        *text = NULL;
+        return s_err (c, v, "%s: the regex needs a group around the number, e.g. "
+                            "'latency: ([0-9.]+)'", what);
+    }
+    return 0;
+}
+
+static int
+s_parse_section (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_bench_t *b)
+{
+    const char *known = "time, time_unit, memory, memory_unit";
+    if (s_expect_map (c, n, "parse", "time: REGEX, time_unit: ms, memory: REGEX") < 0)
+        return -1;
+    const yaml_node_t *time_node = NULL;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+        int rc;
+        if (!strcmp (key, "time") && !b->time_re_text) {
+            rc = s_regex (c, v, "parse.time", &b->time_re_text, &b->time_re);
+            time_node = v;
+        } else if (!strcmp (key, "memory") && !b->memory_re_text)
+            rc = s_regex (c, v, "parse.memory", &b->memory_re_text, &b->memory_re);
+        else if (!strcmp (key, "time_unit"))
+            rc = s_unit_scale (c, v, "parse.time_unit", true, &b->time_scale);
+        else if (!strcmp (key, "memory_unit"))
+            rc = s_unit_scale (c, v, "parse.memory_unit", false, &b->memory_scale);
+        else
+            rc = s_unknown (c, k, "parse", known);
+        if (rc < 0)
+            return -1;
+    }
+    if (!time_node)
+        return s_err (c, n, "parse needs time: REGEX (its group 1 is one run's time)");
+    return 0;
+}
+
+static void
+s_bench_defaults (cgq_runcfg_bench_t *b, const char *name, double cooldown)
+{
+    memset (b, 0, sizeof *b);
+    b->name = cgq_xstrdup (name);
+    b->timing = CGQ_TIMING_PER_RUN;
+    b->time_scale = 1;
+    b->memory_scale = 1;
+    b->warmup = 1;
+    b->repeats = 10;
+    b->max_time_s = 600;
+    b->timeout_s = 60;
+    b->cooldown_s = cooldown;
+    b->max_samples = S_DEFAULT_MAX_SAMPLES;
+}
+
+static int
+s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_bench_t *b)
+{
+    const char *known = "command, env, timing, parse, builtin, warmup, warmup_min_time, repeats, "
+                        "min_time, max_time, timeout, cpus, cooldown, max_samples";
+    bool builtin = b->timing == CGQ_TIMING_BUILTIN;
+    if (s_expect_map (c, n, "a benchmark", "command: ..., timing: per-run") < 0)
+        return -1;
+    const yaml_node_t *timing_node = NULL, *parse_node = NULL, *cmd_node = NULL;
+    bool timing_parse = false;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+        int rc = 0;
+        uint64_t u;
+        if (!strcmp (key, "command")) {
+            cmd_node = v;
+            if (v && v->type == YAML_SEQUENCE_NODE) {
+                for (yaml_node_item_t *it = v->data.sequence.items.start;
+                     it < v->data.sequence.items.top && rc == 0; it++) {
+                    const char *a = s_scalar (c, s_node (c, *it), "command[]", "an argument");
+                    if (!a)
+                        return -1;
+                    b->argv = cgq_xrealloc (b->argv, (b->argc + 2) * sizeof *b->argv);
+                    b->argv[b->argc++] = cgq_xstrdup (a);
+                    b->argv[b->argc] = NULL;
+                }
+                if (b->argc == 0)
+                    rc = s_err (c, v, "command: an empty list runs nothing");
+            } else
+                rc = s_string (c, v, "command", "a shell command, or a list [program, args...]",
+                               &b->command);
+        } else if (!strcmp (key, "env"))
+            rc = s_kv (c, v, "env", true, &b->env);
+        else if (!strcmp (key, "timing")) {
+            timing_node = v;
+            const char *t = s_scalar (c, v, "timing", "per-run or parse");
+            if (!t)
+                return -1;
+            if (!strcmp (t, "per-run"))
+                timing_parse = false;
+            else if (!strcmp (t, "parse"))
+                timing_parse = true;
+            else
+                rc = s_err (c, v, "timing: unknown '%s' (expected per-run: the runner times each "
+                                  "run, or parse: regexes read the tool's report)", t);
+        } else if (!strcmp (key, "parse")) {
+            parse_node = v;
+            rc = s_parse_section (c, v, b);
+        } else if (!strcmp (key, "builtin")) {
+            const char *t = s_scalar (c, v, "builtin", CGQ_RUNCFG_CPU_LOCAL);
+            if (!t)
+                return -1;
+            if (strcmp (t, CGQ_RUNCFG_CPU_LOCAL) != 0)
+                rc = s_err (c, v, "builtin: unknown '%s' (the built-in benchmark is "
+                                  CGQ_RUNCFG_CPU_LOCAL ")", t);
+            builtin = true;
+        } else if (!strcmp (key, "warmup"))
+            rc = s_u32 (c, v, "warmup", &b->warmup);
+        else if (!strcmp (key, "warmup_min_time"))
+            rc = s_duration (c, v, "warmup_min_time", &b->warmup_min_s);
+        else if (!strcmp (key, "repeats")) {
+            rc = s_u32 (c, v, "repeats", &b->repeats);
+            if (rc == 0 && b->repeats == 0)
+                rc = s_err (c, v, "repeats must be at least 1");
+        } else if (!strcmp (key, "min_time"))
+            rc = s_duration (c, v, "min_time", &b->min_time_s);
+        else if (!strcmp (key, "max_time"))
+            rc = s_duration (c, v, "max_time", &b->max_time_s);
+        else if (!strcmp (key, "timeout"))
+            rc = s_duration (c, v, "timeout", &b->timeout_s);
+        else if (!strcmp (key, "cooldown"))
+            rc = s_duration (c, v, "cooldown", &b->cooldown_s);
+        else if (!strcmp (key, "max_samples")) {
+            rc = s_count (c, v, "max_samples", 1000000, &u);
+            b->max_samples = (size_t) u;
+        } else if (!strcmp (key, "cpus")) {
+            rc = s_string (c, v, "cpus", "CPU numbers such as 0,2-3", &b->cpus_text);
+            if (rc == 0 && cgq_runcfg_parse_cpus (b->cpus_text, &b->cpus) < 0)
+                rc = s_err (c, v, "cpus: '%s' is not a CPU list (write e.g. 2 or 0,2-3)",
+                            b->cpus_text);
+            b->pin = rc == 0;
+        } else
+            rc = s_unknown (c, k, "benchmark", known);
+        if (rc < 0)
+            return -1;
+    }
+    if (b->max_time_s > 0 && b->min_time_s > b->max_time_s)
+        return s_err (c, n, "min_time is longer than max_time: no measurement could meet both");
+    if (builtin) {
+        if (strcmp (b->name, CGQ_RUNCFG_CPU_LOCAL) != 0)
+            return s_err (c, kn, "builtin: " CGQ_RUNCFG_CPU_LOCAL " goes under the name "
+                                 CGQ_RUNCFG_CPU_LOCAL ", not '%s'", b->name);
+        if (cmd_node || timing_node || parse_node)
+            return s_err (c, cmd_node ? cmd_node : timing_node ? timing_node : parse_node,
+                          "the built-in " CGQ_RUNCFG_CPU_LOCAL " runs the CG engine in-process: "
+                          "it takes no command, timing or parse");
+        b->timing = CGQ_TIMING_BUILTIN;
+        return 0;
+    }
+    if (!cmd_node)
+        return s_err (c, n, "benchmark '%s' needs a command (write command: nnpackage_run "
+                            "--nnpackage {artifact}, or a list)", b->name);
+    if (timing_parse && !parse_node)
+        return s_err (c, timing_node, "timing: parse needs a parse: {time: REGEX} section");
+    if (parse_node && !timing_parse)
+        return s_err (c, parse_node, "parse: goes with timing: parse (add it, or remove parse)");
+    b->timing = timing_parse ? CGQ_TIMING_PARSE : CGQ_TIMING_PER_RUN;
+    return 0;
+}
+
+static int
+s_cache (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_t *cfg)
+{
+    const char *known = "dir, max_size, connect_timeout, timeout, retries";
+    if (s_expect_map (c, n, "cache", "dir: PATH, max_size: 2G") < 0)
+        return -1;
+    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+        int rc;
+        if (!strcmp (key, "dir"))
+            rc = s_string (c, v, "cache.dir", "a directory", &cfg->cache_dir);
+        else if (!strcmp (key, "max_size")) {
+            const char *t = s_scalar (c, v, "cache.max_size", "a size such as 2G");
+            if (!t)
+                return -1;
+            rc = cgq_parse_bytes (t, &cfg->cache_max) < 0 || cfg->cache_max == 0
+                     ? s_err (c, v, "cache.max_size: '%s' is not a size (write e.g. 512M, 2G)", t)
+                     : 0;
+        } else if (!strcmp (key, "connect_timeout"))
+            rc = s_duration (c, v, "cache.connect_timeout", &cfg->connect_timeout_s);
+        else if (!strcmp (key, "timeout"))
+            rc = s_duration (c, v, "cache.timeout", &cfg->transfer_timeout_s);
+        else if (!strcmp (key, "retries"))
+            rc = s_u32 (c, v, "cache.retries", &cfg->retries);
+        else
+            rc = s_unknown (c, k, "cache", known);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static cgq_runcfg_bench_t *
+s_add_bench (cgq_runcfg_t *cfg, const char *name)
+{
+    cfg->benches = cgq_xrealloc (cfg->benches, (cfg->nbenches + 1) * sizeof *cfg->benches);
+    cgq_runcfg_bench_t *b = &cfg->benches[cfg->nbenches++];
+    s_bench_defaults (b, name, cfg->cooldown_s);
+    return b;
+}
+
+static int
+s_root (s_ctx_t *c, const yaml_node_t *root, cgq_runcfg_t *cfg)
+{
+    const char *known = "coordinator, id, cache, cooldown, devices, benchmarks";
+    if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0))
+        return s_err (c, root, "the file is empty (write devices: and benchmarks:, see "
+                               "docs/devices.md)");
+    if (s_expect_map (c, root, "runner.yaml", "coordinator:, devices:, benchmarks:") < 0)
+        return -1;
+    const yaml_node_t *devices = NULL, *benches = NULL;
+    // cooldown first: it is every benchmark's default.
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+        int rc = 0;
+        if (!strcmp (key, "coordinator"))
+            rc = s_string (c, v, "coordinator", "an endpoint such as tcp://host:7700",
+                           &cfg->coordinator);
+        else if (!strcmp (key, "id"))
+            rc = s_string (c, v, "id", "this runner's node id", &cfg->id);
+        else if (!strcmp (key, "cache"))
+            rc = s_cache (c, v, cfg);
+        else if (!strcmp (key, "cooldown"))
+            rc = s_duration (c, v, "cooldown", &cfg->cooldown_s);
+        else if (!strcmp (key, "devices"))
+            devices = v;
+        else if (!strcmp (key, "benchmarks"))
+            benches = v;
+        else
+            rc = s_unknown (c, k, "runner.yaml", known);
+        if (rc < 0)
+            return -1;
+    }
+    if (!devices)
+        return s_err (c, root, "no devices: (write devices: [{id: NAME, tags: {device: KIND}}])");
+    if (devices->type != YAML_SEQUENCE_NODE || devices->data.sequence.items.top
+                                                   == devices->data.sequence.items.start)
+        return s_err (c, devices, "devices must be a non-empty list of {id, tags, ...}");
+    for (yaml_node_item_t *it = devices->data.sequence.items.start;
+         it < devices->data.sequence.items.top; it++) {
+        cfg->devices = cgq_xrealloc (cfg->devices, (cfg->ndevices + 1) * sizeof *cfg->devices);
+        cgq_runcfg_device_t *d = &cfg->devices[cfg->ndevices++];
+        memset (d, 0, sizeof *d);
+        yaml_node_t *dn = s_node (c, *it);
+        if (s_device (c, dn, d) < 0)
+            return -1;
+        for (size_t i = 0; i + 1 < cfg->ndevices; i++)
+            if (!strcmp (cfg->devices[i].id, d->id))
+                return s_err (c, dn, "device id '%s' is given twice", d->id);
+    }
+    // The built-in first, so that a cpu-local: entry adjusts it.
+    s_add_bench (cfg, CGQ_RUNCFG_CPU_LOCAL)->timing = CGQ_TIMING_BUILTIN;
+    if (!benches)
+        return 0;
+    if (s_expect_map (c, benches, "benchmarks", "NAME: {command: ..., timing: per-run}") < 0)
+        return -1;
+    bool cpu_local_seen = false;
+    for (yaml_node_pair_t *p = benches->data.mapping.pairs.start;
+         p < benches->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+        const char *name = s_scalar (c, k, "benchmarks", "a benchmark name");
+        if (!name)
+            return -1;
+        if (!s_is_word (name))
+            return s_err (c, k, "bad benchmark name '%s' (use letters, digits, '_', '-' and '.')",
+                          name);
+        cgq_runcfg_bench_t *b = (cgq_runcfg_bench_t *) cgq_runcfg_bench (cfg, name);
+        bool is_builtin = !strcmp (name, CGQ_RUNCFG_CPU_LOCAL);
+        if (b && (!is_builtin || cpu_local_seen))
+            return s_err (c, k, "benchmark '%s' is given twice", name);
+        cpu_local_seen = cpu_local_seen || is_builtin;
+        if (b) {
+            // Redefine cpu-local's settings from scratch (builtin implied).
+            free (b->name);
+            s_bench_defaults (b, name, cfg->cooldown_s);
+            b->timing = CGQ_TIMING_BUILTIN;
+        } else
+            b = s_add_bench (cfg, name);
+        if (s_bench (c, k, v, b) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+cgq_runcfg_t *
+cgq_runcfg_parse (const char *text, size_t len, const char *path, char *err, size_t errlen)
+{
+    cgq_runcfg_t *cfg = cgq_xcalloc (1, sizeof *cfg);
+    cfg->path = cgq_xstrdup (path);
+    cfg->cache_max = S_DEFAULT_CACHE_MAX;
+    cfg->connect_timeout_s = 10;
+    cfg->transfer_timeout_s = 600;
+    cfg->retries = 2;
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize (&parser)) {
+        snprintf (err, errlen, "%s: out of memory", path);
+        cgq_runcfg_destroy (&cfg);
+        return NULL;
+    }
+    yaml_parser_set_input_string (&parser, (const unsigned char *) text, len);
+    if (!yaml_parser_load (&parser, &doc)) {
+        snprintf (err, errlen, "%s:%zu:%zu: %s%s%s", path, parser.problem_mark.line + 1,
+                  parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error",
+                  parser.context ? " " : "", parser.context ? parser.context : "");
+        yaml_parser_delete (&parser);
+        cgq_runcfg_destroy (&cfg);
+        return NULL;
+    }
+    s_ctx_t c = {.path = path, .doc = &doc, .err = err, .errlen = errlen};
+    int rc = s_root (&c, yaml_document_get_root_node (&doc), cfg);
+    yaml_document_delete (&doc);
+    yaml_parser_delete (&parser);
+    if (rc < 0) {
+        cgq_runcfg_destroy (&cfg);
+        return NULL;
+    }
+    if (!cfg->cache_dir)
+        cfg->cache_dir = cgq_xstrdup (S_DEFAULT_CACHE_DIR);
+    return cfg;
+}
+
+cgq_runcfg_t *
+cgq_runcfg_load (const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen (path, "rb");
+    if (!f) {
+        snprintf (err, errlen, "cannot read %s: %s (check --config)", path, strerror (errno));
+        return NULL;
+    }
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    int rc = cgq_buf_read (&b, f);
+    int saved = errno;
+    fclose (f);
+    if (rc < 0) {
+        snprintf (err, errlen, "cannot read %s: %s", path, strerror (saved));
+        cgq_buf_fini (&b);
+        return NULL;
+    }
+    cgq_runcfg_t *cfg = cgq_runcfg_parse (b.data, b.len, path, err, errlen);
+    cgq_buf_fini (&b);
+    return cfg;
+}
+
+void
+cgq_runcfg_destroy (cgq_runcfg_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_runcfg_t *self = *self_p;
+    for (size_t i = 0; i < self->ndevices; i++) {
+        cgq_runcfg_device_t *d = &self->devices[i];
+        free (d->id);
+        s_kv_fini (&d->tags);
+        s_kv_fini (&d->env);
+        free (d->setup);
+        free (d->check);
+        free (d->reset);
+    }
+    free (self->devices);
+    for (size_t i = 0; i < self->nbenches; i++) {
+        cgq_runcfg_bench_t *b = &self->benches[i];
+        free (b->name);
+        free (b->command);
+        for (size_t j = 0; j < b->argc; j++)
+            free (b->argv[j]);
+        free (b->argv);
+        s_kv_fini (&b->env);
+        if (b->time_re_text)
+            regfree (&b->time_re);
+        if (b->memory_re_text)
+            regfree (&b->memory_re);
+        free (b->time_re_text);
+        free (b->memory_re_text);
+        free (b->cpus_text);
+    }
+    free (self->benches);
+    free (self->path);
+    free (self->coordinator);
+    free (self->id);
+    free (self->cache_dir);
+    free (self);
+    *self_p = NULL;
+}
+
+const cgq_runcfg_device_t *
+cgq_runcfg_device (const cgq_runcfg_t *self, const char *id)
+{
+    for (size_t i = 0; id && i < self->ndevices; i++)
+        if (!strcmp (self->devices[i].id, id))
+            return &self->devices[i];
+    return NULL;
+}
+
+const cgq_runcfg_bench_t *
+cgq_runcfg_bench (const cgq_runcfg_t *self, const char *name)
+{
+    for (size_t i = 0; name && i < self->nbenches; i++)
+        if (!strcmp (self->benches[i].name, name))
+            return &self->benches[i];
+    return NULL;
+}
+
+char *
+cgq_runcfg_bench_names (const cgq_runcfg_t *self)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    for (size_t i = 0; i < self->nbenches; i++)
+        cgq_buf_printf (&b, "%s%s", i ? ", " : "", self->benches[i].name);
+    return cgq_buf_take (&b);
+}

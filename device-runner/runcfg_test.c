@@ -1,0 +1,141 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runcfg.h"
+
+static cgq_runcfg_t *
+s_parse (const char *text, char *err)
+{
+    return cgq_runcfg_parse (text, strlen (text), "runner.yaml", err, 512);
+}
+
+static void
+test_full (void **state)
+{
+    char err[512] = "";
+    cgq_runcfg_t *c = s_parse ("coordinator: tcp://lab:7700\n"
+                               "id: lab-1\n"
+                               "cooldown: 2s\n"
+                               "cache: {dir: /tmp/x, max_size: 2G, retries: 4, timeout: 1m}\n"
+                               "devices:\n"
+                               "  - id: odroid-1\n"
+                               "    tags: {device: odroid-xu4, os: linux}\n"
+                               "    env: {ANDROID_SERIAL: abc}\n"
+                               "    check: 'true'\n"
+                               "    reset: 'echo reset'\n"
+                               "benchmarks:\n"
+                               "  nnpackage:\n"
+                               "    command: nnpackage_run --nnpackage {artifact}\n"
+                               "    env: {BACKENDS: 'acl_cl;cpu', 'OP_BACKEND_{item}': '{choice}'}\n"
+                               "    timing: parse\n"
+                               "    parse: {time: 'mean: ([0-9.]+) us', time_unit: us}\n"
+                               "    repeats: 20\n"
+                               "    min_time: 1s\n"
+                               "    cpus: 0,2-3\n"
+                               "  direct:\n"
+                               "    command: [tool, -r, '{runs}']\n"
+                               "  cpu-local: {repeats: 50, cooldown: 0s}\n",
+                               err);
+    assert_non_null (c);
+    assert_string_equal (c->coordinator, "tcp://lab:7700");
+    assert_string_equal (c->id, "lab-1");
+    assert_int_equal (c->cache_max, 2ull << 30);
+    assert_int_equal (c->retries, 4);
+    assert_true (c->transfer_timeout_s == 60);
+    assert_int_equal (c->ndevices, 1);
+    const cgq_runcfg_device_t *d = cgq_runcfg_device (c, "odroid-1");
+    assert_non_null (d);
+    assert_int_equal (d->tags.n, 2);
+    assert_string_equal (d->tags.vals[0], "odroid-xu4");
+    assert_string_equal (d->env.keys[0], "ANDROID_SERIAL");
+    assert_string_equal (d->reset, "echo reset");
+    const cgq_runcfg_bench_t *b = cgq_runcfg_bench (c, "nnpackage");
+    assert_int_equal (b->timing, CGQ_TIMING_PARSE);
+    assert_true (b->time_scale == 1e-3);
+    assert_int_equal (b->repeats, 20);
+    assert_true (b->cooldown_s == 2); // the file's default
+    assert_true (b->pin && CPU_ISSET (0, &b->cpus) && !CPU_ISSET (1, &b->cpus)
+                 && CPU_ISSET (3, &b->cpus));
+    assert_int_equal (b->env.n, 2);
+    b = cgq_runcfg_bench (c, "direct");
+    assert_int_equal (b->argc, 3);
+    assert_int_equal (b->timing, CGQ_TIMING_PER_RUN);
+    b = cgq_runcfg_bench (c, "cpu-local");
+    assert_int_equal (b->timing, CGQ_TIMING_BUILTIN);
+    assert_int_equal (b->repeats, 50);
+    assert_true (b->cooldown_s == 0);
+    assert_null (cgq_runcfg_bench (c, "nope"));
+    cgq_runcfg_destroy (&c);
+    assert_null (c);
+}
+
+static void
+test_builtin_always_there (void **state)
+{
+    char err[512] = "";
+    cgq_runcfg_t *c = s_parse ("devices: [{id: cpu0, tags: {device: cpu}}]\n", err);
+    assert_non_null (c);
+    assert_non_null (cgq_runcfg_bench (c, "cpu-local"));
+    assert_string_equal (c->cache_dir, "./.cgq/artifacts");
+    cgq_runcfg_destroy (&c);
+}
+
+// Each bad file: the message names line and column and what is wrong.
+static void
+test_errors (void **state)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, repeat: 3}\n",
+         "runner.yaml:3:19: benchmark: unknown key 'repeat'"},
+        {"devicez: []\n", "runner.yaml:1:1: runner.yaml: unknown key 'devicez'"},
+        {"benchmarks: {}\n", "runner.yaml:1:1: no devices:"},
+        {"devices: [{id: a}, {id: a}]\n", "runner.yaml:1:20: device id 'a' is given twice"},
+        {"devices: [{tags: {d: x}}]\n", "runner.yaml:1:11: a device needs an id"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse}\n",
+         "runner.yaml:3:27: timing: parse needs a parse:"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: {time: 'a('}}\n",
+         "runner.yaml:3:48: parse.time: bad regex"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: {time: 'a'}}\n",
+         "the regex needs a group"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timeout: soon}\n",
+         "runner.yaml:3:28: timeout: 'soon' is not a duration"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, cpus: 1-0}\n",
+         "cpus: '1-0' is not a CPU list"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {timing: per-run}\n",
+         "runner.yaml:3:6: benchmark 'x' needs a command"},
+        {"devices: [{id: a}]\nbenchmarks:\n  cpu-local: {command: t}\n",
+         "takes no command, timing or parse"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, repeats: 0}\n",
+         "repeats must be at least 1"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, min_time: 5s, max_time: 1s}\n",
+         "min_time is longer than max_time"},
+        {"devices: [{id: a}]\ncache: {max_size: lots}\n", "cache.max_size: 'lots' is not a size"},
+        {"devices: [{id: a}\n", "runner.yaml:2:1: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[512] = "";
+        cgq_runcfg_t *c = s_parse (cases[i].text, err);
+        if (c || !strstr (err, cases[i].want))
+            fail_msg ("case %zu: got '%s', want '%s'", i, err, cases[i].want);
+        cgq_runcfg_destroy (&c);
+    }
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_full),
+        cmocka_unit_test (test_builtin_always_there),
+        cmocka_unit_test (test_errors),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

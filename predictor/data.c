@@ -17,6 +17,7 @@ struct cgq_pred_data_t {
     int *edge_off; // count + 1
     int *edges;    // all edges x 2, node ids local to their graph
     double *raw;   // all nodes x CGQ_CG_NUM_FEATS, as read
+    float *enc;    // all nodes x CGQ_PRED_IN_DIM, encoded with the split's scaling
     double *label; // count
     int *family;   // count: index into families, or NULL without a family file
     char **families;
@@ -222,6 +223,7 @@ cgq_pred_data_destroy (cgq_pred_data_t **self_p)
     free (self->edge_off);
     free (self->edges);
     free (self->raw);
+    free (self->enc);
     free (self->label);
     free (self->family);
     for (int k = 0; k < self->nfamilies; k++)
@@ -356,6 +358,18 @@ cgq_pred_data_split (cgq_pred_data_t *self, uint64_t seed, double val_frac, doub
         }
     self->log_target = log_target;
     s_fit (self);
+    // Encode every node once, so that a batch only copies rows.
+    size_t nodes = (size_t)self->node_off[self->count];
+    free (self->enc);
+    self->enc = cgq_xcalloc (nodes * CGQ_PRED_IN_DIM + 1, sizeof (float));
+    for (size_t i = 0; i < nodes; i++) {
+        const double *r = self->raw + i * CGQ_CG_NUM_FEATS;
+        float *x = self->enc + i * CGQ_PRED_IN_DIM;
+        x[(int)r[0]] = 1.0f;
+        for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
+            x[CGQ_PRED_NUM_OPS + k] =
+                ((float)log1p (fmax (r[1 + k], 0)) - self->feat_mean[k]) / self->feat_std[k];
+    }
     return 0;
 }
 
@@ -497,21 +511,17 @@ cgq_pred_data_batch (const cgq_pred_data_t *self, const int *idx, int n, cgq_pre
         b->cap_edges = (size_t)edges + (size_t)edges / 2 + 1;
         b->edges = cgq_xrealloc (b->edges, b->cap_edges * 2 * sizeof (int));
     }
-    memset (b->x, 0, (size_t)nodes * CGQ_PRED_IN_DIM * sizeof (float));
     int at = 0, eat = 0;
     for (int t = 0; t < n; t++) {
         int g = idx[t];
         b->graph_off[t] = at;
         b->index[t] = g;
         b->target[t] = (float)cgq_pred_data_target (self, g);
-        for (int i = self->node_off[g]; i < self->node_off[g + 1]; i++, at++) {
-            const double *r = self->raw + (size_t)i * CGQ_CG_NUM_FEATS;
-            float *x = b->x + (size_t)at * CGQ_PRED_IN_DIM;
-            x[(int)r[0]] = 1.0f;
-            for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
-                x[CGQ_PRED_NUM_OPS + k] =
-                    ((float)log1p (fmax (r[1 + k], 0)) - self->feat_mean[k]) / self->feat_std[k];
-        }
+        int len = self->node_off[g + 1] - self->node_off[g];
+        memcpy (b->x + (size_t)at * CGQ_PRED_IN_DIM,
+                self->enc + (size_t)self->node_off[g] * CGQ_PRED_IN_DIM,
+                (size_t)len * CGQ_PRED_IN_DIM * sizeof (float));
+        at += len;
         int base = b->graph_off[t];
         for (int e = self->edge_off[g]; e < self->edge_off[g + 1]; e++, eat++) {
             b->edges[2 * eat] = base + self->edges[2 * e];

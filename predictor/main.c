@@ -13,6 +13,7 @@
 
 #include "cgq_report.h"
 #include "data.h"
+#include "export.h"
 #include "train.h"
 #include "util.h"
 
@@ -40,6 +41,7 @@ s_usage (FILE *f)
 {
     fputs ("usage: cgq-predictor train --data DIR [--set KEY=VALUE]... [--out DIR] [--json]\n"
            "       cgq-predictor trial --data DIR      (the worker's `predictor` trial kind)\n"
+           "       cgq-predictor export --results FILE --out DIR\n"
            "       cgq-predictor --help | --version\n"
            "\n"
            "Trains a GNN that predicts a model's latency from its computational graph, on\n"
@@ -50,6 +52,10 @@ s_usage (FILE *f)
            "\n"
            "trial reads the hyper-parameters from $CGQ_PARAMS (a JSON object) and writes\n"
            "one JSON report per epoch to $CGQ_REPORT_FD (docs/predictor.md).\n"
+           "\n"
+           "export turns the results of a cpu-local measurement job (`cgq results J --format\n"
+           "json`, FILE or - for stdin) into a CG dataset in DIR: each graph built again\n"
+           "from its params and labelled with its measured time, FLOPs and parameters.\n"
            "\n"
            "hyper-parameters (KEY, default, meaning):\n",
            f);
@@ -210,6 +216,55 @@ s_main (int argc, char **argv, bool trial)
     return s_run (data, &cfg, out, &o);
 }
 
+static int
+s_export (int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"results", required_argument, NULL, 'r'},
+        {"out", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *results = NULL, *out = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "r:o:h", opts, NULL)) != -1) {
+        if (c == 'r')
+            results = optarg;
+        else if (c == 'o')
+            out = optarg;
+        else if (c == 'h') {
+            s_usage (stdout);
+            return S_OK;
+        }
+        else {
+            s_usage (stderr);
+            return S_BAD;
+        }
+    }
+    if (!results || !out || optind < argc) {
+        s_error ("export needs --results FILE (or -) and --out DIR, and nothing else");
+        return S_BAD;
+    }
+    json_error_t je;
+    json_t *doc =
+        !strcmp (results, "-") ? json_loadf (stdin, 0, &je) : json_load_file (results, 0, &je);
+    if (!doc) {
+        s_error ("%s:%d: not JSON: %s (expected cgq results J --format json)", results, je.line,
+                 je.text);
+        return S_BAD;
+    }
+    char err[1024];
+    int n = cgq_pred_export (doc, out, err, sizeof err);
+    json_decref (doc);
+    if (n < 0) {
+        s_error ("%s: %s", results, err);
+        return S_FAIL;
+    }
+    printf ("wrote %d graphs to %s\n", n, out);
+    return S_OK;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -237,6 +292,8 @@ main (int argc, char **argv)
     }
     if (!strcmp (cmd, "train") || !strcmp (cmd, "trial"))
         return s_main (argc - 1, argv + 1, !strcmp (cmd, "trial"));
-    s_error ("unknown command '%s' (expected train or trial; see --help)", cmd);
+    if (!strcmp (cmd, "export"))
+        return s_export (argc - 1, argv + 1);
+    s_error ("unknown command '%s' (expected train, trial or export; see --help)", cmd);
     return S_BAD;
 }

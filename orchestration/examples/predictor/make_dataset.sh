@@ -14,9 +14,9 @@
 # the 2-core reference machine. The latencies are this machine's: another
 # machine gives other numbers (that is the point of measuring).
 #
-# Note: the device runner's cpu-local benchmark times a model with the same
-# engine code (cg/engine.c); once it has landed, this measurement can run as
-# a cgq job on that device instead of inside cgq-cg.
+# measure.sh makes the same dataset as a cgq measurement job on the device
+# runner's cpu-local benchmark (the same engine code, cg/engine.c), which is
+# how the committed one was made; this script needs no cluster.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}

@@ -1,0 +1,92 @@
+// export_test: measurement results (as cgq results --format json gives them)
+// become a CG dataset whose graphs are the measured models and whose labels
+// are the measured times.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "data.h"
+#include "dataset.h"
+#include "export.h"
+#include "gen.h"
+#include "util.h"
+
+static json_t *
+s_trial (int id, const char *state, cgq_cg_family_t fam, int seed, double ms, const char *model)
+{
+    char name[96];
+    if (!model) {
+        cgq_cg_gen_opts_t o;
+        cgq_cg_gen_opts_default (&o);
+        o.family = fam;
+        o.seed = (uint64_t)seed;
+        char err[256];
+        cgq_cg_graph_t *g = cgq_cg_gen (&o, err, sizeof err); // resolution drawn, as the runner
+        assert_non_null (g);
+        snprintf (name, sizeof name, "%s", cgq_cg_graph_name (g));
+        cgq_cg_graph_destroy (&g);
+        model = name;
+    }
+    return json_pack ("{s:i, s:s, s:{s:s, s:i}, s:{s:f, s:s}}", "id", id, "state", state, "params",
+                      "family", cgq_cg_family_name (fam), "seed", seed, "metrics", "time", ms,
+                      "model", model);
+}
+
+static void
+test_export (void **state)
+{
+    char dir[64];
+    snprintf (dir, sizeof dir, "/tmp/cgq-export-test-XXXXXX");
+    assert_non_null (mkdtemp (dir));
+    json_t *trials = json_array ();
+    // Out of id order, one failed trial among them.
+    json_array_append_new (trials, s_trial (3, "succeeded", CGQ_CG_VGG, 7, 9.5, NULL));
+    json_array_append_new (trials, s_trial (1, "succeeded", CGQ_CG_RESNET, 4, 2.25, NULL));
+    json_array_append_new (trials, s_trial (2, "failed", CGQ_CG_RESNET, 5, 1, NULL));
+    json_array_append_new (trials, s_trial (0, "succeeded", CGQ_CG_SHUFFLENETV2, 11, 0.5, NULL));
+    json_t *doc = json_pack ("{s:i, s:o}", "job", 1, "trials", trials);
+    char err[512];
+    assert_int_equal (cgq_pred_export (doc, dir, err, sizeof err), 3);
+    cgq_cg_dataset_t *ds = cgq_cg_dataset_read (dir, err, sizeof err);
+    assert_non_null (ds);
+    assert_int_equal (cgq_cg_dataset_count (ds), 3);
+    assert_int_equal (cgq_cg_dataset_num_labels (ds), 3);
+    const double want[] = {0.5, 2.25, 9.5};
+    for (int i = 0; i < 3; i++) {
+        cgq_cg_sample_t s;
+        assert_int_equal (cgq_cg_dataset_get (ds, i, &s), 0);
+        assert_true (s.labels[0] == want[i]);
+        assert_true (s.labels[1] > 0 && s.labels[2] > 0);
+    }
+    cgq_cg_dataset_destroy (&ds);
+    cgq_pred_data_t *d = cgq_pred_data_load (dir, 0, 0, err, sizeof err);
+    assert_non_null (d);
+    assert_string_equal (cgq_pred_data_family (d, 0), "shufflenetv2");
+    assert_string_equal (cgq_pred_data_family (d, 1), "resnet");
+    assert_string_equal (cgq_pred_data_family (d, 2), "vgg");
+    cgq_pred_data_destroy (&d);
+
+    // A model name that does not match what the params build is an error.
+    json_array_append_new (trials, s_trial (4, "succeeded", CGQ_CG_VGG, 8, 3, "vgg-s9-r64"));
+    assert_int_equal (cgq_pred_export (doc, dir, err, sizeof err), -1);
+    assert_non_null (strstr (err, "trial 4"));
+    json_decref (doc);
+    char *cmd = cgq_xasprintf ("rm -rf '%s'", dir);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_export),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

@@ -94,6 +94,9 @@ struct trial_s {
     trial_t *nnext, *nprev; // node's task list
     double started;
     int64_t adopt_deadline_ms; // recovered running trial not yet adopted
+    int64_t report_ms;         // Progress rate limit (session.c): last refill
+    double report_tokens;      // reports that may still be stored now
+    bool report_warned;        // a dropped report of this trial was logged
     uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
     uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
 };
@@ -209,6 +212,8 @@ typedef struct {
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
     uint64_t stat_results, stat_assigns;
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
+    int64_t reject_log_s;   // session.c: rate limit of rejection lines (this second,
+    unsigned reject_log_n;  // lines in it)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time
     int64_t stall_ms;      // time the loop was not listening, not yet credited to nodes
 } coord_t;

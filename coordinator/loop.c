@@ -71,9 +71,14 @@ s_drain (coord_t *c, void *sock, bool control)
             cgq_env_t *env = size > limit ? NULL
                                           : cgq_wire_decode (zmq_msg_data (&parts[payload]),
                                                              size, limit);
-            if (!env && control && size > limit) {
+            if (size > limit) {
                 cgq_wire_dropped++;
-                control_too_big (c, rid, rid_len, size);
+                if (control)
+                    control_too_big (c, rid, rid_len, size);
+                else
+                    cgq_warn ("dropped a %zu-byte frame from a node peer: over --max-frame "
+                              "(%" PRIu64 " dropped so far)",
+                              size, cgq_wire_dropped);
             }
             else if (env) {
                 if (control)

@@ -39,6 +39,94 @@ s_welcome (coord_t *c, node_t *n)
     outbox_push (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
 }
 
+// s_rejected counts a node message that may not change anything and logs
+// it, at most S_REJECT_LOG_PER_S lines a second (a flood must not flood the log).
+#define S_REJECT_LOG_PER_S 10
+static void
+s_rejected (coord_t *c, const char *id, const char *what, const Cgq__TaskRef *ref,
+            const char *why)
+{
+    c->stat_rejected++;
+    int64_t now = cgq_now_ms () / 1000;
+    if (now != c->reject_log_s) {
+        c->reject_log_s = now;
+        c->reject_log_n = 0;
+    }
+    if (c->reject_log_n++ >= S_REJECT_LOG_PER_S)
+        return;
+    char buf[80];
+    cgq_warn ("rejected a %s for task %s from '%s': %s (%" PRIu64 " rejected so far)", what,
+              cgq_wire_task_str (buf, ref), id, why, c->stat_rejected);
+}
+
+// s_owns says whether node n (NULL: the sender never said Hello) may report
+// on task ref: only the node that runs that attempt may. A stale attempt or
+// an unknown trial passes (jobs_result acks it and changes nothing); the rest
+// is counted, logged and ignored, and not acked: it is not the sender's to
+// forget.
+static bool
+s_owns (coord_t *c, node_t *n, const char *id, const Cgq__TaskRef *ref, const char *what)
+{
+    const char *why = NULL;
+    if (!n)
+        why = "the sender never said Hello";
+    else {
+        trial_t *t = jobs_trial (c, ref->job, ref->trial);
+        if (t && t->attempt == ref->attempt) {
+            if (t->node && t->node != n)
+                why = "another node runs that attempt";
+            else if (!t->node && t->expect_node && strcmp (t->expect_node, n->id) != 0)
+                why = "another node ran that attempt";
+        }
+    }
+    if (!why)
+        return true;
+    s_rejected (c, id, what, ref, why);
+    return false;
+}
+
+// s_report_allowed applies --max-report and --max-report-rate to a Progress
+// report of a trial that n runs. A token bucket per trial: up to one second's
+// worth at once, then max_report_rate a second. Dropped reports are counted
+// (reports_dropped) and the first of each trial is logged.
+static bool
+s_report_allowed (coord_t *c, const char *id, const Cgq__Progress *p)
+{
+    trial_t *t = jobs_trial (c, p->task->job, p->task->trial);
+    if (!t || t->attempt != p->task->attempt || !p->report_json)
+        return true; // jobs_progress ignores it
+    size_t len = strlen (p->report_json);
+    double rate = c->cfg.max_report_rate > 0 ? c->cfg.max_report_rate : 20;
+    double burst = rate > 1 ? rate : 1;
+    int64_t now = cgq_now_ms ();
+    if (!t->report_ms)
+        t->report_tokens = burst;
+    else
+        t->report_tokens += (double) (now - t->report_ms) * rate / 1000.0;
+    if (t->report_tokens > burst)
+        t->report_tokens = burst;
+    t->report_ms = now;
+    char why[160] = "";
+    if (c->cfg.max_report && len > c->cfg.max_report)
+        snprintf (why, sizeof why, "the report is %zu bytes, over --max-report %llu", len,
+                  (unsigned long long) c->cfg.max_report);
+    else if (t->report_tokens < 1)
+        snprintf (why, sizeof why, "more than %g reports a second (--max-report-rate)", rate);
+    else {
+        t->report_tokens -= 1;
+        return true;
+    }
+    c->stat_reports_dropped++;
+    if (!t->report_warned) {
+        char buf[80];
+        t->report_warned = true;
+        cgq_warn ("task %s on '%s': report not stored: %s (further drops of this trial are only "
+                  "counted, in reports_dropped)",
+                  cgq_wire_task_str (buf, p->task), id, why);
+    }
+    return false;
+}
+
 // s_result applies a Result and acks it after the flush: stale or not, the
 // node may forget it once this batch is persisted.
 static void
@@ -46,6 +134,8 @@ s_result (coord_t *c, const char *rid, const Cgq__Result *r)
 {
     c->stat_results++;
     if (!r->task)
+        return;
+    if (!s_owns (c, nodes_find (c, rid), rid, r->task, "Result"))
         return;
     jobs_result (c, r);
     outbox_ack (c, rid, r->task);
@@ -237,7 +327,8 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         s_result (c, id, env->result);
         break;
     case CGQ__ENVELOPE__BODY_PROGRESS:
-        if (n && env->progress->task)
+        if (env->progress->task && s_owns (c, n, id, env->progress->task, "Progress")
+            && s_report_allowed (c, id, env->progress))
             jobs_progress (c, env->progress);
         break;
     case CGQ__ENVELOPE__BODY_BYE:

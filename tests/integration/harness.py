@@ -357,38 +357,104 @@ class Redis:
 # ---------------------------------------------------------------- ZMTP
 
 
-def zmtp_send(host, port, frames, socket_type=b"DEALER", identity=b"", timeout=3.0):
-    """Speak just enough ZMTP 3.0 (NULL mechanism) to deliver one multi-frame
-    message to a ZeroMQ ROUTER, as a DEALER/REQ peer would. Used to send
-    garbage that passes the transport and reaches the application."""
-    s = socket.create_connection((host, port), timeout)
-    try:
-        s.sendall(b"\xff" + b"\x00" * 7 + b"\x01" + b"\x7f" + b"\x03\x00" +
-                  b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31)
-        got = b""
-        while len(got) < 64:
-            c = s.recv(64 - len(got))
-            if not c:
-                raise ConnectionError("peer closed the connection during the ZMTP greeting")
-            got += c
+class ZmtpPeer:
+    """Just enough ZMTP 3.0 (NULL mechanism) to talk to a ZeroMQ ROUTER as a
+    DEALER/REQ peer would, over one connection: send() delivers one
+    multi-frame message. Used to send garbage that passes the transport and
+    reaches the application, and messages no real node would send."""
 
-        def prop(name, value):
-            return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
+    def __init__(self, host, port, socket_type=b"DEALER", identity=b"", timeout=3.0):
+        self.sock = s = socket.create_connection((host, port), timeout)
+        try:
+            s.sendall(b"\xff" + b"\x00" * 7 + b"\x01" + b"\x7f" + b"\x03\x00" +
+                      b"NULL".ljust(20, b"\x00") + b"\x00" + b"\x00" * 31)
+            got = b""
+            while len(got) < 64:
+                c = s.recv(64 - len(got))
+                if not c:
+                    raise ConnectionError("peer closed the connection during the ZMTP greeting")
+                got += c
 
-        body = b"\x05READY" + prop(b"Socket-Type", socket_type) + prop(b"Identity", identity)
-        s.sendall(b"\x04" + bytes([len(body)]) + body)
-        hdr = s.recv(2)
-        if len(hdr) < 2 or hdr[0] & 0x04 == 0:
-            raise ConnectionError("no READY from the peer (got %r)" % hdr)
+            def prop(name, value):
+                return bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
+
+            body = b"\x05READY" + prop(b"Socket-Type", socket_type) + prop(b"Identity", identity)
+            s.sendall(b"\x04" + bytes([len(body)]) + body)
+            hdr = s.recv(2)
+            if len(hdr) < 2 or hdr[0] & 0x04 == 0:
+                raise ConnectionError("no READY from the peer (got %r)" % hdr)
+        except BaseException:
+            s.close()
+            raise
+
+    def send(self, frames):
         for i, f in enumerate(frames):
             flags = 0x01 if i < len(frames) - 1 else 0x00
             if len(f) > 255:
-                s.sendall(bytes([flags | 0x02]) + struct.pack(">Q", len(f)) + f)
+                self.sock.sendall(bytes([flags | 0x02]) + struct.pack(">Q", len(f)) + f)
             else:
-                s.sendall(bytes([flags, len(f)]) + f)
-        time.sleep(0.2)
+                self.sock.sendall(bytes([flags, len(f)]) + f)
+
+    def close(self, linger=0.2):
+        time.sleep(linger)
+        self.sock.close()
+
+
+# Hand-encoded protobuf for schemas/cgq.proto (field numbers from there), so
+# that a test can send messages no real node would: forged results, wrong
+# versions, truncated envelopes.
+
+def pb_varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_int(field, n):
+    return pb_varint(field << 3) + pb_varint(n)
+
+
+def pb_bytes(field, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return pb_varint(field << 3 | 2) + pb_varint(len(data)) + data
+
+
+def pb_task(job, trial, attempt, stage=0):
+    return pb_int(1, job) + pb_int(2, trial) + pb_int(3, stage) + pb_int(4, attempt)
+
+
+def pb_envelope(body_field, body, version=1):
+    """Envelope{version, oneof body}: 10 Hello, 12 Heartbeat, 14 Progress,
+    15 Result, 16 Ack, 18 Bye, 30 SubmitJob, 32 CancelJob, 34 Ping."""
+    return pb_int(1, version) + pb_bytes(body_field, body)
+
+
+def pb_result(task, status=0, metrics_json="{}"):
+    return pb_envelope(15, pb_bytes(1, task) + pb_int(2, status) + pb_bytes(3, metrics_json))
+
+
+def pb_progress(task, report_json, seq=1):
+    return pb_envelope(14, pb_bytes(1, task) + pb_bytes(2, report_json) + pb_int(3, seq))
+
+
+def pb_hello(node_id, cpus=0.0):
+    res = pb_varint(1 << 3 | 1) + struct.pack("<d", cpus)
+    return pb_envelope(10, pb_bytes(1, node_id) + pb_bytes(3, res) + pb_bytes(8, "0.1.0"))
+
+
+def zmtp_send(host, port, frames, socket_type=b"DEALER", identity=b"", timeout=3.0):
+    """One multi-frame message over a fresh ZMTP connection (ZmtpPeer)."""
+    p = ZmtpPeer(host, port, socket_type, identity, timeout)
+    try:
+        p.send(frames)
     finally:
-        s.close()
+        p.close()
 
 
 def raw_tcp_send(host, port, data, timeout=3.0):

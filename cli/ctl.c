@@ -81,9 +81,9 @@ s_handshake_failed (char *err, size_t errlen, const char *endpoint, const cgq_au
                   endpoint);
 }
 
-int
-cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t **reply,
-                 char *err, size_t errlen)
+static int
+s_request_one (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t **reply,
+               char *err, size_t errlen)
 {
     *reply = NULL;
     uint8_t *data = NULL;
@@ -221,6 +221,32 @@ done:
         zmq_ctx_term (ctx);
     cgq_auth_destroy (&auth);
     free (data);
+    return rc;
+}
+
+// A list "EP1,EP2" names a leader and its standbys: only the leader binds its
+// endpoint, so the others stay silent. Each gets a share of the time, at
+// least S_MIN_SHARE_MS; the first answer wins.
+#define S_MIN_SHARE_MS 1000
+
+int
+cgq_ctl_request (const char *endpoint, cgq_env_t *req, int timeout_ms, cgq_env_t **reply,
+                 char *err, size_t errlen)
+{
+    if (!strchr (endpoint, ','))
+        return s_request_one (endpoint, req, timeout_ms, reply, err, errlen);
+    char *list = cgq_xstrdup (endpoint), *save = NULL;
+    size_t n = 1;
+    for (const char *p = endpoint; *p; p++)
+        n += *p == ',';
+    int share = timeout_ms / (int) n > S_MIN_SHARE_MS ? timeout_ms / (int) n : S_MIN_SHARE_MS;
+    int rc = CGQ_EXIT_FAIL;
+    for (char *ep = strtok_r (list, ", ", &save); ep; ep = strtok_r (NULL, ", ", &save)) {
+        rc = s_request_one (ep, req, share, reply, err, errlen);
+        if (rc != CGQ_EXIT_FAIL)
+            break; // an answer, or a malformed endpoint
+    }
+    free (list);
     return rc;
 }
 

@@ -35,6 +35,8 @@ char *cgq_key_pareto (char *buf, size_t n, uint64_t job);                   // c
 
 #define CGQ_KEY_JOB_SEQ "cgq:seq:job"
 #define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
+// The leader lease: "EPOCH ID" with a time to live (coordinator/lease.h).
+#define CGQ_KEY_LEADER "cgq:leader"
 #define CGQ_KEY_JOBS "cgq:jobs"
 #define CGQ_KEY_NODES "cgq:nodes"
 #define CGQ_KEY_DEVICES "cgq:devices" // set: every device id a runner has declared

@@ -52,6 +52,13 @@ struct cgq_store_t {
     bool fresh;            // connected since the last flush: check for lost batches
     uint64_t replayed;     // batches replayed since start (cgq_store_replayed)
 
+    // Fencing (cgq_store_set_fence): each batch is WATCHed on fence_key and
+    // sent only while it holds fence_val (or is gone with fence_seq_key still
+    // at fence_seq: nobody took over since).
+    char *fence_key, *fence_val, *fence_seq_key;
+    uint64_t fence_seq;
+    bool fenced;
+
     char errstr[512];
 };
 
@@ -350,6 +357,9 @@ cgq_store_destroy (cgq_store_t **self_p)
     free (self->marker_key);
     free (self->marker_field);
     free (self->marker_tag);
+    free (self->fence_key);
+    free (self->fence_val);
+    free (self->fence_seq_key);
     for (size_t i = 0; i < self->jlen; i++)
         free (self->journal[(self->jhead + i) % self->jcap].data);
     free (self->journal);
@@ -636,6 +646,8 @@ s_journal_add (cgq_store_t *self, uint64_t seq, size_t ncmds, char *data, size_t
     self->jbytes += len;
 }
 
+static int s_fence_check (cgq_store_t *self);
+
 // s_replay_lost runs once per new connection, before anything else is
 // written: if Redis came back older than the batches it acknowledged (a
 // crash inside its fsync window), the marker names an older batch, and the
@@ -693,6 +705,8 @@ s_replay_lost (cgq_store_t *self)
         struct s_entry *e = &self->journal[(self->jhead + i) % self->jcap];
         if (ours && e->seq <= have)
             continue;
+        if (s_fence_check (self) < 0)
+            return -1;
         if (redisAppendFormattedCommand (self->ctx, e->data, e->len) != REDIS_OK) {
             s_io_error (self, "replaying a lost batch");
             return -1;
@@ -727,6 +741,80 @@ cgq_store_replayed (const cgq_store_t *self)
     return self->replayed;
 }
 
+// s_fence_check WATCHes the fence key and checks that this writer still holds
+// it, in one round trip. Returns 0 (go on: a takeover from now on aborts the
+// next EXEC), or -1: fenced (self->fenced set, for good) or an I/O error.
+static int
+s_fence_check (cgq_store_t *self)
+{
+    if (!self->fence_key)
+        return 0;
+    if (self->fenced)
+        return -1;
+    if (redisAppendCommand (self->ctx, "WATCH %s", self->fence_key) != REDIS_OK
+        || redisAppendCommand (self->ctx, "GET %s", self->fence_key) != REDIS_OK
+        || redisAppendCommand (self->ctx, "GET %s", self->fence_seq_key) != REDIS_OK) {
+        s_io_error (self, "checking the lease");
+        return -1;
+    }
+    redisReply *r[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        if (redisGetReply (self->ctx, (void **) &r[i]) != REDIS_OK || !r[i]) {
+            for (int k = 0; k < i; k++)
+                freeReplyObject (r[k]);
+            s_io_error (self, "checking the lease");
+            return -1;
+        }
+    int rc = 0;
+    if (r[0]->type == REDIS_REPLY_ERROR) {
+        snprintf (self->errstr, sizeof self->errstr, "Redis at %s refused WATCH: %s", self->url,
+                  r[0]->str);
+        rc = -1;
+    } else if (r[1]->type == REDIS_REPLY_STRING) {
+        if (strcmp (r[1]->str, self->fence_val) != 0) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "fenced: %s is now '%s', not ours ('%s'): another writer took over",
+                      self->fence_key, r[1]->str, self->fence_val);
+            self->fenced = true;
+            rc = -1;
+        }
+    } else {
+        uint64_t seq = r[2]->type == REDIS_REPLY_STRING ? strtoull (r[2]->str, NULL, 10) : 0;
+        if (seq != self->fence_seq) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "fenced: %s expired and %s moved on to %" PRIu64 " (ours: %" PRIu64 ")",
+                      self->fence_key, self->fence_seq_key, seq, self->fence_seq);
+            self->fenced = true;
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < 3; i++)
+        freeReplyObject (r[i]);
+    if (rc < 0 && !self->fenced)
+        s_disconnect (self);
+    return rc;
+}
+
+void
+cgq_store_set_fence (cgq_store_t *self, const char *key, const char *value, const char *seq_key,
+                     uint64_t seq)
+{
+    free (self->fence_key);
+    free (self->fence_val);
+    free (self->fence_seq_key);
+    self->fence_key = key ? cgq_xstrdup (key) : NULL;
+    self->fence_val = key ? cgq_xstrdup (value) : NULL;
+    self->fence_seq_key = key ? cgq_xstrdup (seq_key) : NULL;
+    self->fence_seq = seq;
+    self->fenced = false;
+}
+
+bool
+cgq_store_fenced (const cgq_store_t *self)
+{
+    return self->fenced;
+}
+
 // s_flush_once sends MULTI, the batch and EXEC and reads count + 2 replies.
 // Returns 0 (sent; batch cleared), -1 (failure; batch kept), or 1 when Redis
 // refused some commands at queue time as malformed: those are dropped and
@@ -737,6 +825,8 @@ s_flush_once (cgq_store_t *self)
     redisContext *c = self->ctx;
     size_t n = self->count;
     bool marked = self->marker_key != NULL;
+    if (s_fence_check (self) < 0)
+        return -1;
     if (marked) {
         // Recorded before the write: from here until a definite answer the
         // batch is in doubt (see s_resolve_doubt).
@@ -825,9 +915,12 @@ s_flush_once (cgq_store_t *self)
                 }
                 rc = 0;
             } else if (r->type == REDIS_REPLY_NIL) {
+                // WATCH saw the fence key change: the next check tells
+                // whether another writer took over.
                 snprintf (self->errstr, sizeof self->errstr,
-                          "Redis at %s aborted the batch (EXEC returned nil); will retry",
-                          self->url);
+                          "Redis at %s aborted the batch (EXEC returned nil: %s changed); will "
+                          "retry",
+                          self->url, self->fence_key ? self->fence_key : "a watched key");
                 rc = -1;
             } else if (r->type == REDIS_REPLY_ERROR) {
                 if (transient[0] || !nbad)

@@ -59,6 +59,17 @@ int cgq_store_flush (cgq_store_t *self);
 void cgq_store_set_marker (cgq_store_t *self, const char *key, const char *field,
                            const char *tag);
 
+// cgq_store_set_fence makes every batch (and every replayed one) conditional
+// on this writer still holding a lease: before MULTI it WATCHes key and reads
+// it and seq_key in the same round trip. The batch goes out only if key holds
+// value, or key is gone (expired) while seq_key still holds seq (nobody took
+// over since); a takeover after the check aborts the EXEC through WATCH.
+// Otherwise the flush fails and cgq_store_fenced turns true for good: the
+// writer must stop writing. NULL key turns it off.
+void cgq_store_set_fence (cgq_store_t *self, const char *key, const char *value,
+                          const char *seq_key, uint64_t seq);
+bool cgq_store_fenced (const cgq_store_t *self);
+
 // cgq_store_set_journal keeps every batch committed in the last window_ms
 // (with the marker on). On each new connection the first flush reads the
 // marker: if Redis came back older than the last batch it acknowledged — a

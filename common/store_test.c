@@ -633,6 +633,54 @@ t_journal_replays_lost_batches (void **state)
     cgq_test_redis_stop (&rd);
 }
 
+
+// Fencing: a batch is written only while this writer holds the lease key, or
+// the key expired with the epoch sequence unchanged; once another writer took
+// over, nothing more lands and the store says it is fenced, for good.
+static void
+t_fence (void **state)
+{
+    cgq_store_t *st = s_open (cgq_test_redis_url (s_redis), 1000);
+    s_flushdb (st);
+    cgq_store_t *other = s_open (cgq_test_redis_url (s_redis), 1000);
+    redisReply *r = cgq_store_command (st, "SET lease %s", "7 me");
+    freeReplyObject (r);
+    r = cgq_store_command (st, "SET seq %s", "7");
+    freeReplyObject (r);
+    cgq_store_set_fence (st, "lease", "7 me", "seq", 7);
+    cgq_store_cmd (st, "INCR a");
+    assert_int_equal (cgq_store_flush (st), 0);
+    assert_false (cgq_store_fenced (st));
+
+    // Expired, nobody took over: still ours.
+    r = cgq_store_command (st, "DEL lease");
+    freeReplyObject (r);
+    cgq_store_cmd (st, "INCR a");
+    assert_int_equal (cgq_store_flush (st), 0);
+    assert_int_equal (s_int (st, "GET %s", "a"), 2);
+
+    // Expired and the sequence moved on (a takeover that ended): fenced.
+    r = cgq_store_command (other, "INCR seq");
+    freeReplyObject (r);
+    cgq_store_cmd (st, "INCR a");
+    assert_int_equal (cgq_store_flush (st), -1);
+    assert_true (cgq_store_fenced (st));
+    assert_non_null (strstr (cgq_store_errstr (st), "fenced"));
+    assert_int_equal (s_int (other, "GET %s", "a"), 2);
+
+    // Held by another writer: fenced, however often it is tried.
+    cgq_store_set_fence (st, "lease", "7 me", "seq", 7);
+    r = cgq_store_command (other, "SET lease %s", "8 you");
+    freeReplyObject (r);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal (cgq_store_flush (st), -1);
+        assert_true (cgq_store_fenced (st));
+    }
+    assert_int_equal (s_int (other, "GET %s", "a"), 2);
+    cgq_store_destroy (&other);
+    cgq_store_destroy (&st);
+}
+
 int
 main (void)
 {
@@ -650,6 +698,7 @@ main (void)
         cmocka_unit_test (t_command_timeout),
         cmocka_unit_test (t_batch_in_doubt_applied_once),
         cmocka_unit_test (t_journal_replays_lost_batches),
+        cmocka_unit_test (t_fence),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }

@@ -46,6 +46,7 @@ typedef struct {
     int64_t max_trials; // per job
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
+    int64_t lease_ms;   // the leader lease's time to live (lease.h); renewed every third
     int64_t quarantine_after; // failed results in a row that quarantine a device (0: 3)
     char *curve_secret; // CURVE: own NAME.key_secret (common/auth.h); NULL: off
     char *curve_allow;  // CURVE: directory of allowed public keys
@@ -196,6 +197,9 @@ typedef struct {
     cgq_store_t *store;
     cgq_auth_t *auth;      // CURVE and its ZAP handler (main.c); NULL: off
     uint64_t epoch;
+    char lease[256];        // our cgq:leader value; "" when not leading under a lease
+    int64_t next_lease_ms;  // when to renew it
+    bool lease_lost;        // another coordinator took over: stop, write nothing
     job_t *jobs;           // in id order
     job_t *rr;             // round-robin cursor (next job to serve first)
     node_t *nodes;         // registry, in join order (newest first)

@@ -10,6 +10,7 @@
 #include "control.h"
 #include "dispatch.h"
 #include "jobs.h"
+#include "lease.h"
 #include "log.h"
 #include "nodes.h"
 #include "outbox.h"
@@ -119,13 +120,45 @@ s_stats (coord_t *c)
     cgq_hset_queue (&h, c->store);
 }
 
+// s_lease_lost makes the loop end without another write or send.
+static void
+s_lease_lost (coord_t *c, const char *why)
+{
+    cgq_error ("lost the leader lease (%s): another coordinator leads now; this one stops "
+               "writing and stands by",
+               why);
+    c->lease_lost = true;
+    outbox_free (c);
+}
+
+// s_renew extends the lease when due. Runs first thing in a turn, before
+// anything read is acted on: after a pause past the lease, the turn stops
+// here. Redis being down is not a loss: the fence guards every write.
+static void
+s_renew (coord_t *c, int64_t now)
+{
+    if (!c->lease[0] || now < c->next_lease_ms)
+        return;
+    lease_rc_t rc = lease_renew (c->store, c->lease, c->epoch, c->cfg.lease_ms);
+    if (rc == LEASE_HELD)
+        s_lease_lost (c, "it was taken while this one did not renew it");
+    else if (rc == LEASE_OURS)
+        c->next_lease_ms = now + c->cfg.lease_ms / 3;
+    else
+        c->next_lease_ms = now + 100; // Redis unreachable: try again soon
+}
+
 // s_flush persists the turn's batch; on success the outbox goes out.
 static int
 s_flush (coord_t *c, int64_t now)
 {
-    if (c->redis_retry_ms && now < c->redis_retry_ms)
+    if (c->lease_lost || (c->redis_retry_ms && now < c->redis_retry_ms))
         return -1;
     if (cgq_store_flush (c->store) < 0) {
+        if (cgq_store_fenced (c->store)) {
+            s_lease_lost (c, cgq_store_errstr (c->store));
+            return -1;
+        }
         c->redis_backoff_ms = c->redis_backoff_ms ? c->redis_backoff_ms * 2 : 100;
         if (c->redis_backoff_ms > 2000)
             c->redis_backoff_ms = 2000;
@@ -179,6 +212,7 @@ coord_run (coord_t *c)
         deadline = s_min_deadline (deadline, c->redis_retry_ms);
         deadline = s_min_deadline (deadline, c->adopt_deadline_ms);
         deadline = s_min_deadline (deadline, outbox_next_due (c));
+        deadline = s_min_deadline (deadline, c->lease[0] ? c->next_lease_ms : 0);
         long timeout = deadline > now ? (long) (deadline - now) : 0;
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
             timeout = 0;
@@ -191,6 +225,9 @@ coord_run (coord_t *c)
             return -1;
         }
         s_tick (c, cgq_now_ms (), timeout);
+        s_renew (c, cgq_now_ms ());
+        if (c->lease_lost)
+            break;
         int backlog = 0;
         if (items[0].revents & ZMQ_POLLIN)
             backlog = s_drain (c, c->nodes_sock, false) >= TURN_BUDGET;
@@ -218,7 +255,11 @@ coord_run (coord_t *c)
         if (!c->redis_retry_ms)
             dispatch_run (c);
         coord_turn_end (c, now);
+        if (c->lease_lost)
+            break;
     }
+    if (c->lease_lost)
+        return 2;
     // Last turn: persist what we have; the outbox may go (nodes tolerate it).
     if (cgq_store_pending (c->store))
         s_flush (c, cgq_now_ms ());

@@ -8,7 +8,8 @@
 
 #include "coord.h"
 
-// coord_run loops until coord_stop is set. Returns 0, or -1 if polling fails.
+// coord_run loops until coord_stop is set. Returns 0, -1 if polling fails, or
+// 2 when the lease was lost to another coordinator (nothing more was written).
 int coord_run (coord_t *c);
 
 // coord_turn_end is the end of every turn: node and job writes, reaping of

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "control.h"
 #include "coord.h"
+#include "lease.h"
 #include "log.h"
 #include "loop.h"
 #include "recovery.h"
@@ -45,6 +46,10 @@ static const cgq_opt_t s_opts[] = {
      "Redis may lose writes this recent in a crash (appendfsync everysec: up to 2s): batches "
      "are journaled for replay and results acked to nodes only after this; 0 for appendfsync always",
      0, 600000},
+    {"lease", 0, CGQ_OPT_DURATION_MS, offsetof (coord_cfg_t, lease_ms), "5s", NULL,
+     "the leader lease: a standby coordinator takes over this long after the leader stops "
+     "renewing it (every third of it)",
+     300, 600000},
     {"quarantine-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, quarantine_after), "3", NULL,
      "a device whose measurements fail or time out this many times in a row is quarantined "
      "until cgq devices enable ID",
@@ -153,6 +158,76 @@ s_secure (coord_t *c)
     return 0;
 }
 
+// s_holder_gone says whether the lease value "EPOCH HOST:PID" names a
+// process of this host that no longer exists.
+static bool
+s_holder_gone (const char *holder, const char *host)
+{
+    const char *id = strchr (holder, ' ');
+    const char *colon = id ? strrchr (id, ':') : NULL;
+    if (!id || !colon || (size_t) (colon - id - 1) != strlen (host)
+        || strncmp (id + 1, host, strlen (host)) != 0)
+        return false;
+    char *end = NULL;
+    long pid = strtol (colon + 1, &end, 10);
+    if (pid <= 0 || *end || pid == (long) getpid ())
+        return false;
+    return kill ((pid_t) pid, 0) < 0 && errno == ESRCH;
+}
+
+// s_lead waits until this coordinator holds the leader lease (lease.h), as a
+// standby while another one does, then makes every write conditional on it.
+// Returns 0, or -1 (Redis unusable at start, or stopped while waiting).
+static int
+s_lead (coord_t *c)
+{
+    char host[128] = "?", id[200], holder[256] = "", seen[256] = "";
+    gethostname (host, sizeof host - 1);
+    snprintf (id, sizeof id, "%s:%d", host, (int) getpid ());
+    bool standby = false;
+    while (!coord_stop) {
+        lease_rc_t rc = lease_acquire (c->store, id, c->cfg.lease_ms, &c->epoch, c->lease,
+                                       sizeof c->lease, holder, sizeof holder);
+        if (rc == LEASE_OURS)
+            break;
+        if (rc == LEASE_ERROR && !standby) {
+            const char *why = holder[0] ? holder : cgq_store_errstr (c->store);
+            fprintf (stderr, "cgq-coordinator: cannot take the leader lease in Redis at %s: %s%s\n",
+                     cgq_store_url (c->store), why,
+                     !strncmp (why, "NOPERM", 6) ? " (the Redis user needs write access to cgq:* "
+                                                   "keys and EVAL: see docs/security.md)"
+                                                 : "");
+            return -1;
+        }
+        if (rc == LEASE_HELD && s_holder_gone (holder, host)) {
+            // Killed on this very host (kill -9, a crash): it can write no
+            // more, so there is nothing to wait for.
+            cgq_warn ("the lease holder %s ran on this host and is gone; taking over now", holder);
+            lease_release (c->store, holder);
+            continue;
+        }
+        if (rc == LEASE_HELD && strcmp (holder, seen) != 0) {
+            if (!standby) {
+                printf ("cgq-coordinator standby leader=%s\n", holder);
+                fflush (stdout);
+            }
+            cgq_info ("standby: coordinator %s holds the lease; taking over when it expires",
+                      holder);
+            snprintf (seen, sizeof seen, "%s", holder);
+        }
+        standby = true;
+        for (int64_t slept = 0; slept < c->cfg.lease_ms / 3 && !coord_stop; slept += 50)
+            usleep (50 * 1000);
+    }
+    if (coord_stop)
+        return -1;
+    if (standby)
+        cgq_warn ("took over as leader with epoch %" PRIu64 " (the lease was free)", c->epoch);
+    c->next_lease_ms = cgq_now_ms () + c->cfg.lease_ms / 3;
+    cgq_store_set_fence (c->store, CGQ_KEY_LEADER, c->lease, CGQ_KEY_EPOCH_SEQ, c->epoch);
+    return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -195,24 +270,16 @@ main (int argc, char **argv)
     coord_init (&c, &cfg);
     c.store = store;
     int exit_code = 1;
+    bool stand_by = false;
     if (cgq_store_connect (c.store) < 0) {
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
         goto out;
     }
-    redisReply *r = cgq_store_command (c.store, "INCR %s", CGQ_KEY_EPOCH_SEQ);
-    if (!r || r->type != REDIS_REPLY_INTEGER) {
-        bool noperm = r && r->str && !strncmp (r->str, "NOPERM", 6);
-        fprintf (stderr, "cgq-coordinator: cannot start an epoch in Redis at %s: %s%s\n",
-                 cgq_store_url (c.store), r && r->str ? r->str : cgq_store_errstr (c.store),
-                 noperm ? " (the Redis user needs write access to cgq:* keys: see "
-                          "docs/security.md)"
-                        : "");
-        if (r)
-            freeReplyObject (r);
+    if (s_lead (&c) < 0) {
+        if (coord_stop)
+            exit_code = 0; // stopped while standing by
         goto out;
     }
-    c.epoch = (uint64_t) r->integer;
-    freeReplyObject (r);
     char tag[32];
     snprintf (tag, sizeof tag, "%" PRIu64, c.epoch);
     cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, CGQ_CF_BATCH, tag);
@@ -253,7 +320,12 @@ main (int argc, char **argv)
     fflush (stdout);
     cgq_info ("ready: nodes %s, control %s, epoch %" PRIu64 ", Redis %s", c.nodes_ep, c.ctl_ep,
               c.epoch, cgq_store_url (c.store));
-    exit_code = coord_run (&c) == 0 ? 0 : 1;
+    int run = coord_run (&c);
+    exit_code = run == 0 ? 0 : 1;
+    if (run == 2)
+        stand_by = true;
+    else if (c.lease[0])
+        lease_release (c.store, c.lease); // a standby may take over at once
     cgq_info ("stopping");
 
 out:
@@ -266,5 +338,11 @@ out:
     if (c.zctx)
         zmq_ctx_term (c.zctx);
     cgq_config_free (s_opts, &cfg);
+    if (stand_by && !coord_stop) {
+        // Start over as a standby, with nothing of the old leader's memory.
+        // The ZeroMQ sockets are closed above; hiredis's with the store.
+        execv ("/proc/self/exe", argv);
+        fprintf (stderr, "cgq-coordinator: cannot restart as a standby: %s\n", strerror (errno));
+    }
     return exit_code;
 }

@@ -53,6 +53,8 @@ struct cgq_link_t {
     const cgq_auth_t *auth; // CURVE keys, or NULL
     bool hinted;            // s_hint_never_welcomed said its piece
     bool draining;         // said in every heartbeat: no new tasks
+    char **eps;            // the coordinators' endpoints (leader and standbys)
+    size_t neps, epi;      // how many; the one in use (endpoint == eps[epi])
     int kind;              // Cgq__NodeKind
     uint64_t instance;     // drawn once per link: this process's Hellos share it
     uint64_t assign_epoch; // the last Assign received: its coordinator epoch
@@ -302,7 +304,19 @@ cgq_link_new (void *ctx, const cgq_link_opts_t *opts, cgq_link_running_fn *runni
     cgq_link_t *self = cgq_xcalloc (1, sizeof *self);
     self->uindex = zhashx_new ();
     self->ctx = ctx;
-    self->endpoint = cgq_xstrdup (opts->endpoint);
+    // "EP1,EP2,...": a leader and its standbys. One at a time; the next one
+    // after each silence (only the leader binds its endpoint).
+    char *list = cgq_xstrdup (opts->endpoint), *save = NULL;
+    for (char *ep = strtok_r (list, ", ", &save); ep; ep = strtok_r (NULL, ", ", &save)) {
+        self->eps = cgq_xrealloc (self->eps, (self->neps + 1) * sizeof *self->eps);
+        self->eps[self->neps++] = cgq_xstrdup (ep);
+    }
+    free (list);
+    if (!self->neps) {
+        self->eps = cgq_xcalloc (1, sizeof *self->eps);
+        self->eps[self->neps++] = cgq_xstrdup (opts->endpoint);
+    }
+    self->endpoint = self->eps[0];
     self->node_id = cgq_xstrdup (opts->node_id);
     self->hostname = cgq_xstrdup (opts->hostname ? opts->hostname : "");
     self->resources = opts->resources;
@@ -343,7 +357,9 @@ cgq_link_destroy (cgq_link_t **self_p)
     while (self->uhead)
         s_unacked_drop (self, self->uhead);
     zhashx_destroy (&self->uindex);
-    free (self->endpoint);
+    for (size_t i = 0; i < self->neps; i++)
+        free (self->eps[i]);
+    free (self->eps);
     free (self->node_id);
     free (self->hostname);
     free (self);
@@ -479,6 +495,11 @@ s_reconnect (cgq_link_t *self, int64_t now)
         zmq_close (self->sock);
     self->sock = NULL;
     self->welcomed = false;
+    if (self->neps > 1) {
+        self->epi = (self->epi + 1) % self->neps;
+        self->endpoint = self->eps[self->epi];
+        cgq_info ("trying coordinator %s (%zu of %zu)", self->endpoint, self->epi + 1, self->neps);
+    }
     if (s_open (self) < 0) {
         // The endpoint worked before; try again after another silence period.
         self->last_rx_ms = now;

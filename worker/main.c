@@ -48,7 +48,8 @@ typedef struct {
 
 static const cgq_opt_t s_opts[] = {
     {"coordinator", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, coordinator), "tcp://127.0.0.1:7700",
-     "CGQ_COORDINATOR_NODES", "coordinator node endpoint", 0, 0},
+     "CGQ_COORDINATOR_NODES",
+     "coordinator node endpoint; a comma-separated list names a leader and its standbys", 0, 0},
     {"id", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, id), NULL, "CGQ_WORKER_ID",
      "node id, stable across reconnects (default: HOSTNAME-PID)", 0, 0},
     {"cpus", 0, CGQ_OPT_DOUBLE, offsetof (s_cfg_t, cpus), NULL, NULL,

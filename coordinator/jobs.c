@@ -715,10 +715,50 @@ jobs_front_restore (job_t *j, uint64_t id, const char *json)
     return rc;
 }
 
+// s_late_success: the first outcome wins. An attempt we gave up on (its node
+// went silent past the heartbeat timeout) that succeeded after all is kept
+// when no later attempt has finished yet: the later attempt, queued or
+// running, is withdrawn (stopped on its node) and the trial goes on as if
+// the old attempt were current, so the caller records its result. A failed
+// or stopped late attempt changes nothing: the later one carries on.
+static void
+s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
+{
+    if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED || r->task->attempt == 0
+        || !(t->state == CGQ_TRIAL_RUNNING || (t->state == CGQ_TRIAL_PENDING && t->queued)))
+        return;
+    char detail[160];
+    snprintf (detail, sizeof detail, "attempt %u finished after it was given up; attempt %u %s",
+              r->task->attempt, t->attempt,
+              t->state == CGQ_TRIAL_RUNNING ? "is stopped" : "will not run");
+    cgq_info ("trial %" PRIu64 ".%" PRIu64 ": %s", t->job->id, t->id, detail);
+    cgq_model_event (c->store, "trial.late_result", t->job->id, (int64_t) t->id, NULL,
+                     r->task->attempt, detail);
+    if (t->state == CGQ_TRIAL_RUNNING) {
+        if (t->node) {
+            Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+            ref.job = t->job->id;
+            ref.trial = t->id;
+            ref.attempt = t->attempt;
+            outbox_stop (c, t->node->id, &ref, "an earlier attempt finished first");
+            nodes_release (c, t);
+        }
+    } else {
+        jobs_unqueue (t->job, t);
+    }
+    t->attempt = r->task->attempt;
+    char attempt[16];
+    snprintf (attempt, sizeof attempt, "%u", t->attempt);
+    const char *kv[] = {CGQ_TF_ATTEMPT, attempt};
+    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
+}
+
 void
 jobs_result (coord_t *c, const Cgq__Result *r)
 {
     trial_t *t = jobs_trial (c, r->task->job, r->task->trial);
+    if (t && r->task->attempt < t->attempt)
+        s_late_success (c, t, r);
     if (!t || t->attempt != r->task->attempt) {
         cgq_debug ("result for %" PRIu64 ".%" PRIu64 "#%u is stale; acknowledged, ignored",
                    r->task->job, r->task->trial, r->task->attempt);

@@ -137,8 +137,8 @@ s_run (const char *data_dir, cgq_pred_config_t *cfg, const char *out_dir, s_out_
         cgq_line_send (&l);
     }
     else {
-        printf ("best epoch %d of %d (train %d, val %d, test %d graphs; %.1f s, %.1f GFLOP/s "
-                "in the dense products' share)\n",
+        printf ("best epoch %d of %d (train %d, val %d, test %d graphs; %.1f s of training, %.1f "
+                "GFLOP/s of sgemm work per second of it)\n",
                 r.best_epoch, cfg->epochs, r.ntrain, r.nval, r.ntest, r.train_s, gflops);
         printf ("  val:  MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  acc10 %.1f %%\n",
                 r.val.mae, r.val.mape, r.val.rmse, r.val.srcc, r.val.acc10);

@@ -47,6 +47,7 @@ typedef struct {
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
     int64_t lease_ms;   // the leader lease's time to live (lease.h); renewed every third
+    int64_t max_buffer; // commands held while Redis is down before results wait on the nodes
     int64_t quarantine_after; // failed results in a row that quarantine a device (0: 3)
     char *curve_secret; // CURVE: own NAME.key_secret (common/auth.h); NULL: off
     char *curve_allow;  // CURVE: directory of allowed public keys
@@ -100,6 +101,7 @@ struct trial_s {
     bool report_warned;        // a dropped report of this trial was logged
     uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
     uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
+    bool deferred;             // its node holds its result for us (Redis down, buffer full)
 };
 
 struct job_s {
@@ -200,6 +202,8 @@ typedef struct {
     char lease[256];        // our cgq:leader value; "" when not leading under a lease
     int64_t next_lease_ms;  // when to renew it
     bool lease_lost;        // another coordinator took over: stop, write nothing
+    bool buffer_full;       // Redis down and --max-buffer reached (logged once per outage)
+    uint64_t stat_deferred; // results left with their nodes meanwhile
     job_t *jobs;           // in id order
     job_t *rr;             // round-robin cursor (next job to serve first)
     node_t *nodes;         // registry, in join order (newest first)

@@ -168,7 +168,9 @@ s_flush (coord_t *c, int64_t now)
         return -1;
     }
     if (c->redis_retry_ms)
-        cgq_info ("Redis is back; batch persisted");
+        cgq_info ("Redis is back; batch persisted%s", c->buffer_full ? "; nodes send the results "
+                                                                        "they held" : "");
+    c->buffer_full = false;
     c->redis_retry_ms = 0;
     c->redis_backoff_ms = 0;
     outbox_send (c);
@@ -178,7 +180,10 @@ s_flush (coord_t *c, int64_t now)
 int
 coord_turn_end (coord_t *c, int64_t now)
 {
-    nodes_write_dirty (c);
+    // Node hashes and the stats are snapshots: with the buffer full they stay
+    // dirty and are written once when Redis is back, not once per heartbeat.
+    if (!session_buffer_full (c))
+        nodes_write_dirty (c);
     jobs_write_dirty (c);
     jobs_reap (c);
     int rc = s_flush (c, now);
@@ -247,7 +252,7 @@ coord_run (coord_t *c)
             session_liveness (c, now);
             c->next_liveness_ms = now + c->cfg.heartbeat_ms;
         }
-        if (now >= c->next_stats_ms) {
+        if (now >= c->next_stats_ms && !c->buffer_full) {
             s_stats (c);
             c->next_stats_ms = now + 1000;
         }

@@ -42,6 +42,10 @@ static const cgq_opt_t s_opts[] = {
      "most trials one job may have", 1, 9.2e18},
     {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", NULL,
      "largest spec accepted", 1024, 1073741824.0},
+    {"max-buffer", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_buffer), "200000", NULL,
+     "while Redis is down, state changes held in memory (commands) before results are left "
+     "with their nodes (which keep them until acked)",
+     10, 1e9},
     {"durable-after", 0, CGQ_OPT_DURATION_MS, offsetof (coord_cfg_t, durable_ms), "3s", NULL,
      "Redis may lose writes this recent in a crash (appendfsync everysec: up to 2s): batches "
      "are journaled for replay and results acked to nodes only after this; 0 for appendfsync always",

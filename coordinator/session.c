@@ -129,6 +129,24 @@ s_report_allowed (coord_t *c, const char *id, const Cgq__Progress *p)
 
 // s_result applies a Result and acks it after the flush: stale or not, the
 // node may forget it once this batch is persisted.
+// session_buffer_full says whether Redis is down and the batch waiting for it has
+// reached --max-buffer commands: then results stay with their nodes (which
+// keep them until acked, and send them again), reports are dropped, and no
+// trial is dispatched, so memory stays bounded however long the outage.
+bool
+session_buffer_full (coord_t *c)
+{
+    if (!c->redis_retry_ms || (int64_t) cgq_store_pending (c->store) < c->cfg.max_buffer)
+        return false;
+    if (!c->buffer_full) {
+        cgq_warn ("Redis is down and %zu state changes wait for it (--max-buffer %" PRId64
+                  "): results stay with their nodes until it is back",
+                  cgq_store_pending (c->store), c->cfg.max_buffer);
+        c->buffer_full = true;
+    }
+    return true;
+}
+
 static void
 s_result (coord_t *c, const char *rid, const Cgq__Result *r)
 {
@@ -137,6 +155,15 @@ s_result (coord_t *c, const char *rid, const Cgq__Result *r)
         return;
     if (!s_owns (c, nodes_find (c, rid), rid, r->task, "Result"))
         return;
+    if (session_buffer_full (c)) {
+        // Not acked: the node keeps it. Meanwhile its absence from the
+        // node's running list does not mean it was lost.
+        trial_t *t = jobs_trial (c, r->task->job, r->task->trial);
+        if (t && t->attempt == r->task->attempt)
+            t->deferred = true;
+        c->stat_deferred++;
+        return;
+    }
     jobs_result (c, r);
     outbox_ack (c, rid, r->task);
 }
@@ -171,7 +198,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     trial_t *t = n->tasks;
     while (t) {
         trial_t *next = t->nnext;
-        if (!s_lists ((const Cgq__TaskRef *const *) h->running, h->n_running, t)) {
+        if (!s_lists ((const Cgq__TaskRef *const *) h->running, h->n_running, t) && !t->deferred) {
             if (same_process && t->assign_seq > seen) {
                 cgq_debug ("node %s's Hello crossed the Assign of trial %" PRIu64 ".%" PRIu64
                            " (seq %" PRIu64 " > %" PRIu64 "); still its own",
@@ -229,7 +256,7 @@ s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
     trial_t *t = n->tasks;
     while (t) {
         trial_t *next = t->nnext;
-        if (s_lists ((const Cgq__TaskRef *const *) hb->running, hb->n_running, t)) {
+        if (t->deferred || s_lists ((const Cgq__TaskRef *const *) hb->running, hb->n_running, t)) {
             t->unseen_hbs = 0;
         } else if (t->assign_seq <= seen) {
             nodes_release (c, t);
@@ -328,7 +355,7 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_PROGRESS:
         if (env->progress->task && s_owns (c, n, id, env->progress->task, "Progress")
-            && s_report_allowed (c, id, env->progress))
+            && s_report_allowed (c, id, env->progress) && !session_buffer_full (c))
             jobs_progress (c, env->progress);
         break;
     case CGQ__ENVELOPE__BODY_BYE:

@@ -20,6 +20,11 @@ void session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *en
 // heartbeat x dead-after, and hands back recovered trials nobody adopted.
 void session_liveness (coord_t *c, int64_t now);
 
+// session_buffer_full says whether Redis is down and --max-buffer commands
+// wait for it: then results stay with their nodes (unacked, so they keep
+// them), reports are dropped and snapshots wait, so memory stays bounded.
+bool session_buffer_full (coord_t *c);
+
 // session_stalled credits every node with stall_ms of silence: time the
 // coordinator itself was not listening (stopped, or busy in one turn) is
 // not the nodes' fault. It also gives them one heartbeat interval from now

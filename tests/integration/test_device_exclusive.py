@@ -7,7 +7,9 @@ trials go only to devices whose tags match, command trials only to the worker.
 A runner that goes silent mid-measurement has its task re-run elsewhere after
 the heartbeat timeout. The runners are tests/integration/fakerunner.py: they
 test the coordinator's promise on its own (a real runner would also refuse a
-second task, which could hide a coordinator bug)."""
+second task, which could hide a coordinator bug). RealRunnerLossTest does the
+runner loss with cgq-device-runner killed -9 (test_device_runner.py has the
+real runner's 2 x 2 exclusive-use, quarantine and enable cases)."""
 
 import json
 import os
@@ -16,6 +18,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_device_runner as real  # noqa: E402
 from fakerunner import TASK_SUCCEEDED, FakeRunner  # noqa: E402
 from harness import CgqTestCase, main, metrics_of  # noqa: E402
 
@@ -191,6 +194,51 @@ class DeviceExclusiveTest(CgqTestCase):
         self.assertIn("d1", [x["device"] for x in r.runs])
         adopted = [e for e in c.events(j) if e.get("type") == "trial.adopted"]
         self.assertEqual(len(adopted), 1, c.events(j))
+
+class RealRunnerLossTest(CgqTestCase):
+    # The real runner's config and start-up helpers, shared with its own test.
+    runner_yaml = real.DeviceRunnerTest.runner_yaml
+    start_runner = real.DeviceRunnerTest.start_runner
+
+    def test_runner_killed_mid_measurement(self):
+        c = self.start_default(workers=())
+        log = os.path.join(self.tmp, "runs-{device}.log")
+        benches = ("  sleep:\n"
+                   "    command: [FAKE, --ms, '{ms}', --jitter, '0', --log, '%s']\n"
+                   "    timeout: 60s\n" % log)
+        cfg = self.runner_yaml("a", [("a1", {"device": "fake-board"})], benches)
+        victim = self.start_runner("a", cfg)
+        spec = c.write_file("one.yaml", """name: one
+space:
+  ms: {grid: [4000]}
+trial:
+  on: {device: fake-board}
+  benchmark: sleep
+  repeats: 1
+  warmup: 1
+""")
+        j = c.submit(spec)
+        c.wait_for(lambda: c.trial(j, 0).get("state") == "running", 20, "the measurement")
+        c.wait_for(lambda: c.redis.hgetall("cgq:device:a1").get("state") == "busy", 20, "a1 busy")
+        victim.kill9()
+        # A second runner with a matching device: after the heartbeat timeout
+        # (5 x 200 ms) the task is re-run there as attempt 2.
+        cfg = self.runner_yaml("b", [("b1", {"device": "fake-board"})],
+                               benches.replace("'{ms}'", "'50'"))
+        self.start_runner("b", cfg)
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("succeeded"), "1", job)
+        t = c.trial(j, 0)
+        self.assertEqual((t.get("node"), t.get("device"), t.get("attempt")), ("b", "b1", "2"), t)
+        self.assertEqual(c.redis.hgetall("cgq:node:a").get("state"), "dead")
+        self.assertEqual(c.redis.hgetall("cgq:device:a1").get("state"), "offline")
+        lost = [e for e in c.events(j) if e.get("type") == "trial.lost"]
+        self.assertEqual(len(lost), 1, c.events(j))
+        # The killed runner's measuring process may outlive it (whether it
+        # dies with the runner is the runner's promise, and its test's):
+        # the teardown kills it by PID instead of failing this test, which
+        # is about the coordinator's side.
+        c.allow_orphans = True
 
 if __name__ == "__main__":
     main()

@@ -973,10 +973,14 @@ cgq_spec_search_name (cgq_search_alg_t alg)
     return "?";
 }
 
-// s_alg_reads is true when algorithm alg reads search.key.
+// s_alg_reads is true when algorithm alg reads search.key. An empty key (a
+// YAML key written as "" or as an anchor alone) reads nothing: strstr would
+// find it everywhere, and the loop below would never advance.
 static bool
 s_alg_reads (cgq_search_alg_t alg, const char *key)
 {
+    if (!*key)
+        return false;
     for (size_t i = 0; i < S_NALGS; i++) {
         if (s_search_algs[i].alg != alg)
             continue;

@@ -670,6 +670,10 @@ t_err_search (void **state)
                     "search.samples must be an integer >= 1, not 0");
     s_expect_error (TRIAL "search: {algorithm: bayes}\n", 2, 21,
                     "algorithm bayes optimises one objective, and the spec has none");
+    // An empty key (found by fuzz_spec: it used to loop forever in s_alg_reads).
+    s_expect_error (TRIAL "search: {\"\": 1}\n", 2, 10, "unknown key '' in search");
+    s_expect_error (TRIAL "search: {algorithm: evolution, &p : 8}\n", 2, 32,
+                    "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
                     "nsga2, bayes, list)");

@@ -288,12 +288,94 @@ s_unit_scale (s_ctx_t *c, const yaml_node_t *v, const char *what, bool time, dou
                   time ? "ns, us, ms, s" : "B, KiB (= kB, KB), MiB (= MB), GiB");
 }
 
+// The most atoms a report regex may expand to. glibc's regcomp copies an atom
+// once per repetition, and copies the copies for every quantifier around or
+// after it, so stacked or nested repetitions ("a+++++", "((a{99}){99}){99}")
+// cost memory and time exponential in their number: 150 bytes of runner.yaml
+// took 24 GB and a minute (found by fuzz_runcfg).
+#define S_REGEX_MAX_ATOMS 10000
+#define S_REGEX_MAX_DEPTH 32
+
+// s_regex_atoms estimates the atoms regcomp makes of an extended regex: a
+// character or class counts 1, a group the sum of its contents, and a
+// quantifier multiplies what it applies to by its largest count (+ by 2).
+// Returns at most S_REGEX_MAX_ATOMS + 1 (too big, or nested too deep).
+static size_t
+s_regex_atoms (const char *re)
+{
+    const size_t over = S_REGEX_MAX_ATOMS + 1;
+    size_t sum[S_REGEX_MAX_DEPTH] = {0}, last = 0;
+    int d = 0;
+    for (const char *p = re; *p; p++) {
+        size_t atom = 1;
+        if (*p == '(') {
+            if (++d == S_REGEX_MAX_DEPTH)
+                return over;
+            sum[d] = last = 0;
+            continue;
+        }
+        if (*p == '|') {
+            last = 0;
+            continue;
+        }
+        if (*p == '*' || *p == '?' || *p == '+' || (*p == '{' && isdigit ((unsigned char) p[1]))) {
+            unsigned long times = *p == '+' ? 2 : 1;
+            if (*p == '{') {
+                char *end;
+                times = strtoul (p + 1, &end, 10);
+                if (*end == ',' && isdigit ((unsigned char) end[1]))
+                    times = strtoul (end + 1, &end, 10);
+                times = times > S_REGEX_MAX_ATOMS ? over : times + 1;
+                p = *end == '}' ? end : end - 1;
+            }
+            size_t grown = last * times; // last <= S_REGEX_MAX_ATOMS: no overflow
+            sum[d] += grown - last;
+            last = grown;
+            if (sum[d] > S_REGEX_MAX_ATOMS)
+                return over;
+            continue;
+        }
+        if (*p == ')' && d > 0)
+            atom = sum[d--] + 1;
+        else if (*p == '\\' && p[1])
+            p++;
+        else if (*p == '[') { // a bracket expression, [:class:] and all, is one atom
+            const char *q = p + 1;
+            q += *q == '^';
+            q += *q == ']';
+            while (*q && *q != ']') {
+                char kind = *q == '[' && q[1] && strchr (":.=", q[1]) ? q[1] : 0;
+                const char *end = kind == ':' ? ":]" : kind == '.' ? ".]" : "=]";
+                const char *close = kind ? strstr (q + 2, end) : NULL;
+                q = close ? close + 2 : q + 1;
+            }
+            if (!*q)
+                break; // unterminated: regcomp says so
+            p = q;
+        }
+        last = atom;
+        sum[d] += atom;
+        if (sum[d] > S_REGEX_MAX_ATOMS)
+            return over;
+    }
+    return sum[0];
+}
+
 static int
 s_regex (s_ctx_t *c, const yaml_node_t *v, const char *what, char **text, regex_t *re)
 {
     if (s_string (c, v, what, "a POSIX extended regex with one group, e.g. 'time: ([0-9.]+) ms'",
                   text) < 0)
         return -1;
+    if (s_regex_atoms (*text) > S_REGEX_MAX_ATOMS) {
+        free (*text);
+        *text = NULL;
+        return s_err (c, v,
+                      "%s: the regex repeats too much (more than %d atoms once its repetitions "
+                      "are expanded, or groups nested %d deep): write a{2}b+ rather than "
+                      "(a{99}){99} or a+++",
+                      what, S_REGEX_MAX_ATOMS, S_REGEX_MAX_DEPTH);
+    }
     int rc = regcomp (re, *text, REG_EXTENDED);
     if (rc != 0) {
         char msg[200];

@@ -86,6 +86,20 @@ test_builtin_always_there (void **state)
     cgq_runcfg_destroy (&c);
 }
 
+// Regexes of ordinary size pass the repetition bound, classes and all.
+static void
+test_regex_bound (void **state)
+{
+    char err[512] = "";
+    cgq_runcfg_t *c = s_parse ("devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, "
+                               "parse: {time: '[[:digit:]]{1,3} avg=([0-9.]+)(ms|us){1,2}[]x]+', "
+                               "memory: '(((peak)+)+) ([0-9]{1,20})'}}\n",
+                               err);
+    if (!c)
+        fail_msg ("%s", err);
+    cgq_runcfg_destroy (&c);
+}
+
 // Each bad file: the message names line and column and what is wrong.
 static void
 test_errors (void **state)
@@ -105,6 +119,13 @@ test_errors (void **state)
          "runner.yaml:3:48: parse.time: bad regex"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: {time: 'a'}}\n",
          "the regex needs a group"},
+        // Stacked and nested repetitions (regcomp's memory is exponential in them).
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: 'a++++++++++++++++++++++++++++++([0-9]+)'}}\n",
+         "runner.yaml:3:48: parse.time: the regex repeats too much"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: '(((a{99}){99}){99})([0-9]+)'}}\n",
+         "parse.time: the regex repeats too much"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timeout: soon}\n",
          "runner.yaml:3:28: timeout: 'soon' is not a duration"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, cpus: 1-0}\n",
@@ -136,6 +157,7 @@ main (void)
         cmocka_unit_test (test_full),
         cmocka_unit_test (test_builtin_always_there),
         cmocka_unit_test (test_errors),
+        cmocka_unit_test (test_regex_bound),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -206,6 +206,11 @@ class ComposeTest(CgqTestCase):
         for name in ("redis", "coordinator"):
             self.assertFalse(svc[name].get("ports"), "%s publishes no port on the host" % name)
         self.assertEqual(env_of(svc["worker"])["CGQ_COORDINATOR_NODES"], "tcp://coordinator:7700")
+        # CURVE on (docs/security.md): a coordinator on tcp://* without keys would not start
+        self.assertTrue(cenv.get("CGQ_CURVE_SECRET") and cenv.get("CGQ_CURVE_ALLOW"), cenv)
+        for name in ("worker", "worker-gpu"):
+            wenv = env_of(svc[name])
+            self.assertTrue(wenv.get("CGQ_CURVE_SECRET") and wenv.get("CGQ_CURVE_SERVER"), wenv)
         self.assertEqual(int(svc["worker"]["deploy"]["replicas"]), 2, "two CPU workers")
 
         gpu = svc.get("worker-gpu")
@@ -295,12 +300,24 @@ class ComposeTest(CgqTestCase):
         self.assertIsNotNone(c.redis, "redis-server with the compose command line did not "
                              "answer; log:\n" + tail(os.path.join(c.logdir, "redis.stdout.log")))
 
+        keydir = os.path.join(self.tmp, "keys")
+
         def rewrite(s, extra=()):
             s = s.replace("@redis:6379", "@127.0.0.1:%d" % rport)
+            s = s.replace("/keys", keydir)
             s = s.replace(CONTAINER_WORKDIR, os.path.join(self.tmp, "worker-work"))
             for old, new in extra:
                 s = s.replace(old, new)
             return s
+
+        # -- keys: the one-shot service's command writes the CURVE key pairs
+        kcmd = [rewrite(a) for a in as_list(svc["keys"]["command"])]
+        r = subprocess.run(kcmd, env=base, capture_output=True, text=True, timeout=60 * SPEED)
+        self.assertEqual(r.returncode, 0, "keys service:\n%s%s" % (r.stdout, r.stderr))
+        for name in ("coordinator.key_secret", "worker.key_secret", "allow/worker.key"):
+            self.assertTrue(os.path.isfile(os.path.join(keydir, name)), name)
+        r = subprocess.run(kcmd, env=base, capture_output=True, text=True, timeout=60 * SPEED)
+        self.assertEqual(r.returncode, 0, "a second `up` keeps the keys:\n%s" % r.stderr)
 
         # -- coordinator: its command and environment; binds on loopback, any port
         cenv = env_of(svc["coordinator"])

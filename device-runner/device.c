@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,9 +178,16 @@ cgq_device_start (cgq_device_t *self, const Cgq__Assign *a, char *err, size_t er
     // one core, so the measuring process must start with one thread.
     char *keys[] = {"OPENBLAS_NUM_THREADS"}, *vals[] = {"1"};
     char **envp = cgq_invoke_env (keys, vals, 1);
+    pid_t parent = getpid ();
     pid_t pid = fork ();
     if (pid == 0) {
         setsid ();
+        // A runner killed with -9 takes its measurements along (SIGTERM:
+        // the measuring process kills its run in flight), so that a
+        // restarted runner never measures beside an orphan on one device.
+        prctl (PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid () != parent)
+            _exit (127);
         dup2 (p[1], 1);
         execve (argv[0], argv, envp);
         _exit (127);
@@ -309,14 +317,19 @@ cgq_device_tick (cgq_device_t *self, int64_t now)
 {
     if (self->pid <= 0)
         return NULL;
-    int wst = 0;
-    pid_t w = waitpid (self->pid, &wst, WNOHANG);
-    if (w == self->pid) {
-        // Whatever it wrote before exiting is in the pipe: read it all.
+    // WNOWAIT: the process stays a zombie while its session's group is
+    // killed, so that group id cannot belong to anyone else yet.
+    siginfo_t si;
+    memset (&si, 0, sizeof si);
+    if (waitid (P_PID, (id_t) self->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0
+        && si.si_pid == self->pid) {
+        // Whatever it wrote before exiting is in the pipe: read it all,
         while (self->fd >= 0)
             cgq_device_on_readable (self);
         // and nothing it started outlives it.
         kill (-self->pid, SIGKILL);
+        int wst = 0;
+        waitpid (self->pid, &wst, 0);
         Cgq__Result *r = s_result (self, wst, now);
         char buf[80];
         cgq_info ("device %s: task %s %s%s%s", self->cfg->id, cgq_wire_task_str (buf, self->task),

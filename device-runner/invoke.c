@@ -143,11 +143,12 @@ cgq_invoke_run (const cgq_invoke_opts_t *o, cgq_invoke_t *out)
     fcntl (outp[0], F_SETFL, O_NONBLOCK);
     int pidfd = s_pidfd_open (pid);
     double deadline = o->timeout_s > 0 ? t0 + o->timeout_s * 1000 : INFINITY;
-    bool eof = false, exited = false, timed_out = false;
+    bool eof = false, timed_out = false;
+    double t1 = t0;
     struct rusage ru;
     int wst = 0;
     memset (&ru, 0, sizeof ru);
-    while (!exited) {
+    for (;;) {
         struct pollfd p[2];
         int np = 0;
         if (pidfd >= 0)
@@ -162,25 +163,28 @@ cgq_invoke_run (const cgq_invoke_opts_t *o, cgq_invoke_t *out)
             timeout = 10; // no pidfd (old kernel): look every 10 ms
         int rc = np ? poll (p, (nfds_t) np, timeout) : (usleep ((useconds_t) timeout * 1000), 0);
         if (rc < 0 && errno != EINTR)
-            break;
+            usleep (1000); // poll itself failed (ENOMEM): look again shortly
         if (!eof)
             s_read (outp[0], out, cap, &eof);
-        pid_t w = wait4 (pid, &wst, WNOHANG, &ru);
-        if (w == pid) {
-            exited = true;
+        // WNOWAIT: the process stays a zombie, so its group id cannot be
+        // reused before the group is killed below.
+        siginfo_t si;
+        memset (&si, 0, sizeof si);
+        if (waitid (P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid) {
+            t1 = s_now_ms ();
             break;
         }
-        if (s_now_ms () >= deadline && !timed_out) {
+        if (s_now_ms () >= deadline) {
             timed_out = true;
-            kill (-pid, SIGKILL);
-            w = wait4 (pid, &wst, 0, &ru);
-            exited = true;
+            t1 = s_now_ms ();
+            break;
         }
     }
-    double t1 = s_now_ms ();
     s_current = 0;
-    // What the run left behind in its group ends with it.
+    // What the run left behind in its group ends with it (and a run past
+    // its timeout, with everything it started).
     kill (-pid, SIGKILL);
+    wait4 (pid, &wst, 0, &ru);
     if (!eof)
         s_read (outp[0], out, cap, &eof);
     char emsg[300] = "";

@@ -85,42 +85,54 @@ s_num (json_t *o, const char *k)
 }
 
 // The fake device sleeps uniform [20, 40] ms: mean and median 30 ms. What
-// the runner adds per run (fork, exec, wait) is measured with a 0 ms run and
-// must come out at the same place: the reported p50 and mean, less that
-// overhead, within 4 ms of 30 (the median of 25 uniform samples has a
-// standard deviation of ~1.1 ms, so 4 ms is 3.5 sigma; a loaded 2-core
-// machine adds its own noise). A runner that timed the wrong thing (the
-// warm-up, the fork alone, a per-run constant) misses by far more.
+// the runner adds per run (vfork, exec, wait) is measured as the fastest of
+// 25 runs of 0 ms and subtracted. The median of 25 uniform samples has a standard deviation
+// of ~1.1 ms, so p50 and mean must land within 3 ms below 30; above, a
+// sleep on a loaded 2-core machine wakes up late (never early) by up to a
+// few ms, so up to 8 ms above is allowed. A runner that timed the wrong
+// thing (only the fork, the warm-up too, the whole measurement) misses by
+// far more.
 static void
 test_known_distribution (void **state)
 {
     char *b = cgq_xasprintf ("  sleep:\n"
-                             "    command: [%s, --ms, '{ms}', --jitter, '{jitter}', --alloc-mb, 24]\n"
+                             "    command: [%s, --ms, '{ms}', --jitter, '{jitter}', --alloc-mb, '{mb}']\n"
                              "    warmup: 2\n    repeats: 25\n    timeout: 5s\n",
                              s_fake);
     cgq_runcfg_t *c = s_cfg (b);
     char err[1024];
-    json_t *base = s_measure (c, "sleep", "{\"ms\": 0, \"jitter\": 0}", NULL, NULL,
+    json_t *base = s_measure (c, "sleep", "{\"ms\": 0, \"jitter\": 0, \"mb\": 0}", NULL, NULL,
                               CGQ_MEASURE_OK, err);
-    json_t *m = s_measure (c, "sleep", "{\"ms\": 30, \"jitter\": 10}", NULL, NULL, CGQ_MEASURE_OK,
+    json_t *m = s_measure (c, "sleep", "{\"ms\": 30, \"jitter\": 10, \"mb\": 0}", NULL, NULL, CGQ_MEASURE_OK,
                            err);
-    double over = s_num (base, "p50_ms");
+    double over = s_num (base, "min_ms"); // the least a run costs the runner
     double p50 = s_num (m, "p50_ms") - over, mean = s_num (m, "mean_ms") - over;
     printf ("overhead %.3f ms; p50 %.3f, mean %.3f (expected 30)\n", over, p50, mean);
-    assert_true (fabs (p50 - 30) < 4);
-    assert_true (fabs (mean - 30) < 4);
+    if (!(p50 > 27 && p50 < 38 && mean > 27 && mean < 38))
+        fail_msg ("p50 %.3f, mean %.3f: not within [27, 38] ms of a uniform [20, 40] ms", p50,
+                  mean);
     assert_true (s_num (m, "min_ms") >= 20);
     assert_int_equal ((int) s_num (m, "runs"), 25);
     assert_int_equal ((int) s_num (m, "warmup_runs"), 2);
     assert_int_equal (json_array_size (json_object_get (m, "samples_ms")), 25);
-    // The peak RSS holds the 24 MiB the fake device touched.
-    assert_true (s_num (m, "peak_rss_kb") >= 24 * 1024);
     assert_string_equal (json_string_value (json_object_get (m, "device")), "d1");
     assert_string_equal (json_string_value (
                              json_object_get (json_object_get (m, "tags"), "device")),
                          "fake");
     assert_true (s_num (m, "time") == s_num (m, "p50_ms") && s_num (m, "memory") > 0);
     json_decref (base);
+    json_decref (m);
+    // The peak RSS holds the 200 MiB the fake device touched (more than
+    // the measuring process's own RSS, which Linux carries into a child's
+    // ru_maxrss across exec; docs/devices.md).
+    cgq_measure_req_t r = {.cfg = c, .device = "d1", .benchmark = "sleep", .repeats = 1,
+                           .params_json = "{\"ms\": 0, \"jitter\": 0, \"mb\": 200}"};
+    char *text = NULL;
+    assert_int_equal (cgq_measure_run (&r, &text, err, sizeof err), CGQ_MEASURE_OK);
+    m = json_loads (text, 0, NULL);
+    free (text);
+    assert_true (s_num (m, "peak_rss_kb") >= 200 * 1024);
+    assert_true (s_num (m, "memory") == s_num (m, "peak_rss_kb"));
     json_decref (m);
     cgq_runcfg_destroy (&c);
     free (b);
@@ -138,11 +150,15 @@ test_min_and_max_time (void **state)
     cgq_runcfg_t *c = s_cfg (b);
     char err[1024];
     json_t *m = s_measure (c, "longer", NULL, NULL, NULL, CGQ_MEASURE_OK, err);
+    // Timed runs go on until 300 ms have passed; the runs themselves take
+    // most of that (the rest: the loop between them).
     double runs = s_num (m, "runs");
-    assert_true (runs > 2 && s_num (m, "mean_ms") * runs >= 300);
+    if (!(runs > 2 && s_num (m, "mean_ms") * runs >= 200))
+        fail_msg ("min_time 300ms: %g runs of %g ms", runs, s_num (m, "mean_ms"));
     json_decref (m);
     m = s_measure (c, "capped", NULL, NULL, NULL, CGQ_MEASURE_OK, err);
-    assert_true (s_num (m, "runs") < 10);
+    if (!(s_num (m, "runs") < 10))
+        fail_msg ("max_time 400ms: %g runs of 50 ms", s_num (m, "runs"));
     assert_true (json_is_true (json_object_get (m, "max_time_reached")));
     json_decref (m);
     cgq_runcfg_destroy (&c);

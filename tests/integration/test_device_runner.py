@@ -24,7 +24,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import SPEED, CgqTestCase, Proc, binary, free_port, main, metrics_of  # noqa: E402
+from harness import (SPEED, CgqTestCase, Proc, binary, free_port, main, metrics_of,  # noqa: E402
+                     pid_alive, proc_cmdline)
 
 
 def lines(path):
@@ -52,6 +53,26 @@ def spearman(xs, ys):
     vx = sum((a - mx) ** 2 for a in rx) ** 0.5
     vy = sum((b - my) ** 2 for b in ry) ** 0.5
     return cov / (vx * vy)
+
+
+def _descendants(pid):
+    """pid's descendants (from /proc), for finding a runner's measurement."""
+    kids = {}
+    for n in os.listdir("/proc"):
+        if n.isdigit():
+            try:
+                with open("/proc/%s/stat" % n) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(n))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for k in kids.get(p, []):
+            out.append(k)
+            todo.append(k)
+    return out
 
 
 class DeviceRunnerTest(CgqTestCase):
@@ -170,6 +191,28 @@ trial:
         r = c.cgq("devices", "enable", "b1")
         self.assertEqual(r.returncode, 0, r.stderr)
         c.cgq("cancel", j)
+
+    def test_killed_runner_leaves_no_measurement(self):
+        # A runner killed with -9 mid-measurement: its measuring process and
+        # the run in flight end with it (PR_SET_PDEATHSIG), so a restarted
+        # runner never measures beside an orphan on the same board.
+        c = self.start_default(workers=())
+        cfg = self.runner_yaml("r1", [("k1", {"device": "kill"})],
+                               "  hang:\n    command: [FAKE, --hang]\n    timeout: 60s\n")
+        runner = self.start_runner("r1", cfg)
+        spec = c.write_file("k.yaml", "name: k\nspace:\n  i: {grid: [1]}\ntrial:\n"
+                                      "  on: {device: kill}\n  benchmark: hang\n")
+        c.submit(spec)
+
+        def measurement():
+            return [p for p in _descendants(runner.pid)
+                    if "cgq-fake-device" in proc_cmdline(p) or " measure " in proc_cmdline(p)]
+        c.wait_for(lambda: any("cgq-fake-device" in proc_cmdline(p) for p in measurement()),
+                   30, "the hung run to start")
+        pids = measurement()
+        runner.kill9()
+        c.wait_for(lambda: not any(pid_alive(p) for p in pids), 10,
+                   "the measurement %s to end with its runner" % pids)
 
     def test_artifact_over_http_fetched_once(self):
         c = self.start_default(workers=())

@@ -42,13 +42,16 @@ s_shell_tail_ok (const char *text)
     return quote == 0;
 }
 
+// s_prefix_matches: cmd starts with prefix at a word boundary. For a shell
+// command an operator also ends a word (s_shell_tail_ok then judges it).
 static bool
-s_prefix_matches (const char *cmd, const char *prefix, size_t plen)
+s_prefix_matches (const char *cmd, const char *prefix, size_t plen, bool shell)
 {
     if (plen == 0 || strncmp (cmd, prefix, plen) != 0)
         return false;
     char next = cmd[plen], last = prefix[plen - 1];
-    return next == 0 || next == ' ' || next == '\t' || last == '/' || last == ' ';
+    return next == 0 || next == ' ' || next == '\t' || last == '/' || last == ' '
+           || (shell && strchr (";&|<>()`$\n\r", next));
 }
 
 char *
@@ -74,7 +77,7 @@ cgq_allow_check (const char *prefixes, const Cgq__Assign *a)
     for (const char *p = prefixes; *p;) {
         const char *nl = strchr (p, '\n');
         size_t n = nl ? (size_t) (nl - p) : strlen (p);
-        if (s_prefix_matches (c, p, n)) {
+        if (s_prefix_matches (c, p, n, shell)) {
             prefix_ok = true;
             if (!shell || s_shell_tail_ok (c + n))
                 goto done;

@@ -749,6 +749,38 @@ s_predictor_argv (const Cgq__Assign *a)
     return argv;
 }
 
+// s_confined_dir makes dir (created under workdir) private to the worker's
+// user (0700) after checking that no part of it below workdir is a symbolic
+// link: trials write in the work directory, and one that replaced a later
+// attempt's directory by a link would otherwise have the worker chmod, and
+// write logs into, whatever it points to. Returns NULL, or the error (caller
+// frees).
+static char *
+s_confined_dir (const char *workdir, const char *dir)
+{
+    size_t n = strlen (workdir);
+    char *p = cgq_xstrdup (dir);
+    char *err = NULL;
+    for (char *q = p + n + 1; !err; q++) {
+        bool end = *q == 0;
+        if (*q != '/' && !end)
+            continue;
+        *q = 0;
+        struct stat st;
+        memset (&st, 0, sizeof st);
+        if (lstat (p, &st) < 0 || !S_ISDIR (st.st_mode))
+            err = cgq_xasprintf ("trial directory %s: %s is %s; not running a trial there", dir,
+                                 p, S_ISLNK (st.st_mode) ? "a symbolic link" : "not a directory");
+        if (end)
+            break;
+        *q = '/';
+    }
+    free (p);
+    if (!err && chmod (dir, 0700) < 0)
+        err = cgq_xasprintf ("cannot make trial directory %s private: %s", dir, strerror (errno));
+    return err;
+}
+
 cgq_task_t *
 cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_report_fn *on_report,
                 void *arg)
@@ -767,6 +799,12 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         free (e);
         return self;
     }
+    char *unsafe = s_confined_dir (opts->workdir, self->trial_dir);
+    if (unsafe) {
+        s_lost (self, unsafe);
+        free (unsafe);
+        return self;
+    }
     // A result.json left by an earlier run of this attempt would pass for ours.
     char *result_path = cgq_xasprintf ("%s/result.json", self->trial_dir);
     unlink (result_path);
@@ -776,7 +814,10 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     s_stream_t *streams[2] = {&self->out, &self->err};
     for (int i = 0; i < 2; i++) {
         char *path = cgq_xasprintf ("%s/%s", self->trial_dir, log_names[i]);
-        streams[i]->log_fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        // O_NOFOLLOW: a link planted by an earlier run must not make us
+        // truncate the file it points to.
+        streams[i]->log_fd =
+            open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (streams[i]->log_fd < 0) {
             char *e = cgq_xasprintf ("cannot create %s: %s", path, strerror (errno));
             free (path);
@@ -926,7 +967,13 @@ s_metrics (cgq_task_t *self, long long *too_big)
     json_t *metrics = NULL;
     struct stat st;
     *too_big = 0;
-    if (stat (path, &st) == 0 && st.st_size > (off_t) S_MAX_METRICS * 2) {
+    // A link (to a file outside the trial directory) is not the trial's result.
+    if (lstat (path, &st) == 0 && !S_ISREG (st.st_mode)) {
+        s_warn (self, "ignoring result.json: not a regular file (a link?)");
+        free (path);
+        return self->last_report ? json_deep_copy (self->last_report) : json_object ();
+    }
+    if (lstat (path, &st) == 0 && st.st_size > (off_t) S_MAX_METRICS * 2) {
         *too_big = (long long) st.st_size;
         free (path);
         return json_object ();

@@ -383,6 +383,7 @@ class ZmtpPeer:
             hdr = s.recv(2)
             if len(hdr) < 2 or hdr[0] & 0x04 == 0:
                 raise ConnectionError("no READY from the peer (got %r)" % hdr)
+            self._read(hdr[1] if not hdr[0] & 0x02 else 0)  # the rest of READY
         except BaseException:
             s.close()
             raise
@@ -394,6 +395,28 @@ class ZmtpPeer:
                 self.sock.sendall(bytes([flags | 0x02]) + struct.pack(">Q", len(f)) + f)
             else:
                 self.sock.sendall(bytes([flags, len(f)]) + f)
+
+    def _read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("the peer closed the connection")
+            data += chunk
+        return data
+
+    def recv(self):
+        """The next message (a list of frames); ZMTP commands are skipped."""
+        frames = []
+        while True:
+            flags = self._read(1)[0]
+            n = struct.unpack(">Q", self._read(8))[0] if flags & 0x02 else self._read(1)[0]
+            data = self._read(n)
+            if flags & 0x04:
+                continue
+            frames.append(data)
+            if not flags & 0x01:
+                return frames
 
     def close(self, linger=0.2):
         time.sleep(linger)
@@ -446,6 +469,10 @@ def pb_progress(task, report_json, seq=1):
 def pb_hello(node_id, cpus=0.0):
     res = pb_varint(1 << 3 | 1) + struct.pack("<d", cpus)
     return pb_envelope(10, pb_bytes(1, node_id) + pb_bytes(3, res) + pb_bytes(8, "0.1.0"))
+
+
+def pb_submit(spec_yaml, spec_path="spec.yaml", spec_dir="/"):
+    return pb_envelope(30, pb_bytes(1, spec_yaml) + pb_bytes(2, spec_path) + pb_bytes(3, spec_dir))
 
 
 def zmtp_send(host, port, frames, socket_type=b"DEALER", identity=b"", timeout=3.0):

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Limits and confinement of hostile input (docs/security.md): each breach
+gets its clear error, and nothing else changes.
+
+- a spec over --max-spec: `cgq submit` is told the size and the limit at
+  once (50 MB at the defaults, as issue 12 found it: it used to say only
+  "cannot reach the coordinator"): the CLI's own check, and the
+  coordinator's reply to a client without it; no job is created;
+- a request past the control socket's own bound: the connection is closed,
+  the coordinator stays up;
+- Progress reports over --max-report or beyond --max-report-rate are not
+  stored, are counted, and the trial's result is untouched;
+- a worker with --allow-command runs what it allows and fails the rest,
+  shell operators after an allowed prefix included, naming the flag;
+- trial directories are 0700 and logs 0600; a trial that plants a symbolic
+  link where a later attempt's directory goes cannot make the worker write
+  (or chmod) outside the work directory.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (CgqTestCase, ZmtpPeer, endpoint_port, main, metrics_of,  # noqa: E402
+                     pb_submit, read_text)
+
+SMALL = '''name: %s
+space:
+  x: {grid: [1, 2]}
+search: {algorithm: grid}
+objective: {metric: score, mode: max}
+trial:
+  command: %s
+  resources: {cpu: 1}
+  retries: %d
+'''
+
+
+def padded_spec(size):
+    """A valid spec of about size bytes: the rest is one YAML comment line per KiB."""
+    head = SMALL % ("big", "python3 -c pass", 0)
+    line = "# " + "x" * 1021 + "\n"
+    return head + line * max(0, (size - len(head)) // len(line))
+
+
+class LimitsTest(CgqTestCase):
+    def raw_submit(self, spec_yaml):
+        """SubmitJob straight onto the control socket, as a REQ peer: what a
+        client without the CLI's own checks sends. Returns the reply frame,
+        or None when the coordinator closed the connection."""
+        c = self.cluster
+        peer = ZmtpPeer("127.0.0.1", endpoint_port(c.control_ep), socket_type=b"REQ",
+                        timeout=20)
+        try:
+            peer.send([b"", pb_submit(spec_yaml)])
+            return peer.recv()[-1]
+        except (ConnectionError, OSError):
+            return None
+        finally:
+            peer.close(0)
+
+    def test_spec_over_the_default_limit(self):
+        c = self.start_default(workers=())
+        big = padded_spec(50 * 1000 * 1000)
+        # the CLI refuses it itself, naming the limit
+        r = c.cgq("submit", c.write_file("big.yaml", big), timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("the spec is longer than 1048576 bytes", r.stderr)
+        self.assertNotIn("cannot reach", r.stderr)
+        # another client gets the coordinator's answer, not silence
+        reply = self.raw_submit(big)
+        self.assertIsNotNone(reply, "the coordinator answered")
+        self.assertIn(b"request is 50 MB, over the 1 MiB limit of a spec (--max-spec", reply)
+        self.assertEqual(c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1), [], "no job was created")
+        self.assertTrue(c.coordinator.alive())
+        r = c.cgq("submit", c.write_file("ok.yaml", SMALL % ("ok", "python3 -c pass", 0)))
+        self.assertEqual(r.returncode, 0, "the coordinator still takes specs: %s" % r.stderr)
+
+    def test_spec_limits(self):
+        c = self.start_default(workers=(), extra=("--max-spec", "16K"))
+        # over --max-spec but within what is decoded: the parsed size is named
+        r = c.cgq("submit", c.write_file("a.yaml", padded_spec(20 * 1024)))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"spec is 2\d kB, over the 16 KiB limit \(--max-spec")
+        # beyond what is decoded: the request's size is named, nothing decoded
+        r = c.cgq("submit", c.write_file("b.yaml", padded_spec(200 * 1024)))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertRegex(r.stderr, r"request is 2\d\d kB, over the 16 KiB limit of a spec")
+        # beyond the socket's own bound (64 x the decoded one): ZeroMQ closes
+        # the connection; the coordinator stays up
+        self.assertIsNone(self.raw_submit(padded_spec(6 * 1024 * 1024)))
+        self.assertEqual(c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1), [])
+        self.assertTrue(c.coordinator.alive())
+        r = c.cgq("submit", c.write_file("ok.yaml", SMALL % ("ok", "python3 -c pass", 0)))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_progress_limits(self):
+        c = self.start_default(workers=(("w1", 1),),
+                               extra=("--max-report", "4K", "--max-report-rate", "5"))
+        c.write_file("trial.py", r'''
+import json, os
+with os.fdopen(3, "w", buffering=1) as f:
+    for i in range(3):
+        f.write(json.dumps({"blob": "y" * 10000, "i": i}) + "\n")
+    for i in range(100):
+        f.write(json.dumps({"step": i, "score": i}) + "\n")
+''')
+        spec = SMALL.replace("x: {grid: [1, 2]}", "x: {grid: [1]}") % (
+            "chatty", "python3 {spec_dir}/trial.py", 0)
+        j = c.submit(c.write_file("chatty.yaml", spec))
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("succeeded"), "1", job)
+        t = c.trial(j, 0)
+        self.assertEqual(metrics_of(t), {"step": 99, "score": 99}, "the result is the last report")
+        stored = c.redis.xrange("cgq:job:{%d}:reports:0" % j)
+        self.assertTrue(all(len(e["r"]) < 4096 for e in stored), "no report over --max-report")
+        self.assertTrue(5 <= len(stored) <= 20, "about a second's burst: %d stored" % len(stored))
+        self.assertEqual(int(t.get("reports") or 0), len(stored))
+
+        def dropped():
+            return int(c.redis.hgetall("cgq:coordinator").get("reports_dropped") or 0)
+        c.wait_for(lambda: dropped() == 103 - len(stored), 10,
+                   "reports_dropped == %d (now %d)" % (103 - len(stored), dropped()))
+        self.assertIn("report not stored", read_text(c.coordinator.err_path))
+
+    def test_allow_command(self):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        ok = c.write_file("ok.py", "import os, json\nos.write(3, b'{\"score\": 1}\\n')\n")
+        c.start_worker("w1", cpus=2, extra=("--allow-command", "python3 " + ok,
+                                            "--allow-command", "/bin/true"))
+        pwned = os.path.join(self.tmp, "PWNED")
+        cases = [
+            ("allowed", "python3 %s --x {x}" % ok, "succeeded", None),
+            ("chained", "python3 %s; touch %s" % (ok, pwned), "failed",
+             "goes on after its allowed prefix with a shell operator"),
+            ("substituted", "python3 %s $(touch %s)" % (ok, pwned), "failed",
+             "goes on after its allowed prefix"),
+            ("other", "touch %s" % pwned, "failed", "does not start with any --allow-command"),
+            ("lookalike", "python3 %s.evil" % ok, "failed", "does not start with any"),
+        ]
+        jobs = {}
+        for name, cmd, _, _ in cases:
+            jobs[name] = c.submit(c.write_file(name + ".yaml", SMALL % (name, cmd, 0)))
+        for name, cmd, state, err in cases:
+            c.wait_job(jobs[name], 60)
+            for t, h in c.trials(jobs[name]).items():
+                self.assertEqual(h.get("state"), state, "%s: %s" % (name, h))
+                if err:
+                    self.assertIn("command not allowed on this worker", h.get("error", ""))
+                    self.assertIn(err, h.get("error", ""))
+                    self.assertIn("'python3 %s'" % ok, h.get("error", ""), "names the prefixes")
+        self.assertFalse(os.path.exists(pwned), "a refused command ran")
+
+    def test_trial_dirs_are_private_and_links_do_not_escape(self):
+        c = self.start_default()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        os.chmod(outside, 0o755)
+        # attempt 1 plants a link where attempt 2's directory goes, then fails
+        c.write_file("plant.py", r'''
+import os, sys
+here = os.environ["CGQ_TRIAL_DIR"]
+if os.environ["CGQ_ATTEMPT"] == "1":
+    os.symlink(sys.argv[1], os.path.join(os.path.dirname(here), "attempt-2"))
+    sys.exit(3)
+''')
+        j = c.submit(c.write_file("plant.yaml", SMALL.replace("x: {grid: [1, 2]}", "x: {grid: [1]}")
+                                  % ("plant", "python3 {spec_dir}/plant.py " + outside, 1)))
+        c.wait_job(j, 60)
+        t = c.trial(j, 0)
+        self.assertEqual((t.get("state"), t.get("attempt")), ("failed", "2"), t)
+        self.assertIn("is a symbolic link; not running a trial there", t.get("error", ""))
+        self.assertEqual(os.listdir(outside), [], "nothing was written through the link")
+        self.assertEqual(os.stat(outside).st_mode & 0o777, 0o755, "nor chmod-ed")
+
+        c.write_file("ok.py", "import os\nos.write(3, b'{\"score\": 2}\\n')\n")
+        j = c.submit(c.write_file("ok.yaml", SMALL % ("ok", "python3 {spec_dir}/ok.py", 0)))
+        c.wait_job(j, 60)
+        for t, h in c.trials(j).items():
+            self.assertEqual(h.get("state"), "succeeded", h)
+            d = h["trial_dir"]
+            self.assertEqual(os.stat(d).st_mode & 0o777, 0o700, d)
+            for log in ("stdout.log", "stderr.log"):
+                self.assertEqual(os.stat(os.path.join(d, log)).st_mode & 0o777, 0o600, log)
+
+
+if __name__ == "__main__":
+    main()

@@ -292,13 +292,16 @@ s_unit_scale (s_ctx_t *c, const yaml_node_t *v, const char *what, bool time, dou
 // once per repetition, and copies the copies for every quantifier around or
 // after it, so stacked or nested repetitions ("a+++++", "((a{99}){99}){99}")
 // cost memory and time exponential in their number: 150 bytes of runner.yaml
-// took 24 GB and a minute (found by fuzz_runcfg).
-#define S_REGEX_MAX_ATOMS 10000
+// took 24 GB and a minute (found by fuzz_runcfg). Its epsilon closures are
+// quadratic in the optional copies besides: (a?){9000} takes 6 GB, so the
+// bound is low; a report regex needs a few dozen atoms.
+#define S_REGEX_MAX_ATOMS 1000
 #define S_REGEX_MAX_DEPTH 32
 
 // s_regex_atoms estimates the atoms regcomp makes of an extended regex: a
 // character or class counts 1, a group the sum of its contents, and a
-// quantifier multiplies what it applies to by its largest count (+ by 2).
+// quantifier multiplies what it applies to by its largest count (+, * and ?
+// by 2: regcomp adds a node to each copy).
 // Returns at most S_REGEX_MAX_ATOMS + 1 (too big, or nested too deep).
 static size_t
 s_regex_atoms (const char *re)
@@ -319,7 +322,7 @@ s_regex_atoms (const char *re)
             continue;
         }
         if (*p == '*' || *p == '?' || *p == '+' || (*p == '{' && isdigit ((unsigned char) p[1]))) {
-            unsigned long times = *p == '+' ? 2 : 1;
+            unsigned long times = 2;
             if (*p == '{') {
                 char *end;
                 times = strtoul (p + 1, &end, 10);

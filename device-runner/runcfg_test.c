@@ -126,6 +126,9 @@ test_errors (void **state)
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
          "{time: '(((a{99}){99}){99})([0-9]+)'}}\n",
          "parse.time: the regex repeats too much"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: '(i?){3000}([0-9]+)'}}\n",
+         "parse.time: the regex repeats too much"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timeout: soon}\n",
          "runner.yaml:3:28: timeout: 'soon' is not a duration"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, cpus: 1-0}\n",

@@ -301,6 +301,38 @@ test_device_assign_fields (void **state)
     ct_coord_destroy (&c);
 }
 
+// A timeout too large for the Assign's uint32 milliseconds saturates: it
+// used to wrap (4294968 s became 0.7 s) or, at 1e308 s, be undefined.
+static void
+test_huge_timeout_saturates (void **state)
+{
+    (void) state;
+    const char *timeouts[] = {"4294968", "1e308", "2s"};
+    const uint32_t want[] = {UINT32_MAX, UINT32_MAX, 2000};
+    for (size_t i = 0; i < 3; i++) {
+        coord_t *c = ct_coord_new (NOWHERE);
+        char *yaml = cgq_xasprintf ("space: {x: {choice: [1]}}\n"
+                                    "trial:\n  command: \"true\"\n  timeout: %s\n",
+                                    timeouts[i]);
+        ct_job (c, 1, yaml);
+        free (yaml);
+        ct_node (c, "w", 4, 0, 0);
+        c->sched_dirty = true;
+        assert_int_equal (dispatch_run (c), 1);
+        bool seen = false;
+        for (const out_t *o = c->out_head; o; o = o->next) {
+            cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
+            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN) {
+                assert_int_equal (env->assign->timeout_ms, want[i]);
+                seen = true;
+            }
+            cgq_wire_free (env);
+        }
+        assert_true (seen);
+        ct_coord_destroy (&c);
+    }
+}
+
 int
 main (void)
 {
@@ -312,6 +344,7 @@ main (void)
         cmocka_unit_test (test_dispatch_bounds),
         cmocka_unit_test (test_device_matching),
         cmocka_unit_test (test_device_assign_fields),
+        cmocka_unit_test (test_huge_timeout_saturates),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -5,12 +5,14 @@
 #   make demo     build, then tune the built-in GNN latency predictor end to end (cgq run)
 #   make test     build ./build-asan with ASan+UBSan and run every test
 #   make bench    build, then print throughput figures
+#   make fuzz     build ./build-fuzz with clang's libFuzzer, fuzz each parser FUZZ_TIME s
 #   make clean
 
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_ARGS ?=
+FUZZ_TIME ?= 60
 
-.PHONY: all build bootstrap demo test bench clean format
+.PHONY: all build bootstrap demo test bench fuzz clean format
 
 all: build
 
@@ -35,5 +37,8 @@ demo: build
 bench: build
 	@./bench/run
 
+fuzz: bootstrap
+	@python3 tests/fuzz/run.py --build-dir build-fuzz --time $(FUZZ_TIME) --jobs $(JOBS)
+
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

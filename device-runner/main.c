@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "auth.h"
 #include "config.h"
 #include "device.h"
 #include "invoke.h"
@@ -43,6 +44,8 @@ typedef struct {
     char *workdir;
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
+    char *curve_secret; // CURVE (common/auth.h)
+    char *curve_server;
     char *log_level;
     bool log_json;
 } s_cfg_t;
@@ -60,6 +63,11 @@ static const cgq_opt_t s_opts[] = {
      "SIGTERM -> SIGKILL grace when a measurement is stopped", 0, 3600000},
     {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
      "heartbeat interval until the coordinator's Welcome sets it", 10, 600000},
+    {"curve-secret", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_secret), NULL,
+     "CGQ_CURVE_SECRET", "CURVE: this runner's secret certificate (NAME.key_secret of cgq keygen)",
+     0, 0},
+    {"curve-server", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_server), NULL,
+     "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
@@ -93,6 +101,7 @@ typedef struct {
     Cgq__Device **device_msgs;
     Cgq__Resources resources;
     cgq_link_t *link;
+    cgq_auth_t *auth; // CURVE keys, or NULL
     Cgq__TaskRef **running; // scratch for s_running
 } s_runner_t;
 
@@ -568,6 +577,7 @@ s_setup (s_runner_t *r, const char *config)
 static void
 s_cleanup (s_runner_t *r)
 {
+    cgq_auth_destroy (&r->auth);
     for (size_t i = 0; i < r->ndevices; i++)
         cgq_device_destroy (&r->devices[i]);
     free (r->devices);
@@ -617,8 +627,18 @@ main (int argc, char **argv)
     cgq_info ("runner '%s': %zu device(s), %zu benchmark(s), cache %s (cap %" PRIu64 " MiB)",
               r.cfg.id, r.ndevices, r.rc->nbenches, r.rc->cache_dir, r.rc->cache_max >> 20);
 
+    char err[1024];
+    if (cgq_auth_client_new (r.cfg.curve_secret, r.cfg.curve_server, &r.auth, err, sizeof err)
+        < 0) {
+        fprintf (stderr, S_PROG ": %s\n", err);
+        s_cleanup (&r);
+        return 2;
+    }
+    if (r.auth)
+        cgq_info ("CURVE on: this runner's public key is %s", cgq_auth_public_txt (r.auth));
     void *ctx = zmq_ctx_new ();
     cgq_link_opts_t lopts = {
+        .auth = r.auth,
         .endpoint = r.cfg.coordinator,
         .node_id = r.cfg.id,
         .hostname = r.hostname,

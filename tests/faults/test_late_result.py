@@ -20,7 +20,8 @@ import json, os, sys, time
 runs = sys.argv[1]
 with open(runs, "a") as f:
     f.write("start %s\n" % os.environ["CGQ_ATTEMPT"])
-time.sleep(float(sys.argv[2]))
+# A re-run takes longer, so that the late result surely arrives first.
+time.sleep(float(sys.argv[2]) * (1 if os.environ["CGQ_ATTEMPT"] == "1" else 4))
 with open(runs, "a") as f:
     f.write("end %s\n" % os.environ["CGQ_ATTEMPT"])
 os.write(3, (json.dumps({"v": int(os.environ["CGQ_ATTEMPT"])}) + "\n").encode())
@@ -71,7 +72,9 @@ class LateResultTest(CgqTestCase):
         # Attempt 2 was stopped before its end.
         c.wait_for(lambda: not any(h.get("state") == "running" for h in c.trials(j).values()), 5,
                    "nothing running")
-        time.sleep(3.5)
+        c.wait_for(lambda: "an earlier attempt finished first" in open(w2.err_path).read(), 10,
+                   "w2 to stop attempt 2")
+        time.sleep(1.0)
         with open(os.path.join(c.specdir, "runs.txt")) as f:
             lines = f.read().split()
         runs = [" ".join(lines[i:i + 2]) for i in range(0, len(lines), 2)]

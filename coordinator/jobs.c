@@ -1021,12 +1021,48 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
     c->sched_dirty = true;
 }
 
+// s_readopt_older: the node we gave up on still runs an older attempt of a
+// trial that runs again elsewhere. First come, first served: the older one
+// is further along, so it is adopted back and the newer one withdrawn (as a
+// late success would withdraw it; see s_late_success).
+static bool
+s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
+{
+    char detail[160];
+    snprintf (detail, sizeof detail,
+              "node %s came back still running attempt %u; attempt %u %s", n->id, attempt,
+              t->attempt, t->node ? "is stopped" : "is dropped");
+    if (t->node) {
+        Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+        ref.job = t->job->id;
+        ref.trial = t->id;
+        ref.attempt = t->attempt;
+        outbox_stop (c, t->node->id, &ref, "an earlier attempt is still running");
+        nodes_release (c, t);
+    }
+    t->attempt = attempt;
+    nodes_attach (n, t);
+    if (nodes_grant (n, t) < 0)
+        cgq_warn ("re-adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
+                  t->job->id, t->id, n->id);
+    char abuf[16];
+    snprintf (abuf, sizeof abuf, "%u", attempt);
+    const char *kv[] = {CGQ_TF_NODE, n->id, CGQ_TF_ATTEMPT, abuf};
+    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 4);
+    cgq_info ("trial %" PRIu64 ".%" PRIu64 ": %s", t->job->id, t->id, detail);
+    cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt,
+                     detail);
+    return true;
+}
+
 bool
 jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
 {
     // While the trial waits in the queue with the same attempt, that task is
     // still its current attempt. Stopping it instead would re-run the trial,
     // and the stopped attempt's result would come back as its failure.
+    if (t && t->state == CGQ_TRIAL_RUNNING && t->losses && attempt < t->attempt && t->node != n)
+        return s_readopt_older (c, n, t, attempt);
     if (!t || t->state != CGQ_TRIAL_PENDING || !t->queued || !t->losses || t->node
         || t->attempt != attempt)
         return false;

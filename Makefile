@@ -21,7 +21,8 @@ bootstrap:
 
 build: bootstrap
 	@cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-	@cmake --build build -j $(JOBS)
+	@echo "building cgq in ./build (log: build/build.log) ..."
+	@cmake --build build -j $(JOBS) > build/build.log 2>&1 || { tail -n 40 build/build.log; exit 1; }
 
 build-asan/CMakeCache.txt:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCGQ_SANITIZE=ON -DCGQ_WERROR=ON >/dev/null

@@ -388,8 +388,19 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
     if (first)
         cgq_info ("welcomed by coordinator %s (epoch %" PRIu64 ", heartbeat %" PRId64 " ms)",
                   self->endpoint, self->epoch, self->heartbeat_ms);
+    // Results the Hello did not carry (finished after it left, or did not
+    // fit) go now, ahead of the first heartbeat: a heartbeat that lists
+    // neither a task nor, before it, its Result says the task was lost.
+    int64_t now = cgq_now_ms ();
+    s_unacked_t *u = self->uhead;
+    for (size_t i = 0, n = self->n_unacked; i < n && u; i++) {
+        s_unacked_t *next = u->next; // s_send_result moves u to the tail
+        if (u->sent_ms != self->last_hello_ms)
+            s_send_result (self, u, now);
+        u = next;
+    }
     // The first heartbeat follows one interval after the Welcome.
-    self->last_hb_ms = cgq_now_ms ();
+    self->last_hb_ms = now;
 }
 
 static void

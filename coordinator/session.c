@@ -261,6 +261,10 @@ s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
         } else if (t->assign_seq <= seen) {
             nodes_release (c, t);
             jobs_lost (c, t, "node no longer runs it and sent no result");
+        } else if (c->stall_ms > 0) {
+            // Read right after a stall of ours: these heartbeats queued up
+            // while the Assign itself may not have left this process (a
+            // stopped process's I/O thread sends nothing). They prove nothing.
         } else if (++t->unseen_hbs >= SESSION_ASSIGN_LOST_HBS) {
             char why[128];
             snprintf (why, sizeof why, "its Assign never reached the node (%u heartbeats)",

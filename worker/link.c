@@ -27,6 +27,7 @@ typedef struct s_unacked_s {
     Cgq__Result *result; // owned
     int64_t sent_ms;     // last time it went out (alone or in a Hello)
     char key[80];        // cgq_wire_task_str of its task: the index key
+    bool in_hello;       // carried by the last Hello
     struct s_unacked_s *prev, *next;
 } s_unacked_t;
 
@@ -167,8 +168,12 @@ s_send_hello (cgq_link_t *self, int64_t now)
         sent[n] = u;
         unacked[n++] = u->result;
     }
-    for (size_t i = 0; i < n; i++)
+    for (s_unacked_t *u = self->uhead; u; u = u->next)
+        u->in_hello = false;
+    for (size_t i = 0; i < n; i++) {
         s_touch (self, sent[i], now);
+        sent[i]->in_hello = true;
+    }
     free (sent);
     hello.n_unacked = n;
     hello.unacked = unacked;
@@ -395,7 +400,7 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
     s_unacked_t *u = self->uhead;
     for (size_t i = 0, n = self->n_unacked; i < n && u; i++) {
         s_unacked_t *next = u->next; // s_send_result moves u to the tail
-        if (u->sent_ms != self->last_hello_ms)
+        if (!u->in_hello)
             s_send_result (self, u, now);
         u = next;
     }

@@ -346,6 +346,20 @@ jobs_next_trial (coord_t *c, job_t *j)
 }
 
 // s_trial_end removes a terminal trial from memory.
+// s_stop_on_node asks t's node to stop t's current attempt (a Stop, sent
+// after the flush). Nothing when t is on no node.
+static void
+s_stop_on_node (coord_t *c, const trial_t *t, const char *reason)
+{
+    if (!t->node)
+        return;
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = t->job->id;
+    ref.trial = t->id;
+    ref.attempt = t->attempt;
+    outbox_stop (c, t->node->id, &ref, reason);
+}
+
 static void
 s_trial_end (coord_t *c, trial_t *t)
 {
@@ -544,11 +558,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
                          t->node ? t->node->id : NULL, t->attempt, NULL);
         if (on_node) {
             // It stays in memory, holding its resources, until the node reports it stopped.
-            Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
-            ref.job = j->id;
-            ref.trial = t->id;
-            ref.attempt = t->attempt;
-            outbox_stop (c, t->node->id, &ref, "job cancelled");
+            s_stop_on_node (c, t, "job cancelled");
             stopped++;
         }
         else {
@@ -736,11 +746,7 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
                      r->task->attempt, detail);
     if (t->state == CGQ_TRIAL_RUNNING) {
         if (t->node) {
-            Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
-            ref.job = t->job->id;
-            ref.trial = t->id;
-            ref.attempt = t->attempt;
-            outbox_stop (c, t->node->id, &ref, "an earlier attempt finished first");
+            s_stop_on_node (c, t, "an earlier attempt finished first");
             nodes_release (c, t);
         }
     } else {
@@ -920,13 +926,9 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
         s_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
         return;
     }
-    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
-    ref.job = j->id;
-    ref.trial = t->id;
-    ref.attempt = t->attempt;
     char reason[300];
     snprintf (reason, sizeof reason, "early stop: %s", why);
-    outbox_stop (c, t->node->id, &ref, reason);
+    s_stop_on_node (c, t, reason);
     c->sched_dirty = true;
 }
 
@@ -1033,11 +1035,7 @@ s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
               "node %s came back still running attempt %u; attempt %u %s", n->id, attempt,
               t->attempt, t->node ? "is stopped" : "is dropped");
     if (t->node) {
-        Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
-        ref.job = t->job->id;
-        ref.trial = t->id;
-        ref.attempt = t->attempt;
-        outbox_stop (c, t->node->id, &ref, "an earlier attempt is still running");
+        s_stop_on_node (c, t, "an earlier attempt is still running");
         nodes_release (c, t);
     }
     t->attempt = attempt;

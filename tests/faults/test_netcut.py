@@ -69,23 +69,8 @@ def teardown_namespaces():
         ip("netns", "del", ns, check=False)  # takes the veth pair with it
 
 
-SCRIPT = r'''
-import json, os, sys, time
-with open(sys.argv[1], "a") as f:
-    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
-time.sleep(float(sys.argv[2]))
-os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
-'''
 
 N = 12
-SPEC = '''name: netcut
-space:
-  i: {grid: [%s]}
-objective: {metric: v, mode: max}
-trial:
-  command: python3 {spec_dir}/t.py {spec_dir}/runs.txt 1.5
-  resources: {cpu: 1}
-''' % ", ".join(str(i) for i in range(N))
 
 SKIP = None
 
@@ -122,8 +107,7 @@ class NetCutTest(CgqTestCase):
         c.workers["w2"] = w2
         c.wait_for(lambda: c.redis.hgetall("cgq:node:w2").get("state") == "alive", 20,
                    "w2 (namespace B) to join")
-        c.write_file("t.py", SCRIPT)
-        j = c.submit(c.write_file("netcut.yaml", SPEC))
+        j = c.submit(c.write_counted_job("netcut", N, 1.5))
         c.wait_value(lambda: sum(1 for h in c.trials(j).values() if h.get("node") == "w2"
                                  and h.get("state") == "running"),
                      lambda n: n == 2, 30, "w2 to run 2 trials")

@@ -13,23 +13,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import CgqTestCase, main  # noqa: E402
 
-SCRIPT = r'''
-import json, os, sys, time
-with open(sys.argv[1], "a") as f:
-    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
-time.sleep(float(sys.argv[2]))
-os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
-'''
 
 N = 24
-SPEC = '''name: redis-outage
-space:
-  i: {grid: [%s]}
-objective: {metric: v, mode: max}
-trial:
-  command: python3 {spec_dir}/t.py {spec_dir}/runs.txt 0.4
-  resources: {cpu: 1}
-''' % ", ".join(str(i) for i in range(N))
 
 OUTAGE_S = 6.0
 MAX_BUFFER = 30
@@ -42,8 +27,7 @@ class RedisOutageTest(CgqTestCase):
         c.start_coordinator(extra=("--max-buffer", str(MAX_BUFFER), "--durable-after", "0"))
         for w in ("w1", "w2"):
             c.start_worker(w, cpus=2)
-        c.write_file("t.py", SCRIPT)
-        j = c.submit(c.write_file("outage.yaml", SPEC))
+        j = c.submit(c.write_counted_job("redis-outage", N, 0.4))
         c.wait_value(lambda: int(c.redis.hgetall("cgq:job:{%d}" % j).get("succeeded", "0")),
                      lambda n: n >= 4, 30, "a few trials to finish")
         c.stop_redis()
@@ -58,8 +42,7 @@ class RedisOutageTest(CgqTestCase):
         ok = [int(e["trial"]) for e in c.events(j) if e.get("type") == "trial.succeeded"]
         self.assertEqual(sorted(ok), list(range(N)))
         self.assertEqual([e for e in c.events(j) if e.get("type") == "trial.lost"], [])
-        with open(os.path.join(c.specdir, "runs.txt")) as f:
-            runs = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        runs = c.counted_runs()
         self.assertEqual(runs, [(t, 1) for t in range(N)], "each trial's script ran once")
         with open(c.coordinator.err_path) as f:
             log = f.read()

@@ -12,22 +12,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import CgqTestCase, main  # noqa: E402
 
-SCRIPT = r'''
-import json, os, sys, time
-with open(sys.argv[1], "a") as f:
-    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
-time.sleep(float(sys.argv[2]))
-os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
-'''
 
-SPEC = '''name: stall-fault
-space:
-  i: {grid: [0, 1, 2, 3, 4, 5, 6, 7]}
-objective: {metric: v, mode: max}
-trial:
-  command: python3 {spec_dir}/slow.py {spec_dir}/runs.txt 1.5
-  resources: {cpu: 1}
-'''
 
 
 class StallTest(CgqTestCase):
@@ -35,8 +20,7 @@ class StallTest(CgqTestCase):
         # heartbeat 200 ms x dead-after 5: a node silent for 1 s is dead. The
         # stop lasts 4 s, four times that.
         c = self.start_default(workers=(("w1", 2), ("w2", 2)))
-        c.write_file("slow.py", SCRIPT)
-        j = c.submit(c.write_file("stall.yaml", SPEC))
+        j = c.submit(c.write_counted_job("stall-fault", 8, 1.5))
         c.wait_value(lambda: sum(1 for h in c.trials(j).values() if h.get("state") == "running"),
                      lambda n: n == 4, 30, "4 trials to run")
         pid = c.coordinator.pid
@@ -60,8 +44,7 @@ class StallTest(CgqTestCase):
         self.assertEqual(lost, [], "no trial lost by the stall")
         for t, h in c.trials(j).items():
             self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
-        with open(os.path.join(c.specdir, "runs.txt")) as f:
-            runs = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        runs = c.counted_runs()
         self.assertEqual(runs, [(t, 1) for t in range(8)], "each trial's script ran once")
         for w in ("w1", "w2"):
             self.assertEqual(c.redis.hgetall("cgq:node:" + w).get("state"), "alive", w)

@@ -19,23 +19,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import CgqTestCase, Proc, binary, free_port, main, tail  # noqa: E402
 
-SCRIPT = r'''
-import json, os, sys, time
-with open(sys.argv[1], "a") as f:
-    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
-time.sleep(float(sys.argv[2]))
-os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
-'''
 
 N = 16
-SPEC = '''name: standby-fault
-space:
-  i: {grid: [%s]}
-objective: {metric: v, mode: max}
-trial:
-  command: python3 {spec_dir}/slow.py {spec_dir}/runs.txt 0.8
-  resources: {cpu: 1}
-''' % ", ".join(str(i) for i in range(N))
 
 LEASE = "1s"
 
@@ -61,8 +46,7 @@ class StandbyTest(CgqTestCase):
         c.control_ep = "%s,%s" % (eps[1], eps[3])
         for w in ("w1", "w2"):
             c.start_worker(w, cpus=2)
-        c.write_file("slow.py", SCRIPT)
-        j = c.submit(c.write_file("standby.yaml", SPEC))
+        j = c.submit(c.write_counted_job("standby-fault", N, 0.8))
         c.wait_value(lambda: sum(1 for h in c.trials(j).values() if h.get("state") == "running"),
                      lambda n: n == 4, 30, "4 trials to run")
         return leader, standby, j
@@ -87,8 +71,7 @@ class StandbyTest(CgqTestCase):
         ok = [int(e["trial"]) for e in c.events(j) if e.get("type") == "trial.succeeded"]
         self.assertEqual(sorted(ok), list(range(N)), "one trial.succeeded event per trial")
         self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), N)
-        with open(os.path.join(c.specdir, "runs.txt")) as f:
-            runs = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        runs = c.counted_runs()
         self.assertEqual(runs, [(t, 1) for t in range(N)], "each trial's script ran once")
         r = c.cgq("results", j, "--format", "csv")
         self.assertEqual(r.returncode, 0, r.stderr)

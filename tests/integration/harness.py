@@ -58,6 +58,18 @@ def binary(name):
     return path
 
 
+# The fault tests' trial: appends "TRIAL ATTEMPT" to the file named first
+# (one line per start, so a re-run shows), sleeps the seconds named second,
+# and reports {"v": its trial id}. See Cluster.write_counted_job.
+COUNTED_TRIAL = r'''
+import json, os, sys, time
+with open(sys.argv[1], "a") as f:
+    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
+time.sleep(float(sys.argv[2]))
+os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
+'''
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -667,6 +679,25 @@ class Cluster:
             f.write(text)
         os.chmod(path, mode)
         return path
+
+    def write_counted_job(self, name, n, sleep_s):
+        """Writes a grid job of n trials of COUNTED_TRIAL (counted.py beside
+        it) that each sleep sleep_s and report {"v": trial id}; returns the
+        spec's path. counted_runs() says which (trial, attempt) ran."""
+        self.write_file("counted.py", COUNTED_TRIAL)
+        return self.write_file(name + ".yaml", """name: %s
+space:
+  i: {grid: [%s]}
+objective: {metric: v, mode: max}
+trial:
+  command: python3 {spec_dir}/counted.py {spec_dir}/runs.txt %s
+  resources: {cpu: 1}
+""" % (name, ", ".join(str(i) for i in range(n)), sleep_s))
+
+    def counted_runs(self):
+        """Every start of a COUNTED_TRIAL, as sorted (trial, attempt) pairs."""
+        with open(os.path.join(self.specdir, "runs.txt")) as f:
+            return sorted(tuple(map(int, line.split())) for line in f if line.strip())
 
     def submit(self, spec_path, timeout=30):
         """cgq submit; returns the job id (int). Fails the test on exit != 0."""

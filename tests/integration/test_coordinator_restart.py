@@ -10,29 +10,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CgqTestCase, endpoint_port, main  # noqa: E402
 
-SCRIPT = r'''
-import json, os, sys, time
-with open(sys.argv[1], "a") as f:
-    f.write("%s %s\n" % (os.environ["CGQ_TRIAL_ID"], os.environ["CGQ_ATTEMPT"]))
-time.sleep(float(sys.argv[2]))
-os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode())
-'''
 
-SPEC = '''name: restart-itest
-space:
-  i: {grid: [0, 1, 2, 3, 4, 5, 6, 7]}
-objective: {metric: v, mode: max}
-trial:
-  command: python3 {spec_dir}/slow.py {spec_dir}/runs.txt 2.0
-  resources: {cpu: 1}
-'''
 
 
 class CoordinatorRestartTest(CgqTestCase):
     def test_kill9_coordinator_adopts_running_trials(self):
         c = self.start_default(workers=(("w1", 2), ("w2", 2)))
-        c.write_file("slow.py", SCRIPT)
-        j = c.submit(c.write_file("restart.yaml", SPEC))
+        j = c.submit(c.write_counted_job("restart-itest", 8, 2.0))
         running = c.wait_value(
             lambda: sorted(t for t, h in c.trials(j).items() if h.get("state") == "running"),
             lambda ts: len(ts) == 4, 30, "4 trials to run")
@@ -58,8 +42,7 @@ class CoordinatorRestartTest(CgqTestCase):
         for t, h in trials.items():
             self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
             self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
-        with open(os.path.join(c.specdir, "runs.txt")) as f:
-            runs = sorted(tuple(map(int, line.split())) for line in f if line.strip())
+        runs = c.counted_runs()
         self.assertEqual(runs, [(t, 1) for t in range(8)], "each trial's script ran once")
 
         ev = c.events(j)

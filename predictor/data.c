@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "dataset.h"
@@ -126,12 +127,14 @@ cgq_pred_data_write_families (const char *dir, const char *const *names, int n, 
     return rc;
 }
 
-cgq_pred_data_t *
-cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_t err_len)
+// s_build turns ds (taken: destroyed here) into the predictor's data; dir
+// names it in errors and holds its family file (NULL: none). Training needs
+// labels (latency > 0) and at least 3 graphs; prediction (need_labels false)
+// takes any count and keeps a missing or non-positive label as NaN.
+static cgq_pred_data_t *
+s_build (cgq_cg_dataset_t *ds, const char *dir, const char *family_dir, int label,
+         int max_graphs, bool need_labels, char *err, size_t err_len)
 {
-    cgq_cg_dataset_t *ds = cgq_cg_dataset_read (dir, err, err_len);
-    if (!ds)
-        return NULL;
     if (cgq_cg_dataset_num_feats (ds) != CGQ_CG_NUM_FEATS) {
         snprintf (err, err_len,
                   "%s: graphs have %d node features, the predictor reads %d (op code + 16; "
@@ -149,8 +152,9 @@ cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_
     int count = cgq_cg_dataset_count (ds);
     if (max_graphs > 0 && max_graphs < count)
         count = max_graphs;
-    if (count < 3) {
-        snprintf (err, err_len, "%s: %d graphs; the predictor needs at least 3", dir, count);
+    if (count < (need_labels ? 3 : 1)) {
+        snprintf (err, err_len, "%s: %d graphs; %s", dir, count,
+                  need_labels ? "the predictor needs at least 3 to train" : "nothing to predict");
         cgq_cg_dataset_destroy (&ds);
         return NULL;
     }
@@ -182,13 +186,18 @@ cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_
         memcpy (self->edges + (size_t)self->edge_off[i] * 2, s.edge_index,
                 (size_t)s.edges * 2 * sizeof (int));
         self->label[i] = s.labels[label];
+        if (!need_labels && !(self->label[i] > 0 && isfinite (self->label[i])))
+            self->label[i] = NAN;
         if (!(self->label[i] > 0) || !isfinite (self->label[i])) {
+            if (!need_labels)
+                goto labelled;
             snprintf (err, err_len,
                       "%s: graph %d has latency %g; latencies must be > 0 (graph-label.csv.gz "
                       "line %d)",
                       dir, i, self->label[i], i + 1);
             goto fail;
         }
+    labelled:
         for (int n = 0; n < s.nodes; n++) {
             double code = s.feats[(size_t)n * CGQ_CG_NUM_FEATS];
             if (!(code >= 0 && code < CGQ_PRED_NUM_OPS) || code != floor (code)) {
@@ -199,7 +208,7 @@ cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_
         }
     }
     cgq_cg_dataset_destroy (&ds);
-    if (s_read_families (self, dir, count, err, err_len) < 0) {
+    if (family_dir && s_read_families (self, family_dir, count, err, err_len) < 0) {
         cgq_pred_data_destroy (&self);
         return NULL;
     }
@@ -211,6 +220,45 @@ fail:
     cgq_cg_dataset_destroy (&ds);
     cgq_pred_data_destroy (&self);
     return NULL;
+}
+
+cgq_pred_data_t *
+cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err, size_t err_len)
+{
+    cgq_cg_dataset_t *ds = cgq_cg_dataset_read (dir, err, err_len);
+    return ds ? s_build (ds, dir, dir, label, max_graphs, true, err, err_len) : NULL;
+}
+
+cgq_pred_data_t *
+cgq_pred_data_read (const char *path, int label, char *err, size_t err_len)
+{
+    struct stat st;
+    if (stat (path, &st) < 0) {
+        snprintf (err, err_len, "%s: %s (expected a CG dataset directory or a model.json of "
+                                "cgq-cg gen)",
+                  path, strerror (errno));
+        return NULL;
+    }
+    if (S_ISDIR (st.st_mode)) {
+        cgq_cg_dataset_t *ds = cgq_cg_dataset_read (path, err, err_len);
+        return ds ? s_build (ds, path, path, label, 0, false, err, err_len) : NULL;
+    }
+    char why[512];
+    cgq_cg_graph_t *g = cgq_cg_graph_load (path, why, sizeof why);
+    if (!g) {
+        snprintf (err, err_len, "%s: not a CG model: %s", path, why);
+        return NULL;
+    }
+    cgq_cg_dataset_t *ds = cgq_cg_dataset_new (CGQ_CG_NUM_FEATS, 1);
+    double unknown = NAN;
+    int rc = cgq_cg_dataset_append_graph (ds, g, &unknown, why, sizeof why);
+    cgq_cg_graph_destroy (&g);
+    if (rc < 0) {
+        snprintf (err, err_len, "%s: %s", path, why);
+        cgq_cg_dataset_destroy (&ds);
+        return NULL;
+    }
+    return s_build (ds, path, NULL, 0, 0, false, err, err_len);
 }
 
 void
@@ -252,6 +300,8 @@ cgq_pred_data_family (const cgq_pred_data_t *self, int i)
 {
     return self->family ? self->families[self->family[i]] : NULL;
 }
+
+static void s_encode (cgq_pred_data_t *self);
 
 // s_fit computes the feature and target scalings from the train part.
 static void
@@ -358,7 +408,48 @@ cgq_pred_data_split (cgq_pred_data_t *self, uint64_t seed, double val_frac, doub
         }
     self->log_target = log_target;
     s_fit (self);
-    // Encode every node once, so that a batch only copies rows.
+    s_encode (self);
+    return 0;
+}
+
+int
+cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean, const float *feat_std,
+                           double y_mean, double y_std, bool log_target, char *err,
+                           size_t err_len)
+{
+    for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
+        if (!isfinite (feat_mean[k]) || !(feat_std[k] > 0) || !isfinite (feat_std[k])) {
+            snprintf (err, err_len, "feature scaling %d is mean %g, std %g (std must be > 0)", k,
+                      (double)feat_mean[k], (double)feat_std[k]);
+            return -1;
+        }
+    if (!isfinite (y_mean) || !(y_std > 0) || !isfinite (y_std)) {
+        snprintf (err, err_len, "target scaling is mean %g, std %g (std must be > 0)", y_mean,
+                  y_std);
+        return -1;
+    }
+    memcpy (self->feat_mean, feat_mean, sizeof self->feat_mean);
+    memcpy (self->feat_std, feat_std, sizeof self->feat_std);
+    self->y_mean = y_mean;
+    self->y_std = y_std;
+    self->log_target = log_target;
+    // Every graph goes to the test part: that is the one prediction reads.
+    for (int p = 0; p < 3; p++) {
+        free (self->parts[p]);
+        self->parts[p] = cgq_xcalloc ((size_t)self->count + 1, sizeof (int));
+        self->nparts[p] = 0;
+    }
+    for (int i = 0; i < self->count; i++)
+        self->parts[CGQ_PRED_TEST][self->nparts[CGQ_PRED_TEST]++] = i;
+    s_encode (self);
+    return 0;
+}
+
+// s_encode encodes every node once with the current scaling, so that a batch
+// only copies rows.
+static void
+s_encode (cgq_pred_data_t *self)
+{
     size_t nodes = (size_t)self->node_off[self->count];
     free (self->enc);
     self->enc = cgq_xcalloc (nodes * CGQ_PRED_IN_DIM + 1, sizeof (float));
@@ -370,7 +461,6 @@ cgq_pred_data_split (cgq_pred_data_t *self, uint64_t seed, double val_frac, doub
             x[CGQ_PRED_NUM_OPS + k] =
                 ((float)log1p (fmax (r[1 + k], 0)) - self->feat_mean[k]) / self->feat_std[k];
     }
-    return 0;
 }
 
 const int *

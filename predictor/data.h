@@ -55,6 +55,19 @@ typedef struct {
 // (caller destroys), or NULL with a one-line reason in err.
 cgq_pred_data_t *cgq_pred_data_load (const char *dir, int label, int max_graphs, char *err,
                                      size_t err_len);
+// cgq_pred_data_read reads graphs to predict: a CG dataset directory (with
+// its family file if present) or one CG model (a model.json of `cgq-cg gen`).
+// Label column label is kept where it is a latency (> 0), else NaN; a single
+// model has none. Call cgq_pred_data_use_scaling before predicting. Returns
+// the data (caller destroys), or NULL with a one-line reason in err.
+cgq_pred_data_t *cgq_pred_data_read (const char *path, int label, char *err, size_t err_len);
+// cgq_pred_data_use_scaling sets a saved model's feature and target scalings
+// (instead of a split's), encodes every graph with them, and puts every graph
+// in the test part. Returns 0, or -1 with err set for a scaling that cannot
+// be (std <= 0, not finite).
+int cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean,
+                               const float *feat_std, double y_mean, double y_std,
+                               bool log_target, char *err, size_t err_len);
 // cgq_pred_data_write_families writes dir's family file: names[i] is graph
 // i's family (no newline in it). Returns 0, or -1 with a reason in err.
 int cgq_pred_data_write_families (const char *dir, const char *const *names, int n, char *err,

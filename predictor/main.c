@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ s_usage (FILE *f)
     fputs ("usage: cgq-predictor train --data DIR [--set KEY=VALUE]... [--out DIR] [--json]\n"
            "       cgq-predictor trial --data DIR      (the worker's `predictor` trial kind)\n"
            "       cgq-predictor export --results FILE --out DIR\n"
+           "       cgq-predictor predict --model PATH --data PATH [--label N] "
+           "[--format table|csv|json]\n"
            "       cgq-predictor --help | --version\n"
            "\n"
            "Trains a GNN that predicts a model's latency from its computational graph, on\n"
@@ -56,6 +59,12 @@ s_usage (FILE *f)
            "export turns the results of a cpu-local measurement job (`cgq results J --format\n"
            "json`, FILE or - for stdin) into a CG dataset in DIR: each graph built again\n"
            "from its params and labelled with its measured time, FLOPs and parameters.\n"
+           "\n"
+           "predict applies a saved model (--model: its model.json or the directory holding\n"
+           "it, e.g. the best trial's) to --data: a CG dataset directory or one CG model\n"
+           "(model.json of cgq-cg gen). It prints each graph's predicted latency and, where\n"
+           "the dataset has it, the measured one, then MAE, MAPE, RMSE, SRCC and +-10 %%\n"
+           "accuracy over the labelled graphs.\n"
            "\n"
            "hyper-parameters (KEY, default, meaning):\n",
            f);
@@ -265,6 +274,143 @@ s_export (int argc, char **argv)
     return S_OK;
 }
 
+
+// s_predict: cgq-predictor predict --model PATH --data PATH.
+static int
+s_predict (int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, NULL, 'm'}, {"data", required_argument, NULL, 'd'},
+        {"label", required_argument, NULL, 'l'}, {"format", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    const char *model_path = NULL, *data_path = NULL, *format = "table";
+    long label = 0;
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "m:d:l:f:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model_path = optarg; break;
+        case 'd': data_path = optarg; break;
+        case 'l': {
+            char *end;
+            errno = 0;
+            label = strtol (optarg, &end, 10);
+            if (errno || *end || end == optarg || label < 0 || label > 1000) {
+                s_error ("--label %s: write the label column's number (0 is the first)", optarg);
+                return S_BAD;
+            }
+            break;
+        }
+        case 'f': format = optarg; break;
+        case 'h': s_usage (stdout); return S_OK;
+        default: s_usage (stderr); return S_BAD;
+        }
+    }
+    if (!model_path || !data_path || optind < argc) {
+        s_error ("predict needs --model PATH and --data PATH, and nothing else (see --help)");
+        return S_BAD;
+    }
+    enum { TABLE, CSV, JSON } fmt;
+    if (!strcmp (format, "table"))
+        fmt = TABLE;
+    else if (!strcmp (format, "csv"))
+        fmt = CSV;
+    else if (!strcmp (format, "json"))
+        fmt = JSON;
+    else {
+        s_error ("--format %s: expected table, csv or json", format);
+        return S_BAD;
+    }
+    char err[1024];
+    cgq_pred_model_t *model = cgq_pred_model_load (model_path, err, sizeof err);
+    if (!model) {
+        s_error ("%s", err);
+        return S_BAD;
+    }
+    cgq_pred_data_t *data = cgq_pred_data_read (data_path, (int)label, err, sizeof err);
+    if (!data) {
+        s_error ("%s", err);
+        cgq_pred_model_destroy (&model);
+        return S_BAD;
+    }
+    int n = cgq_pred_data_count (data);
+    double *pred = cgq_xcalloc ((size_t)n, sizeof *pred);
+    double *lp = cgq_xcalloc ((size_t)n, sizeof *lp), *ly = cgq_xcalloc ((size_t)n, sizeof *ly);
+    int rc = S_OK;
+    if (cgq_pred_model_predict (model, data, pred, err, sizeof err) < 0) {
+        s_error ("%s: %s", model_path, err);
+        rc = S_BAD;
+        goto done;
+    }
+    size_t nl = 0;
+    for (int i = 0; i < n; i++) {
+        double y = cgq_pred_data_label (data, i);
+        if (isfinite (y)) {
+            lp[nl] = pred[i];
+            ly[nl++] = y;
+        }
+    }
+    cgq_pred_metrics_t m;
+    if (nl > 0)
+        cgq_pred_metrics (lp, ly, nl, &m);
+    if (fmt == JSON) {
+        json_t *graphs = json_array ();
+        for (int i = 0; i < n; i++) {
+            double y = cgq_pred_data_label (data, i);
+            const char *fam = cgq_pred_data_family (data, i);
+            json_t *g = json_pack ("{s:i, s:f}", "graph", i, "predicted_ms", pred[i]);
+            if (fam)
+                json_object_set_new (g, "family", json_string (fam));
+            if (isfinite (y))
+                json_object_set_new (g, "measured_ms", json_real (y));
+            json_array_append_new (graphs, g);
+        }
+        json_t *doc = json_pack ("{s:s, s:s, s:o}", "model", model_path, "data", data_path,
+                                 "graphs", graphs);
+        if (nl > 0)
+            json_object_set_new (doc, "metrics",
+                                 json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f}", "n", (json_int_t)nl,
+                                            "mae", m.mae, "mape", m.mape, "rmse", m.rmse, "srcc",
+                                            m.srcc, "acc10", m.acc10));
+        json_dumpf (doc, stdout, JSON_INDENT (1) | JSON_REAL_PRECISION (10));
+        fputc ('\n', stdout);
+        json_decref (doc);
+        goto done;
+    }
+    if (fmt == CSV)
+        puts ("graph,family,predicted_ms,measured_ms");
+    else
+        printf ("%6s  %-14s  %12s  %12s  %8s\n", "graph", "family", "predicted_ms", "measured_ms",
+                "error");
+    for (int i = 0; i < n; i++) {
+        double y = cgq_pred_data_label (data, i);
+        const char *fam = cgq_pred_data_family (data, i);
+        if (fmt == CSV) {
+            printf ("%d,%s,%.6g,", i, fam ? fam : "", pred[i]);
+            if (isfinite (y))
+                printf ("%.6g", y);
+            putchar ('\n');
+        }
+        else if (isfinite (y))
+            printf ("%6d  %-14s  %12.4f  %12.4f  %+7.1f%%\n", i, fam ? fam : "-", pred[i], y,
+                    (pred[i] - y) / y * 100);
+        else
+            printf ("%6d  %-14s  %12.4f  %12s  %8s\n", i, fam ? fam : "-", pred[i], "-", "-");
+    }
+    if (fmt == TABLE && nl > 0)
+        printf ("%zu labelled graphs: MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  acc10 %.1f "
+                "%%\n",
+                nl, m.mae, m.mape, m.rmse, m.srcc, m.acc10);
+done:
+    free (pred);
+    free (lp);
+    free (ly);
+    cgq_pred_data_destroy (&data);
+    cgq_pred_model_destroy (&model);
+    return rc;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -294,6 +440,8 @@ main (int argc, char **argv)
         return s_main (argc - 1, argv + 1, !strcmp (cmd, "trial"));
     if (!strcmp (cmd, "export"))
         return s_export (argc - 1, argv + 1);
-    s_error ("unknown command '%s' (expected train, trial or export; see --help)", cmd);
+    if (!strcmp (cmd, "predict"))
+        return s_predict (argc - 1, argv + 1);
+    s_error ("unknown command '%s' (expected train, trial, export or predict; see --help)", cmd);
     return S_BAD;
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "json.h"
 #include "util.h"
@@ -292,6 +293,20 @@ s_better (cgq_pred_select_t sel, const cgq_pred_metrics_t *a, const cgq_pred_met
     }
 }
 
+// s_shape is the network a config asks for.
+static cgq_pred_shape_t
+s_shape (const cgq_pred_config_t *cfg)
+{
+    return (cgq_pred_shape_t){
+        .in_dim = CGQ_PRED_IN_DIM,
+        .layers = cfg->layers,
+        .hidden = cfg->hidden,
+        .agg = cfg->agg,
+        .readout_mean = cfg->readout_mean,
+        .dropout = (float)cfg->dropout,
+    };
+}
+
 int
 cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char *out_dir,
                 cgq_pred_epoch_fn *on_epoch, void *arg, cgq_pred_result_t *res, char *err,
@@ -307,14 +322,7 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
     cgq_pred_data_part (data, CGQ_PRED_TEST, &res->ntest);
     res->ntrain = ntrain;
 
-    cgq_pred_shape_t shape = {
-        .in_dim = CGQ_PRED_IN_DIM,
-        .layers = cfg->layers,
-        .hidden = cfg->hidden,
-        .agg = cfg->agg,
-        .readout_mean = cfg->readout_mean,
-        .dropout = (float)cfg->dropout,
-    };
+    cgq_pred_shape_t shape = s_shape (cfg);
     cgq_pred_net_t *net = cgq_pred_net_new (&shape, cfg->seed);
     size_t np = cgq_pred_net_size (net);
     float *best = cgq_xcalloc (np, sizeof *best);
@@ -454,4 +462,150 @@ cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net
     }
     free (path);
     return rc;
+}
+
+// s_floats_get reads n numbers of a JSON array into v. Returns 0 or -1.
+static int
+s_floats_get (const json_t *a, float *v, int n)
+{
+    if (!json_is_array (a) || (int)json_array_size (a) != n)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        const json_t *x = json_array_get (a, (size_t)i);
+        if (!json_is_number (x))
+            return -1;
+        v[i] = (float)json_number_value (x);
+    }
+    return 0;
+}
+
+cgq_pred_model_t *
+cgq_pred_model_load (const char *path, char *err, size_t err_len)
+{
+    // PATH is model.json or the directory that holds it; the weights file
+    // it names lies beside it.
+    struct stat st;
+    char *json_path = stat (path, &st) == 0 && S_ISDIR (st.st_mode)
+                          ? cgq_xasprintf ("%s/model.json", path)
+                          : cgq_xstrdup (path);
+    char *dir = cgq_xstrdup (json_path);
+    char *slash = strrchr (dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        strcpy (dir, ".");
+    cgq_pred_model_t *self = NULL;
+    float *w = NULL;
+    char *wpath = NULL;
+    FILE *f = NULL;
+    json_error_t je;
+    json_t *o = json_load_file (json_path, 0, &je);
+    if (!o) {
+        snprintf (err, err_len, "%s: %s (expected the model.json a predictor trial or "
+                                "cgq-predictor train --out wrote)",
+                  json_path, je.text);
+        goto done;
+    }
+    const char *fmt = json_string_value (json_object_get (o, "format"));
+    if (!fmt || strcmp (fmt, "cgq-predictor-model") != 0
+        || json_integer_value (json_object_get (o, "version")) != 1) {
+        snprintf (err, err_len, "%s: not a cgq-predictor model of version 1 (its \"format\" "
+                                "and \"version\" say otherwise)",
+                  json_path);
+        goto done;
+    }
+    self = cgq_xcalloc (1, sizeof *self);
+    cgq_pred_config_default (&self->config);
+    char why[512];
+    if (cgq_pred_config_set_json (&self->config, json_object_get (o, "config"), why, sizeof why)
+        < 0) {
+        snprintf (err, err_len, "%s: config: %s", json_path, why);
+        goto fail;
+    }
+    const json_t *sc = json_object_get (o, "scaling");
+    const json_t *ym = json_object_get (sc, "y_mean"), *ys = json_object_get (sc, "y_std");
+    const json_t *lt = json_object_get (sc, "log_target");
+    if (s_floats_get (json_object_get (sc, "feat_mean"), self->feat_mean, CGQ_PRED_NUM_SHAPE) < 0
+        || s_floats_get (json_object_get (sc, "feat_std"), self->feat_std, CGQ_PRED_NUM_SHAPE) < 0
+        || !json_is_number (ym) || !json_is_number (ys) || !json_is_boolean (lt)) {
+        snprintf (err, err_len, "%s: scaling must hold feat_mean and feat_std (%d numbers each), "
+                                "y_mean, y_std and log_target",
+                  json_path, CGQ_PRED_NUM_SHAPE);
+        goto fail;
+    }
+    self->y_mean = json_number_value (ym);
+    self->y_std = json_number_value (ys);
+    self->log_target = json_is_true (lt);
+    cgq_pred_shape_t shape = s_shape (&self->config);
+    self->net = cgq_pred_net_new (&shape, 0);
+    size_t np = cgq_pred_net_size (self->net);
+    if (json_integer_value (json_object_get (o, "params")) != (json_int_t)np) {
+        snprintf (err, err_len, "%s: params is %lld, but its config makes a network of %zu",
+                  json_path, (long long)json_integer_value (json_object_get (o, "params")), np);
+        goto fail;
+    }
+    const char *wname = json_string_value (json_object_get (o, "weights"));
+    if (!wname || !*wname || strchr (wname, '/')) {
+        snprintf (err, err_len, "%s: weights must name a file beside it (model.f32)", json_path);
+        goto fail;
+    }
+    wpath = cgq_xasprintf ("%s/%s", dir, wname);
+    f = fopen (wpath, "rb");
+    if (!f || fstat (fileno (f), &st) < 0) {
+        snprintf (err, err_len, "%s: %s", wpath, strerror (errno));
+        goto fail;
+    }
+    if ((size_t)st.st_size != np * sizeof (float)) {
+        snprintf (err, err_len, "%s: %lld bytes, the network has %zu float32 weights (%zu bytes)",
+                  wpath, (long long)st.st_size, np, np * sizeof (float));
+        goto fail;
+    }
+    w = cgq_pred_net_params (self->net);
+    if (fread (w, sizeof (float), np, f) != np) {
+        snprintf (err, err_len, "%s: short read: %s", wpath, strerror (errno));
+        goto fail;
+    }
+    for (size_t i = 0; i < np; i++)
+        if (!isfinite (w[i])) {
+            snprintf (err, err_len, "%s: weight %zu is not finite", wpath, i);
+            goto fail;
+        }
+    self->metrics = json_incref (json_object_get (o, "metrics"));
+    goto done;
+fail:
+    cgq_pred_model_destroy (&self);
+done:
+    if (f)
+        fclose (f);
+    json_decref (o);
+    free (wpath);
+    free (dir);
+    free (json_path);
+    return self;
+}
+
+void
+cgq_pred_model_destroy (cgq_pred_model_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    cgq_pred_model_t *self = *self_p;
+    cgq_pred_net_destroy (&self->net);
+    json_decref (self->metrics);
+    free (self);
+    *self_p = NULL;
+}
+
+int
+cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *out, char *err,
+                        size_t err_len)
+{
+    if (cgq_pred_data_use_scaling (data, self->feat_mean, self->feat_std, self->y_mean,
+                                   self->y_std, self->log_target, err, err_len)
+        < 0)
+        return -1;
+    int n;
+    const int *idx = cgq_pred_data_part (data, CGQ_PRED_TEST, &n);
+    cgq_pred_predict (self->net, data, idx, n, out);
+    return 0;
 }

@@ -98,4 +98,27 @@ int cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred
                          const cgq_pred_data_t *data, const json_t *extra, char *err,
                          size_t err_len);
 
+// A saved model read back: what cgq_pred_model_save wrote.
+typedef struct {
+    cgq_pred_config_t config;
+    cgq_pred_net_t *net; // its weights loaded; owned
+    float feat_mean[CGQ_PRED_NUM_SHAPE], feat_std[CGQ_PRED_NUM_SHAPE];
+    double y_mean, y_std;
+    bool log_target;
+    json_t *metrics; // the metrics saved with it (owned reference; may be NULL)
+} cgq_pred_model_t;
+
+// cgq_pred_model_load reads a model: PATH is its model.json or the directory
+// holding it; the weights file it names must lie beside it. Every part is
+// checked (format, config, scalings, weight count against the config's
+// network, finite weights). Returns the model (caller destroys), or NULL with
+// a reason naming the file in err.
+cgq_pred_model_t *cgq_pred_model_load (const char *path, char *err, size_t err_len);
+// NULL-safe; sets *self_p = NULL.
+void cgq_pred_model_destroy (cgq_pred_model_t **self_p);
+// cgq_pred_model_predict predicts the latency (ms) of every graph of data
+// (cgq_pred_data_read) into out[0..count-1], with the model's scalings
+// (cgq_pred_data_use_scaling). Returns 0, or -1 with err set.
+int cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *out,
+                            char *err, size_t err_len);
 #endif

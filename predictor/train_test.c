@@ -236,6 +236,102 @@ test_save (void **state)
     cgq_pred_data_destroy (&data);
 }
 
+
+// The saved model, read back by cgq_pred_model_load and applied by
+// cgq_pred_model_predict to the dataset read for prediction, reproduces the
+// test metrics training reported for its best epoch; one graph alone gets the
+// prediction it gets inside the dataset; broken model files are refused.
+static void
+test_predict_saved (void **state)
+{
+    char err[512];
+    cgq_pred_data_t *data = cgq_pred_data_load (s_dir, 0, 0, err, sizeof err);
+    assert_non_null (data);
+    cgq_pred_config_t cfg;
+    cgq_pred_config_default (&cfg);
+    cfg.epochs = 6;
+    cfg.hidden = 16;
+    cfg.layers = 2;
+    cfg.agg = CGQ_PRED_AGG_SUM;
+    cfg.val_frac = 0.2;
+    cfg.test_frac = 0.2;
+    cfg.seed = 7;
+    cgq_pred_result_t r;
+    char *out = cgq_xasprintf ("%s/predict-model", s_dir);
+    assert_int_equal (cgq_pred_train (&cfg, data, out, NULL, NULL, &r, err, sizeof err), 0);
+    int ntest;
+    const int *test = cgq_pred_data_part (data, CGQ_PRED_TEST, &ntest);
+    int *tidx = cgq_xcalloc ((size_t)ntest, sizeof *tidx);
+    memcpy (tidx, test, (size_t)ntest * sizeof *tidx);
+    cgq_pred_data_destroy (&data);
+
+    cgq_pred_model_t *m = cgq_pred_model_load (out, err, sizeof err);
+    if (!m)
+        print_message ("%s\n", err);
+    assert_non_null (m);
+    assert_int_equal (m->config.hidden, 16);
+    assert_int_equal (m->config.agg, CGQ_PRED_AGG_SUM);
+    cgq_pred_data_t *all = cgq_pred_data_read (s_dir, 0, err, sizeof err);
+    assert_non_null (all);
+    assert_int_equal (cgq_pred_data_count (all), COUNT);
+    double pred[COUNT], p[COUNT], y[COUNT];
+    assert_int_equal (cgq_pred_model_predict (m, all, pred, err, sizeof err), 0);
+    for (int i = 0; i < ntest; i++) {
+        p[i] = pred[tidx[i]];
+        y[i] = cgq_pred_data_label (all, tidx[i]);
+    }
+    cgq_pred_metrics_t back;
+    cgq_pred_metrics (p, y, (size_t)ntest, &back);
+    print_message ("test MAPE trained %.6f, saved model %.6f; SRCC %.6f / %.6f\n", r.test.mape,
+                   back.mape, r.test.srcc, back.srcc);
+    assert_true (fabs (back.mape - r.test.mape) <= 1e-3 * fabs (r.test.mape) + 1e-9);
+    assert_true (fabs (back.mae - r.test.mae) <= 1e-3 * fabs (r.test.mae) + 1e-9);
+    assert_true (fabs (back.srcc - r.test.srcc) <= 1e-6);
+
+    // One graph alone: the same prediction as inside the dataset.
+    cgq_cg_gen_opts_t o;
+    cgq_cg_gen_opts_default (&o);
+    o.family = (cgq_cg_family_t)(tidx[0] % CGQ_CG_FAMILY_COUNT);
+    o.seed = (uint64_t)tidx[0];
+    o.max_res = 64;
+    cgq_cg_graph_t *g = cgq_cg_gen (&o, err, sizeof err);
+    assert_non_null (g);
+    char *gpath = cgq_xasprintf ("%s/one.json", s_dir);
+    assert_int_equal (cgq_cg_graph_save (g, gpath, err, sizeof err), 0);
+    cgq_cg_graph_destroy (&g);
+    cgq_pred_data_t *one = cgq_pred_data_read (gpath, 0, err, sizeof err);
+    assert_non_null (one);
+    assert_int_equal (cgq_pred_data_count (one), 1);
+    assert_true (isnan (cgq_pred_data_label (one, 0)));
+    double p1;
+    assert_int_equal (cgq_pred_model_predict (m, one, &p1, err, sizeof err), 0);
+    assert_true (fabs (p1 - pred[tidx[0]]) <= 1e-4 * pred[tidx[0]]);
+    cgq_pred_data_destroy (&one);
+    cgq_pred_model_destroy (&m);
+    assert_null (m);
+
+    // Broken models: a truncated weights file, then a config that does not
+    // match the weight count.
+    char *w = cgq_xasprintf ("%s/model.f32", out);
+    assert_int_equal (truncate (w, 12), 0);
+    assert_null (cgq_pred_model_load (out, err, sizeof err));
+    assert_non_null (strstr (err, "float32 weights"));
+    char *j = cgq_xasprintf ("%s/model.json", out);
+    FILE *f = fopen (j, "w");
+    assert_non_null (f);
+    fputs ("{\"format\": \"cgq-predictor-model\", \"version\": 2}", f);
+    fclose (f);
+    assert_null (cgq_pred_model_load (j, err, sizeof err));
+    assert_non_null (strstr (err, "version 1"));
+    assert_null (cgq_pred_data_read ("/nonexistent/x", 0, err, sizeof err));
+    free (w);
+    free (j);
+    free (gpath);
+    free (tidx);
+    cgq_pred_data_destroy (&all);
+    free (out);
+}
+
 int
 main (void)
 {
@@ -243,6 +339,7 @@ main (void)
         cmocka_unit_test (test_config),     cmocka_unit_test (test_split),
         cmocka_unit_test (test_train_mean), cmocka_unit_test (test_train_sum),
         cmocka_unit_test (test_train_gcn),  cmocka_unit_test (test_save),
+        cmocka_unit_test (test_predict_saved),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

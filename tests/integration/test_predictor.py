@@ -8,6 +8,7 @@ test metrics, and the best model written to its trial directory. A trial
 whose hyper-parameter is unknown fails with a message that names it."""
 
 import glob
+import gzip
 import json
 import os
 import shutil
@@ -113,6 +114,29 @@ class PredictorTest(CgqTestCase):
             self.assertIn(m["config"]["aggregation"], ("mean", "gcn"))
             weights = os.path.join(os.path.dirname(path), "model.f32")
             self.assertEqual(os.path.getsize(weights), 4 * m["params"])
+
+        # The best trial's saved model predicts every graph of the dataset
+        # (cgq-predictor predict): one positive latency per graph, ranked
+        # like the measured ones beyond the 200 graphs it saw.
+        best_t = max(trials, key=lambda t: t["metrics"]["val_srcc"])
+        best_dir = [os.path.dirname(p) for p in models
+                    if "/trial-%d/" % best_t["id"] in p][0]
+        p = subprocess.run([binary("cgq-predictor"), "predict", "--model", best_dir, "--data",
+                            os.path.join(work, "data"), "--format", "json"],
+                           capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        pred = json.loads(p.stdout)
+        with gzip.open(os.path.join(DATA, "num-node-list.csv.gz"), "rt") as f:
+            count = sum(1 for line in f if line.strip())
+        self.assertEqual(len(pred["graphs"]), count)
+        self.assertTrue(all(g["predicted_ms"] > 0 and "measured_ms" in g for g in pred["graphs"]))
+        self.assertEqual(pred["metrics"]["n"], count)
+        self.assertGreater(pred["metrics"]["srcc"], 0.5, pred["metrics"])
+        # A model file that is not one is refused with exit status 2.
+        p = subprocess.run([binary("cgq-predictor"), "predict", "--model", spec, "--data",
+                            os.path.join(work, "data")], capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("tune.yaml", p.stderr.decode())
 
         # A typo in a hyper-parameter fails the trial and says what is known.
         bad = os.path.join(work, "bad.yaml")

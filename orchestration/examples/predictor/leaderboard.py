@@ -53,6 +53,9 @@ def main():
              os.path.join(d, "model.f32")))
     if not os.path.exists(os.path.join(d, "model.json")):
         print("  (not on this machine: the trial ran on node %s)" % best.get("node"))
+    else:
+        print("predict with it: cgq-predictor predict --model %s --data DATASET_DIR_OR_MODEL.json"
+              % d)
 
 
 if __name__ == "__main__":

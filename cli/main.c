@@ -54,6 +54,17 @@ static const cgq_cli_opt_t s_pareto_opts[] = {
     {"all", NULL, "list every succeeded trial, not only the front"},
     {NULL}};
 
+static const cgq_cli_opt_t s_watch_opts[] = {
+    {"top", "K", "rows of the top trials (default 5)"},
+    {"interval", "MS", "refresh every MS milliseconds (default 1000)"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_plot_opts[] = {
+    {"out", "FILE", "the SVG file to write (required)"},
+    {"top", "K", "learning curves of the K best trials (default 5)"},
+    {"x", "KEY", "report field for the x axis of the learning curves"},
+    {NULL}};
+
 static const cgq_cli_cmd_t s_cmds[] = {
     {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
      "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
@@ -85,6 +96,22 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "         one assignment param (id: the assignment id; time and memory: those metrics,\n"
      "         else the first and second objective), ordered by trial id.",
      1, 1, s_pareto_opts, cgq_cmd_pareto},
+    {"watch", "JOB", "a live view of a job until it ends (q quits)",
+     "On a terminal: the progress line of `cgq run` with an ETA, the trials by state, the\n"
+     "top trials with their params, the running trials with their latest report, and the\n"
+     "nodes and devices with their load, redrawn in place (plain ANSI: fine over ssh) and\n"
+     "fitted to the window. q or Ctrl-C quits (the job keeps running). When stdout is not\n"
+     "a terminal: the progress line whenever it changes (at most every 2 s). When the job\n"
+     "ends: its final line, leaderboard and failures, as `cgq run` prints them. Exit 0\n"
+     "on q, 130 on Ctrl-C; at the job's end 0 when a trial succeeded, else 1.",
+     1, 1, s_watch_opts, cgq_cmd_watch},
+    {"plot", "JOB", "draw a job's best-so-far curve and learning curves as SVG",
+     "Writes FILE (--out): the best objective value so far over the trials in the order\n"
+     "they finished, every finished trial's value as a dot; and, when the best trials\n"
+     "reported progress (the report stream cgq:job:{JOB}:reports:T), a second plot below\n"
+     "it: the objective metric (else the first numeric field) of each report of the K best\n"
+     "trials over the report's epoch, step or iteration (--x KEY; else its number).",
+     1, 1, s_plot_opts, cgq_cmd_plot},
     {"logs", "JOB TRIAL", "a trial's state, error and output",
      "Prints the trial's stdout.log and stderr.log when its directory is on this\n"
      "machine, else the log tail the worker sent with the result.",

@@ -137,11 +137,11 @@ s_print_indented (const char *text, int max)
     }
 }
 
-// s_report prints the leaderboard (table: top rows; json: the results
+// cgq_run_report prints the leaderboard (table: top rows; json: the results
 // document, all trials unless --top was given) and a summary of failures.
 // Returns 0 when the job finished with at least one succeeded trial.
-static int
-s_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top, bool top_given)
+int
+cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top, bool top_given)
 {
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
@@ -218,7 +218,7 @@ cgq_cmd_submit (cgq_cli_t *cli)
     cgq_job_rec_t *final = NULL;
     int fr = cgq_progress_follow (store, job, NULL, NULL, &final);
     if (fr == 0)
-        rc = s_report (store, final, false, S_DEFAULT_TOP, false);
+        rc = cgq_run_report (store, final, false, S_DEFAULT_TOP, false);
     else if (fr == CGQ_PROGRESS_SIGNAL) {
         cgq_cli_error ("stopped following job %" PRIu64 "; it keeps running (cgq cancel %" PRIu64
                        " stops it)",
@@ -1030,7 +1030,7 @@ cgq_cmd_run (cgq_cli_t *cli)
     cgq_job_rec_t *final = NULL;
     int fr = cgq_progress_follow (l.store, l.job, s_check, &l, &final);
     if (fr == 0) {
-        rc = s_report (l.store, final, !strcmp (format, "json"), top,
+        rc = cgq_run_report (l.store, final, !strcmp (format, "json"), top,
                        cgq_cli_opt (cli, "top") != NULL);
         followed = true;
     }

@@ -102,16 +102,8 @@ s_value_text (const json_t *v, bool exact)
 
 // ---------------------------------------------------------------- tables
 
-typedef struct {
-    size_t ncols;
-    char **head;
-    bool *right;
-    char **cells;
-    size_t ncells, cap;
-} s_table_t;
-
-static void
-s_table_init (s_table_t *t, size_t ncols)
+void
+cgq_table_init (cgq_table_t *t, size_t ncols)
 {
     memset (t, 0, sizeof *t);
     t->ncols = ncols;
@@ -119,8 +111,8 @@ s_table_init (s_table_t *t, size_t ncols)
     t->right = cgq_xcalloc (ncols, sizeof *t->right);
 }
 
-static void
-s_table_head (s_table_t *t, size_t col, const char *name, bool right)
+void
+cgq_table_head (cgq_table_t *t, size_t col, const char *name, bool right)
 {
     free (t->head[col]);
     t->head[col] = cgq_xstrdup (name);
@@ -138,10 +130,10 @@ s_utf8_len (const char *s)
     return n;
 }
 
-// s_table_add takes a cell (ownership), flattening control characters and
+// cgq_table_add takes a cell (ownership), flattening control characters and
 // cutting it at S_CELL_MAX code points.
-static void
-s_table_add (s_table_t *t, char *cell)
+void
+cgq_table_add (cgq_table_t *t, char *cell)
 {
     cgq_buf_t b;
     cgq_buf_init (&b);
@@ -167,11 +159,8 @@ s_table_add (s_table_t *t, char *cell)
     t->cells[t->ncells++] = cgq_buf_take (&b);
 }
 
-static void
-s_table_addf (s_table_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static void
-s_table_addf (s_table_t *t, const char *fmt, ...)
+void
+cgq_table_addf (cgq_table_t *t, const char *fmt, ...)
 {
     va_list ap;
     va_start (ap, fmt);
@@ -179,11 +168,11 @@ s_table_addf (s_table_t *t, const char *fmt, ...)
     if (vasprintf (&s, fmt, ap) < 0)
         s = NULL;
     va_end (ap);
-    s_table_add (t, s ? s : cgq_xstrdup ("?"));
+    cgq_table_add (t, s ? s : cgq_xstrdup ("?"));
 }
 
-static void
-s_table_print (const s_table_t *t, FILE *f, const char *indent)
+void
+cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent)
 {
     size_t *w = cgq_xcalloc (t->ncols, sizeof *w);
     for (size_t c = 0; c < t->ncols; c++)
@@ -212,8 +201,8 @@ s_table_print (const s_table_t *t, FILE *f, const char *indent)
     free (w);
 }
 
-static void
-s_table_fini (s_table_t *t)
+void
+cgq_table_fini (cgq_table_t *t)
 {
     for (size_t c = 0; c < t->ncols; c++)
         free (t->head[c]);
@@ -277,32 +266,32 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     bool ranked = job->metric != NULL;
     // [rank, value,] trial, params..., duration
     size_t ncols = 2 + np + (ranked ? 2 : 0);
-    s_table_t t;
-    s_table_init (&t, ncols);
+    cgq_table_t t;
+    cgq_table_init (&t, ncols);
     size_t c = 0;
     if (ranked)
-        s_table_head (&t, c++, "rank", true);
-    s_table_head (&t, c++, "trial", true);
+        cgq_table_head (&t, c++, "rank", true);
+    cgq_table_head (&t, c++, "trial", true);
     if (ranked)
-        s_table_head (&t, c++, job->metric, true);
+        cgq_table_head (&t, c++, job->metric, true);
     for (size_t k = 0; k < np; k++)
-        s_table_head (&t, c++, pk[k], false);
-    s_table_head (&t, c++, "duration", true);
+        cgq_table_head (&t, c++, pk[k], false);
+    cgq_table_head (&t, c++, "duration", true);
     char num[32];
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *tr = trials[i];
         if (ranked)
-            s_table_addf (&t, "%zu", i + 1);
-        s_table_addf (&t, "%" PRIu64, tr->id);
+            cgq_table_addf (&t, "%zu", i + 1);
+        cgq_table_addf (&t, "%" PRIu64, tr->id);
         if (ranked)
-            s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
+            cgq_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
                                                         : "-"));
         for (size_t k = 0; k < np; k++)
-            s_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
-        s_table_add (&t, s_duration_cell (tr));
+            cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+        cgq_table_add (&t, s_duration_cell (tr));
     }
-    s_table_print (&t, f, "");
-    s_table_fini (&t);
+    cgq_table_print (&t, f, "");
+    cgq_table_fini (&t);
     free (pk);
 }
 
@@ -318,34 +307,34 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
     const char **pk = s_keys (trials, n, false, &np);
     // trial, state, value, params..., attempts, node, duration, error
     size_t ncols = 7 + np;
-    s_table_t t;
-    s_table_init (&t, ncols);
+    cgq_table_t t;
+    cgq_table_init (&t, ncols);
     size_t c = 0;
-    s_table_head (&t, c++, "trial", true);
-    s_table_head (&t, c++, "state", false);
-    s_table_head (&t, c++, job->metric ? job->metric : "value", true);
+    cgq_table_head (&t, c++, "trial", true);
+    cgq_table_head (&t, c++, "state", false);
+    cgq_table_head (&t, c++, job->metric ? job->metric : "value", true);
     for (size_t k = 0; k < np; k++)
-        s_table_head (&t, c++, pk[k], false);
-    s_table_head (&t, c++, "attempts", true);
-    s_table_head (&t, c++, "node", false);
-    s_table_head (&t, c++, "duration", true);
-    s_table_head (&t, c++, "error", false);
+        cgq_table_head (&t, c++, pk[k], false);
+    cgq_table_head (&t, c++, "attempts", true);
+    cgq_table_head (&t, c++, "node", false);
+    cgq_table_head (&t, c++, "duration", true);
+    cgq_table_head (&t, c++, "error", false);
     char num[32];
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *tr = trials[i];
-        s_table_addf (&t, "%" PRIu64, tr->id);
-        s_table_add (&t, cgq_xstrdup (tr->state));
-        s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
+        cgq_table_addf (&t, "%" PRIu64, tr->id);
+        cgq_table_add (&t, cgq_xstrdup (tr->state));
+        cgq_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
                                                     : "-"));
         for (size_t k = 0; k < np; k++)
-            s_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
-        s_table_addf (&t, "%u", tr->attempt);
-        s_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
-        s_table_add (&t, s_duration_cell (tr));
-        s_table_add (&t, cgq_xstrdup (tr->error ? tr->error : ""));
+            cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+        cgq_table_addf (&t, "%u", tr->attempt);
+        cgq_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
+        cgq_table_add (&t, s_duration_cell (tr));
+        cgq_table_add (&t, cgq_xstrdup (tr->error ? tr->error : ""));
     }
-    s_table_print (&t, f, "");
-    s_table_fini (&t);
+    cgq_table_print (&t, f, "");
+    cgq_table_fini (&t);
     free (pk);
 }
 
@@ -613,12 +602,12 @@ s_status_list (cgq_cli_t *cli)
         cgq_store_destroy (&store);
         return CGQ_EXIT_OK;
     }
-    s_table_t t;
-    s_table_init (&t, 8);
+    cgq_table_t t;
+    cgq_table_init (&t, 8);
     const char *heads[] = {"id", "name", "state", "done/total", "running", "failed", "best", "age"};
     const bool right[] = {true, false, false, true, true, true, false, true};
     for (size_t c = 0; c < 8; c++)
-        s_table_head (&t, c, heads[c], right[c]);
+        cgq_table_head (&t, c, heads[c], right[c]);
     char err[512], buf[32];
     for (size_t i = 0; i < r->elements && rc == CGQ_EXIT_OK; i++) {
         uint64_t id;
@@ -634,26 +623,26 @@ s_status_list (cgq_cli_t *cli)
             rc = CGQ_EXIT_FAIL;
             break;
         }
-        s_table_addf (&t, "%" PRIu64, id);
-        s_table_add (&t, cgq_xstrdup (j->name));
+        cgq_table_addf (&t, "%" PRIu64, id);
+        cgq_table_add (&t, cgq_xstrdup (j->name));
         if (j->blocked && !cgq_job_rec_terminal (j))
-            s_table_addf (&t, "%s (blocked)", j->state);
+            cgq_table_addf (&t, "%s (blocked)", j->state);
         else
-            s_table_add (&t, cgq_xstrdup (j->state));
-        s_table_add (&t, s_done_text (j));
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
-        s_table_add (&t, s_best_text (j, true));
-        s_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
+            cgq_table_add (&t, cgq_xstrdup (j->state));
+        cgq_table_add (&t, s_done_text (j));
+        cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
+        cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
+        cgq_table_add (&t, s_best_text (j, true));
+        cgq_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
         cgq_job_rec_destroy (&j);
     }
     if (rc == CGQ_EXIT_OK) {
-        s_table_print (&t, stdout, "");
+        cgq_table_print (&t, stdout, "");
         if (njobs > (long long) r->elements)
             printf ("(%lld older jobs not shown; --limit 0 shows all)\n",
                     njobs - (long long) r->elements);
     }
-    s_table_fini (&t);
+    cgq_table_fini (&t);
     freeReplyObject (r);
     cgq_store_destroy (&store);
     return rc;
@@ -794,36 +783,36 @@ cgq_cmd_workers (cgq_cli_t *cli)
     if (n == 0)
         printf ("no workers have connected yet (start one with cgq-worker --coordinator EP)\n");
     else {
-        s_table_t t;
-        s_table_init (&t, 8);
+        cgq_table_t t;
+        cgq_table_init (&t, 8);
         const char *heads[] = {"id", "state", "cpus free/total", "gpus free/total", "running",
                                "last seen", "host", "kind"};
         const bool right[] = {false, false, true, true, true, true, false, false};
         for (size_t c = 0; c < 8; c++)
-            s_table_head (&t, c, heads[c], right[c]);
+            cgq_table_head (&t, c, heads[c], right[c]);
         double now = cgq_wall_s ();
         char buf[32];
         for (size_t i = 0; i < n; i++) {
             const cgq_node_rec_t *nd = nodes[i];
-            s_table_add (&t, cgq_xstrdup (nd->id));
+            cgq_table_add (&t, cgq_xstrdup (nd->id));
             bool stale = !nd->has_last_seen || now - nd->last_seen > 10;
             if (!strcmp (nd->state, CGQ_NODE_ALIVE) && stale)
-                s_table_add (&t, cgq_xstrdup ("dead?"));
+                cgq_table_add (&t, cgq_xstrdup ("dead?"));
             else
-                s_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
-            s_table_addf (&t, "%g/%g", nd->free_cpus, nd->cpus);
-            s_table_addf (&t, "%g/%g", nd->free_gpus, nd->gpus);
-            s_table_addf (&t, "%" PRIu64, nd->running);
+                cgq_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
+            cgq_table_addf (&t, "%g/%g", nd->free_cpus, nd->cpus);
+            cgq_table_addf (&t, "%g/%g", nd->free_gpus, nd->gpus);
+            cgq_table_addf (&t, "%" PRIu64, nd->running);
             if (nd->has_last_seen)
-                s_table_addf (&t, "%s ago", s_ago (buf, sizeof buf, nd->last_seen));
+                cgq_table_addf (&t, "%s ago", s_ago (buf, sizeof buf, nd->last_seen));
             else
-                s_table_add (&t, cgq_xstrdup ("never"));
-            s_table_add (&t, cgq_xstrdup (*nd->hostname ? nd->hostname : "-"));
+                cgq_table_add (&t, cgq_xstrdup ("never"));
+            cgq_table_add (&t, cgq_xstrdup (*nd->hostname ? nd->hostname : "-"));
             // A device runner offers devices, not slots: cgq devices lists them.
-            s_table_add (&t, cgq_xstrdup (*nd->kind ? nd->kind : "?"));
+            cgq_table_add (&t, cgq_xstrdup (*nd->kind ? nd->kind : "?"));
         }
-        s_table_print (&t, stdout, "");
-        s_table_fini (&t);
+        cgq_table_print (&t, stdout, "");
+        cgq_table_fini (&t);
     }
     cgq_view_nodes_free (nodes, n);
     cgq_store_destroy (&store);

@@ -11,6 +11,7 @@
 #ifndef CGQ_SHOW_H
 #define CGQ_SHOW_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "view.h"
@@ -27,6 +28,27 @@ void cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **
                            size_t n);
 void cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                             size_t n);
+
+// A table for people: a header row, cells added row by row (left to right),
+// printed with aligned columns. Cells are cut at 40 code points, control
+// characters flattened.
+typedef struct {
+    size_t ncols;
+    char **head;
+    bool *right;
+    char **cells;
+    size_t ncells, cap;
+} cgq_table_t;
+
+void cgq_table_init (cgq_table_t *t, size_t ncols);
+// cgq_table_head names column col (copied); right aligns it right (numbers).
+void cgq_table_head (cgq_table_t *t, size_t col, const char *name, bool right);
+// cgq_table_add takes ownership of cell (NULL: empty).
+void cgq_table_add (cgq_table_t *t, char *cell);
+void cgq_table_addf (cgq_table_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// cgq_table_print writes every row, each line starting with indent.
+void cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent);
+void cgq_table_fini (cgq_table_t *t);
 
 // cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or
 // "2h03m" into buf (n bytes). Returns buf.

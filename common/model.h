@@ -238,6 +238,8 @@ typedef struct {
     double value;
     uint32_t attempt;
     char *node, *error, *log, *trial_dir, *gpus; // NULL when missing or empty
+    char *last_report;                           // JSON of the latest report, NULL when none
+    uint64_t reports;                            // reports stored so far
     bool has_started, has_finished, has_duration;
     double started, finished, duration;
 } cgq_trial_rec_t;

@@ -151,6 +151,30 @@ class ShowTest(TmpCase):
             "id": "0", "job": "2", "state": "unschedulable", "params": {"x": 1}, "attempt": "0",
             "error": "needs gpu 1 but the 1 connected node(s) have 0"})
         r.cli("SADD", "cgq:job:{2}:active", "0")
+        # job 3: a families x datasets x seeds evaluation (seed 004); metrics named
+        # like built-in columns (id, state), with units (_s, _ms, _bytes)
+        cls.paper = []
+        tid = 0
+        for fam in ("gcn", "mlp"):
+            for ds in ("x", "y"):
+                for seed in (0, 1, 2):
+                    acc = round(0.5 + 0.1 * (fam == "gcn") + 0.03 * (ds == "y") + 0.011 * seed * seed, 6)
+                    metrics = {"acc": acc, "id": 100 + tid, "state": "ok", "train_s": 12.5 + seed,
+                               "lat_ms": 0.25 * (seed + 1), "peak_bytes": 1536 * 1024}
+                    if tid == 4:
+                        del metrics["lat_ms"]  # a metric missing from one trial
+                    r.hset("cgq:job:{31}:trial:%d" % tid, {
+                        "id": str(tid), "job": "31", "state": "succeeded", "attempt": "1",
+                        "params": {"family": fam, "dataset": ds, "seed": seed, "lr": 0.01 * (seed + 1)},
+                        "metrics": metrics, "value": repr(acc), "duration": "1"})
+                    tid += 1
+        r.hset("cgq:job:{31}:trial:%d" % tid, {
+            "id": str(tid), "job": "31", "state": "failed", "attempt": "1", "error": "boom",
+            "params": {"family": "gcn", "dataset": "x", "seed": 9, "lr": 1}})
+        r.hset("cgq:job:{31}", {
+            "id": "31", "name": "paper", "state": "finished", "created": repr(now - 5),
+            "total": str(tid + 1), "suggested": str(tid + 1), "objective_metric": "acc",
+            "objective_mode": "max", "succeeded": str(tid), "failed": "1"})
         r.cli("ZADD", "cgq:jobs", repr(now - 100), "1", repr(now - 10), "2")
         # nodes: alive, silent for a minute, gone
         r.hset("cgq:node:n1", {"id": "n1", "kind": "worker", "state": "alive", "hostname": "h1",
@@ -290,8 +314,8 @@ class ShowTest(TmpCase):
     def test_results_table_and_top(self):
         out = self.ok("results", "1")
         lines = out.splitlines()
-        self.assertEqual(lines[0].split(), ["trial", "state", "val", "lr", "arch", "attempts",
-                                            "node", "duration", "error"])
+        self.assertEqual(lines[0].split(), ["trial", "state", "val", "lr", "arch", "loss",
+                                            "attempts", "node", "duration", "error"])
         self.assertEqual([l.split()[0] for l in lines[1:]], ["2", "0", "1"])
         self.assertIn("exit status 1 ValueError: boom", lines[3], "one line per trial")
         out = self.ok("results", "1", "--top", "1")
@@ -302,11 +326,98 @@ class ShowTest(TmpCase):
             rc, _, err, _ = cgq("results", "1", *bad, env=self.env)
             self.assertEqual(rc, 2, err)
 
+    def test_results_columns_and_units(self):
+        out = self.ok("results", "31", "--format", "csv")
+        head = next(csv.reader(io.StringIO(out)))
+        self.assertEqual(len(head), len(set(head)), "no column twice: %s" % head)
+        self.assertEqual(head[:3], ["id", "state", "value"])
+        self.assertIn("metrics.id", head)
+        self.assertIn("metrics.state", head)
+        out = self.ok("results", "31")
+        head = out.splitlines()[0].split()
+        self.assertEqual(len(head), len(set(head)), "no column twice: %s" % head)
+        self.assertEqual(head, ["trial", "state", "acc", "family", "dataset", "seed", "lr",
+                                "id", "metrics.state", "train_s", "lat_ms", "peak_bytes",
+                                "attempts", "node", "duration", "error"])
+        row = [l for l in out.splitlines() if l.split()[0] == "2"][0].split()
+        self.assertEqual(row[8:13], ["ok", "14.5s", "0.75ms", "1.5", "MiB"], row)
+
+    def paper_groups(self, by, params_not_grouped):
+        """The expected groups, computed here from `cgq results --format json`."""
+        import statistics
+        doc = json.loads(self.ok("results", "31", "--format", "json"))
+        groups = {}
+        for t in doc["trials"]:
+            if t["state"] != "succeeded":
+                continue
+            key = tuple(t["params"][k] for k in by)
+            g = groups.setdefault(key, {})
+            for src in (t["metrics"], {k: t["params"][k] for k in params_not_grouped}):
+                for k, v in src.items():
+                    if isinstance(v, (int, float)) and not isinstance(v, bool):
+                        g.setdefault(k, []).append(v)
+        out = {}
+        for key, g in groups.items():
+            out[key] = {k: {"n": len(v), "mean": statistics.mean(v),
+                            "std": statistics.stdev(v) if len(v) > 1 else None,
+                            "min": min(v), "max": max(v)} for k, v in g.items()}
+        return out
+
+    def test_results_group_by(self):
+        want = self.paper_groups(("family", "dataset"), ("seed", "lr"))
+        doc = json.loads(self.ok("results", "31", "--group-by", "family,dataset", "--format", "json"))
+        self.assertEqual(doc["group_by"], ["family", "dataset"])
+        self.assertEqual(doc["std"], "sample")
+        keys = [(g["key"]["family"], g["key"]["dataset"]) for g in doc["groups"]]
+        self.assertEqual(keys, sorted(want), "sorted groups, the failed trial left out")
+        for g in doc["groups"]:
+            key = (g["key"]["family"], g["key"]["dataset"])
+            self.assertEqual(g["n"], 3)
+            self.assertEqual(sorted(g["stats"]), sorted(want[key]), key)
+            for m, st in g["stats"].items():
+                for f in ("n", "mean", "std", "min", "max"):
+                    if want[key][m][f] is None:
+                        self.assertIsNone(st[f], (key, m, f))
+                    else:
+                        self.assertAlmostEqual(st[f], want[key][m][f], places=9, msg=(key, m, f))
+        self.assertEqual(doc["groups"][0]["stats"]["lat_ms"]["n"], 3)
+        self.assertEqual([g["stats"]["lat_ms"]["n"] for g in doc["groups"]], [3, 2, 3, 3],
+                         "trial 4 (gcn, y) has no lat_ms")
+
+        rows = list(csv.reader(io.StringIO(self.ok("results", "31", "--group-by", "family,dataset",
+                                                   "--format", "csv"))))
+        self.assertEqual(rows[0][:7], ["family", "dataset", "n", "acc_mean", "acc_std", "acc_min",
+                                       "acc_max"])
+        self.assertEqual(len(rows), 5)
+        for row in rows[1:]:
+            st = want[(row[0], row[1])]["acc"]
+            self.assertEqual(row[2], "3")
+            for i, f in enumerate(("mean", "std", "min", "max")):
+                self.assertAlmostEqual(float(row[3 + i]), st[f], places=9)
+
+        out = self.ok("results", "31", "--group-by", "family,dataset")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split()[:4], ["family", "dataset", "n", "acc"])
+        self.assertEqual(len(lines), 6, out)
+        self.assertRegex(lines[1], r"^gcn\s+x\s+3\s+\S+ ± \S+ \[\S+, \S+\]")
+        self.assertIn("sample std", lines[-1])
+
+        # grouped on one key: the other param becomes a stat column
+        want1 = self.paper_groups(("family",), ("dataset", "seed", "lr"))
+        doc = json.loads(self.ok("results", "31", "--group-by", "family", "--format", "json"))
+        self.assertEqual([g["n"] for g in doc["groups"]], [6, 6])
+        self.assertNotIn("dataset", doc["groups"][0]["stats"], "strings are not averaged")
+        self.assertAlmostEqual(doc["groups"][1]["stats"]["acc"]["std"], want1[("mlp",)]["acc"]["std"])
+        rc, _, err, _ = cgq("results", "31", "--group-by", "nosuch", env=self.env)
+        self.assertEqual(rc, 2)
+        self.assertIn("'nosuch'", err)
+
     def test_workers(self):
         out = self.ok("workers")
         rows = {l.split()[0]: l for l in out.splitlines()[1:]}
         self.assertEqual(sorted(rows), ["n1", "n2", "n3"])
-        self.assertEqual(rows["n1"].split()[1:6], ["alive", "2.5/4", "1/2", "1", "0s"])
+        self.assertEqual(rows["n1"].split()[1:5], ["alive", "2.5/4", "1/2", "1"])
+        self.assertRegex(rows["n1"].split()[5], r"^[0-9]s$", "seen seconds ago (the class set it up)")
         self.assertEqual(rows["n2"].split()[1], "dead?", "silent for 60 s")
         self.assertEqual(rows["n3"].split()[1], "gone")
 

@@ -42,6 +42,7 @@ static const cgq_cli_opt_t s_status_opts[] = {
 static const cgq_cli_opt_t s_results_opts[] = {
     {"format", "FMT", "table, csv or json (default table)"},
     {"top", "K", "only the K best trials (default: all)"},
+    {"group-by", "KEYS", "per group of params (family,dataset): n, mean, std, min, max"},
     {NULL}};
 
 static const cgq_cli_opt_t s_devices_opts[] = {
@@ -84,7 +85,15 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "json: {\"job\", \"name\", \"state\", \"objective\": {\"metric\", \"mode\"} or null,\n"
      "       \"trials\": [{\"id\", \"state\", \"params\", \"metrics\", \"attempts\", \"node\",\n"
      "                   \"started\", \"finished\", \"error\"}]}\n"
-     "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error",
+     "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error\n"
+     "A param or metric named like a built-in column (or like each other) is written\n"
+     "params.NAME / metrics.NAME. Table cells of metrics named *_s, *_sec, *_seconds, *_ms\n"
+     "and *_bytes carry units.\n"
+     "--group-by KEYS: the succeeded trials grouped by those params (or metrics); per\n"
+     "group n and the mean, sample std (n-1), min and max of every numeric metric and\n"
+     "numeric param not grouped on. table: mean ± std [min, max]; csv: KEYS,n,M_mean,\n"
+     "M_std,M_min,M_max,...; json: {\"job\", \"group_by\", \"std\": \"sample\", \"groups\":\n"
+     "[{\"key\": {...}, \"n\", \"stats\": {M: {\"n\", \"mean\", \"std\", \"min\", \"max\"}}}]}",
      1, 1, s_results_opts, cgq_cmd_results},
     {"pareto", "JOB", "the Pareto front of a job with several objectives",
      "The succeeded trials no other trial beats in every objective (cgq:job:{JOB}:pareto),\n"

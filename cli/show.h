@@ -50,12 +50,25 @@ void cgq_table_addf (cgq_table_t *t, const char *fmt, ...) __attribute__ ((forma
 void cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent);
 void cgq_table_fini (cgq_table_t *t);
 
+// cgq_show_groups prints, for the succeeded trials grouped by the values of
+// the comma-separated params (or metrics) in by, each group's n and the mean,
+// sample standard deviation (n - 1), min and max of every numeric metric and
+// every numeric param not grouped on; format is table, csv or json. Groups are
+// sorted by their key values. It may reorder trials[] (the caller still frees
+// all n). Returns 0, or -1 with err set (no such key, empty list).
+int cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job,
+                     cgq_trial_rec_t **trials, size_t n, const char *by, char *err,
+                     size_t errlen);
+
 // cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or
 // "2h03m" into buf (n bytes). Returns buf.
 char *cgq_show_duration (char *buf, size_t n, double s);
 
 // cgq_show_clock writes s seconds as "0:12", "12:34" or "1:02:03". Returns buf.
 char *cgq_show_clock (char *buf, size_t n, double s);
+
+// cgq_show_bytes writes v bytes as "512 B", "1.5 KiB", "12.3 MiB". Returns buf.
+char *cgq_show_bytes (char *buf, size_t n, double v);
 
 // cgq_show_number writes v with 6 significant digits, for tables. Returns buf.
 char *cgq_show_number (char *buf, size_t n, double v);

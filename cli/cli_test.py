@@ -242,7 +242,7 @@ class ShowTest(TmpCase):
         self.assertEqual(doc["objective"], {"metric": "val", "mode": "max"})
         self.assertEqual([t["id"] for t in doc["trials"]], [2, 0, 1], "best first, then by id")
         keys = ["id", "state", "params", "metrics", "attempts", "node", "started", "finished",
-                "error"]
+                "error", "warning"]
         for t in json.loads(out, object_pairs_hook=lambda kv: kv)[4][1]:
             self.assertEqual([k for k, _ in t], keys)
         t2, t0, t1 = doc["trials"]

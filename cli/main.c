@@ -84,7 +84,7 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "Succeeded trials ordered by the objective, then the others by id.\n"
      "json: {\"job\", \"name\", \"state\", \"objective\": {\"metric\", \"mode\"} or null,\n"
      "       \"trials\": [{\"id\", \"state\", \"params\", \"metrics\", \"attempts\", \"node\",\n"
-     "                   \"started\", \"finished\", \"error\"}]}\n"
+     "                   \"started\", \"finished\", \"error\", \"warning\"}]}\n"
      "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error\n"
      "A param or metric named like a built-in column (or like each other) is written\n"
      "params.NAME / metrics.NAME. Table cells of metrics named *_s, *_sec, *_seconds, *_ms\n"

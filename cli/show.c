@@ -417,7 +417,9 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         cgq_table_addf (&t, "%u", tr->attempt);
         cgq_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
         cgq_table_add (&t, s_duration_cell (tr));
-        cgq_table_add (&t, cgq_xstrdup (tr->error ? tr->error : ""));
+        cgq_table_add (&t, tr->error     ? cgq_xstrdup (tr->error)
+                           : tr->warning ? cgq_xasprintf ("warning: %s", tr->warning)
+                                         : cgq_xstrdup (""));
     }
     cgq_table_print (&t, f, "");
     cgq_table_fini (&t);
@@ -608,6 +610,8 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
         s_json_num_or_null (&b, t->has_finished, t->finished);
         cgq_buf_puts (&b, ", \"error\": ");
         s_json_str_or_null (&b, t->error);
+        cgq_buf_puts (&b, ", \"warning\": ");
+        s_json_str_or_null (&b, t->warning);
         cgq_buf_puts (&b, "}");
     }
     cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");
@@ -1298,6 +1302,8 @@ cgq_cmd_logs (cgq_cli_t *cli)
     }
     if (t->error)
         printf ("error: %s\n", t->error);
+    if (t->warning)
+        printf ("warning: %s\n", t->warning);
     struct stat st;
     bool local = t->trial_dir && stat (t->trial_dir, &st) == 0 && S_ISDIR (st.st_mode);
     if (local) {

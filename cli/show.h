@@ -7,7 +7,7 @@
 //    "trials": [{"id": 0, "state": "succeeded", "params": {...},
 //                "metrics": {...} or null, "attempts": 1, "node": "..." or null,
 //                "started": 1732212345.5 or null, "finished": ... or null,
-//                "error": "..." or null}, ...]}
+//                "error": "..." or null, "warning": "..." or null}, ...]}
 #ifndef CGQ_SHOW_H
 #define CGQ_SHOW_H
 

@@ -479,12 +479,32 @@ class ErrorTest(TmpCase):
             self.assertEqual(rc, 0)
             self.assertIn("usage: cgq", out)
         for c in ("run", "submit", "validate", "status", "results", "logs", "cancel", "workers",
-                  "devices"):
+                  "devices", "watch", "plot", "pareto", "keygen"):
             for args in ([c, "--help"], ["help", c]):
                 rc, out, err, _ = cgq(*args)
                 self.assertEqual(rc, 0, err)
                 self.assertTrue(out.startswith("usage: cgq " + c), out)
                 self.assertIn("--redis URL", out)
+            for v in ("--version", "-V"):
+                rc, out, err, _ = cgq(c, v)
+                self.assertEqual((rc, out), (0, "cgq 0.1.0\n"), "cgq %s %s: %s" % (c, v, err))
+        for args in (["help", "--help"], ["help", "-h"]):
+            rc, out, err, _ = cgq(*args)
+            self.assertEqual(rc, 0, err)
+            self.assertTrue(out.startswith("usage: cgq help [COMMAND]"), out)
+        # every program has --version; the daemons' ranges are whole numbers
+        for prog in ("cgq-coordinator", "cgq-worker", "cgq-device-runner"):
+            path = os.path.join(BIN, prog)
+            if not os.access(path, os.X_OK):
+                continue
+            p = subprocess.run([path, "--version"], capture_output=True, timeout=10)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertRegex(p.stdout.decode(), r"^%s \d" % prog)
+            p = subprocess.run([path, "--help"], capture_output=True, timeout=10)
+            self.assertNotRegex(p.stdout.decode(), r"\d\.\d+e\+\d", "no 1.07374e+09 in --help")
+        p = subprocess.run([os.path.join(BIN, "cgq-coordinator"), "--help"], capture_output=True,
+                           timeout=10)
+        self.assertIn("(1K to 1G)", p.stdout.decode())
         rc, _, err, _ = cgq()
         self.assertEqual(rc, 2)
         self.assertIn("usage: cgq", err)
@@ -510,6 +530,57 @@ class ErrorTest(TmpCase):
         rc, _, err, _ = cgq("validate", os.path.join(self.tmp, "missing.yaml"))
         self.assertEqual(rc, 2)
         self.assertIn("missing.yaml", err)
+
+    def spec_file(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_validate_limits(self):
+        # the coordinator's limit, checked by validate as submit does
+        big = self.spec_file("big.yaml", "name: big\nspace:\n  x: {uniform: [0, 1]}\n"
+                             "search: {algorithm: random, samples: 1000000000000}\n"
+                             "trial: {command: \"true\"}\n")
+        rc, out, err, _ = cgq("validate", big)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("the search has 1000000000000 trials, more than the limit of 10000000 "
+                      "(lower search.samples or the grid, or raise cgq-coordinator --max-trials)",
+                      err)
+        self.assertIn("trials: 1000000000000", out, "still described")
+        huge = self.spec_file("huge.yaml", "name: huge\nspace:\n  x: {uniform: [0, 1]}\n"
+                              "search: {algorithm: random, samples: 100000000000000000000}\n"
+                              "trial: {command: \"true\"}\n")
+        rc, out, err, _ = cgq("validate", huge)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("huge.yaml:4:38: search.samples must be at most 9223372036854775807, "
+                      "not 100000000000000000000", err)
+        self.assertNotIn("integer >= 1", err)
+        ok = self.spec_file("ok10m.yaml", "name: ok\nspace:\n  x: {uniform: [0, 1]}\n"
+                            "search: {algorithm: random, samples: 10000000}\n"
+                            "trial: {command: \"true\"}\n")
+        rc, out, err, _ = cgq("validate", ok)
+        self.assertEqual(rc, 0, err)
+
+    def test_validate_relative_script(self):
+        for command, script in (("python3 train.py --lr {lr}", "train.py"),
+                                ("sh ./run.sh", "./run.sh"),
+                                ("[python3, scripts/t.py]", "scripts/t.py")):
+            cmd = command if command.startswith("[") else '"%s"' % command
+            path = self.spec_file("rel.yaml", "name: rel\nspace: {lr: 0.1}\ntrial:\n  command: %s\n"
+                                  % cmd)
+            rc, out, err, _ = cgq("validate", path)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("rel.yaml: warning: trial.command names '%s' by a relative path" % script,
+                          err)
+            self.assertIn("write {spec_dir}/%s" % script.lstrip("./"), err)
+        for command in ("python3 {spec_dir}/train.py", "python3 /opt/x/train.py", "echo hi",
+                        "python3 -c 'print(1)'"):
+            path = self.spec_file("abs.yaml", "name: abs\nspace: {lr: 0.1}\ntrial:\n  command: \"%s\"\n"
+                                  % command.replace('"', '\\"'))
+            rc, out, err, _ = cgq("validate", path)
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("warning", err, command)
 
     def test_no_redis(self):
         url = "redis://127.0.0.1:%d/0" % free_port()

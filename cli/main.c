@@ -153,7 +153,8 @@ static const char *s_global_help =
     "                       `cgq keygen` (env CGQ_CURVE_SECRET)\n"
     "  --curve-server FILE  CURVE: the coordinator's public certificate (env\n"
     "                       CGQ_CURVE_SERVER)\n"
-    "  -h, --help           this help\n";
+    "  -h, --help           this help\n"
+    "  -V, --version        print the version\n";
 
 volatile sig_atomic_t cgq_cli_signal = 0;
 
@@ -288,8 +289,7 @@ s_print_usage (FILE *f)
     }
     fprintf (f, "  %-18s %s\n", "help [COMMAND]", "this text, or a command's options");
     fprintf (f, "\n%s", s_global_help);
-    fprintf (f, "  --version            print the version\n"
-                "\n"
+    fprintf (f, "\n"
                 "`cgq COMMAND --help` describes a command. Exit status: 0 success, 1 failure\n"
                 "(unreachable Redis or coordinator, job failed), 2 bad input.\n");
 }
@@ -336,11 +336,12 @@ enum {
 static int
 s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
 {
-    struct option lo[CGQ_CLI_MAX_OPTS + 7];
+    struct option lo[CGQ_CLI_MAX_OPTS + 8];
     int n = 0;
     lo[n++] = (struct option) {"redis", required_argument, NULL, S_OPT_REDIS};
     lo[n++] = (struct option) {"coordinator", required_argument, NULL, S_OPT_COORDINATOR};
     lo[n++] = (struct option) {"help", no_argument, NULL, S_OPT_HELP};
+    lo[n++] = (struct option) {"version", no_argument, NULL, S_OPT_VERSION};
     lo[n++] = (struct option) {"curve-secret", required_argument, NULL, S_OPT_CURVE_SECRET};
     lo[n++] = (struct option) {"curve-server", required_argument, NULL, S_OPT_CURVE_SERVER};
     int nopts = 0;
@@ -353,7 +354,7 @@ s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
     opterr = 0;
     optind = 0; // 0 re-initialises GNU getopt, also between parses in tests
     for (;;) {
-        int c = getopt_long (argc, argv, ":h", lo, NULL);
+        int c = getopt_long (argc, argv, ":hV", lo, NULL);
         if (c == -1)
             break;
         if (c >= 0 && c < nopts)
@@ -366,6 +367,10 @@ s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
             cli->curve_secret = optarg;
         else if (c == S_OPT_CURVE_SERVER)
             cli->curve_server = optarg;
+        else if (c == S_OPT_VERSION || c == 'V') {
+            printf ("cgq %s\n", CGQ_CLI_VERSION);
+            return -1;
+        }
         else if (c == S_OPT_HELP || c == 'h') {
             s_print_cmd_help (cmd, stdout);
             return -1;
@@ -459,6 +464,16 @@ main (int argc, char **argv)
     }
     const char *name = argv[i];
     if (!strcmp (name, "help")) {
+        if (i + 1 < argc && (!strcmp (argv[i + 1], "--help") || !strcmp (argv[i + 1], "-h"))) {
+            printf ("usage: cgq help [COMMAND]\n\n"
+                    "Without COMMAND: the commands and the global options (as cgq --help).\n"
+                    "With COMMAND: its options (as cgq COMMAND --help).\n");
+            return CGQ_EXIT_OK;
+        }
+        if (i + 2 < argc) {
+            cgq_cli_error ("unexpected argument '%s' (usage: cgq help [COMMAND])", argv[i + 2]);
+            return CGQ_EXIT_BAD;
+        }
         if (i + 1 < argc) {
             const cgq_cli_cmd_t *c = s_find_cmd (argv[i + 1]);
             if (!c) {

@@ -34,8 +34,8 @@ void cgq_progress_break (void);
 
 // cgq_progress_line formats the one-line summary of a job into buf:
 // "[#####.....]  12/24  running 2  failed 0  best val=0.93 (trial 7)  0:12  ETA 0:30".
-// width bounds the text (0: no bound): the least useful pieces (ETA, the
-// clock, best, the bar) are left out whole, never cut mid-word. Returns buf.
+// width bounds the text (0: no bound): the least useful pieces (the bar, the
+// ETA, the clock, best) are left out whole, never cut mid-word. Returns buf.
 char *cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed_s,
                          int width);
 

@@ -66,9 +66,10 @@ s_curve_metric (const cgq_job_rec_t *job, json_t *const *reports, size_t n, cons
     for (size_t t = 0; t < n; t++) {
         size_t i;
         json_t *r;
-        json_array_foreach (reports[t], i, r)
+        json_array_foreach (reports[t], i, r) {
             if (job->metric && json_is_number (json_object_get (r, job->metric)))
                 return job->metric;
+        }
     }
     for (size_t t = 0; t < n; t++) {
         size_t i;

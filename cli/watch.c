@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 #include "progress.h"
 #include "show.h"
-#include "json.h"
 #include "util.h"
 #include "view.h"
 

@@ -40,6 +40,7 @@ static struct termios s_saved_mode;
 static bool s_mode_changed = false; // stdin is in our mode; s_saved_mode holds the old one
 static bool s_screen = false;       // the alternate screen is on
 static volatile sig_atomic_t s_resized = 0;
+static volatile sig_atomic_t s_suspend = 0; // Ctrl-Z: give the terminal back, then stop
 
 // s_restore undoes what s_enter did; safe to call more than once (atexit,
 // every return path).
@@ -66,6 +67,13 @@ s_on_winch (int sig)
 }
 
 static void
+s_on_tstp (int sig)
+{
+    (void) sig;
+    s_suspend = 1;
+}
+
+static void
 s_enter (void)
 {
     static bool registered = false;
@@ -78,6 +86,8 @@ s_enter (void)
     sa.sa_handler = s_on_winch;
     sigemptyset (&sa.sa_mask);
     sigaction (SIGWINCH, &sa, NULL);
+    sa.sa_handler = s_on_tstp;
+    sigaction (SIGTSTP, &sa, NULL);
     if (isatty (STDIN_FILENO) && tcgetattr (STDIN_FILENO, &s_saved_mode) == 0) {
         struct termios m = s_saved_mode;
         // Keys arrive one by one without echo; ISIG stays on so that Ctrl-C
@@ -389,6 +399,19 @@ s_draw (const s_frame_t *f, int width, int height)
     fflush (stdout);
 }
 
+// s_stop_here suspends the process the way Ctrl-Z asked, with the terminal
+// as the shell expects it, and takes it again once continued (fg).
+static void
+s_stop_here (void)
+{
+    s_suspend = 0;
+    s_restore ();
+    signal (SIGTSTP, SIG_DFL);
+    raise (SIGTSTP); // stops here until SIGCONT
+    s_enter ();
+    s_resized = 1; // redraw the whole frame
+}
+
 // s_wait sleeps up to ms, reading keys from a terminal stdin. Returns true
 // when q (or Q) was pressed.
 static bool
@@ -396,7 +419,7 @@ s_wait (int ms, bool keys)
 {
     int64_t until = cgq_now_ms () + ms;
     for (;;) {
-        if (cgq_cli_signal || s_resized)
+        if (cgq_cli_signal || s_resized || s_suspend)
             return false;
         int left = (int) (until - cgq_now_ms ());
         if (left <= 0)
@@ -489,6 +512,8 @@ cgq_cmd_watch (cgq_cli_t *cli)
         }
         if (cgq_cli_signal)
             break;
+        if (s_suspend)
+            s_stop_here ();
         cgq_job_rec_t *next = NULL;
         vr = cgq_view_job_load (store, job_id, &next, err, sizeof err);
         if (vr == CGQ_VIEW_ABSENT) {

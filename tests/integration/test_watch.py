@@ -196,10 +196,18 @@ class WatchTest(CgqTestCase):
         finally:
             t.close()
 
-        # -- Ctrl-C: 130, mode restored
+        # -- Ctrl-Z gives the terminal back before stopping (here the process
+        # group is orphaned, so the kernel does not stop it: it takes the
+        # screen again); then Ctrl-C: 130, mode restored
         t = Pty([binary("cgq"), "watch", str(j), "--interval", "200"], env)
         try:
             t.wait_frame(lambda s: "nodes (1)" in s, 20, "the frame")
+            n = len(t.out)
+            os.write(t.master, b"\x1a")
+            t.read_until(lambda s: "\x1b[?1049l" in s[n:] and "\x1b[?1049h" in
+                         s[s.rfind("\x1b[?1049l"):], 10, "the screen left and taken again after ^Z")
+            t.wait_frame(lambda s: "nodes (1)" in s, 10, "a frame after ^Z", since=n)
+            self.assertIsNone(t.proc.poll())
             os.write(t.master, b"\x03")
             self.assertEqual(t.proc.wait(10), 130, t.text()[-2000:])
             self.assertEqual(termios.tcgetattr(t.slave), t.mode_before, "mode restored after ^C")

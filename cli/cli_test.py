@@ -326,6 +326,25 @@ class ShowTest(TmpCase):
             rc, _, err, _ = cgq("results", "1", *bad, env=self.env)
             self.assertEqual(rc, 2, err)
 
+    def test_watch_plot_unknown_job(self):
+        for args in (["watch", "77"], ["plot", "77", "--out", os.path.join(self.tmp, "x.svg")]):
+            rc, out, err, _ = cgq(*args, env=self.env)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("no job 77", err)
+        # a finished job: watch prints the summary and exits at once, even on a pipe
+        rc, out, err, took = cgq("watch", "1", env=self.env)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"^\[#{20}\]  3/3  running 0  failed 1  best val=0\.9 \(trial 2\)  1:00\n")
+        self.assertIn("job 1 finished: 2 succeeded, 1 failed", err)
+        self.assertLess(took, 5)
+        svg = os.path.join(self.tmp, "job1.svg")
+        rc, out, err, _ = cgq("plot", "1", "--out", svg, env=self.env)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("over 2 finished trials (no trial reported progress)", out)
+        import xml.etree.ElementTree as ET
+        root = ET.parse(svg).getroot()
+        self.assertEqual(len(root.findall("{http://www.w3.org/2000/svg}svg")), 1, "one plot")
+
     def test_results_columns_and_units(self):
         out = self.ok("results", "31", "--format", "csv")
         head = next(csv.reader(io.StringIO(out)))
@@ -585,7 +604,9 @@ class ErrorTest(TmpCase):
     def test_no_redis(self):
         url = "redis://127.0.0.1:%d/0" % free_port()
         for args in (["status"], ["status", "1"], ["results", "1"], ["workers"],
-                     ["logs", "1", "0"], ["devices"]):
+                     ["logs", "1", "0"], ["devices"], ["watch", "1"],
+                     ["plot", "1", "--out", os.path.join(self.tmp, "x.svg")],
+                     ["results", "1", "--group-by", "family"]):
             rc, out, err, took = cgq(*args, env={"CGQ_REDIS": url})
             self.assertEqual(rc, 1, err)
             self.assertLess(took, 3)

@@ -133,7 +133,8 @@ cgq_progress_break (void)
 }
 
 int
-cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn check, void *arg,
+cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
+                     cgq_progress_check_fn check, void *arg,
                      cgq_job_rec_t **final)
 {
     if (final)
@@ -181,7 +182,9 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
         double elapsed = job->created > 0 ? cgq_wall_s () - job->created
                                           : (double) (cgq_now_ms () - start) / 1000.0;
         bool terminal = cgq_job_rec_terminal (job);
-        const char *why = job->counts[CGQ_TRIAL_UNSCHEDULABLE] && job->blocked ? job->blocked : NULL;
+        const char *why = show_waits && job->counts[CGQ_TRIAL_UNSCHEDULABLE] && job->blocked
+                              ? job->blocked
+                              : NULL;
         if (why && !terminal && (!blocked || strcmp (blocked, why))) {
             cgq_progress_break ();
             fprintf (stderr,

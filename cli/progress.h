@@ -3,6 +3,7 @@
 #ifndef CGQ_PROGRESS_H
 #define CGQ_PROGRESS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "store.h"
@@ -19,13 +20,14 @@
 typedef int (*cgq_progress_check_fn) (void *arg, const cgq_job_rec_t *job);
 
 // cgq_progress_follow polls job every CGQ_PROGRESS_POLL_MS until its state is
-// finished or cancelled. While trials are unschedulable it prints the reason
-// (once per change) and how to stop waiting. It
+// finished or cancelled. While trials are unschedulable and show_waits, it
+// prints the reason (once per change) and how to stop waiting. It
 // returns 0 when the job ended, with *final (if not NULL) set to the
 // last snapshot (caller destroys); CGQ_PROGRESS_SIGNAL on a signal; -1 when
 // Redis stayed unreachable for 5 s or the job vanished (the error is printed);
 // or the value a check returned. check may be NULL.
-int cgq_progress_follow (cgq_store_t *store, uint64_t job, cgq_progress_check_fn check, void *arg,
+int cgq_progress_follow (cgq_store_t *store, uint64_t job, bool show_waits,
+                         cgq_progress_check_fn check, void *arg,
                          cgq_job_rec_t **final);
 
 // cgq_progress_break ends a progress line left open on the terminal, so that

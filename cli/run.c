@@ -290,7 +290,7 @@ cgq_cmd_submit (cgq_cli_t *cli)
         return rc;
     cgq_cli_catch_signals ();
     cgq_job_rec_t *final = NULL;
-    int fr = cgq_progress_follow (store, job, NULL, NULL, &final);
+    int fr = cgq_progress_follow (store, job, true, NULL, NULL, &final);
     if (fr == 0)
         rc = cgq_run_report (store, final, false, S_DEFAULT_TOP, false);
     else if (fr == CGQ_PROGRESS_SIGNAL) {
@@ -1102,7 +1102,8 @@ cgq_cmd_run (cgq_cli_t *cli)
                  l.job, spec->name, l.nworkers, l.nworkers == 1 ? "" : "s");
 
     cgq_job_rec_t *final = NULL;
-    int fr = cgq_progress_follow (l.store, l.job, s_check, &l, &final);
+    // s_check says why a job cannot run here, and ends the run
+    int fr = cgq_progress_follow (l.store, l.job, false, s_check, &l, &final);
     if (fr == 0) {
         rc = cgq_run_report (l.store, final, !strcmp (format, "json"), top,
                        cgq_cli_opt (cli, "top") != NULL);

@@ -95,6 +95,8 @@ class WaitingTest(CgqTestCase):
             os.close(master)
             os.close(slave)
         text = out.decode("utf-8", "replace")
+        for mark in ("AddressSanitizer", "LeakSanitizer", "runtime error"):
+            self.assertNotIn(mark, text)
         self.assertIn("stopped following job %d; it keeps running (cgq cancel %d stops it)" % (j, j),
                       text)
         # every drawn progress line fits the 60 columns (59: the last one wraps on

@@ -139,8 +139,13 @@ class Pty:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        else:
+            self.drain(0.5)
         os.close(self.master)
         os.close(self.slave)
+        for mark in ("AddressSanitizer", "LeakSanitizer", "runtime error"):
+            if mark in self.text():
+                raise AssertionError("cgq watch: sanitizer report:\n" + self.text()[-4000:])
 
 
 class WatchTest(CgqTestCase):

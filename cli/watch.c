@@ -488,9 +488,9 @@ cgq_cmd_watch (cgq_cli_t *cli)
             s_term_size (&w, &h);
             s_resized = 0;
             s_frame_t f = {0};
-            int br = s_build (&f, store, job, top, w - 1, err, sizeof err);
-            if (br == 0)
-                s_draw (&f, w, h);
+            if (s_build (&f, store, job, top, w - 1, err, sizeof err) < 0)
+                s_frame_addf (&f, "(cannot read everything: %s; retrying)", err);
+            s_draw (&f, w, h);
             s_frame_fini (&f);
         }
         else {

@@ -167,6 +167,7 @@ cgq_cmd_plot (cgq_cli_t *cli)
                                  job->metric, job->mode > 0 ? "max" : "min");
     cgq_svg_plot_t *plots[2] = {cgq_svg_plot_new (title, "trials finished", job->metric), NULL};
     free (title);
+    cgq_svg_plot_integer_x (plots[0]);
     cgq_svg_plot_series (plots[0], x, y, nr, CGQ_SVG_MARKERS, "#9ab", "each trial");
     cgq_svg_plot_series (plots[0], x, best, nr, CGQ_SVG_STEPS, "#1f77b4", "best so far");
 

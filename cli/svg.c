@@ -26,6 +26,7 @@ typedef struct {
 
 struct cgq_svg_plot_s {
     char *title, *xlabel, *ylabel;
+    bool x_integer; // x counts things: no tick between two whole numbers
     s_series_t *s;
     size_t ns;
 };
@@ -58,6 +59,12 @@ cgq_svg_plot_destroy (cgq_svg_plot_t **self_p)
     free (self->ylabel);
     free (self);
     *self_p = NULL;
+}
+
+void
+cgq_svg_plot_integer_x (cgq_svg_plot_t *self)
+{
+    self->x_integer = true;
 }
 
 void
@@ -154,6 +161,14 @@ s_write (const cgq_svg_plot_t *self, FILE *f, bool nested, double y)
     s_axis_range (self, false, &xlo, &xhi);
     s_axis_range (self, true, &ylo, &yhi);
     size_t nx = cgq_svg_ticks (xlo, xhi, 7, xt), ny = cgq_svg_ticks (ylo, yhi, 7, yt);
+    if (self->x_integer && nx > 1 && xt[1] - xt[0] < 1) {
+        // a step below 1 means a span of a few units: one tick per whole number
+        nx = 0;
+        for (double v = floor (xlo); v <= ceil (xhi) && nx < S_MAX_TICKS; v++)
+            xt[nx++] = v;
+        if (nx < 2)
+            xt[nx++] = xt[0] + 1;
+    }
     xlo = xt[0];
     xhi = xt[nx - 1];
     ylo = yt[0];

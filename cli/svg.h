@@ -17,6 +17,10 @@ typedef struct cgq_svg_plot_s cgq_svg_plot_t;
 cgq_svg_plot_t *cgq_svg_plot_new (const char *title, const char *xlabel, const char *ylabel);
 void cgq_svg_plot_destroy (cgq_svg_plot_t **self_p);
 
+// cgq_svg_plot_integer_x says that x counts things (trials, epochs): the x
+// ticks are whole numbers.
+void cgq_svg_plot_integer_x (cgq_svg_plot_t *self);
+
 // How a series is drawn.
 typedef enum {
     CGQ_SVG_MARKERS, // a circle per point

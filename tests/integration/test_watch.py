@@ -260,6 +260,9 @@ class WatchTest(CgqTestCase):
         steps = series["best so far"].findall(SVG + "polyline")
         self.assertEqual(len(steps), 1)
         self.assertEqual(len(steps[0].get("points").split()), 2 * 4 - 1, "a staircase of 4 points")
+        ticks = [g for g in plots[0].iter(SVG + "g") if g.get("class") == "ticks"][0]
+        xt = [t.text for t in ticks.findall(SVG + "text") if t.get("text-anchor") == "middle"]
+        self.assertEqual(xt, ["1", "2", "3", "4"], "whole trials on the x axis")
         curves = [g for g in plots[1].iter(SVG + "g") if g.get("class") == "series"]
         self.assertEqual(sorted(g.get("data-name") for g in curves),
                          ["trial 0", "trial 1", "trial 2", "trial 3"])

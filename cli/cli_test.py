@@ -345,6 +345,49 @@ class ShowTest(TmpCase):
         root = ET.parse(svg).getroot()
         self.assertEqual(len(root.findall("{http://www.w3.org/2000/svg}svg")), 1, "one plot")
 
+    def watch_screen(self, job, want):
+        """Runs cgq watch JOB in a pseudo-terminal until its screen shows
+        want, then quits with q; returns the screen text."""
+        import fcntl, select, struct, termios
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = dict(os.environ, CGQ_REDIS=self.redis.url)
+        p = subprocess.Popen([CGQ, "watch", str(job), "--interval", "200"], stdin=slave,
+                             stdout=slave, stderr=slave, env=env)
+        out = b""
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and want.encode() not in out:
+                r, _, _ = select.select([master], [], [], 0.1)
+                if r:
+                    out += os.read(master, 65536)
+            os.write(master, b"q")
+            self.assertEqual(p.wait(10), 0)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            os.close(master)
+            os.close(slave)
+        text = out.decode("utf-8", "replace")
+        self.assertIn(want, text)
+        for mark in SANITIZER:
+            self.assertNotIn(mark, text)
+        return text
+
+    def test_watch_blocked_and_front(self):
+        text = self.watch_screen(2, "waiting: needs gpu 1 but the 1 connected node(s) have 0 "
+                                 "(cgq cancel 2 cancels the job)")
+        self.assertIn("top: no trial has succeeded yet", text)
+        self.assertIn("unschedulable 1", text)
+        # several objectives: the size of the front, no ranking
+        self.redis.hset("cgq:job:{32}", {"id": "32", "name": "mo", "state": "running",
+                                         "total": "4", "suggested": "2", "succeeded": "2",
+                                         "pending": "2"})
+        self.redis.cli("HSET", "cgq:job:{32}:pareto", "0", "[1, 2]", "1", "[2, 1]")
+        text = self.watch_screen(32, "pareto front: 2 trials (cgq pareto 32)")
+        self.assertNotRegex(text, r"\ntop[ :]", "no ranking")
+
     def test_results_columns_and_units(self):
         out = self.ok("results", "31", "--format", "csv")
         head = next(csv.reader(io.StringIO(out)))

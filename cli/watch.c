@@ -284,6 +284,18 @@ s_build (s_frame_t *f, cgq_store_t *store, const cgq_job_rec_t *job, size_t top,
         }
         cgq_view_trials_free (trials, n);
     }
+    else {
+        // several objectives (or none): no single ranking; a front when there is one: no single ranking, a front
+        char key[64];
+        redisReply *r = cgq_store_command (store, "HLEN %s", cgq_key_pareto (key, sizeof key, job->id));
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+            s_frame_add (f, cgq_xstrdup (""));
+            s_frame_addf (f, "pareto front: %lld trial%s (cgq pareto %" PRIu64 ")", r->integer,
+                          r->integer == 1 ? "" : "s", job->id);
+        }
+        if (r)
+            freeReplyObject (r);
+    }
 
     // the running trials, with their latest report
     if (cgq_view_trials_active (store, job, S_MAX_RUNNING, &trials, &n, err, errlen) != CGQ_VIEW_OK)

@@ -346,8 +346,8 @@ class ShowTest(TmpCase):
         self.assertEqual(len(root.findall("{http://www.w3.org/2000/svg}svg")), 1, "one plot")
 
     def watch_screen(self, job, want):
-        """Runs cgq watch JOB in a pseudo-terminal until its screen shows
-        want, then quits with q; returns the screen text."""
+        """Runs cgq watch JOB in a pseudo-terminal until it drew a whole
+        frame showing want, then quits with q; returns the screen text."""
         import fcntl, select, struct, termios
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
@@ -357,7 +357,9 @@ class ShowTest(TmpCase):
         out = b""
         try:
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and want.encode() not in out:
+            # the whole frame: want, then the erase-below that ends a frame
+            while time.monotonic() < deadline and not (
+                    want.encode() in out and b"\x1b[J" in out[out.find(want.encode()):]):
                 r, _, _ = select.select([master], [], [], 0.1)
                 if r:
                     out += os.read(master, 65536)

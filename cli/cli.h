@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model.h"
 #include "store.h"
 
 #define CGQ_CLI_VERSION CGQ_VERSION // from the project version in CMakeLists.txt
@@ -80,6 +81,19 @@ void cgq_cli_catch_signals (void);
 // cgq_cli_sleep_ms sleeps ms milliseconds, less when a signal arrives.
 void cgq_cli_sleep_ms (int ms);
 
+// cgq_devices_load reads every device of cgq:devices with pipelined HGETALLs,
+// sorted by id (devices.c). Returns 0 with *out (free each with
+// cgq_device_rec_destroy, then the array), or -1 with err set.
+int cgq_devices_load (cgq_store_t *store, cgq_device_rec_t ***out, size_t *n, char *err,
+                      size_t errlen);
+
+// cgq_run_report prints a finished job's leaderboard (table: the top rows;
+// json: the results document, all trials unless top_given) on stdout and a
+// summary of its failures on stderr (run.c). Returns 0 when the job finished
+// with at least one succeeded trial, else 1.
+int cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top,
+                    bool top_given);
+
 // The commands; each returns the exit status of the program.
 int cgq_cmd_validate (cgq_cli_t *cli); // run.c
 int cgq_cmd_submit (cgq_cli_t *cli);   // run.c
@@ -92,5 +106,7 @@ int cgq_cmd_devices (cgq_cli_t *cli);  // devices.c
 int cgq_cmd_logs (cgq_cli_t *cli);     // show.c
 int cgq_cmd_keygen (cgq_cli_t *cli);   // keygen.c
 int cgq_cmd_pareto (cgq_cli_t *cli);   // pareto.c
+int cgq_cmd_watch (cgq_cli_t *cli);    // watch.c
+int cgq_cmd_plot (cgq_cli_t *cli);     // plot.c
 
 #endif

@@ -20,10 +20,8 @@ s_cmp_rec (const void *a, const void *b)
     return strcmp (x->id, y->id);
 }
 
-// s_load reads every device of cgq:devices with pipelined HGETALLs, sorted
-// by id. Returns 0, or -1 with err set.
-static int
-s_load (cgq_store_t *store, cgq_device_rec_t ***out, size_t *n, char *err, size_t errlen)
+int
+cgq_devices_load (cgq_store_t *store, cgq_device_rec_t ***out, size_t *n, char *err, size_t errlen)
 {
     *out = NULL;
     *n = 0;
@@ -203,7 +201,7 @@ cgq_cmd_devices (cgq_cli_t *cli)
     cgq_device_rec_t **recs = NULL;
     size_t n = 0;
     char err[512];
-    if (s_load (store, &recs, &n, err, sizeof err) < 0) {
+    if (cgq_devices_load (store, &recs, &n, err, sizeof err) < 0) {
         cgq_cli_error ("%s", err);
         cgq_store_destroy (&store);
         return CGQ_EXIT_FAIL;

@@ -42,6 +42,7 @@ static const cgq_cli_opt_t s_status_opts[] = {
 static const cgq_cli_opt_t s_results_opts[] = {
     {"format", "FMT", "table, csv or json (default table)"},
     {"top", "K", "only the K best trials (default: all)"},
+    {"group-by", "KEYS", "per group of params (family,dataset): n, mean, std, min, max"},
     {NULL}};
 
 static const cgq_cli_opt_t s_devices_opts[] = {
@@ -52,6 +53,17 @@ static const cgq_cli_opt_t s_pareto_opts[] = {
     {"format", "FMT", "table, json, csv or seed002 (default table)"},
     {"plot", "FILE", "also draw the front among all succeeded trials as an SVG"},
     {"all", NULL, "list every succeeded trial, not only the front"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_watch_opts[] = {
+    {"top", "K", "rows of the top trials (default 5)"},
+    {"interval", "MS", "refresh every MS milliseconds (default 1000)"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_plot_opts[] = {
+    {"out", "FILE", "the SVG file to write (required)"},
+    {"top", "K", "learning curves of the K best trials (default 5)"},
+    {"x", "KEY", "report field for the x axis of the learning curves"},
     {NULL}};
 
 static const cgq_cli_cmd_t s_cmds[] = {
@@ -72,8 +84,16 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "Succeeded trials ordered by the objective, then the others by id.\n"
      "json: {\"job\", \"name\", \"state\", \"objective\": {\"metric\", \"mode\"} or null,\n"
      "       \"trials\": [{\"id\", \"state\", \"params\", \"metrics\", \"attempts\", \"node\",\n"
-     "                   \"started\", \"finished\", \"error\"}]}\n"
-     "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error",
+     "                   \"started\", \"finished\", \"error\", \"warning\"}]}\n"
+     "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error\n"
+     "A param or metric named like a built-in column (or like each other) is written\n"
+     "params.NAME / metrics.NAME. Table cells of metrics named *_s, *_sec, *_seconds, *_ms\n"
+     "and *_bytes carry units.\n"
+     "--group-by KEYS: the succeeded trials grouped by those params (or metrics); per\n"
+     "group n and the mean, sample std (n-1), min and max of every numeric metric and\n"
+     "numeric param not grouped on. table: mean ± std [min, max]; csv: KEYS,n,M_mean,\n"
+     "M_std,M_min,M_max,...; json: {\"job\", \"group_by\", \"std\": \"sample\", \"groups\":\n"
+     "[{\"key\": {...}, \"n\", \"stats\": {M: {\"n\", \"mean\", \"std\", \"min\", \"max\"}}}]}",
      1, 1, s_results_opts, cgq_cmd_results},
     {"pareto", "JOB", "the Pareto front of a job with several objectives",
      "The succeeded trials no other trial beats in every objective (cgq:job:{JOB}:pareto),\n"
@@ -85,6 +105,22 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "         one assignment param (id: the assignment id; time and memory: those metrics,\n"
      "         else the first and second objective), ordered by trial id.",
      1, 1, s_pareto_opts, cgq_cmd_pareto},
+    {"watch", "JOB", "a live view of a job until it ends (q quits)",
+     "On a terminal: the progress line of `cgq run` with an ETA, the trials by state, the\n"
+     "top trials with their params, the running trials with their latest report, and the\n"
+     "nodes and devices with their load, redrawn in place (plain ANSI: fine over ssh) and\n"
+     "fitted to the window. q or Ctrl-C quits (the job keeps running). When stdout is not\n"
+     "a terminal: the progress line whenever it changes (at most every 2 s). When the job\n"
+     "ends: its final line, leaderboard and failures, as `cgq run` prints them. Exit 0\n"
+     "on q, 130 on Ctrl-C; at the job's end 0 when a trial succeeded, else 1.",
+     1, 1, s_watch_opts, cgq_cmd_watch},
+    {"plot", "JOB", "draw a job's best-so-far curve and learning curves as SVG",
+     "Writes FILE (--out): the best objective value so far over the trials in the order\n"
+     "they finished, every finished trial's value as a dot; and, when the best trials\n"
+     "reported progress (the report stream cgq:job:{JOB}:reports:T), a second plot below\n"
+     "it: the objective metric (else the first numeric field) of each report of the K best\n"
+     "trials over the report's epoch, step or iteration (--x KEY; else its number).",
+     1, 1, s_plot_opts, cgq_cmd_plot},
     {"logs", "JOB TRIAL", "a trial's state, error and output",
      "Prints the trial's stdout.log and stderr.log when its directory is on this\n"
      "machine, else the log tail the worker sent with the result.",
@@ -117,7 +153,8 @@ static const char *s_global_help =
     "                       `cgq keygen` (env CGQ_CURVE_SECRET)\n"
     "  --curve-server FILE  CURVE: the coordinator's public certificate (env\n"
     "                       CGQ_CURVE_SERVER)\n"
-    "  -h, --help           this help\n";
+    "  -h, --help           this help\n"
+    "  -V, --version        print the version\n";
 
 volatile sig_atomic_t cgq_cli_signal = 0;
 
@@ -252,8 +289,7 @@ s_print_usage (FILE *f)
     }
     fprintf (f, "  %-18s %s\n", "help [COMMAND]", "this text, or a command's options");
     fprintf (f, "\n%s", s_global_help);
-    fprintf (f, "  --version            print the version\n"
-                "\n"
+    fprintf (f, "\n"
                 "`cgq COMMAND --help` describes a command. Exit status: 0 success, 1 failure\n"
                 "(unreachable Redis or coordinator, job failed), 2 bad input.\n");
 }
@@ -300,11 +336,12 @@ enum {
 static int
 s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
 {
-    struct option lo[CGQ_CLI_MAX_OPTS + 7];
+    struct option lo[CGQ_CLI_MAX_OPTS + 8];
     int n = 0;
     lo[n++] = (struct option) {"redis", required_argument, NULL, S_OPT_REDIS};
     lo[n++] = (struct option) {"coordinator", required_argument, NULL, S_OPT_COORDINATOR};
     lo[n++] = (struct option) {"help", no_argument, NULL, S_OPT_HELP};
+    lo[n++] = (struct option) {"version", no_argument, NULL, S_OPT_VERSION};
     lo[n++] = (struct option) {"curve-secret", required_argument, NULL, S_OPT_CURVE_SECRET};
     lo[n++] = (struct option) {"curve-server", required_argument, NULL, S_OPT_CURVE_SERVER};
     int nopts = 0;
@@ -317,7 +354,7 @@ s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
     opterr = 0;
     optind = 0; // 0 re-initialises GNU getopt, also between parses in tests
     for (;;) {
-        int c = getopt_long (argc, argv, ":h", lo, NULL);
+        int c = getopt_long (argc, argv, ":hV", lo, NULL);
         if (c == -1)
             break;
         if (c >= 0 && c < nopts)
@@ -330,6 +367,10 @@ s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
             cli->curve_secret = optarg;
         else if (c == S_OPT_CURVE_SERVER)
             cli->curve_server = optarg;
+        else if (c == S_OPT_VERSION || c == 'V') {
+            printf ("cgq %s\n", CGQ_CLI_VERSION);
+            return -1;
+        }
         else if (c == S_OPT_HELP || c == 'h') {
             s_print_cmd_help (cmd, stdout);
             return -1;
@@ -423,6 +464,16 @@ main (int argc, char **argv)
     }
     const char *name = argv[i];
     if (!strcmp (name, "help")) {
+        if (i + 1 < argc && (!strcmp (argv[i + 1], "--help") || !strcmp (argv[i + 1], "-h"))) {
+            printf ("usage: cgq help [COMMAND]\n\n"
+                    "Without COMMAND: the commands and the global options (as cgq --help).\n"
+                    "With COMMAND: its options (as cgq COMMAND --help).\n");
+            return CGQ_EXIT_OK;
+        }
+        if (i + 2 < argc) {
+            cgq_cli_error ("unexpected argument '%s' (usage: cgq help [COMMAND])", argv[i + 2]);
+            return CGQ_EXIT_BAD;
+        }
         if (i + 1 < argc) {
             const cgq_cli_cmd_t *c = s_find_cmd (argv[i + 1]);
             if (!c) {

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -15,10 +16,29 @@
 #define S_PLAIN_EVERY_MS 2000
 #define S_REDIS_GRACE_MS 5000
 
+double
+cgq_progress_eta (const cgq_job_rec_t *job, double elapsed_s)
+{
+    uint64_t done = cgq_job_rec_done (job);
+    if (job->total <= 0 || done == 0 || cgq_job_rec_terminal (job) || elapsed_s <= 0 ||
+        done >= (uint64_t) job->total)
+        return -1;
+    return elapsed_s / (double) done * (double) ((uint64_t) job->total - done);
+}
+
+// A piece of the progress line; when the line is wider than the terminal the
+// pieces of lowest keep are left out whole, so no word is ever cut.
+typedef struct {
+    char text[192];
+    int keep; // higher stays longer
+} s_piece_t;
+
 char *
 cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed_s, int width)
 {
     uint64_t done = cgq_job_rec_done (job);
+    s_piece_t p[8];
+    size_t np = 0;
     char bar[S_BAR + 3];
     bar[0] = '[';
     int fill = 0;
@@ -32,22 +52,60 @@ cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed
         bar[1 + i] = i < fill ? '#' : '.';
     bar[S_BAR + 1] = ']';
     bar[S_BAR + 2] = 0;
-
-    char total[32], best[160] = "", clock[32], num[32], extra[96] = "";
+    char num[32], clock[32];
+    snprintf (p[np].text, sizeof p[np].text, "%s", bar);
+    p[np++].keep = 2;
     if (job->total >= 0)
-        snprintf (total, sizeof total, "%" PRId64, job->total);
+        snprintf (p[np].text, sizeof p[np].text, "%" PRIu64 "/%" PRId64, done, job->total);
     else
-        snprintf (total, sizeof total, "?");
-    if (job->has_best)
-        snprintf (best, sizeof best, "  best %s=%s (trial %" PRIu64 ")",
+        snprintf (p[np].text, sizeof p[np].text, "%" PRIu64 "/?", done);
+    p[np++].keep = 9;
+    snprintf (p[np].text, sizeof p[np].text, "running %" PRIu64, job->counts[CGQ_TRIAL_RUNNING]);
+    p[np++].keep = 8;
+    snprintf (p[np].text, sizeof p[np].text, "failed %" PRIu64, job->counts[CGQ_TRIAL_FAILED]);
+    p[np++].keep = 7;
+    if (job->counts[CGQ_TRIAL_UNSCHEDULABLE]) {
+        snprintf (p[np].text, sizeof p[np].text, "unschedulable %" PRIu64,
+                  job->counts[CGQ_TRIAL_UNSCHEDULABLE]);
+        p[np++].keep = 8;
+    }
+    if (job->has_best) {
+        snprintf (p[np].text, sizeof p[np].text, "best %.80s=%s (trial %" PRIu64 ")",
                   job->metric ? job->metric : "value",
                   cgq_show_number (num, sizeof num, job->best_value), job->best_trial);
-    if (job->counts[CGQ_TRIAL_UNSCHEDULABLE])
-        snprintf (extra, sizeof extra, "  unschedulable %" PRIu64,
-                  job->counts[CGQ_TRIAL_UNSCHEDULABLE]);
-    snprintf (buf, n, "%s %" PRIu64 "/%s  running %" PRIu64 "  failed %" PRIu64 "%s%s  %s", bar,
-              done, total, job->counts[CGQ_TRIAL_RUNNING], job->counts[CGQ_TRIAL_FAILED], extra,
-              best, cgq_show_clock (clock, sizeof clock, elapsed_s));
+        p[np++].keep = 5;
+    }
+    snprintf (p[np].text, sizeof p[np].text, "%s", cgq_show_clock (clock, sizeof clock, elapsed_s));
+    p[np++].keep = 4;
+    double eta = cgq_progress_eta (job, elapsed_s);
+    if (eta >= 0) {
+        snprintf (p[np].text, sizeof p[np].text, "ETA %s", cgq_show_clock (clock, sizeof clock, eta));
+        p[np++].keep = 3;
+    }
+    bool in[8];
+    for (size_t i = 0; i < np; i++)
+        in[i] = true;
+    for (;;) {
+        size_t len = 0, shown = 0;
+        for (size_t i = 0; i < np; i++)
+            if (in[i]) {
+                len += strlen (p[i].text) + (shown ? 2 : 0);
+                shown++;
+            }
+        if (width <= 0 || len <= (size_t) width || shown <= 1)
+            break;
+        size_t drop = np;
+        for (size_t i = 0; i < np; i++)
+            if (in[i] && (drop == np || p[i].keep < p[drop].keep))
+                drop = i;
+        in[drop] = false;
+    }
+    size_t off = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < np && off < n; i++)
+        if (in[i])
+            off += (size_t) snprintf (buf + off, n - off, "%s%s", off ? "  " : "", p[i].text);
+    // Only "done/total" left and still too wide: a terminal a dozen columns wide.
     if (width > 0 && strlen (buf) > (size_t) width)
         buf[width] = 0;
     return buf;
@@ -75,12 +133,14 @@ cgq_progress_break (void)
 }
 
 int
-cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn check, void *arg,
+cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
+                     cgq_progress_check_fn check, void *arg,
                      cgq_job_rec_t **final)
 {
     if (final)
         *final = NULL;
     bool tty = isatty (STDERR_FILENO);
+    char *blocked = NULL; // the reason last shown, so that it is shown once per change
     int64_t start = cgq_now_ms ();
     int64_t failing_since = 0;
     int64_t last_plain = 0;
@@ -122,6 +182,22 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
         double elapsed = job->created > 0 ? cgq_wall_s () - job->created
                                           : (double) (cgq_now_ms () - start) / 1000.0;
         bool terminal = cgq_job_rec_terminal (job);
+        const char *why = show_waits && job->counts[CGQ_TRIAL_UNSCHEDULABLE] && job->blocked
+                              ? job->blocked
+                              : NULL;
+        if (why && !terminal && (!blocked || strcmp (blocked, why))) {
+            cgq_progress_break ();
+            fprintf (stderr,
+                     "cgq: job %" PRIu64 " waits: %s (it waits for a node that can run it; "
+                     "Ctrl-C stops waiting, cgq cancel %" PRIu64 " cancels the job)\n",
+                     job->id, why, job->id);
+            free (blocked);
+            blocked = cgq_xstrdup (why);
+        }
+        else if (!why && blocked) {
+            free (blocked);
+            blocked = NULL;
+        }
         if (tty) {
             cgq_progress_line (line, sizeof line, job, elapsed, s_term_width ());
             fprintf (stderr, "\r%s\033[K", line);
@@ -154,6 +230,7 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
         cgq_job_rec_destroy (&job);
         cgq_cli_sleep_ms (CGQ_PROGRESS_POLL_MS);
     }
+    free (blocked);
     cgq_progress_break ();
     return rc;
 }

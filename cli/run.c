@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "ctl.h"
 #include "progress.h"
+#include "space.h"
 #include "show.h"
 #include "spec.h"
 #include "util.h"
@@ -34,7 +35,59 @@
 
 // ---------------------------------------------------------------- spec
 
+// s_script_ext says whether a word names a script by its extension.
+static bool
+s_script_ext (const char *w)
+{
+    static const char *const exts[] = {".py", ".sh", ".bash", ".R", ".r", ".jl", ".pl", ".rb",
+                                       ".js", ".lua", ".m", NULL};
+    const char *dot = strrchr (w, '.');
+    if (!dot || dot == w)
+        return false;
+    for (int i = 0; exts[i]; i++)
+        if (!strcmp (dot, exts[i]))
+            return true;
+    return false;
+}
+
+// s_relative_script returns the first word of the stage's command that names a
+// script by a relative path (caller frees), or NULL. A trial runs in its own
+// directory, so such a path is not found there.
+static char *
+s_relative_script (const cgq_stage_t *st)
+{
+    if (st->kind != CGQ_TRIAL_COMMAND)
+        return NULL;
+    if (st->argv) {
+        for (size_t i = 0; i < st->argc; i++) {
+            const char *w = st->argv[i];
+            if (w[0] != '/' && w[0] != '-' && w[0] != '~' && !strchr (w, '{') && !strchr (w, '$') &&
+                s_script_ext (w))
+                return cgq_xstrdup (w);
+        }
+        return NULL;
+    }
+    if (!st->command)
+        return NULL;
+    char *copy = cgq_xstrdup (st->command), *found = NULL;
+    for (char *save = NULL, *w = strtok_r (copy, " \t\n;&|()", &save); w && !found;
+         w = strtok_r (NULL, " \t\n;&|()", &save)) {
+        size_t len = strlen (w);
+        if (len >= 2 && (w[0] == '\'' || w[0] == '"') && w[len - 1] == w[0]) {
+            w[len - 1] = 0;
+            w++;
+        }
+        if (w[0] != '/' && w[0] != '-' && w[0] != '~' && !strchr (w, '{') && !strchr (w, '$') &&
+            !strchr (w, '=') && !strchr (w, '\'') && !strchr (w, '"') && s_script_ext (w))
+            found = cgq_xstrdup (w);
+    }
+    free (copy);
+    return found;
+}
+
 // s_load_spec parses path; on error prints the parser's FILE:LINE:COL line.
+// A command that names its script by a relative path gets a warning: the
+// trial runs in its own directory, not beside the spec.
 static cgq_spec_t *
 s_load_spec (const char *path)
 {
@@ -43,6 +96,18 @@ s_load_spec (const char *path)
     if (!spec) {
         fflush (stdout);
         fprintf (stderr, "%s\n", err);
+        return NULL;
+    }
+    char *script = s_relative_script (&spec->trial);
+    if (script) {
+        const char *w = script[0] == '.' && script[1] == '/' ? script + 2 : script;
+        fflush (stdout);
+        fprintf (stderr,
+                 "%s: warning: trial.command names '%s' by a relative path, but each trial runs "
+                 "in its own directory (WORKDIR/job-J/trial-T/attempt-N), where it is not: write "
+                 "{spec_dir}/%s to use the one beside the spec\n",
+                 path, script, w);
+        free (script);
     }
     return spec;
 }
@@ -54,8 +119,17 @@ cgq_cmd_validate (cgq_cli_t *cli)
     if (!spec)
         return CGQ_EXIT_BAD;
     cgq_spec_describe (spec, stdout);
+    // The coordinator's check (it may run with a larger --max-trials).
+    char err[512];
+    int rc = CGQ_EXIT_OK;
+    if (cgq_space_check_limit (spec, CGQ_DEFAULT_MAX_TRIALS, err, sizeof err) < 0) {
+        cgq_cli_error ("%s: %s; a coordinator started with the default --max-trials "
+                       "(" CGQ_DEFAULT_MAX_TRIALS_TEXT ") refuses it",
+                       cli->pos[0], err);
+        rc = CGQ_EXIT_BAD;
+    }
     cgq_spec_destroy (&spec);
-    return CGQ_EXIT_OK;
+    return rc;
 }
 
 // s_spec_dir returns the absolute directory of path (caller frees), or NULL.
@@ -137,11 +211,11 @@ s_print_indented (const char *text, int max)
     }
 }
 
-// s_report prints the leaderboard (table: top rows; json: the results
+// cgq_run_report prints the leaderboard (table: top rows; json: the results
 // document, all trials unless --top was given) and a summary of failures.
 // Returns 0 when the job finished with at least one succeeded trial.
-static int
-s_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top, bool top_given)
+int
+cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top, bool top_given)
 {
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
@@ -216,9 +290,9 @@ cgq_cmd_submit (cgq_cli_t *cli)
         return rc;
     cgq_cli_catch_signals ();
     cgq_job_rec_t *final = NULL;
-    int fr = cgq_progress_follow (store, job, NULL, NULL, &final);
+    int fr = cgq_progress_follow (store, job, true, NULL, NULL, &final);
     if (fr == 0)
-        rc = s_report (store, final, false, S_DEFAULT_TOP, false);
+        rc = cgq_run_report (store, final, false, S_DEFAULT_TOP, false);
     else if (fr == CGQ_PROGRESS_SIGNAL) {
         cgq_cli_error ("stopped following job %" PRIu64 "; it keeps running (cgq cancel %" PRIu64
                        " stops it)",
@@ -1028,9 +1102,10 @@ cgq_cmd_run (cgq_cli_t *cli)
                  l.job, spec->name, l.nworkers, l.nworkers == 1 ? "" : "s");
 
     cgq_job_rec_t *final = NULL;
-    int fr = cgq_progress_follow (l.store, l.job, s_check, &l, &final);
+    // s_check says why a job cannot run here, and ends the run
+    int fr = cgq_progress_follow (l.store, l.job, false, s_check, &l, &final);
     if (fr == 0) {
-        rc = s_report (l.store, final, !strcmp (format, "json"), top,
+        rc = cgq_run_report (l.store, final, !strcmp (format, "json"), top,
                        cgq_cli_opt (cli, "top") != NULL);
         followed = true;
     }

@@ -102,16 +102,8 @@ s_value_text (const json_t *v, bool exact)
 
 // ---------------------------------------------------------------- tables
 
-typedef struct {
-    size_t ncols;
-    char **head;
-    bool *right;
-    char **cells;
-    size_t ncells, cap;
-} s_table_t;
-
-static void
-s_table_init (s_table_t *t, size_t ncols)
+void
+cgq_table_init (cgq_table_t *t, size_t ncols)
 {
     memset (t, 0, sizeof *t);
     t->ncols = ncols;
@@ -119,8 +111,8 @@ s_table_init (s_table_t *t, size_t ncols)
     t->right = cgq_xcalloc (ncols, sizeof *t->right);
 }
 
-static void
-s_table_head (s_table_t *t, size_t col, const char *name, bool right)
+void
+cgq_table_head (cgq_table_t *t, size_t col, const char *name, bool right)
 {
     free (t->head[col]);
     t->head[col] = cgq_xstrdup (name);
@@ -138,10 +130,10 @@ s_utf8_len (const char *s)
     return n;
 }
 
-// s_table_add takes a cell (ownership), flattening control characters and
+// cgq_table_add takes a cell (ownership), flattening control characters and
 // cutting it at S_CELL_MAX code points.
-static void
-s_table_add (s_table_t *t, char *cell)
+void
+cgq_table_add (cgq_table_t *t, char *cell)
 {
     cgq_buf_t b;
     cgq_buf_init (&b);
@@ -167,11 +159,8 @@ s_table_add (s_table_t *t, char *cell)
     t->cells[t->ncells++] = cgq_buf_take (&b);
 }
 
-static void
-s_table_addf (s_table_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
-
-static void
-s_table_addf (s_table_t *t, const char *fmt, ...)
+void
+cgq_table_addf (cgq_table_t *t, const char *fmt, ...)
 {
     va_list ap;
     va_start (ap, fmt);
@@ -179,11 +168,11 @@ s_table_addf (s_table_t *t, const char *fmt, ...)
     if (vasprintf (&s, fmt, ap) < 0)
         s = NULL;
     va_end (ap);
-    s_table_add (t, s ? s : cgq_xstrdup ("?"));
+    cgq_table_add (t, s ? s : cgq_xstrdup ("?"));
 }
 
-static void
-s_table_print (const s_table_t *t, FILE *f, const char *indent)
+void
+cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent)
 {
     size_t *w = cgq_xcalloc (t->ncols, sizeof *w);
     for (size_t c = 0; c < t->ncols; c++)
@@ -212,8 +201,8 @@ s_table_print (const s_table_t *t, FILE *f, const char *indent)
     free (w);
 }
 
-static void
-s_table_fini (s_table_t *t)
+void
+cgq_table_fini (cgq_table_t *t)
 {
     for (size_t c = 0; c < t->ncols; c++)
         free (t->head[c]);
@@ -263,6 +252,71 @@ s_duration_cell (const cgq_trial_rec_t *t)
     return cgq_xstrdup (cgq_show_duration (buf, sizeof buf, t->duration));
 }
 
+// s_col_name returns the column name of a param (metric false) or metric
+// key (caller frees): the key itself, or "params.KEY" / "metrics.KEY" when the
+// key is a built-in column's name or both a param's and a metric's, so that
+// no header repeats a column.
+static char *
+s_col_name (const char *key, bool metric, const char *const *builtins, const char **other,
+            size_t nother)
+{
+    bool clash = false;
+    for (size_t i = 0; builtins[i] && !clash; i++)
+        clash = !strcmp (builtins[i], key);
+    for (size_t i = 0; i < nother && !clash; i++)
+        clash = !strcmp (other[i], key);
+    return clash ? cgq_xasprintf ("%s.%s", metric ? "metrics" : "params", key) : cgq_xstrdup (key);
+}
+
+static bool
+s_ends_with (const char *s, const char *suffix)
+{
+    size_t a = strlen (s), b = strlen (suffix);
+    return a >= b && !strcmp (s + a - b, suffix);
+}
+
+char *
+cgq_show_bytes (char *buf, size_t n, double v)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    size_t u = 0;
+    double a = fabs (v);
+    while (a >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+        a /= 1024;
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf (buf, n, "%.0f B", v);
+    else
+        snprintf (buf, n, "%.3g %s", v, units[u]);
+    return buf;
+}
+
+// s_unit_cell writes a number for a table, with a unit when the metric's name
+// says it: NAME_s, NAME_sec, NAME_seconds (seconds), NAME_ms (milliseconds),
+// NAME_bytes or bytes (bytes). Anything else is s_value_text's.
+static char *
+s_unit_cell (const char *name, const json_t *v)
+{
+    char buf[48];
+    if (!json_is_number (v))
+        return s_value_text (v, false);
+    double x = json_number_value (v);
+    if (s_ends_with (name, "_s") || s_ends_with (name, "_sec") || s_ends_with (name, "_seconds"))
+        return cgq_xstrdup (x >= 0 && x < 1 ? (snprintf (buf, sizeof buf, "%.3gms", x * 1000), buf)
+                                            : cgq_show_duration (buf, sizeof buf, x));
+    if (s_ends_with (name, "_ms")) {
+        if (x >= 1000 || x <= -1000)
+            return cgq_xstrdup (cgq_show_duration (buf, sizeof buf, x / 1000));
+        snprintf (buf, sizeof buf, "%.3gms", x);
+        return cgq_xstrdup (buf);
+    }
+    if (s_ends_with (name, "_bytes") || !strcmp (name, "bytes"))
+        return cgq_xstrdup (cgq_show_bytes (buf, sizeof buf, x));
+    return s_value_text (v, false);
+}
+
 // ---------------------------------------------------------------- trials
 
 void
@@ -277,32 +331,32 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     bool ranked = job->metric != NULL;
     // [rank, value,] trial, params..., duration
     size_t ncols = 2 + np + (ranked ? 2 : 0);
-    s_table_t t;
-    s_table_init (&t, ncols);
+    cgq_table_t t;
+    cgq_table_init (&t, ncols);
     size_t c = 0;
     if (ranked)
-        s_table_head (&t, c++, "rank", true);
-    s_table_head (&t, c++, "trial", true);
+        cgq_table_head (&t, c++, "rank", true);
+    cgq_table_head (&t, c++, "trial", true);
     if (ranked)
-        s_table_head (&t, c++, job->metric, true);
+        cgq_table_head (&t, c++, job->metric, true);
     for (size_t k = 0; k < np; k++)
-        s_table_head (&t, c++, pk[k], false);
-    s_table_head (&t, c++, "duration", true);
+        cgq_table_head (&t, c++, pk[k], false);
+    cgq_table_head (&t, c++, "duration", true);
     char num[32];
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *tr = trials[i];
         if (ranked)
-            s_table_addf (&t, "%zu", i + 1);
-        s_table_addf (&t, "%" PRIu64, tr->id);
+            cgq_table_addf (&t, "%zu", i + 1);
+        cgq_table_addf (&t, "%" PRIu64, tr->id);
         if (ranked)
-            s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
+            cgq_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
                                                         : "-"));
         for (size_t k = 0; k < np; k++)
-            s_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
-        s_table_add (&t, s_duration_cell (tr));
+            cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+        cgq_table_add (&t, s_duration_cell (tr));
     }
-    s_table_print (&t, f, "");
-    s_table_fini (&t);
+    cgq_table_print (&t, f, "");
+    cgq_table_fini (&t);
     free (pk);
 }
 
@@ -314,39 +368,63 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         fprintf (f, "job %" PRIu64 " has no trials yet\n", job->id);
         return;
     }
-    size_t np;
+    size_t np, nm;
     const char **pk = s_keys (trials, n, false, &np);
-    // trial, state, value, params..., attempts, node, duration, error
-    size_t ncols = 7 + np;
-    s_table_t t;
-    s_table_init (&t, ncols);
+    const char **mk = s_keys (trials, n, true, &nm);
+    const char *vname = job->metric ? job->metric : "value";
+    const char *builtins[] = {"trial", "state", vname, "attempts", "node", "duration", "error", NULL};
+    // The objective metric is the value column already.
+    size_t nshown = 0;
+    for (size_t k = 0; k < nm; k++)
+        if (!job->metric || strcmp (mk[k], job->metric))
+            mk[nshown++] = mk[k];
+    nm = nshown;
+    // trial, state, value, params..., metrics..., attempts, node, duration, error
+    size_t ncols = 7 + np + nm;
+    cgq_table_t t;
+    cgq_table_init (&t, ncols);
     size_t c = 0;
-    s_table_head (&t, c++, "trial", true);
-    s_table_head (&t, c++, "state", false);
-    s_table_head (&t, c++, job->metric ? job->metric : "value", true);
-    for (size_t k = 0; k < np; k++)
-        s_table_head (&t, c++, pk[k], false);
-    s_table_head (&t, c++, "attempts", true);
-    s_table_head (&t, c++, "node", false);
-    s_table_head (&t, c++, "duration", true);
-    s_table_head (&t, c++, "error", false);
+    cgq_table_head (&t, c++, "trial", true);
+    cgq_table_head (&t, c++, "state", false);
+    cgq_table_head (&t, c++, vname, true);
+    for (size_t k = 0; k < np; k++) {
+        char *name = s_col_name (pk[k], false, builtins, mk, nm);
+        cgq_table_head (&t, c++, name, false);
+        free (name);
+    }
+    for (size_t k = 0; k < nm; k++) {
+        char *name = s_col_name (mk[k], true, builtins, pk, np);
+        cgq_table_head (&t, c++, name, true);
+        free (name);
+    }
+    cgq_table_head (&t, c++, "attempts", true);
+    cgq_table_head (&t, c++, "node", false);
+    cgq_table_head (&t, c++, "duration", true);
+    cgq_table_head (&t, c++, "error", false);
     char num[32];
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *tr = trials[i];
-        s_table_addf (&t, "%" PRIu64, tr->id);
-        s_table_add (&t, cgq_xstrdup (tr->state));
-        s_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
+        cgq_table_addf (&t, "%" PRIu64, tr->id);
+        cgq_table_add (&t, cgq_xstrdup (tr->state));
+        cgq_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
                                                     : "-"));
         for (size_t k = 0; k < np; k++)
-            s_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
-        s_table_addf (&t, "%u", tr->attempt);
-        s_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
-        s_table_add (&t, s_duration_cell (tr));
-        s_table_add (&t, cgq_xstrdup (tr->error ? tr->error : ""));
+            cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+        for (size_t k = 0; k < nm; k++) {
+            const json_t *v = json_object_get (tr->metrics, mk[k]);
+            cgq_table_add (&t, v ? s_unit_cell (mk[k], v) : cgq_xstrdup ("-"));
+        }
+        cgq_table_addf (&t, "%u", tr->attempt);
+        cgq_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
+        cgq_table_add (&t, s_duration_cell (tr));
+        cgq_table_add (&t, tr->error     ? cgq_xstrdup (tr->error)
+                           : tr->warning ? cgq_xasprintf ("warning: %s", tr->warning)
+                                         : cgq_xstrdup (""));
     }
-    s_table_print (&t, f, "");
-    s_table_fini (&t);
+    cgq_table_print (&t, f, "");
+    cgq_table_fini (&t);
     free (pk);
+    free (mk);
 }
 
 // s_csv_field appends s quoted as RFC 4180 asks: in double quotes when it
@@ -386,13 +464,20 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     const char **mk = s_keys (trials, n, true, &nm);
     cgq_buf_t b;
     cgq_buf_init (&b);
+    const char *builtins[] = {"id", "state", "value", "attempts", "node", "duration", "error", NULL};
     s_csv_field (&b, "id", true);
     s_csv_field (&b, "state", false);
     s_csv_field (&b, "value", false);
-    for (size_t k = 0; k < np; k++)
-        s_csv_field (&b, pk[k], false);
-    for (size_t k = 0; k < nm; k++)
-        s_csv_field (&b, mk[k], false);
+    for (size_t k = 0; k < np; k++) {
+        char *name = s_col_name (pk[k], false, builtins, mk, nm);
+        s_csv_field (&b, name, false);
+        free (name);
+    }
+    for (size_t k = 0; k < nm; k++) {
+        char *name = s_col_name (mk[k], true, builtins, pk, np);
+        s_csv_field (&b, name, false);
+        free (name);
+    }
     s_csv_field (&b, "attempts", false);
     s_csv_field (&b, "node", false);
     s_csv_field (&b, "duration", false);
@@ -525,11 +610,330 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
         s_json_num_or_null (&b, t->has_finished, t->finished);
         cgq_buf_puts (&b, ", \"error\": ");
         s_json_str_or_null (&b, t->error);
+        cgq_buf_puts (&b, ", \"warning\": ");
+        s_json_str_or_null (&b, t->warning);
         cgq_buf_puts (&b, "}");
     }
     cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");
     fputs (b.data, f);
     cgq_buf_fini (&b);
+}
+
+// ---------------------------------------------------------------- groups
+
+typedef struct {
+    char *name;  // column name (params.X when a metric has the same name)
+    const char *key;
+    bool metric; // a metric, else a param
+} s_stat_col_t;
+
+typedef struct {
+    json_t **key;   // per group-by key: the value (borrowed), NULL when missing
+    size_t *cnt;    // per stat column: how many trials have a number for it
+    double **vals;  // per stat column: those numbers (mean first, then the std)
+    size_t n;       // succeeded trials in the group
+} s_group_t;
+
+static int
+s_json_cmp (const json_t *a, const json_t *b)
+{
+    if (!a || !b)
+        return !a && !b ? 0 : !a ? 1 : -1; // missing last
+    if (json_is_number (a) && json_is_number (b)) {
+        double x = json_number_value (a), y = json_number_value (b);
+        return x < y ? -1 : x > y;
+    }
+    char *x = s_value_text (a, true), *y = s_value_text (b, true);
+    int r = strcmp (x, y);
+    free (x);
+    free (y);
+    return r;
+}
+
+static size_t s_sort_nkeys;
+
+static int
+s_group_cmp (const void *pa, const void *pb)
+{
+    const s_group_t *a = pa, *b = pb;
+    for (size_t k = 0; k < s_sort_nkeys; k++) {
+        int r = s_json_cmp (a->key[k], b->key[k]);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+static const json_t *
+s_lookup (const cgq_trial_rec_t *t, const char *key)
+{
+    const json_t *v = json_object_get (t->params, key);
+    return v ? v : json_object_get (t->metrics, key);
+}
+
+static bool
+s_is_num (const json_t *v)
+{
+    return json_is_number (v) && isfinite (json_number_value (v));
+}
+
+// s_stats_of computes mean, sample std (n - 1; NaN when n < 2), min, max.
+static void
+s_stats_of (const double *v, size_t n, double *mean, double *sd, double *lo, double *hi)
+{
+    double sum = 0;
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        sum += v[i];
+        if (v[i] < *lo)
+            *lo = v[i];
+        if (v[i] > *hi)
+            *hi = v[i];
+    }
+    *mean = n ? sum / (double) n : NAN;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++)
+        ss += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt (ss / (double) (n - 1)) : NAN;
+}
+
+int
+cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
+                 size_t n, const char *by, char *err, size_t errlen)
+{
+    // the group-by keys
+    size_t nkeys = 0;
+    char *list = cgq_xstrdup (by);
+    char **keys = cgq_xcalloc (strlen (by) + 1, sizeof *keys);
+    for (char *save = NULL, *k = strtok_r (list, ",", &save); k; k = strtok_r (NULL, ",", &save)) {
+        while (*k == ' ')
+            k++;
+        size_t len = strlen (k);
+        while (len && k[len - 1] == ' ')
+            k[--len] = 0;
+        if (*k)
+            keys[nkeys++] = k;
+    }
+    if (nkeys == 0) {
+        snprintf (err, errlen, "bad --group-by '%s' (expected param names: --group-by family,dataset)",
+                  by);
+        free (keys);
+        free (list);
+        return -1;
+    }
+    // succeeded trials only: the others have no metrics to average
+    // (swapped to the front: the caller still frees all n)
+    size_t nok = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp (trials[i]->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED])) {
+            cgq_trial_rec_t *tmp = trials[nok];
+            trials[nok++] = trials[i];
+            trials[i] = tmp;
+        }
+    for (size_t k = 0; k < nkeys; k++) {
+        bool seen = false;
+        for (size_t i = 0; i < nok && !seen; i++)
+            seen = s_lookup (trials[i], keys[k]) != NULL;
+        if (!seen && nok) {
+            snprintf (err, errlen,
+                      "no succeeded trial of job %" PRIu64 " has a param or metric '%s' to group by",
+                      job->id, keys[k]);
+            free (keys);
+            free (list);
+            return -1;
+        }
+    }
+    // the stat columns: numeric metrics, then numeric params not grouped on
+    size_t np, nm;
+    const char **pk = s_keys (trials, nok, false, &np);
+    const char **mk = s_keys (trials, nok, true, &nm);
+    s_stat_col_t *cols = cgq_xcalloc (np + nm + 1, sizeof *cols);
+    size_t ncols = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        bool metric = pass == 0;
+        const char **ks = metric ? mk : pk;
+        size_t nk = metric ? nm : np;
+        for (size_t k = 0; k < nk; k++) {
+            bool grouped = false, numeric = false;
+            for (size_t g = 0; g < nkeys && !grouped; g++)
+                grouped = !strcmp (keys[g], ks[k]);
+            for (size_t i = 0; i < nok && !numeric; i++)
+                numeric = s_is_num (json_object_get (metric ? trials[i]->metrics : trials[i]->params, ks[k]));
+            if (grouped || !numeric)
+                continue;
+            bool clash = false;
+            for (size_t c = 0; c < ncols && !clash; c++)
+                clash = !strcmp (cols[c].key, ks[k]);
+            cols[ncols].key = ks[k];
+            cols[ncols].metric = metric;
+            cols[ncols].name = clash ? cgq_xasprintf ("params.%s", ks[k]) : cgq_xstrdup (ks[k]);
+            ncols++;
+        }
+    }
+    // the groups
+    s_group_t *groups = cgq_xcalloc (nok + 1, sizeof *groups);
+    size_t ng = 0;
+    for (size_t i = 0; i < nok; i++) {
+        const cgq_trial_rec_t *t = trials[i];
+        s_group_t *g = NULL;
+        for (size_t j = 0; j < ng && !g; j++) {
+            bool same = true;
+            for (size_t k = 0; k < nkeys && same; k++) {
+                const json_t *v = s_lookup (t, keys[k]);
+                same = (!v && !groups[j].key[k]) || (v && groups[j].key[k] && json_equal ((json_t *) v, groups[j].key[k]));
+            }
+            if (same)
+                g = &groups[j];
+        }
+        if (!g) {
+            g = &groups[ng++];
+            g->key = cgq_xcalloc (nkeys, sizeof *g->key);
+            for (size_t k = 0; k < nkeys; k++)
+                g->key[k] = (json_t *) s_lookup (t, keys[k]);
+            g->vals = cgq_xcalloc (ncols + 1, sizeof *g->vals);
+            g->cnt = cgq_xcalloc (ncols + 1, sizeof *g->cnt);
+            for (size_t c = 0; c < ncols; c++)
+                g->vals[c] = cgq_xcalloc (nok, sizeof *g->vals[c]);
+        }
+        g->n++;
+        for (size_t c = 0; c < ncols; c++) {
+            const json_t *v = json_object_get (cols[c].metric ? t->metrics : t->params, cols[c].key);
+            if (s_is_num (v))
+                g->vals[c][g->cnt[c]++] = json_number_value (v);
+        }
+    }
+    s_sort_nkeys = nkeys;
+    if (ng > 1)
+        qsort (groups, ng, sizeof *groups, s_group_cmp);
+
+    char num[32];
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    if (!strcmp (format, "json")) {
+        cgq_buf_printf (&b, "{\n  \"job\": %" PRIu64 ",\n  \"group_by\": [", job->id);
+        for (size_t k = 0; k < nkeys; k++) {
+            cgq_buf_puts (&b, k ? ", " : "");
+            s_json_str_or_null (&b, keys[k]);
+        }
+        cgq_buf_puts (&b, "],\n  \"std\": \"sample\",\n  \"groups\": [");
+        for (size_t j = 0; j < ng; j++) {
+            const s_group_t *g = &groups[j];
+            cgq_buf_printf (&b, "%s\n    {\"key\": {", j ? "," : "");
+            for (size_t k = 0; k < nkeys; k++) {
+                cgq_buf_puts (&b, k ? ", " : "");
+                s_json_str_or_null (&b, keys[k]);
+                cgq_buf_puts (&b, ": ");
+                if (g->key[k])
+                    cgq_json_append (&b, g->key[k], true);
+                else
+                    cgq_buf_puts (&b, "null");
+            }
+            cgq_buf_printf (&b, "}, \"n\": %zu, \"stats\": {", g->n);
+            for (size_t c = 0; c < ncols; c++) {
+                double mean, sd, lo, hi;
+                s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
+                cgq_buf_puts (&b, c ? ",\n      " : "\n      ");
+                s_json_str_or_null (&b, cols[c].name);
+                cgq_buf_printf (&b, ": {\"n\": %zu, \"mean\": ", g->cnt[c]);
+                s_json_num_or_null (&b, g->cnt[c] > 0, mean);
+                cgq_buf_puts (&b, ", \"std\": ");
+                s_json_num_or_null (&b, g->cnt[c] > 1, sd);
+                cgq_buf_puts (&b, ", \"min\": ");
+                s_json_num_or_null (&b, g->cnt[c] > 0, lo);
+                cgq_buf_puts (&b, ", \"max\": ");
+                s_json_num_or_null (&b, g->cnt[c] > 0, hi);
+                cgq_buf_puts (&b, "}");
+            }
+            cgq_buf_puts (&b, "}}");
+        }
+        cgq_buf_puts (&b, ng ? "\n  ]\n}\n" : "]\n}\n");
+        fputs (b.data, f);
+    }
+    else if (!strcmp (format, "csv")) {
+        for (size_t k = 0; k < nkeys; k++)
+            s_csv_field (&b, keys[k], k == 0);
+        s_csv_field (&b, "n", false);
+        const char *st[] = {"mean", "std", "min", "max"};
+        for (size_t c = 0; c < ncols; c++)
+            for (size_t s = 0; s < 4; s++) {
+                char *h = cgq_xasprintf ("%s_%s", cols[c].name, st[s]);
+                s_csv_field (&b, h, false);
+                free (h);
+            }
+        fprintf (f, "%s\n", b.data);
+        for (size_t j = 0; j < ng; j++) {
+            const s_group_t *g = &groups[j];
+            cgq_buf_reset (&b);
+            for (size_t k = 0; k < nkeys; k++) {
+                char *v = s_value_text (g->key[k], true);
+                s_csv_field (&b, v, k == 0);
+                free (v);
+            }
+            cgq_buf_printf (&b, ",%zu", g->n);
+            for (size_t c = 0; c < ncols; c++) {
+                double v[4];
+                s_stats_of (g->vals[c], g->cnt[c], &v[0], &v[1], &v[2], &v[3]);
+                for (size_t s = 0; s < 4; s++)
+                    cgq_buf_printf (&b, ",%s", g->cnt[c] > (s == 1 ? 1u : 0u) && isfinite (v[s])
+                                                   ? cgq_fmt_double (num, v[s]) : "");
+            }
+            fprintf (f, "%s\n", b.data);
+        }
+    }
+    else {
+        if (ng == 0)
+            fprintf (f, "job %" PRIu64 " has no succeeded trial to group\n", job->id);
+        else {
+            cgq_table_t t;
+            cgq_table_init (&t, nkeys + 1 + ncols);
+            for (size_t k = 0; k < nkeys; k++)
+                cgq_table_head (&t, k, keys[k], false);
+            cgq_table_head (&t, nkeys, "n", true);
+            for (size_t c = 0; c < ncols; c++)
+                cgq_table_head (&t, nkeys + 1 + c, cols[c].name, true);
+            for (size_t j = 0; j < ng; j++) {
+                const s_group_t *g = &groups[j];
+                for (size_t k = 0; k < nkeys; k++)
+                    cgq_table_add (&t, g->key[k] ? s_value_text (g->key[k], false) : cgq_xstrdup ("-"));
+                cgq_table_addf (&t, "%zu", g->n);
+                for (size_t c = 0; c < ncols; c++) {
+                    double mean, sd, lo, hi;
+                    s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
+                    char a[32], d[32], l[32], h[32];
+                    if (g->cnt[c] == 0)
+                        cgq_table_add (&t, cgq_xstrdup ("-"));
+                    else if (g->cnt[c] == 1)
+                        cgq_table_add (&t, cgq_xstrdup (cgq_show_number (a, sizeof a, mean)));
+                    else
+                        cgq_table_addf (&t, "%s ± %s [%s, %s]", cgq_show_number (a, sizeof a, mean),
+                                        cgq_show_number (d, sizeof d, sd),
+                                        cgq_show_number (l, sizeof l, lo),
+                                        cgq_show_number (h, sizeof h, hi));
+                }
+            }
+            cgq_table_print (&t, f, "");
+            cgq_table_fini (&t);
+            fprintf (f, "(mean ± sample std [min, max] over the succeeded trials of each group)\n");
+        }
+    }
+    cgq_buf_fini (&b);
+    for (size_t j = 0; j < ng; j++) {
+        for (size_t c = 0; c < ncols; c++)
+            free (groups[j].vals[c]);
+        free (groups[j].vals);
+        free (groups[j].cnt);
+        free (groups[j].key);
+    }
+    free (groups);
+    for (size_t c = 0; c < ncols; c++)
+        free (cols[c].name);
+    free (cols);
+    free (pk);
+    free (mk);
+    free (keys);
+    free (list);
+    return 0;
 }
 
 // ---------------------------------------------------------------- commands
@@ -613,12 +1017,12 @@ s_status_list (cgq_cli_t *cli)
         cgq_store_destroy (&store);
         return CGQ_EXIT_OK;
     }
-    s_table_t t;
-    s_table_init (&t, 8);
+    cgq_table_t t;
+    cgq_table_init (&t, 8);
     const char *heads[] = {"id", "name", "state", "done/total", "running", "failed", "best", "age"};
     const bool right[] = {true, false, false, true, true, true, false, true};
     for (size_t c = 0; c < 8; c++)
-        s_table_head (&t, c, heads[c], right[c]);
+        cgq_table_head (&t, c, heads[c], right[c]);
     char err[512], buf[32];
     for (size_t i = 0; i < r->elements && rc == CGQ_EXIT_OK; i++) {
         uint64_t id;
@@ -634,26 +1038,26 @@ s_status_list (cgq_cli_t *cli)
             rc = CGQ_EXIT_FAIL;
             break;
         }
-        s_table_addf (&t, "%" PRIu64, id);
-        s_table_add (&t, cgq_xstrdup (j->name));
+        cgq_table_addf (&t, "%" PRIu64, id);
+        cgq_table_add (&t, cgq_xstrdup (j->name));
         if (j->blocked && !cgq_job_rec_terminal (j))
-            s_table_addf (&t, "%s (blocked)", j->state);
+            cgq_table_addf (&t, "%s (blocked)", j->state);
         else
-            s_table_add (&t, cgq_xstrdup (j->state));
-        s_table_add (&t, s_done_text (j));
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
-        s_table_add (&t, s_best_text (j, true));
-        s_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
+            cgq_table_add (&t, cgq_xstrdup (j->state));
+        cgq_table_add (&t, s_done_text (j));
+        cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
+        cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
+        cgq_table_add (&t, s_best_text (j, true));
+        cgq_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
         cgq_job_rec_destroy (&j);
     }
     if (rc == CGQ_EXIT_OK) {
-        s_table_print (&t, stdout, "");
+        cgq_table_print (&t, stdout, "");
         if (njobs > (long long) r->elements)
             printf ("(%lld older jobs not shown; --limit 0 shows all)\n",
                     njobs - (long long) r->elements);
     }
-    s_table_fini (&t);
+    cgq_table_fini (&t);
     freeReplyObject (r);
     cgq_store_destroy (&store);
     return rc;
@@ -750,6 +1154,7 @@ cgq_cmd_results (cgq_cli_t *cli)
     uint64_t top;
     if (cgq_cli_opt_u64 (cli, "top", 0, 1, UINT32_MAX, &top) < 0)
         return CGQ_EXIT_BAD;
+    const char *by = cgq_cli_opt (cli, "group-by");
     cgq_store_t *store = NULL;
     cgq_job_rec_t *j = NULL;
     int rc = s_load_job (cli, cli->pos[0], &store, &j);
@@ -763,6 +1168,12 @@ cgq_cmd_results (cgq_cli_t *cli)
     if (vr != CGQ_VIEW_OK) {
         cgq_cli_error ("%s", err);
         rc = CGQ_EXIT_FAIL;
+    }
+    else if (by) {
+        if (cgq_show_groups (stdout, format, j, trials, n, by, err, sizeof err) < 0) {
+            cgq_cli_error ("%s", err);
+            rc = CGQ_EXIT_BAD;
+        }
     }
     else if (!strcmp (format, "json"))
         cgq_show_results_json (stdout, j, trials, n);
@@ -794,36 +1205,36 @@ cgq_cmd_workers (cgq_cli_t *cli)
     if (n == 0)
         printf ("no workers have connected yet (start one with cgq-worker --coordinator EP)\n");
     else {
-        s_table_t t;
-        s_table_init (&t, 8);
+        cgq_table_t t;
+        cgq_table_init (&t, 8);
         const char *heads[] = {"id", "state", "cpus free/total", "gpus free/total", "running",
                                "last seen", "host", "kind"};
         const bool right[] = {false, false, true, true, true, true, false, false};
         for (size_t c = 0; c < 8; c++)
-            s_table_head (&t, c, heads[c], right[c]);
+            cgq_table_head (&t, c, heads[c], right[c]);
         double now = cgq_wall_s ();
         char buf[32];
         for (size_t i = 0; i < n; i++) {
             const cgq_node_rec_t *nd = nodes[i];
-            s_table_add (&t, cgq_xstrdup (nd->id));
+            cgq_table_add (&t, cgq_xstrdup (nd->id));
             bool stale = !nd->has_last_seen || now - nd->last_seen > 10;
             if (!strcmp (nd->state, CGQ_NODE_ALIVE) && stale)
-                s_table_add (&t, cgq_xstrdup ("dead?"));
+                cgq_table_add (&t, cgq_xstrdup ("dead?"));
             else
-                s_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
-            s_table_addf (&t, "%g/%g", nd->free_cpus, nd->cpus);
-            s_table_addf (&t, "%g/%g", nd->free_gpus, nd->gpus);
-            s_table_addf (&t, "%" PRIu64, nd->running);
+                cgq_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
+            cgq_table_addf (&t, "%g/%g", nd->free_cpus, nd->cpus);
+            cgq_table_addf (&t, "%g/%g", nd->free_gpus, nd->gpus);
+            cgq_table_addf (&t, "%" PRIu64, nd->running);
             if (nd->has_last_seen)
-                s_table_addf (&t, "%s ago", s_ago (buf, sizeof buf, nd->last_seen));
+                cgq_table_addf (&t, "%s ago", s_ago (buf, sizeof buf, nd->last_seen));
             else
-                s_table_add (&t, cgq_xstrdup ("never"));
-            s_table_add (&t, cgq_xstrdup (*nd->hostname ? nd->hostname : "-"));
+                cgq_table_add (&t, cgq_xstrdup ("never"));
+            cgq_table_add (&t, cgq_xstrdup (*nd->hostname ? nd->hostname : "-"));
             // A device runner offers devices, not slots: cgq devices lists them.
-            s_table_add (&t, cgq_xstrdup (*nd->kind ? nd->kind : "?"));
+            cgq_table_add (&t, cgq_xstrdup (*nd->kind ? nd->kind : "?"));
         }
-        s_table_print (&t, stdout, "");
-        s_table_fini (&t);
+        cgq_table_print (&t, stdout, "");
+        cgq_table_fini (&t);
     }
     cgq_view_nodes_free (nodes, n);
     cgq_store_destroy (&store);
@@ -891,6 +1302,8 @@ cgq_cmd_logs (cgq_cli_t *cli)
     }
     if (t->error)
         printf ("error: %s\n", t->error);
+    if (t->warning)
+        printf ("warning: %s\n", t->warning);
     struct stat st;
     bool local = t->trial_dir && stat (t->trial_dir, &st) == 0 && S_ISDIR (st.st_mode);
     if (local) {

@@ -7,10 +7,11 @@
 //    "trials": [{"id": 0, "state": "succeeded", "params": {...},
 //                "metrics": {...} or null, "attempts": 1, "node": "..." or null,
 //                "started": 1732212345.5 or null, "finished": ... or null,
-//                "error": "..." or null}, ...]}
+//                "error": "..." or null, "warning": "..." or null}, ...]}
 #ifndef CGQ_SHOW_H
 #define CGQ_SHOW_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "view.h"
@@ -28,12 +29,46 @@ void cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **
 void cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                             size_t n);
 
+// A table for people: a header row, cells added row by row (left to right),
+// printed with aligned columns. Cells are cut at 40 code points, control
+// characters flattened.
+typedef struct {
+    size_t ncols;
+    char **head;
+    bool *right;
+    char **cells;
+    size_t ncells, cap;
+} cgq_table_t;
+
+void cgq_table_init (cgq_table_t *t, size_t ncols);
+// cgq_table_head names column col (copied); right aligns it right (numbers).
+void cgq_table_head (cgq_table_t *t, size_t col, const char *name, bool right);
+// cgq_table_add takes ownership of cell (NULL: empty).
+void cgq_table_add (cgq_table_t *t, char *cell);
+void cgq_table_addf (cgq_table_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// cgq_table_print writes every row, each line starting with indent.
+void cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent);
+void cgq_table_fini (cgq_table_t *t);
+
+// cgq_show_groups prints, for the succeeded trials grouped by the values of
+// the comma-separated params (or metrics) in by, each group's n and the mean,
+// sample standard deviation (n - 1), min and max of every numeric metric and
+// every numeric param not grouped on; format is table, csv or json. Groups are
+// sorted by their key values. It may reorder trials[] (the caller still frees
+// all n). Returns 0, or -1 with err set (no such key, empty list).
+int cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job,
+                     cgq_trial_rec_t **trials, size_t n, const char *by, char *err,
+                     size_t errlen);
+
 // cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or
 // "2h03m" into buf (n bytes). Returns buf.
 char *cgq_show_duration (char *buf, size_t n, double s);
 
 // cgq_show_clock writes s seconds as "0:12", "12:34" or "1:02:03". Returns buf.
 char *cgq_show_clock (char *buf, size_t n, double s);
+
+// cgq_show_bytes writes v bytes as "512 B", "1.5 KiB", "12.3 MiB". Returns buf.
+char *cgq_show_bytes (char *buf, size_t n, double v);
 
 // cgq_show_number writes v with 6 significant digits, for tables. Returns buf.
 char *cgq_show_number (char *buf, size_t n, double v);

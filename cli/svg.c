@@ -26,6 +26,7 @@ typedef struct {
 
 struct cgq_svg_plot_s {
     char *title, *xlabel, *ylabel;
+    bool x_integer; // x counts things: no tick between two whole numbers
     s_series_t *s;
     size_t ns;
 };
@@ -58,6 +59,12 @@ cgq_svg_plot_destroy (cgq_svg_plot_t **self_p)
     free (self->ylabel);
     free (self);
     *self_p = NULL;
+}
+
+void
+cgq_svg_plot_integer_x (cgq_svg_plot_t *self)
+{
+    self->x_integer = true;
 }
 
 void
@@ -145,13 +152,23 @@ s_axis_range (const cgq_svg_plot_t *self, bool use_y, double *lo, double *hi)
     }
 }
 
-void
-cgq_svg_plot_write (const cgq_svg_plot_t *self, FILE *f)
+// s_write writes one plot: a whole document, or (nested) an <svg> element
+// placed y pixels down in a document of several.
+static void
+s_write (const cgq_svg_plot_t *self, FILE *f, bool nested, double y)
 {
     double xlo, xhi, ylo, yhi, xt[S_MAX_TICKS], yt[S_MAX_TICKS];
     s_axis_range (self, false, &xlo, &xhi);
     s_axis_range (self, true, &ylo, &yhi);
     size_t nx = cgq_svg_ticks (xlo, xhi, 7, xt), ny = cgq_svg_ticks (ylo, yhi, 7, yt);
+    if (self->x_integer && nx > 1 && xt[1] - xt[0] < 1) {
+        // a step below 1 means a span of a few units: one tick per whole number
+        nx = 0;
+        for (double v = floor (xlo); v <= ceil (xhi) && nx < S_MAX_TICKS; v++)
+            xt[nx++] = v;
+        if (nx < 2)
+            xt[nx++] = xt[0] + 1;
+    }
     xlo = xt[0];
     xhi = xt[nx - 1];
     ylo = yt[0];
@@ -159,12 +176,18 @@ cgq_svg_plot_write (const cgq_svg_plot_t *self, FILE *f)
     const double pw = S_W - S_LEFT - S_RIGHT, ph = S_H - S_TOP - S_BOTTOM;
 #define S_PX(v) (S_LEFT + ((v) - xlo) / (xhi - xlo) * pw)
 #define S_PY(v) (S_TOP + ph - ((v) - ylo) / (yhi - ylo) * ph)
-    fprintf (f,
-             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
-             "viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n"
-             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-             S_W, S_H, S_W, S_H);
+    if (nested)
+        fprintf (f,
+                 "<svg class=\"plot\" x=\"0\" y=\"%g\" width=\"%g\" height=\"%g\" "
+                 "viewBox=\"0 0 %g %g\">\n",
+                 y, S_W, S_H, S_W, S_H);
+    else
+        fprintf (f,
+                 "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+                 "viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n",
+                 S_W, S_H, S_W, S_H);
+    fputs ("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n", f);
     fprintf (f, "<text class=\"title\" x=\"%g\" y=\"28\" text-anchor=\"middle\" font-size=\"15\">",
              S_W / 2);
     s_text (f, self->title);
@@ -241,6 +264,42 @@ cgq_svg_plot_write (const cgq_svg_plot_t *self, FILE *f)
     fputs ("</svg>\n", f);
 #undef S_PX
 #undef S_PY
+}
+
+void
+cgq_svg_plot_write (const cgq_svg_plot_t *self, FILE *f)
+{
+    s_write (self, f, false, 0);
+}
+
+void
+cgq_svg_plots_write (cgq_svg_plot_t *const *plots, size_t n, FILE *f)
+{
+    fprintf (f,
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%g\" height=\"%g\" "
+             "viewBox=\"0 0 %g %g\" font-family=\"sans-serif\" font-size=\"12\">\n",
+             S_W, S_H * (double) n, S_W, S_H * (double) n);
+    for (size_t i = 0; i < n; i++)
+        s_write (plots[i], f, true, S_H * (double) i);
+    fputs ("</svg>\n", f);
+}
+
+int
+cgq_svg_plots_save (cgq_svg_plot_t *const *plots, size_t n, const char *path, char *err,
+                    size_t errlen)
+{
+    FILE *f = fopen (path, "w");
+    if (!f) {
+        snprintf (err, errlen, "cannot write %s: %s", path, strerror (errno));
+        return -1;
+    }
+    cgq_svg_plots_write (plots, n, f);
+    if (fclose (f) != 0) {
+        snprintf (err, errlen, "cannot write %s: %s", path, strerror (errno));
+        return -1;
+    }
+    return 0;
 }
 
 int

@@ -17,6 +17,10 @@ typedef struct cgq_svg_plot_s cgq_svg_plot_t;
 cgq_svg_plot_t *cgq_svg_plot_new (const char *title, const char *xlabel, const char *ylabel);
 void cgq_svg_plot_destroy (cgq_svg_plot_t **self_p);
 
+// cgq_svg_plot_integer_x says that x counts things (trials, epochs): the x
+// ticks are whole numbers.
+void cgq_svg_plot_integer_x (cgq_svg_plot_t *self);
+
 // How a series is drawn.
 typedef enum {
     CGQ_SVG_MARKERS, // a circle per point
@@ -38,6 +42,13 @@ void cgq_svg_plot_write (const cgq_svg_plot_t *self, FILE *f);
 // cgq_svg_plot_save writes the plot to path. Returns 0, or -1 with err set
 // ("cannot write front.svg: Permission denied").
 int cgq_svg_plot_save (const cgq_svg_plot_t *self, const char *path, char *err, size_t errlen);
+
+// cgq_svg_plots_write writes n plots stacked top to bottom as one SVG
+// document (each a nested <svg class="plot">); _save writes it to path
+// (0, or -1 with err set).
+void cgq_svg_plots_write (cgq_svg_plot_t *const *plots, size_t n, FILE *f);
+int cgq_svg_plots_save (cgq_svg_plot_t *const *plots, size_t n, const char *path, char *err,
+                        size_t errlen);
 
 // cgq_svg_ticks chooses round tick values (1, 2 or 5 times a power of ten)
 // covering [lo, hi]: at most max of them into ticks, returns how many; the

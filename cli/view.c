@@ -398,3 +398,77 @@ cgq_view_trial_find (cgq_store_t *store, const cgq_job_rec_t *job, const char *s
         snprintf (err, errlen, "job %" PRIu64 " has no %s trial", job->id, state);
     return rc;
 }
+
+int
+cgq_view_trials_active (cgq_store_t *store, const cgq_job_rec_t *job, size_t max,
+                        cgq_trial_rec_t ***trials, size_t *n, char *err, size_t errlen)
+{
+    *trials = NULL;
+    *n = 0;
+    char key[64];
+    cgq_key_active (key, sizeof key, job->id);
+    redisReply *r = cgq_store_command (store, "SMEMBERS %s", key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        int rc = s_io_error (store, r, err, errlen);
+        if (r)
+            freeReplyObject (r);
+        return rc;
+    }
+    size_t nids = 0;
+    uint64_t *ids = cgq_xcalloc (r->elements ? r->elements : 1, sizeof *ids);
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING &&
+            cgq_parse_u64 (r->element[i]->str, &ids[nids]) == 0)
+            nids++;
+    freeReplyObject (r);
+    qsort (ids, nids, sizeof *ids, s_cmp_u64);
+    if (nids > max)
+        nids = max;
+    size_t cap = 0;
+    int rc = s_load_ids (store, job, ids, nids, trials, n, &cap, err, errlen);
+    free (ids);
+    if (rc != CGQ_VIEW_OK) {
+        cgq_view_trials_free (*trials, *n);
+        *trials = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int
+cgq_view_reports (cgq_store_t *store, uint64_t job, uint64_t trial, json_t **reports, char *err,
+                  size_t errlen)
+{
+    *reports = NULL;
+    char key[96];
+    cgq_key_reports (key, sizeof key, job, trial);
+    redisReply *r = cgq_store_command (store, "XRANGE %s - +", key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        int rc = s_io_error (store, r, err, errlen);
+        if (r)
+            freeReplyObject (r);
+        return rc;
+    }
+    json_t *out = json_array ();
+    // Each entry: [id, [field, value, ...]].
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 || e->element[1]->type != REDIS_REPLY_ARRAY)
+            continue;
+        const redisReply *f = e->element[1];
+        for (size_t k = 0; k + 1 < f->elements; k += 2) {
+            if (f->element[k]->type != REDIS_REPLY_STRING ||
+                strcmp (f->element[k]->str, CGQ_REPORT_FIELD) ||
+                f->element[k + 1]->type != REDIS_REPLY_STRING)
+                continue;
+            json_t *o = json_loads (f->element[k + 1]->str, 0, NULL);
+            if (json_is_object (o))
+                json_array_append_new (out, o);
+            else
+                json_decref (o);
+        }
+    }
+    freeReplyObject (r);
+    *reports = out;
+    return CGQ_VIEW_OK;
+}

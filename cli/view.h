@@ -59,6 +59,17 @@ void cgq_view_trials_sort (const cgq_job_rec_t *job, cgq_trial_rec_t **trials, s
 int cgq_view_trial_find (cgq_store_t *store, const cgq_job_rec_t *job, const char *state,
                          bool active_only, cgq_trial_rec_t **trial, char *err, size_t errlen);
 
+// cgq_view_trials_active reads at most max of the job's active trials (the
+// set cgq:job:{J}:active: pending, running, unschedulable), by id. Free with
+// cgq_view_trials_free.
+int cgq_view_trials_active (cgq_store_t *store, const cgq_job_rec_t *job, size_t max,
+                            cgq_trial_rec_t ***trials, size_t *n, char *err, size_t errlen);
+
+// cgq_view_reports reads the report stream of a trial (cgq:job:{J}:reports:T,
+// oldest first, at most CGQ_REPORTS_MAXLEN): *reports is a JSON array of the
+// report objects (lines that are not objects skipped); caller decrefs.
+int cgq_view_reports (cgq_store_t *store, uint64_t job, uint64_t trial, json_t **reports,
+                      char *err, size_t errlen);
 
 void cgq_view_trials_free (cgq_trial_rec_t **trials, size_t n);
 

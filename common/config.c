@@ -518,6 +518,31 @@ cgq_config_free (const cgq_opt_t *opts, void *cfg)
     }
 }
 
+// s_range_num writes a bound of an option's range for --help: whole numbers
+// as integers (1073741824, not 1.07374e+09), sizes in whole K/M/G as such
+// (1G), the rest with %g.
+static void
+s_range_num (char *buf, size_t n, double v, cgq_opt_type_t type)
+{
+    static const char *const units[] = {"K", "M", "G", "T"};
+    if (type == CGQ_OPT_BYTES && v >= 1024 && v == floor (v)) {
+        double u = v;
+        int k = -1;
+        while (u >= 1024 && fmod (u, 1024) == 0 && k < 3) {
+            u /= 1024;
+            k++;
+        }
+        if (k >= 0) {
+            snprintf (buf, n, "%.0f%s", u, units[k]);
+            return;
+        }
+    }
+    if (v == floor (v) && fabs (v) < 1e19)
+        snprintf (buf, n, "%.0f", v);
+    else
+        snprintf (buf, n, "%g", v);
+}
+
 void
 cgq_config_print_help (const cgq_opt_t *opts, const char *prog, const char *usage)
 {
@@ -553,10 +578,13 @@ cgq_config_print_help (const cgq_opt_t *opts, const char *prog, const char *usag
                                                                               : "0";
         const char *h = o->help ? o->help : "";
         const char *unit = o->type == CGQ_OPT_DURATION_MS ? " ms" : "";
+        char lo[48], hi[48];
+        s_range_num (lo, sizeof lo, o->min, o->type);
+        s_range_num (hi, sizeof hi, o->max, o->type);
         if (o->max > o->min)
-            help[i] = cgq_xasprintf ("%s (%g to %g%s)", h, o->min, o->max, unit);
+            help[i] = cgq_xasprintf ("%s (%s to %s%s)", h, lo, hi, unit);
         else if (o->min != 0 || o->max != 0)
-            help[i] = cgq_xasprintf ("%s (at least %g%s)", h, o->min, unit);
+            help[i] = cgq_xasprintf ("%s (at least %s%s)", h, lo, unit);
         else
             help[i] = cgq_xstrdup (h);
     }

@@ -385,6 +385,9 @@ cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *r)
     t->log = s_dup_nonempty (r, CGQ_TF_LOG);
     t->trial_dir = s_dup_nonempty (r, CGQ_TF_TRIAL_DIR);
     t->gpus = s_dup_nonempty (r, CGQ_TF_GPUS);
+    t->last_report = s_dup_nonempty (r, CGQ_TF_LAST_REPORT);
+    t->warning = s_dup_nonempty (r, CGQ_TF_WARNING);
+    t->reports = cgq_hash_u64 (r, CGQ_TF_REPORTS);
     t->has_started = cgq_hash_num (r, CGQ_TF_STARTED, &t->started) && t->started > 0;
     t->has_finished = cgq_hash_num (r, CGQ_TF_FINISHED, &t->finished) && t->finished > 0;
     t->has_duration = cgq_hash_num (r, CGQ_TF_DURATION, &t->duration);
@@ -409,6 +412,8 @@ cgq_trial_rec_destroy (cgq_trial_rec_t **self_p)
     free (t->log);
     free (t->trial_dir);
     free (t->gpus);
+    free (t->last_report);
+    free (t->warning);
     free (t);
     *self_p = NULL;
 }

@@ -119,6 +119,7 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_METRICS "metrics"
 #define CGQ_TF_VALUE "value"
 #define CGQ_TF_ERROR "error"
+#define CGQ_TF_WARNING "warning" // a succeeded trial's note: no metrics, a rejected report line
 #define CGQ_TF_LOG "log"
 #define CGQ_TF_TRIAL_DIR "trial_dir"
 #define CGQ_TF_REPORTS "reports"
@@ -238,6 +239,9 @@ typedef struct {
     double value;
     uint32_t attempt;
     char *node, *error, *log, *trial_dir, *gpus; // NULL when missing or empty
+    char *last_report;                           // JSON of the latest report, NULL when none
+    char *warning;                               // a succeeded trial's warning, NULL when none
+    uint64_t reports;                            // reports stored so far
     bool has_started, has_finished, has_duration;
     double started, finished, duration;
 } cgq_trial_rec_t;

@@ -201,6 +201,27 @@ cgq_space_count (const cgq_spec_t *spec, uint64_t *count)
 }
 
 int
+cgq_space_check_limit (const cgq_spec_t *spec, uint64_t max, char *err, size_t errlen)
+{
+    uint64_t total = 0;
+    if (cgq_space_count (spec, &total) < 0) {
+        snprintf (err, errlen,
+                  "the search has more than 2^63 trials, more than the limit of %llu (lower "
+                  "search.samples or the grid, or raise cgq-coordinator --max-trials)",
+                  (unsigned long long) max);
+        return -1;
+    }
+    if (total > max) {
+        snprintf (err, errlen,
+                  "the search has %llu trials, more than the limit of %llu (lower search.samples "
+                  "or the grid, or raise cgq-coordinator --max-trials)",
+                  (unsigned long long) total, (unsigned long long) max);
+        return -1;
+    }
+    return 0;
+}
+
+int
 cgq_space_sampled_size (const cgq_spec_t *spec, uint64_t *d)
 {
     uint64_t D = 1;

@@ -26,6 +26,17 @@
 // -1 if that overflows 2^63 (the spec parser rejects such specs).
 int cgq_space_count (const cgq_spec_t *spec, uint64_t *count);
 
+// The most trials one job may have unless cgq-coordinator --max-trials says
+// otherwise; `cgq validate` checks against it.
+#define CGQ_DEFAULT_MAX_TRIALS 10000000
+#define CGQ_DEFAULT_MAX_TRIALS_TEXT "10000000"
+
+// cgq_space_check_limit is the one check of a search's size, shared by the
+// coordinator (submit) and `cgq validate`: 0 when the search has at most max
+// trials, else -1 with err set to one line that says how many it has (or that
+// they overflow 2^63), the limit, and what to change.
+int cgq_space_check_limit (const cgq_spec_t *spec, uint64_t max, char *err, size_t errlen);
+
 // cgq_space_param_size sets *n to the number of distinct values of param p:
 // 1 for a constant, the list's length for choice and grid, hi - lo + 1 for
 // randint, the multiples of q in [lo, hi] for quniform and qloguniform,

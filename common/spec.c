@@ -431,6 +431,9 @@ s_get_int (s_ctx_t *c, const s_node_t *v, const char *what, long long min, long 
     s_scalar_t s = {0};
     if (v->type == S_SCALAR)
         s_resolve (v, &s);
+    if (s.kind == S_REAL && v->type == S_SCALAR && s.d == floor (s.d) && fabs (s.d) >= 9.2e18)
+        // an integer too large for int64 (10^20): say that, not "must be an integer"
+        return s_fail (c, v, "%s must be at most %lld, not %s (%s)", what, max, s_text (v), hint);
     if (s.kind != S_INT)
         return s_fail (c, v, "%s must be an integer >= %lld, not %s (%s)", what, min,
                        s_what (v, buf, sizeof buf), hint);

@@ -77,16 +77,15 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         return;
     }
     uint64_t total = 0;
-    if (cgq_space_count (spec, &total) < 0 || total > (uint64_t) c->cfg.max_trials) {
-        char msg[256];
-        snprintf (msg, sizeof msg,
-                  "%s: the search has %llu trials, more than the limit of %lld "
-                  "(lower search.samples or the grid, or raise --max-trials)",
-                  path, (unsigned long long) total, (long long) c->cfg.max_trials);
+    char why[512];
+    if (cgq_space_check_limit (spec, (uint64_t) c->cfg.max_trials, why, sizeof why) < 0) {
+        char msg[1024];
+        snprintf (msg, sizeof msg, "%s: %s", path, why);
         cgq_spec_destroy (&spec);
         outbox_reply (c, rid, rid_len, 2, msg, true);
         return;
     }
+    cgq_space_count (spec, &total); // within the limit: it does not overflow
     cgq_searcher_t *searcher = cgq_searcher_new (spec, NULL, err, sizeof err);
     if (!searcher) {
         cgq_spec_destroy (&spec);

@@ -798,7 +798,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     const char *metrics_json = r->metrics_json && *r->metrics_json ? r->metrics_json : "{}";
     // What every outcome records; a success adds its value and end time and
     // sets it all with its state in one HSET.
-    const char *kv[12] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
+    const char *kv[14] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
                           CGQ_TF_TRIAL_DIR, r->trial_dir ? r->trial_dir : "", CGQ_TF_METRICS,
                           metrics_json};
     int nkv = 8;
@@ -849,6 +849,17 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         else
             value = json_number_value (v);
     }
+    // A succeeded attempt's error is the worker's note on its reports (the
+    // first line it rejected): the likely cause of missing metrics.
+    const char *note = r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED && r->error && *r->error
+                           ? r->error
+                           : NULL;
+    if (fail && note) {
+        if (fail != why.data)
+            cgq_buf_puts (&why, fail);
+        cgq_buf_printf (&why, " (the trial's first rejected report: %s)", note);
+        fail = why.data;
+    }
     if (fail) {
         cgq_hset_t h;
         cgq_hset_init (&h, tkey);
@@ -860,7 +871,16 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         cgq_buf_fini (&why);
         return;
     }
-    cgq_buf_fini (&why);
+    cgq_buf_reset (&why);
+    if (!metric && j->spec->nobjectives == 0 && json_object_size (metrics) == 0)
+        cgq_buf_printf (&why, "the trial reported no metrics (write JSON objects to fd 3 or "
+                              "result.json)%s%s", note ? "; " : "", note ? note : "");
+    else if (note)
+        cgq_buf_puts (&why, note);
+    if (why.len) {
+        kv[nkv++] = CGQ_TF_WARNING;
+        kv[nkv++] = why.data;
+    }
 
     if (metric) {
         s_rank (c, t, value, vbuf);
@@ -876,6 +896,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     cgq_model_event (c->store, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
     cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
     json_decref (metrics);
+    cgq_buf_fini (&why);
     s_trial_end (c, t);
 }
 

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "loop.h"
 #include "recovery.h"
+#include "space.h"
 
 static void
 s_on_signal (int sig)
@@ -38,7 +39,7 @@ static const cgq_opt_t s_opts[] = {
      "a node silent for this many heartbeats is dead; its tasks run elsewhere", 2, 1000},
     {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", NULL,
      "larger messages are dropped and counted", 1024, 1073741824.0},
-    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), "10000000", NULL,
+    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), CGQ_DEFAULT_MAX_TRIALS_TEXT, NULL,
      "most trials one job may have", 1, 9.2e18},
     {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", NULL,
      "largest spec accepted", 1024, 1073741824.0},

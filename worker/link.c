@@ -53,6 +53,8 @@ struct cgq_link_t {
     bool bye;
     const cgq_auth_t *auth; // CURVE keys, or NULL
     bool hinted;            // s_hint_never_welcomed said its piece
+    bool ever_welcomed;     // some coordinator answered this process once
+    unsigned retries;       // reconnections so far (for the log)
     bool draining;         // said in every heartbeat: no new tasks
     char **eps;            // the coordinators' endpoints (leader and standbys)
     size_t neps, epi;      // how many; the one in use (endpoint == eps[epi])
@@ -382,6 +384,7 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
 {
     bool first = !self->welcomed;
     self->welcomed = true;
+    self->ever_welcomed = true;
     self->epoch = w->epoch;
     if (w->heartbeat_ms > 0)
         self->heartbeat_ms = w->heartbeat_ms;
@@ -501,8 +504,15 @@ s_hint_never_welcomed (cgq_link_t *self)
 static void
 s_reconnect (cgq_link_t *self, int64_t now)
 {
-    cgq_warn ("no message from coordinator %s for %" PRId64 " ms; reconnecting",
-              self->endpoint, now - self->last_rx_ms);
+    self->retries++;
+    if (!self->ever_welcomed)
+        // Never answered: most often nothing listens there.
+        cgq_warn ("no answer from coordinator %s for %" PRId64 " ms (is it running, and is "
+                  "--coordinator its nodes endpoint?); retrying (try %u)",
+                  self->endpoint, now - self->last_rx_ms, self->retries + 1);
+    else
+        cgq_warn ("no message from coordinator %s for %" PRId64 " ms; reconnecting",
+                  self->endpoint, now - self->last_rx_ms);
     if (self->sock && !self->welcomed && !self->hinted) {
         s_hint_never_welcomed (self);
         self->hinted = true;

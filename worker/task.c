@@ -62,6 +62,7 @@ struct cgq_task_t {
     int report_fd;
     cgq_buf_t report_line;
     uint64_t report_lines; // lines seen on fd 3, valid or not
+    char *report_note;     // the first rejected report line and why (goes with the result)
     bool report_discarding; // inside a line longer than S_MAX_REPORT_LINE
     char *report_head;      // its first chars, for the warning
     json_t *last_report;
@@ -365,6 +366,10 @@ s_report_line (cgq_task_t *self, const char *line, size_t len)
         char *head = cgq_xstrndup (line, len < S_REPORT_HEAD ? len : S_REPORT_HEAD);
         s_warn (self, "ignoring report line %" PRIu64 ": not a JSON object: %s",
                 self->report_lines, head);
+        if (!self->report_note)
+            self->report_note = cgq_xasprintf ("ignoring report line %" PRIu64
+                                               ": not a JSON object: %s",
+                                               self->report_lines, head);
         free (head);
         return;
     }
@@ -383,6 +388,9 @@ s_report_overlong_end (cgq_task_t *self)
     self->report_lines++;
     s_warn (self, "ignoring report line %" PRIu64 ": longer than %u bytes: %s",
             self->report_lines, S_MAX_REPORT_LINE, self->report_head ? self->report_head : "");
+    if (!self->report_note)
+        self->report_note = cgq_xasprintf ("ignoring report line %" PRIu64 ": longer than %u bytes",
+                                           self->report_lines, S_MAX_REPORT_LINE);
     free (self->report_head);
     self->report_head = NULL;
     self->report_discarding = false;
@@ -1096,6 +1104,11 @@ s_finish (cgq_task_t *self)
     }
     s_close (&self->out.log_fd);
     s_close (&self->err.log_fd);
+    // A success carries the first rejected report line as its error: the
+    // coordinator shows it when the metrics it needed are missing, and keeps
+    // it as the trial's warning otherwise.
+    if (status == CGQ__TASK_STATUS__TASK_SUCCEEDED && !error && self->report_note)
+        error = cgq_xstrdup (self->report_note);
 
     Cgq__Result *r = cgq_task_result_new (&self->ref, status, metrics_text, error);
     free (metrics_text);
@@ -1276,6 +1289,7 @@ cgq_task_destroy (cgq_task_t **self_p)
     cgq_buf_fini (&self->tail);
     cgq_buf_fini (&self->err_tail);
     free (self->report_head);
+    free (self->report_note);
     free (self->stop_reason);
     free (self->argv0);
     free (self->trial_dir);

@@ -57,6 +57,20 @@ class ErrorsTest(CgqTestCase):
         self.assertIn("missing.yaml", r.stderr + r.stdout)
         self.assertEqual(c.redis.cmd("ZCARD", "cgq:jobs"), 0, "no job was created")
 
+        # -- too many trials: submit and validate refuse it with the same reason
+        big = c.write_file("big.yaml", "name: big\nspace:\n  x: {uniform: [0, 1]}\n"
+                           "search: {algorithm: random, samples: 1000000000000}\n"
+                           "trial: {command: \"true\"}\n")
+        why = ("the search has 1000000000000 trials, more than the limit of 10000000 (lower "
+               "search.samples or the grid, or raise cgq-coordinator --max-trials)")
+        r = c.cgq("submit", big)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("big.yaml: " + why, r.stderr)
+        r = c.cgq("validate", big)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("big.yaml: " + why, r.stderr)
+        self.assertEqual(c.redis.cmd("ZCARD", "cgq:jobs"), 0, "no job was created")
+
         # -- unreachable Redis: exit 1, quickly, naming the URL
         dead = free_port()
         url = "redis://127.0.0.1:%d/0" % dead

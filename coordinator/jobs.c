@@ -10,6 +10,7 @@
 #include "early_stop.h"
 #include "json.h"
 #include "log.h"
+#include "notify.h"
 #include "nodes.h"
 #include "outbox.h"
 #include "pareto.h"
@@ -178,6 +179,7 @@ jobs_submitted (coord_t *c, job_t *j, const char *yaml, const char *path, uint64
     char jkey[64];
     cgq_key_job (jkey, sizeof jkey, j->id);
     double now = cgq_wall_s ();
+    j->created = now;
     cgq_hset_t h;
     cgq_hset_init (&h, jkey);
     cgq_hset_u64 (&h, CGQ_JF_ID, j->id);
@@ -280,6 +282,10 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
             j->running++;
         t->state = s;
         t->adopt_deadline_ms = 0; // no longer a recovered trial awaiting its node
+        if (cgq_tstate_terminal (s))
+            c->stat_ended[s]++;
+        else if (s == CGQ_TRIAL_PENDING && old != CGQ_TRIAL_UNSCHEDULABLE)
+            t->pending_since_ms = cgq_now_ms ();
     }
     j->dirty = true; // the counts go out once per turn (jobs_write_dirty)
     // The state and the fields that change with it: one HSET per transition.
@@ -308,6 +314,7 @@ jobs_trial_insert (job_t *j, uint64_t id, json_t *params)
     t->params = params;
     t->params_json = cgq_json_dumps (params);
     t->state = CGQ_TRIAL_PENDING;
+    t->pending_since_ms = cgq_now_ms ();
     zhashx_insert (j->trials, &t->id, t);
     return t;
 }
@@ -432,6 +439,51 @@ jobs_write_dirty (coord_t *c)
             s_job_write (c, j);
 }
 
+// s_notify queues the spec's notification of j's end, if it asks for this
+// event: a JSON summary of the job (docs/spec.md, "notify"). ended is the
+// Unix time of the end.
+static void
+s_notify (coord_t *c, job_t *j, double ended)
+{
+    const cgq_spec_t *spec = j->spec;
+    if (!spec || !spec->notify.url)
+        return;
+    unsigned event = j->state == CGQ_JOB_CANCELLED ? CGQ_NOTIFY_CANCELLED
+                     : j->counts[CGQ_TRIAL_SUCCEEDED] + j->counts[CGQ_TRIAL_STOPPED] == 0
+                         ? CGQ_NOTIFY_FAILED
+                         : CGQ_NOTIFY_FINISHED;
+    if (!(spec->notify.on & event))
+        return;
+    const char *ev = cgq_notify_event_name (event);
+    json_t *counts = json_object ();
+    uint64_t total = 0;
+    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++) {
+        uint64_t v = j->counts[k];
+        if (k == CGQ_TRIAL_PENDING)
+            v += jobs_unsuggested (j);
+        else if (k == CGQ_TRIAL_CANCELLED)
+            v += j->dropped;
+        total += v;
+        json_object_set_new (counts, cgq_tstate_names[k], json_integer ((json_int_t) v));
+    }
+    char id[64];
+    snprintf (id, sizeof id, "%" PRIu64 ":%s", j->id, ev);
+    json_t *best = json_null ();
+    if (j->best_trial >= 0 && spec->objective.metric && isfinite (j->best_value))
+        best = json_pack ("{s:I, s:f, s:s, s:s}", "trial", (json_int_t) j->best_trial, "value",
+                          j->best_value, "metric", spec->objective.metric, "mode",
+                          spec->objective.mode > 0 ? "max" : "min");
+    json_t *o = json_pack ("{s:s, s:s, s:I, s:s, s:s, s:o, s:I, s:o, s:f, s:f, s:f}",
+                           "notification", id, "event", ev, "job", (json_int_t) j->id, "name",
+                           j->name ? j->name : "", "state", cgq_jstate_names[j->state], "counts",
+                           counts, "total", (json_int_t) total, "best", best, "created",
+                           j->created, "ended", ended,
+                           "duration_s", j->created > 0 ? ended - j->created : 0.0);
+    if (o)
+        notify_queue (c, id, spec->notify.url, o);
+    json_decref (o);
+}
+
 void
 jobs_check_done (coord_t *c, job_t *j)
 {
@@ -446,9 +498,11 @@ jobs_check_done (coord_t *c, job_t *j)
         cgq_hset_t h;
         cgq_hset_init (&h, jkey);
         cgq_hset_str (&h, CGQ_JF_STATE, cgq_jstate_names[CGQ_JOB_FINISHED]);
-        cgq_hset_dbl (&h, CGQ_JF_FINISHED, cgq_wall_s ());
+        double ended = cgq_wall_s ();
+        cgq_hset_dbl (&h, CGQ_JF_FINISHED, ended);
         cgq_hset_queue (&h, c->store);
         cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
+        s_notify (c, j, ended);
         char detail[128];
         int len = snprintf (detail, sizeof detail, "%llu succeeded, %llu failed",
                             (unsigned long long) j->counts[CGQ_TRIAL_SUCCEEDED],
@@ -510,6 +564,10 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
     snprintf (attempt, sizeof attempt, "%u", t->attempt);
     const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE, n->id, CGQ_TF_GPUS, gpus,
                         CGQ_TF_STARTED, started};
+    if (t->pending_since_ms)
+        metrics_hist_observe (&c->hist_dispatch,
+                              (double) (cgq_now_ms () - t->pending_since_ms) / 1000.0);
+    t->pending_since_ms = 0;
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 8);
     cgq_model_event (c->store, "trial.running", j->id, (int64_t) t->id, n->id, t->attempt, NULL);
     c->stat_assigns++;
@@ -539,6 +597,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     uint64_t never = jobs_unsuggested (j);
     j->state = CGQ_JOB_CANCELLED;
     j->dropped = never;
+    c->stat_ended[CGQ_TRIAL_CANCELLED] += never;
     j->dirty = true;
     uint64_t stopped = 0, dropped = never;
     while (s_dequeue (j))
@@ -579,6 +638,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     cgq_hset_queue (&h, c->store);
     cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
     cgq_model_event (c->store, "job.cancelled", j->id, -1, NULL, 0, NULL);
+    s_notify (c, j, cgq_wall_s ());
     snprintf (msg, msglen,
               "cancelled job %llu: %llu running trial(s) stopped, %llu pending dropped",
               (unsigned long long) id, (unsigned long long) stopped,

@@ -287,6 +287,7 @@ recovery_jobs (coord_t *c)
         }
         job_t *j = jobs_add (c, id, spec, searcher, rec->spec_dir);
         memcpy (j->counts, rec->counts, sizeof j->counts);
+        j->created = rec->created;
         if (rec->blocked)
             j->blocked = cgq_xstrdup (rec->blocked);
         if (rec->has_best) {

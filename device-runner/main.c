@@ -47,6 +47,7 @@ typedef struct {
     char *curve_secret; // CURVE (common/auth.h)
     char *curve_server;
     char *log_level;
+    char *log_format;
     bool log_json;
 } s_cfg_t;
 
@@ -70,8 +71,10 @@ static const cgq_opt_t s_opts[] = {
      "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
-    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
-     0, 0},
+    {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
+     "text or json (JSON lines: ts, level, program, msg, job, trial, attempt)", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL,
+     "same as --log-format json", 0, 0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -455,7 +458,7 @@ s_measure_main (int argc, char **argv)
         s_measure_usage (stderr);
         return 2;
     }
-    if (cgq_log_configure (S_PROG " measure", level, false) < 0)
+    if (cgq_log_configure (S_PROG " measure", level, NULL, false) < 0)
         return 2;
     cgq_runcfg_t *rc = s_load (config);
     if (!rc)
@@ -528,7 +531,7 @@ s_setup_devices (s_runner_t *r)
 static int
 s_setup (s_runner_t *r, const char *config)
 {
-    if (cgq_log_configure (S_PROG, r->cfg.log_level, r->cfg.log_json) < 0)
+    if (cgq_log_configure (S_PROG, r->cfg.log_level, r->cfg.log_format, r->cfg.log_json) < 0)
         return 2;
     if (!config) {
         fprintf (stderr, S_PROG ": --config runner.yaml is required (its devices and benchmarks; "

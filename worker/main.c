@@ -43,6 +43,7 @@ typedef struct {
     char *curve_server;
     char *allow_command; // '\n'-separated prefixes (worker/allow.h)
     char *log_level;
+    char *log_format;
     bool log_json;
 } s_cfg_t;
 
@@ -78,8 +79,10 @@ static const cgq_opt_t s_opts[] = {
      "run only commands that start with this prefix (repeatable; variable: one per line)", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
-    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
-     0, 0},
+    {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
+     "text or json (JSON lines: ts, level, program, msg, job, trial, attempt)", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL,
+     "same as --log-format json", 0, 0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -429,8 +432,10 @@ s_build_resources (s_worker_t *w)
 static int
 s_setup (s_worker_t *w)
 {
-    if (cgq_log_configure (S_PROG, w->cfg.log_level, w->cfg.log_json) < 0)
+    if (cgq_log_configure (S_PROG, w->cfg.log_level, w->cfg.log_format, w->cfg.log_json) < 0)
         return 2;
+    if (w->cfg.log_format && strcmp (w->cfg.log_format, "json") == 0)
+        w->cfg.log_json = true; // the reaper (confine.c) logs as the worker does
 
     char err[256] = "";
     if (cgq_gpu_discover (w->cfg.gpus, &w->gpus, err, sizeof err) < 0) {

@@ -45,10 +45,11 @@ void cgq_log_task_write (int level, uint64_t job, uint64_t trial, uint32_t attem
 #define cgq_warn(...)  do { if (cgq_log_level <= CGQ_LOG_WARN) cgq_log_write (CGQ_LOG_WARN, __VA_ARGS__); } while (0)
 #define cgq_error(...) do { if (cgq_log_level <= CGQ_LOG_ERROR) cgq_log_write (CGQ_LOG_ERROR, __VA_ARGS__); } while (0)
 
-#define cgq_tlog(level, job, trial, attempt, ...) do { if (cgq_log_level <= (level)) cgq_log_task_write ((level), (job), (trial), (attempt), __VA_ARGS__); } while (0)
-#define cgq_tdebug(job, trial, attempt, ...) cgq_tlog (CGQ_LOG_DEBUG, job, trial, attempt, __VA_ARGS__)
-#define cgq_tinfo(job, trial, attempt, ...) cgq_tlog (CGQ_LOG_INFO, job, trial, attempt, __VA_ARGS__)
-#define cgq_twarn(job, trial, attempt, ...) cgq_tlog (CGQ_LOG_WARN, job, trial, attempt, __VA_ARGS__)
-#define cgq_terror(job, trial, attempt, ...) cgq_tlog (CGQ_LOG_ERROR, job, trial, attempt, __VA_ARGS__)
+// cgq_tlog (level, job, trial, attempt, fmt, ...) and one per level.
+#define cgq_tlog(level, ...) do { if (cgq_log_level <= (level)) cgq_log_task_write ((level), __VA_ARGS__); } while (0)
+#define cgq_tdebug(...) cgq_tlog (CGQ_LOG_DEBUG, __VA_ARGS__)
+#define cgq_tinfo(...) cgq_tlog (CGQ_LOG_INFO, __VA_ARGS__)
+#define cgq_twarn(...) cgq_tlog (CGQ_LOG_WARN, __VA_ARGS__)
+#define cgq_terror(...) cgq_tlog (CGQ_LOG_ERROR, __VA_ARGS__)
 
 #endif

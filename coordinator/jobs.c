@@ -282,8 +282,10 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
             j->running++;
         t->state = s;
         t->adopt_deadline_ms = 0; // no longer a recovered trial awaiting its node
-        if (cgq_tstate_terminal (s))
+        if (cgq_tstate_terminal (s)) {
             c->stat_ended[s]++;
+            cgq_tdebug (j->id, t->id, t->attempt, "%s", cgq_tstate_names[s]);
+        }
         else if (s == CGQ_TRIAL_PENDING && old != CGQ_TRIAL_UNSCHEDULABLE)
             t->pending_since_ms = cgq_now_ms ();
     }
@@ -570,6 +572,7 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
     t->pending_since_ms = 0;
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 8);
     cgq_model_event (c->store, "trial.running", j->id, (int64_t) t->id, n->id, t->attempt, NULL);
+    cgq_tdebug (j->id, t->id, t->attempt, "started on %s", n->id);
     c->stat_assigns++;
 }
 
@@ -672,6 +675,8 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
         cgq_model_event (c->store, "trial.retry", j->id, (int64_t) t->id, NULL, t->attempt, error);
+        cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", t->attempt,
+                   (unsigned) j->spec->trial.retries, error);
         c->sched_dirty = true;
         return;
     }
@@ -801,7 +806,7 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
     snprintf (detail, sizeof detail, "attempt %u finished after it was given up; attempt %u %s",
               r->task->attempt, t->attempt,
               t->state == CGQ_TRIAL_RUNNING ? "is stopped" : "will not run");
-    cgq_info ("trial %" PRIu64 ".%" PRIu64 ": %s", t->job->id, t->id, detail);
+    cgq_tinfo (t->job->id, t->id, r->task->attempt, "%s", detail);
     cgq_model_event (c->store, "trial.late_result", t->job->id, (int64_t) t->id, NULL,
                      r->task->attempt, detail);
     if (t->state == CGQ_TRIAL_RUNNING) {
@@ -826,8 +831,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     if (t && r->task->attempt < t->attempt)
         s_late_success (c, t, r);
     if (!t || t->attempt != r->task->attempt) {
-        cgq_debug ("result for %" PRIu64 ".%" PRIu64 "#%u is stale; acknowledged, ignored",
-                   r->task->job, r->task->trial, r->task->attempt);
+        cgq_tdebug (r->task->job, r->task->trial, r->task->attempt,
+                    "result is stale; acknowledged, ignored");
         return;
     }
     job_t *j = t->job;
@@ -980,7 +985,7 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
     jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
     cgq_model_event (c->store, "trial.early_stopped", j->id, (int64_t) t->id,
                      t->node ? t->node->id : NULL, t->attempt, why);
-    cgq_info ("trial %" PRIu64 ".%" PRIu64 " stopped early: %s", j->id, t->id, why);
+    cgq_tinfo (j->id, t->id, t->attempt, "stopped early: %s", why);
     cgq_searcher_observe (j->searcher, t->id, ok ? metrics : NULL, value, ok);
     if (!t->node) {
         s_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
@@ -1101,13 +1106,13 @@ s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     t->attempt = attempt;
     nodes_attach (n, t);
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("re-adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
-                  t->job->id, t->id, n->id);
+        cgq_twarn (t->job->id, t->id, attempt, "re-adopted task exceeds node %s's free resources",
+                   n->id);
     char abuf[16];
     snprintf (abuf, sizeof abuf, "%u", attempt);
     const char *kv[] = {CGQ_TF_NODE, n->id, CGQ_TF_ATTEMPT, abuf};
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 4);
-    cgq_info ("trial %" PRIu64 ".%" PRIu64 ": %s", t->job->id, t->id, detail);
+    cgq_tinfo (t->job->id, t->id, attempt, "%s", detail);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt,
                      detail);
     return true;
@@ -1129,13 +1134,13 @@ jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     // Its GPU grant is still the positions it had on this node (same worker,
     // same GPU list); nodes_grant re-checks them.
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("re-adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
-                  t->job->id, t->id, n->id);
+        cgq_twarn (t->job->id, t->id, attempt, "re-adopted task exceeds node %s's free resources",
+                   n->id);
     const char *kv[] = {CGQ_TF_NODE, n->id};
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
-    cgq_info ("node %s still runs trial %" PRIu64 ".%" PRIu64 " attempt %u that was lost; "
-              "adopted it back",
-              n->id, t->job->id, t->id, attempt);
+    cgq_tinfo (t->job->id, t->id, attempt, "node %s still runs this attempt, which was lost; "
+               "adopted it back",
+               n->id);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
     return true;
 }
@@ -1149,13 +1154,12 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     nodes_attach (n, t);
     nodes_gpus_from_indices (n, t); // recovery kept the GPU indices it was given
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
-                  t->job->id, t->id, n->id);
+        cgq_twarn (t->job->id, t->id, attempt, "adopted task exceeds node %s's free resources",
+                   n->id);
     free (t->expect_node);
     t->expect_node = NULL;
     t->adopt_deadline_ms = 0;
-    cgq_info ("adopted trial %" PRIu64 ".%" PRIu64 " attempt %u running on %s", t->job->id, t->id,
-              attempt, n->id);
+    cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
     return true;
 }

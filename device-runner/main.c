@@ -144,26 +144,27 @@ s_find_task (s_runner_t *r, const Cgq__TaskRef *ref)
 static void
 s_lost (s_runner_t *r, const Cgq__TaskRef *ref, const char *why)
 {
-    char buf[80];
-    cgq_warn ("task %s: not measured: %s", cgq_wire_task_str (buf, ref), why);
+    cgq_twarn (ref->job, ref->trial, ref->attempt, "not measured: %s", why);
     cgq_link_result (r->link, cgq_task_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
 }
 
 static void
 s_on_assign (s_runner_t *r, const Cgq__Assign *a)
 {
-    char buf[80], err[512];
+    char err[512];
     if (!a->task) {
         cgq_warn ("ignoring an Assign without a task");
         return;
     }
-    const char *name = cgq_wire_task_str (buf, a->task);
+    // Every line about the task carries its ids (log.h).
+    uint64_t jid = a->task->job, tid = a->task->trial;
+    uint32_t att = a->task->attempt;
     if (s_find_task (r, a->task)) {
-        cgq_debug ("task %s: already measuring; ignoring the repeated Assign", name);
+        cgq_tdebug (jid, tid, att, "already measuring; ignoring the repeated Assign");
         return;
     }
     if (cgq_link_has_result (r->link, a->task, true)) {
-        cgq_debug ("task %s: already measured; sent its result again", name);
+        cgq_tdebug (jid, tid, att, "already measured; sent its result again");
         return;
     }
     if (!a->kind || strcmp (a->kind, "benchmark") != 0) {
@@ -193,17 +194,17 @@ s_on_assign (s_runner_t *r, const Cgq__Assign *a)
         s_lost (r, a->task, err);
         return;
     }
-    cgq_info ("task %s: measuring %s on %s", name, a->benchmark, a->device_id);
+    cgq_tinfo (jid, tid, att, "measuring %s on %s", a->benchmark, a->device_id);
 }
 
 static void
 s_on_stop (s_runner_t *r, const Cgq__Stop *s)
 {
-    char buf[80];
     cgq_device_t *d = s->task ? s_find_task (r, s->task) : NULL;
     if (!d) {
-        cgq_debug ("Stop for task %s, which is not measuring here; ignored",
-                   cgq_wire_task_str (buf, s->task));
+        cgq_tdebug (s->task ? s->task->job : 0, s->task ? s->task->trial : 0,
+                    s->task ? s->task->attempt : 0,
+                    "Stop for a task not measuring here; ignored");
         return;
     }
     cgq_device_stop (d, s->reason && *s->reason ? s->reason : "stopped by the coordinator");

@@ -121,9 +121,9 @@ s_report_allowed (coord_t *c, const char *id, const Cgq__Progress *p)
     if (!t->report_warned) {
         t->report_warned = true;
         cgq_twarn (t->job->id, t->id, p->task->attempt,
-                   "report from '%s' not stored: %s (further drops of this trial are only "
-                   "counted, in reports_dropped)",
-                   id, why);
+                   "report not stored: %s (from node '%s'; further drops of this trial are "
+                   "only counted, in reports_dropped)",
+                   why, id);
     }
     return false;
 }

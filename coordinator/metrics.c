@@ -18,7 +18,6 @@
 #include "log.h"
 #include "notify.h"
 
-
 struct metrics_srv_s {
     struct MHD_Daemon *mhd;
     int fd;   // MHD's epoll fd
@@ -46,13 +45,13 @@ s_hist_init (metrics_hist_t *h, const double *bounds, int n)
 void
 metrics_hist_init_dispatch (metrics_hist_t *h)
 {
-    s_hist_init (h, s_dispatch_bounds, (int) (sizeof s_dispatch_bounds / sizeof (double)));
+    s_hist_init (h, s_dispatch_bounds, (int)(sizeof s_dispatch_bounds / sizeof (double)));
 }
 
 void
 metrics_hist_init_redis (metrics_hist_t *h)
 {
-    s_hist_init (h, s_redis_bounds, (int) (sizeof s_redis_bounds / sizeof (double)));
+    s_hist_init (h, s_redis_bounds, (int)(sizeof s_redis_bounds / sizeof (double)));
 }
 
 void
@@ -134,12 +133,13 @@ void
 metrics_render (coord_t *c, cgq_buf_t *b)
 {
     bool leader = !c->standby && c->lease[0] && !c->lease_lost;
-    s_gauge (b, "cgq_coordinator_leader", "1 while this coordinator holds the leader lease, 0 "
+    s_gauge (b, "cgq_coordinator_leader",
+             "1 while this coordinator holds the leader lease, 0 "
              "while it stands by",
              leader ? 1 : 0);
     s_gauge (b, "cgq_coordinator_lease_epoch",
              "the leader's lease epoch (a standby: the epoch of the leader it waits on)",
-             (double) (leader ? c->epoch : c->lease_holder_epoch));
+             (double)(leader ? c->epoch : c->lease_holder_epoch));
 
     // Jobs and trials (active jobs only: an ended job leaves memory, so the
     // job label stays bounded by what runs now).
@@ -162,11 +162,11 @@ metrics_render (coord_t *c, cgq_buf_t *b)
             cgq_buf_printf (b, "\",state=\"%s\"} %" PRIu64 "\n", cgq_tstate_names[k], v);
         }
     }
-    s_gauge (b, "cgq_jobs_active", "jobs running (not finished or cancelled)", (double) njobs);
+    s_gauge (b, "cgq_jobs_active", "jobs running (not finished or cancelled)", (double)njobs);
     s_head (b, "cgq_trials_ended_total", "counter",
             "trials that reached each final state under this coordinator process");
     for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
-        if (cgq_tstate_terminal ((cgq_tstate_t) k))
+        if (cgq_tstate_terminal ((cgq_tstate_t)k))
             cgq_buf_printf (b, "cgq_trials_ended_total{state=\"%s\"} %" PRIu64 "\n",
                             cgq_tstate_names[k], c->stat_ended[k]);
 
@@ -197,7 +197,7 @@ metrics_render (coord_t *c, cgq_buf_t *b)
     s_head (b, "cgq_nodes_alive", "gauge", "connected nodes by kind");
     cgq_buf_printf (b, "cgq_nodes_alive{kind=\"%s\"} %" PRIu64 "\n", CGQ_NODE_KIND_WORKER, workers);
     cgq_buf_printf (b, "cgq_nodes_alive{kind=\"%s\"} %" PRIu64 "\n", CGQ_NODE_KIND_RUNNER, runners);
-    s_gauge (b, "cgq_tasks_running", "tasks attached to connected nodes", (double) running);
+    s_gauge (b, "cgq_tasks_running", "tasks attached to connected nodes", (double)running);
     uint64_t dev[4] = {0, 0, 0, 0}; // idle, busy, quarantined, offline
     if (c->devices)
         for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
@@ -217,7 +217,7 @@ metrics_render (coord_t *c, cgq_buf_t *b)
     s_hist (b, "cgq_redis_batch_seconds", "round trip of one Redis batch (MULTI/EXEC) flush",
             &c->hist_redis);
     s_gauge (b, "cgq_redis_pending_commands", "commands waiting for the next Redis flush",
-             c->store ? (double) cgq_store_pending (c->store) : 0);
+             c->store ? (double)cgq_store_pending (c->store) : 0);
 
     // What was refused or dropped.
     s_counter (b, "cgq_frames_dropped_total",
@@ -241,8 +241,8 @@ metrics_render (coord_t *c, cgq_buf_t *b)
 static enum MHD_Result
 s_reply (struct MHD_Connection *conn, unsigned code, char *body, const char *type)
 {
-    struct MHD_Response *r
-        = MHD_create_response_from_buffer (strlen (body), body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer (strlen (body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free (body);
         return MHD_NO;
@@ -257,8 +257,8 @@ static enum MHD_Result
 s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *method,
            const char *version, const char *upload, size_t *upload_size, void **state)
 {
-    (void) version;
-    (void) upload;
+    (void)version;
+    (void)upload;
     static int s_seen;
     if (!*state) { // headers only so far: answer once the request is complete
         *state = &s_seen;
@@ -280,16 +280,17 @@ s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *
     cgq_buf_t b;
     cgq_buf_init (&b);
     metrics_render (c, &b);
-    return s_reply (conn, MHD_HTTP_OK, cgq_buf_take (&b), "text/plain; version=0.0.4; charset=utf-8");
+    return s_reply (conn, MHD_HTTP_OK, cgq_buf_take (&b),
+                    "text/plain; version=0.0.4; charset=utf-8");
 }
 
 static bool
 s_loopback (const struct sockaddr *sa)
 {
     if (sa->sa_family == AF_INET)
-        return (ntohl (((const struct sockaddr_in *) sa)->sin_addr.s_addr) >> 24) == 127;
+        return (ntohl (((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
     if (sa->sa_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK (&((const struct sockaddr_in6 *) sa)->sin6_addr);
+        return IN6_IS_ADDR_LOOPBACK (&((const struct sockaddr_in6 *)sa)->sin6_addr);
     return false;
 }
 
@@ -304,7 +305,7 @@ metrics_start (coord_t *c, const char *addr, bool public, char *err, size_t errl
                   addr);
         return -1;
     }
-    char *host = cgq_xstrndup (addr, (size_t) (colon - addr));
+    char *host = cgq_xstrndup (addr, (size_t)(colon - addr));
     if (host[0] == '[' && host[strlen (host) - 1] == ']') { // [::1]:9464
         memmove (host, host + 1, strlen (host));
         host[strlen (host) - 1] = 0;
@@ -335,8 +336,8 @@ metrics_start (coord_t *c, const char *addr, bool public, char *err, size_t errl
     unsigned flags = MHD_USE_EPOLL | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     struct MHD_Daemon *d = MHD_start_daemon (
         flags, 0, NULL, NULL, s_handler, c, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned) S_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned) S_CONN_TIMEOUT_S, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)S_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)S_CONN_TIMEOUT_S, MHD_OPTION_END);
     int e = errno;
     bool pub = !s_loopback (ai->ai_addr);
     freeaddrinfo (ai);
@@ -358,8 +359,8 @@ metrics_start (coord_t *c, const char *addr, bool public, char *err, size_t errl
     m->port = pi ? pi->port : 0;
     c->metrics = m;
     if (pub)
-        cgq_warn ("--metrics-public: /metrics on %s (port %d) is open to whoever reaches it",
-                  addr, m->port);
+        cgq_warn ("--metrics-public: /metrics on %s (port %d) is open to whoever reaches it", addr,
+                  m->port);
     cgq_info ("metrics: http://%s/metrics (port %d)", addr, m->port);
     return 0;
 }
@@ -394,7 +395,7 @@ metrics_next_ms (coord_t *c, int64_t now)
     MHD_UNSIGNED_LONG_LONG ms = 0;
     if (MHD_get_timeout (c->metrics->mhd, &ms) != MHD_YES)
         return 0;
-    return now + (int64_t) (ms > 3600000 ? 3600000 : ms);
+    return now + (int64_t)(ms > 3600000 ? 3600000 : ms);
 }
 
 void
@@ -417,6 +418,6 @@ metrics_wait (coord_t *c, int64_t ms)
     if (due && due - now < ms)
         ms = due > now ? due - now : 0;
     struct pollfd p = {.fd = c->metrics->fd, .events = POLLIN};
-    poll (&p, 1, (int) ms);
+    poll (&p, 1, (int)ms);
     metrics_run (c);
 }

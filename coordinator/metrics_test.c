@@ -18,7 +18,7 @@
 static void
 t_hist (void **state)
 {
-    (void) state;
+    (void)state;
     metrics_hist_t h;
     metrics_hist_init_dispatch (&h);
     metrics_hist_observe (&h, 0);     // first bucket
@@ -52,15 +52,16 @@ s_sample (const char *page, const char *prefix)
 static void
 t_render (void **state)
 {
-    (void) state;
+    (void)state;
     coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
     ct_node (c, "w1", 1, 0, 1 << 30);
     const char *devs[] = {"b1:device=board", "b2:device=board", NULL};
     ct_runner (c, "r1", devs);
-    job_t *j = ct_job (c, 1, "name: 'say \"hi\" a\\b'\n"
-                             "space: {i: {grid: [0, 1, 2]}}\n"
-                             "trial: {command: ./run, resources: {cpu: 1}}\n");
-    dispatch_run (c); // one trial runs on w1, the others wait
+    job_t *j = ct_job (c, 1,
+                       "name: 'say \"hi\" a\\b'\n"
+                       "space: {i: {grid: [0, 1, 2]}}\n"
+                       "trial: {command: ./run, resources: {cpu: 1}}\n");
+    dispatch_run (c);  // one trial runs on w1, the others wait
     c->lease[0] = 'x'; // leads
     c->epoch = 7;
     cgq_buf_t b;
@@ -76,12 +77,12 @@ t_render (void **state)
     assert_true (s_sample (page, "cgq_jobs_active") == 1);
     // The label value is escaped: a quote and a backslash in the name.
     assert_true (s_sample (page, "cgq_job_trials{job=\"1\",name=\"say \\\"hi\\\" a\\\\b\","
-                                 "state=\"running\"}")
-                 == 1);
+                                 "state=\"running\"}") == 1);
     assert_true (s_sample (page, "cgq_job_trials{job=\"1\",name=\"say \\\"hi\\\" a\\\\b\","
-                                 "state=\"pending\"}")
-                 == (double) (j->counts[CGQ_TRIAL_PENDING] + jobs_unsuggested (j)));
-    assert_true (s_sample (page, "cgq_queue_depth{class=\"cpu\"}") == (double) zhashx_size (j->trials) - 1);
+                                 "state=\"pending\"}") ==
+                 (double)(j->counts[CGQ_TRIAL_PENDING] + jobs_unsuggested (j)));
+    assert_true (s_sample (page, "cgq_queue_depth{class=\"cpu\"}") ==
+                 (double)zhashx_size (j->trials) - 1);
     assert_true (s_sample (page, "cgq_dispatch_latency_seconds_count") == 1);
     assert_true (s_sample (page, "cgq_dispatch_latency_seconds_bucket{le=\"+Inf\"}") == 1);
     assert_non_null (strstr (page, "# TYPE cgq_dispatch_latency_seconds histogram\n"));

@@ -22,7 +22,7 @@
 #define S_MAX_IN_FLIGHT 8
 
 typedef struct notice_s {
-    char *id;  // "JOB:EVENT", the cgq:notify field
+    char *id; // "JOB:EVENT", the cgq:notify field
     char *url;
     char *body;
     uint32_t attempts; // POSTs started
@@ -168,8 +168,8 @@ s_done (coord_t *c, notice_t *x)
 static size_t
 s_discard (char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    (void) ptr;
-    (void) userdata;
+    (void)ptr;
+    (void)userdata;
     return size * nmemb;
 }
 
@@ -193,11 +193,11 @@ s_start (coord_t *c, notice_t *x)
     curl_easy_setopt (e, CURLOPT_URL, x->url);
     curl_easy_setopt (e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt (e, CURLOPT_POSTFIELDS, x->body);
-    curl_easy_setopt (e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) strlen (x->body));
+    curl_easy_setopt (e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen (x->body));
     curl_easy_setopt (e, CURLOPT_HTTPHEADER, x->headers);
     curl_easy_setopt (e, CURLOPT_USERAGENT, "cgq-coordinator/" CGQ_VERSION);
-    curl_easy_setopt (e, CURLOPT_CONNECTTIMEOUT_MS, (long) S_CONNECT_TIMEOUT_MS);
-    curl_easy_setopt (e, CURLOPT_TIMEOUT_MS, (long) S_TIMEOUT_MS);
+    curl_easy_setopt (e, CURLOPT_CONNECTTIMEOUT_MS, (long)S_CONNECT_TIMEOUT_MS);
+    curl_easy_setopt (e, CURLOPT_TIMEOUT_MS, (long)S_TIMEOUT_MS);
     curl_easy_setopt (e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt (e, CURLOPT_WRITEFUNCTION, s_discard);
     curl_easy_setopt (e, CURLOPT_ERRORBUFFER, x->errbuf);
@@ -274,7 +274,7 @@ notify_run (coord_t *c, int64_t now)
             if (m->msg != CURLMSG_DONE)
                 continue;
             notice_t *x = NULL;
-            curl_easy_getinfo (m->easy_handle, CURLINFO_PRIVATE, (char **) &x);
+            curl_easy_getinfo (m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
             if (x)
                 s_finished (c, x, m->data.result, now);
         }
@@ -308,10 +308,11 @@ notify_poll_items (coord_t *c, zmq_pollitem_t *items, int max)
         return 0;
     int k = 0;
     for (int fd = 0; fd <= maxfd && k < max; fd++) {
-        short ev = (short) ((FD_ISSET (fd, &r) ? ZMQ_POLLIN : 0) | (FD_ISSET (fd, &w) ? ZMQ_POLLOUT : 0)
-                            | (FD_ISSET (fd, &e) ? ZMQ_POLLERR : 0));
+        short ev =
+            (short)((FD_ISSET (fd, &r) ? ZMQ_POLLIN : 0) | (FD_ISSET (fd, &w) ? ZMQ_POLLOUT : 0) |
+                    (FD_ISSET (fd, &e) ? ZMQ_POLLERR : 0));
         if (ev)
-            items[k++] = (zmq_pollitem_t) {NULL, fd, ev, 0};
+            items[k++] = (zmq_pollitem_t){NULL, fd, ev, 0};
     }
     return k;
 }

@@ -10,6 +10,7 @@ non-loopback --metrics is refused without --metrics-public."""
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -306,9 +307,15 @@ class MetricsTest(CgqTestCase):
         r = c.cgq("cancel", blocked)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+        # A scraper that sends half a request and stalls holds a connection,
+        # never the loop: the job runs and other scrapes are answered.
+        slow = socket.create_connection(("127.0.0.1", port), 5)
+        slow.sendall(b"GET /metr")
         c.write_file("t.py", SCRIPT)
         j = c.submit(c.write_file("grid.yaml", SPEC))
         job = c.wait_job(j, 60)
+        self.scrape(port)
+        slow.close()
         self.assertEqual(job.get("state"), "finished", job)
         self.assertEqual((job.get("succeeded"), job.get("failed")), ("4", "2"), job)
 

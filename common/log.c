@@ -71,8 +71,19 @@ s_emit (int level, uint64_t job, uint64_t trial, uint32_t attempt, const char *m
     if (level < 0 || level > 3)
         level = CGQ_LOG_ERROR;
     if (s_json) {
-        json_t *o = json_pack ("{s:s, s:s, s:s, s:i, s:s}", "ts", ts, "level", s_names[level],
-                               "program", s_prog, "pid", (int) getpid (), "msg", msg);
+        // A message that is not UTF-8 (a trial's output quoted in an
+        // error) is still logged: its non-ASCII bytes become '?'.
+        json_t *m = json_string (msg);
+        if (!m) {
+            char clean[2048];
+            size_t i = 0;
+            for (; msg[i] && i + 1 < sizeof clean; i++)
+                clean[i] = (unsigned char) msg[i] < 0x80 ? msg[i] : '?';
+            clean[i] = 0;
+            m = json_string (clean);
+        }
+        json_t *o = json_pack ("{s:s, s:s, s:s, s:i, s:o}", "ts", ts, "level", s_names[level],
+                               "program", s_prog, "pid", (int) getpid (), "msg", m);
         if (o && job) {
             json_object_set_new (o, "job", json_integer ((json_int_t) job));
             json_object_set_new (o, "trial", json_integer ((json_int_t) trial));

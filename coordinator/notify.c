@@ -330,9 +330,12 @@ notify_next_ms (coord_t *c, int64_t now)
     if (n->in_flight) {
         long ms = -1;
         curl_multi_timeout (n->multi, &ms);
-        // No timer and no socket yet (a name being resolved): look again soon.
-        if (ms < 0 || ms > 100)
+        // No timer yet (a name being resolved in curl's thread): look again
+        // soon; otherwise at curl's timer, and at least once a second.
+        if (ms < 0)
             ms = 100;
+        else if (ms > 1000)
+            ms = 1000;
         int64_t t = now + ms;
         if (!due || t < due)
             due = t;

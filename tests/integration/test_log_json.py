@@ -18,7 +18,10 @@ SCRIPT = r'''
 import json, os, sys
 i = int(sys.argv[1])
 if i == 1 and os.environ["CGQ_ATTEMPT"] == "1":
-    sys.exit(2)  # fails once, then succeeds: a second attempt
+    # Fails once, then succeeds: a second attempt. Its stderr (quoted in the
+    # error the worker logs) is not UTF-8: the JSON line must still come.
+    sys.stderr.buffer.write(b"bad bytes \xff\xfe here\n")
+    sys.exit(2)
 os.write(3, (json.dumps({"v": i}) + "\n").encode())
 '''
 
@@ -144,6 +147,11 @@ class LogJsonTest(CgqTestCase):
         self.assertTrue(any(o.get("trial") == 1 and o.get("attempt") == 1 and o["job"] == j
                             and "fail" in o["msg"].lower() for o in worker),
                         "the worker logs trial 1's failed attempt 1")
+        retry = [o for o in coord if o.get("trial") == 1 and o.get("attempt") == 1
+                 and "retrying" in o["msg"]]
+        self.assertEqual(len(retry), 1, "the coordinator logs the retry once, bytes that are "
+                         "not UTF-8 in its error included")
+        self.assertIn("bad bytes ?? here", retry[0]["msg"])
 
     def test_text_lines_carry_ids_and_bad_format_refused(self):
         c = self.cluster

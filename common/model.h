@@ -42,6 +42,9 @@ char *cgq_key_pareto (char *buf, size_t n, uint64_t job);                   // c
 #define CGQ_KEY_DEVICES "cgq:devices" // set: every device id a runner has declared
 #define CGQ_KEY_EVENTS "cgq:events"
 #define CGQ_KEY_COORDINATOR "cgq:coordinator"
+// Notifications not delivered yet (coordinator/notify.h): field "JOB:EVENT",
+// value {"url": ..., "body": the JSON summary}.
+#define CGQ_KEY_NOTIFY "cgq:notify"
 #define CGQ_EVENTS_MAXLEN 100000
 #define CGQ_REPORTS_MAXLEN 1000
 

@@ -1588,6 +1588,96 @@ s_parse_objectives (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_n
     return 0;
 }
 
+// --- notify -----------------------------------------------------------------------
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} s_notify_events[] = {{"finished", CGQ_NOTIFY_FINISHED},
+                       {"failed", CGQ_NOTIFY_FAILED},
+                       {"cancelled", CGQ_NOTIFY_CANCELLED}};
+
+const char *
+cgq_notify_event_name (unsigned event)
+{
+    for (size_t i = 0; i < sizeof s_notify_events / sizeof s_notify_events[0]; i++)
+        if (s_notify_events[i].bit == event)
+            return s_notify_events[i].name;
+    return "?";
+}
+
+static int
+s_notify_event (s_ctx_t *c, const s_node_t *e, unsigned *on)
+{
+    const char *t;
+    if (s_get_text (c, e, "notify.on", "write on: [finished, failed]", &t) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof s_notify_events / sizeof s_notify_events[0]; i++)
+        if (!strcmp (t, s_notify_events[i].name)) {
+            *on |= s_notify_events[i].bit;
+            return 0;
+        }
+    return s_fail (c, e, "unknown notify event '%s' (expected one of: finished, failed, cancelled)",
+                   t);
+}
+
+static int
+s_parse_notify (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+{
+    if (s_is_null (v))
+        return 0;
+    if (s_expect_map (c, v, "notify",
+                      "write notify: {url: http://host:port/path, on: [finished, failed]}") < 0)
+        return -1;
+    bool on_given = false;
+    for (size_t pi = 0; pi < s_npairs (v); pi++) {
+        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
+        const char *kt = s_text (k);
+        if (!strcmp (kt, "url")) {
+            const char *t;
+            if (s_get_text (c, e, "notify.url", "write url: http://host:port/path", &t) < 0)
+                return -1;
+            const char *rest = !strncmp (t, "http://", 7)    ? t + 7
+                               : !strncmp (t, "https://", 8) ? t + 8
+                                                             : NULL;
+            if (!rest)
+                return s_fail (c, e,
+                               "notify.url '%s' is not an http:// or https:// URL (write url: "
+                               "http://host:port/path)",
+                               t);
+            if (!*rest || *rest == '/' || strpbrk (t, " \t\r\n"))
+                return s_fail (c, e,
+                               "notify.url '%s' has no host or holds a space (write url: "
+                               "http://host:port/path)",
+                               t);
+            free (spec->notify.url);
+            spec->notify.url = cgq_xstrdup (t);
+        }
+        else if (!strcmp (kt, "on")) {
+            on_given = true;
+            spec->notify.on = 0;
+            if (e->type == S_SEQ) {
+                if (!s_nitems (e))
+                    return s_fail (c, e,
+                                   "notify.on is empty (write on: [finished, failed], or remove "
+                                   "notify)");
+                for (size_t i = 0; i < s_nitems (e); i++)
+                    if (s_notify_event (c, s_item (c, e, i), &spec->notify.on) < 0)
+                        return -1;
+            }
+            else if (s_notify_event (c, e, &spec->notify.on) < 0)
+                return -1;
+        }
+        else
+            return s_unknown_key (c, k, "notify", "url, on");
+    }
+    if (!spec->notify.url)
+        return s_fail (c, key, "notify.url is missing (write url: http://host:port/path)");
+    if (!on_given)
+        spec->notify.on = CGQ_NOTIFY_FINISHED | CGQ_NOTIFY_FAILED;
+    return 0;
+}
+
 // --- early_stop -------------------------------------------------------------------
 
 static int
@@ -2539,9 +2629,12 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
             rc = s_parse_objectives (c, spec, k, v);
         else if (!strcmp (kt, "early_stop"))
             rc = s_parse_early_stop (c, spec, k, v);
+        else if (!strcmp (kt, "notify"))
+            rc = s_parse_notify (c, spec, k, v);
         else
             rc = s_unknown_key (c, k, "the spec",
-                                "name, space, search, objective, objectives, early_stop, trial");
+                                "name, space, search, objective, objectives, early_stop, trial, "
+                                "notify");
         if (rc < 0)
             return -1;
     }
@@ -2785,6 +2878,7 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     s_objective_fini (&self->objective);
     for (size_t i = 0; i < CGQ_SPEC_MAX_OBJECTIVES; i++)
         s_objective_fini (&self->objectives[i]);
+    free (self->notify.url);
     free (self->early_stop.attribute);
     free (self->early_stop.metric);
     json_decref (self->search.points);

@@ -151,7 +151,23 @@ typedef struct {
     } early_stop;
 
     cgq_stage_t trial;
+
+    // notify: {url, on}: the coordinator POSTs a JSON summary of the job to
+    // url when it ends with one of the events in on (docs/spec.md).
+    struct {
+        char *url;   // http:// or https://; NULL: no notify
+        unsigned on; // CGQ_NOTIFY_* bits (default: finished | failed)
+    } notify;
 } cgq_spec_t;
+
+// The events a job's end can be, one per end (docs/spec.md, "notify"):
+// finished (at least one trial succeeded or was stopped early with a value),
+// failed (finished, but none did), cancelled.
+#define CGQ_NOTIFY_FINISHED 1u
+#define CGQ_NOTIFY_FAILED 2u
+#define CGQ_NOTIFY_CANCELLED 4u
+// cgq_notify_event_name: "finished", "failed" or "cancelled" for one bit.
+const char *cgq_notify_event_name (unsigned event);
 
 // A spec is a page of YAML, not data: cgq_spec_parse refuses longer text before
 // parsing it. A build may set another limit with -DCGQ_SPEC_MAX_BYTES=N.

@@ -222,6 +222,41 @@ s_expect_error (const char *y, int line, int col, const char *fragment)
 
 #define TRIAL "trial: {command: ./run}\n"
 
+// notify: {url, on}: what is kept, the default events, and each error at its
+// line and column.
+static void
+t_notify (void **state)
+{
+    const char *y = TRIAL "notify: {url: 'http://127.0.0.1:9/hook', on: [failed, cancelled]}\n";
+    char err[512] = "";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_string_equal (s->notify.url, "http://127.0.0.1:9/hook");
+    assert_int_equal (s->notify.on, CGQ_NOTIFY_FAILED | CGQ_NOTIFY_CANCELLED);
+    cgq_spec_destroy (&s);
+    y = TRIAL "notify:\n  url: https://hooks.example/x\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->notify.on, CGQ_NOTIFY_FINISHED | CGQ_NOTIFY_FAILED);
+    assert_string_equal (cgq_notify_event_name (CGQ_NOTIFY_CANCELLED), "cancelled");
+    cgq_spec_destroy (&s);
+    y = TRIAL;
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_null (s->notify.url);
+    cgq_spec_destroy (&s);
+
+    s_expect_error (TRIAL "notify: {url: 'ftp://x/y'}\n", 2, 15,
+                    "notify.url 'ftp://x/y' is not an http:// or https:// URL");
+    s_expect_error (TRIAL "notify: {url: 'http:///y'}\n", 2, 15, "has no host");
+    s_expect_error (TRIAL "notify:\n  url: http://h/\n  on: [finished, done]\n", 4, 18,
+                    "unknown notify event 'done' (expected one of: finished, failed, cancelled)");
+    s_expect_error (TRIAL "notify: {on: [failed]}\n", 2, 1, "notify.url is missing");
+    s_expect_error (TRIAL "notify: {url: 'http://h/', when: [failed]}\n", 2, 28,
+                    "unknown key 'when' in notify (known keys: url, on)");
+    s_expect_error (TRIAL "notify: {url: 'http://h/', on: []}\n", 2, 32, "notify.on is empty");
+    s_expect_error (TRIAL "notify: http://h/\n", 2, 9, "notify");
+}
+
 static void
 t_err_syntax (void **state)
 {
@@ -441,7 +476,7 @@ t_err_top (void **state)
     s_expect_error (
         TRIAL "serch: {samples: 3}\n", 2, 1,
         "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
-        "objectives, early_stop, trial)");
+        "objectives, early_stop, trial, notify)");
     s_expect_error (TRIAL "---\nname: x\n", 3, 1, "second YAML document");
 }
 
@@ -1233,6 +1268,7 @@ main (void)
         cmocka_unit_test (t_list_file),
         cmocka_unit_test (t_device),
         cmocka_unit_test (t_err_device),
+        cmocka_unit_test (t_notify),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -17,8 +17,10 @@ char *cgq_xstrndup (const char *s, size_t n);
 // cgq_xasprintf returns a new string; caller frees.
 char *cgq_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
-// Monotonic milliseconds (for timers) and wall-clock seconds (for Redis).
+// Monotonic milliseconds (for timers) and microseconds (for latencies), and
+// wall-clock seconds (for Redis).
 int64_t cgq_now_ms (void);
+int64_t cgq_now_us (void);
 double cgq_wall_s (void);
 
 // cgq_fmt_double writes v as the shortest of %.15g/%.17g that reads back as

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "jobs.h"
+#include "metrics.h"
+#include "notify.h"
 #include "nodes.h"
 #include "outbox.h"
 
@@ -14,11 +16,15 @@ coord_init (coord_t *c, const coord_cfg_t *cfg)
     if (cfg)
         c->cfg = *cfg;
     c->node_index = zhashx_new ();
+    metrics_hist_init_dispatch (&c->hist_dispatch);
+    metrics_hist_init_redis (&c->hist_redis);
 }
 
 void
 coord_fini (coord_t *c)
 {
+    metrics_stop (c);
+    notify_fini (c);
     jobs_destroy_all (c);
     nodes_destroy_all (c);
     zhashx_destroy (&c->node_index);

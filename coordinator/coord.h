@@ -16,6 +16,8 @@
 //               what each trial holds (the GPU-share rule lives there)
 //   outbox.c    messages that wait until the Redis batch they depend on is
 //               flushed
+//   notify.c    the spec's notify: POSTs (libcurl multi, polled by the loop)
+//   metrics.c   /metrics (libmicrohttpd, polled by the loop) and histograms
 //   coord.c     the coord_t's lifetime (init, fini)
 //
 // Redis key and field names come from common/model.h, never literals.
@@ -29,6 +31,7 @@
 #include <stdint.h>
 
 #include "auth.h"
+#include "metrics.h"
 #include "model.h"
 #include "searcher.h"
 #include "spec.h"
@@ -55,7 +58,10 @@ typedef struct {
     uint64_t max_report;     // bytes of one Progress report kept
     double max_report_rate;  // Progress reports kept per second per trial
     char *log_level;
-    bool log_json;
+    char *log_format;   // text or json
+    bool log_json;      // the older spelling of --log-format json
+    char *metrics;      // HOST:PORT of /metrics; NULL or "": off
+    bool metrics_public; // allow a non-loopback HOST
 } coord_cfg_t;
 
 typedef cgq_tstate_t tstate_t;
@@ -95,6 +101,7 @@ struct trial_s {
     trial_t *qnext;    // pending queue link
     trial_t *nnext, *nprev; // node's task list
     double started;
+    int64_t pending_since_ms;  // when it last became pending (dispatch latency)
     int64_t adopt_deadline_ms; // recovered running trial not yet adopted
     int64_t report_ms;         // Progress rate limit (session.c): last refill
     double report_tokens;      // reports that may still be stored now
@@ -115,6 +122,7 @@ struct job_s {
     trial_t *qhead, *qtail; // pending/unschedulable trials, FIFO
     uint64_t counts[CGQ_TRIAL_NSTATES]; // of trials created so far
     uint64_t dropped;       // trials never created because the job was cancelled
+    double created;         // Unix seconds of its submission
     uint32_t running;
     int64_t best_trial;     // -1: none
     double best_value;
@@ -189,7 +197,7 @@ typedef struct out_s {
     struct out_s *next;
 } out_t;
 
-typedef struct {
+typedef struct coord_s {
     coord_cfg_t cfg;
     void *zctx;
     void *nodes_sock;
@@ -224,6 +232,15 @@ typedef struct {
     unsigned reject_log_n;  // lines in it)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time
     int64_t stall_ms;      // time the loop was not listening, not yet credited to nodes
+    // Observability (metrics.c): the HTTP server, the histograms, and the
+    // trials that reached each terminal state in this process's lifetime.
+    struct metrics_srv_s *metrics;
+    struct notify_s *notify;      // notify.c: job-end POSTs; NULL until the first
+    metrics_hist_t hist_dispatch; // pending -> Assign, seconds
+    metrics_hist_t hist_redis;    // one Redis batch flush, seconds
+    uint64_t stat_ended[CGQ_TRIAL_NSTATES];
+    uint64_t lease_holder_epoch;  // standby: the epoch of the leader it waits on
+    bool standby;                 // waiting for the lease (main.c)
 } coord_t;
 
 // coord.c: coord_init zeroes c, takes cfg's values (the caller keeps

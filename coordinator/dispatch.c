@@ -149,7 +149,7 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     char err[512];
     s_rendered_t r;
     if (s_render (t, &r, err, sizeof err) < 0) {
-        cgq_warn ("trial %" PRIu64 ".%" PRIu64 " cannot start: %s", j->id, t->id, err);
+        cgq_twarn (j->id, t->id, t->attempt, "cannot start: %s", err);
         jobs_failed (c, t, err, false);
         return;
     }
@@ -161,7 +161,7 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     t->ngpus = 0;
     nodes_attach (n, t);
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("node %s over-committed by trial %" PRIu64 ".%" PRIu64, n->id, j->id, t->id);
+        cgq_twarn (j->id, t->id, t->attempt, "node %s over-committed by this trial", n->id);
 
     uint32_t *gpus = cgq_xcalloc ((size_t) t->ngpus + 1, sizeof *gpus);
     cgq_buf_t gl;

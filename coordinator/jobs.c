@@ -10,6 +10,7 @@
 #include "early_stop.h"
 #include "json.h"
 #include "log.h"
+#include "notify.h"
 #include "nodes.h"
 #include "outbox.h"
 #include "pareto.h"
@@ -178,6 +179,7 @@ jobs_submitted (coord_t *c, job_t *j, const char *yaml, const char *path, uint64
     char jkey[64];
     cgq_key_job (jkey, sizeof jkey, j->id);
     double now = cgq_wall_s ();
+    j->created = now;
     cgq_hset_t h;
     cgq_hset_init (&h, jkey);
     cgq_hset_u64 (&h, CGQ_JF_ID, j->id);
@@ -280,6 +282,12 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
             j->running++;
         t->state = s;
         t->adopt_deadline_ms = 0; // no longer a recovered trial awaiting its node
+        if (cgq_tstate_terminal (s)) {
+            c->stat_ended[s]++;
+            cgq_tdebug (j->id, t->id, t->attempt, "%s", cgq_tstate_names[s]);
+        }
+        else if (s == CGQ_TRIAL_PENDING && old != CGQ_TRIAL_UNSCHEDULABLE)
+            t->pending_since_ms = cgq_now_ms ();
     }
     j->dirty = true; // the counts go out once per turn (jobs_write_dirty)
     // The state and the fields that change with it: one HSET per transition.
@@ -308,6 +316,7 @@ jobs_trial_insert (job_t *j, uint64_t id, json_t *params)
     t->params = params;
     t->params_json = cgq_json_dumps (params);
     t->state = CGQ_TRIAL_PENDING;
+    t->pending_since_ms = cgq_now_ms ();
     zhashx_insert (j->trials, &t->id, t);
     return t;
 }
@@ -432,6 +441,51 @@ jobs_write_dirty (coord_t *c)
             s_job_write (c, j);
 }
 
+// s_notify queues the spec's notification of j's end, if it asks for this
+// event: a JSON summary of the job (docs/spec.md, "notify"). ended is the
+// Unix time of the end.
+static void
+s_notify (coord_t *c, job_t *j, double ended)
+{
+    const cgq_spec_t *spec = j->spec;
+    if (!spec || !spec->notify.url)
+        return;
+    unsigned event = j->state == CGQ_JOB_CANCELLED ? CGQ_NOTIFY_CANCELLED
+                     : j->counts[CGQ_TRIAL_SUCCEEDED] + j->counts[CGQ_TRIAL_STOPPED] == 0
+                         ? CGQ_NOTIFY_FAILED
+                         : CGQ_NOTIFY_FINISHED;
+    if (!(spec->notify.on & event))
+        return;
+    const char *ev = cgq_notify_event_name (event);
+    json_t *counts = json_object ();
+    uint64_t total = 0;
+    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++) {
+        uint64_t v = j->counts[k];
+        if (k == CGQ_TRIAL_PENDING)
+            v += jobs_unsuggested (j);
+        else if (k == CGQ_TRIAL_CANCELLED)
+            v += j->dropped;
+        total += v;
+        json_object_set_new (counts, cgq_tstate_names[k], json_integer ((json_int_t) v));
+    }
+    char id[64];
+    snprintf (id, sizeof id, "%" PRIu64 ":%s", j->id, ev);
+    json_t *best = json_null ();
+    if (j->best_trial >= 0 && spec->objective.metric && isfinite (j->best_value))
+        best = json_pack ("{s:I, s:f, s:s, s:s}", "trial", (json_int_t) j->best_trial, "value",
+                          j->best_value, "metric", spec->objective.metric, "mode",
+                          spec->objective.mode > 0 ? "max" : "min");
+    json_t *o = json_pack ("{s:s, s:s, s:I, s:s, s:s, s:o, s:I, s:o, s:f, s:f, s:f}",
+                           "notification", id, "event", ev, "job", (json_int_t) j->id, "name",
+                           j->name ? j->name : "", "state", cgq_jstate_names[j->state], "counts",
+                           counts, "total", (json_int_t) total, "best", best, "created",
+                           j->created, "ended", ended,
+                           "duration_s", j->created > 0 ? ended - j->created : 0.0);
+    if (o)
+        notify_queue (c, id, spec->notify.url, o);
+    json_decref (o);
+}
+
 void
 jobs_check_done (coord_t *c, job_t *j)
 {
@@ -446,9 +500,11 @@ jobs_check_done (coord_t *c, job_t *j)
         cgq_hset_t h;
         cgq_hset_init (&h, jkey);
         cgq_hset_str (&h, CGQ_JF_STATE, cgq_jstate_names[CGQ_JOB_FINISHED]);
-        cgq_hset_dbl (&h, CGQ_JF_FINISHED, cgq_wall_s ());
+        double ended = cgq_wall_s ();
+        cgq_hset_dbl (&h, CGQ_JF_FINISHED, ended);
         cgq_hset_queue (&h, c->store);
         cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
+        s_notify (c, j, ended);
         char detail[128];
         int len = snprintf (detail, sizeof detail, "%llu succeeded, %llu failed",
                             (unsigned long long) j->counts[CGQ_TRIAL_SUCCEEDED],
@@ -510,8 +566,13 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
     snprintf (attempt, sizeof attempt, "%u", t->attempt);
     const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE, n->id, CGQ_TF_GPUS, gpus,
                         CGQ_TF_STARTED, started};
+    if (t->pending_since_ms)
+        metrics_hist_observe (&c->hist_dispatch,
+                              (double) (cgq_now_ms () - t->pending_since_ms) / 1000.0);
+    t->pending_since_ms = 0;
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 8);
     cgq_model_event (c->store, "trial.running", j->id, (int64_t) t->id, n->id, t->attempt, NULL);
+    cgq_tdebug (j->id, t->id, t->attempt, "started on %s", n->id);
     c->stat_assigns++;
 }
 
@@ -539,6 +600,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     uint64_t never = jobs_unsuggested (j);
     j->state = CGQ_JOB_CANCELLED;
     j->dropped = never;
+    c->stat_ended[CGQ_TRIAL_CANCELLED] += never;
     j->dirty = true;
     uint64_t stopped = 0, dropped = never;
     while (s_dequeue (j))
@@ -579,6 +641,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     cgq_hset_queue (&h, c->store);
     cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
     cgq_model_event (c->store, "job.cancelled", j->id, -1, NULL, 0, NULL);
+    s_notify (c, j, cgq_wall_s ());
     snprintf (msg, msglen,
               "cancelled job %llu: %llu running trial(s) stopped, %llu pending dropped",
               (unsigned long long) id, (unsigned long long) stopped,
@@ -612,6 +675,8 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
         cgq_model_event (c->store, "trial.retry", j->id, (int64_t) t->id, NULL, t->attempt, error);
+        cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", t->attempt,
+                   (unsigned) j->spec->trial.retries, error);
         c->sched_dirty = true;
         return;
     }
@@ -741,7 +806,7 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
     snprintf (detail, sizeof detail, "attempt %u finished after it was given up; attempt %u %s",
               r->task->attempt, t->attempt,
               t->state == CGQ_TRIAL_RUNNING ? "is stopped" : "will not run");
-    cgq_info ("trial %" PRIu64 ".%" PRIu64 ": %s", t->job->id, t->id, detail);
+    cgq_tinfo (t->job->id, t->id, r->task->attempt, "%s", detail);
     cgq_model_event (c->store, "trial.late_result", t->job->id, (int64_t) t->id, NULL,
                      r->task->attempt, detail);
     if (t->state == CGQ_TRIAL_RUNNING) {
@@ -766,8 +831,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     if (t && r->task->attempt < t->attempt)
         s_late_success (c, t, r);
     if (!t || t->attempt != r->task->attempt) {
-        cgq_debug ("result for %" PRIu64 ".%" PRIu64 "#%u is stale; acknowledged, ignored",
-                   r->task->job, r->task->trial, r->task->attempt);
+        cgq_tdebug (r->task->job, r->task->trial, r->task->attempt,
+                    "result is stale; acknowledged, ignored");
         return;
     }
     job_t *j = t->job;
@@ -941,7 +1006,7 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
     jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
     cgq_model_event (c->store, "trial.early_stopped", j->id, (int64_t) t->id,
                      t->node ? t->node->id : NULL, t->attempt, why);
-    cgq_info ("trial %" PRIu64 ".%" PRIu64 " stopped early: %s", j->id, t->id, why);
+    cgq_tinfo (j->id, t->id, t->attempt, "stopped early: %s", why);
     cgq_searcher_observe (j->searcher, t->id, ok ? metrics : NULL, value, ok);
     if (!t->node) {
         s_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
@@ -1062,13 +1127,13 @@ s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     t->attempt = attempt;
     nodes_attach (n, t);
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("re-adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
-                  t->job->id, t->id, n->id);
+        cgq_twarn (t->job->id, t->id, attempt, "re-adopted task exceeds node %s's free resources",
+                   n->id);
     char abuf[16];
     snprintf (abuf, sizeof abuf, "%u", attempt);
     const char *kv[] = {CGQ_TF_NODE, n->id, CGQ_TF_ATTEMPT, abuf};
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 4);
-    cgq_info ("trial %" PRIu64 ".%" PRIu64 ": %s", t->job->id, t->id, detail);
+    cgq_tinfo (t->job->id, t->id, attempt, "%s", detail);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt,
                      detail);
     return true;
@@ -1090,13 +1155,13 @@ jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     // Its GPU grant is still the positions it had on this node (same worker,
     // same GPU list); nodes_grant re-checks them.
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("re-adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
-                  t->job->id, t->id, n->id);
+        cgq_twarn (t->job->id, t->id, attempt, "re-adopted task exceeds node %s's free resources",
+                   n->id);
     const char *kv[] = {CGQ_TF_NODE, n->id};
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
-    cgq_info ("node %s still runs trial %" PRIu64 ".%" PRIu64 " attempt %u that was lost; "
-              "adopted it back",
-              n->id, t->job->id, t->id, attempt);
+    cgq_tinfo (t->job->id, t->id, attempt, "node %s still runs this attempt, which was lost; "
+               "adopted it back",
+               n->id);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
     return true;
 }
@@ -1110,13 +1175,12 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     nodes_attach (n, t);
     nodes_gpus_from_indices (n, t); // recovery kept the GPU indices it was given
     if (nodes_grant (n, t) < 0)
-        cgq_warn ("adopted task %" PRIu64 ".%" PRIu64 " exceeds node %s's free resources",
-                  t->job->id, t->id, n->id);
+        cgq_twarn (t->job->id, t->id, attempt, "adopted task exceeds node %s's free resources",
+                   n->id);
     free (t->expect_node);
     t->expect_node = NULL;
     t->adopt_deadline_ms = 0;
-    cgq_info ("adopted trial %" PRIu64 ".%" PRIu64 " attempt %u running on %s", t->job->id, t->id,
-              attempt, n->id);
+    cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
     return true;
 }

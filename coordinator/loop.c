@@ -12,6 +12,8 @@
 #include "jobs.h"
 #include "lease.h"
 #include "log.h"
+#include "metrics.h"
+#include "notify.h"
 #include "nodes.h"
 #include "outbox.h"
 #include "session.h"
@@ -154,7 +156,12 @@ s_flush (coord_t *c, int64_t now)
 {
     if (c->lease_lost || (c->redis_retry_ms && now < c->redis_retry_ms))
         return -1;
-    if (cgq_store_flush (c->store) < 0) {
+    size_t pending = cgq_store_pending (c->store);
+    int64_t t0 = pending ? cgq_now_us () : 0;
+    int frc = cgq_store_flush (c->store);
+    if (pending && frc == 0)
+        metrics_hist_observe (&c->hist_redis, (double) (cgq_now_us () - t0) / 1e6);
+    if (frc < 0) {
         if (cgq_store_fenced (c->store)) {
             s_lease_lost (c, cgq_store_errstr (c->store));
             return -1;
@@ -171,6 +178,7 @@ s_flush (coord_t *c, int64_t now)
         cgq_info ("Redis is back; batch persisted%s", c->buffer_full ? "; nodes send the results "
                                                                         "they held" : "");
     c->buffer_full = false;
+    notify_flushed (c);
     c->redis_retry_ms = 0;
     c->redis_backoff_ms = 0;
     outbox_send (c);
@@ -204,10 +212,20 @@ s_min_deadline (int64_t a, int64_t b)
 int
 coord_run (coord_t *c)
 {
-    zmq_pollitem_t items[3] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
-                               {c->ctl_sock, 0, ZMQ_POLLIN, 0},
-                               {cgq_auth_zap_socket (c->auth), 0, ZMQ_POLLIN, 0}};
-    int nitems = c->auth ? 3 : 2; // CURVE: peers wait on our ZAP answers
+    // The sockets, the ZAP handler's (CURVE: peers wait on our answers),
+    // then the fd of the /metrics server (metrics.h): never a blocking call.
+    // curl's sockets (notify.h) come after them, renewed every turn.
+    zmq_pollitem_t items[4 + NOTIFY_POLL_MAX] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
+                                                 {c->ctl_sock, 0, ZMQ_POLLIN, 0}};
+    int nitems = 2, zap = -1, http = -1;
+    if (c->auth) {
+        zap = nitems;
+        items[nitems++] = (zmq_pollitem_t) {cgq_auth_zap_socket (c->auth), 0, ZMQ_POLLIN, 0};
+    }
+    if (metrics_fd (c) >= 0) {
+        http = nitems;
+        items[nitems++] = (zmq_pollitem_t) {NULL, metrics_fd (c), ZMQ_POLLIN, 0};
+    }
     c->next_liveness_ms = cgq_now_ms () + c->cfg.heartbeat_ms;
     c->next_stats_ms = cgq_now_ms () + 1000;
     c->sched_dirty = true;
@@ -218,11 +236,14 @@ coord_run (coord_t *c)
         deadline = s_min_deadline (deadline, c->adopt_deadline_ms);
         deadline = s_min_deadline (deadline, outbox_next_due (c));
         deadline = s_min_deadline (deadline, c->lease[0] ? c->next_lease_ms : 0);
+        deadline = s_min_deadline (deadline, metrics_next_ms (c, now));
+        deadline = s_min_deadline (deadline, notify_next_ms (c, now));
         long timeout = deadline > now ? (long) (deadline - now) : 0;
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
             timeout = 0;
         s_tick (c, now, 0);
-        int rc = zmq_poll (items, nitems, timeout);
+        int ncurl = notify_poll_items (c, items + nitems, NOTIFY_POLL_MAX);
+        int rc = zmq_poll (items, nitems + ncurl, timeout);
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
@@ -238,8 +259,11 @@ coord_run (coord_t *c)
             backlog = s_drain (c, c->nodes_sock, false) >= TURN_BUDGET;
         if (items[1].revents & ZMQ_POLLIN)
             s_drain (c, c->ctl_sock, true);
-        if (nitems > 2 && (items[2].revents & ZMQ_POLLIN))
+        if (zap >= 0 && (items[zap].revents & ZMQ_POLLIN))
             cgq_auth_zap_handle (c->auth);
+        if (http >= 0)
+            metrics_run (c); // also its connection timeouts, so every turn
+        notify_run (c, cgq_now_ms ());
         now = cgq_now_ms ();
         s_tick (c, now, 0);
         // Liveness is judged only after the sockets are drained, and only by

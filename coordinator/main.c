@@ -16,6 +16,8 @@
 #include "lease.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
+#include "notify.h"
 #include "recovery.h"
 #include "space.h"
 
@@ -77,8 +79,18 @@ static const cgq_opt_t s_opts[] = {
      0.01, 1e6},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn or error", 0, 0},
+    {"log-format", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_format), "text",
+     "CGQ_LOG_FORMAT", "text or json (JSON lines: ts, level, program, msg, job, trial, attempt)",
+     0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,
-     "log JSON lines", 0, 0},
+     "same as --log-format json", 0, 0},
+    {"metrics", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, metrics), NULL, "CGQ_METRICS",
+     "serve Prometheus /metrics on HOST:PORT (e.g. 127.0.0.1:9464; port 0: any free port); "
+     "off when unset",
+     0, 0},
+    {"metrics-public", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, metrics_public), "false", NULL,
+     "allow --metrics beyond loopback: whoever reaches the port reads job names and counts", 0,
+     0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -221,9 +233,14 @@ s_lead (coord_t *c)
             snprintf (seen, sizeof seen, "%s", holder);
         }
         standby = true;
-        for (int64_t slept = 0; slept < c->cfg.lease_ms / 3 && !coord_stop; slept += 50)
-            usleep (50 * 1000);
+        c->standby = true;
+        c->lease_holder_epoch = strtoull (holder, NULL, 10);
+        // Sleep in short steps (a signal stops it), serving /metrics meanwhile.
+        int64_t until = cgq_now_ms () + c->cfg.lease_ms / 3;
+        for (int64_t now = cgq_now_ms (); now < until && !coord_stop; now = cgq_now_ms ())
+            metrics_wait (c, until - now < 50 ? until - now : 50);
     }
+    c->standby = false;
     if (coord_stop)
         return -1;
     if (standby)
@@ -252,7 +269,7 @@ main (int argc, char **argv)
         cgq_config_free (s_opts, &cfg);
         return 2;
     }
-    if (cgq_log_configure ("cgq-coordinator", cfg.log_level, cfg.log_json) < 0) {
+    if (cgq_log_configure ("cgq-coordinator", cfg.log_level, cfg.log_format, cfg.log_json) < 0) {
         cgq_config_free (s_opts, &cfg);
         return 2;
     }
@@ -280,6 +297,12 @@ main (int argc, char **argv)
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
         goto out;
     }
+    if (cfg.metrics && cfg.metrics[0]
+        && metrics_start (&c, cfg.metrics, cfg.metrics_public, err, sizeof err) < 0) {
+        fprintf (stderr, "cgq-coordinator: %s\n", err);
+        exit_code = 2;
+        goto out;
+    }
     if (s_lead (&c) < 0) {
         if (coord_stop)
             exit_code = 0; // stopped while standing by
@@ -292,6 +315,11 @@ main (int argc, char **argv)
     recovery_nodes (&c);
     if (recovery_jobs (&c) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",
+                 cgq_store_url (c.store), cgq_store_errstr (c.store));
+        goto out;
+    }
+    if (notify_recover (&c) < 0) {
+        fprintf (stderr, "cgq-coordinator: cannot read %s from Redis at %s: %s\n", CGQ_KEY_NOTIFY,
                  cgq_store_url (c.store), cgq_store_errstr (c.store));
         goto out;
     }

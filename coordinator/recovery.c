@@ -239,8 +239,8 @@ s_front (coord_t *c, job_t *j)
     for (size_t i = 0; h->type == REDIS_REPLY_ARRAY && i + 1 < h->elements; i += 2)
         if (jobs_front_restore (j, strtoull (h->element[i]->str, NULL, 10), h->element[i + 1]->str)
             < 0)
-            cgq_warn ("job %" PRIu64 ": Pareto front entry of trial %s is malformed; dropped", j->id,
-                      h->element[i]->str);
+            cgq_twarn (j->id, strtoull (h->element[i]->str, NULL, 10), 0,
+                       "its Pareto front entry is malformed; dropped");
     freeReplyObject (h);
     return 0;
 }
@@ -287,6 +287,7 @@ recovery_jobs (coord_t *c)
         }
         job_t *j = jobs_add (c, id, spec, searcher, rec->spec_dir);
         memcpy (j->counts, rec->counts, sizeof j->counts);
+        j->created = rec->created;
         if (rec->blocked)
             j->blocked = cgq_xstrdup (rec->blocked);
         if (rec->has_best) {

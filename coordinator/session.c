@@ -55,8 +55,9 @@ s_rejected (coord_t *c, const char *id, const char *what, const Cgq__TaskRef *re
     if (c->reject_log_n++ >= S_REJECT_LOG_PER_S)
         return;
     char buf[80];
-    cgq_warn ("rejected a %s for task %s from '%s': %s (%" PRIu64 " rejected so far)", what,
-              cgq_wire_task_str (buf, ref), id, why, c->stat_rejected);
+    cgq_twarn (ref ? ref->job : 0, ref ? ref->trial : 0, ref ? ref->attempt : 0,
+               "rejected a %s for task %s from '%s': %s (%" PRIu64 " rejected so far)", what,
+               cgq_wire_task_str (buf, ref), id, why, c->stat_rejected);
 }
 
 // s_owns says whether node n (NULL: the sender never said Hello) may report
@@ -118,11 +119,11 @@ s_report_allowed (coord_t *c, const char *id, const Cgq__Progress *p)
     }
     c->stat_reports_dropped++;
     if (!t->report_warned) {
-        char buf[80];
         t->report_warned = true;
-        cgq_warn ("task %s on '%s': report not stored: %s (further drops of this trial are only "
-                  "counted, in reports_dropped)",
-                  cgq_wire_task_str (buf, p->task), id, why);
+        cgq_twarn (t->job->id, t->id, p->task->attempt,
+                   "report not stored: %s (from node '%s'; further drops of this trial are "
+                   "only counted, in reports_dropped)",
+                   why, id);
     }
     return false;
 }
@@ -200,9 +201,10 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
         trial_t *next = t->nnext;
         if (!s_lists ((const Cgq__TaskRef *const *) h->running, h->n_running, t) && !t->deferred) {
             if (same_process && t->assign_seq > seen) {
-                cgq_debug ("node %s's Hello crossed the Assign of trial %" PRIu64 ".%" PRIu64
-                           " (seq %" PRIu64 " > %" PRIu64 "); still its own",
-                           n->id, t->job->id, t->id, t->assign_seq, seen);
+                cgq_tdebug (t->job->id, t->id, t->attempt,
+                            "node %s's Hello crossed the trial's Assign (seq %" PRIu64
+                            " > %" PRIu64 "); still its own",
+                            n->id, t->assign_seq, seen);
             } else {
                 nodes_release (c, t);
                 jobs_lost (c, t, same_process ? "node no longer runs it"
@@ -227,9 +229,8 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
             tr->unseen_hbs = 0;
             continue;
         }
-        char buf[80];
-        cgq_info ("node %s runs task %s that is not ours; stopping it", rid,
-                  cgq_wire_task_str (buf, r));
+        cgq_tinfo (r->job, r->trial, r->attempt, "node %s runs this task, which is not ours; "
+                   "stopping it", rid);
         outbox_stop (c, rid, r, "unknown to the coordinator");
     }
 
@@ -301,9 +302,8 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
             t->unseen_hbs = 0;
             continue;
         }
-        char buf[80];
-        cgq_info ("node %s runs task %s that is no longer its own; stopping it", n->id,
-                  cgq_wire_task_str (buf, r));
+        cgq_tinfo (r->job, r->trial, r->attempt,
+                   "node %s runs this task, which is no longer its own; stopping it", n->id);
         outbox_stop (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
     }
     s_missing (c, n, hb);

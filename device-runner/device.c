@@ -331,8 +331,8 @@ cgq_device_tick (cgq_device_t *self, int64_t now)
         int wst = 0;
         waitpid (self->pid, &wst, 0);
         Cgq__Result *r = s_result (self, wst, now);
-        char buf[80];
-        cgq_info ("device %s: task %s %s%s%s", self->cfg->id, cgq_wire_task_str (buf, self->task),
+        cgq_tinfo (self->task->job, self->task->trial, self->task->attempt,
+                   "device %s: %s%s%s", self->cfg->id,
                   r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED ? "measured"
                   : r->status == CGQ__TASK_STATUS__TASK_TIMEOUT ? "timed out"
                   : r->status == CGQ__TASK_STATUS__TASK_STOPPED ? "stopped"

@@ -47,6 +47,7 @@ typedef struct {
     char *curve_secret; // CURVE (common/auth.h)
     char *curve_server;
     char *log_level;
+    char *log_format;
     bool log_json;
 } s_cfg_t;
 
@@ -70,8 +71,10 @@ static const cgq_opt_t s_opts[] = {
      "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
-    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
-     0, 0},
+    {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
+     "text or json (JSON lines: ts, level, program, msg, job, trial, attempt)", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL,
+     "same as --log-format json", 0, 0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -141,26 +144,27 @@ s_find_task (s_runner_t *r, const Cgq__TaskRef *ref)
 static void
 s_lost (s_runner_t *r, const Cgq__TaskRef *ref, const char *why)
 {
-    char buf[80];
-    cgq_warn ("task %s: not measured: %s", cgq_wire_task_str (buf, ref), why);
+    cgq_twarn (ref->job, ref->trial, ref->attempt, "not measured: %s", why);
     cgq_link_result (r->link, cgq_task_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
 }
 
 static void
 s_on_assign (s_runner_t *r, const Cgq__Assign *a)
 {
-    char buf[80], err[512];
+    char err[512];
     if (!a->task) {
         cgq_warn ("ignoring an Assign without a task");
         return;
     }
-    const char *name = cgq_wire_task_str (buf, a->task);
+    // Every line about the task carries its ids (log.h).
+    uint64_t jid = a->task->job, tid = a->task->trial;
+    uint32_t att = a->task->attempt;
     if (s_find_task (r, a->task)) {
-        cgq_debug ("task %s: already measuring; ignoring the repeated Assign", name);
+        cgq_tdebug (jid, tid, att, "already measuring; ignoring the repeated Assign");
         return;
     }
     if (cgq_link_has_result (r->link, a->task, true)) {
-        cgq_debug ("task %s: already measured; sent its result again", name);
+        cgq_tdebug (jid, tid, att, "already measured; sent its result again");
         return;
     }
     if (!a->kind || strcmp (a->kind, "benchmark") != 0) {
@@ -190,17 +194,17 @@ s_on_assign (s_runner_t *r, const Cgq__Assign *a)
         s_lost (r, a->task, err);
         return;
     }
-    cgq_info ("task %s: measuring %s on %s", name, a->benchmark, a->device_id);
+    cgq_tinfo (jid, tid, att, "measuring %s on %s", a->benchmark, a->device_id);
 }
 
 static void
 s_on_stop (s_runner_t *r, const Cgq__Stop *s)
 {
-    char buf[80];
     cgq_device_t *d = s->task ? s_find_task (r, s->task) : NULL;
     if (!d) {
-        cgq_debug ("Stop for task %s, which is not measuring here; ignored",
-                   cgq_wire_task_str (buf, s->task));
+        cgq_tdebug (s->task ? s->task->job : 0, s->task ? s->task->trial : 0,
+                    s->task ? s->task->attempt : 0,
+                    "Stop for a task not measuring here; ignored");
         return;
     }
     cgq_device_stop (d, s->reason && *s->reason ? s->reason : "stopped by the coordinator");
@@ -455,7 +459,7 @@ s_measure_main (int argc, char **argv)
         s_measure_usage (stderr);
         return 2;
     }
-    if (cgq_log_configure (S_PROG " measure", level, false) < 0)
+    if (cgq_log_configure (S_PROG " measure", level, NULL, false) < 0)
         return 2;
     cgq_runcfg_t *rc = s_load (config);
     if (!rc)
@@ -528,7 +532,7 @@ s_setup_devices (s_runner_t *r)
 static int
 s_setup (s_runner_t *r, const char *config)
 {
-    if (cgq_log_configure (S_PROG, r->cfg.log_level, r->cfg.log_json) < 0)
+    if (cgq_log_configure (S_PROG, r->cfg.log_level, r->cfg.log_format, r->cfg.log_json) < 0)
         return 2;
     if (!config) {
         fprintf (stderr, S_PROG ": --config runner.yaml is required (its devices and benchmarks; "

@@ -246,7 +246,7 @@ s_line_emit (int level, bool json, const s_line_t *msg)
         s_line_ts (&out);
         s_line_add (&out, "\",\"level\":\"");
         s_line_add (&out, names[level]);
-        s_line_add (&out, "\",\"prog\":\"cgq-worker\",\"pid\":");
+        s_line_add (&out, "\",\"program\":\"cgq-worker\",\"pid\":");
         s_line_num (&out, (uint64_t) getpid ());
         s_line_add (&out, ",\"msg\":\"");
         for (size_t i = 0; i < msg->len; i++) {

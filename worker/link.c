@@ -263,10 +263,10 @@ s_fit (cgq_link_t *self, Cgq__Result *r)
     size_t limit = self->max_frame, size = s_result_frame (r);
     if (size <= limit)
         return;
-    char buf[80];
-    cgq_warn ("task %s: its %zu-byte result is over the coordinator's frame limit of %zu bytes; "
-              "cutting it down",
-              cgq_wire_task_str (buf, r->task), size, limit);
+    cgq_twarn (r->task->job, r->task->trial, r->task->attempt,
+               "its %zu-byte result is over the coordinator's frame limit of %zu bytes; "
+               "cutting it down",
+               size, limit);
     char *tail = r->log_tail, *error = r->error;
     r->log_tail = (char *) "";
     r->error = (char *) "";
@@ -580,12 +580,12 @@ void
 cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *report_json,
                    uint64_t seq)
 {
-    char buf[80];
     // Leave room for the envelope: the coordinator drops frames over max_frame.
     if (strlen (report_json) + 256 > self->max_frame) {
-        cgq_warn ("task %s: report %" PRIu64 " is larger than the coordinator's frame limit "
-                  "(%u bytes); not sent",
-                  cgq_wire_task_str (buf, task), seq, self->max_frame);
+        cgq_twarn (task->job, task->trial, task->attempt,
+                   "report %" PRIu64 " is larger than the coordinator's frame limit "
+                   "(%u bytes); not sent",
+                   seq, self->max_frame);
         return;
     }
     Cgq__Progress p = CGQ__PROGRESS__INIT;
@@ -601,14 +601,13 @@ cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *repor
 void
 cgq_link_result (cgq_link_t *self, Cgq__Result *result)
 {
-    char buf[80];
     s_fit (self, result);
     // Built-in tasks finish by the thousand per second: only processes that
     // ran, and failures, are worth a line at info.
     bool quiet = result->status == CGQ__TASK_STATUS__TASK_SUCCEEDED
                  && (!result->trial_dir || !result->trial_dir[0]);
-    cgq_log_if (quiet ? CGQ_LOG_DEBUG : CGQ_LOG_INFO, "task %s: %s%s%s",
-                cgq_wire_task_str (buf, result->task),
+    cgq_tlog (quiet ? CGQ_LOG_DEBUG : CGQ_LOG_INFO, result->task->job, result->task->trial,
+              result->task->attempt, "%s%s%s",
               protobuf_c_enum_descriptor_get_value (&cgq__task_status__descriptor,
                                                     (int) result->status)
                   ->name,

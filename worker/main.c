@@ -43,6 +43,7 @@ typedef struct {
     char *curve_server;
     char *allow_command; // '\n'-separated prefixes (worker/allow.h)
     char *log_level;
+    char *log_format;
     bool log_json;
 } s_cfg_t;
 
@@ -78,8 +79,10 @@ static const cgq_opt_t s_opts[] = {
      "run only commands that start with this prefix (repeatable; variable: one per line)", 0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
-    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",
-     0, 0},
+    {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
+     "text or json (JSON lines: ts, level, program, msg, job, trial, attempt)", 0, 0},
+    {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL,
+     "same as --log-format json", 0, 0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -144,26 +147,28 @@ s_find_task (s_worker_t *w, const Cgq__TaskRef *ref)
 static void
 s_on_assign (s_worker_t *w, const Cgq__Assign *a)
 {
-    char buf[80];
     if (!a->task) {
         cgq_warn ("ignoring an Assign without a task");
         return;
     }
-    const char *name = cgq_wire_task_str (buf, a->task);
+    // Every line about the task carries its ids (log.h).
+    uint64_t jid = a->task->job, tid = a->task->trial;
+    uint32_t att = a->task->attempt;
     if (s_find_task (w, a->task)) {
-        cgq_debug ("task %s: already running; ignoring the repeated Assign", name);
+        cgq_tdebug (jid, tid, att, "already running; ignoring the repeated Assign");
         return;
     }
     if (cgq_link_has_result (w->link, a->task, true)) {
-        cgq_debug ("task %s: already finished; sent its result again", name);
+        cgq_tdebug (jid, tid, att, "already finished; sent its result again");
         return;
     }
     for (size_t i = 0; i < w->n_tasks; i++) {
         const Cgq__TaskRef *r = cgq_task_ref (w->tasks[i]);
         if (r->job == a->task->job && r->trial == a->task->trial && r->stage == a->task->stage)
-            cgq_warn ("task %s: attempt %u of the same trial is still running here; starting "
-                      "this one as well",
-                      name, r->attempt);
+            cgq_twarn (jid, tid, att,
+                       "attempt %u of the same trial is still running here; starting "
+                       "this one as well",
+                       r->attempt);
     }
     const char *kind = a->kind ? a->kind : "";
     if (!strcmp (kind, "noop")) {
@@ -181,7 +186,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
     char *refused = strcmp (kind, "command") == 0 ? cgq_allow_check (w->cfg.allow_command, a)
                                                   : NULL;
     if (refused) {
-        cgq_warn ("task %s: %s", name, refused);
+        cgq_twarn (jid, tid, att, "%s", refused);
         cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
                                                        NULL, refused));
         free (refused);
@@ -199,7 +204,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         cgq_task_destroy (&task);
         return;
     }
-    cgq_info ("task %s: started pid %d (%s)", name, (int) cgq_task_pid (task), a->argv[0]);
+    cgq_tinfo (jid, tid, att, "started pid %d (%s)", (int) cgq_task_pid (task), a->argv[0]);
     w->tasks = cgq_xrealloc (w->tasks, (w->n_tasks + 1) * sizeof *w->tasks);
     w->tasks[w->n_tasks++] = task;
 }
@@ -207,15 +212,14 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
 static void
 s_on_stop (s_worker_t *w, const Cgq__Stop *s)
 {
-    char buf[80];
     cgq_task_t *task = s->task ? s_find_task (w, s->task) : NULL;
     if (!task) {
-        cgq_debug ("Stop for task %s, which is not running here; ignored",
-                   cgq_wire_task_str (buf, s->task));
+        cgq_tdebug (s->task ? s->task->job : 0, s->task ? s->task->trial : 0,
+                    s->task ? s->task->attempt : 0, "Stop for a task not running here; ignored");
         return;
     }
-    cgq_info ("task %s: stopping (%s)", cgq_wire_task_str (buf, s->task),
-              s->reason && *s->reason ? s->reason : "no reason given");
+    cgq_tinfo (s->task->job, s->task->trial, s->task->attempt, "stopping (%s)",
+               s->reason && *s->reason ? s->reason : "no reason given");
     cgq_task_stop (task, s->reason && *s->reason ? s->reason : "stopped by the coordinator",
                    w->cfg.kill_grace_ms);
 }
@@ -429,8 +433,10 @@ s_build_resources (s_worker_t *w)
 static int
 s_setup (s_worker_t *w)
 {
-    if (cgq_log_configure (S_PROG, w->cfg.log_level, w->cfg.log_json) < 0)
+    if (cgq_log_configure (S_PROG, w->cfg.log_level, w->cfg.log_format, w->cfg.log_json) < 0)
         return 2;
+    if (w->cfg.log_format && strcmp (w->cfg.log_format, "json") == 0)
+        w->cfg.log_json = true; // the reaper (confine.c) logs as the worker does
 
     char err[256] = "";
     if (cgq_gpu_discover (w->cfg.gpus, &w->gpus, err, sizeof err) < 0) {

@@ -23,6 +23,9 @@
 #include "util.h"
 #include "wire.h"
 
+// The ids every log line about this task carries (log.h).
+#define S_IDS(self) (self)->ref.job, (self)->ref.trial, (self)->ref.attempt
+
 extern char **environ;
 
 #define S_TAIL_BYTES 4096       // log_tail sent with the result
@@ -594,9 +597,7 @@ s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
         }
     }
     else
-        cgq_warn ("task %" PRIu64 ".%" PRIu64 ": params are not a JSON object; "
-                  "no CGQ_PARAM_* variables set",
-                  self->ref.job, self->ref.trial);
+        cgq_twarn (S_IDS (self), "params are not a JSON object; no CGQ_PARAM_* variables set");
     json_decref (params);
     s_env_set (env, "CGQ_TRIAL_DIR", self->trial_dir);
     s_env_set (env, "CGQ_SPEC_DIR", a->spec_dir ? a->spec_dir : "");
@@ -654,8 +655,7 @@ s_task_new (const Cgq__Assign *a, const cgq_task_opts_t *opts)
 static void
 s_lost (cgq_task_t *self, const char *error)
 {
-    char buf[80];
-    cgq_warn ("task %s: %s", cgq_wire_task_str (buf, &self->ref), error);
+    cgq_twarn (S_IDS (self), "%s", error);
     self->result = cgq_task_result_new (&self->ref, CGQ__TASK_STATUS__TASK_LOST, NULL, error);
     s_set_str (&self->result->trial_dir, self->trial_dir);
     s_close (&self->out.log_fd);
@@ -945,9 +945,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
             s_warn (self, "cannot enter trial directory %s: %s", self->trial_dir,
                     strerror (fail[1]));
     }
-    char buf[80];
-    cgq_debug ("task %s: started pid %d in %s", cgq_wire_task_str (buf, &self->ref), (int) pid,
-               self->trial_dir);
+    cgq_tdebug (S_IDS (self), "started pid %d in %s", (int) pid, self->trial_dir);
     return self;
 }
 
@@ -1015,9 +1013,7 @@ s_finish (cgq_task_t *self)
     // dies with it.
     size_t left = s_signal (self, SIGKILL);
     if (left > 0) {
-        char buf[80];
-        cgq_debug ("task %s: killed %zu process(es) it left behind",
-                   cgq_wire_task_str (buf, &self->ref), left);
+        cgq_tdebug (S_IDS (self), "killed %zu process(es) it left behind", left);
     }
     char *leaf = self->confined && cgq_confine_trial_cgroup (self->confined)
                      ? cgq_xstrdup (cgq_confine_trial_cgroup (self->confined))
@@ -1122,8 +1118,7 @@ s_finish (cgq_task_t *self)
     s_set_str (&r->trial_dir, self->trial_dir);
     self->result = r;
     self->done = true;
-    char buf[80];
-    cgq_debug ("task %s: %s%s%s", cgq_wire_task_str (buf, &self->ref),
+    cgq_tdebug (S_IDS (self), "%s%s%s",
                protobuf_c_enum_descriptor_get_value (&cgq__task_status__descriptor, (int) status)
                    ->name,
                r->error[0] ? ": " : "", r->error);
@@ -1148,20 +1143,19 @@ cgq_task_tick (cgq_task_t *self, int64_t now_ms)
             // Reaped elsewhere; nothing more to learn about its status.
             self->exited = true;
             self->wait_status = 0;
-            cgq_warn ("task pid %d: waitpid: %s", (int) self->pid, strerror (errno));
+            cgq_twarn (S_IDS (self), "pid %d: waitpid: %s", (int) self->pid, strerror (errno));
         }
     }
     if (self->exited) {
         s_finish (self);
         return;
     }
-    char buf[80];
     if (self->timeout_at >= 0 && now_ms >= self->timeout_at) {
         self->timeout_at = -1;
         if (!self->stopped) {
             self->timed_out = true;
-            cgq_info ("task %s: timed out after %" PRId64 " ms; sending SIGTERM to its processes",
-                      cgq_wire_task_str (buf, &self->ref), self->timeout_ms);
+            cgq_tinfo (S_IDS (self), "timed out after %" PRId64 " ms; sending SIGTERM to its processes",
+                       self->timeout_ms);
             s_signal (self, SIGTERM);
             if (self->kill_at < 0)
                 self->kill_at = now_ms + self->grace_ms;
@@ -1169,8 +1163,7 @@ cgq_task_tick (cgq_task_t *self, int64_t now_ms)
     }
     if (self->kill_at >= 0 && now_ms >= self->kill_at) {
         self->kill_at = -1;
-        cgq_info ("task %s: still running after the grace period; sending SIGKILL",
-                  cgq_wire_task_str (buf, &self->ref));
+        cgq_tinfo (S_IDS (self), "still running after the grace period; sending SIGKILL");
         s_signal (self, SIGKILL);
     }
 }

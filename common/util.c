@@ -83,6 +83,14 @@ cgq_now_ms (void)
 }
 
 int64_t
+cgq_thread_cpu_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
 cgq_now_us (void)
 {
     struct timespec ts;

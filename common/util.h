@@ -22,6 +22,10 @@ char *cgq_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)
 int64_t cgq_now_ms (void);
 int64_t cgq_now_us (void);
 double cgq_wall_s (void);
+// CPU milliseconds the calling thread has used: what a test bounds when it
+// guards against a blow-up (quadratic parsing, an uncapped fit), since other
+// processes on a loaded machine do not add to it as they add to wall time.
+int64_t cgq_thread_cpu_ms (void);
 
 // cgq_fmt_double writes v as the shortest of %.15g/%.17g that reads back as
 // v, so 0.1 prints as 0.1. buf must hold 32 bytes. Returns buf.

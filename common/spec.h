@@ -78,9 +78,14 @@ typedef enum {
 // The most tags of on: {...}.
 #define CGQ_STAGE_MAX_TAGS 16
 
-// What one attempt runs and where: trial: is one stage. The later
-// trial.stages: [...] is a list of these, each with its own resources or on:.
+// The most stages of trial.stages: [...].
+#define CGQ_SPEC_MAX_STAGES 8
+
+// What one attempt runs and where. trial: is one stage; trial.stages: [...]
+// is a list of these (cgq_spec_stage), each with its own command or
+// benchmark, resources or on:, timeout and retries, run one after another.
 typedef struct {
+    char *name;             // trial.stages[i].name (an identifier); NULL for trial: itself
     cgq_trial_kind_t kind;  // trial.kind: command (default) | noop; DEVICE with benchmark:
     char *command;          // string form: run by /bin/sh -c, values shell-quoted
     char *data;             // kind predictor: the CG dataset dir, a template ({spec_dir}/...)
@@ -150,7 +155,13 @@ typedef struct {
         uint64_t max;                   // the attribute's largest value (default 100)
     } early_stop;
 
+    // trial: without stages: the one stage. With trial.stages: only its
+    // env (given to every command stage) and the defaults of timeout and
+    // retries are used; the stages are stages[0..nstages). Read stages with
+    // cgq_spec_stage and cgq_spec_nstages, which cover both forms.
     cgq_stage_t trial;
+    cgq_stage_t *stages; // trial.stages (owned); NULL: none
+    size_t nstages;      // 0: no stages: (trial: is the one stage), else 1..CGQ_SPEC_MAX_STAGES
 } cgq_spec_t;
 
 // A spec is a page of YAML, not data: cgq_spec_parse refuses longer text before
@@ -204,6 +215,17 @@ int cgq_spec_objective_values (const cgq_spec_t *self, const json_t *metrics, do
 // sense (room for CGQ_SPEC_MAX_OBJECTIVES), the form pareto.h takes, and
 // returns nobjectives.
 size_t cgq_spec_objective_senses (const cgq_spec_t *self, int *sense);
+
+// cgq_spec_nstages is the number of stages a trial runs: nstages, or 1
+// when the spec has no trial.stages.
+size_t cgq_spec_nstages (const cgq_spec_t *self);
+
+// cgq_spec_stage returns stage k (< cgq_spec_nstages): &trial when the spec
+// has no trial.stages, else &stages[k]; NULL when k is out of range.
+const cgq_stage_t *cgq_spec_stage (const cgq_spec_t *self, size_t k);
+
+// cgq_spec_stage_index finds a stage by name (n bytes); -1 if none.
+int cgq_spec_stage_index (const cgq_spec_t *self, const char *name, size_t n);
 
 // cgq_spec_stage_matches tells whether a device with tags (a JSON object of
 // strings, borrowed) has every tag of stage->on with the same value. A stage

@@ -715,6 +715,47 @@ s_names (s_ctx_t *c, const char *pname, const char *what, const s_node_t *v, siz
     return rc;
 }
 
+// s_assignment_env reads an assignment's env template, NAME=VALUE with
+// {item} in NAME (one variable per item) and {item}, {choice} anywhere.
+static int
+s_assignment_env (s_ctx_t *c, const char *pname, const s_node_t *e, cgq_param_t *p)
+{
+    const char *hint = "write env: \"OP_BACKEND_{item}={choice}\"";
+    const char *t;
+    char what[160];
+    snprintf (what, sizeof what, "space.%s.assignment.env", pname);
+    if (s_get_text (c, e, what, hint, &t) < 0)
+        return -1;
+    const char *eq = strchr (t, '=');
+    if (!eq)
+        return s_fail (c, e, "%s '%s' has no '=' (NAME=VALUE; %s)", what, t, hint);
+    char *name = cgq_xstrndup (t, (size_t) (eq - t));
+    bool has_item = strstr (name, "{item}") != NULL;
+    free (name);
+    if (!has_item)
+        return s_fail (c, e,
+                       "%s: the name before '=' has no {item}, so every item would set the same "
+                       "variable (%s)",
+                       what, hint);
+    // Only {item} and {choice} (and {{ }}): checked as a template of a spec
+    // whose params are those two.
+    for (const char *q = t; (q = strchr (q, '{'));) {
+        if (q[1] == '{') {
+            q += 2;
+            continue;
+        }
+        if (strncmp (q, "{item}", 6) && strncmp (q, "{choice}", 8))
+            return s_fail (c, e,
+                           "%s: unknown placeholder at byte %zu (only {item} and {choice}; "
+                           "write {{ for a literal brace)",
+                           what, (size_t) (q - t));
+        q++;
+    }
+    free (p->env);
+    p->env = cgq_xstrdup (t);
+    return 0;
+}
+
 static int
 s_parse_assignment (s_ctx_t *c, const char *pname, const s_node_t *v, cgq_param_t *p)
 {
@@ -737,8 +778,10 @@ s_parse_assignment (s_ctx_t *c, const char *pname, const s_node_t *v, cgq_param_
             rc = s_names (c, pname, "items", e, CGQ_PARAM_MAX_ITEMS, &p->items);
         else if (!strcmp (s_text (k), "choices"))
             rc = s_names (c, pname, "choices", e, 0, &p->values);
+        else if (!strcmp (s_text (k), "env"))
+            rc = s_assignment_env (c, pname, e, p);
         else
-            rc = s_unknown_key (c, k, where, "items, choices");
+            rc = s_unknown_key (c, k, where, "items, choices, env");
         if (rc < 0)
             return -1;
     }
@@ -867,6 +910,7 @@ s_param_fini (cgq_param_t *p)
     json_decref (p->value);
     json_decref (p->values);
     json_decref (p->items);
+    free (p->env);
     if (p->of) {
         s_param_fini (p->of);
         free (p->of);

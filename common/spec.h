@@ -35,6 +35,8 @@ typedef struct cgq_param_s {
     json_t *value;          // CONST: the value (owned)
     json_t *values;         // CHOICE, GRID: non-empty JSON array; ASSIGNMENT: the choices (owned)
     json_t *items;          // ASSIGNMENT: the item names, a JSON array of strings (owned)
+    char *env;              // ASSIGNMENT: "OP_BACKEND_{item}={choice}", one variable per
+                            // item for command trials (owned); NULL: none
     double lo, hi;          // UNIFORM, LOGUNIFORM, RANDINT (integral), QUNIFORM, QLOGUNIFORM
     double q;               // QUNIFORM, QLOGUNIFORM: the step, > 0
     bool integral;          // QUNIFORM, QLOGUNIFORM: lo, hi, q integers: values are JSON integers

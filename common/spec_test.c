@@ -639,7 +639,7 @@ t_err_new_kinds (void **state)
     s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: [x, ~]}}\n", 3, 45,
                     "choices of space.b must be names, not empty (null)");
     s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: [x], more: 1}}\n", 3, 46,
-                    "unknown key 'more' in space.b.assignment (known keys: items, choices)");
+                    "unknown key 'more' in space.b.assignment (known keys: items, choices, env)");
     cgq_buf_t b;
     cgq_buf_init (&b);
     cgq_buf_puts (&b, TRIAL "space:\n  b: {assignment: {choices: [x, y], items: [i0");
@@ -1268,6 +1268,27 @@ t_stages (void **state)
 }
 
 static void
+t_assignment_env (void **state)
+{
+    (void) state;
+    char err[512];
+    const char *y = "space:\n  b: {assignment: {items: [Conv2D, Pool], choices: [cpu, gpu], "
+                    "env: \"OP_BACKEND_{item}={choice}\"}}\n" TRIAL;
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_string_equal (cgq_spec_param (s, "b")->env, "OP_BACKEND_{item}={choice}");
+    cgq_spec_destroy (&s);
+    s_expect_error ("space:\n  b: {assignment: {items: [a], choices: [x], env: \"X_{item}\"}}\n" TRIAL,
+                    2, 51, "space.b.assignment.env 'X_{item}' has no '=' (NAME=VALUE");
+    s_expect_error ("space:\n  b: {assignment: {items: [a], choices: [x], env: \"X={item}\"}}\n" TRIAL,
+                    2, 51, "the name before '=' has no {item}, so every item would set the same");
+    s_expect_error ("space:\n  b: {assignment: {items: [a], choices: [x], env: \"X_{item}={lr}\"}}\n"
+                    TRIAL,
+                    2, 51, "unknown placeholder at byte 9 (only {item} and {choice}");
+}
+
+static void
 t_err_stages (void **state)
 {
     (void) state;
@@ -1348,6 +1369,7 @@ main (void)
         cmocka_unit_test (t_err_device),
         cmocka_unit_test (t_stages),
         cmocka_unit_test (t_err_stages),
+        cmocka_unit_test (t_assignment_env),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -152,6 +152,19 @@ s_trials (coord_t *c, job_t *j)
         }
         trial_t *t = jobs_trial_insert (j, strtoull (ids->element[i]->str, NULL, 10), pj);
         t->attempt = (uint32_t) cgq_hash_u64 (h, CGQ_TF_ATTEMPT);
+        // A multi-stage trial resumes at its stage, with the metrics of the
+        // stages that finished (written with the stage that advanced it).
+        uint64_t stage = cgq_hash_u64 (h, CGQ_TF_STAGE);
+        t->stage = stage < j->nstages ? (uint32_t) stage : 0;
+        t->stage_base = (uint32_t) cgq_hash_u64 (h, CGQ_TF_STAGE_BASE);
+        const char *stages = cgq_hash_get (h, CGQ_TF_STAGES);
+        if (stages && *stages && t->stage > 0) {
+            t->stage_metrics = json_loads (stages, 0, NULL);
+            if (!json_is_object (t->stage_metrics)) {
+                json_decref (t->stage_metrics);
+                t->stage_metrics = NULL;
+            }
+        }
         int st = cgq_tstate_parse (cgq_hash_get (h, CGQ_TF_STATE));
         t->state = st < 0 ? CGQ_TRIAL_PENDING : (tstate_t) st;
         const char *error = cgq_hash_get (h, CGQ_TF_ERROR);

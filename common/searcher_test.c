@@ -816,8 +816,8 @@ t_bench (void **state)
         cgq_buf_fini (&zs);
         s_bench_one ("bayes", "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n",
                      "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n, 16);
-        s_bench_index ("random", n, 200);
-        s_bench_index ("grid", n, 200);
+        s_bench_index ("random", n, 50);
+        s_bench_index ("grid", n, 50);
     }
 }
 

@@ -975,6 +975,14 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         else
             value = json_number_value (v);
     }
+    if (fail && j->nstages > 1 && !merged_json) {
+        // A multi-stage trial's metrics field stays the merge of its
+        // finished stages (the failed attempt's report is in last_report).
+        json_t *merged = jobs_merged_metrics (t, NULL);
+        merged_json = cgq_json_dumps (merged);
+        json_decref (merged);
+        kv[7] = merged_json;
+    }
     if (fail) {
         cgq_hset_t h;
         cgq_hset_init (&h, tkey);

@@ -842,6 +842,11 @@ s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8)
                         CGQ_TF_STAGE_BASE, bbuf};
     s_clear_error (c, t);
     jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 14);
+    if (st->on) { // the device was this stage's; the next one may run on a worker
+        char tkey[128];
+        cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (tkey, sizeof tkey, j->id, t->id),
+                       CGQ_TF_DEVICE);
+    }
     char detail[200];
     snprintf (detail, sizeof detail, "stage %s succeeded; next: %s", st->name, next->name);
     cgq_model_event (c->store, "trial.stage", j->id, (int64_t) t->id, NULL, t->attempt, detail);

@@ -662,6 +662,71 @@ test_stages (void **state)
     ct_coord_destroy (&c);
 }
 
+// A worker stage after a device stage: the device was the earlier stage's.
+// A coordinator restarted while the worker stage runs adopts it on the
+// worker with its CPU (not the device), and frees that CPU at its end.
+static void
+test_stage_after_device_restart (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 12,
+            "space: {x: {grid: [1]}}\n"
+            "objective: {metric: time, mode: min}\n"
+            "trial:\n"
+            "  stages:\n"
+            "    - {name: measure, on: {device: board}, benchmark: run}\n"
+            "    - {name: summary, command: \"sum {measure.time}\", resources: {cpu: 2}}\n");
+    const char *devs[] = {"d1:device=board", NULL};
+    ct_runner (c, "r1", devs);
+    ct_node (c, "w1", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 1);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    ct_result_stage (c, "r1", 12, 0, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"time\": 3}",
+                     NULL);
+    assert_int_equal (dispatch_run (c), 1);
+    s_assert_assign (c, 0, 2, "argv2", "sum 3");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    cgq_key_trial (key, sizeof key, 12, 0);
+    s_assert_field (c, key, CGQ_TF_NODE, "w1");
+    char *dev = s_hget (c, key, CGQ_TF_DEVICE);
+    assert_null (dev); // the device was measure's
+    ct_coord_destroy (&c);
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1); // test_stages' job 11 is still running too
+    trial_t *t = jobs_trial (c, 12, 0);
+    assert_non_null (t);
+    assert_int_equal (t->stage, 1);
+    assert_null (t->device);
+    Cgq__TaskRef a = CGQ__TASK_REF__INIT;
+    a.job = 12;
+    a.trial = 0;
+    a.stage = 1;
+    a.attempt = 2;
+    Cgq__TaskRef *running[1] = {&a};
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 2;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.resources = &res;
+    h.n_running = 1;
+    h.running = running;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, "w1", 2, &env);
+    node_t *w1 = nodes_find (c, "w1");
+    assert_int_equal (w1->ntasks, 1);
+    assert_true (w1->free_cpus == 0);
+    ct_result_stage (c, "w1", 12, 0, 1, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"s\": 1}", NULL);
+    assert_true (w1->free_cpus == 2);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, key, CGQ_TF_STATE, "succeeded");
+    s_assert_field (c, key, CGQ_TF_VALUE, "3");
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -675,6 +740,7 @@ main (void)
         cmocka_unit_test (test_pareto_front_survives_restart),
         cmocka_unit_test (test_early_stop_transitions),
         cmocka_unit_test (test_stages),
+        cmocka_unit_test (test_stage_after_device_restart),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -181,7 +181,7 @@ s_trials (coord_t *c, job_t *j)
             // And its device: adoption gives it that one, not another idle
             // one (no Redis read here: replies of this pipeline are pending).
             const char *dev = cgq_hash_get (h, CGQ_TF_DEVICE);
-            if (dev && *dev)
+            if (dev && *dev && TRIAL_REQ (t)->on) // a device stage (not a worker stage after one)
                 t->device = nodes_device_ref (c, dev);
         }
         else {

@@ -525,6 +525,10 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
         s_json_num_or_null (&b, t->has_finished, t->finished);
         cgq_buf_puts (&b, ", \"error\": ");
         s_json_str_or_null (&b, t->error);
+        if (t->stages) { // a multi-stage trial: where it is, each stage's own metrics
+            cgq_buf_printf (&b, ", \"stage\": %u, \"stages\": ", t->stage);
+            cgq_json_append (&b, t->stages, true);
+        }
         cgq_buf_puts (&b, "}");
     }
     cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");

@@ -247,6 +247,10 @@ typedef struct {
     char *node, *error, *log, *trial_dir, *gpus; // NULL when missing or empty
     bool has_started, has_finished, has_duration;
     double started, finished, duration;
+    // Multi-stage trials: the stage it runs or waits for, and the metrics of
+    // each finished stage ({"train": {...}}, owned); stages NULL otherwise.
+    uint32_t stage;
+    json_t *stages;
 } cgq_trial_rec_t;
 
 typedef struct {

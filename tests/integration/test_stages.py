@@ -166,6 +166,14 @@ class StagesTest(CgqTestCase):
             self.assertEqual(h.get("attempt"), "3", h)
         ev = [e for e in c.events(j) if e.get("type") == "trial.stage"]
         self.assertEqual(len(ev), 2 * 4, "two stage transitions per trial")
+        # cgq results --format json: each stage's own metrics and the stage.
+        r = c.cgq("results", j, "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for t in json.loads(r.stdout)["trials"]:
+            self.assertEqual(t["stage"], 2, t)
+            self.assertEqual(sorted(t["stages"]), ["measure", "report", "train"], t)
+            self.assertEqual(t["stages"]["train"]["acc"], t["metrics"]["acc"], t)
+            self.assertEqual(t["stages"]["measure"]["time"], t["params"]["ms"], t)
 
     def test_kill9_between_stages(self):
         c = self.start_default(workers=(("w1", 2),))

@@ -612,6 +612,10 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
         s_json_str_or_null (&b, t->error);
         cgq_buf_puts (&b, ", \"warning\": ");
         s_json_str_or_null (&b, t->warning);
+        if (t->stages) { // a multi-stage trial: where it is, each stage's own metrics
+            cgq_buf_printf (&b, ", \"stage\": %u, \"stages\": ", t->stage);
+            cgq_json_append (&b, t->stages, true);
+        }
         cgq_buf_puts (&b, "}");
     }
     cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");

@@ -388,6 +388,9 @@ cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *r)
     t->last_report = s_dup_nonempty (r, CGQ_TF_LAST_REPORT);
     t->warning = s_dup_nonempty (r, CGQ_TF_WARNING);
     t->reports = cgq_hash_u64 (r, CGQ_TF_REPORTS);
+    uint64_t stage = cgq_hash_u64 (r, CGQ_TF_STAGE);
+    t->stage = stage > UINT32_MAX ? UINT32_MAX : (uint32_t) stage;
+    t->stages = s_object (r, CGQ_TF_STAGES);
     t->has_started = cgq_hash_num (r, CGQ_TF_STARTED, &t->started) && t->started > 0;
     t->has_finished = cgq_hash_num (r, CGQ_TF_FINISHED, &t->finished) && t->finished > 0;
     t->has_duration = cgq_hash_num (r, CGQ_TF_DURATION, &t->duration);
@@ -407,6 +410,7 @@ cgq_trial_rec_destroy (cgq_trial_rec_t **self_p)
     free (t->state);
     json_decref (t->params);
     json_decref (t->metrics);
+    json_decref (t->stages);
     free (t->node);
     free (t->error);
     free (t->log);

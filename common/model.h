@@ -129,6 +129,13 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_LAST_REPORT "last_report"
 #define CGQ_TF_DEVICE "device" // the device a device trial's attempt runs on
 #define CGQ_TF_EARLY_STOP "early_stop" // the early stopper's state of a running trial (JSON)
+// Multi-stage trials (trial.stages): the stage it runs or waits for (0
+// first), the attempts used by the stages before it, and the metrics of the
+// stages that finished, {"train": {"acc": 0.9}} (JSON). Written together when
+// a stage succeeds, so a restarted coordinator neither loses nor re-runs one.
+#define CGQ_TF_STAGE "stage"
+#define CGQ_TF_STAGE_BASE "stage_base"
+#define CGQ_TF_STAGES "stages"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -247,6 +254,10 @@ typedef struct {
     uint64_t reports;                            // reports stored so far
     bool has_started, has_finished, has_duration;
     double started, finished, duration;
+    // Multi-stage trials: the stage it runs or waits for, and the metrics of
+    // each finished stage ({"train": {...}}, owned); stages NULL otherwise.
+    uint32_t stage;
+    json_t *stages;
 } cgq_trial_rec_t;
 
 typedef struct {

@@ -5,6 +5,7 @@
 // saved state plus a replay of the trials continues the very same search.
 // The bench at the end prints the cost of suggest() and the memory held.
 #include <math.h>
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -672,6 +673,58 @@ s_now (void)
     return (double) ts.tv_sec + (double) ts.tv_nsec * 1e-9;
 }
 
+// s_heap is the heap in use (glibc's count; a sanitizer build's allocator
+// reports its own, so read the figures of a plain build).
+static size_t
+s_heap (void)
+{
+    struct mallinfo2 mi = mallinfo2 ();
+    return mi.uordblks + mi.hblkhd;
+}
+
+// s_bench_index: random and grid walk trial indexes and keep nothing per
+// trial; a coordinator restarted after n trials resumes them from "next".
+static void
+s_bench_index (const char *name, uint64_t n, int reps)
+{
+    char yaml[1024];
+    snprintf (yaml, sizeof yaml,
+              "space:\n  x1: {uniform: [-5, 10]}\n  x2: {choice: [1, 2, 3]}\n"
+              "search: {algorithm: %s, samples: 1000000}\nobjective: {metric: f0, mode: min}\n"
+              TRIAL,
+              name);
+    cgq_spec_t *spec = s_spec (yaml);
+    json_t *st = json_pack ("{s:s, s:I}", "algorithm", name, "next", (json_int_t) n);
+    char err[512];
+    size_t heap0 = s_heap ();
+    cgq_searcher_t *se = cgq_searcher_new (spec, st, err, sizeof err);
+    json_decref (st);
+    if (!se)
+        fail_msg ("%s", err);
+    size_t heap = s_heap () - heap0;
+    double t0 = s_now ();
+    for (int k = 0; k < reps; k++) {
+        uint64_t id;
+        json_t *p = cgq_searcher_suggest (se, &id);
+        assert_non_null (p);
+        json_t *m = json_pack ("{s:f}", "f0", 1.0);
+        cgq_searcher_observe (se, id, m, 1.0, true);
+        json_decref (m);
+        json_decref (p);
+    }
+    double per = (s_now () - t0) / reps;
+    json_t *saved = cgq_searcher_save (se);
+    char *text = cgq_json_dumps (saved);
+    printf ("  %-9s %7llu observed: suggest+observe %9.3f ms, (no replay)               memory "
+            "%8.1f KiB (heap %8.1f KiB), saved state %5zu B\n",
+            name, (unsigned long long) n, per * 1e3, (double) cgq_searcher_footprint (se) / 1024,
+            (double) heap / 1024, strlen (text));
+    free (text);
+    json_decref (saved);
+    cgq_searcher_destroy (&se);
+    cgq_spec_destroy (&spec);
+}
+
 // s_bench_one builds a searcher that has observed n trials (through replay,
 // which is how a coordinator gets there after a restart, and cheaper than
 // suggesting them) and times suggest + observe.
@@ -693,6 +746,7 @@ s_bench_one (const char *name, const char *space, const char *search, const char
     json_t *st = json_pack ("{s:s, s:I, s:o}", "algorithm", name, "next", (json_int_t) n,
                             "population", ids);
     char err[512];
+    size_t heap0 = s_heap ();
     cgq_searcher_t *se = cgq_searcher_new (spec, st, err, sizeof err);
     json_decref (st);
     if (!se)
@@ -722,12 +776,15 @@ s_bench_one (const char *name, const char *space, const char *search, const char
         json_decref (p);
     }
     double per = (s_now () - t0) / reps;
+    // What the searcher holds once it has observed n (+ reps) trials and
+    // suggested since (a learner's model and caches included).
+    size_t heap = s_heap () - heap0;
     json_t *saved = cgq_searcher_save (se);
     char *text = cgq_json_dumps (saved);
     printf ("  %-9s %7llu observed: suggest+observe %9.3f ms, replay %7.3f us/trial, memory "
-            "%8.1f KiB, saved state %5zu B\n",
+            "%8.1f KiB (heap %8.1f KiB), saved state %5zu B\n",
             name, (unsigned long long) n, per * 1e3, n ? replay / (double) n * 1e6 : 0.0,
-            (double) cgq_searcher_footprint (se) / 1024, strlen (text));
+            (double) cgq_searcher_footprint (se) / 1024, (double) heap / 1024, strlen (text));
     free (text);
     json_decref (saved);
     cgq_searcher_destroy (&se);
@@ -759,6 +816,8 @@ t_bench (void **state)
         cgq_buf_fini (&zs);
         s_bench_one ("bayes", "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n",
                      "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n, 16);
+        s_bench_index ("random", n, 50);
+        s_bench_index ("grid", n, 50);
     }
 }
 

@@ -458,10 +458,13 @@ s_ident (const char *s, size_t n)
 {
     if (n == 0 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
         return false;
-    for (size_t i = 1; i < n; i++)
+    for (size_t i = 1; i < n; i++) {
+        if (s[i] == '.' && i + 1 < n && s[i - 1] != '.')
+            continue; // STAGE.METRIC: an earlier stage's metric
         if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
               (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
             return false;
+    }
     return true;
 }
 
@@ -510,8 +513,8 @@ s_is_builtin (const char *s, size_t n)
 }
 
 int
-cgq_space_check_template (const cgq_spec_t *spec, const char *tmpl, size_t *at, char *name,
-                          size_t namelen)
+cgq_space_check_template (const cgq_spec_t *spec, size_t stage, const char *tmpl, size_t *at,
+                          char *name, size_t namelen)
 {
     size_t pos = 0, n;
     const char *s;
@@ -522,6 +525,12 @@ cgq_space_check_template (const cgq_spec_t *spec, const char *tmpl, size_t *at, 
         if (tok == S_TOK_NAME) {
             if (s_is_builtin (s, n))
                 continue;
+            const char *dot = memchr (s, '.', n);
+            if (dot) {
+                int k = cgq_spec_stage_index (spec, s, (size_t) (dot - s));
+                if (k >= 0 && (size_t) k < stage && !memchr (dot + 1, '.', n - (size_t) (dot - s) - 1))
+                    continue;
+            }
             bool found = false;
             if (spec->param_index)
                 found = json_object_getn (spec->param_index, s, n) != NULL;

@@ -278,10 +278,10 @@ t_render (void **state)
 
     size_t at = 99;
     char name[32];
-    assert_int_equal (cgq_space_check_template (s, "a {lr} {job_id} {{x}} {trial_id}{spec_dir}",
+    assert_int_equal (cgq_space_check_template (s, 0, "a {lr} {job_id} {{x}} {trial_id}{spec_dir}",
                                                 &at, name, sizeof name),
                       0);
-    assert_int_equal (cgq_space_check_template (s, "a {lr} {lrr}", &at, name, sizeof name), -1);
+    assert_int_equal (cgq_space_check_template (s, 0, "a {lr} {lrr}", &at, name, sizeof name), -1);
     assert_int_equal (at, 8);
     assert_string_equal (name, "lrr");
     cgq_spec_destroy (&s);

@@ -718,6 +718,47 @@ s_names (s_ctx_t *c, const char *pname, const char *what, const s_node_t *v, siz
     return rc;
 }
 
+// s_assignment_env reads an assignment's env template, NAME=VALUE with
+// {item} in NAME (one variable per item) and {item}, {choice} anywhere.
+static int
+s_assignment_env (s_ctx_t *c, const char *pname, const s_node_t *e, cgq_param_t *p)
+{
+    const char *hint = "write env: \"OP_BACKEND_{item}={choice}\"";
+    const char *t;
+    char what[160];
+    snprintf (what, sizeof what, "space.%s.assignment.env", pname);
+    if (s_get_text (c, e, what, hint, &t) < 0)
+        return -1;
+    const char *eq = strchr (t, '=');
+    if (!eq)
+        return s_fail (c, e, "%s '%s' has no '=' (NAME=VALUE; %s)", what, t, hint);
+    char *name = cgq_xstrndup (t, (size_t) (eq - t));
+    bool has_item = strstr (name, "{item}") != NULL;
+    free (name);
+    if (!has_item)
+        return s_fail (c, e,
+                       "%s: the name before '=' has no {item}, so every item would set the same "
+                       "variable (%s)",
+                       what, hint);
+    // Only {item} and {choice} (and {{ }}): checked as a template of a spec
+    // whose params are those two.
+    for (const char *q = t; (q = strchr (q, '{'));) {
+        if (q[1] == '{') {
+            q += 2;
+            continue;
+        }
+        if (strncmp (q, "{item}", 6) && strncmp (q, "{choice}", 8))
+            return s_fail (c, e,
+                           "%s: unknown placeholder at byte %zu (only {item} and {choice}; "
+                           "write {{ for a literal brace)",
+                           what, (size_t) (q - t));
+        q++;
+    }
+    free (p->env);
+    p->env = cgq_xstrdup (t);
+    return 0;
+}
+
 static int
 s_parse_assignment (s_ctx_t *c, const char *pname, const s_node_t *v, cgq_param_t *p)
 {
@@ -740,8 +781,10 @@ s_parse_assignment (s_ctx_t *c, const char *pname, const s_node_t *v, cgq_param_
             rc = s_names (c, pname, "items", e, CGQ_PARAM_MAX_ITEMS, &p->items);
         else if (!strcmp (s_text (k), "choices"))
             rc = s_names (c, pname, "choices", e, 0, &p->values);
+        else if (!strcmp (s_text (k), "env"))
+            rc = s_assignment_env (c, pname, e, p);
         else
-            rc = s_unknown_key (c, k, where, "items, choices");
+            rc = s_unknown_key (c, k, where, "items, choices, env");
         if (rc < 0)
             return -1;
     }
@@ -870,6 +913,7 @@ s_param_fini (cgq_param_t *p)
     json_decref (p->value);
     json_decref (p->values);
     json_decref (p->items);
+    free (p->env);
     if (p->of) {
         s_param_fini (p->of);
         free (p->of);
@@ -2159,14 +2203,29 @@ s_check_device (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind,
     return 0;
 }
 
+// Where the keys of one stage are written, for the checks after parsing.
+typedef struct {
+    const s_node_t *cmd, *env, *art; // values (NULL: absent)
+    const s_node_t *at;              // the stage's mapping (or the trial key)
+} s_stage_nodes_t;
+
+static int s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v,
+                           s_stage_nodes_t *nodes);
+
+// s_parse_trial reads trial: into spec->trial, or one element of
+// trial.stages into it (in_stage: name is allowed, stages is not).
+// stages_nodes (room for CGQ_SPEC_MAX_STAGES) receives where each stage's
+// templates are written when trial.stages is given.
 static int
 s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t **cmd_node,
-               const s_node_t **env_node, const s_node_t **art_node)
+               const s_node_t **env_node, const s_node_t **art_node, bool in_stage,
+               s_stage_nodes_t *stages_nodes)
 {
     if (s_is_null (v))
         return 0;
     if (s_expect_map (c, v, "trial", "write trial: {command: python3 train.py --lr {lr}}") < 0)
         return -1;
+    const s_node_t *stages_k = NULL, *stages_v = NULL, *first_k = NULL;
     const s_node_t *data_k = NULL;
     const s_node_t *kind_k = NULL, *cmd_k = NULL, *res_k = NULL, *bench_k = NULL, *on_k = NULL,
                    *device_k = NULL;
@@ -2270,30 +2329,179 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
             spec->trial.warmup = (uint32_t) n;
             device_k = k;
         }
-        else if (!strcmp (kt, "stages"))
-            return s_fail (c, k,
-                           "'stages' is not supported yet (write command: ... for a single "
-                           "stage)");
+        else if (!strcmp (kt, "stages") && !in_stage) {
+            stages_k = k;
+            stages_v = e;
+        }
+        else if (!strcmp (kt, "name") && in_stage) {
+            const char *name;
+            if (s_get_text (c, e, "trial.stages[].name", "write name: train", &name) < 0)
+                return -1;
+            if (!s_is_ident (name, e->len))
+                return s_fail (c, e,
+                               "bad stage name '%s' (use letters, digits and _, not starting "
+                               "with a digit, e.g. name: train: later stages write "
+                               "{%s.METRIC})",
+                               name, "train");
+            free (spec->trial.name);
+            spec->trial.name = cgq_xstrdup (name);
+        }
         else
-            return s_unknown_key (c, k, "trial",
-                                  "kind, command, data, resources, timeout, retries, env, on, "
-                                  "benchmark, artifact, repeats, warmup");
+            return s_unknown_key (c, k, in_stage ? "trial.stages[]" : "trial",
+                                  in_stage ? "name, kind, command, data, resources, timeout, "
+                                             "retries, env, on, benchmark, artifact, repeats, "
+                                             "warmup"
+                                           : "kind, command, data, resources, timeout, retries, "
+                                             "env, on, benchmark, artifact, repeats, warmup, "
+                                             "stages");
+        if (strcmp (kt, "stages") && strcmp (kt, "timeout") && strcmp (kt, "retries") &&
+            strcmp (kt, "env") && !first_k)
+            first_k = k; // a key that belongs to one stage
+    }
+    if (stages_k) {
+        if (first_k)
+            return s_fail (c, first_k,
+                           "trial.%s does not go with trial.stages: each stage says what it "
+                           "runs (move %s into a stage; beside stages: only env, timeout and "
+                           "retries, the defaults of every stage)",
+                           s_text (first_k), s_text (first_k));
+        return s_parse_stages (c, spec, stages_k, stages_v, stages_nodes);
     }
     if (s_check_predictor (c, spec, kind_k, cmd_k, data_k) < 0)
         return -1;
     return s_check_device (c, spec, kind_k, cmd_k, res_k, bench_k, on_k, device_k);
 }
 
+static void
+s_stage_fini (cgq_stage_t *st)
+{
+    free (st->name);
+    free (st->command);
+    free (st->data);
+    for (size_t i = 0; st->argv && st->argv[i]; i++)
+        free (st->argv[i]);
+    free (st->argv);
+    for (size_t i = 0; i < st->nenv; i++) {
+        free (st->env_keys[i]);
+        free (st->env_vals[i]);
+    }
+    free (st->env_keys);
+    free (st->env_vals);
+    json_decref (st->on);
+    free (st->benchmark);
+    free (st->artifact_url);
+    free (st->artifact_sha256);
+    memset (st, 0, sizeof *st);
+}
+
+// s_parse_stages reads trial.stages: a list of 1..CGQ_SPEC_MAX_STAGES
+// mappings, each a trial of its own with a unique name. Each is parsed by
+// s_parse_trial into spec->trial, then moved into spec->stages; trial's own
+// timeout and retries (read before, whatever the key order: see the caller)
+// are each stage's defaults.
+static int
+s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v,
+                s_stage_nodes_t *nodes)
+{
+    char buf[96];
+    const char *hint = "write stages: [{name: train, command: ./train.sh}, {name: measure, "
+                       "on: {device: odroid}, benchmark: run}]";
+    if (v->type != S_SEQ)
+        return s_fail (c, v, "trial.stages must be a list of stages, not %s (%s)",
+                       s_what (v, buf, sizeof buf), hint);
+    if (v->len == 0)
+        return s_fail (c, v, "trial.stages is empty (%s, or write trial.command for one stage)",
+                       hint);
+    if (v->len > CGQ_SPEC_MAX_STAGES)
+        return s_fail (c, s_item (c, v, CGQ_SPEC_MAX_STAGES),
+                       "trial.stages has %zu stages, more than %d (merge some of them)",
+                       (size_t) v->len, CGQ_SPEC_MAX_STAGES);
+    cgq_stage_t outer = spec->trial;
+    spec->stages = cgq_xcalloc (v->len, sizeof *spec->stages);
+    int rc = 0;
+    for (size_t i = 0; i < v->len && rc == 0; i++) {
+        const s_node_t *e = s_item (c, v, i);
+        memset (&spec->trial, 0, sizeof spec->trial);
+        spec->trial.kind = CGQ_TRIAL_COMMAND;
+        spec->trial.cpu = 1;
+        spec->trial.timeout_s = outer.timeout_s;
+        spec->trial.retries = outer.retries;
+        nodes[i].at = e;
+        if (e->type != S_MAP)
+            rc = s_fail (c, e, "trial.stages[%zu] must be a mapping, not %s (%s)", i,
+                         s_what (e, buf, sizeof buf), hint);
+        else
+            rc = s_parse_trial (c, spec, e, &nodes[i].cmd, &nodes[i].env, &nodes[i].art, true,
+                                NULL);
+        if (rc == 0 && !spec->trial.name)
+            rc = s_fail (c, e, "trial.stages[%zu] has no name (write name: %s; later stages "
+                         "read its metrics as {NAME.METRIC})",
+                         i, i ? "measure" : "train");
+        if (rc == 0 && spec->trial.kind == CGQ_TRIAL_COMMAND && !spec->trial.command &&
+            !spec->trial.argc)
+            rc = s_fail (c, e,
+                         "stage '%s' has no command (write command: ./run.sh {lr}, kind: noop, "
+                         "or benchmark: with on: for a device stage)",
+                         spec->trial.name);
+        for (size_t p = 0; rc == 0 && p < spec->nstages; p++)
+            if (!strcmp (spec->stages[p].name, spec->trial.name)) {
+                const s_node_t *prev = nodes[p].at;
+                rc = s_fail (c, e,
+                             "duplicate stage name '%s' (the stage at %d:%d has it; give "
+                             "each stage its own name)",
+                             spec->trial.name, prev->line, prev->col);
+            }
+        spec->stages[spec->nstages++] = spec->trial; // the last one too, to be freed
+    }
+    memset (&spec->trial, 0, sizeof spec->trial);
+    spec->trial = outer;
+    (void) k;
+    return rc;
+}
+
 // s_check_tmpl reports the first bad placeholder of one template, with the
 // names that would have been accepted.
 static int
-s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *at, const char *tmpl,
-              const char *where)
+s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, size_t stage, const s_node_t *at,
+              const char *tmpl, const char *where)
 {
     size_t off;
     char name[128];
-    if (cgq_space_check_template (spec, tmpl, &off, name, sizeof name) == 0)
+    if (cgq_space_check_template (spec, stage, tmpl, &off, name, sizeof name) == 0)
         return 0;
+    char *dot = strchr (name, '.');
+    if (dot && tmpl[off] != '}' && strchr (tmpl + off, '}')) {
+        int k = cgq_spec_stage_index (spec, name, (size_t) (dot - name));
+        const char *self = cgq_spec_nstages (spec) > stage && spec->nstages
+                               ? spec->stages[stage].name
+                               : "";
+        if (k >= 0 && spec->nstages && strncmp (where, "trial.stages", 12))
+            return s_fail (c, at,
+                           "'{%s}' in %s names a metric of stage '%s', but trial.env is given "
+                           "to every stage, the first included (move it into the env of a stage "
+                           "after '%s')",
+                           name, where, spec->stages[k].name, spec->stages[k].name);
+        if (k >= 0 && (size_t) k == stage)
+            return s_fail (c, at,
+                           "'{%s}' in %s names this stage's own metric '%s' (a stage sees the "
+                           "metrics of the stages before it only)",
+                           name, where, dot + 1);
+        if (k >= 0)
+            return s_fail (c, at,
+                           "'{%s}' in %s names a metric of stage '%s', which runs after stage "
+                           "'%s' (a stage sees the metrics of the stages before it only; "
+                           "reorder trial.stages)",
+                           name, where, spec->stages[k].name, self);
+        if (spec->nstages)
+            return s_fail (c, at,
+                           "'{%s}' in %s names no stage before this one (write "
+                           "{STAGE.METRIC} with STAGE one of the earlier stages' names)",
+                           name, where);
+        return s_fail (c, at,
+                       "'{%s}' in %s: {STAGE.METRIC} reads an earlier stage's metric, and "
+                       "this trial has no stages (write trial.stages, or a param name)",
+                       name, where);
+    }
     if (tmpl[off] == '}')
         return s_fail (c, at, "stray '}' at byte %zu of %s (write }} for a literal brace)", off,
                        where);
@@ -2316,34 +2524,54 @@ s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *at, const char
     return -1;
 }
 
+// s_check_stage_templates checks the templates of stage k (st), written at
+// n. prefix is how messages name the stage's keys ("trial" or
+// "trial.stages[1]").
+static int
+s_check_stage_templates (s_ctx_t *c, const cgq_spec_t *spec, const cgq_stage_t *st, size_t k,
+                         const s_stage_nodes_t *n, const char *prefix)
+{
+    char where[200];
+    if (st->command) {
+        snprintf (where, sizeof where, "%s.command", prefix);
+        if (s_check_tmpl (c, spec, k, n->cmd, st->command, where) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < st->argc; i++) {
+        snprintf (where, sizeof where, "%s.command[%zu]", prefix, i);
+        const s_node_t *at = s_item (c, n->cmd, i);
+        if (s_check_tmpl (c, spec, k, at, st->argv[i], where) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < st->nenv; i++) {
+        snprintf (where, sizeof where, "%s.env.%s", prefix, st->env_keys[i]);
+        const s_node_t *at = s_val (c, n->env, i);
+        if (s_check_tmpl (c, spec, k, at, st->env_vals[i], where) < 0)
+            return -1;
+    }
+    for (size_t pi = 0; n->art && pi < s_npairs (n->art); pi++) {
+        const s_node_t *key = s_key (c, n->art, pi);
+        bool url = !strcmp (s_text (key), "url");
+        snprintf (where, sizeof where, "%s.artifact.%s", prefix, s_text (key));
+        if (s_check_tmpl (c, spec, k, s_val (c, n->art, pi),
+                          url ? st->artifact_url : st->artifact_sha256, where) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int
 s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *cmd, const s_node_t *env,
-                   const s_node_t *art)
+                   const s_node_t *art, const s_stage_nodes_t *stages)
 {
-    if (spec->trial.command &&
-        s_check_tmpl (c, spec, cmd, spec->trial.command, "trial.command") < 0)
+    // trial: itself (with stages: its env only, given to every stage: params only).
+    s_stage_nodes_t n = {cmd, env, art, cmd};
+    if (s_check_stage_templates (c, spec, &spec->trial, 0, &n, "trial") < 0)
         return -1;
-    for (size_t i = 0; i < spec->trial.argc; i++) {
-        char where[64];
-        snprintf (where, sizeof where, "trial.command[%zu]", i);
-        const s_node_t *at = s_item (c, cmd, i);
-        if (s_check_tmpl (c, spec, at, spec->trial.argv[i], where) < 0)
-            return -1;
-    }
-    for (size_t i = 0; i < spec->trial.nenv; i++) {
-        char where[160];
-        snprintf (where, sizeof where, "trial.env.%s", spec->trial.env_keys[i]);
-        const s_node_t *at = s_val (c, env, i);
-        if (s_check_tmpl (c, spec, at, spec->trial.env_vals[i], where) < 0)
-            return -1;
-    }
-    for (size_t pi = 0; art && pi < s_npairs (art); pi++) {
-        const s_node_t *k = s_key (c, art, pi);
-        bool url = !strcmp (s_text (k), "url");
-        char where[64];
-        snprintf (where, sizeof where, "trial.artifact.%s", s_text (k));
-        if (s_check_tmpl (c, spec, s_val (c, art, pi),
-                          url ? spec->trial.artifact_url : spec->trial.artifact_sha256, where) < 0)
+    for (size_t k = 0; k < spec->nstages; k++) {
+        char prefix[64];
+        snprintf (prefix, sizeof prefix, "trial.stages[%zu]", k);
+        if (s_check_stage_templates (c, spec, &spec->stages[k], k, &stages[k], prefix) < 0)
             return -1;
     }
     return 0;
@@ -2601,6 +2829,8 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
     if (s_check_keys (c, root) < 0)
         return -1;
     const s_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL, *art = NULL;
+    s_stage_nodes_t stage_nodes[CGQ_SPEC_MAX_STAGES];
+    memset (stage_nodes, 0, sizeof stage_nodes);
     for (size_t pi = 0; pi < s_npairs (root); pi++) {
         const s_node_t *k = s_key (c, root, pi), *v = s_val (c, root, pi);
         const char *kt = s_text (k);
@@ -2623,7 +2853,7 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
             rc = s_parse_objective (c, spec, k, v);
         else if (!strcmp (kt, "trial")) {
             trial_key = k;
-            rc = s_parse_trial (c, spec, v, &cmd, &env, &art);
+            rc = s_parse_trial (c, spec, v, &cmd, &env, &art, false, stage_nodes);
         }
         else if (!strcmp (kt, "objectives"))
             rc = s_parse_objectives (c, spec, k, v);
@@ -2638,7 +2868,8 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
         if (rc < 0)
             return -1;
     }
-    if (spec->trial.kind == CGQ_TRIAL_COMMAND && !spec->trial.command && !spec->trial.argc) {
+    if (!spec->nstages && spec->trial.kind == CGQ_TRIAL_COMMAND && !spec->trial.command &&
+        !spec->trial.argc) {
         if (trial_key)
             return s_fail (c, trial_key,
                            "trial.command is missing (write command: python3 train.py "
@@ -2647,7 +2878,7 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
                        "trial is missing (write trial: {command: python3 train.py --lr "
                        "{lr}})");
     }
-    if (s_check_templates (c, spec, cmd, env, art) < 0 || s_check_search (c, spec) < 0 ||
+    if (s_check_templates (c, spec, cmd, env, art, stage_nodes) < 0 || s_check_search (c, spec) < 0 ||
         s_check_early_stop (c, spec) < 0)
         return -1;
     uint64_t total;
@@ -2883,23 +3114,36 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     free (self->early_stop.metric);
     json_decref (self->search.points);
     free (self->search.file);
-    free (self->trial.command);
-    free (self->trial.data);
-    for (size_t i = 0; self->trial.argv && self->trial.argv[i]; i++)
-        free (self->trial.argv[i]);
-    free (self->trial.argv);
-    for (size_t i = 0; i < self->trial.nenv; i++) {
-        free (self->trial.env_keys[i]);
-        free (self->trial.env_vals[i]);
-    }
-    free (self->trial.env_keys);
-    free (self->trial.env_vals);
-    json_decref (self->trial.on);
-    free (self->trial.benchmark);
-    free (self->trial.artifact_url);
-    free (self->trial.artifact_sha256);
+    s_stage_fini (&self->trial);
+    for (size_t i = 0; i < self->nstages; i++)
+        s_stage_fini (&self->stages[i]);
+    free (self->stages);
     free (self);
     *self_p = NULL;
+}
+
+size_t
+cgq_spec_nstages (const cgq_spec_t *self)
+{
+    return self->nstages ? self->nstages : 1;
+}
+
+const cgq_stage_t *
+cgq_spec_stage (const cgq_spec_t *self, size_t k)
+{
+    if (!self->nstages)
+        return k == 0 ? &self->trial : NULL;
+    return k < self->nstages ? &self->stages[k] : NULL;
+}
+
+int
+cgq_spec_stage_index (const cgq_spec_t *self, const char *name, size_t n)
+{
+    for (size_t k = 0; k < self->nstages; k++)
+        if (self->stages[k].name && strlen (self->stages[k].name) == n &&
+            !memcmp (self->stages[k].name, name, n))
+            return (int) k;
+    return -1;
 }
 
 bool
@@ -3112,10 +3356,54 @@ s_describe_param (FILE *f, const cgq_param_t *p)
     }
 }
 
+// s_describe_stage writes one stage (label: "trial" or "stage NAME").
+static void
+s_describe_stage (const cgq_stage_t *st, const char *label, FILE *f)
+{
+    char on[256];
+    if (st->kind == CGQ_TRIAL_NOOP)
+        fprintf (f, "%s: noop (reports the numeric params as metrics)\n", label);
+    else if (st->kind == CGQ_TRIAL_PREDICTOR)
+        fprintf (f, "%s: predictor (built-in GNN latency predictor) on %s\n", label, st->data);
+    else if (st->kind == CGQ_TRIAL_DEVICE) {
+        char rep[32], warm[32];
+        snprintf (rep, sizeof rep, "%u", st->repeats);
+        snprintf (warm, sizeof warm, "%u", st->warmup);
+        fprintf (f, "%s: benchmark %s on a device with %s, repeats %s, warmup %s\n",
+                 label, st->benchmark, cgq_spec_stage_on (st, on, sizeof on),
+                 st->repeats ? rep : "the runner's", st->warmup ? warm : "the runner's");
+        if (st->artifact_url)
+            fprintf (f, "  artifact: %s (sha256 %s)\n", st->artifact_url,
+                     st->artifact_sha256);
+    }
+    else if (st->command)
+        fprintf (f, "%s: sh -c %s\n", label, st->command);
+    else {
+        fprintf (f, "%s: exec", label);
+        for (size_t i = 0; i < st->argc; i++)
+            fprintf (f, " [%s]", st->argv[i]);
+        fputc ('\n', f);
+    }
+    char mem[48], a[32], b[32];
+    if (st->kind != CGQ_TRIAL_DEVICE)
+        fprintf (f, "  resources: cpu %s, gpu %s, memory %s\n", cgq_fmt_double (a, st->cpu),
+             cgq_fmt_double (b, st->gpu),
+             st->memory ? s_bytes (mem, sizeof mem, st->memory) : "not set");
+    if (st->timeout_s > 0) {
+        char t[32];
+        fprintf (f, "  timeout: %s s, retries: %u\n", cgq_fmt_double (t, st->timeout_s),
+                 st->retries);
+    }
+    else
+        fprintf (f, "  timeout: none, retries: %u\n", st->retries);
+    for (size_t i = 0; i < st->nenv; i++)
+        fprintf (f, "  env: %s=%s\n", st->env_keys[i], st->env_vals[i]);
+}
+
 void
 cgq_spec_describe (const cgq_spec_t *self, FILE *f)
 {
-    char a[32], b[32];
+    char a[32];
     bool grid = self->search.algorithm == CGQ_SEARCH_GRID;
     fprintf (f, "job: %s (%s)\n", self->name, self->path);
     int w = 4;
@@ -3187,44 +3475,17 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                  self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
                  self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
                  (unsigned long long) self->early_stop.max);
-    char on[256];
-    if (self->trial.kind == CGQ_TRIAL_NOOP)
-        fputs ("trial: noop (reports the numeric params as metrics)\n", f);
-    else if (self->trial.kind == CGQ_TRIAL_PREDICTOR)
-        fprintf (f, "trial: predictor (built-in GNN latency predictor) on %s\n", self->trial.data);
-    else if (self->trial.kind == CGQ_TRIAL_DEVICE) {
-        char rep[32], warm[32];
-        snprintf (rep, sizeof rep, "%u", self->trial.repeats);
-        snprintf (warm, sizeof warm, "%u", self->trial.warmup);
-        fprintf (f, "trial: benchmark %s on a device with %s, repeats %s, warmup %s\n",
-                 self->trial.benchmark, cgq_spec_stage_on (&self->trial, on, sizeof on),
-                 self->trial.repeats ? rep : "the runner's", self->trial.warmup ? warm : "the runner's");
-        if (self->trial.artifact_url)
-            fprintf (f, "  artifact: %s (sha256 %s)\n", self->trial.artifact_url,
-                     self->trial.artifact_sha256);
+    if (!self->nstages)
+        s_describe_stage (&self->trial, "trial", f);
+    for (size_t k = 0; k < self->nstages; k++) {
+        char label[96];
+        snprintf (label, sizeof label, "stage %zu %s", k + 1, self->stages[k].name);
+        s_describe_stage (&self->stages[k], label, f);
     }
-    else if (self->trial.command)
-        fprintf (f, "trial: sh -c %s\n", self->trial.command);
-    else {
-        fputs ("trial: exec", f);
-        for (size_t i = 0; i < self->trial.argc; i++)
-            fprintf (f, " [%s]", self->trial.argv[i]);
-        fputc ('\n', f);
-    }
-    char mem[48];
-    if (self->trial.kind != CGQ_TRIAL_DEVICE)
-        fprintf (f, "  resources: cpu %s, gpu %s, memory %s\n", cgq_fmt_double (a, self->trial.cpu),
-             cgq_fmt_double (b, self->trial.gpu),
-             self->trial.memory ? s_bytes (mem, sizeof mem, self->trial.memory) : "not set");
-    if (self->trial.timeout_s > 0) {
-        char t[32];
-        fprintf (f, "  timeout: %s s, retries: %u\n", cgq_fmt_double (t, self->trial.timeout_s),
-                 self->trial.retries);
-    }
-    else
-        fprintf (f, "  timeout: none, retries: %u\n", self->trial.retries);
-    for (size_t i = 0; i < self->trial.nenv; i++)
-        fprintf (f, "  env: %s=%s\n", self->trial.env_keys[i], self->trial.env_vals[i]);
+    if (self->nstages)
+        for (size_t i = 0; i < self->trial.nenv; i++)
+            fprintf (f, "  env (every stage): %s=%s\n", self->trial.env_keys[i],
+                     self->trial.env_vals[i]);
     uint64_t total = 0;
     uint64_t points = self->search.samples ? self->search.samples : 1;
     if (cgq_space_count (self, &total) == 0)

@@ -35,6 +35,8 @@ typedef struct cgq_param_s {
     json_t *value;          // CONST: the value (owned)
     json_t *values;         // CHOICE, GRID: non-empty JSON array; ASSIGNMENT: the choices (owned)
     json_t *items;          // ASSIGNMENT: the item names, a JSON array of strings (owned)
+    char *env;              // ASSIGNMENT: "OP_BACKEND_{item}={choice}", one variable per
+                            // item for command trials (owned); NULL: none
     double lo, hi;          // UNIFORM, LOGUNIFORM, RANDINT (integral), QUNIFORM, QLOGUNIFORM
     double q;               // QUNIFORM, QLOGUNIFORM: the step, > 0
     bool integral;          // QUNIFORM, QLOGUNIFORM: lo, hi, q integers: values are JSON integers
@@ -78,9 +80,14 @@ typedef enum {
 // The most tags of on: {...}.
 #define CGQ_STAGE_MAX_TAGS 16
 
-// What one attempt runs and where: trial: is one stage. The later
-// trial.stages: [...] is a list of these, each with its own resources or on:.
+// The most stages of trial.stages: [...].
+#define CGQ_SPEC_MAX_STAGES 8
+
+// What one attempt runs and where. trial: is one stage; trial.stages: [...]
+// is a list of these (cgq_spec_stage), each with its own command or
+// benchmark, resources or on:, timeout and retries, run one after another.
 typedef struct {
+    char *name;             // trial.stages[i].name (an identifier); NULL for trial: itself
     cgq_trial_kind_t kind;  // trial.kind: command (default) | noop; DEVICE with benchmark:
     char *command;          // string form: run by /bin/sh -c, values shell-quoted
     char *data;             // kind predictor: the CG dataset dir, a template ({spec_dir}/...)
@@ -150,6 +157,10 @@ typedef struct {
         uint64_t max;                   // the attribute's largest value (default 100)
     } early_stop;
 
+    // trial: without stages: the one stage. With trial.stages: only its
+    // env (given to every command stage) and the defaults of timeout and
+    // retries are used; the stages are stages[0..nstages). Read stages with
+    // cgq_spec_stage and cgq_spec_nstages, which cover both forms.
     cgq_stage_t trial;
 
     // notify: {url, on}: the coordinator POSTs a JSON summary of the job to
@@ -158,6 +169,8 @@ typedef struct {
         char *url;   // http:// or https://; NULL: no notify
         unsigned on; // CGQ_NOTIFY_* bits (default: finished | failed)
     } notify;
+    cgq_stage_t *stages; // trial.stages (owned); NULL: none
+    size_t nstages;      // 0: no stages: (trial: is the one stage), else 1..CGQ_SPEC_MAX_STAGES
 } cgq_spec_t;
 
 // The events a job's end can be, one per end (docs/spec.md, "notify"):
@@ -220,6 +233,17 @@ int cgq_spec_objective_values (const cgq_spec_t *self, const json_t *metrics, do
 // sense (room for CGQ_SPEC_MAX_OBJECTIVES), the form pareto.h takes, and
 // returns nobjectives.
 size_t cgq_spec_objective_senses (const cgq_spec_t *self, int *sense);
+
+// cgq_spec_nstages is the number of stages a trial runs: nstages, or 1
+// when the spec has no trial.stages.
+size_t cgq_spec_nstages (const cgq_spec_t *self);
+
+// cgq_spec_stage returns stage k (< cgq_spec_nstages): &trial when the spec
+// has no trial.stages, else &stages[k]; NULL when k is out of range.
+const cgq_stage_t *cgq_spec_stage (const cgq_spec_t *self, size_t k);
+
+// cgq_spec_stage_index finds a stage by name (n bytes); -1 if none.
+int cgq_spec_stage_index (const cgq_spec_t *self, const char *name, size_t n);
 
 // cgq_spec_stage_matches tells whether a device with tags (a JSON object of
 // strings, borrowed) has every tag of stage->on with the same value. A stage

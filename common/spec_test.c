@@ -674,7 +674,7 @@ t_err_new_kinds (void **state)
     s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: [x, ~]}}\n", 3, 45,
                     "choices of space.b must be names, not empty (null)");
     s_expect_error (TRIAL "space:\n  b: {assignment: {items: [a], choices: [x], more: 1}}\n", 3, 46,
-                    "unknown key 'more' in space.b.assignment (known keys: items, choices)");
+                    "unknown key 'more' in space.b.assignment (known keys: items, choices, env)");
     cgq_buf_t b;
     cgq_buf_init (&b);
     cgq_buf_puts (&b, TRIAL "space:\n  b: {assignment: {choices: [x, y], items: [i0");
@@ -1234,6 +1234,140 @@ t_err_device (void **state)
                     4, 33, "unknown key 'sha' in trial.artifact (known keys: url, sha256)");
 }
 
+static const char *s_stages =
+    "space:\n"
+    "  lr: {choice: [0.1, 0.01]}\n"
+    "objective: {expr: \"acc * 100 / latency\", mode: max}\n"
+    "trial:\n"
+    "  retries: 2\n"
+    "  timeout: 1m\n"
+    "  env: {COMMON: \"{lr}\"}\n"
+    "  stages:\n"
+    "    - name: train\n"
+    "      command: ./train.sh {lr}\n"
+    "      resources: {cpu: 2}\n"
+    "    - name: measure\n"
+    "      on: {device: board}\n"
+    "      benchmark: run\n"
+    "      artifact: {url: \"http://h/{train.model}.tflite\", sha256: \"{train.sha}\"}\n"
+    "      retries: 0\n"
+    "      timeout: 10s\n"
+    "    - name: report\n"
+    "      command: [./report, \"{train.acc}\", \"{measure.latency}\", \"{lr}\"]\n"
+    "      env: {LAT: \"{measure.p50_ms}\"}\n";
+
+static void
+t_stages (void **state)
+{
+    (void) state;
+    char err[512];
+    cgq_spec_t *s = cgq_spec_parse (s_stages, strlen (s_stages), "st.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (s->nstages, 3);
+    assert_int_equal (cgq_spec_nstages (s), 3);
+    const cgq_stage_t *a = cgq_spec_stage (s, 0), *b = cgq_spec_stage (s, 1),
+                      *r = cgq_spec_stage (s, 2);
+    assert_null (cgq_spec_stage (s, 3));
+    assert_string_equal (a->name, "train");
+    assert_int_equal (a->kind, CGQ_TRIAL_COMMAND);
+    assert_string_equal (a->command, "./train.sh {lr}");
+    assert_true (a->cpu == 2);
+    assert_int_equal (a->retries, 2); // trial.retries is every stage's default
+    assert_true (a->timeout_s == 60);
+    assert_string_equal (b->name, "measure");
+    assert_int_equal (b->kind, CGQ_TRIAL_DEVICE);
+    assert_true (b->cpu == 0);
+    assert_int_equal (b->retries, 0);
+    assert_true (b->timeout_s == 10);
+    assert_string_equal (b->benchmark, "run");
+    assert_int_equal (r->argc, 4);
+    assert_int_equal (r->nenv, 1);
+    assert_int_equal (s->trial.nenv, 1); // trial.env: given to every stage
+    assert_int_equal (cgq_spec_stage_index (s, "measure", 7), 1);
+    assert_int_equal (cgq_spec_stage_index (s, "nope", 4), -1);
+    // A later stage renders an earlier stage's metric as STAGE.METRIC.
+    json_t *p = json_pack ("{s:f, s:f}", "lr", 0.1, "train.acc", 0.75);
+    char *out = cgq_space_render ("{train.acc} {lr}", p, 1, 2, "", 0, err, sizeof err);
+    assert_string_equal (out, "0.75 0.1");
+    free (out);
+    json_decref (p);
+    // Without stages: one stage, trial: itself.
+    cgq_spec_t *one = cgq_spec_parse ("trial: {command: x}\n", 20, "o.yaml", err, sizeof err);
+    assert_non_null (one);
+    assert_int_equal (cgq_spec_nstages (one), 1);
+    assert_ptr_equal (cgq_spec_stage (one, 0), &one->trial);
+    assert_null (cgq_spec_stage (one, 1));
+    cgq_spec_destroy (&one);
+    cgq_spec_destroy (&s);
+}
+
+static void
+t_assignment_env (void **state)
+{
+    (void) state;
+    char err[512];
+    const char *y = "space:\n  b: {assignment: {items: [Conv2D, Pool], choices: [cpu, gpu], "
+                    "env: \"OP_BACKEND_{item}={choice}\"}}\n" TRIAL;
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_string_equal (cgq_spec_param (s, "b")->env, "OP_BACKEND_{item}={choice}");
+    cgq_spec_destroy (&s);
+    s_expect_error ("space:\n  b: {assignment: {items: [a], choices: [x], env: \"X_{item}\"}}\n" TRIAL,
+                    2, 51, "space.b.assignment.env 'X_{item}' has no '=' (NAME=VALUE");
+    s_expect_error ("space:\n  b: {assignment: {items: [a], choices: [x], env: \"X={item}\"}}\n" TRIAL,
+                    2, 51, "the name before '=' has no {item}, so every item would set the same");
+    s_expect_error ("space:\n  b: {assignment: {items: [a], choices: [x], env: \"X_{item}={lr}\"}}\n"
+                    TRIAL,
+                    2, 51, "unknown placeholder at byte 9 (only {item} and {choice}");
+}
+
+static void
+t_err_stages (void **state)
+{
+    (void) state;
+    s_expect_error ("trial:\n  stages: []\n", 2, 11, "trial.stages is empty");
+    s_expect_error ("trial:\n  stages: {a: 1}\n", 2, 11, "trial.stages must be a list of stages");
+    s_expect_error ("trial:\n  command: x\n  stages:\n    - {name: a, command: y}\n", 2, 3,
+                    "trial.command does not go with trial.stages: each stage says what it runs "
+                    "(move command into a stage");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: y}\n  benchmark: b\n", 4, 3,
+                    "trial.benchmark does not go with trial.stages");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: y}\n    - {name: a, command: z}\n",
+                    4, 7, "duplicate stage name 'a' (the stage at 3:7 has it");
+    s_expect_error ("trial:\n  stages:\n    - {command: y}\n", 3, 7,
+                    "trial.stages[0] has no name (write name: train");
+    s_expect_error ("trial:\n  stages:\n    - {name: 1a, command: y}\n", 3, 14,
+                    "bad stage name '1a'");
+    s_expect_error ("trial:\n  stages:\n    - {name: a}\n", 3, 7, "stage 'a' has no command");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: y, stages: []}\n", 3, 29,
+                    "unknown key 'stages' in trial.stages[]");
+    s_expect_error ("trial:\n  stages:\n    - a\n", 3, 7, "trial.stages[0] must be a mapping");
+    // A stage reads the metrics of the stages before it only.
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: \"x {b.acc}\"}\n"
+                    "    - {name: b, command: y}\n",
+                    3, 26,
+                    "'{b.acc}' in trial.stages[0].command names a metric of stage 'b', which runs "
+                    "after stage 'a' (a stage sees the metrics of the stages before it only");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: y}\n"
+                    "    - {name: b, command: [y, \"{b.acc}\"]}\n",
+                    4, 30, "'{b.acc}' in trial.stages[1].command[1] names this stage's own metric");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: y}\n"
+                    "    - {name: b, command: y, env: {X: \"{c.acc}\"}}\n",
+                    4, 38, "'{c.acc}' in trial.stages[1].env.X names no stage before this one");
+    s_expect_error ("trial:\n  env: {X: \"{a.acc}\"}\n  stages:\n    - {name: a, command: y}\n",
+                    2, 12, "'{a.acc}' in trial.env.X names a metric of stage 'a'");
+    s_expect_error ("trial: {command: \"x {a.acc}\"}\n", 1, 18,
+                    "{STAGE.METRIC} reads an earlier stage's metric, and this trial has no stages");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, command: y}\n    - {name: b, command: y}\n"
+                    "    - {name: c, command: y}\n    - {name: d, command: y}\n"
+                    "    - {name: e, command: y}\n    - {name: f, command: y}\n"
+                    "    - {name: g, command: y}\n    - {name: h, command: y}\n"
+                    "    - {name: i, command: y}\n",
+                    11, 7, "trial.stages has 9 stages, more than 8");
+}
+
 int
 main (void)
 {
@@ -1269,6 +1403,9 @@ main (void)
         cmocka_unit_test (t_device),
         cmocka_unit_test (t_err_device),
         cmocka_unit_test (t_notify),
+        cmocka_unit_test (t_stages),
+        cmocka_unit_test (t_err_stages),
+        cmocka_unit_test (t_assignment_env),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

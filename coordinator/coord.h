@@ -80,6 +80,9 @@ typedef struct {
     const json_t *on; // a device trial: the tags its device must have (the spec's); NULL: none
 } req_t;
 
+// trial_req is what t needs at its current stage.
+#define TRIAL_REQ(t) (&(t)->job->req[(t)->stage])
+
 // A trial in memory: only trials that are not terminal (and cancelled ones
 // still running on a node) live here. Owned by its job (jobs.c).
 struct trial_s {
@@ -88,7 +91,12 @@ struct trial_s {
     json_t *params;    // owned
     char *params_json; // owned
     tstate_t state;
-    uint32_t attempt;  // of the current or last attempt; 0 before the first
+    uint32_t attempt;  // of the current or last attempt; 0 before the first. Attempts
+                       // count on across stages, so (trial, attempt) names one task
+    uint32_t stage;    // the stage it runs or waits for (cgq_spec_stage), 0 first
+    uint32_t stage_base; // attempts used by the stages before it: this stage's
+                         // attempts are stage_base+1, stage_base+2, ...
+    json_t *stage_metrics; // finished stages' metrics, {"train": {...}} (owned); NULL: none
     uint32_t losses;   // consecutive node losses
     node_t *node;      // while attached to a node (nodes.c)
     char *expect_node; // recovered running trial: node that should adopt it
@@ -117,9 +125,14 @@ struct job_s {
     cgq_spec_t *spec;
     cgq_searcher_t *searcher;
     jstate_t state;
-    req_t req;
+    req_t req[CGQ_SPEC_MAX_STAGES]; // what a trial needs at each stage (one per stage)
+    uint32_t nstages;       // cgq_spec_nstages of the spec
     zhashx_t *trials;       // id -> trial_t (borrowed pointers; jobs.c frees trials)
-    trial_t *qhead, *qtail; // pending/unschedulable trials, FIFO
+    // Pending/unschedulable trials, one FIFO per stage: qhead[0] holds new
+    // and retried first stages, qhead[k] trials whose stage k-1 succeeded.
+    trial_t *qhead[CGQ_SPEC_MAX_STAGES], *qtail[CGQ_SPEC_MAX_STAGES];
+    uint32_t between;       // trials queued for a stage after the first (they count
+                            // against search.concurrency like running ones)
     uint64_t counts[CGQ_TRIAL_NSTATES]; // of trials created so far
     uint64_t dropped;       // trials never created because the job was cancelled
     double created;         // Unix seconds of its submission
@@ -127,6 +140,7 @@ struct job_s {
     int64_t best_trial;     // -1: none
     double best_value;
     char *blocked;          // unschedulable reason, or NULL
+    uint32_t blocked_stage; // the stage no node can run, while blocked
     char *spec_dir;
     struct early_stop_s *stopper; // early_stop: of the spec (early_stop.h), NULL: none
     // The Pareto front of a job with several objectives (jobs.c): nfront

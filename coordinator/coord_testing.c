@@ -150,6 +150,7 @@ ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max)
                 Cgq__TaskRef r = CGQ__TASK_REF__INIT;
                 r.job = env->assign->task->job;
                 r.trial = env->assign->task->trial;
+                r.stage = env->assign->task->stage;
                 r.attempt = env->assign->task->attempt;
                 refs[n] = r;
             }
@@ -164,9 +165,51 @@ void
 ct_result (coord_t *c, const char *node, uint64_t job, uint64_t trial, uint32_t attempt,
            Cgq__TaskStatus status, const char *metrics_json, const char *error)
 {
+    ct_result_stage (c, node, job, trial, 0, attempt, status, metrics_json, error);
+}
+
+char *
+ct_assign_get (const coord_t *c, uint64_t trial, uint32_t attempt, const char *what)
+{
+    char *out = NULL;
+    for (const out_t *o = c->out_head; o && !out; o = o->next) {
+        cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
+        assert_non_null (env);
+        const Cgq__Assign *a = env->assign;
+        if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN && a->task->trial == trial &&
+            a->task->attempt == attempt) {
+            if (!strcmp (what, "stage"))
+                out = cgq_xstrdup (a->stage);
+            else if (!strcmp (what, "kind"))
+                out = cgq_xstrdup (a->kind);
+            else if (!strcmp (what, "artifact_url"))
+                out = cgq_xstrdup (a->artifact_url);
+            else if (!strncmp (what, "argv", 4)) {
+                size_t i = strtoul (what + 4, NULL, 10);
+                out = cgq_xstrdup (i < a->n_argv ? a->argv[i] : "");
+            }
+            else if (!strncmp (what, "env:", 4)) {
+                for (size_t i = 0; i < a->n_env && !out; i++)
+                    if (!strcmp (a->env[i]->key, what + 4))
+                        out = cgq_xstrdup (a->env[i]->value);
+                if (!out)
+                    out = cgq_xstrdup ("(absent)");
+            }
+        }
+        cgq_wire_free (env);
+    }
+    return out;
+}
+
+void
+ct_result_stage (coord_t *c, const char *node, uint64_t job, uint64_t trial, uint32_t stage,
+                 uint32_t attempt, Cgq__TaskStatus status, const char *metrics_json,
+                 const char *error)
+{
     Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
     ref.job = job;
     ref.trial = trial;
+    ref.stage = stage;
     ref.attempt = attempt;
     Cgq__Result r = CGQ__RESULT__INIT;
     r.task = &ref;

@@ -33,4 +33,14 @@ size_t ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max);
 void ct_result (coord_t *c, const char *node, uint64_t job, uint64_t trial, uint32_t attempt,
                 Cgq__TaskStatus status, const char *metrics_json, const char *error);
 
+// ct_result_stage is ct_result for a task of one stage of a trial.
+void ct_result_stage (coord_t *c, const char *node, uint64_t job, uint64_t trial, uint32_t stage,
+                      uint32_t attempt, Cgq__TaskStatus status, const char *metrics_json,
+                      const char *error);
+
+// ct_assign_get reads one field of the queued Assign of (trial, attempt):
+// "stage", "kind", "artifact_url", "argvN" (argument N, "" past the end) or
+// "env:NAME" ("(absent)" when not set). Caller frees; NULL: no such Assign.
+char *ct_assign_get (const coord_t *c, uint64_t trial, uint32_t attempt, const char *what);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jobs.h"
+#include "json.h"
 #include "log.h"
 #include "nodes.h"
 #include "outbox.h"
@@ -19,7 +20,7 @@
 typedef struct {
     char **argv;
     size_t argc;
-    Cgq__KeyValue *kvs;
+    Cgq__KeyValue *kvs; // keys and values owned
     Cgq__KeyValue **kvp;
     size_t nenv;
     char *artifact_url, *artifact_sha256; // a device trial's, rendered (NULL: none)
@@ -31,8 +32,10 @@ s_rendered_fini (s_rendered_t *r)
     for (size_t i = 0; i < r->argc; i++)
         free (r->argv[i]);
     free (r->argv);
-    for (size_t i = 0; i < r->nenv; i++)
+    for (size_t i = 0; i < r->nenv; i++) {
+        free (r->kvs[i].key);
         free (r->kvs[i].value);
+    }
     free (r->kvs);
     free (r->kvp);
     free (r->artifact_url);
@@ -40,92 +43,238 @@ s_rendered_fini (s_rendered_t *r)
     memset (r, 0, sizeof *r);
 }
 
-// s_render fills r from t's spec and params. Returns 0, or -1 with err set
-// to what could not be rendered (r is then empty).
+// s_env_add appends one variable (both strings taken) to r's env.
+static void
+s_env_add (s_rendered_t *r, size_t *cap, char *key, char *value)
+{
+    if (r->nenv + 1 >= *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        r->kvs = cgq_xrealloc (r->kvs, *cap * sizeof *r->kvs);
+        r->kvp = cgq_xrealloc (r->kvp, *cap * sizeof *r->kvp);
+    }
+    Cgq__KeyValue kv = CGQ__KEY_VALUE__INIT;
+    kv.key = key;
+    kv.value = value;
+    r->kvs[r->nenv++] = kv;
+    for (size_t i = 0; i < r->nenv; i++) // kvs may have moved
+        r->kvp[i] = &r->kvs[i];
+}
+
+// s_env_name makes an environment variable name of parts: upper-cased,
+// anything but letters and digits as '_' (CGQ_STAGE_TRAIN_VAL_ACC).
+static char *
+s_env_name (const char *prefix, const char *a, const char *b)
+{
+    cgq_buf_t n;
+    cgq_buf_init (&n);
+    cgq_buf_printf (&n, "%s%s_%s", prefix, a, b);
+    for (size_t i = strlen (prefix); i < n.len; i++) {
+        char ch = n.data[i];
+        if (ch >= 'a' && ch <= 'z')
+            n.data[i] = (char) (ch - 'a' + 'A');
+        else if (!((ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
+            n.data[i] = '_';
+    }
+    return cgq_buf_take (&n);
+}
+
+// s_render_vars is what t's templates may name: its params, and for a
+// later stage every metric of the stages before it as "STAGE.METRIC".
+// New reference.
+static json_t *
+s_render_vars (const trial_t *t)
+{
+    json_t *vars = json_copy (t->params);
+    const char *sk, *mk;
+    json_t *sm, *mv;
+    json_object_foreach (t->stage_metrics, sk, sm)
+    {
+        json_object_foreach (sm, mk, mv)
+        {
+            char *name = cgq_xmalloc (strlen (sk) + strlen (mk) + 2);
+            sprintf (name, "%s.%s", sk, mk);
+            json_object_set (vars, name, mv);
+            free (name);
+        }
+    }
+    return vars;
+}
+
+// s_stage_env adds what a stage of a multi-stage trial is told: its name and
+// index, and every metric of the stages before it, one variable each
+// (CGQ_STAGE_<STAGE>_<METRIC>) and all as JSON (CGQ_STAGE_METRICS).
+static void
+s_stage_env (const trial_t *t, const cgq_stage_t *st, s_rendered_t *r, size_t *cap)
+{
+    if (t->job->nstages < 2)
+        return;
+    char idx[16];
+    snprintf (idx, sizeof idx, "%u", t->stage);
+    s_env_add (r, cap, cgq_xstrdup ("CGQ_STAGE"), cgq_xstrdup (st->name ? st->name : ""));
+    s_env_add (r, cap, cgq_xstrdup ("CGQ_STAGE_INDEX"), cgq_xstrdup (idx));
+    s_env_add (r, cap, cgq_xstrdup ("CGQ_STAGE_METRICS"),
+               t->stage_metrics ? cgq_json_dumps (t->stage_metrics) : cgq_xstrdup ("{}"));
+    const char *sk, *mk;
+    json_t *sm, *mv;
+    json_object_foreach (t->stage_metrics, sk, sm)
+    {
+        json_object_foreach (sm, mk, mv)
+            s_env_add (r, cap, s_env_name ("CGQ_STAGE_", sk, mk), cgq_space_value_str (mv));
+    }
+}
+
+// s_assignment_env adds, for each assignment param with an env template
+// (space.NAME.assignment.env: "OP_BACKEND_{item}={choice}"), one variable
+// per item of the trial's assignment. Returns 0, or -1 with err set.
 static int
-s_render (const trial_t *t, s_rendered_t *r, char *err, size_t errlen)
+s_assignment_env (const trial_t *t, s_rendered_t *r, size_t *cap, char *err, size_t errlen)
+{
+    const cgq_spec_t *s = t->job->spec;
+    for (size_t i = 0; i < s->nparams; i++) {
+        const cgq_param_t *p = &s->params[i];
+        if (p->kind != CGQ_PARAM_ASSIGNMENT || !p->env)
+            continue;
+        json_t *map = json_object_get (json_object_get (t->params, p->name), "map");
+        const char *item;
+        json_t *choice;
+        json_object_foreach (map, item, choice)
+        {
+            json_t *v = json_pack ("{s:s, s:O}", "item", item, "choice", choice);
+            char why[256];
+            char *line = cgq_space_render (p->env, v, t->job->id, t->id, t->job->spec_dir, 0, why,
+                                           sizeof why);
+            json_decref (v);
+            char *eq = line ? strchr (line, '=') : NULL;
+            if (!eq) {
+                snprintf (err, errlen, "cannot render space.%s.assignment.env: %s", p->name,
+                          line ? "no '=' in it" : why);
+                free (line);
+                return -1;
+            }
+            *eq = 0;
+            s_env_add (r, cap, cgq_xstrdup (line), cgq_xstrdup (eq + 1));
+            free (line);
+        }
+    }
+    return 0;
+}
+
+// s_env_render adds the env of a spec (trial.env, or a stage's), rendered.
+static int
+s_env_render (const trial_t *t, const cgq_stage_t *st, const json_t *vars, const char *where,
+              s_rendered_t *r, size_t *cap, char *err, size_t errlen)
 {
     const job_t *j = t->job;
-    const cgq_spec_t *s = j->spec;
-    memset (r, 0, sizeof *r);
+    for (size_t i = 0; i < st->nenv; i++) {
+        char why[256] = "";
+        char *v = cgq_space_render (st->env_vals[i], vars, j->id, t->id, j->spec_dir, 0, why,
+                                    sizeof why);
+        if (!v) {
+            snprintf (err, errlen, "cannot render %s.env.%s: %s", where, st->env_keys[i], why);
+            return -1;
+        }
+        s_env_add (r, cap, cgq_xstrdup (st->env_keys[i]), v);
+    }
+    return 0;
+}
+
+// s_render_stage fills r from stage st of t with the names in vars.
+static int
+s_render_stage (const trial_t *t, const cgq_stage_t *st, const json_t *vars, s_rendered_t *r,
+                char *err, size_t errlen)
+{
+    const job_t *j = t->job;
     char why[256] = "";
-    if (s->trial.kind == CGQ_TRIAL_PREDICTOR) {
+    if (st->kind == CGQ_TRIAL_PREDICTOR) {
         // The worker runs its built-in predictor on this dataset directory.
         r->argc = 1;
         r->argv = cgq_xcalloc (2, sizeof *r->argv);
-        r->argv[0] = cgq_space_render (s->trial.data, t->params, j->id, t->id, j->spec_dir, 0,
-                                       why, sizeof why);
+        r->argv[0] =
+            cgq_space_render (st->data, vars, j->id, t->id, j->spec_dir, 0, why, sizeof why);
         if (!r->argv[0]) {
             snprintf (err, errlen, "cannot render trial.data: %s", why);
-            s_rendered_fini (r);
             return -1;
         }
     }
-    if (s->trial.kind == CGQ_TRIAL_COMMAND) {
-        if (s->trial.command) {
+    if (st->kind == CGQ_TRIAL_COMMAND) {
+        if (st->command) {
             r->argc = 3;
             r->argv = cgq_xcalloc (r->argc, sizeof *r->argv);
             r->argv[0] = cgq_xstrdup ("/bin/sh");
             r->argv[1] = cgq_xstrdup ("-c");
-            r->argv[2] = cgq_space_render (s->trial.command, t->params, j->id, t->id, j->spec_dir,
-                                           1, why, sizeof why);
+            r->argv[2] =
+                cgq_space_render (st->command, vars, j->id, t->id, j->spec_dir, 1, why, sizeof why);
             if (!r->argv[2]) {
                 snprintf (err, errlen, "cannot render trial.command: %s", why);
-                s_rendered_fini (r);
                 return -1;
             }
         }
         else {
-            r->argc = s->trial.argc;
+            r->argc = st->argc;
             r->argv = cgq_xcalloc (r->argc + 1, sizeof *r->argv);
             for (size_t i = 0; i < r->argc; i++) {
-                r->argv[i] = cgq_space_render (s->trial.argv[i], t->params, j->id, t->id,
-                                               j->spec_dir, 0, why, sizeof why);
+                r->argv[i] = cgq_space_render (st->argv[i], vars, j->id, t->id, j->spec_dir, 0,
+                                               why, sizeof why);
                 if (!r->argv[i]) {
                     snprintf (err, errlen, "cannot render trial.command[%zu]: %s", i, why);
-                    s_rendered_fini (r);
                     return -1;
                 }
             }
         }
     }
-    r->kvs = cgq_xcalloc (s->trial.nenv + 1, sizeof *r->kvs);
-    r->kvp = cgq_xcalloc (s->trial.nenv + 1, sizeof *r->kvp);
-    for (size_t i = 0; i < s->trial.nenv; i++) {
-        Cgq__KeyValue kv = CGQ__KEY_VALUE__INIT;
-        r->kvs[i] = kv;
-        r->kvs[i].key = s->trial.env_keys[i];
-        r->kvs[i].value = cgq_space_render (s->trial.env_vals[i], t->params, j->id, t->id,
-                                            j->spec_dir, 0, why, sizeof why);
-        r->kvp[i] = &r->kvs[i];
-        r->nenv = i + 1;
-        if (!r->kvs[i].value) {
-            snprintf (err, errlen, "cannot render trial.env.%s: %s", s->trial.env_keys[i], why);
-            s_rendered_fini (r);
-            return -1;
-        }
-    }
-    if (s->trial.kind == CGQ_TRIAL_DEVICE && s->trial.artifact_url) {
+    // The env: what cgq tells (stages, assignments), then trial.env, then
+    // the stage's own, so that the spec may override what cgq sets.
+    size_t cap = 16;
+    r->kvs = cgq_xcalloc (cap, sizeof *r->kvs);
+    r->kvp = cgq_xcalloc (cap, sizeof *r->kvp);
+    s_stage_env (t, st, r, &cap);
+    if (s_assignment_env (t, r, &cap, err, errlen) < 0)
+        return -1;
+    if (st != &j->spec->trial &&
+        s_env_render (t, &j->spec->trial, vars, "trial", r, &cap, err, errlen) < 0)
+        return -1;
+    if (s_env_render (t, st, vars, j->spec->nstages ? "trial.stages[]" : "trial", r, &cap, err,
+                      errlen) < 0)
+        return -1;
+    if (st->kind == CGQ_TRIAL_DEVICE && st->artifact_url) {
         // The spec checked literal values; rendered ones are checked here, so
         // a runner never gets a hash it could not compare.
-        r->artifact_url = cgq_space_render (s->trial.artifact_url, t->params, j->id, t->id,
-                                            j->spec_dir, 0, why, sizeof why);
-        r->artifact_sha256 = r->artifact_url ? cgq_space_render (s->trial.artifact_sha256, t->params,
-                                                                 j->id, t->id, j->spec_dir, 0, why,
+        r->artifact_url =
+            cgq_space_render (st->artifact_url, vars, j->id, t->id, j->spec_dir, 0, why, sizeof why);
+        r->artifact_sha256 = r->artifact_url ? cgq_space_render (st->artifact_sha256, vars, j->id,
+                                                                 t->id, j->spec_dir, 0, why,
                                                                  sizeof why)
                                              : NULL;
         if (!r->artifact_url || !r->artifact_sha256) {
             snprintf (err, errlen, "cannot render trial.artifact: %s", why);
-            s_rendered_fini (r);
             return -1;
         }
         if (cgq_spec_check_artifact (r->artifact_url, r->artifact_sha256, why, sizeof why) < 0) {
             snprintf (err, errlen, "trial.%s", why);
-            s_rendered_fini (r);
             return -1;
         }
     }
     return 0;
+}
+
+// s_render fills r from t's current stage and its params (and earlier
+// stages' metrics). Returns 0, or -1 with err set to what could not be
+// rendered (r is then empty).
+static int
+s_render (const trial_t *t, s_rendered_t *r, char *err, size_t errlen)
+{
+    memset (r, 0, sizeof *r);
+    const cgq_stage_t *st = cgq_spec_stage (t->job->spec, t->stage);
+    if (!st) {
+        snprintf (err, errlen, "the spec has no stage %u", t->stage);
+        return -1;
+    }
+    json_t *vars = s_render_vars (t);
+    int rc = s_render_stage (t, st, vars, r, err, errlen);
+    json_decref (vars);
+    if (rc < 0)
+        s_rendered_fini (r);
+    return rc;
 }
 
 // s_timeout_ms turns the spec's timeout into the Assign's milliseconds,
@@ -144,7 +293,8 @@ static void
 s_start (coord_t *c, node_t *n, trial_t *t)
 {
     job_t *j = t->job;
-    const cgq_spec_t *s = j->spec;
+    const cgq_stage_t *st = cgq_spec_stage (j->spec, t->stage);
+    const req_t *req = TRIAL_REQ (t);
     t->attempt++;
     char err[512];
     s_rendered_t r;
@@ -173,13 +323,15 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
     ref.job = j->id;
     ref.trial = t->id;
+    ref.stage = t->stage;
     ref.attempt = t->attempt;
     Cgq__Assign a = CGQ__ASSIGN__INIT;
     a.task = &ref;
-    a.kind = s->trial.kind == CGQ_TRIAL_NOOP     ? "noop"
-             : s->trial.kind == CGQ_TRIAL_DEVICE ? "benchmark"
-             : s->trial.kind == CGQ_TRIAL_PREDICTOR ? "predictor"
-                                                 : "command";
+    a.kind = st->kind == CGQ_TRIAL_NOOP        ? "noop"
+             : st->kind == CGQ_TRIAL_DEVICE    ? "benchmark"
+             : st->kind == CGQ_TRIAL_PREDICTOR ? "predictor"
+                                               : "command";
+    a.stage = st->name ? st->name : "";
     a.params_json = t->params_json;
     a.n_argv = r.argc;
     a.argv = r.argv;
@@ -187,18 +339,18 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     a.env = r.kvp;
     a.n_gpus = (size_t) t->ngpus;
     a.gpus = gpus;
-    a.gpu_fraction = nodes_gpu_share (&j->req);
-    a.cpus = j->req.cpu;
-    a.memory = j->req.memory;
-    a.timeout_ms = s_timeout_ms (s->trial.timeout_s);
+    a.gpu_fraction = nodes_gpu_share (req);
+    a.cpus = req->cpu;
+    a.memory = req->memory;
+    a.timeout_ms = s_timeout_ms (st->timeout_s);
     a.spec_dir = j->spec_dir ? j->spec_dir : "";
     if (t->device) {
         a.device_id = t->device->id;
-        a.benchmark = s->trial.benchmark;
+        a.benchmark = st->benchmark;
         a.artifact_url = r.artifact_url ? r.artifact_url : "";
         a.artifact_sha256 = r.artifact_sha256 ? r.artifact_sha256 : "";
-        a.repeats = s->trial.repeats;
-        a.warmup = s->trial.warmup;
+        a.repeats = st->repeats;
+        a.warmup = st->warmup;
     }
     a.seq = ++n->assign_seq;
     a.epoch = c->epoch;
@@ -223,12 +375,14 @@ static bool
 s_serve (coord_t *c, job_t *j)
 {
     node_t *n;
-    switch (scheduler_choose (c, j, &n)) {
+    uint32_t stage;
+    switch (scheduler_choose_stage (c, j, &n, &stage)) {
     case SCHEDULE_IDLE:
         return false;
     case SCHEDULE_BLOCKED: {
-        char *why = scheduler_blocked_reason (c, &j->req);
+        char *why = scheduler_blocked_reason (c, &j->req[stage]);
         jobs_set_blocked (c, j, why);
+        j->blocked_stage = stage;
         free (why);
         return false;
     }
@@ -239,9 +393,11 @@ s_serve (coord_t *c, job_t *j)
     case SCHEDULE_GO:
         break;
     }
-    if (j->blocked)
+    // Another stage may still be blocked (its trials wait for a device
+    // while first stages run on workers): only this stage's block is over.
+    if (j->blocked && j->blocked_stage == stage)
         jobs_set_blocked (c, j, NULL);
-    trial_t *t = jobs_next_trial (c, j);
+    trial_t *t = jobs_next_trial (c, j, stage);
     if (!t)
         return false;
     s_start (c, n, t);

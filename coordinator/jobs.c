@@ -68,6 +68,7 @@ s_trial_free (trial_t *t)
         return;
     early_stop_forget (t->job->stopper, t->id);
     json_decref (t->params);
+    json_decref (t->stage_metrics);
     free (t->params_json);
     free (t->gpus);
     free (t->expect_node);
@@ -161,10 +162,14 @@ jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
     j->best_value = NAN;
     j->trials = s_trials_new ();
     j->stopper = early_stop_new (spec);
-    j->req.cpu = spec->trial.cpu;
-    j->req.gpu = spec->trial.gpu;
-    j->req.memory = spec->trial.memory;
-    j->req.on = spec->trial.on;
+    j->nstages = (uint32_t) cgq_spec_nstages (spec);
+    for (uint32_t k = 0; k < j->nstages; k++) {
+        const cgq_stage_t *st = cgq_spec_stage (spec, k);
+        j->req[k].cpu = st->cpu;
+        j->req[k].gpu = st->gpu;
+        j->req[k].memory = st->memory;
+        j->req[k].on = st->on;
+    }
     job_t **pp = &c->jobs;
     while (*pp)
         pp = &(*pp)->next;
@@ -213,41 +218,47 @@ jobs_enqueue (job_t *j, trial_t *t, bool front)
 {
     if (t->queued)
         return;
+    uint32_t k = t->stage < j->nstages ? t->stage : 0;
     t->queued = true;
     t->qnext = NULL;
+    if (k > 0)
+        j->between++;
     if (front) {
-        t->qnext = j->qhead;
-        j->qhead = t;
-        if (!j->qtail)
-            j->qtail = t;
+        t->qnext = j->qhead[k];
+        j->qhead[k] = t;
+        if (!j->qtail[k])
+            j->qtail[k] = t;
     }
     else {
-        if (j->qtail)
-            j->qtail->qnext = t;
+        if (j->qtail[k])
+            j->qtail[k]->qnext = t;
         else
-            j->qhead = t;
-        j->qtail = t;
+            j->qhead[k] = t;
+        j->qtail[k] = t;
     }
 }
 
 static trial_t *
-s_dequeue (job_t *j)
+s_dequeue (job_t *j, uint32_t k)
 {
-    trial_t *t = j->qhead;
+    trial_t *t = j->qhead[k];
     if (!t)
         return NULL;
-    j->qhead = t->qnext;
-    if (!j->qhead)
-        j->qtail = NULL;
+    j->qhead[k] = t->qnext;
+    if (!j->qhead[k])
+        j->qtail[k] = NULL;
     t->qnext = NULL;
     t->queued = false;
+    if (k > 0 && j->between)
+        j->between--;
     return t;
 }
 
 void
 jobs_unqueue (job_t *j, trial_t *t)
 {
-    trial_t **pp = &j->qhead, *prev = NULL;
+    uint32_t k = t->stage < j->nstages ? t->stage : 0;
+    trial_t **pp = &j->qhead[k], *prev = NULL;
     while (*pp && *pp != t) {
         prev = *pp;
         pp = &(*pp)->qnext;
@@ -255,10 +266,21 @@ jobs_unqueue (job_t *j, trial_t *t)
     if (!*pp)
         return;
     *pp = t->qnext;
-    if (j->qtail == t)
-        j->qtail = prev;
+    if (j->qtail[k] == t)
+        j->qtail[k] = prev;
     t->qnext = NULL;
     t->queued = false;
+    if (k > 0 && j->between)
+        j->between--;
+}
+
+bool
+jobs_queued (const job_t *j)
+{
+    for (uint32_t k = 0; k < j->nstages; k++)
+        if (j->qhead[k])
+            return true;
+    return false;
 }
 
 // --- transitions -----------------------------------------------------------
@@ -348,10 +370,10 @@ s_trial_create (coord_t *c, job_t *j)
 }
 
 trial_t *
-jobs_next_trial (coord_t *c, job_t *j)
+jobs_next_trial (coord_t *c, job_t *j, uint32_t stage)
 {
-    trial_t *t = s_dequeue (j);
-    return t ? t : s_trial_create (c, j);
+    trial_t *t = s_dequeue (j, stage);
+    return t || stage > 0 ? t : s_trial_create (c, j);
 }
 
 // s_trial_end removes a terminal trial from memory.
@@ -365,6 +387,7 @@ s_stop_on_node (coord_t *c, const trial_t *t, const char *reason)
     Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
     ref.job = t->job->id;
     ref.trial = t->id;
+    ref.stage = t->stage;
     ref.attempt = t->attempt;
     outbox_stop (c, t->node->id, &ref, reason);
 }
@@ -534,7 +557,7 @@ jobs_set_blocked (coord_t *c, job_t *j, const char *reason)
         cgq_store_cmd (c->store, "HSET %s %s %s", jkey, CGQ_JF_BLOCKED, reason);
         cgq_warn ("job %" PRIu64 " is blocked: %s", j->id, reason);
         // Make it visible as a trial too, never silently pending.
-        if (!j->qhead) {
+        if (!jobs_queued (j)) {
             trial_t *t = s_trial_create (c, j);
             if (t)
                 jobs_enqueue (j, t, false);
@@ -542,16 +565,18 @@ jobs_set_blocked (coord_t *c, job_t *j, const char *reason)
     }
     else
         cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
-    for (trial_t *t = j->qhead; t; t = t->qnext) {
-        if (reason) {
-            const char *kv[] = {CGQ_TF_ERROR, reason};
-            jobs_set_state (c, t, CGQ_TRIAL_UNSCHEDULABLE, kv, 2);
-            cgq_model_event (c->store, "trial.unschedulable", j->id, (int64_t) t->id, NULL, 0,
-                             reason);
-        }
-        else if (t->state == CGQ_TRIAL_UNSCHEDULABLE) {
-            jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
-            s_clear_error (c, t);
+    for (uint32_t k = 0; k < j->nstages; k++) {
+        for (trial_t *t = j->qhead[k]; t; t = t->qnext) {
+            if (reason) {
+                const char *kv[] = {CGQ_TF_ERROR, reason};
+                jobs_set_state (c, t, CGQ_TRIAL_UNSCHEDULABLE, kv, 2);
+                cgq_model_event (c->store, "trial.unschedulable", j->id, (int64_t) t->id, NULL,
+                                 0, reason);
+            }
+            else if (t->state == CGQ_TRIAL_UNSCHEDULABLE) {
+                jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
+                s_clear_error (c, t);
+            }
         }
     }
 }
@@ -603,8 +628,9 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     c->stat_ended[CGQ_TRIAL_CANCELLED] += never;
     j->dirty = true;
     uint64_t stopped = 0, dropped = never;
-    while (s_dequeue (j))
-        ;
+    for (uint32_t k = 0; k < j->nstages; k++)
+        while (s_dequeue (j, k))
+            ;
     char now[32];
     cgq_fmt_double (now, cgq_wall_s ());
     size_t n;
@@ -670,7 +696,16 @@ void
 jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
 {
     job_t *j = t->job;
-    if (retryable && t->attempt <= j->spec->trial.retries) {
+    // Each stage has its own retries: a failed stage runs again, not the
+    // stages before it.
+    const cgq_stage_t *st = cgq_spec_stage (j->spec, t->stage);
+    uint32_t tries = t->attempt > t->stage_base ? t->attempt - t->stage_base : 0;
+    char staged[600];
+    if (j->nstages > 1 && st && st->name) {
+        snprintf (staged, sizeof staged, "stage %s: %s", st->name, error);
+        error = staged;
+    }
+    if (retryable && st && tries <= st->retries) {
         const char *kv[] = {CGQ_TF_ERROR, error};
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
@@ -824,13 +859,85 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
 }
 
+// jobs_merged_metrics is the result of a multi-stage trial: the metrics of
+// every finished stage (t->stage_metrics), in stage order, then last (the
+// stage that just finished; may be NULL), in one flat object where a later
+// stage's metric replaces an earlier one of the same name. New reference.
+json_t *
+jobs_merged_metrics (const trial_t *t, const json_t *last)
+{
+    const job_t *j = t->job;
+    json_t *out = json_object ();
+    for (uint32_t k = 0; k < j->nstages && t->stage_metrics; k++) {
+        const cgq_stage_t *st = cgq_spec_stage (j->spec, k);
+        json_t *m = st && st->name ? json_object_get (t->stage_metrics, st->name) : NULL;
+        if (json_is_object (m))
+            json_object_update (out, m);
+    }
+    if (json_is_object (last))
+        json_object_update (out, (json_t *) last);
+    return out;
+}
+
+// s_stage_done: stage t->stage of a multi-stage trial succeeded with
+// metrics (borrowed) and it is not the last. In one HSET: its metrics join
+// the trial's stages, the trial's metrics become the merge so far, and the
+// trial waits (pending) for its next stage with attempts counted from here.
+// A coordinator killed after this batch finds the trial at its next stage;
+// killed before it, the node still holds the result and sends it again.
+static void
+s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8)
+{
+    job_t *j = t->job;
+    const cgq_stage_t *st = cgq_spec_stage (j->spec, t->stage);
+    const cgq_stage_t *next = cgq_spec_stage (j->spec, t->stage + 1);
+    if (!t->stage_metrics)
+        t->stage_metrics = json_object ();
+    json_object_set (t->stage_metrics, st->name, metrics);
+    json_t *merged = jobs_merged_metrics (t, NULL);
+    char *mj = cgq_json_dumps (merged), *sj = cgq_json_dumps (t->stage_metrics);
+    json_decref (merged);
+    t->stage++;
+    t->stage_base = t->attempt;
+    char sbuf[16], bbuf[16];
+    snprintf (sbuf, sizeof sbuf, "%u", t->stage);
+    snprintf (bbuf, sizeof bbuf, "%u", t->stage_base);
+    const char *kv[] = {kv8[0],        kv8[1], kv8[2],          kv8[3], kv8[4],       kv8[5],
+                        CGQ_TF_METRICS, mj,    CGQ_TF_STAGES,   sj,     CGQ_TF_STAGE, sbuf,
+                        CGQ_TF_STAGE_BASE, bbuf};
+    s_clear_error (c, t);
+    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 14);
+    if (st->on) { // the device was this stage's; the next one may run on a worker
+        char tkey[128];
+        cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (tkey, sizeof tkey, j->id, t->id),
+                       CGQ_TF_DEVICE);
+    }
+    char detail[200];
+    snprintf (detail, sizeof detail, "stage %s succeeded; next: %s", st->name, next->name);
+    cgq_model_event (c->store, "trial.stage", j->id, (int64_t) t->id, NULL, t->attempt, detail);
+    cgq_debug ("trial %" PRIu64 ".%" PRIu64 ": %s", j->id, t->id, detail);
+    jobs_enqueue (j, t, false);
+    c->sched_dirty = true;
+    free (mj);
+    free (sj);
+}
+
+bool
+jobs_task_stage_current (const trial_t *t, uint32_t stage, uint32_t attempt)
+{
+    return stage == t->stage && attempt > t->stage_base;
+}
+
 void
 jobs_result (coord_t *c, const Cgq__Result *r)
 {
     trial_t *t = jobs_trial (c, r->task->job, r->task->trial);
-    if (t && r->task->attempt < t->attempt)
+    // A task of a stage the trial has left (or not reached) is stale,
+    // whatever its attempt.
+    bool other = t && !jobs_task_stage_current (t, r->task->stage, r->task->attempt);
+    if (t && !other && r->task->attempt < t->attempt)
         s_late_success (c, t, r);
-    if (!t || t->attempt != r->task->attempt) {
+    if (!t || other || t->attempt != r->task->attempt) {
         cgq_tdebug (r->task->job, r->task->trial, r->task->attempt,
                     "result is stale; acknowledged, ignored");
         return;
@@ -863,7 +970,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     const char *metrics_json = r->metrics_json && *r->metrics_json ? r->metrics_json : "{}";
     // What every outcome records; a success adds its value and end time and
     // sets it all with its state in one HSET.
-    const char *kv[14] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
+    const char *kv[18] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
                           CGQ_TF_TRIAL_DIR, r->trial_dir ? r->trial_dir : "", CGQ_TF_METRICS,
                           metrics_json};
     int nkv = 8;
@@ -876,12 +983,36 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     json_t *metrics = NULL;
     double value = NAN, vals[CGQ_SPEC_MAX_OBJECTIVES];
     const char *metric = j->spec->objective.metric;
+    char *merged_json = NULL, *stages_json = NULL;
     if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED)
         fail = r->error && *r->error ? r->error : "failed";
     else if (!(metrics = json_loads (metrics_json, 0, NULL)) || !json_is_object (metrics)) {
         fail = "the trial's result is not a JSON object";
         retryable = false;
     }
+    else if (j->nstages > 1 && t->stage + 1 < j->nstages) {
+        s_stage_done (c, t, metrics, kv);
+        json_decref (metrics);
+        cgq_buf_fini (&why);
+        return;
+    }
+    else if (j->nstages > 1) {
+        // The last stage: the objective(s) read the merge of every stage.
+        const cgq_stage_t *st = cgq_spec_stage (j->spec, t->stage);
+        json_t *merged = jobs_merged_metrics (t, metrics);
+        json_t *all = t->stage_metrics ? json_copy (t->stage_metrics) : json_object ();
+        json_object_set (all, st->name, metrics);
+        stages_json = cgq_json_dumps (all);
+        json_decref (all);
+        json_decref (metrics);
+        metrics = merged;
+        merged_json = cgq_json_dumps (merged);
+        kv[7] = merged_json;
+        kv[nkv++] = CGQ_TF_STAGES;
+        kv[nkv++] = stages_json;
+    }
+    if (fail)
+        ;
     else if (j->spec->nobjectives == 1 && j->spec->objective.expr) {
         // An expression over metrics: a missing name or a non-finite result
         // fails the trial with that reason.
@@ -925,15 +1056,25 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         cgq_buf_printf (&why, " (the trial's first rejected report: %s)", note);
         fail = why.data;
     }
+    if (fail && j->nstages > 1 && !merged_json) {
+        // A multi-stage trial's metrics field stays the merge of its
+        // finished stages (the failed attempt's report is in last_report).
+        json_t *merged = jobs_merged_metrics (t, NULL);
+        merged_json = cgq_json_dumps (merged);
+        json_decref (merged);
+        kv[7] = merged_json;
+    }
     if (fail) {
         cgq_hset_t h;
         cgq_hset_init (&h, tkey);
-        for (int i = 0; i < 8; i += 2)
+        for (int i = 0; i < nkv; i += 2)
             cgq_hset_str (&h, kv[i], kv[i + 1]);
         cgq_hset_queue (&h, c->store);
         jobs_failed (c, t, fail, retryable);
         json_decref (metrics);
         cgq_buf_fini (&why);
+        free (merged_json);
+        free (stages_json);
         return;
     }
     cgq_buf_reset (&why);
@@ -962,6 +1103,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
     json_decref (metrics);
     cgq_buf_fini (&why);
+    free (merged_json);
+    free (stages_json);
     s_trial_end (c, t);
 }
 
@@ -1059,7 +1202,8 @@ void
 jobs_progress (coord_t *c, const Cgq__Progress *p)
 {
     trial_t *t = jobs_trial (c, p->task->job, p->task->trial);
-    if (!t || t->state != CGQ_TRIAL_RUNNING || t->attempt != p->task->attempt || !p->report_json)
+    if (!t || t->state != CGQ_TRIAL_RUNNING || t->attempt != p->task->attempt || !p->report_json
+        || p->task->stage != t->stage)
         return;
     job_t *j = t->job;
     char rkey[128], tkey[128];
@@ -1068,7 +1212,9 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     cgq_store_cmd (c->store, "XADD %s MAXLEN ~ %d * %s %s", rkey, CGQ_REPORTS_MAXLEN,
                    CGQ_REPORT_FIELD, p->report_json);
     cgq_store_cmd (c->store, "HINCRBY %s %s 1", tkey, CGQ_TF_REPORTS);
-    json_t *report = j->stopper ? json_loads (p->report_json, 0, NULL) : NULL;
+    // The early stopper judges the first stage's reports (where a trial
+    // trains); a later stage's are stored, not judged.
+    json_t *report = j->stopper && t->stage == 0 ? json_loads (p->report_json, 0, NULL) : NULL;
     early_stop_decision_t d = {0};
     char state[192] = "";
     if (json_is_object (report))
@@ -1145,7 +1291,8 @@ jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     // While the trial waits in the queue with the same attempt, that task is
     // still its current attempt. Stopping it instead would re-run the trial,
     // and the stopped attempt's result would come back as its failure.
-    if (t && t->state == CGQ_TRIAL_RUNNING && t->losses && attempt < t->attempt && t->node != n)
+    if (t && t->state == CGQ_TRIAL_RUNNING && t->losses && attempt < t->attempt && t->node != n
+        && attempt > t->stage_base)
         return s_readopt_older (c, n, t, attempt);
     if (!t || t->state != CGQ_TRIAL_PENDING || !t->queued || !t->losses || t->node
         || t->attempt != attempt)

@@ -38,11 +38,25 @@ jobs_cancel_t jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen);
 // jobs_trial_insert puts a trial into j's memory (state pending, attempt 0)
 // without writing anything: for recovery and trial creation. Takes params.
 trial_t *jobs_trial_insert (job_t *j, uint64_t id, json_t *params);
-// jobs_next_trial returns the next trial of j to start: the queue first,
-// else a new one from the searcher (written to Redis); NULL if none now.
-trial_t *jobs_next_trial (coord_t *c, job_t *j);
+// jobs_next_trial returns the next trial of j to start at stage: that
+// stage's queue first, else (stage 0) a new one from the searcher (written
+// to Redis); NULL if none now.
+trial_t *jobs_next_trial (coord_t *c, job_t *j, uint32_t stage);
+// jobs_enqueue and jobs_unqueue put t into (take it out of) the queue of
+// its stage, t->stage.
 void jobs_enqueue (job_t *j, trial_t *t, bool front);
 void jobs_unqueue (job_t *j, trial_t *t);
+// jobs_queued tells whether any stage of j has a queued trial.
+bool jobs_queued (const job_t *j);
+
+// jobs_task_stage_current tells whether a task of t (its stage and attempt,
+// from a node) belongs to t's current stage: attempts count on across
+// stages, so one of an earlier stage is stale whatever it reports.
+bool jobs_task_stage_current (const trial_t *t, uint32_t stage, uint32_t attempt);
+// jobs_merged_metrics: a multi-stage trial's result so far, the metrics of
+// its finished stages in order, then last (borrowed, may be NULL), later
+// names replacing earlier ones. Returns a new reference.
+json_t *jobs_merged_metrics (const trial_t *t, const json_t *last);
 
 // jobs_set_state moves t to state s and sets nkv/2 more field-value pairs of
 // its hash in the same HSET (borrowed for the call). Setting "error" marks

@@ -517,6 +517,216 @@ test_early_stop_transitions (void **state)
     ct_coord_destroy (&c);
 }
 
+// s_assert_assign checks one field of the queued Assign of (trial, attempt).
+static void
+s_assert_assign (coord_t *c, uint64_t trial, uint32_t attempt, const char *what, const char *want)
+{
+    char *v = ct_assign_get (c, trial, attempt, what);
+    if (!v || strcmp (v, want) != 0)
+        fail_msg ("Assign %" PRIu64 "#%u %s = %s, want %s", trial, attempt, what,
+                  v ? v : "(no Assign)", want);
+    free (v);
+}
+
+static const char *s_spec_stages =
+    "name: st\n"
+    "space:\n"
+    "  x: {choice: [1, 2]}\n"
+    "  b: {assignment: {items: [Conv, Pool], choices: [cpu, gpu], env: \"OP_{item}={choice}\"}}\n"
+    "search: {algorithm: grid}\n"
+    "objective: {expr: \"acc * 100 / latency\", mode: max}\n"
+    "trial:\n"
+    "  retries: 1\n"
+    "  stages:\n"
+    "    - {name: train, command: \"train {x}\", resources: {cpu: 1}}\n"
+    "    - name: measure\n"
+    "      on: {device: board}\n"
+    "      benchmark: run\n"
+    "      retries: 0\n"
+    "      artifact: {url: \"http://h/m{train.acc}.tflite\",\n"
+    "                 sha256: "
+    "\"0000000000000000000000000000000000000000000000000000000000000000\"}\n";
+
+// Multi-stage trials: a stage's success queues the next stage (to another
+// kind of node) with the metrics so far in Redis; a coordinator that starts
+// from that snapshot runs the next stage, never the finished one again; a
+// failed stage is retried alone by its own retries; the last stage's result
+// is the merge of every stage's metrics, which the objective reads.
+static void
+test_stages (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 11, s_spec_stages);
+    assert_int_equal (j->nstages, 2);
+    ct_node (c, "w1", 2, 0, 0);
+    const char *devs[] = {"d1:device=board", NULL};
+    ct_runner (c, "r1", devs);
+    // 8 trials (2 x 4 assignments); w1 runs two first stages at once.
+    assert_int_equal (dispatch_run (c), 2);
+    Cgq__TaskRef refs[8];
+    assert_int_equal (ct_assigns (c, refs, 8), 2);
+    assert_int_equal (refs[0].stage, 0);
+    s_assert_assign (c, 0, 1, "stage", "train");
+    s_assert_assign (c, 0, 1, "kind", "command");
+    s_assert_assign (c, 0, 1, "env:CGQ_STAGE", "train");
+    s_assert_assign (c, 0, 1, "env:CGQ_STAGE_METRICS", "{}");
+    // The assignment's env template: one variable per item (trial 0: id 0,
+    // every item on the first choice; trial 1: x = 2, the same assignment).
+    s_assert_assign (c, 0, 1, "env:OP_Conv", "cpu");
+    s_assert_assign (c, 0, 1, "env:OP_Pool", "cpu");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+
+    ct_result_stage (c, "w1", 11, 0, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED,
+                     "{\"acc\": 0.8, \"epoch\": 3}", NULL);
+    ct_result_stage (c, "w1", 11, 1, 0, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 3");
+    // A duplicate of trial 0's first stage (a lost Ack) changes nothing.
+    ct_result_stage (c, "w1", 11, 0, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"acc\": 0.1}",
+                     NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    cgq_key_trial (key, sizeof key, 11, 0);
+    s_assert_field (c, key, CGQ_TF_STATE, "pending");
+    s_assert_field (c, key, CGQ_TF_STAGE, "1");
+    s_assert_field (c, key, CGQ_TF_STAGE_BASE, "1");
+    s_assert_field (c, key, CGQ_TF_STAGES, "{\"train\":{\"acc\":0.8,\"epoch\":3}}");
+    s_assert_field (c, key, CGQ_TF_METRICS, "{\"acc\":0.8,\"epoch\":3}");
+    cgq_key_trial (key, sizeof key, 11, 1);
+    s_assert_field (c, key, CGQ_TF_STATE, "pending");
+    s_assert_field (c, key, CGQ_TF_ERROR, "stage train: exit status 3");
+    s_assert_counts (c, j);
+
+    // "Crash" between the stages: a new coordinator from Redis alone.
+    ct_coord_destroy (&c);
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_int_equal (recovery_jobs (c), 1);
+    j = jobs_find (c, 11);
+    uint64_t id = 0;
+    trial_t *t0 = zhashx_lookup (j->trials, &id);
+    assert_non_null (t0);
+    assert_int_equal (t0->stage, 1);
+    assert_int_equal (t0->stage_base, 1);
+    assert_true (t0->queued);
+    assert_true (json_real_value (json_object_get (json_object_get (t0->stage_metrics, "train"),
+                                                   "acc")) == 0.8);
+    ct_runner (c, "r1", devs);
+    ct_node (c, "w1", 1, 0, 0);
+    // Later stages go first: trial 0's measure on the runner's device (not
+    // its train again), and trial 1's train retried on w1.
+    assert_int_equal (dispatch_run (c), 2);
+    assert_int_equal (ct_assigns (c, refs, 8), 2);
+    assert_int_equal (refs[0].trial, 0);
+    assert_int_equal (refs[0].stage, 1);
+    assert_int_equal (refs[0].attempt, 2);
+    s_assert_assign (c, 0, 2, "stage", "measure");
+    s_assert_assign (c, 0, 2, "kind", "benchmark");
+    s_assert_assign (c, 0, 2, "artifact_url", "http://h/m0.8.tflite");
+    s_assert_assign (c, 0, 2, "env:CGQ_STAGE_TRAIN_ACC", "0.8");
+    s_assert_assign (c, 0, 2, "env:CGQ_STAGE_INDEX", "1");
+    assert_int_equal (refs[1].trial, 1);
+    assert_int_equal (refs[1].stage, 0);
+    assert_int_equal (refs[1].attempt, 2);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    cgq_key_trial (key, sizeof key, 11, 0);
+    s_assert_field (c, key, CGQ_TF_NODE, "r1");
+    s_assert_field (c, key, CGQ_TF_DEVICE, "d1");
+
+    // A result that names the wrong stage for the current attempt is stale.
+    ct_result_stage (c, "r1", 11, 0, 0, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"acc\": 0.1}",
+                     NULL);
+    s_assert_field (c, key, CGQ_TF_STATE, "running");
+    // The last stage: merged metrics (a later stage's name wins), the
+    // objective over both stages: 0.8 * 100 / 4 = 20.
+    ct_result_stage (c, "r1", 11, 0, 1, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED,
+                     "{\"latency\": 4, \"epoch\": 9}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, key, CGQ_TF_STATE, "succeeded");
+    s_assert_field (c, key, CGQ_TF_VALUE, "20");
+    s_assert_field (c, key, CGQ_TF_METRICS, "{\"acc\":0.8,\"epoch\":9,\"latency\":4}");
+    s_assert_field (c, key, CGQ_TF_STAGES,
+                    "{\"train\":{\"acc\":0.8,\"epoch\":3},\"measure\":{\"latency\":4,\"epoch\":9}}");
+
+    // A failed last stage with no retries left fails the trial, stage named.
+    ct_result_stage (c, "w1", 11, 1, 0, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"acc\": 0.5}",
+                     NULL);
+    assert_int_equal (dispatch_run (c), 2); // trial 1's measure; trial 2's train
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    ct_result_stage (c, "r1", 11, 1, 1, 3, CGQ__TASK_STATUS__TASK_TIMEOUT, NULL,
+                     "timed out after 10s");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    cgq_key_trial (key, sizeof key, 11, 1);
+    s_assert_field (c, key, CGQ_TF_STATE, "failed");
+    s_assert_field (c, key, CGQ_TF_ERROR, "stage measure: timed out after 10s");
+    s_assert_field (c, key, CGQ_TF_METRICS, "{\"acc\":0.5}"); // the finished stages' merge
+    s_assert_counts (c, j);
+    ct_coord_destroy (&c);
+}
+
+// A worker stage after a device stage: the device was the earlier stage's.
+// A coordinator restarted while the worker stage runs adopts it on the
+// worker with its CPU (not the device), and frees that CPU at its end.
+static void
+test_stage_after_device_restart (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 12,
+            "space: {x: {grid: [1]}}\n"
+            "objective: {metric: time, mode: min}\n"
+            "trial:\n"
+            "  stages:\n"
+            "    - {name: measure, on: {device: board}, benchmark: run}\n"
+            "    - {name: summary, command: \"sum {measure.time}\", resources: {cpu: 2}}\n");
+    const char *devs[] = {"d1:device=board", NULL};
+    ct_runner (c, "r1", devs);
+    ct_node (c, "w1", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 1);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    ct_result_stage (c, "r1", 12, 0, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"time\": 3}",
+                     NULL);
+    assert_int_equal (dispatch_run (c), 1);
+    s_assert_assign (c, 0, 2, "argv2", "sum 3");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    cgq_key_trial (key, sizeof key, 12, 0);
+    s_assert_field (c, key, CGQ_TF_NODE, "w1");
+    char *dev = s_hget (c, key, CGQ_TF_DEVICE);
+    assert_null (dev); // the device was measure's
+    ct_coord_destroy (&c);
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1); // test_stages' job 11 is still running too
+    trial_t *t = jobs_trial (c, 12, 0);
+    assert_non_null (t);
+    assert_int_equal (t->stage, 1);
+    assert_null (t->device);
+    Cgq__TaskRef a = CGQ__TASK_REF__INIT;
+    a.job = 12;
+    a.trial = 0;
+    a.stage = 1;
+    a.attempt = 2;
+    Cgq__TaskRef *running[1] = {&a};
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 2;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.resources = &res;
+    h.n_running = 1;
+    h.running = running;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, "w1", 2, &env);
+    node_t *w1 = nodes_find (c, "w1");
+    assert_int_equal (w1->ntasks, 1);
+    assert_true (w1->free_cpus == 0);
+    ct_result_stage (c, "w1", 12, 0, 1, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"s\": 1}", NULL);
+    assert_true (w1->free_cpus == 2);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, key, CGQ_TF_STATE, "succeeded");
+    s_assert_field (c, key, CGQ_TF_VALUE, "3");
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -529,6 +739,8 @@ main (void)
         cmocka_unit_test (test_objective_expression),
         cmocka_unit_test (test_pareto_front_survives_restart),
         cmocka_unit_test (test_early_stop_transitions),
+        cmocka_unit_test (test_stages),
+        cmocka_unit_test (test_stage_after_device_restart),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

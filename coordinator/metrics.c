@@ -124,9 +124,9 @@ s_gauge (cgq_buf_t *b, const char *name, const char *help, double v)
 }
 
 static const char *
-s_class (const job_t *j)
+s_class (const req_t *req)
 {
-    return j->req.on ? "device" : j->req.gpu > 0 ? "gpu" : "cpu";
+    return req->on ? "device" : req->gpu > 0 ? "gpu" : "cpu";
 }
 
 void
@@ -173,12 +173,14 @@ metrics_render (coord_t *c, cgq_buf_t *b)
     // Queue depth per resource class.
     static const char *classes[] = {"cpu", "gpu", "device"};
     uint64_t depth[3] = {0, 0, 0};
-    for (job_t *j = c->jobs; j; j = j->next) {
-        const char *cls = s_class (j);
-        int ci = cls[0] == 'c' ? 0 : cls[0] == 'g' ? 1 : 2;
-        for (trial_t *t = j->qhead; t; t = t->qnext)
-            depth[ci]++;
-    }
+    for (job_t *j = c->jobs; j; j = j->next)
+        for (uint32_t k = 0; k < j->nstages; k++) {
+            // One queue per stage, each with its own resources.
+            const char *cls = s_class (&j->req[k]);
+            int ci = cls[0] == 'c' ? 0 : cls[0] == 'g' ? 1 : 2;
+            for (trial_t *t = j->qhead[k]; t; t = t->qnext)
+                depth[ci]++;
+        }
     s_head (b, "cgq_queue_depth", "gauge",
             "trials waiting for a node (pending or unschedulable), by the resource class of "
             "their job (cpu, gpu, device)");

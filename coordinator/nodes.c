@@ -173,7 +173,7 @@ nodes_attach (node_t *n, trial_t *t)
 static int
 s_device_grant (node_t *n, trial_t *t)
 {
-    const req_t *r = &t->job->req;
+    const req_t *r = TRIAL_REQ (t);
     device_t *d = t->device;
     if (!d || d->node != n || (d->task && d->task != t)) {
         if (d && d->task == t)
@@ -193,7 +193,7 @@ s_device_grant (node_t *n, trial_t *t)
 int
 nodes_grant (node_t *n, trial_t *t)
 {
-    const req_t *r = &t->job->req;
+    const req_t *r = TRIAL_REQ (t);
     if (n->runner || r->on)
         return s_device_grant (n, t);
     int want = nodes_gpu_count (r);
@@ -251,7 +251,7 @@ nodes_release (coord_t *c, trial_t *t)
         t->holds = false;
     }
     if (t->holds && !n->runner) {
-        const req_t *r = &t->job->req;
+        const req_t *r = TRIAL_REQ (t);
         n->free_cpus += r->cpu;
         if (n->free_cpus > n->cpus)
             n->free_cpus = n->cpus;

@@ -49,11 +49,11 @@ s_check (const node_t *n)
     for (const trial_t *t = n->tasks; t; t = t->nnext) {
         count++;
         assert_true (t->holds);
-        cpu += t->job->req.cpu;
-        mem += t->job->req.memory;
+        cpu += t->job->req[0].cpu;
+        mem += t->job->req[0].memory;
         for (int i = 0; i < t->ngpus; i++) {
             assert_true (t->gpus[i] >= 0 && t->gpus[i] < n->ngpus);
-            gpu[t->gpus[i]] += nodes_gpu_share (&t->job->req);
+            gpu[t->gpus[i]] += nodes_gpu_share (t->job->req);
         }
     }
     assert_int_equal (count, n->ntasks);
@@ -80,7 +80,7 @@ test_grant_release_property (void **state)
     job_t jobs[8];
     memset (jobs, 0, sizeof jobs);
     for (int k = 0; k < nkinds; k++)
-        jobs[k].req = kinds[k];
+        jobs[k].req[0] = kinds[k];
     trial_t *trials = calloc (NTRIALS, sizeof *trials);
     trial_t **held = calloc (NTRIALS, sizeof *held);
     size_t nheld = 0, used = 0, grants = 0, refused = 0;
@@ -92,7 +92,7 @@ test_grant_release_property (void **state)
             trial_t *t = &trials[used++];
             t->job = &jobs[s_next () % (uint64_t) nkinds];
             node_t *n = nodes[s_next () % 3];
-            if (!nodes_fits_free (n, &t->job->req)) {
+            if (!nodes_fits_free (n, t->job->req)) {
                 refused++;
                 continue;
             }
@@ -144,13 +144,13 @@ test_gpu_shares_pack (void **state)
     node_t *n = ct_node (c, "g", 8, 2, 0);
     job_t half;
     memset (&half, 0, sizeof half);
-    half.req = (req_t){1, 0.5, 0, NULL};
+    half.req[0] = (req_t){1, 0.5, 0, NULL};
     trial_t t[5];
     memset (t, 0, sizeof t);
     int on[2] = {0, 0};
     for (int i = 0; i < 4; i++) {
         t[i].job = &half;
-        assert_true (nodes_fits_free (n, &half.req));
+        assert_true (nodes_fits_free (n, half.req));
         nodes_attach (n, &t[i]);
         assert_int_equal (nodes_grant (n, &t[i]), 0);
         on[t[i].gpus[0]]++;
@@ -158,8 +158,8 @@ test_gpu_shares_pack (void **state)
     // Two halves share each GPU; a fifth half does not fit but could one day.
     assert_int_equal (on[0], 2);
     assert_int_equal (on[1], 2);
-    assert_false (nodes_fits_free (n, &half.req));
-    assert_true (nodes_fits_total (n, &half.req));
+    assert_false (nodes_fits_free (n, half.req));
+    assert_true (nodes_fits_total (n, half.req));
     req_t three = {1, 3, 0, NULL};
     assert_false (nodes_fits_total (n, &three));
     assert_int_equal (nodes_gpu_count (&three), 3);

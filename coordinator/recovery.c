@@ -152,6 +152,19 @@ s_trials (coord_t *c, job_t *j)
         }
         trial_t *t = jobs_trial_insert (j, strtoull (ids->element[i]->str, NULL, 10), pj);
         t->attempt = (uint32_t) cgq_hash_u64 (h, CGQ_TF_ATTEMPT);
+        // A multi-stage trial resumes at its stage, with the metrics of the
+        // stages that finished (written with the stage that advanced it).
+        uint64_t stage = cgq_hash_u64 (h, CGQ_TF_STAGE);
+        t->stage = stage < j->nstages ? (uint32_t) stage : 0;
+        t->stage_base = (uint32_t) cgq_hash_u64 (h, CGQ_TF_STAGE_BASE);
+        const char *stages = cgq_hash_get (h, CGQ_TF_STAGES);
+        if (stages && *stages && t->stage > 0) {
+            t->stage_metrics = json_loads (stages, 0, NULL);
+            if (!json_is_object (t->stage_metrics)) {
+                json_decref (t->stage_metrics);
+                t->stage_metrics = NULL;
+            }
+        }
         int st = cgq_tstate_parse (cgq_hash_get (h, CGQ_TF_STATE));
         t->state = st < 0 ? CGQ_TRIAL_PENDING : (tstate_t) st;
         const char *error = cgq_hash_get (h, CGQ_TF_ERROR);
@@ -168,7 +181,7 @@ s_trials (coord_t *c, job_t *j)
             // And its device: adoption gives it that one, not another idle
             // one (no Redis read here: replies of this pipeline are pending).
             const char *dev = cgq_hash_get (h, CGQ_TF_DEVICE);
-            if (dev && *dev)
+            if (dev && *dev && TRIAL_REQ (t)->on) // a device stage (not a worker stage after one)
                 t->device = nodes_device_ref (c, dev);
         }
         else {

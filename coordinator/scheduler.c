@@ -37,20 +37,49 @@ s_any_fits_total (const coord_t *c, const req_t *r)
 }
 
 scheduler_verdict_t
-scheduler_choose (coord_t *c, const job_t *j, node_t **node)
+scheduler_choose_stage (coord_t *c, const job_t *j, node_t **node, uint32_t *stage)
 {
     *node = NULL;
+    *stage = 0;
     if (j->state != CGQ_JOB_RUNNING)
         return SCHEDULE_IDLE;
-    if (j->spec->search.concurrency && j->running >= j->spec->search.concurrency)
-        return SCHEDULE_IDLE;
-    if (!j->qhead && cgq_searcher_done (j->searcher))
-        return SCHEDULE_IDLE;
-    *node = s_pick_node (c, &j->req);
-    if (*node)
-        return SCHEDULE_GO;
-    // With no node connected at all nothing is known yet: wait, not blocked.
-    return c->nodes && !s_any_fits_total (c, &j->req) ? SCHEDULE_BLOCKED : SCHEDULE_WAIT;
+    // Later stages first: a trial that has started is finished before a new
+    // one starts. Trials waiting for a later stage count against
+    // concurrency like running ones (they are in flight), so they never wait
+    // for it themselves.
+    scheduler_verdict_t v = SCHEDULE_IDLE;
+    for (uint32_t k = j->nstages; k-- > 0;) {
+        if (k > 0 && !j->qhead[k])
+            continue;
+        if (k == 0) {
+            if (j->spec->search.concurrency &&
+                j->running + j->between >= j->spec->search.concurrency)
+                continue;
+            if (!j->qhead[0] && cgq_searcher_done (j->searcher))
+                continue;
+        }
+        *node = s_pick_node (c, &j->req[k]);
+        if (*node) {
+            *stage = k;
+            return SCHEDULE_GO;
+        }
+        // With no node connected at all nothing is known yet: wait, not blocked.
+        if (c->nodes && !s_any_fits_total (c, &j->req[k])) {
+            if (v != SCHEDULE_BLOCKED)
+                *stage = k;
+            v = SCHEDULE_BLOCKED;
+        }
+        else if (v == SCHEDULE_IDLE)
+            v = SCHEDULE_WAIT;
+    }
+    return v;
+}
+
+scheduler_verdict_t
+scheduler_choose (coord_t *c, const job_t *j, node_t **node)
+{
+    uint32_t stage;
+    return scheduler_choose_stage (c, j, node, &stage);
 }
 
 char *

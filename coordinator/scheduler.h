@@ -18,6 +18,12 @@ typedef enum {
 // scheduler_choose decides for job j. On SCHEDULE_GO *node is the node to use and
 // the rotation moves past it.
 scheduler_verdict_t scheduler_choose (coord_t *c, const job_t *j, node_t **node);
+// scheduler_choose_stage is scheduler_choose for a job whose trials have
+// stages: *stage is the stage to start on *node (SCHEDULE_GO), or the one no
+// connected node could ever run (SCHEDULE_BLOCKED; j->req[*stage] says
+// what it needs). Later stages go first.
+scheduler_verdict_t scheduler_choose_stage (coord_t *c, const job_t *j, node_t **node,
+                                            uint32_t *stage);
 
 // scheduler_blocked_reason explains why no connected node can ever run r, e.g.
 // "needs gpu 1 but the 2 connected node(s) have at most 0 GPU(s)", or for a

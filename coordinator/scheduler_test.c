@@ -35,7 +35,7 @@ test_verdicts_and_reasons (void **state)
     assert_int_equal (scheduler_choose (c, j, &n), SCHEDULE_WAIT);
     ct_node (c, "cpu-only", 4, 0, 1ull << 30);
     assert_int_equal (scheduler_choose (c, j, &n), SCHEDULE_BLOCKED);
-    char *why = scheduler_blocked_reason (c, &j->req);
+    char *why = scheduler_blocked_reason (c, j->req);
     assert_string_equal (why, "needs gpu 1 but the 1 connected node(s) have at most 0 GPU(s)");
     free (why);
     req_t mem = {1, 0, 4ull << 30, NULL};
@@ -200,7 +200,7 @@ test_device_matching (void **state)
     // Only a worker: the device trials can never run there.
     node_t *w = ct_node (c, "w", 2, 0, 0);
     assert_int_equal (scheduler_choose (c, dj, &n), SCHEDULE_BLOCKED);
-    char *why = scheduler_blocked_reason (c, &dj->req);
+    char *why = scheduler_blocked_reason (c, dj->req);
     assert_string_equal (why, "needs device with device=odroid-xu4; connected devices: none");
     free (why);
     const char *devs[] = {"a:device=tizen", "b:device=odroid-xu4,os=linux", "c:device=odroid-xu4",

@@ -36,14 +36,16 @@ s_render (const char *tmpl, const json_t *params, int shell)
 static void
 s_trial (const cgq_spec_t *spec, json_t *params)
 {
-    const cgq_stage_t *st = &spec->trial;
-    s_render (st->command, params, 1);
-    for (size_t i = 0; i < st->argc; i++)
-        s_render (st->argv[i], params, 0);
-    for (size_t i = 0; i < st->nenv; i++)
-        s_render (st->env_vals[i], params, 0);
-    s_render (st->artifact_url, params, 0);
-    s_render (st->artifact_sha256, params, 0);
+    for (size_t k = 0; k < cgq_spec_nstages (spec); k++) {
+        const cgq_stage_t *st = cgq_spec_stage (spec, k);
+        s_render (st->command, params, 1);
+        for (size_t i = 0; i < st->argc; i++)
+            s_render (st->argv[i], params, 0);
+        for (size_t i = 0; i < st->nenv; i++)
+            s_render (st->env_vals[i], params, 0);
+        s_render (st->artifact_url, params, 0);
+        s_render (st->artifact_sha256, params, 0);
+    }
     // The params as the trial's metrics: names match, values are numbers or not.
     char err[256];
     double v, vs[CGQ_SPEC_MAX_OBJECTIVES];

@@ -42,8 +42,11 @@ cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed
         snprintf (best, sizeof best, "  best %s=%s (trial %" PRIu64 ")",
                   job->metric ? job->metric : "value",
                   cgq_show_number (num, sizeof num, job->best_value), job->best_trial);
-    if (job->counts[CGQ_TRIAL_UNSCHEDULABLE])
-        snprintf (extra, sizeof extra, "  unschedulable %" PRIu64,
+    int len = 0;
+    if (job->counts[CGQ_TRIAL_STALE])
+        len = snprintf (extra, sizeof extra, "  stale %" PRIu64, job->counts[CGQ_TRIAL_STALE]);
+    if (job->counts[CGQ_TRIAL_UNSCHEDULABLE] && len >= 0 && (size_t) len < sizeof extra)
+        snprintf (extra + len, sizeof extra - (size_t) len, "  unschedulable %" PRIu64,
                   job->counts[CGQ_TRIAL_UNSCHEDULABLE]);
     snprintf (buf, n, "%s %" PRIu64 "/%s  running %" PRIu64 "  failed %" PRIu64 "%s%s  %s", bar,
               done, total, job->counts[CGQ_TRIAL_RUNNING], job->counts[CGQ_TRIAL_FAILED], extra,

@@ -641,7 +641,11 @@ s_status_list (cgq_cli_t *cli)
         else
             s_table_add (&t, cgq_xstrdup (j->state));
         s_table_add (&t, s_done_text (j));
-        s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
+        if (j->counts[CGQ_TRIAL_STALE])
+            s_table_addf (&t, "%" PRIu64 " (%" PRIu64 " stale)", j->counts[CGQ_TRIAL_RUNNING],
+                          j->counts[CGQ_TRIAL_STALE]);
+        else
+            s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
         s_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
         s_table_add (&t, s_best_text (j, true));
         s_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));

@@ -42,6 +42,7 @@ typedef struct {
     char *control;
     int64_t heartbeat_ms;
     int64_t dead_after; // heartbeats
+    int64_t stale_after; // heartbeats of silence after which a node's tasks show as stale
     uint64_t max_frame;
     int64_t max_trials; // per job
     uint64_t max_spec;  // bytes
@@ -102,6 +103,7 @@ struct trial_s {
     uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
     uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
     bool deferred;             // its node holds its result for us (Redis down, buffer full)
+    bool stale;                // running, its node silent: counted and stored as stale (jobs.h)
 };
 
 struct job_s {
@@ -169,6 +171,7 @@ struct node_s {
     uint64_t instance;   // the node process's Hello instance (0: not said)
     uint64_t assign_seq; // of the last Assign sent to it in this epoch
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
+    bool stale;          // silent for --stale-after heartbeats: its tasks are stale, no new ones
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
     bool dirty;        // node hash needs an update this turn

@@ -36,6 +36,10 @@ static const cgq_opt_t s_opts[] = {
      "node heartbeat interval", 10, 60000},
     {"dead-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, dead_after), "5", NULL,
      "a node silent for this many heartbeats is dead; its tasks run elsewhere", 2, 1000},
+    {"stale-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, stale_after), "2", NULL,
+     "a node silent for this many heartbeats has its tasks shown as stale (no new ones go to "
+     "it) until it is heard from again or dead-after",
+     1, 1000},
     {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", NULL,
      "larger messages are dropped and counted", 1024, 1073741824.0},
     {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), "10000000", NULL,

@@ -154,6 +154,12 @@ s_trials (coord_t *c, job_t *j)
         t->attempt = (uint32_t) cgq_hash_u64 (h, CGQ_TF_ATTEMPT);
         int st = cgq_tstate_parse (cgq_hash_get (h, CGQ_TF_STATE));
         t->state = st < 0 ? CGQ_TRIAL_PENDING : (tstate_t) st;
+        if (t->state == CGQ_TRIAL_STALE) {
+            // Its node was silent when the last coordinator stopped: running
+            // in memory, still counted stale until its node adopts it.
+            t->state = CGQ_TRIAL_RUNNING;
+            t->stale = true;
+        }
         const char *error = cgq_hash_get (h, CGQ_TF_ERROR);
         t->has_error = error && *error; // cleared when a later attempt succeeds
         // The early stopper's view of it: where it was last judged.
@@ -309,7 +315,7 @@ recovery_jobs (coord_t *c)
             freeReplyObject (ids);
             return -1;
         }
-        j->running = (uint32_t) j->counts[CGQ_TRIAL_RUNNING];
+        j->running = (uint32_t) (j->counts[CGQ_TRIAL_RUNNING] + j->counts[CGQ_TRIAL_STALE]);
         // The hash counts trials not created yet as pending; memory does not.
         uint64_t never = jobs_unsuggested (j);
         j->counts[CGQ_TRIAL_PENDING] -= never < j->counts[CGQ_TRIAL_PENDING]

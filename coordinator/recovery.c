@@ -260,6 +260,8 @@ recovery_jobs (coord_t *c)
     int recovered = 0;
     for (size_t i = 0; ids->type == REDIS_REPLY_ARRAY && i < ids->elements; i++) {
         uint64_t id = strtoull (ids->element[i]->str, NULL, 10);
+        if (id > c->max_job_id)
+            c->max_job_id = id; // never handed out again (control.c)
         char jkey[64];
         cgq_key_job (jkey, sizeof jkey, id);
         redisReply *h = cgq_store_command (c->store, "HGETALL %s", jkey);

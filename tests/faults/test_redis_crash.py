@@ -94,6 +94,49 @@ class RedisCrashTest(CgqTestCase):
             log = f.read()
         self.assertIn("came back older than what it acknowledged", log, "the loss was detected")
 
+    def test_job_id_not_handed_out_twice(self):
+        """A job submitted right before the crash loses its INCR of cgq:seq:job
+        with the AOF's last second; the journal replays the job itself. The
+        next job must get a new id, and the first must stay intact."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()  # no worker: the jobs just wait
+        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
+        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
+        time.sleep(1.5)  # job a is on disk: its AOF is what the crash keeps
+        before = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        self.assertEqual(c.job(j).get("name"), "job-b")
+        c.redis_proc.kill9()
+        cut = 0
+        for path, size in before.items():
+            now = os.path.getsize(path)
+            if now > size:
+                with open(path, "r+b") as f:
+                    f.truncate(size)
+                cut += now - size
+        self.assertGreater(cut, 0, "job b's INCR and batch were cut from the AOF")
+        c.redis.close()
+        c.restart_redis()
+        self.assertEqual(int(c.redis.cmd("GET", "cgq:seq:job")), first,
+                         "Redis came back without job b's INCR")
+        k = c.submit(c.write_file("c.yaml", SPEC.replace("redis-crash-fault", "job-c")))
+        self.assertNotEqual(k, j, "job b's id was handed out again")
+        self.assertGreater(k, j)
+        # Job b came back from the journal, intact; c is a job of its own.
+        c.wait_for(lambda: c.job(j).get("name") == "job-b", 20, "job b to be replayed")
+        self.assertEqual(c.job(first).get("name"), "job-a")
+        self.assertEqual(c.job(k).get("name"), "job-c")
+        self.assertEqual(c.job(j).get("total"), str(N))
+        ids = [int(x) for x in c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)]
+        self.assertEqual(sorted(ids), [first, j, k])
+        self.assertGreaterEqual(int(c.redis.cmd("GET", "cgq:seq:job")), k)
+        r = c.cgq("status")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ("job-a", "job-b", "job-c"):
+            self.assertIn(name, r.stdout)
+
 
 if __name__ == "__main__":
     main()

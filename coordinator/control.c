@@ -99,6 +99,8 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         return;
     }
     redisReply *r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
+    if (!r) // the connection may be one Redis closed (a restart): once more, on a new one
+        r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
         char msg[512];
         snprintf (msg, sizeof msg, "cannot allocate a job id: %s",

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -216,6 +217,9 @@ s_lead (coord_t *c)
         }
         if (rc == LEASE_HELD && strcmp (holder, seen) != 0) {
             if (!standby) {
+                // What a health check sees in /proc/PID/comm: standing by,
+                // so no control endpoint to probe (docker/healthcheck.py).
+                prctl (PR_SET_NAME, "cgq-standby", 0, 0, 0);
                 printf ("cgq-coordinator standby leader=%s\n", holder);
                 fflush (stdout);
             }
@@ -229,8 +233,10 @@ s_lead (coord_t *c)
     }
     if (coord_stop)
         return -1;
-    if (standby)
+    if (standby) {
+        prctl (PR_SET_NAME, "cgq-coordinator", 0, 0, 0);
         cgq_warn ("took over as leader with epoch %" PRIu64 " (the lease was free)", c->epoch);
+    }
     c->next_lease_ms = cgq_now_ms () + c->cfg.lease_ms / 3;
     cgq_store_set_fence (c->store, CGQ_KEY_LEADER, c->lease, CGQ_KEY_EPOCH_SEQ, c->epoch);
     return 0;

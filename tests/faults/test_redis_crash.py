@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Redis killed with -9 mid-job and its AOF cut back by its last second, as a
+"""Redis killed with -9 mid-job and restarted from its AOF, as it is and cut
+back by its last second. Also a job id handed out in that lost second.
+
+Redis killed with -9 mid-job and its AOF cut back by its last second, as a
 power loss inside the appendfsync everysec window loses it, then restarted
 from that AOF. The coordinator notices that Redis came back older than the
 batches it acknowledged and replays them; nodes were acked only after their
@@ -18,6 +21,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import CgqTestCase, main  # noqa: E402
 
 N = 60
+STATES = ("pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable",
+          "stale")
 SPEC = '''name: redis-crash-fault
 space:
   i: {grid: [%s]}
@@ -74,8 +79,7 @@ class RedisCrashTest(CgqTestCase):
 
         job = c.wait_job(j, 120)
         self.assertEqual(job.get("state"), "finished", job)
-        counts = {k: int(job.get(k, "0")) for k in ("pending", "running", "succeeded", "failed",
-                                                     "stopped", "cancelled", "unschedulable")}
+        counts = {k: int(job.get(k, "0")) for k in STATES}
         self.assertEqual(counts["succeeded"], N, job)
         self.assertEqual(sum(counts.values()), N, job)
         trials = c.trials(j)
@@ -104,6 +108,42 @@ class RedisCrashTest(CgqTestCase):
         print("figure: Redis kill -9 with the AOF's last second cut: %s batch(es) replayed, "
               "holding the results of %d trial(s) applied in the lost second"
               % (m.group(1) if m else "?", lost), file=sys.stderr)
+
+    def test_kill9_restart_from_full_aof(self):
+        """Redis killed with -9 mid-job and restarted from its AOF as it is
+        (a process crash: the kernel still writes what Redis wrote). Nothing
+        is lost or run twice."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()
+        for w in ("w1", "w2"):
+            c.start_worker(w, cpus=3)
+        j = c.submit(c.write_counted_job("redis-kill9-fault", 30, 0.3))
+        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= 10, 60,
+                   "a third of the trials to succeed")
+        c.redis_proc.kill9()
+        time.sleep(0.5)  # trials end meanwhile; their results wait on the workers
+        c.redis.close()
+        c.restart_redis()
+        job = c.wait_job(j, 120)
+        self.assertEqual(job.get("state"), "finished", job)
+        counts = {k: int(job.get(k, "0")) for k in STATES}
+        self.assertEqual(counts["succeeded"], 30, job)
+        self.assertEqual(sum(counts.values()), 30, job)
+        trials = c.trials(j)
+        self.assertEqual(sorted(trials), list(range(30)))
+        for t, h in trials.items():
+            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
+            self.assertEqual(h.get("attempt"), "1", "trial %d ran once: %s" % (t, h))
+        self.assertEqual(c.counted_runs(), [(t, 1) for t in range(30)], "each trial ran once")
+        self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), 30)
+        self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0)
+        ev = c.events(j)
+        for t in range(30):
+            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
+                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
+            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
 
     def test_job_id_not_handed_out_twice(self):
         """A job submitted right before the crash loses its INCR of cgq:seq:job

@@ -133,9 +133,11 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, cgq_progress_check_fn 
         }
         else {
             char key[128];
-            snprintf (key, sizeof key, "%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d/%" PRIu64 "/%s",
+            snprintf (key, sizeof key,
+                      "%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d/%" PRIu64 "/%s",
                       cgq_job_rec_done (job), job->counts[CGQ_TRIAL_RUNNING],
-                      job->counts[CGQ_TRIAL_FAILED], job->has_best, job->best_trial, job->state);
+                      job->counts[CGQ_TRIAL_STALE], job->counts[CGQ_TRIAL_FAILED], job->has_best,
+                      job->best_trial, job->state);
             int64_t now = cgq_now_ms ();
             if (terminal || (strcmp (key, last_key) && now - last_plain >= S_PLAIN_EVERY_MS)) {
                 cgq_progress_line (line, sizeof line, job, elapsed, 0);

@@ -921,7 +921,10 @@ cgq_cmd_logs (cgq_cli_t *cli)
     else
         printf ("(no output recorded%s)\n",
                 !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_PENDING])
-                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING]) ? " yet" : "");
+                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING])
+                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STALE])
+                    ? " yet"
+                    : "");
     cgq_trial_rec_destroy (&t);
     cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);

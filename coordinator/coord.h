@@ -222,6 +222,12 @@ typedef struct {
     int64_t next_liveness_ms;
     int64_t next_stats_ms;
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
+    // Nodes last seen alive by the coordinator before us (recovery.c): told
+    // at once that we do not know them, so they say Hello without waiting
+    // for their next heartbeat (session_poke).
+    char **poke;
+    size_t npoke;
+    int64_t next_poke_ms, poke_until_ms;
     uint64_t stat_results, stat_assigns;
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
     int64_t reject_log_s;   // session.c: rate limit of rejection lines (this second,

@@ -636,6 +636,45 @@ test_stale_counts (void **state)
     ct_coord_destroy (&r);
 }
 
+// A restarted coordinator pokes the nodes that were alive (so they say
+// Hello at once) until each has, or two heartbeat intervals have passed.
+static void
+test_poke_known_nodes (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    const char *ids[] = {"pa", "pb", "pc"};
+    for (int i = 0; i < 3; i++) {
+        char key[64];
+        freeReplyObject (s_cmd (c, "SADD %s %s", CGQ_KEY_NODES, ids[i]));
+        freeReplyObject (s_cmd (c, "HSET %s state %s", cgq_key_node (key, sizeof key, ids[i]),
+                                i == 2 ? CGQ_NODE_DEAD : CGQ_NODE_ALIVE));
+    }
+    recovery_nodes (c);
+    // (Nodes of the tests before are alive in Redis too.) pc was dead.
+    size_t before = c->npoke;
+    bool pa = false, pb = false, pc = false;
+    for (size_t i = 0; i < c->npoke; i++) {
+        pa |= !strcmp (c->poke[i], "pa");
+        pb |= !strcmp (c->poke[i], "pb");
+        pc |= !strcmp (c->poke[i], "pc");
+    }
+    assert_true (pa && pb && !pc);
+    int64_t now = cgq_now_ms ();
+    assert_int_equal (session_poke (c, now), now + SESSION_POKE_MS);
+    ct_node (c, "pa", 1, 0, 0); // said Hello
+    assert_int_equal (session_poke (c, now + SESSION_POKE_MS), now + 2 * SESSION_POKE_MS);
+    assert_int_equal (c->npoke, before - 1);
+    for (size_t i = 0; i < c->npoke; i++)
+        assert_string_not_equal (c->poke[i], "pa");
+    // pb never reconnects: its own next heartbeat will do.
+    assert_int_equal (session_poke (c, now + 2 * c->cfg.heartbeat_ms), 0);
+    assert_int_equal (c->npoke, 0);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_node ((char[64]){0}, 64, "pb"), "state", CGQ_NODE_UNKNOWN);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -649,6 +688,7 @@ main (void)
         cmocka_unit_test (test_pareto_front_survives_restart),
         cmocka_unit_test (test_early_stop_transitions),
         cmocka_unit_test (test_stale_counts),
+        cmocka_unit_test (test_poke_known_nodes),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -35,6 +35,8 @@ recovery_nodes (coord_t *c)
             cgq_hset_str (&h, CGQ_NF_STATE, CGQ_NODE_UNKNOWN);
             cgq_hset_u64 (&h, CGQ_NF_RUNNING, 0);
             cgq_hset_queue (&h, c->store);
+            c->poke = cgq_xrealloc (c->poke, (c->npoke + 1) * sizeof *c->poke);
+            c->poke[c->npoke++] = cgq_xstrdup (ids->element[i]->str);
         }
         freeReplyObject (st);
     }

@@ -425,6 +425,42 @@ session_liveness (coord_t *c, int64_t now)
     jobs_adopt_check (c, now);
 }
 
+int64_t
+session_poke (coord_t *c, int64_t now)
+{
+    if (!c->npoke)
+        return 0;
+    if (!c->poke_until_ms)
+        c->poke_until_ms = now + 2 * c->cfg.heartbeat_ms;
+    if (now < c->next_poke_ms)
+        return c->next_poke_ms;
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.epoch = c->epoch;
+    hb.unknown = true;
+    cgq_env_t out = CGQ__ENVELOPE__INIT;
+    out.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    out.heartbeat = &hb;
+    size_t keep = 0;
+    for (size_t i = 0; i < c->npoke; i++) {
+        if (nodes_find (c, c->poke[i]) || now >= c->poke_until_ms) {
+            free (c->poke[i]); // it said Hello (or it is too late: its heartbeat will do)
+            continue;
+        }
+        // Not routable yet (the node has not reconnected): dropped, sent again.
+        if (c->nodes_sock)
+            (void) cgq_wire_send_to (c->nodes_sock, c->poke[i], strlen (c->poke[i]), 0, &out);
+        c->poke[keep++] = c->poke[i];
+    }
+    c->npoke = keep;
+    if (!keep) {
+        free (c->poke);
+        c->poke = NULL;
+        return 0;
+    }
+    c->next_poke_ms = now + SESSION_POKE_MS;
+    return c->next_poke_ms;
+}
+
 void
 session_stalled (coord_t *c, int64_t now, int64_t stall_ms)
 {

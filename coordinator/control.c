@@ -16,8 +16,8 @@
 #define S_MESSAGE_FACTOR 64   // control socket bound / largest request decoded
 
 // KEYS[1] = max(KEYS[1], ARGV[1]): the job id counter never goes back.
-#define S_SEQ_AT_LEAST                                                                        \
-    "local v = tonumber(redis.call('GET', KEYS[1]) or '0') "                                  \
+#define S_SEQ_AT_LEAST                                                                             \
+    "local v = tonumber(redis.call('GET', KEYS[1]) or '0') "                                       \
     "if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 0"
 
 // s_size writes n bytes as "50 MB", "1 MiB" or "900 bytes".

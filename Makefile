@@ -4,7 +4,7 @@
 #   make          build ./build (RelWithDebInfo)
 #   make demo     build, then tune the built-in GNN latency predictor end to end (cgq run)
 #   make test     build ./build-asan with ASan+UBSan and run every test
-#   make bench    build, then print throughput figures
+#   make bench    build, then print throughput figures and the coordinator restart time
 #   make fuzz     build ./build-fuzz with clang's libFuzzer, fuzz each parser FUZZ_TIME s
 #   make clean
 
@@ -37,6 +37,7 @@ demo: build
 
 bench: build
 	@./bench/run
+	@python3 bench/restart.py
 
 fuzz: bootstrap
 	@python3 tests/fuzz/run.py --build-dir build-fuzz --time $(FUZZ_TIME) --jobs $(JOBS)

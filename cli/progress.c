@@ -37,7 +37,7 @@ char *
 cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed_s, int width)
 {
     uint64_t done = cgq_job_rec_done (job);
-    s_piece_t p[8];
+    s_piece_t p[10];
     size_t np = 0;
     char bar[S_BAR + 3];
     bar[0] = '[';
@@ -64,6 +64,10 @@ cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed
     p[np++].keep = 8;
     snprintf (p[np].text, sizeof p[np].text, "failed %" PRIu64, job->counts[CGQ_TRIAL_FAILED]);
     p[np++].keep = 7;
+    if (job->counts[CGQ_TRIAL_STALE]) { // on a node gone silent, not yet given up
+        snprintf (p[np].text, sizeof p[np].text, "stale %" PRIu64, job->counts[CGQ_TRIAL_STALE]);
+        p[np++].keep = 8;
+    }
     if (job->counts[CGQ_TRIAL_UNSCHEDULABLE]) {
         snprintf (p[np].text, sizeof p[np].text, "unschedulable %" PRIu64,
                   job->counts[CGQ_TRIAL_UNSCHEDULABLE]);
@@ -82,7 +86,7 @@ cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed
         snprintf (p[np].text, sizeof p[np].text, "ETA %s", cgq_show_clock (clock, sizeof clock, eta));
         p[np++].keep = 3;
     }
-    bool in[8];
+    bool in[10];
     for (size_t i = 0; i < np; i++)
         in[i] = true;
     for (;;) {
@@ -206,9 +210,11 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
         }
         else {
             char key[128];
-            snprintf (key, sizeof key, "%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d/%" PRIu64 "/%s",
+            snprintf (key, sizeof key,
+                      "%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%" PRIu64 "/%d/%" PRIu64 "/%s",
                       cgq_job_rec_done (job), job->counts[CGQ_TRIAL_RUNNING],
-                      job->counts[CGQ_TRIAL_FAILED], job->has_best, job->best_trial, job->state);
+                      job->counts[CGQ_TRIAL_STALE], job->counts[CGQ_TRIAL_FAILED], job->has_best,
+                      job->best_trial, job->state);
             int64_t now = cgq_now_ms ();
             if (terminal || (strcmp (key, last_key) && now - last_plain >= S_PLAIN_EVERY_MS)) {
                 cgq_progress_line (line, sizeof line, job, elapsed, 0);

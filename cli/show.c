@@ -1049,7 +1049,11 @@ s_status_list (cgq_cli_t *cli)
         else
             cgq_table_add (&t, cgq_xstrdup (j->state));
         cgq_table_add (&t, s_done_text (j));
-        cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
+        if (j->counts[CGQ_TRIAL_STALE])
+            cgq_table_addf (&t, "%" PRIu64 " (%" PRIu64 " stale)", j->counts[CGQ_TRIAL_RUNNING],
+                          j->counts[CGQ_TRIAL_STALE]);
+        else
+            cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
         cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
         cgq_table_add (&t, s_best_text (j, true));
         cgq_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
@@ -1334,7 +1338,10 @@ cgq_cmd_logs (cgq_cli_t *cli)
     else
         printf ("(no output recorded%s)\n",
                 !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_PENDING])
-                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING]) ? " yet" : "");
+                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING])
+                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STALE])
+                    ? " yet"
+                    : "");
     cgq_trial_rec_destroy (&t);
     cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);

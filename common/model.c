@@ -12,7 +12,7 @@
 #include "util.h"
 
 const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES] = {
-    "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable"};
+    "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable", "stale"};
 const char *const cgq_jstate_names[CGQ_JOB_NSTATES] = {"running", "finished", "cancelled"};
 
 int

@@ -58,6 +58,12 @@ typedef enum {
     CGQ_TRIAL_STOPPED,
     CGQ_TRIAL_CANCELLED,
     CGQ_TRIAL_UNSCHEDULABLE,
+    // Running on a node that has been silent for --stale-after heartbeats:
+    // it may be running still. It returns to running when the node is heard
+    // from, or is requeued when the node is declared dead (--dead-after).
+    // Memory keeps such a trial running (trial_t.stale); only Redis and the
+    // counts say stale.
+    CGQ_TRIAL_STALE,
     CGQ_TRIAL_NSTATES
 } cgq_tstate_t;
 extern const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES];

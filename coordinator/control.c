@@ -15,6 +15,11 @@
 #define S_REQUEST_SLACK 65536 // a spec's path and directory beside it
 #define S_MESSAGE_FACTOR 64   // control socket bound / largest request decoded
 
+// KEYS[1] = max(KEYS[1], ARGV[1]): the job id counter never goes back.
+#define S_SEQ_AT_LEAST                                                                             \
+    "local v = tonumber(redis.call('GET', KEYS[1]) or '0') "                                       \
+    "if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 0"
+
 // s_size writes n bytes as "50 MB", "1 MiB" or "900 bytes".
 static char *
 s_size (char *buf, size_t len, uint64_t n)
@@ -93,6 +98,8 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         return;
     }
     redisReply *r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
+    if (!r) // the connection may be one Redis closed (a restart): once more, on a new one
+        r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
     if (!r || r->type != REDIS_REPLY_INTEGER) {
         char msg[512];
         snprintf (msg, sizeof msg, "cannot allocate a job id: %s",
@@ -106,6 +113,19 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     }
     uint64_t id = (uint64_t) r->integer;
     freeReplyObject (r);
+    if (id <= c->max_job_id) {
+        // Redis came back older than what we handed out (a crash inside its
+        // fsync window lost the INCR; the journal replays the job itself).
+        cgq_warn ("Redis handed out job id %" PRIu64 " again (it lost writes in a crash); using "
+                  "%" PRIu64,
+                  id, c->max_job_id + 1);
+        id = c->max_job_id + 1;
+    }
+    c->max_job_id = id;
+    // The INCR is outside the batch, so the journal would not replay it:
+    // the batch that creates the job also raises the counter to its id.
+    cgq_store_cmd (c->store, "EVAL %s 1 %s %llu", S_SEQ_AT_LEAST, CGQ_KEY_JOB_SEQ,
+                   (unsigned long long) id);
 
     job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
     jobs_submitted (c, j, yaml, path, total);

@@ -29,5 +29,10 @@ coord_fini (coord_t *c)
     nodes_destroy_all (c);
     zhashx_destroy (&c->node_index);
     outbox_free (c);
+    for (size_t i = 0; i < c->npoke; i++)
+        free (c->poke[i]);
+    free (c->poke);
+    c->poke = NULL;
+    c->npoke = 0;
     cgq_store_destroy (&c->store);
 }

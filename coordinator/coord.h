@@ -45,6 +45,7 @@ typedef struct {
     char *control;
     int64_t heartbeat_ms;
     int64_t dead_after; // heartbeats
+    int64_t stale_after; // heartbeats of silence after which a node's tasks show as stale
     uint64_t max_frame;
     int64_t max_trials; // per job
     uint64_t max_spec;  // bytes
@@ -117,6 +118,7 @@ struct trial_s {
     uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
     uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
     bool deferred;             // its node holds its result for us (Redis down, buffer full)
+    bool stale;                // running, its node silent: counted and stored as stale (jobs.h)
 };
 
 struct job_s {
@@ -191,6 +193,7 @@ struct node_s {
     uint64_t instance;   // the node process's Hello instance (0: not said)
     uint64_t assign_seq; // of the last Assign sent to it in this epoch
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
+    bool stale;          // silent for --stale-after heartbeats: its tasks are stale, no new ones
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
     bool dirty;        // node hash needs an update this turn
@@ -221,6 +224,7 @@ typedef struct coord_s {
     cgq_store_t *store;
     cgq_auth_t *auth;      // CURVE and its ZAP handler (main.c); NULL: off
     uint64_t epoch;
+    uint64_t max_job_id;    // highest job id handed out or read (control.c): never again
     char lease[256];        // our cgq:leader value; "" when not leading under a lease
     int64_t next_lease_ms;  // when to renew it
     bool lease_lost;        // another coordinator took over: stop, write nothing
@@ -240,6 +244,12 @@ typedef struct coord_s {
     int64_t next_liveness_ms;
     int64_t next_stats_ms;
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
+    // Nodes last seen alive by the coordinator before us (recovery.c): told
+    // at once that we do not know them, so they say Hello without waiting
+    // for their next heartbeat (session_poke).
+    char **poke;
+    size_t npoke;
+    int64_t next_poke_ms, poke_until_ms;
     uint64_t stat_results, stat_assigns;
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
     int64_t reject_log_s;   // session.c: rate limit of rejection lines (this second,

@@ -290,14 +290,19 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
 {
     job_t *j = t->job;
     tstate_t old = t->state;
-    if (old == s && !nkv)
+    if (old == s && !nkv && !t->stale)
         return;
     char tkey[128];
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
-    if (old != s) {
-        if (j->counts[old])
-            j->counts[old]--;
+    // A stale trial is running in memory and stale in the counts (jobs_set_stale).
+    tstate_t counted = t->stale ? CGQ_TRIAL_STALE : old;
+    t->stale = false;
+    if (counted != s) {
+        if (j->counts[counted])
+            j->counts[counted]--;
         j->counts[s]++;
+    }
+    if (old != s) {
         if (old == CGQ_TRIAL_RUNNING && j->running)
             j->running--;
         if (s == CGQ_TRIAL_RUNNING)
@@ -327,6 +332,29 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
         cgq_key_active (akey, sizeof akey, j->id);
         cgq_store_cmd (c->store, "SREM %s %llu", akey, (unsigned long long) t->id);
     }
+}
+
+void
+jobs_set_stale (coord_t *c, trial_t *t, bool stale, const char *why)
+{
+    if (t->state != CGQ_TRIAL_RUNNING || t->stale == stale)
+        return;
+    job_t *j = t->job;
+    tstate_t from = stale ? CGQ_TRIAL_RUNNING : CGQ_TRIAL_STALE;
+    tstate_t to = stale ? CGQ_TRIAL_STALE : CGQ_TRIAL_RUNNING;
+    if (j->counts[from])
+        j->counts[from]--;
+    j->counts[to]++;
+    t->stale = stale;
+    j->dirty = true;
+    char tkey[128];
+    cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
+    cgq_hset_t h;
+    cgq_hset_init (&h, tkey);
+    cgq_hset_str (&h, CGQ_TF_STATE, cgq_tstate_names[to]);
+    cgq_hset_queue (&h, c->store);
+    cgq_model_event (c->store, stale ? "trial.stale" : "trial.resumed", j->id, (int64_t) t->id,
+                     t->node ? t->node->id : t->expect_node, t->attempt, why);
 }
 
 trial_t *
@@ -1329,6 +1357,7 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     t->adopt_deadline_ms = 0;
     cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
     cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
+    jobs_set_stale (c, t, false, "its node reported it after the coordinator restarted");
     return true;
 }
 

@@ -63,6 +63,14 @@ json_t *jobs_merged_metrics (const trial_t *t, const json_t *last);
 // the trial as holding one.
 void jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv);
 
+// jobs_set_stale marks a running trial stale (its node went silent, so it
+// may or may not run still) or running again (the node was heard from):
+// the trial hash and the job's counts say so, and the event stream gets
+// trial.stale / trial.resumed with why. In memory it stays running
+// (t->stale); any other transition clears the mark. Nothing for a trial
+// that is not running.
+void jobs_set_stale (coord_t *c, trial_t *t, bool stale, const char *why);
+
 // jobs_started records that t's attempt t->attempt now runs on n (t already
 // attached there); gpus lists the granted GPU indices ("0,1").
 void jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus);

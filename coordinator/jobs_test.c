@@ -727,6 +727,164 @@ test_stage_after_device_restart (void **state)
     ct_coord_destroy (&c);
 }
 
+static void
+s_heartbeat (coord_t *c, const char *node, uint64_t job, const uint64_t *trials, size_t n)
+{
+    Cgq__TaskRef refs[8], *ptrs[8];
+    assert_true (n <= 8);
+    for (size_t i = 0; i < n; i++) {
+        cgq__task_ref__init (&refs[i]);
+        refs[i].job = job;
+        refs[i].trial = trials[i];
+        refs[i].attempt = 1;
+        ptrs[i] = &refs[i];
+    }
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.n_running = n;
+    hb.running = ptrs;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    session_message (c, node, strlen (node), &env);
+}
+
+// A silent node's trials are stale (hash, counts, events) and running again
+// when it is heard from; a restart reads stale back and adoption clears it;
+// the dead-after timeout requeues them. The counts add up throughout.
+static void
+test_stale_counts (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 31, s_spec);
+    node_t *w = ct_node (c, "w1", 3, 0, 0);
+    assert_int_equal (dispatch_run (c), 3);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    // heartbeat 1 s, stale after 2, dead after 5.
+    session_liveness (c, w->last_seen_ms + 2500);
+    assert_true (w->stale);
+    assert_int_equal (j->counts[CGQ_TRIAL_STALE], 3);
+    assert_int_equal (j->counts[CGQ_TRIAL_RUNNING], 0);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 31, 1), CGQ_TF_STATE, "stale");
+    s_assert_field (c, cgq_key_job (key, sizeof key, 31), "stale", "3");
+    s_assert_counts (c, j);
+    // No new trial goes to a stale node.
+    assert_int_equal (dispatch_run (c), 0);
+
+    uint64_t ids[3] = {0, 1, 2};
+    s_heartbeat (c, "w1", 31, ids, 3);
+    assert_false (w->stale);
+    assert_int_equal (j->counts[CGQ_TRIAL_STALE], 0);
+    assert_int_equal (j->counts[CGQ_TRIAL_RUNNING], 3);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 31, 1), CGQ_TF_STATE, "running");
+    s_assert_counts (c, j);
+
+    // Stale again, then a result of a stale trial ends it from stale.
+    session_liveness (c, w->last_seen_ms + 2500);
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = 31;
+    ref.attempt = 1;
+    Cgq__Result res0 = CGQ__RESULT__INIT;
+    res0.task = &ref;
+    res0.status = CGQ__TASK_STATUS__TASK_SUCCEEDED;
+    res0.metrics_json = "{\"score\": 1}";
+    jobs_result (c, &res0); // as a late one would arrive, without waking the node
+    assert_int_equal (j->counts[CGQ_TRIAL_STALE], 2);
+    assert_int_equal (j->counts[CGQ_TRIAL_SUCCEEDED], 1);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_counts (c, j);
+    uint64_t counts[CGQ_TRIAL_NSTATES];
+    memcpy (counts, j->counts, sizeof counts);
+    ct_coord_destroy (&c);
+
+    // A restart reads the stale trials back as running, awaiting adoption.
+    coord_t *r = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_int_equal (recovery_jobs (r), 1);
+    job_t *rj = jobs_find (r, 31);
+    assert_memory_equal (rj->counts, counts, sizeof counts);
+    assert_int_equal (rj->running, 2);
+    uint64_t id = 1;
+    trial_t *t1 = zhashx_lookup (rj->trials, &id);
+    assert_int_equal (t1->state, CGQ_TRIAL_RUNNING);
+    assert_true (t1->stale);
+    // The node comes back with trial 1 only: adopted and running again;
+    // trial 2 is lost at the adoption deadline, from stale to pending.
+    Cgq__TaskRef a = CGQ__TASK_REF__INIT;
+    a.job = 31;
+    a.trial = 1;
+    a.attempt = 1;
+    Cgq__TaskRef *running[1] = {&a};
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 3;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.resources = &res;
+    h.n_running = 1;
+    h.running = running;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (r, "w1", 2, &env);
+    assert_false (t1->stale);
+    assert_int_equal (rj->counts[CGQ_TRIAL_RUNNING], 1);
+    node_t *w1 = nodes_find (r, "w1");
+    jobs_adopt_check (r, cgq_now_ms () + 60000);
+    assert_int_equal (rj->counts[CGQ_TRIAL_STALE], 0);
+    assert_int_equal (coord_turn_end (r, cgq_now_ms ()), 0);
+    s_assert_field (r, cgq_key_trial (key, sizeof key, 31, 2), CGQ_TF_STATE, "pending");
+    s_assert_counts (r, rj);
+    // Silent past dead-after: stale first, then requeued.
+    session_liveness (r, w1->last_seen_ms + 2500);
+    assert_int_equal (rj->counts[CGQ_TRIAL_STALE], 1);
+    session_liveness (r, w1->last_seen_ms + 6000);
+    assert_int_equal (rj->counts[CGQ_TRIAL_STALE], 0);
+    assert_int_equal (coord_turn_end (r, cgq_now_ms ()), 0);
+    s_assert_field (r, cgq_key_trial (key, sizeof key, 31, 1), CGQ_TF_STATE, "pending");
+    s_assert_counts (r, rj);
+    ct_coord_destroy (&r);
+}
+
+// A restarted coordinator pokes the nodes that were alive (so they say
+// Hello at once) until each has, or two heartbeat intervals have passed.
+static void
+test_poke_known_nodes (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    const char *ids[] = {"pa", "pb", "pc"};
+    for (int i = 0; i < 3; i++) {
+        char key[64];
+        freeReplyObject (s_cmd (c, "SADD %s %s", CGQ_KEY_NODES, ids[i]));
+        freeReplyObject (s_cmd (c, "HSET %s state %s", cgq_key_node (key, sizeof key, ids[i]),
+                                i == 2 ? CGQ_NODE_DEAD : CGQ_NODE_ALIVE));
+    }
+    recovery_nodes (c);
+    // (Nodes of the tests before are alive in Redis too.) pc was dead.
+    size_t before = c->npoke;
+    bool pa = false, pb = false, pc = false;
+    for (size_t i = 0; i < c->npoke; i++) {
+        pa |= !strcmp (c->poke[i], "pa");
+        pb |= !strcmp (c->poke[i], "pb");
+        pc |= !strcmp (c->poke[i], "pc");
+    }
+    assert_true (pa && pb && !pc);
+    int64_t now = cgq_now_ms ();
+    assert_int_equal (session_poke (c, now), now + SESSION_POKE_MS);
+    ct_node (c, "pa", 1, 0, 0); // said Hello
+    assert_int_equal (session_poke (c, now + SESSION_POKE_MS), now + 2 * SESSION_POKE_MS);
+    assert_int_equal (c->npoke, before - 1);
+    for (size_t i = 0; i < c->npoke; i++)
+        assert_string_not_equal (c->poke[i], "pa");
+    // pb never reconnects: its own next heartbeat will do.
+    assert_int_equal (session_poke (c, now + 2 * c->cfg.heartbeat_ms), 0);
+    assert_int_equal (c->npoke, 0);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_node ((char[64]){0}, 64, "pb"), "state", CGQ_NODE_UNKNOWN);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -741,6 +899,8 @@ main (void)
         cmocka_unit_test (test_early_stop_transitions),
         cmocka_unit_test (test_stages),
         cmocka_unit_test (test_stage_after_device_restart),
+        cmocka_unit_test (test_stale_counts),
+        cmocka_unit_test (test_poke_known_nodes),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -238,6 +238,7 @@ coord_run (coord_t *c)
         deadline = s_min_deadline (deadline, c->lease[0] ? c->next_lease_ms : 0);
         deadline = s_min_deadline (deadline, metrics_next_ms (c, now));
         deadline = s_min_deadline (deadline, notify_next_ms (c, now));
+        deadline = s_min_deadline (deadline, session_poke (c, now));
         long timeout = deadline > now ? (long) (deadline - now) : 0;
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
             timeout = 0;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -39,6 +40,10 @@ static const cgq_opt_t s_opts[] = {
      "node heartbeat interval", 10, 60000},
     {"dead-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, dead_after), "5", NULL,
      "a node silent for this many heartbeats is dead; its tasks run elsewhere", 2, 1000},
+    {"stale-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, stale_after), "2", NULL,
+     "a node silent for this many heartbeats has its tasks shown as stale (no new ones go to "
+     "it) until it is heard from again or dead-after",
+     1, 1000},
     {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", NULL,
      "larger messages are dropped and counted", 1024, 1073741824.0},
     {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), CGQ_DEFAULT_MAX_TRIALS_TEXT, NULL,
@@ -225,6 +230,9 @@ s_lead (coord_t *c)
         }
         if (rc == LEASE_HELD && strcmp (holder, seen) != 0) {
             if (!standby) {
+                // What a health check sees in /proc/PID/comm: standing by,
+                // so no control endpoint to probe (docker/healthcheck.py).
+                prctl (PR_SET_NAME, "cgq-standby", 0, 0, 0);
                 printf ("cgq-coordinator standby leader=%s\n", holder);
                 fflush (stdout);
             }
@@ -243,8 +251,10 @@ s_lead (coord_t *c)
     c->standby = false;
     if (coord_stop)
         return -1;
-    if (standby)
+    if (standby) {
+        prctl (PR_SET_NAME, "cgq-coordinator", 0, 0, 0);
         cgq_warn ("took over as leader with epoch %" PRIu64 " (the lease was free)", c->epoch);
+    }
     c->next_lease_ms = cgq_now_ms () + c->cfg.lease_ms / 3;
     cgq_store_set_fence (c->store, CGQ_KEY_LEADER, c->lease, CGQ_KEY_EPOCH_SEQ, c->epoch);
     return 0;

@@ -35,6 +35,8 @@ recovery_nodes (coord_t *c)
             cgq_hset_str (&h, CGQ_NF_STATE, CGQ_NODE_UNKNOWN);
             cgq_hset_u64 (&h, CGQ_NF_RUNNING, 0);
             cgq_hset_queue (&h, c->store);
+            c->poke = cgq_xrealloc (c->poke, (c->npoke + 1) * sizeof *c->poke);
+            c->poke[c->npoke++] = cgq_xstrdup (ids->element[i]->str);
         }
         freeReplyObject (st);
     }
@@ -167,6 +169,12 @@ s_trials (coord_t *c, job_t *j)
         }
         int st = cgq_tstate_parse (cgq_hash_get (h, CGQ_TF_STATE));
         t->state = st < 0 ? CGQ_TRIAL_PENDING : (tstate_t) st;
+        if (t->state == CGQ_TRIAL_STALE) {
+            // Its node was silent when the last coordinator stopped: running
+            // in memory, still counted stale until its node adopts it.
+            t->state = CGQ_TRIAL_RUNNING;
+            t->stale = true;
+        }
         const char *error = cgq_hash_get (h, CGQ_TF_ERROR);
         t->has_error = error && *error; // cleared when a later attempt succeeds
         // The early stopper's view of it: where it was last judged.
@@ -267,6 +275,8 @@ recovery_jobs (coord_t *c)
     int recovered = 0;
     for (size_t i = 0; ids->type == REDIS_REPLY_ARRAY && i < ids->elements; i++) {
         uint64_t id = strtoull (ids->element[i]->str, NULL, 10);
+        if (id > c->max_job_id)
+            c->max_job_id = id; // never handed out again (control.c)
         char jkey[64];
         cgq_key_job (jkey, sizeof jkey, id);
         redisReply *h = cgq_store_command (c->store, "HGETALL %s", jkey);
@@ -323,7 +333,7 @@ recovery_jobs (coord_t *c)
             freeReplyObject (ids);
             return -1;
         }
-        j->running = (uint32_t) j->counts[CGQ_TRIAL_RUNNING];
+        j->running = (uint32_t) (j->counts[CGQ_TRIAL_RUNNING] + j->counts[CGQ_TRIAL_STALE]);
         // The hash counts trials not created yet as pending; memory does not.
         uint64_t never = jobs_unsuggested (j);
         j->counts[CGQ_TRIAL_PENDING] -= never < j->counts[CGQ_TRIAL_PENDING]

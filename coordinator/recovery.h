@@ -7,7 +7,8 @@
 
 #include "coord.h"
 
-// recovery_nodes marks nodes last seen alive as "unknown". Best effort.
+// recovery_nodes marks nodes last seen alive as "unknown" and lists them in
+// c->poke (session_poke). Best effort.
 void recovery_nodes (coord_t *c);
 
 // recovery_jobs loads every running job. Returns how many were resumed, or

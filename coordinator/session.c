@@ -26,6 +26,34 @@ s_node_lost (coord_t *c, node_t *n, const char *state, const char *why)
     nodes_remove (c, n, state, why);
 }
 
+// s_node_stale marks n's running tasks stale: it has been silent for
+// --stale-after heartbeats, so they may or may not run still. No new task
+// goes to it (nodes_fits_free) until it is heard from again.
+static void
+s_node_stale (coord_t *c, node_t *n, int64_t silent_ms)
+{
+    char why[96];
+    snprintf (why, sizeof why, "node %s silent for %" PRId64 " ms", n->id, silent_ms);
+    cgq_warn ("%s; its %u task(s) are stale until it is heard from or %" PRId64 " ms of silence",
+              why, n->ntasks, c->cfg.heartbeat_ms * c->cfg.dead_after);
+    n->stale = true;
+    for (trial_t *t = n->tasks; t; t = t->nnext)
+        jobs_set_stale (c, t, true, why);
+}
+
+// s_node_fresh: a stale node was heard from: its tasks run again.
+static void
+s_node_fresh (coord_t *c, node_t *n, int64_t silent_ms)
+{
+    char why[96];
+    snprintf (why, sizeof why, "node %s heard from after %" PRId64 " ms", n->id, silent_ms);
+    cgq_info ("%s; its %u task(s) are running again", why, n->ntasks);
+    n->stale = false;
+    for (trial_t *t = n->tasks; t; t = t->nnext)
+        jobs_set_stale (c, t, false, why);
+    c->sched_dirty = true;
+}
+
 static void
 s_welcome (coord_t *c, node_t *n)
 {
@@ -345,8 +373,12 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
     }
     snprintf (id, sizeof id, "%.*s", (int) rid_len, rid);
     node_t *n = nodes_find (c, id);
-    if (n)
-        n->last_seen_ms = cgq_now_ms ();
+    if (n) {
+        int64_t now = cgq_now_ms ();
+        if (n->stale)
+            s_node_fresh (c, n, now - n->last_seen_ms);
+        n->last_seen_ms = now;
+    }
     switch (env->body_case) {
     case CGQ__ENVELOPE__BODY_HELLO:
         s_hello (c, id, env->hello);
@@ -377,6 +409,7 @@ void
 session_liveness (coord_t *c, int64_t now)
 {
     int64_t limit = c->cfg.heartbeat_ms * c->cfg.dead_after;
+    int64_t stale = c->cfg.heartbeat_ms * (c->cfg.stale_after ? c->cfg.stale_after : 2);
     node_t *n = c->nodes;
     while (n) {
         node_t *next = n->next;
@@ -385,9 +418,47 @@ session_liveness (coord_t *c, int64_t now)
             snprintf (why, sizeof why, "silent for %" PRId64 " ms", now - n->last_seen_ms);
             s_node_lost (c, n, CGQ_NODE_DEAD, why);
         }
+        else if (!n->stale && stale < limit && now - n->last_seen_ms > stale)
+            s_node_stale (c, n, now - n->last_seen_ms);
         n = next;
     }
     jobs_adopt_check (c, now);
+}
+
+int64_t
+session_poke (coord_t *c, int64_t now)
+{
+    if (!c->npoke)
+        return 0;
+    if (!c->poke_until_ms)
+        c->poke_until_ms = now + 2 * c->cfg.heartbeat_ms;
+    if (now < c->next_poke_ms)
+        return c->next_poke_ms;
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.epoch = c->epoch;
+    hb.unknown = true;
+    cgq_env_t out = CGQ__ENVELOPE__INIT;
+    out.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    out.heartbeat = &hb;
+    size_t keep = 0;
+    for (size_t i = 0; i < c->npoke; i++) {
+        if (nodes_find (c, c->poke[i]) || now >= c->poke_until_ms) {
+            free (c->poke[i]); // it said Hello (or it is too late: its heartbeat will do)
+            continue;
+        }
+        // Not routable yet (the node has not reconnected): dropped, sent again.
+        if (c->nodes_sock)
+            (void) cgq_wire_send_to (c->nodes_sock, c->poke[i], strlen (c->poke[i]), 0, &out);
+        c->poke[keep++] = c->poke[i];
+    }
+    c->npoke = keep;
+    if (!keep) {
+        free (c->poke);
+        c->poke = NULL;
+        return 0;
+    }
+    c->next_poke_ms = now + SESSION_POKE_MS;
+    return c->next_poke_ms;
 }
 
 void

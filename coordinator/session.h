@@ -25,6 +25,16 @@ void session_liveness (coord_t *c, int64_t now);
 // them), reports are dropped and snapshots wait, so memory stays bounded.
 bool session_buffer_full (coord_t *c);
 
+// session_poke tells each node of c->poke that has not said Hello yet that
+// we do not know it (a Heartbeat with unknown set, which makes a node say
+// Hello at once), every SESSION_POKE_MS for up to two heartbeat intervals
+// after start-up. A node whose connection is not up yet misses it (a ROUTER
+// drops what it cannot route) and gets the next one. So a restarted
+// coordinator hears from its nodes within a reconnect interval instead of
+// a heartbeat interval. Returns when it wants to run again (0: done).
+#define SESSION_POKE_MS 50
+int64_t session_poke (coord_t *c, int64_t now);
+
 // session_stalled credits every node with stall_ms of silence: time the
 // coordinator itself was not listening (stopped, or busy in one turn) is
 // not the nodes' fault. It also gives them one heartbeat interval from now

@@ -5,7 +5,9 @@ Healthy (exit 0) when a cgq daemon (cgq-coordinator, cgq-worker,
 cgq-device-runner) runs in this container and, for a coordinator, its
 control endpoint accepts a TCP connection on loopback. Unhealthy (exit 1)
 otherwise, with one line saying why. A container running only the CLI has no
-daemon and reports unhealthy; that is expected.
+daemon and reports unhealthy; that is expected. A standby coordinator (its
+/proc/PID/comm is cgq-standby while it waits for the lease) binds nothing
+and is healthy while it runs.
 
 It reads only /proc and the environment (CGQ_CONTROL, as the coordinator
 does; a --control flag on the daemon's command line wins), so it needs
@@ -34,6 +36,16 @@ def daemons():
         if argv and state != b"Z" and os.path.basename(argv[0]) in DAEMONS:
             found.append((int(name), argv))
     return found
+
+
+def standing_by(pid):
+    """A standby coordinator names itself cgq-standby (/proc/PID/comm) while it
+    waits for the leader lease."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip() == "cgq-standby"
+    except OSError:
+        return False
 
 
 def control_endpoint(argv):
@@ -68,6 +80,8 @@ def main():
         return 1
     for pid, argv in found:
         if os.path.basename(argv[0]) == "cgq-coordinator":
+            if standing_by(pid):
+                continue  # a standby binds nothing until it takes the lease
             ep = control_endpoint(argv)
             try:
                 check_tcp(ep)

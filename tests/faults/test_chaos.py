@@ -3,6 +3,8 @@
 fork a background child:
 
   - kill -9 a worker three times (started again each time with the same id);
+  - kill -9 the coordinator twice, each time restarted at once (nothing lost
+    or re-run: the running trials are adopted);
   - random kills and pauses of workers and of the coordinator for a bounded
     time (the seed is printed; CGQ_CHAOS_SEED replays one).
 
@@ -99,7 +101,8 @@ class ChaosTest(CgqTestCase):
         self.assertEqual(job.get("state"), "finished", job)
         self.assertEqual(job.get("succeeded"), str(N), job)
         counts = sum(int(job.get(k, "0") or 0) for k in
-                     ("pending", "running", "succeeded", "failed", "stopped", "cancelled"))
+                     ("pending", "running", "succeeded", "failed", "stopped", "cancelled",
+                      "unschedulable", "stale"))
         self.assertEqual(counts, N, "counts add up to total: %s" % job)
         trials = c.trials(j)
         self.assertEqual(sorted(trials), list(range(N)))
@@ -143,6 +146,20 @@ class ChaosTest(CgqTestCase):
             time.sleep(1.0)
         reruns = self._check(j)
         print("3 kill -9 of a worker: %d trial(s) re-run (each lost mid-run)" % reruns)
+
+    def test_coordinator_killed_and_restarted(self):
+        c = self.cluster
+        j = self._setup()
+        for i in range(2):
+            want = (i + 1) * N // 3
+            c.wait_value(lambda: int(c.job(j).get("succeeded", "0")), lambda n: n >= want, 60,
+                         "%d trials to succeed (kill %d)" % (want, i + 1))
+            c.coordinator.kill9()
+            self._restart_coordinator()
+        reruns = self._check(j)
+        self.assertEqual(reruns, 0, "running trials are adopted, not lost, after a restart")
+        adopted = [e for e in c.events(j) if e.get("type") == "trial.adopted"]
+        self.assertTrue(adopted, "the running trials were adopted from the workers")
 
     def test_random_kills_and_pauses(self):
         c = self.cluster

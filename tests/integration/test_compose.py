@@ -6,17 +6,23 @@
    cluster relies on: Redis with AOF (appendfsync everysec), the default user
    off and an ACL user limited to cgq:* keys; the coordinator bound on its
    container's interfaces (the compose network) and reaching Redis as that
-   user; two CPU worker replicas; a GPU worker only under the `gpu` profile,
+   user; a coordinator-standby with the coordinator's command, settings and
+   keys, and workers and CLI given both endpoints; two CPU worker replicas;
+   a GPU worker only under the `gpu` profile,
    with an NVIDIA device reservation; a named volume per stateful service;
    no coordinator or Redis port published on the host.
 2. The same topology as processes on loopback, started from the resolved
    file (so from orchestration/.env too): redis-server with the compose
-   command line, the coordinator and two workers with the compose commands
-   and environment. Only what cannot hold outside Docker is rewritten: host
-   names to 127.0.0.1, ports to free ones, container paths to temporary
-   directories, $HOSTNAME per worker. A small job is submitted with the CLI
-   in the coordinator's environment (as `docker compose exec coordinator cgq
-   submit` would) and must finish on both workers, with its reports in Redis;
+   command line, the coordinator, its standby and two workers with the
+   compose commands and environment. Only what cannot hold outside Docker is
+   rewritten: host names to 127.0.0.1, ports to free ones (each coordinator
+   its own, as each container has its own interfaces), container paths to
+   temporary directories, $HOSTNAME per worker. A small job is submitted with
+   the CLI in the coordinator's environment (as `docker compose exec
+   coordinator cgq submit` would); the leader is killed with -9 mid-job, the
+   standby takes the lease, the workers follow it, and the job must finish on
+   both workers with every trial run and recorded once, with its reports in
+   Redis (but those sent during the failover, which are not acked);
    Redis must refuse unauthenticated clients and keys outside cgq:*, and
    write its AOF.
 
@@ -46,7 +52,7 @@ import os, time
 import cgq
 p = cgq.params()
 for epoch in (1, 2):
-    time.sleep(0.15)
+    time.sleep(0.4)
     cgq.report(epoch=epoch, score=p["x"] * epoch, node=os.environ.get("HOSTNAME"))
 '''
 
@@ -203,9 +209,19 @@ class ComposeTest(CgqTestCase):
         for k in ("CGQ_BIND", "CGQ_CONTROL"):
             host = cenv[k].rsplit(":", 1)[0]
             self.assertNotIn("127.0.0.1", host, "%s must be reachable on the compose network" % k)
-        for name in ("redis", "coordinator"):
+        for name in ("redis", "coordinator", "coordinator-standby"):
             self.assertFalse(svc[name].get("ports"), "%s publishes no port on the host" % name)
-        self.assertEqual(env_of(svc["worker"])["CGQ_COORDINATOR_NODES"], "tcp://coordinator:7700")
+        # A standby coordinator: the same program, settings and keys; workers
+        # and the CLI know both endpoints.
+        standby = svc.get("coordinator-standby")
+        self.assertIsNotNone(standby, "a coordinator-standby service: %s" % sorted(svc))
+        self.assertEqual(as_list(standby["command"]), as_list(coord["command"]))
+        self.assertEqual(env_of(standby), cenv, "the standby's settings are the coordinator's")
+        self.assertEqual(cenv["CGQ_COORDINATOR"],
+                         "tcp://coordinator:7701,tcp://coordinator-standby:7701")
+        for name in ("worker", "worker-gpu"):
+            self.assertEqual(env_of(svc[name])["CGQ_COORDINATOR_NODES"],
+                             "tcp://coordinator:7700,tcp://coordinator-standby:7700", name)
         # CURVE on (docs/security.md): a coordinator on tcp://* without keys would not start
         self.assertTrue(cenv.get("CGQ_CURVE_SECRET") and cenv.get("CGQ_CURVE_ALLOW"), cenv)
         for name in ("worker", "worker-gpu"):
@@ -319,22 +335,45 @@ class ComposeTest(CgqTestCase):
         r = subprocess.run(kcmd, env=base, capture_output=True, text=True, timeout=60 * SPEED)
         self.assertEqual(r.returncode, 0, "a second `up` keeps the keys:\n%s" % r.stderr)
 
-        # -- coordinator: its command and environment; binds on loopback, any port
-        cenv = env_of(svc["coordinator"])
-        for k in ("CGQ_BIND", "CGQ_CONTROL"):
-            cenv[k] = re.sub(r"^tcp://(\*|0\.0\.0\.0|\[::\]):\d+$", "tcp://127.0.0.1:0", cenv[k])
-            self.assertEqual(cenv[k], "tcp://127.0.0.1:0", "bind address %s" % cenv[k])
-        cenv = {k: rewrite(v) for k, v in cenv.items()}
-        ccmd = as_list(svc["coordinator"]["command"])
-        self.assertEqual(ccmd[0], "cgq-coordinator", ccmd)
-        coord = Proc("coordinator", [binary("cgq-coordinator")] + ccmd[1:], c.logdir,
+        # -- the coordinator and its standby: their commands and environment;
+        # each binds on loopback, on ports of its own (as each container has
+        # its own interfaces). Host names become those endpoints.
+        eps = {}  # service -> (nodes endpoint, control endpoint)
+        for name in ("coordinator", "coordinator-standby"):
+            eps[name] = tuple("tcp://127.0.0.1:%d" % free_port() for _ in range(2))
+        names_of = [("tcp://%s:%d" % (name, port), ep)
+                    for name in ("coordinator-standby", "coordinator")
+                    for port, ep in ((7700, eps[name][0]), (7701, eps[name][1]))]
+        coords = {}
+        for name in ("coordinator", "coordinator-standby"):
+            cenv = env_of(svc[name])
+            for k, ep in (("CGQ_BIND", eps[name][0]), ("CGQ_CONTROL", eps[name][1])):
+                self.assertRegex(cenv[k], r"^tcp://(\*|0\.0\.0\.0|\[::\]):\d+$",
+                                 "%s binds its container's interfaces" % k)
+                cenv[k] = ep
+            cenv = {k: rewrite(v, names_of) for k, v in cenv.items()}
+            ccmd = as_list(svc[name]["command"])
+            self.assertEqual(ccmd[0], "cgq-coordinator", ccmd)
+            p = Proc(name, [binary("cgq-coordinator")] + ccmd[1:], c.logdir,
                      env=dict(base, **cenv), capture_stdout=True)
-        c.procs.append(coord)
-        c.coordinator = coord
-        line = coord.wait_first_line(30 * SPEED)
-        m = READY_RE.match(line or "")
-        self.assertTrue(m, "coordinator ready line: %r; stderr:\n%s" % (line, tail(coord.err_path)))
-        c.nodes_ep, c.control_ep = m.group(1), m.group(2)
+            c.procs.append(p)
+            coords[name] = p
+            line = p.wait_first_line(30 * SPEED)
+            if name == "coordinator":
+                m = READY_RE.match(line or "")
+                self.assertTrue(m, "coordinator ready line: %r; stderr:\n%s" % (
+                    line, tail(p.err_path)))
+                self.assertEqual((m.group(1), m.group(2)), eps[name])
+                c.coordinator = p
+            else:
+                self.assertTrue(line and line.startswith("cgq-coordinator standby leader="),
+                                "the second coordinator stands by: %r; stderr:\n%s" % (
+                                    line, tail(p.err_path)))
+                with open("/proc/%d/comm" % p.pid) as f:
+                    self.assertEqual(f.read().strip(), "cgq-standby",
+                                     "what the health check sees of a standby")
+        c.nodes_ep = ",".join(eps[n][0] for n in ("coordinator", "coordinator-standby"))
+        c.control_ep = ",".join(eps[n][1] for n in ("coordinator", "coordinator-standby"))
 
         # -- two CPU workers, as the two replicas of `worker`
         wsvc = svc["worker"]
@@ -342,8 +381,8 @@ class ComposeTest(CgqTestCase):
         wcmd = as_list(wsvc["command"])
         names = ["cpu-%d" % (i + 1) for i in range(replicas)]
         for name in names:
-            wenv = {k: rewrite(v, [("tcp://coordinator:7700", c.nodes_ep)])
-                    for k, v in env_of(wsvc).items()}
+            wenv = {k: rewrite(v, names_of) for k, v in env_of(wsvc).items()}
+            self.assertEqual(wenv["CGQ_COORDINATOR_NODES"], c.nodes_ep)
             wenv["HOSTNAME"] = name  # each container's hostname
             argv = [rewrite(a) for a in wcmd]
             p = Proc("worker-" + name, argv, c.logdir, env=dict(base, **wenv))
@@ -356,30 +395,55 @@ class ComposeTest(CgqTestCase):
                             "the worker's trial directories are under the volume, by hostname")
 
         # -- the CLI in the coordinator's environment (docker compose exec coordinator cgq ...)
-        cli_env = dict(base, **{k: rewrite(v, [("tcp://127.0.0.1:7701", c.control_ep)])
+        cli_env = dict(base, **{k: rewrite(v, names_of)
                                 for k, v in env_of(svc["coordinator"]).items()})
         self.assertEqual(cli_env["CGQ_COORDINATOR"], c.control_ep)
         c.write_file("trial.py", TRIAL)
         spec = c.write_file("smoke.yaml", SPEC)
-        r = c.cgq("submit", spec, "--follow", env=cli_env, timeout=90)
-        self.assertEqual(r.returncode, 0, "cgq submit --follow:\n%s\n%s" % (r.stdout, r.stderr))
+        r = c.cgq("submit", spec, env=cli_env, timeout=90)
+        self.assertEqual(r.returncode, 0, "cgq submit:\n%s\n%s" % (r.stdout, r.stderr))
         jobs = c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)
         self.assertEqual(len(jobs), 1, jobs)
         j = int(jobs[0])
-        job = c.wait_job(j, 30)
+        # -- the leader killed mid-job: the standby takes over, the workers
+        # follow it, and the job finishes with every trial run once.
+        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= 1, 60, "a trial to finish")
+        epoch = int(c.redis.cmd("GET", "cgq:leader").split()[0])
+        coords["coordinator"].kill9()
+        self.assertLess(int(c.job(j).get("succeeded", "0")), 8, "killed mid-job")
+        standby = coords["coordinator-standby"]
+        c.wait_for(lambda: (c.redis.cmd("GET", "cgq:leader") or "").endswith(":%d" % standby.pid),
+                   30, "the standby to take the lease")
+        self.assertGreater(int(c.redis.cmd("GET", "cgq:leader").split()[0]), epoch)
+        c.coordinator = standby
+        r = c.cgq("status", j, env=cli_env)  # the same CLI environment reaches the new leader
+        self.assertEqual(r.returncode, 0, r.stderr)
+        job = c.wait_job(j, 60)
         self.assertEqual((job.get("state"), job.get("succeeded")), ("finished", "8"), job)
+        ev = c.events(j)
+        for t in range(8):
+            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
+                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
+            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
         trials = c.trials(j)
         self.assertEqual(len(trials), 8)
         nodes = set()
+        full = 0  # trials with every report
         for t, h in trials.items():
             self.assertEqual(h.get("state"), "succeeded", h)
+            self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
             nodes.add(h.get("node"))
             reps = c.redis.xrange("cgq:job:{%d}:reports:%d" % (j, t))
-            self.assertEqual([json.loads(e["r"])["epoch"] for e in reps], [1, 2])
+            # Reports are not acked: one sent while no coordinator listened
+            # (the failover) is lost; the rest keep their order.
+            got = [json.loads(e["r"])["epoch"] for e in reps]
+            self.assertIn(got, ([1, 2], [1], [2], []))
+            full += got == [1, 2]
             self.assertEqual(metrics_of(h)["node"], h["node"], "the trial saw its host's name")
             self.assertTrue(h["trial_dir"].startswith(os.path.join(self.tmp, "worker-work",
                                                                    h["node"]) + "/"), h)
         self.assertEqual(nodes, set(names), "both workers ran trials")
+        self.assertGreater(full, 0, "reports of the trials outside the failover are all there")
         r = c.cgq("workers", env=cli_env)
         self.assertEqual(r.returncode, 0, r.stderr)
         for name in names:

@@ -35,6 +35,12 @@
 #include "model.h"
 #include "searcher.h"
 #include "spec.h"
+
+// A trial lost with JOBS_MAX_LOSSES different nodes in a row fails, and so
+// does one lost twice as many times in a row on fewer: a trial that kills its
+// node every time ends instead of circling (jobs_lost). The same node lost
+// again and again (an operator restarting it) fails nothing sooner.
+#define JOBS_MAX_LOSSES 3
 #include "store.h"
 #include "util.h"
 #include "wire.h"
@@ -99,6 +105,9 @@ struct trial_s {
                          // attempts are stage_base+1, stage_base+2, ...
     json_t *stage_metrics; // finished stages' metrics, {"train": {...}} (owned); NULL: none
     uint32_t losses;   // consecutive node losses
+    uint64_t node_hash; // of the id of the node it was last attached to (nodes_attach)
+    uint64_t lost_on[JOBS_MAX_LOSSES]; // node_hash of the distinct nodes of those losses
+    uint32_t nlost_on;
     node_t *node;      // while attached to a node (nodes.c)
     char *expect_node; // recovered running trial: node that should adopt it
     int *gpus;         // positions in node->gpus granted (ngpus entries)
@@ -117,6 +126,7 @@ struct trial_s {
     bool report_warned;        // a dropped report of this trial was logged
     uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
     uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
+    uint8_t resent;            // times its Assign was sent again (dispatch_resend)
     bool deferred;             // its node holds its result for us (Redis down, buffer full)
     bool stale;                // running, its node silent: counted and stored as stale (jobs.h)
 };
@@ -180,6 +190,7 @@ struct device_s {
 // A connected node. Owned by the registry (nodes.c).
 struct node_s {
     char *id;          // routing id
+    uint64_t id_hash;  // of id (FNV-1a): what trials remember of a node after it is gone
     char *hostname;
     uint32_t pid;
     double cpus, free_cpus;

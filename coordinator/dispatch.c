@@ -288,37 +288,22 @@ s_timeout_ms (double timeout_s)
     return ms >= (double) UINT32_MAX ? UINT32_MAX : (uint32_t) ms;
 }
 
-// s_start runs t's next attempt on n.
+// s_assign queues the Assign of t's current attempt on n (attached,
+// resources granted), rendered as r, with seq; gl (if not NULL) gets the GPU
+// indices it grants.
 static void
-s_start (coord_t *c, node_t *n, trial_t *t)
+s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *rp,
+          cgq_buf_t *gl)
 {
     job_t *j = t->job;
     const cgq_stage_t *st = cgq_spec_stage (j->spec, t->stage);
     const req_t *req = TRIAL_REQ (t);
-    t->attempt++;
-    char err[512];
-    s_rendered_t r;
-    if (s_render (t, &r, err, sizeof err) < 0) {
-        cgq_twarn (j->id, t->id, t->attempt, "cannot start: %s", err);
-        jobs_failed (c, t, err, false);
-        return;
-    }
-    // A new attempt picks its GPUs afresh: what t->gpus still holds are
-    // positions on the node of an earlier attempt (or, for a recovered trial
-    // nobody adopted, GPU indices), meaningless on n and possibly taken there.
-    free (t->gpus);
-    t->gpus = NULL;
-    t->ngpus = 0;
-    nodes_attach (n, t);
-    if (nodes_grant (n, t) < 0)
-        cgq_twarn (j->id, t->id, t->attempt, "node %s over-committed by this trial", n->id);
-
+    s_rendered_t r = *rp;
     uint32_t *gpus = cgq_xcalloc ((size_t) t->ngpus + 1, sizeof *gpus);
-    cgq_buf_t gl;
-    cgq_buf_init (&gl);
     for (int i = 0; i < t->ngpus; i++) {
         gpus[i] = t->gpus[i] >= 0 ? n->gpus[t->gpus[i]].index : 0;
-        cgq_buf_printf (&gl, "%s%u", i ? "," : "", gpus[i]);
+        if (gl)
+            cgq_buf_printf (gl, "%s%u", i ? "," : "", gpus[i]);
     }
     Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
     ref.job = j->id;
@@ -352,22 +337,64 @@ s_start (coord_t *c, node_t *n, trial_t *t)
         a.repeats = st->repeats;
         a.warmup = st->warmup;
     }
-    a.seq = ++n->assign_seq;
+    a.seq = seq;
     a.epoch = c->epoch;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     outbox_push (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
+    free (gpus);
+}
+
+// s_start runs t's next attempt on n.
+static void
+s_start (coord_t *c, node_t *n, trial_t *t)
+{
+    job_t *j = t->job;
+    t->attempt++;
+    t->resent = 0;
+    char err[512];
+    s_rendered_t r;
+    if (s_render (t, &r, err, sizeof err) < 0) {
+        cgq_twarn (j->id, t->id, t->attempt, "cannot start: %s", err);
+        jobs_failed (c, t, err, false);
+        return;
+    }
+    // A new attempt picks its GPUs afresh: what t->gpus still holds are
+    // positions on the node of an earlier attempt (or, for a recovered trial
+    // nobody adopted, GPU indices), meaningless on n and possibly taken there.
+    free (t->gpus);
+    t->gpus = NULL;
+    t->ngpus = 0;
+    nodes_attach (n, t);
+    if (nodes_grant (n, t) < 0)
+        cgq_twarn (j->id, t->id, t->attempt, "node %s over-committed by this trial", n->id);
+    cgq_buf_t gl;
+    cgq_buf_init (&gl);
+    uint64_t seq = ++n->assign_seq;
+    s_assign (c, n, t, seq, &r, &gl);
+    s_rendered_fini (&r);
     jobs_started (c, t, n, gl.data);
     if (t->device) {
         char tkey[128];
         cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
         cgq_store_cmd (c->store, "HSET %s %s %s", tkey, CGQ_TF_DEVICE, t->device->id);
     }
-    t->assign_seq = a.seq;
-    s_rendered_fini (&r);
-    free (gpus);
+    t->assign_seq = seq;
     cgq_buf_fini (&gl);
+}
+
+int
+dispatch_resend (coord_t *c, trial_t *t)
+{
+    char err[512];
+    s_rendered_t r;
+    if (!t->node || !t->assign_seq || s_render (t, &r, err, sizeof err) < 0)
+        return -1;
+    s_assign (c, t->node, t, t->assign_seq, &r, NULL);
+    s_rendered_fini (&r);
+    t->resent++;
+    return 0;
 }
 
 // s_serve tries to start one trial of j. Returns true if it used one up.

@@ -16,4 +16,10 @@
 // Returns how many trials it started.
 int dispatch_run (coord_t *c);
 
+// dispatch_resend queues t's Assign to its node again, as it was (same
+// attempt, seq, GPUs): for an Assign the node's heartbeats say it never got
+// (lost in a reconnect). A node that has it after all ignores the repeat.
+// Returns 0, or -1 when t has no Assign to repeat.
+int dispatch_resend (coord_t *c, trial_t *t);
+
 #endif

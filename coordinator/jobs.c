@@ -990,6 +990,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     if (t->node)
         nodes_release (c, t);
     t->losses = 0;
+    t->nlost_on = 0;
 
     char tkey[128], dur[32], now[32], vbuf[32];
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
@@ -1269,10 +1270,16 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
     if (t->state != CGQ_TRIAL_RUNNING)
         return;
     t->losses++;
+    bool known = false;
+    for (uint32_t i = 0; i < t->nlost_on; i++)
+        known |= t->lost_on[i] == t->node_hash;
+    if (!known && t->nlost_on < JOBS_MAX_LOSSES)
+        t->lost_on[t->nlost_on++] = t->node_hash;
     char err[256];
     cgq_model_event (c->store, "trial.lost", j->id, (int64_t) t->id, NULL, t->attempt, why);
-    if (t->losses >= JOBS_MAX_LOSSES) {
-        snprintf (err, sizeof err, "lost %u nodes in a row running it (last: %s)", t->losses, why);
+    if (t->nlost_on >= JOBS_MAX_LOSSES || t->losses >= 2 * JOBS_MAX_LOSSES) {
+        snprintf (err, sizeof err, "lost %u times in a row, on %u node(s), running it (last: %s)",
+                  t->losses, t->nlost_on, why);
         jobs_failed (c, t, err, false);
         return;
     }

@@ -9,8 +9,6 @@
 
 #include "coord.h"
 
-// A trial lost on this many nodes in a row fails: it may be what kills them.
-#define JOBS_MAX_LOSSES 3
 
 job_t *jobs_find (coord_t *c, uint64_t id);
 trial_t *jobs_trial (coord_t *c, uint64_t job, uint64_t trial);

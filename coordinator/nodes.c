@@ -25,6 +25,9 @@ nodes_add (coord_t *c, const char *id)
 {
     node_t *n = cgq_xcalloc (1, sizeof *n);
     n->id = cgq_xstrdup (id);
+    n->id_hash = 1469598103934665603ULL; // FNV-1a
+    for (const char *p = id; *p; p++)
+        n->id_hash = (n->id_hash ^ (unsigned char) *p) * 1099511628211ULL;
     n->next = c->nodes;
     c->nodes = n;
     zhashx_insert (c->node_index, n->id, n);
@@ -159,6 +162,7 @@ void
 nodes_attach (node_t *n, trial_t *t)
 {
     t->node = n;
+    t->node_hash = n->id_hash;
     t->nprev = NULL;
     t->nnext = n->tasks;
     if (n->tasks)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "dispatch.h"
 #include "jobs.h"
 #include "log.h"
 #include "nodes.h"
@@ -294,7 +295,17 @@ s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
             // Read right after a stall of ours: these heartbeats queued up
             // while the Assign itself may not have left this process (a
             // stopped process's I/O thread sends nothing). They prove nothing.
-        } else if (++t->unseen_hbs >= SESSION_ASSIGN_LOST_HBS) {
+        } else if (++t->unseen_hbs >= SESSION_ASSIGN_LOST_HBS && t->resent == 0
+                   && dispatch_resend (c, t) == 0) {
+            // Lost in a reconnect, most likely (a stale connection of the
+            // node's that held its routing id as the Assign left): say it
+            // once more before giving the attempt up. Nothing ran yet, so
+            // the same attempt can run.
+            cgq_tinfo (t->job->id, t->id, t->attempt,
+                       "node %s has not seen its Assign after %u heartbeats; sent it again",
+                       n->id, (unsigned) t->unseen_hbs);
+            t->unseen_hbs = 0;
+        } else if (t->unseen_hbs >= SESSION_ASSIGN_LOST_HBS) {
             char why[128];
             snprintf (why, sizeof why, "its Assign never reached the node (%u heartbeats)",
                       (unsigned) t->unseen_hbs);

@@ -11,7 +11,8 @@ moment a fault would send it:
   B. a heartbeat that has seen the Assign but does not list the task (and no
      Result came before it): lost, run again as attempt 2;
   C. heartbeats that never see the next Assign (lost in a reconnect): after
-     three of them, lost, run again as attempt 3;
+     three of them it is sent again as it was, and runs; when the repeat is
+     not seen either, three more make it lost, run again;
   D. a Hello from another process with the same id (the worker restarted):
      what it does not list is lost, even an Assign it has not seen.
 """
@@ -120,37 +121,57 @@ class AssignCrossingTest(CgqTestCase):
         self.assertEqual(len(lost), 1, lost)
         self.assertIn("no longer runs it", lost[0].get("detail", ""), lost)
 
-        # C: heartbeats that never see attempt 2's Assign.
+        # C: heartbeats that never see attempt 2's Assign: after three it is
+        # sent again as it was (same attempt, same seq); this time it arrives
+        # and runs, and nothing is lost.
         for i in range(3):
             self.assertEqual(trial_state(), ("running", "2"), "still waiting after %d" % i)
             w.heartbeat(at, [])
             time.sleep(0.2)
-        ref3, at3 = w.assign()
-        self.assertEqual((ref3[1], ref3[2]), (ref[1], 3), "run again as attempt 3")
+        again, at_again = w.assign()
+        self.assertEqual(again, ref2, "the same attempt again")
+        self.assertEqual(at_again, at2, "with the same seq")
+        w.heartbeat(at2, [ref2])
+        time.sleep(0.3)
+        self.assertEqual(trial_state(), ("running", "2"))
+        lost = [e for e in c.events(j) if e.get("type") == "trial.lost"]
+        self.assertEqual(len(lost), 1, lost)
+        w.result(ref2, 2)
+
+        # C': the second trial's Assign never arrives, nor its repeat: after
+        # three heartbeats more it is lost and runs again as attempt 2.
+        ref4, at4 = w.assign()
+        self.assertNotEqual(ref4[1], ref[1])
+        for _ in range(3):
+            w.heartbeat(at2, [])
+            time.sleep(0.2)
+        again4, at4_again = w.assign()
+        self.assertEqual((again4, at4_again), (ref4, at4))
+        for _ in range(3):
+            w.heartbeat(at2, [])
+            time.sleep(0.2)
+        ref5, at5 = w.assign()
+        self.assertEqual((ref5[1], ref5[2]), (ref4[1], 2), "run again as attempt 2")
         lost = [e for e in c.events(j) if e.get("type") == "trial.lost"]
         self.assertEqual(len(lost), 2, lost)
         self.assertIn("never reached", lost[1].get("detail", ""), lost)
-        w.heartbeat(at3, [ref3])
-        w.result(ref3, 3)
 
-        # D: the second trial, then a new process with the same id says
-        # Hello without it and without having seen its Assign.
-        ref4, at4 = w.assign()
-        self.assertNotEqual(ref4[1], ref[1])
+        # D: a new process with the same id says Hello without it and
+        # without having seen its Assign.
         w.hello(me + 2, (0, 0))
         w.next(WELCOME)
-        ref5, _ = w.assign()
-        self.assertEqual((ref5[1], ref5[2]), (ref4[1], 2), "a restarted node ran nothing")
+        ref6, _ = w.assign()
+        self.assertEqual((ref6[1], ref6[2]), (ref4[1], 3), "a restarted node ran nothing")
         lost = [e for e in c.events(j) if e.get("type") == "trial.lost"]
         self.assertEqual(len(lost), 3, lost)
         self.assertIn("restarted without it", lost[2].get("detail", ""), lost)
-        w.result(ref5, 5)
+        w.result(ref6, 5)
 
         job = c.wait_job(j, 20)
         self.assertEqual(job.get("state"), "finished", job)
         self.assertEqual(job.get("succeeded"), "2", job)
         states = {t: (h.get("state"), h.get("attempt")) for t, h in c.trials(j).items()}
-        self.assertEqual(states, {ref[1]: ("succeeded", "3"), ref4[1]: ("succeeded", "2")})
+        self.assertEqual(states, {ref[1]: ("succeeded", "2"), ref4[1]: ("succeeded", "3")})
         ok = [e for e in c.events(j) if e.get("type") == "trial.succeeded"]
         self.assertEqual(len(ok), 2, "each trial recorded once: %r" % ok)
 

@@ -33,6 +33,7 @@ static const cgq_cli_opt_t s_run_opts[] = {
 
 static const cgq_cli_opt_t s_keygen_opts[] = {
     {"dir", "DIR", "where the key files go (default: the current directory)"},
+    {"nodes", "PATTERNS", "node ids this key may use, comma-separated globs (default: NAME,NAME-*; '*': any)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_status_opts[] = {
@@ -96,7 +97,10 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "Writes DIR/NAME.key (the public certificate: copy it into the coordinator's\n"
      "--curve-allow directory, or give it to nodes and users as --curve-server) and\n"
      "DIR/NAME.key_secret (mode 0600: this program's own --curve-secret). Never\n"
-     "overwrites a key. See docs/security.md.",
+     "overwrites a key. A worker or device runner may use only the node ids its\n"
+     "key names (--nodes, stored in the certificate; default NAME and NAME-*, which\n"
+     "covers a worker's default id HOST-PID when NAME is its host name). See\n"
+     "docs/security.md.",
      1, 1, s_keygen_opts, cgq_cmd_keygen},
     {"devices", "[enable ID]", "the devices of device runners; enable returns a quarantined one",
      "Lists every device a runner has declared: id, runner, state (idle, busy, quarantined,\n"

@@ -169,6 +169,9 @@ struct node_s {
     uint64_t instance;   // the node process's Hello instance (0: not said)
     uint64_t assign_seq; // of the last Assign sent to it in this epoch
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
+    char key[41];        // CURVE key last found bound to this id ("" without CURVE)
+    bool suspect;        // a key not bound to this id spoke under it: no new work until
+                         // the bound key is heard again (session.c)
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
     bool dirty;        // node hash needs an update this turn
@@ -220,6 +223,10 @@ typedef struct {
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
     uint64_t stat_results, stat_assigns;
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
+    uint64_t stat_refused_ids; // messages whose CURVE key may not claim their node id
+    // The message being handled (loop.c sets them, NULL outside): its CURVE
+    // key ("User-Id", set by the ZAP handler) and the peer's address.
+    const char *peer_key, *peer_addr;
     int64_t reject_log_s;   // session.c: rate limit of rejection lines (this second,
     unsigned reject_log_n;  // lines in it)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time

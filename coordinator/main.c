@@ -92,14 +92,26 @@ s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t epl
     zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt (s, ZMQ_RCVHWM, &hwm, sizeof hwm);
     // A node that reconnects under the same id takes its routing id over.
-    zmq_setsockopt (s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    // Not with CURVE: there a peer with another allowed key could take a live
+    // node's connection (and the Assigns sent to it) just by using its id;
+    // the id stays with the connection that has it, ZMTP heartbeats close a
+    // dead one within a few heartbeats, and a node that reconnects meanwhile
+    // is retried by ZeroMQ until then. Every message is also checked against
+    // the ids its key may claim (session.c).
+    if (!c->auth)
+        zmq_setsockopt (s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    else {
+        int ivl = (int) c->cfg.heartbeat_ms, ttl = (int) (c->cfg.heartbeat_ms * 3);
+        zmq_setsockopt (s, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+        zmq_setsockopt (s, ZMQ_HEARTBEAT_TIMEOUT, &ttl, sizeof ttl);
+    }
     // Larger messages are cut off by ZeroMQ (the peer sees its connection
     // closed). The control socket lets oversized requests through up to a
     // far bound, so that the CLI gets a reply that names the limit.
     int64_t maxmsg = strcmp (what, "control") == 0 ? control_max_message (&c->cfg)
                                                    : (int64_t) c->cfg.max_frame * 4;
     zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (cgq_auth_server_apply (c->auth, s) < 0) {
+    if (cgq_auth_server_apply (c->auth, s) < 0 || cgq_auth_watch (c->auth, c->zctx, s, what) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot turn CURVE on for the %s socket: %s\n", what,
                  zmq_strerror (errno));
         zmq_close (s);

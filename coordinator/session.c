@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "auth.h"
 #include "jobs.h"
 #include "log.h"
 #include "nodes.h"
@@ -331,6 +332,59 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
     }
 }
 
+// s_key_binds says whether the message's CURVE key may speak as node id
+// (cgq_auth_may_claim): without CURVE, or for the key that id last proved,
+// yes. Otherwise the message is refused: logged (with the rejection lines'
+// rate limit) with key and address, counted in refused_node_ids, and a Hello
+// is answered with a Bye that says what to configure (so the node's own log
+// says it). The id's connection may have been handed over to the sender, so
+// a node with that id is not sent new work until its own key is heard again.
+static bool
+s_key_binds (coord_t *c, const char *id, node_t *n, cgq_env_t *env)
+{
+    if (!c->auth)
+        return true;
+    const char *key = c->peer_key && *c->peer_key ? c->peer_key : "(none)";
+    if (n && n->key[0] && strcmp (n->key, key) == 0)
+        return true;
+    char allowed[512];
+    if (cgq_auth_may_claim (c->auth, key, id, allowed, sizeof allowed)) {
+        if (n) {
+            snprintf (n->key, sizeof n->key, "%s", key);
+            n->suspect = false;
+        }
+        return true;
+    }
+    c->stat_refused_ids++;
+    if (n)
+        n->suspect = true;
+    char why[768];
+    snprintf (why, sizeof why,
+              "its CURVE key %s may claim node ids '%s' only (give the node a matching --id, or "
+              "its key the `nodes` it may use: cgq keygen NAME --nodes PATTERNS)",
+              key, *allowed ? allowed : "(none: a CLI key)");
+    int64_t now = cgq_now_ms () / 1000;
+    if (now != c->reject_log_s) {
+        c->reject_log_s = now;
+        c->reject_log_n = 0;
+    }
+    if (c->reject_log_n++ < S_REJECT_LOG_PER_S)
+        cgq_warn ("refused a %s claiming node id '%s' from %s: %s (%" PRIu64 " refused so far)",
+                  cgq_wire_body_name (env), id, c->peer_addr ? c->peer_addr : "?", why,
+                  c->stat_refused_ids);
+    if (env->body_case == CGQ__ENVELOPE__BODY_HELLO && c->nodes_sock) {
+        char reason[900];
+        snprintf (reason, sizeof reason, "refused node id '%s': %s", id, why);
+        Cgq__Bye bye = CGQ__BYE__INIT;
+        bye.reason = reason;
+        cgq_env_t out = CGQ__ENVELOPE__INIT;
+        out.body_case = CGQ__ENVELOPE__BODY_BYE;
+        out.bye = &bye;
+        cgq_wire_send_to (c->nodes_sock, id, strlen (id), 0, &out);
+    }
+    return false;
+}
+
 void
 session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
@@ -345,6 +399,8 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
     }
     snprintf (id, sizeof id, "%.*s", (int) rid_len, rid);
     node_t *n = nodes_find (c, id);
+    if (!s_key_binds (c, id, n, env))
+        return;
     if (n)
         n->last_seen_ms = cgq_now_ms ();
     switch (env->body_case) {

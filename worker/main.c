@@ -141,6 +141,44 @@ s_find_task (s_worker_t *w, const Cgq__TaskRef *ref)
     return NULL;
 }
 
+
+// s_predictor_allowed applies --allow-command to a "predictor" trial: the
+// command checked is the one the worker execs for it, `cgq-predictor trial
+// --data DIR`, by the binary's name or by its full path. So
+// `--allow-command cgq-predictor` allows every predictor trial, and
+// `--allow-command 'cgq-predictor trial --data /data/cg/'` only those on
+// datasets under /data/cg. Without an allow-list everything runs. Returns
+// NULL or the reason (caller frees).
+static char *
+s_predictor_allowed (s_worker_t *w, const Cgq__Assign *a)
+{
+    if (!w->cfg.allow_command || !*w->cfg.allow_command)
+        return NULL;
+    if (a->n_argv < 1 || !a->argv[0])
+        return NULL; // cgq_task_start fails it with its own error
+    char **argv = cgq_task_predictor_argv (a);
+    Cgq__Assign b = *a;
+    b.argv = argv;
+    b.n_argv = 4;
+    char *why = cgq_allow_check (w->cfg.allow_command, &b);
+    if (why && strchr (argv[0], '/')) {
+        char *full = argv[0];
+        argv[0] = cgq_xstrdup ("cgq-predictor");
+        free (why);
+        why = cgq_allow_check (w->cfg.allow_command, &b);
+        free (full);
+    }
+    char *out = why ? cgq_xasprintf ("%s; a predictor trial runs `cgq-predictor trial --data "
+                                     "DIR` (allow it with --allow-command cgq-predictor)",
+                                     why)
+                    : NULL;
+    free (why);
+    for (int i = 0; argv[i]; i++)
+        free (argv[i]);
+    free (argv);
+    return out;
+}
+
 static void
 s_on_assign (s_worker_t *w, const Cgq__Assign *a)
 {
@@ -179,7 +217,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         return;
     }
     char *refused = strcmp (kind, "command") == 0 ? cgq_allow_check (w->cfg.allow_command, a)
-                                                  : NULL;
+                                                  : s_predictor_allowed (w, a);
     if (refused) {
         cgq_warn ("task %s: %s", name, refused);
         cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,

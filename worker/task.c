@@ -719,14 +719,14 @@ s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w,
     _exit (127);
 }
 
-// s_predictor_argv is the command of a "predictor" task: cgq-predictor
+// cgq_task_predictor_argv is the command of a "predictor" task: cgq-predictor
 // (beside this worker's binary, else from PATH) training on the dataset
 // directory that the assignment's argv[0] names, relative to the spec's
 // directory. The trial then runs, is confined, logged, timed out and stopped
 // exactly as a command; exec'ing a separate program keeps OpenBLAS's thread
 // pool out of the worker. Returns a NULL-terminated argv, all owned.
-static char **
-s_predictor_argv (const Cgq__Assign *a)
+char **
+cgq_task_predictor_argv (const Cgq__Assign *a)
 {
     char **argv = cgq_xcalloc (5, sizeof *argv);
     char self[PATH_MAX];
@@ -871,7 +871,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     bool predictor = a->kind && !strcmp (a->kind, "predictor");
     char **argv;
     if (predictor) {
-        argv = s_predictor_argv (a);
+        argv = cgq_task_predictor_argv (a);
         free (self->argv0);
         self->argv0 = cgq_xstrdup (argv[0]);
     }

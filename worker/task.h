@@ -44,6 +44,11 @@ typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *repo
 cgq_task_t *cgq_task_start (const Cgq__Assign *assign, const cgq_task_opts_t *opts,
                             cgq_task_report_fn *on_report, void *arg);
 
+// cgq_task_predictor_argv is what a "predictor" task execs: {path of
+// cgq-predictor, "trial", "--data", DIR, NULL} (4 entries). Caller frees each
+// entry and the array.
+char **cgq_task_predictor_argv (const Cgq__Assign *assign);
+
 // cgq_task_destroy kills what is left of the trial (SIGKILL: its cgroup or
 // session, see cgq_task_opts_t.confine), reaps the process and frees the task. NULL-safe; sets *self_p = NULL.
 void cgq_task_destroy (cgq_task_t **self_p);

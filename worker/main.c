@@ -75,7 +75,9 @@ static const cgq_opt_t s_opts[] = {
      "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
     {"allow-command", 0, CGQ_OPT_LIST, offsetof (s_cfg_t, allow_command), NULL,
      "CGQ_ALLOW_COMMANDS",
-     "run only commands that start with this prefix (repeatable; variable: one per line)", 0, 0},
+     "run only commands that start with this prefix (repeatable; variable: one per line; "
+     "kind: predictor runs `cgq-predictor trial --data DIR`)",
+     0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (s_cfg_t, log_json), "false", NULL, "log JSON lines",

@@ -11,7 +11,9 @@ gets its clear error, and nothing else changes.
 - Progress reports over --max-report or beyond --max-report-rate are not
   stored, are counted, and the trial's result is untouched;
 - a worker with --allow-command runs what it allows and fails the rest,
-  shell operators after an allowed prefix included, naming the flag;
+  shell operators after an allowed prefix included, naming the flag; a
+  `kind: predictor` trial runs only where the list allows `cgq-predictor`
+  (the binary it execs), with the dataset directory if the prefix names one;
 - trial directories are 0700 and logs 0600; a trial that plants a symbolic
   link where a later attempt's directory goes cannot make the worker write
   (or chmod) outside the work directory.
@@ -22,8 +24,25 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (CgqTestCase, ZmtpPeer, endpoint_port, main, metrics_of,  # noqa: E402
-                     pb_submit, read_text)
+from harness import (REPO, CgqTestCase, ZmtpPeer, endpoint_port, main,  # noqa: E402
+                     metrics_of, pb_submit, read_text)
+
+PREDICTOR_DATA = os.path.join(REPO, "orchestration", "examples", "predictor", "data",
+                              "cpu-local")
+PREDICTOR = """\
+name: %s
+space:
+  epochs: 1
+  max_graphs: 40
+  hidden: 8
+search: {algorithm: grid}
+objective: {metric: val_srcc, mode: max}
+trial:
+  kind: predictor
+  data: "%s"
+  resources: {cpu: 1}
+  timeout: 1m
+""" % ("%s", PREDICTOR_DATA)
 
 SMALL = '''name: %s
 space:
@@ -153,6 +172,38 @@ with os.fdopen(3, "w", buffering=1) as f:
                     self.assertIn(err, h.get("error", ""))
                     self.assertIn("'python3 %s'" % ok, h.get("error", ""), "names the prefixes")
         self.assertFalse(os.path.exists(pwned), "a refused command ran")
+
+    def test_allow_command_covers_the_predictor_kind(self):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        cases = [
+            # (allow-list, state, error)
+            (("python3 /opt/train.py",), "failed", "allow it with --allow-command cgq-predictor"),
+            (("cgq-predictor trial --data /elsewhere/",), "failed", "does not start with any"),
+            (("python3 /opt/train.py", "cgq-predictor"), "succeeded", None),
+            (("cgq-predictor trial --data %s/" % os.path.dirname(PREDICTOR_DATA),), "succeeded",
+             None),
+        ]
+        for i, (allow, state, err) in enumerate(cases):
+            extra = []
+            for a in allow:
+                extra += ["--allow-command", a]
+            w = c.start_worker("p%d" % i, cpus=1, extra=tuple(extra))
+            j = c.submit(c.write_file("p%d.yaml" % i, PREDICTOR % ("p%d" % i)))
+            c.wait_job(j, 90)
+            h = c.trial(j, 0)
+            self.assertEqual(h.get("state"), state, "%s: %s" % (allow, h))
+            if err:
+                self.assertIn("command not allowed on this worker", h.get("error", ""))
+                self.assertIn(err, h.get("error", ""))
+                self.assertIn("cgq-predictor trial --data " + PREDICTOR_DATA, h.get("error", ""))
+            else:
+                self.assertIn("val_srcc", metrics_of(h))
+            self.assertIsNone(w.stop())
+            w.expect_exit = None  # stopped on purpose, not early
+            c.wait_for(lambda: c.redis.hgetall("cgq:node:p%d" % i).get("state") != "alive", 20,
+                       "worker p%d to leave" % i)
 
     def test_trial_dirs_are_private_and_links_do_not_escape(self):
         c = self.start_default()

@@ -44,6 +44,7 @@ typedef struct {
     int64_t dead_after; // heartbeats
     uint64_t max_frame;
     int64_t max_trials; // per job
+    int64_t max_params; // per trial (the spec's space entries)
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
     int64_t lease_ms;   // the leader lease's time to live (lease.h); renewed every third

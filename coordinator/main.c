@@ -17,6 +17,7 @@
 #include "log.h"
 #include "loop.h"
 #include "recovery.h"
+#include "spec.h"
 
 static void
 s_on_signal (int sig)
@@ -36,11 +37,13 @@ static const cgq_opt_t s_opts[] = {
      "node heartbeat interval", 10, 60000},
     {"dead-after", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, dead_after), "5", NULL,
      "a node silent for this many heartbeats is dead; its tasks run elsewhere", 2, 1000},
-    {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", NULL,
+    {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", "CGQ_MAX_FRAME",
      "larger messages are dropped and counted", 1024, 1073741824.0},
-    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), "10000000", NULL,
-     "most trials one job may have", 1, 9.2e18},
-    {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", NULL,
+    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), "10000000",
+     "CGQ_MAX_TRIALS", "most trials one job may have", 1, 9.2e18},
+    {"max-params", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_params), "1024", "CGQ_MAX_PARAMS",
+     "most params one trial may have (entries of the spec's space)", 1, 1e9},
+    {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", "CGQ_MAX_SPEC",
      "largest spec accepted", 1024, 1073741824.0},
     {"max-buffer", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_buffer), "200000", NULL,
      "while Redis is down, state changes held in memory (commands) before results are left "
@@ -69,9 +72,10 @@ static const cgq_opt_t s_opts[] = {
      "bind beyond loopback without CURVE: anyone who reaches the ports runs commands on the "
      "workers",
      0, 0},
-    {"max-report", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_report), "64K", NULL,
+    {"max-report", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_report), "64K", "CGQ_MAX_REPORT",
      "larger Progress reports are not stored (counted in reports_dropped)", 64, 1073741824.0},
-    {"max-report-rate", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_report_rate), "20", NULL,
+    {"max-report-rate", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_report_rate), "20",
+     "CGQ_MAX_REPORT_RATE",
      "Progress reports stored per second per trial; the rest are counted in reports_dropped",
      0.01, 1e6},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
@@ -267,6 +271,11 @@ main (int argc, char **argv)
         cgq_config_free (s_opts, &cfg);
         return 2;
     }
+    // A submitted spec is held to --max-spec before it is parsed
+    // (control.c); the parser's own bound is the flag's largest value, so
+    // that specs accepted under a larger --max-spec are still recovered
+    // after a restart with a smaller one.
+    cgq_spec_set_max_bytes (1u << 30);
 
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);

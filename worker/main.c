@@ -36,6 +36,7 @@ typedef struct {
     uint64_t memory;
     char *workdir;
     uint64_t log_cap;
+    uint64_t max_report_line;
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
     char *confine;
@@ -60,8 +61,11 @@ static const cgq_opt_t s_opts[] = {
      "memory offered (default: MemTotal)", 0, 0},
     {"workdir", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, workdir), "./.cgq/work", NULL,
      "trial directories live under DIR/job-J/trial-T/attempt-A", 0, 0},
-    {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", NULL,
+    {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", "CGQ_LOG_CAP",
      "cap of each trial's stdout/stderr log file (0: none)", 0, 0},
+    {"max-report-line", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, max_report_line), "1M",
+     "CGQ_MAX_REPORT_LINE", "longer report lines (fd 3) are skipped, with a warning in stderr.log",
+     64, 1073741824.0},
     {"kill-grace", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, kill_grace_ms), "5s", NULL,
      "SIGTERM -> SIGKILL grace for timeouts and stops", 0, 3600000},
     {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
@@ -230,6 +234,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
     cgq_task_opts_t opts = {
         .workdir = w->workdir,
         .log_cap = w->cfg.log_cap,
+        .max_report_line = w->cfg.max_report_line,
         .kill_grace_ms = w->cfg.kill_grace_ms,
         .confine = w->confine,
     };

@@ -53,6 +53,7 @@ struct cgq_task_t {
     pid_t pid;
     cgq_confine_trial_t *confined; // NULL: the session alone (opts.confine was NULL)
     uint64_t log_cap;
+    uint64_t max_line; // of a report line (opts.max_report_line)
     int64_t started_ms;
     int64_t timeout_ms; // 0: none
     int64_t timeout_at; // -1: none or fired
@@ -316,8 +317,9 @@ s_log (cgq_task_t *self, s_stream_t *s, const char *data, size_t len)
         s->last_nl = data[room - 1] == '\n';
     }
     if (room < len) {
-        char *marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes]\n",
-                                      s->last_nl || s->written == 0 ? "" : "\n", self->log_cap);
+        char *marker = cgq_xasprintf (
+            "%s[cgq: log truncated at %" PRIu64 " bytes (--log-cap of the worker)]\n",
+            s->last_nl || s->written == 0 ? "" : "\n", self->log_cap);
         s_write_all (s->log_fd, marker, strlen (marker));
         free (marker);
         s->truncated = true;
@@ -381,8 +383,10 @@ static void
 s_report_overlong_end (cgq_task_t *self)
 {
     self->report_lines++;
-    s_warn (self, "ignoring report line %" PRIu64 ": longer than %u bytes: %s",
-            self->report_lines, S_MAX_REPORT_LINE, self->report_head ? self->report_head : "");
+    s_warn (self,
+            "ignoring report line %" PRIu64 ": longer than %" PRIu64
+            " bytes (--max-report-line of the worker): %s",
+            self->report_lines, self->max_line, self->report_head ? self->report_head : "");
     free (self->report_head);
     self->report_head = NULL;
     self->report_discarding = false;
@@ -398,7 +402,7 @@ s_report_data (cgq_task_t *self, const char *data, size_t len)
             if (nl)
                 s_report_overlong_end (self);
         }
-        else if (self->report_line.len + chunk > S_MAX_REPORT_LINE) {
+        else if (self->report_line.len + chunk > self->max_line) {
             cgq_buf_append (&self->report_line, data, chunk);
             self->report_head = cgq_xstrndup (self->report_line.data, S_REPORT_HEAD);
             cgq_buf_reset (&self->report_line);
@@ -628,6 +632,7 @@ s_task_new (const Cgq__Assign *a, const cgq_task_opts_t *opts)
                                          opts->workdir, self->ref.job, self->ref.trial,
                                          self->ref.attempt, self->ref.stage);
     self->log_cap = opts->log_cap;
+    self->max_line = opts->max_report_line ? opts->max_report_line : S_MAX_REPORT_LINE;
     self->grace_ms = opts->kill_grace_ms;
     self->started_ms = cgq_now_ms ();
     self->timeout_ms = a->timeout_ms;

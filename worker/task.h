@@ -23,6 +23,7 @@ typedef struct cgq_task_t cgq_task_t;
 typedef struct {
     const char *workdir;   // absolute; trial dirs are WORKDIR/job-J/trial-T/attempt-A
     uint64_t log_cap;      // cap of stdout.log and stderr.log each; 0: none
+    uint64_t max_report_line; // longer fd-3 report lines are skipped; 0: 1 MiB
     int64_t kill_grace_ms; // SIGTERM -> SIGKILL after a timeout
     cgq_confine_t *confine; // borrowed until the task is destroyed; NULL: signals go to
                             // the trial's process group only (what it moves out escapes)

@@ -345,8 +345,10 @@ s_key_binds (coord_t *c, const char *id, node_t *n, cgq_env_t *env)
     if (!c->auth)
         return true;
     const char *key = c->peer_key && *c->peer_key ? c->peer_key : "(none)";
-    if (n && n->key[0] && strcmp (n->key, key) == 0)
+    if (n && n->key[0] && strcmp (n->key, key) == 0) {
+        n->suspect = false;
         return true;
+    }
     char allowed[512];
     if (cgq_auth_may_claim (c->auth, key, id, allowed, sizeof allowed)) {
         if (n) {

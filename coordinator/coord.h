@@ -55,6 +55,8 @@ typedef struct {
     bool insecure;      // bind beyond loopback without CURVE
     uint64_t max_report;     // bytes of one Progress report kept
     double max_report_rate;  // Progress reports kept per second per trial
+    double max_node_cpus;    // a Hello offering more CPUs (or GPUs) is refused; 0: no limit
+    int64_t max_node_gpus;
     char *log_level;
     bool log_json;
 } coord_cfg_t;

@@ -78,6 +78,11 @@ static const cgq_opt_t s_opts[] = {
      "CGQ_MAX_REPORT_RATE",
      "Progress reports stored per second per trial; the rest are counted in reports_dropped",
      0.01, 1e6},
+    {"max-node-cpus", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_node_cpus), "65536",
+     "CGQ_MAX_NODE_CPUS", "a node offering more CPU slots is refused (its Hello is answered with "
+     "a Bye naming this flag)", 1, 1e9},
+    {"max-node-gpus", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_node_gpus), "256",
+     "CGQ_MAX_NODE_GPUS", "a node offering more GPUs is refused (0: no limit)", 0, 1e6},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn or error", 0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,

@@ -13,7 +13,9 @@ built-in cpu-local (a generated CNN timed with the cg engine).
   and then served from the cache (one GET in the server's log); a wrong
   sha256 is an error and runs nothing; an artifact over --max-artifact is
   refused before its body when the server announces its size, and its
-  download stopped when it does not, with nothing kept;
+  download stopped when it does not, with nothing kept; an artifact URL
+  whose name holds encoded slashes or dots is kept under one plain name
+  inside its cache entry;
 - cpu-local: the measured latency of generated MobileNetV2 variants ranks as
   their FLOPs do (Spearman).
 """
@@ -21,6 +23,7 @@ built-in cpu-local (a generated CNN timed with the cg engine).
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -312,6 +315,14 @@ class H(http.server.SimpleHTTPRequestHandler):
     def __init__(self, *a, **k):
         super().__init__(*a, directory=www, **k)
     def do_GET(self):
+        if self.path.startswith("/any/"):  # small.bin, whatever the rest of the path
+            with open(os.path.join(www, "small.bin"), "rb") as f:
+                body = f.read()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if not self.path.startswith("/stream/"):
             return super().do_GET()
         self.send_response(200)
@@ -376,6 +387,21 @@ trial:
         t = run("small", "small.bin", small)
         self.assertEqual(t.get("state"), "succeeded", t)
         self.assertEqual(metrics_of(t)["artifact_sha256"], hashlib.sha256(small).hexdigest())
+        # an artifact's name cannot leave its cache entry: the URL's last
+        # segment, encoded slashes and dots included, becomes one plain name
+        sha = hashlib.sha256(small).hexdigest()
+        for i, path in enumerate(("any/..%2F..%2F..%2Fevil", "any/%2e%2e", "any/.hidden")):
+            shutil.rmtree(os.path.join(cache, sha))  # so that it is fetched under this name
+            t = run("name%d" % i, path + "?v=%d" % i, small)
+            self.assertEqual(t.get("state"), "succeeded", t)
+            self.assertFalse(metrics_of(t)["artifact_cached"], t)
+            entry = os.listdir(os.path.join(cache, sha))
+            self.assertEqual(len(entry), 1, entry)
+            self.assertNotIn("/", entry[0])
+            self.assertFalse(entry[0].startswith("."), entry)
+        for root, dirs, files in os.walk(self.tmp):
+            for name in files + dirs:
+                self.assertNotIn(name, ("evil", "..", ".hidden"), os.path.join(root, name))
 
     @staticmethod
     def _port_open(socket, port):

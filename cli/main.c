@@ -39,7 +39,7 @@ static const cgq_cli_opt_t s_run_opts[] = {
 
 static const cgq_cli_opt_t s_keygen_opts[] = {
     {"dir", "DIR", "where the key files go (default: the current directory)"},
-    {"nodes", "PATTERNS", "node ids this key may use, comma-separated globs (default: NAME,NAME-*; '*': any)"},
+    {"nodes", "PATTERNS", "node ids this key may use, comma-separated globs (default: NAME,NAME-*; '*': any; none: no node, a CLI user's key)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_status_opts[] = {

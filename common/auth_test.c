@@ -194,6 +194,13 @@ t_zap (void **state)
                                       sizeof allowed));
     assert_false (cgq_auth_may_claim (server, NULL, "good", NULL, 0));
     assert_false (cgq_auth_may_claim (NULL, gpub, "good", NULL, 0));
+    char upub[41];
+    assert_int_equal (cgq_auth_keygen (keys, "user", "", upub, err, sizeof err), 0);
+    cmd = cgq_xasprintf ("cp '%s/user.key' '%s/'", keys, allow);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+    assert_false (cgq_auth_may_claim (server, upub, "user", allowed, sizeof allowed));
+    assert_string_equal (allowed, "");
     assert_false (s_try (ctx, server, router, ep, evil));
     assert_true (cgq_auth_refused (server) >= 1);
     assert_false (s_try (ctx, server, router, ep, NULL)); // no CURVE at all

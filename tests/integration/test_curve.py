@@ -126,7 +126,7 @@ class CurveTest(CgqTestCase):
         self.coord_pub, self.coord_sec, _ = self.keygen("coordinator")
         self.good = self.keygen("worker-good", nodes="good")
         self.bad = self.keygen("worker-bad")
-        self.alice = self.keygen("alice")
+        self.alice = self.keygen("alice", nodes="none")  # a user's key: no node id
         self.mallory = self.keygen("mallory")
         self.other = self.keygen("other")  # allowed; may claim other and other-*
         allow = os.path.join(self.tmp, "allow")
@@ -207,10 +207,16 @@ class CurveTest(CgqTestCase):
             "--heartbeat", "200ms"), wait=False)
         # the same key under an id it is bound to: works (name and name-*)
         c.start_worker("other-7", cpus=1, extra=self.worker_keys(self.other))
+        # a user's key (--nodes none) is no node at all, not even under its name
+        user = c.start_worker("alice", cpus=1, extra=self.worker_keys(self.alice) + (
+            "--heartbeat", "200ms"), wait=False)
 
         c.wait_for(lambda: "refused node id 'victim'" in read_text(victim.err_path), 20,
                    "the refused worker to log the coordinator's reason")
         self.assertIn("may claim node ids 'other,other-*' only", read_text(victim.err_path))
+        c.wait_for(lambda: "refused node id 'alice'" in read_text(user.err_path), 20,
+                   "the user's key to be refused as a node")
+        self.assertIn("may claim node ids '(none: a CLI key)' only", read_text(user.err_path))
         clog = read_text(c.coordinator.err_path)
         self.assertRegex(clog, r"refused a hello claiming node id 'victim' from 127\.0\.0\.1: "
                          r"its CURVE key %s may claim node ids 'other,other-\*' only"

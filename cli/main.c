@@ -13,6 +13,7 @@
 #include "ctl.h"
 #include "log.h"
 #include "progress.h"
+#include "spec.h"
 #include "util.h"
 
 static const cgq_cli_opt_t s_no_opts[] = {{NULL}};
@@ -20,6 +21,11 @@ static const cgq_cli_opt_t s_no_opts[] = {{NULL}};
 static const cgq_cli_opt_t s_submit_opts[] = {
     {"follow", NULL, "show progress until the job ends, then its top 10"},
     {"quiet", NULL, "print only the job id"},
+    {"max-spec", "SIZE", "largest spec read (env CGQ_MAX_SPEC, default 1M; the coordinator has its own --max-spec)"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_validate_opts[] = {
+    {"max-spec", "SIZE", "largest spec read (env CGQ_MAX_SPEC, default 1M)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_run_opts[] = {
@@ -33,6 +39,7 @@ static const cgq_cli_opt_t s_run_opts[] = {
 
 static const cgq_cli_opt_t s_keygen_opts[] = {
     {"dir", "DIR", "where the key files go (default: the current directory)"},
+    {"nodes", "PATTERNS", "node ids this key may use, comma-separated globs (default: NAME,NAME-*; '*': any; none: no node, a CLI user's key)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_status_opts[] = {
@@ -76,7 +83,7 @@ static const cgq_cli_cmd_t s_cmds[] = {
     {"submit", "SPEC", "submit a spec to a running coordinator",
      "Validates SPEC locally, then sends it to the coordinator's control endpoint.", 1, 1,
      s_submit_opts, cgq_cmd_submit},
-    {"validate", "SPEC", "check a spec and describe its search", NULL, 1, 1, s_no_opts,
+    {"validate", "SPEC", "check a spec and describe its search", NULL, 1, 1, s_validate_opts,
      cgq_cmd_validate},
     {"status", "[JOB]", "list the jobs, or show one job", NULL, 0, 1, s_status_opts,
      cgq_cmd_status},
@@ -132,7 +139,10 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "Writes DIR/NAME.key (the public certificate: copy it into the coordinator's\n"
      "--curve-allow directory, or give it to nodes and users as --curve-server) and\n"
      "DIR/NAME.key_secret (mode 0600: this program's own --curve-secret). Never\n"
-     "overwrites a key. See docs/security.md.",
+     "overwrites a key. A worker or device runner may use only the node ids its\n"
+     "key names (--nodes, stored in the certificate; default NAME and NAME-*, which\n"
+     "covers a worker's default id HOST-PID when NAME is its host name). See\n"
+     "docs/security.md.",
      1, 1, s_keygen_opts, cgq_cmd_keygen},
     {"devices", "[enable ID]", "the devices of device runners; enable returns a quarantined one",
      "Lists every device a runner has declared: id, runner, state (idle, busy, quarantined,\n"
@@ -497,5 +507,18 @@ main (int argc, char **argv)
     if (rc > 0)
         return rc;
     cgq_ctl_set_curve (cli.curve_secret, cli.curve_server);
+    // The largest spec read: --max-spec of submit/validate, else CGQ_MAX_SPEC.
+    const char *max_spec = cgq_cli_opt (&cli, "max-spec");
+    if (!max_spec || !*max_spec)
+        max_spec = getenv ("CGQ_MAX_SPEC");
+    if (max_spec && *max_spec) {
+        uint64_t bytes = 0;
+        if (cgq_parse_bytes (max_spec, &bytes) < 0 || bytes < 1024 || bytes > (1ull << 30)) {
+            cgq_cli_error ("--max-spec '%s' is not a size from 1K to 1G (write e.g. 4M)",
+                           max_spec);
+            return CGQ_EXIT_BAD;
+        }
+        cgq_spec_set_max_bytes ((size_t) bytes);
+    }
     return cmd->fn (&cli);
 }

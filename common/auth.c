@@ -4,9 +4,12 @@
 #include <arpa/inet.h>
 #include <czmq.h>
 #include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -18,6 +21,23 @@
 #define S_ZAP_DOMAIN "cgq"
 #define S_LOG_PER_S 10 // refusals logged per second; the rest are counted only
 
+// A watcher of one CURVE server socket's handshakes (cgq_auth_watch).
+#define S_WATCH_FDS 1024
+typedef struct {
+    cgq_auth_t *auth;
+    void *pair;              // receives the socket's monitor events
+    char what[16];           // "node", "control"
+    pthread_t thread;
+    bool started;
+    int stop;                // set by cgq_auth_destroy (atomic)
+    char *addr[S_WATCH_FDS]; // peer address of each accepted fd (owned)
+    uint32_t failed;         // a handshake failure waiting for its disconnect (its code)
+    bool failed_set;
+    int64_t log_second;
+    unsigned logged;
+    uint64_t unlogged;
+} s_watch_t;
+
 struct cgq_auth_t {
     zcert_t *own;          // own key pair
     zcert_t *server;       // client: the coordinator's public certificate
@@ -28,6 +48,8 @@ struct cgq_auth_t {
     int64_t log_second;    // rate limit of refusal lines
     unsigned logged;       // lines in log_second
     uint64_t unlogged;     // refusals not logged since the last line
+    s_watch_t *watch[2];   // handshake watchers (their threads add to refused)
+    int nwatch;
 };
 
 static bool
@@ -273,10 +295,13 @@ s_handle_one (cgq_auth_t *self)
         self->accepted++;
         cgq_debug ("accepted a peer from %s (routing id '%s', CURVE key %s%s%s)", addr, rid, key,
                    name ? ", name " : "", name ? name : "");
-        s_reply (self, &f[1], "200", "OK", name ? name : "");
+        // The user id is the key itself: every message of this connection
+        // carries it ("User-Id"), and the coordinator checks the node ids
+        // the message claims against it (cgq_auth_may_claim).
+        s_reply (self, &f[1], "200", "OK", key);
     }
     else {
-        self->refused++;
+        __atomic_fetch_add (&self->refused, 1, __ATOMIC_RELAXED);
         char why[512];
         if (curve)
             snprintf (why, sizeof why,
@@ -304,10 +329,220 @@ cgq_auth_zap_handle (cgq_auth_t *self)
             break;
 }
 
+// s_nodes_of writes into out the node id patterns of cert (see auth.h).
+static void
+s_nodes_of (zcert_t *cert, char *out, size_t len)
+{
+    const char *nodes = zcert_meta (cert, "nodes");
+    const char *name = zcert_meta (cert, "name");
+    if (nodes)
+        snprintf (out, len, "%s", nodes);
+    else if (name && *name)
+        snprintf (out, len, "%s,%s-*", name, name);
+    else
+        snprintf (out, len, "%s", "");
+}
+
+bool
+cgq_auth_may_claim (cgq_auth_t *self, const char *key_txt, const char *node_id, char *allowed,
+                    size_t allowed_len)
+{
+    char pats[512] = "";
+    zcert_t *cert = self && self->allow && key_txt && strlen (key_txt) == 40
+                        ? zcertstore_lookup (self->allow, key_txt)
+                        : NULL;
+    if (cert)
+        s_nodes_of (cert, pats, sizeof pats);
+    if (allowed && allowed_len)
+        snprintf (allowed, allowed_len, "%s", cert ? pats : "(a key not in the allow-list)");
+    if (!cert)
+        return false;
+    char *save = NULL;
+    for (char *tok = strtok_r (pats, ",", &save); tok; tok = strtok_r (NULL, ",", &save)) {
+        while (*tok == ' ' || *tok == '\t')
+            tok++;
+        size_t n = strlen (tok);
+        while (n && (tok[n - 1] == ' ' || tok[n - 1] == '\t'))
+            tok[--n] = 0;
+        if (n && fnmatch (tok, node_id, 0) == 0)
+            return true;
+    }
+    return false;
+}
+
 uint64_t
 cgq_auth_refused (const cgq_auth_t *self)
 {
-    return self ? self->refused : 0;
+    return self ? __atomic_load_n (&self->refused, __ATOMIC_RELAXED) : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Peers refused before ZAP: a client without CURVE (the greeting names
+// another mechanism) or with another server key (its HELLO does not decrypt)
+// never reaches the ZAP handler; libzmq reports such a failure only as a
+// monitor event, and names only the bound endpoint in it. The peer's address
+// has to be read from the accepted descriptor while the connection exists,
+// which a loop polling the monitor among its other work would often miss:
+// so a small thread per socket (the only threads cgq starts) reads the
+// events as they come, records getpeername() of each accepted descriptor,
+// and logs a failed handshake with the address of the descriptor that
+// libzmq disconnects right after it (one I/O thread emits both in a row).
+// It touches nothing of the daemon but the atomic refusal counter and the
+// logger (one write(2) a line).
+
+static void
+s_watch_log (s_watch_t *w, const char *addr, uint32_t code)
+{
+    __atomic_fetch_add (&w->auth->refused, 1, __ATOMIC_RELAXED);
+    int64_t second = cgq_now_ms () / 1000;
+    if (second != w->log_second) {
+        if (w->unlogged)
+            cgq_warn ("refused %llu more peer(s) on the %s socket without logging each",
+                      (unsigned long long) w->unlogged, w->what);
+        w->log_second = second;
+        w->logged = 0;
+        w->unlogged = 0;
+    }
+    if (w->logged >= S_LOG_PER_S) {
+        w->unlogged++;
+        return;
+    }
+    w->logged++;
+    const char *why;
+    char buf[160];
+    if (code == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        why = "it does not use CURVE (give it --curve-secret, its NAME.key_secret, and "
+              "--curve-server, this coordinator's public .key)";
+    else if (code == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+        why = "its CURVE handshake does not decrypt: its --curve-server is not this "
+              "coordinator's public key";
+    else {
+        snprintf (buf, sizeof buf, "its ZeroMQ handshake failed (error 0x%x): not a cgq peer?",
+                  (unsigned) code);
+        why = buf;
+    }
+    cgq_warn ("refused a peer from %s on the %s socket: %s", addr, w->what, why);
+}
+
+static void *
+s_watch_run (void *arg)
+{
+    s_watch_t *w = arg;
+    for (;;) {
+        if (__atomic_load_n (&w->stop, __ATOMIC_ACQUIRE))
+            break;
+        zmq_pollitem_t item = {w->pair, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll (&item, 1, 100);
+        if (rc < 0 && zmq_errno () != EINTR)
+            break;
+        if (rc <= 0)
+            continue;
+        zmq_msg_t ev, ep;
+        zmq_msg_init (&ev);
+        zmq_msg_init (&ep);
+        if (zmq_msg_recv (&ev, w->pair, 0) < 0) {
+            zmq_msg_close (&ev);
+            zmq_msg_close (&ep);
+            if (zmq_errno () == EINTR)
+                continue;
+            break; // the context is ending
+        }
+        if (zmq_msg_more (&ev))
+            zmq_msg_recv (&ep, w->pair, 0);
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size (&ev) >= 6) {
+            memcpy (&event, zmq_msg_data (&ev), 2);
+            memcpy (&value, (char *) zmq_msg_data (&ev) + 2, 4);
+        }
+        zmq_msg_close (&ev);
+        zmq_msg_close (&ep);
+        if (event == ZMQ_EVENT_MONITOR_STOPPED)
+            break;
+        int fd = (int) value;
+        if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 && fd < S_WATCH_FDS) {
+            struct sockaddr_storage sa;
+            socklen_t len = sizeof sa;
+            char host[INET6_ADDRSTRLEN] = "?", out[INET6_ADDRSTRLEN + 16];
+            unsigned port = 0;
+            if (getpeername (fd, (struct sockaddr *) &sa, &len) == 0) {
+                if (sa.ss_family == AF_INET) {
+                    struct sockaddr_in *in = (struct sockaddr_in *) &sa;
+                    inet_ntop (AF_INET, &in->sin_addr, host, sizeof host);
+                    port = ntohs (in->sin_port);
+                }
+                else if (sa.ss_family == AF_INET6) {
+                    struct sockaddr_in6 *in = (struct sockaddr_in6 *) &sa;
+                    inet_ntop (AF_INET6, &in->sin6_addr, host, sizeof host);
+                    port = ntohs (in->sin6_port);
+                }
+            }
+            if (port)
+                snprintf (out, sizeof out, "%s:%u", host, port);
+            else
+                snprintf (out, sizeof out, "an address that closed before it could be read");
+            free (w->addr[fd]);
+            w->addr[fd] = cgq_xstrdup (out);
+        }
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            w->failed = value;
+            w->failed_set = true;
+        }
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            w->failed_set = false; // refused by ZAP, which logged it
+        else if (event == ZMQ_EVENT_DISCONNECTED) {
+            const char *addr = fd >= 0 && fd < S_WATCH_FDS && w->addr[fd] ? w->addr[fd]
+                                                                          : "an unknown address";
+            if (w->failed_set)
+                s_watch_log (w, addr, w->failed);
+            w->failed_set = false;
+            if (fd >= 0 && fd < S_WATCH_FDS) {
+                free (w->addr[fd]);
+                w->addr[fd] = NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+int
+cgq_auth_watch (cgq_auth_t *self, void *zctx, void *sock, const char *what)
+{
+    if (!self)
+        return 0;
+    if (self->nwatch >= 2) {
+        errno = ENOSPC;
+        return -1;
+    }
+    s_watch_t *w = cgq_xcalloc (1, sizeof *w);
+    w->auth = self;
+    snprintf (w->what, sizeof w->what, "%s", what);
+    char ep[64];
+    snprintf (ep, sizeof ep, "inproc://cgq-auth-watch-%p", (void *) w);
+    int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor (sock, ep, events) < 0) {
+        free (w);
+        return -1;
+    }
+    w->pair = zmq_socket (zctx, ZMQ_PAIR);
+    int zero = 0;
+    if (w->pair)
+        zmq_setsockopt (w->pair, ZMQ_LINGER, &zero, sizeof zero);
+    if (!w->pair || zmq_connect (w->pair, ep) < 0
+        || pthread_create (&w->thread, NULL, s_watch_run, w) != 0) {
+        int e = errno;
+        zmq_socket_monitor (sock, NULL, 0);
+        if (w->pair)
+            zmq_close (w->pair);
+        free (w);
+        errno = e;
+        return -1;
+    }
+    w->started = true;
+    self->watch[self->nwatch++] = w;
+    return 0;
 }
 
 uint64_t
@@ -328,6 +563,17 @@ cgq_auth_destroy (cgq_auth_t **self_p)
     if (!self_p || !*self_p)
         return;
     cgq_auth_t *self = *self_p;
+    for (int i = 0; i < self->nwatch; i++) {
+        // The thread ends within its poll interval.
+        s_watch_t *w = self->watch[i];
+        __atomic_store_n (&w->stop, 1, __ATOMIC_RELEASE);
+        if (w->started)
+            pthread_join (w->thread, NULL);
+        zmq_close (w->pair);
+        for (int fd = 0; fd < S_WATCH_FDS; fd++)
+            free (w->addr[fd]);
+        free (w);
+    }
     if (self->zap)
         zmq_close (self->zap);
     zcert_destroy (&self->own);
@@ -351,7 +597,8 @@ s_name_ok (const char *name)
 }
 
 int
-cgq_auth_keygen (const char *dir, const char *name, char *pub_txt, char *err, size_t errlen)
+cgq_auth_keygen (const char *dir, const char *name, const char *nodes, char *pub_txt, char *err,
+                 size_t errlen)
 {
     if (!s_name_ok (name)) {
         snprintf (err, errlen,
@@ -382,6 +629,10 @@ cgq_auth_keygen (const char *dir, const char *name, char *pub_txt, char *err, si
         goto done;
     }
     zcert_set_meta (cert, "name", "%s", name);
+    if (nodes)
+        zcert_set_meta (cert, "nodes", "%s", nodes);
+    else
+        zcert_set_meta (cert, "nodes", "%s,%s-*", name, name);
     zcert_set_meta (cert, "created-by", "cgq keygen");
     // The secret file is born 0600: no moment at which others may read it.
     old = umask (077);

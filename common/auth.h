@@ -53,6 +53,25 @@ int cgq_auth_server_apply (const cgq_auth_t *self, void *sock);
 void *cgq_auth_zap_socket (const cgq_auth_t *self);
 void cgq_auth_zap_handle (cgq_auth_t *self);
 
+// cgq_auth_may_claim says whether the allowed key key_txt (Z85, as the ZAP
+// handler gives it to every message as its ZeroMQ "User-Id") may act as
+// node node_id. A key's node ids are its certificate's `nodes` metadata:
+// comma-separated fnmatch patterns (`cgq keygen NAME --nodes LIST`); a
+// certificate without it may claim NAME and NAME-* (its `name` metadata),
+// and one with neither none at all (CLI keys need none). allowed (may be
+// NULL) gets the patterns, for messages. False for a key not in the
+// allow-list, or NULL self.
+bool cgq_auth_may_claim (cgq_auth_t *self, const char *key_txt, const char *node_id,
+                         char *allowed, size_t allowed_len);
+
+// cgq_auth_watch logs and counts the peers of sock (a CURVE server socket of
+// zctx, before its zmq_bind) that fail the handshake before ZAP: no CURVE,
+// or another server key. Each is logged with its address (rate-limited, 10
+// lines a second per socket) and counted in cgq_auth_refused. Runs a thread
+// that reads sock's monitor events; cgq_auth_destroy (before the context
+// ends) stops and joins it. At most two sockets. NULL self: nothing is done.
+int cgq_auth_watch (cgq_auth_t *self, void *zctx, void *sock, const char *what);
+
 // Peers refused and accepted since start (0 for NULL self).
 uint64_t cgq_auth_refused (const cgq_auth_t *self);
 uint64_t cgq_auth_accepted (const cgq_auth_t *self);
@@ -66,9 +85,12 @@ const char *cgq_auth_public_txt (const cgq_auth_t *self);
 void cgq_auth_destroy (cgq_auth_t **self_p);
 
 // cgq_auth_keygen writes DIR/NAME.key and DIR/NAME.key_secret (0600),
-// creating DIR (0700) when missing; it never overwrites a key. Returns 0
-// with the public key in pub_txt (41 bytes), or -1 with err.
-int cgq_auth_keygen (const char *dir, const char *name, char *pub_txt, char *err, size_t errlen);
+// creating DIR (0700) when missing; it never overwrites a key. nodes (NULL:
+// "NAME,NAME-*") is the comma-separated node id patterns the key may claim
+// (cgq_auth_may_claim), stored as its `nodes` metadata. Returns 0 with the
+// public key in pub_txt (41 bytes), or -1 with err.
+int cgq_auth_keygen (const char *dir, const char *name, const char *nodes, char *pub_txt,
+                     char *err, size_t errlen);
 
 // cgq_auth_loopback_only is true when endpoint can be reached only from this
 // machine: tcp://127.x.y.z:P, tcp://localhost:P, tcp://[::1]:P, tcp://lo:P,

@@ -46,7 +46,7 @@ t_keygen (void **state)
 {
     char pub[41], err[512];
     char *keys = s_path ("keys");
-    assert_int_equal (cgq_auth_keygen (keys, "node-1", pub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "node-1", NULL, pub, err, sizeof err), 0);
     assert_int_equal (strlen (pub), 40);
     char *p = s_path ("keys/node-1.key"), *s = s_path ("keys/node-1.key_secret");
     struct stat st;
@@ -57,12 +57,12 @@ t_keygen (void **state)
     assert_int_equal (stat (keys, &st), 0);
     assert_int_equal (st.st_mode & 0777, 0700);
     // never overwritten
-    assert_int_equal (cgq_auth_keygen (keys, "node-1", pub, err, sizeof err), -1);
+    assert_int_equal (cgq_auth_keygen (keys, "node-1", NULL, pub, err, sizeof err), -1);
     assert_non_null (strstr (err, "already exists; not overwriting"));
     // names that could leave the directory or hide
     const char *bad[] = {"../x", "a/b", ".hidden", "", "x y"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal (cgq_auth_keygen (keys, bad[i], pub, err, sizeof err), -1);
+        assert_int_equal (cgq_auth_keygen (keys, bad[i], NULL, pub, err, sizeof err), -1);
         assert_non_null (strstr (err, "bad key name"));
     }
     free (p);
@@ -75,7 +75,7 @@ t_client_errors (void **state)
 {
     char pub[41], err[512];
     char *keys = s_path ("c");
-    assert_int_equal (cgq_auth_keygen (keys, "me", pub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "me", NULL, pub, err, sizeof err), 0);
     char *p = s_path ("c/me.key"), *s = s_path ("c/me.key_secret");
     cgq_auth_t *a = (cgq_auth_t *) 1;
     assert_int_equal (cgq_auth_client_new (NULL, "", &a, err, sizeof err), 0);
@@ -142,9 +142,9 @@ t_zap (void **state)
 {
     char pub[41], err[512];
     char *keys = s_path ("z"), *allow = s_path ("z/allow");
-    assert_int_equal (cgq_auth_keygen (keys, "coord", pub, err, sizeof err), 0);
-    assert_int_equal (cgq_auth_keygen (keys, "good", pub, err, sizeof err), 0);
-    assert_int_equal (cgq_auth_keygen (keys, "evil", pub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "coord", NULL, pub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "good", NULL, pub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "evil", NULL, pub, err, sizeof err), 0);
     assert_int_equal (mkdir (allow, 0700), 0);
     char *cmd = cgq_xasprintf ("cp '%s/good.key' '%s/'", keys, allow);
     assert_int_equal (system (cmd), 0);
@@ -172,6 +172,35 @@ t_zap (void **state)
 
     assert_true (s_try (ctx, server, router, ep, good));
     assert_int_equal (cgq_auth_accepted (server), 1);
+
+    // node ids: good (keygen's default) may be good and good-*; a key with
+    // --nodes gets exactly its patterns; a key not in the allow-list, none
+    char gpub[41], bpub[41], allowed[128];
+    assert_int_equal (cgq_auth_keygen (keys, "gpu", "box-?, w1", bpub, err, sizeof err), 0);
+    cmd = cgq_xasprintf ("cp '%s/gpu.key' '%s/'", keys, allow);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+    snprintf (gpub, sizeof gpub, "%s", cgq_auth_public_txt (good));
+    assert_true (cgq_auth_may_claim (server, gpub, "good", allowed, sizeof allowed));
+    assert_string_equal (allowed, "good,good-*");
+    assert_true (cgq_auth_may_claim (server, gpub, "good-1234", NULL, 0));
+    assert_false (cgq_auth_may_claim (server, gpub, "goodness", NULL, 0));
+    assert_false (cgq_auth_may_claim (server, gpub, "w1", NULL, 0));
+    assert_true (cgq_auth_may_claim (server, bpub, "w1", NULL, 0));
+    assert_true (cgq_auth_may_claim (server, bpub, "box-7", NULL, 0));
+    assert_false (cgq_auth_may_claim (server, bpub, "box-77", allowed, sizeof allowed));
+    assert_string_equal (allowed, "box-?, w1");
+    assert_false (cgq_auth_may_claim (server, cgq_auth_public_txt (evil), "evil", allowed,
+                                      sizeof allowed));
+    assert_false (cgq_auth_may_claim (server, NULL, "good", NULL, 0));
+    assert_false (cgq_auth_may_claim (NULL, gpub, "good", NULL, 0));
+    char upub[41];
+    assert_int_equal (cgq_auth_keygen (keys, "user", "", upub, err, sizeof err), 0);
+    cmd = cgq_xasprintf ("cp '%s/user.key' '%s/'", keys, allow);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+    assert_false (cgq_auth_may_claim (server, upub, "user", allowed, sizeof allowed));
+    assert_string_equal (allowed, "");
     assert_false (s_try (ctx, server, router, ep, evil));
     assert_true (cgq_auth_refused (server) >= 1);
     assert_false (s_try (ctx, server, router, ep, NULL)); // no CURVE at all

@@ -184,7 +184,8 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_CF_BATCH "batch"
 #define CGQ_CF_REJECTED "rejected"               // node messages refused: not from the node that runs the task
 #define CGQ_CF_REPORTS_DROPPED "reports_dropped" // Progress reports over --max-report or --max-report-rate
-#define CGQ_CF_REFUSED_PEERS "refused_peers"     // connections refused by CURVE (key not allowed)
+#define CGQ_CF_REFUSED_PEERS "refused_peers"     // connections refused by CURVE (key not allowed, or no CURVE)
+#define CGQ_CF_REFUSED_IDS "refused_node_ids"    // node messages refused: their key may not claim that node id
 
 // The report stream's one field: the report's JSON.
 #define CGQ_REPORT_FIELD "r"

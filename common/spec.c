@@ -35,6 +35,22 @@
 // randint bounds stay where a double holds every integer exactly.
 #define S_MAX_EXACT 9007199254740992.0 // 2^53
 
+// The limit of a spec's text (cgq_spec_set_max_bytes): set once at start,
+// before any parse.
+static size_t s_max_bytes = CGQ_SPEC_MAX_BYTES;
+
+void
+cgq_spec_set_max_bytes (size_t max)
+{
+    s_max_bytes = max ? max : CGQ_SPEC_MAX_BYTES;
+}
+
+size_t
+cgq_spec_max_bytes (void)
+{
+    return s_max_bytes;
+}
+
 static const char *s_builtins[] = {"job_id", "trial_id", "spec_dir"};
 
 typedef enum { S_SCALAR, S_SEQ, S_MAP } s_type_t;
@@ -1342,15 +1358,15 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
     cgq_buf_init (&b);
     char chunk[16384];
     size_t got;
-    while (b.len <= CGQ_SPEC_MAX_BYTES && (got = fread (chunk, 1, sizeof chunk, f)) > 0)
+    while (b.len <= s_max_bytes && (got = fread (chunk, 1, sizeof chunk, f)) > 0)
         cgq_buf_append (&b, chunk, got);
     fclose (f);
-    if (b.len > CGQ_SPEC_MAX_BYTES) {
+    if (b.len > s_max_bytes) {
         cgq_buf_fini (&b);
         return s_fail (c, e,
                        "search.file '%s' is longer than %lu bytes (the points travel inside the "
                        "spec, which has that limit; split the search)",
-                       name, (unsigned long) CGQ_SPEC_MAX_BYTES);
+                       name, (unsigned long) s_max_bytes);
     }
     const char *text = b.data ? b.data : "";
     if (b.len && memchr (text, 0, b.len)) {
@@ -2902,13 +2918,13 @@ static int
 s_check_text (s_ctx_t *c, const char *text, size_t len)
 {
     int line, col;
-    if (len > CGQ_SPEC_MAX_BYTES) {
-        s_text_pos (text, len, CGQ_SPEC_MAX_BYTES, &line, &col);
+    if (len > s_max_bytes) {
+        s_text_pos (text, len, s_max_bytes, &line, &col);
         return s_fail_at (c, line, col,
-                          "the spec is longer than %lu bytes here (the limit, "
-                          "CGQ_SPEC_MAX_BYTES; a spec describes a search: keep data in files "
-                          "that the trial reads)",
-                          (unsigned long) CGQ_SPEC_MAX_BYTES);
+                          "the spec is longer than %lu bytes here (the limit: raise it with "
+                          "--max-spec of cgq and of the coordinator; a spec describes a "
+                          "search: keep data in files that the trial reads)",
+                          (unsigned long) s_max_bytes);
     }
     const char *nul = len ? memchr (text, 0, len) : NULL;
     if (nul) {
@@ -3057,8 +3073,8 @@ cgq_spec_load (const char *path, char *err, size_t errlen)
     cgq_buf_init (&b);
     char chunk[16384];
     bool failed = false;
-    while (b.len <= CGQ_SPEC_MAX_BYTES) {
-        size_t want = CGQ_SPEC_MAX_BYTES + 1 - b.len;
+    while (b.len <= s_max_bytes) {
+        size_t want = s_max_bytes + 1 - b.len;
         if (want > sizeof chunk)
             want = sizeof chunk;
         size_t got = fread (chunk, 1, want, f);

@@ -183,22 +183,26 @@ typedef struct {
 const char *cgq_notify_event_name (unsigned event);
 
 // A spec is a page of YAML, not data: cgq_spec_parse refuses longer text before
-// parsing it. A build may set another limit with -DCGQ_SPEC_MAX_BYTES=N.
+// parsing it. CGQ_SPEC_MAX_BYTES is the default limit (a build may set another
+// with -DCGQ_SPEC_MAX_BYTES=N); a program sets its own once, at start, with
+// cgq_spec_set_max_bytes (the coordinator's --max-spec, cgq's --max-spec).
 #ifndef CGQ_SPEC_MAX_BYTES
 #define CGQ_SPEC_MAX_BYTES (1024 * 1024)
 #endif
+void cgq_spec_set_max_bytes (size_t max);
+size_t cgq_spec_max_bytes (void);
 
 // cgq_spec_parse parses YAML text (len bytes). path is used in messages only.
 // On error returns NULL and writes "PATH:LINE:COL: what is wrong (what to write
 // instead)" into err (errlen bytes). Caller destroys the result. Text longer
-// than CGQ_SPEC_MAX_BYTES, with a NUL byte, or nested more than 64 levels deep
+// than cgq_spec_max_bytes (), with a NUL byte, or nested more than 64 levels deep
 // is refused as soon as that is seen, so the work is linear in len.
 cgq_spec_t *cgq_spec_parse (const char *text, size_t len, const char *path, char *err,
                             size_t errlen);
 
 // cgq_spec_load reads and parses a file; an unreadable file is an error too
 // ("PATH: cannot read: No such file or directory"). It reads at most
-// CGQ_SPEC_MAX_BYTES + 1 bytes, so a huge file costs no memory.
+// cgq_spec_max_bytes () + 1 bytes, so a huge file costs no memory.
 //
 // Only cgq_spec_load reads search.file (algorithm: list), relative to the
 // spec's directory: cgq_spec_parse, which the coordinator runs on the text it

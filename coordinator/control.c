@@ -91,6 +91,16 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         return;
     }
     cgq_space_count (spec, &total); // within the limit: it does not overflow
+    if (c->cfg.max_params > 0 && spec->nparams > (size_t) c->cfg.max_params) {
+        char msg[256];
+        snprintf (msg, sizeof msg,
+                  "%s: a trial has %zu params, more than the limit of %lld (fewer entries in "
+                  "space:, or raise --max-params of the coordinator); nothing was submitted",
+                  path, spec->nparams, (long long) c->cfg.max_params);
+        cgq_spec_destroy (&spec);
+        outbox_reply (c, rid, rid_len, 2, msg, true);
+        return;
+    }
     cgq_searcher_t *searcher = cgq_searcher_new (spec, NULL, err, sizeof err);
     if (!searcher) {
         cgq_spec_destroy (&spec);

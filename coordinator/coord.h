@@ -54,6 +54,7 @@ typedef struct {
     int64_t stale_after; // heartbeats of silence after which a node's tasks show as stale
     uint64_t max_frame;
     int64_t max_trials; // per job
+    int64_t max_params; // per trial (the spec's space entries)
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
     int64_t lease_ms;   // the leader lease's time to live (lease.h); renewed every third
@@ -64,6 +65,8 @@ typedef struct {
     bool insecure;      // bind beyond loopback without CURVE
     uint64_t max_report;     // bytes of one Progress report kept
     double max_report_rate;  // Progress reports kept per second per trial
+    double max_node_cpus;    // a Hello offering more CPUs (or GPUs) is refused; 0: no limit
+    int64_t max_node_gpus;
     char *log_level;
     char *log_format;   // text or json
     bool log_json;      // the older spelling of --log-format json
@@ -205,6 +208,9 @@ struct node_s {
     uint64_t assign_seq; // of the last Assign sent to it in this epoch
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
     bool stale;          // silent for --stale-after heartbeats: its tasks are stale, no new ones
+    char key[41];        // CURVE key last found bound to this id ("" without CURVE)
+    bool suspect;        // a key not bound to this id spoke under it: no new work until
+                         // the bound key is heard again (session.c)
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
     bool dirty;        // node hash needs an update this turn
@@ -263,6 +269,10 @@ typedef struct coord_s {
     int64_t next_poke_ms, poke_until_ms;
     uint64_t stat_results, stat_assigns;
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
+    uint64_t stat_refused_ids; // messages whose CURVE key may not claim their node id
+    // The message being handled (loop.c sets them, NULL outside): its CURVE
+    // key ("User-Id", set by the ZAP handler) and the peer's address.
+    const char *peer_key, *peer_addr;
     int64_t reject_log_s;   // session.c: rate limit of rejection lines (this second,
     unsigned reject_log_n;  // lines in it)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time

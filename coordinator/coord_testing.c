@@ -20,7 +20,9 @@ coord_t *
 ct_coord_new (const char *url)
 {
     coord_cfg_t cfg = {.heartbeat_ms = 1000, .dead_after = 5, .stale_after = 2,
-                       .max_frame = 4 << 20, .max_trials = 10000000, .max_spec = 1 << 20};
+                       .max_frame = 4 << 20, .max_trials = 10000000, .max_params = 1024,
+                       .max_node_cpus = 65536, .max_node_gpus = 256,
+                       .max_spec = 1 << 20};
     coord_t *c = cgq_xcalloc (1, sizeof *c);
     coord_init (c, &cfg);
     char err[256];

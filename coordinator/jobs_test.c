@@ -11,7 +11,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
 
+#include "auth.h"
 #include "coord_testing.h"
 #include "dispatch.h"
 #include "jobs.h"
@@ -953,6 +957,68 @@ test_losses_count_nodes (void **state)
     ct_coord_destroy (&c);
 }
 
+// With CURVE, a key may speak only as the node ids its certificate names: a
+// Result for node w's trial under another allowed key records nothing, is
+// counted, and keeps w from new work until w's own key is heard again.
+static void
+test_keys_bound_to_node_ids (void **state)
+{
+    (void) state;
+    char dir[] = "/tmp/cgq-jobs-keys-XXXXXX";
+    assert_non_null (mkdtemp (dir));
+    char *keys = cgq_xasprintf ("%s/keys", dir), *allow = cgq_xasprintf ("%s/allow", dir);
+    char wpub[41], opub[41], cpub[41], err[512];
+    assert_int_equal (cgq_auth_keygen (keys, "coord", NULL, cpub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "w", NULL, wpub, err, sizeof err), 0);
+    assert_int_equal (cgq_auth_keygen (keys, "other", NULL, opub, err, sizeof err), 0);
+    assert_int_equal (mkdir (allow, 0700), 0);
+    char *cmd = cgq_xasprintf ("cp %s/w.key %s/other.key %s/", keys, keys, allow);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+    char *csec = cgq_xasprintf ("%s/coord.key_secret", keys);
+
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    job_t *j = ct_job (c, 31, "space: {x: {choice: [1]}}\nsearch: {algorithm: grid}\n"
+                              "objective: {metric: x, mode: max}\ntrial: {kind: noop}\n");
+    node_t *w = ct_node (c, "w", 1, 0, 0); // said Hello before CURVE is turned on here
+    assert_int_equal (dispatch_run (c), 1);
+    void *zctx = zmq_ctx_new ();
+    assert_int_equal (cgq_auth_server_new (zctx, csec, allow, &c->auth, err, sizeof err), 0);
+
+    c->peer_key = opub;
+    c->peer_addr = "127.0.0.9";
+    ct_result (c, "w", 31, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"x\": 666}", NULL);
+    assert_int_equal (c->stat_refused_ids, 1);
+    uint64_t id = 0;
+    trial_t *t = zhashx_lookup (j->trials, &id);
+    assert_non_null (t);
+    assert_int_equal (t->state, CGQ_TRIAL_RUNNING);
+    assert_true (w->suspect);
+    req_t r = {.cpu = 0};
+    assert_false (nodes_fits_free (w, &r));
+
+    // w's own key, first proved by the coordinator (cached), clears it too
+    c->peer_key = wpub;
+    snprintf (w->key, sizeof w->key, "%s", wpub);
+    ct_result (c, "w", 31, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"x\": 1}", NULL);
+    assert_int_equal (c->stat_refused_ids, 1);
+    assert_false (w->suspect);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 31, 0), CGQ_TF_METRICS, "{\"x\": 1}");
+    c->peer_key = c->peer_addr = NULL;
+
+    cgq_auth_destroy (&c->auth);
+    ct_coord_destroy (&c);
+    zmq_ctx_term (zctx);
+    cmd = cgq_xasprintf ("rm -rf '%s'", dir);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+    free (csec);
+    free (keys);
+    free (allow);
+}
+
 int
 main (void)
 {
@@ -970,6 +1036,7 @@ main (void)
         cmocka_unit_test (test_stale_counts),
         cmocka_unit_test (test_poke_known_nodes),
         cmocka_unit_test (test_losses_count_nodes),
+        cmocka_unit_test (test_keys_bound_to_node_ids),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

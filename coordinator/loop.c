@@ -86,8 +86,12 @@ s_drain (coord_t *c, void *sock, bool control)
             else if (env) {
                 if (control)
                     control_message (c, rid, rid_len, env);
-                else
+                else {
+                    c->peer_key = c->auth ? zmq_msg_gets (&parts[payload], "User-Id") : NULL;
+                    c->peer_addr = zmq_msg_gets (&parts[payload], "Peer-Address");
                     session_message (c, rid, rid_len, env);
+                    c->peer_key = c->peer_addr = NULL;
+                }
                 cgq_wire_free (env);
             }
             else
@@ -118,7 +122,10 @@ s_stats (coord_t *c)
     cgq_hset_u64 (&h, CGQ_CF_REJECTED, c->stat_rejected);
     cgq_hset_u64 (&h, CGQ_CF_REPORTS_DROPPED, c->stat_reports_dropped);
     if (c->auth)
+    {
         cgq_hset_u64 (&h, CGQ_CF_REFUSED_PEERS, cgq_auth_refused (c->auth));
+        cgq_hset_u64 (&h, CGQ_CF_REFUSED_IDS, c->stat_refused_ids);
+    }
     cgq_hset_queue (&h, c->store);
 }
 

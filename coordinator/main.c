@@ -21,6 +21,7 @@
 #include "notify.h"
 #include "recovery.h"
 #include "space.h"
+#include "spec.h"
 
 static void
 s_on_signal (int sig)
@@ -44,11 +45,13 @@ static const cgq_opt_t s_opts[] = {
      "a node silent for this many heartbeats has its tasks shown as stale (no new ones go to "
      "it) until it is heard from again or dead-after",
      1, 1000},
-    {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", NULL,
+    {"max-frame", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_frame), "4M", "CGQ_MAX_FRAME",
      "larger messages are dropped and counted", 1024, 1073741824.0},
-    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials), CGQ_DEFAULT_MAX_TRIALS_TEXT, NULL,
-     "most trials one job may have", 1, 9.2e18},
-    {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", NULL,
+    {"max-trials", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_trials),
+     CGQ_DEFAULT_MAX_TRIALS_TEXT, "CGQ_MAX_TRIALS", "most trials one job may have", 1, 9.2e18},
+    {"max-params", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_params), "1024", "CGQ_MAX_PARAMS",
+     "most params one trial may have (entries of the spec's space)", 1, 1e9},
+    {"max-spec", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_spec), "1M", "CGQ_MAX_SPEC",
      "largest spec accepted", 1024, 1073741824.0},
     {"max-buffer", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_buffer), "200000", NULL,
      "while Redis is down, state changes held in memory (commands) before results are left "
@@ -77,11 +80,17 @@ static const cgq_opt_t s_opts[] = {
      "bind beyond loopback without CURVE: anyone who reaches the ports runs commands on the "
      "workers",
      0, 0},
-    {"max-report", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_report), "64K", NULL,
+    {"max-report", 0, CGQ_OPT_BYTES, offsetof (coord_cfg_t, max_report), "64K", "CGQ_MAX_REPORT",
      "larger Progress reports are not stored (counted in reports_dropped)", 64, 1073741824.0},
-    {"max-report-rate", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_report_rate), "20", NULL,
+    {"max-report-rate", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_report_rate), "20",
+     "CGQ_MAX_REPORT_RATE",
      "Progress reports stored per second per trial; the rest are counted in reports_dropped",
      0.01, 1e6},
+    {"max-node-cpus", 0, CGQ_OPT_DOUBLE, offsetof (coord_cfg_t, max_node_cpus), "65536",
+     "CGQ_MAX_NODE_CPUS", "a node offering more CPU slots is refused (its Hello is answered with "
+     "a Bye naming this flag)", 1, 1e9},
+    {"max-node-gpus", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, max_node_gpus), "256",
+     "CGQ_MAX_NODE_GPUS", "a node offering more GPUs is refused (0: no limit)", 0, 1e6},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn or error", 0, 0},
     {"log-format", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, log_format), "text",
@@ -110,14 +119,26 @@ s_bind (coord_t *c, const char *what, const char *endpoint, char *ep, size_t epl
     zmq_setsockopt (s, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt (s, ZMQ_RCVHWM, &hwm, sizeof hwm);
     // A node that reconnects under the same id takes its routing id over.
-    zmq_setsockopt (s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    // Not with CURVE: there a peer with another allowed key could take a live
+    // node's connection (and the Assigns sent to it) just by using its id;
+    // the id stays with the connection that has it, ZMTP heartbeats close a
+    // dead one within a few heartbeats, and a node that reconnects meanwhile
+    // is retried by ZeroMQ until then. Every message is also checked against
+    // the ids its key may claim (session.c).
+    if (!c->auth)
+        zmq_setsockopt (s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    else {
+        int ivl = (int) c->cfg.heartbeat_ms, ttl = (int) (c->cfg.heartbeat_ms * 3);
+        zmq_setsockopt (s, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+        zmq_setsockopt (s, ZMQ_HEARTBEAT_TIMEOUT, &ttl, sizeof ttl);
+    }
     // Larger messages are cut off by ZeroMQ (the peer sees its connection
     // closed). The control socket lets oversized requests through up to a
     // far bound, so that the CLI gets a reply that names the limit.
     int64_t maxmsg = strcmp (what, "control") == 0 ? control_max_message (&c->cfg)
                                                    : (int64_t) c->cfg.max_frame * 4;
     zmq_setsockopt (s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (cgq_auth_server_apply (c->auth, s) < 0) {
+    if (cgq_auth_server_apply (c->auth, s) < 0 || cgq_auth_watch (c->auth, c->zctx, s, what) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot turn CURVE on for the %s socket: %s\n", what,
                  zmq_strerror (errno));
         zmq_close (s);
@@ -283,6 +304,11 @@ main (int argc, char **argv)
         cgq_config_free (s_opts, &cfg);
         return 2;
     }
+    // A submitted spec is held to --max-spec before it is parsed
+    // (control.c); the parser's own bound is the flag's largest value, so
+    // that specs accepted under a larger --max-spec are still recovered
+    // after a restart with a smaller one.
+    cgq_spec_set_max_bytes (1u << 30);
 
     struct sigaction sa;
     memset (&sa, 0, sizeof sa);

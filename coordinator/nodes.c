@@ -133,7 +133,7 @@ s_device_pick (const node_t *n, const req_t *r, bool free_now)
 bool
 nodes_fits_free (const node_t *n, const req_t *r)
 {
-    if (n->draining || n->stale)
+    if (n->draining || n->stale || n->suspect)
         return false;
     if (n->runner || r->on)
         return n->runner && r->on && s_device_pick (n, r, true) != NULL;

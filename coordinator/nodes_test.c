@@ -190,6 +190,32 @@ test_hostile_offer (void **state)
     assert_true (n->cpus == 0);
     n = ct_node (c, "neg", -4, 0, 0);
     assert_true (n->cpus == 0);
+    // No machine has 1e9 CPU slots or 10,000 GPUs: refused, counted, not registered.
+    Cgq__Gpu gpu = CGQ__GPU__INIT, *gpus[10000];
+    for (int i = 0; i < 10000; i++)
+        gpus[i] = &gpu;
+    struct {
+        const char *id;
+        double cpus;
+        size_t ngpus;
+    } offers[] = {{"huge-cpus", 1e9, 0}, {"huge-gpus", 4, 10000}, {"max", 65536, 256}};
+    for (int i = 0; i < 3; i++) {
+        Cgq__Resources res = CGQ__RESOURCES__INIT;
+        res.cpus = offers[i].cpus;
+        res.n_gpus = offers[i].ngpus;
+        res.gpus = gpus;
+        Cgq__Hello h = CGQ__HELLO__INIT;
+        h.hostname = "test";
+        h.resources = &res;
+        cgq_env_t env = CGQ__ENVELOPE__INIT;
+        env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+        env.hello = &h;
+        uint64_t before = c->stat_rejected;
+        session_message (c, offers[i].id, strlen (offers[i].id), &env);
+        bool refused = i < 2;
+        assert_int_equal (nodes_find (c, offers[i].id) == NULL, refused);
+        assert_int_equal (c->stat_rejected, before + (refused ? 1 : 0));
+    }
     ct_coord_destroy (&c);
 }
 

@@ -3,11 +3,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
+#include "auth.h"
 #include "dispatch.h"
 #include "jobs.h"
 #include "log.h"
@@ -208,9 +210,60 @@ s_lists (const Cgq__TaskRef *const *refs, size_t n, const trial_t *t)
     return false;
 }
 
+// s_bye tells the sender of a refused Hello why, in a Bye: the node logs it.
+static void
+s_bye (coord_t *c, const char *rid, const char *reason)
+{
+    if (!c->nodes_sock)
+        return;
+    Cgq__Bye bye = CGQ__BYE__INIT;
+    bye.reason = (char *) reason;
+    cgq_env_t out = CGQ__ENVELOPE__INIT;
+    out.body_case = CGQ__ENVELOPE__BODY_BYE;
+    out.bye = &bye;
+    cgq_wire_send_to (c->nodes_sock, rid, strlen (rid), 0, &out);
+}
+
+// s_offer_ok refuses a Hello whose offer no machine has (--max-node-cpus,
+// --max-node-gpus): such a node would take Assigns by the hundred and lose
+// them. NaN, infinite and negative amounts count as nothing (nodes.c).
+static bool
+s_offer_ok (coord_t *c, const char *rid, const Cgq__Hello *h)
+{
+    const Cgq__Resources *res = h->resources;
+    if (!res || h->kind == CGQ__NODE_KIND__NODE_DEVICE_RUNNER)
+        return true;
+    char why[256];
+    if (isfinite (res->cpus) && c->cfg.max_node_cpus > 0 && res->cpus > c->cfg.max_node_cpus)
+        snprintf (why, sizeof why,
+                  "it offers %g CPU slots, more than --max-node-cpus %g of the coordinator",
+                  res->cpus, c->cfg.max_node_cpus);
+    else if (c->cfg.max_node_gpus > 0 && res->n_gpus > (size_t) c->cfg.max_node_gpus)
+        snprintf (why, sizeof why,
+                  "it offers %zu GPUs, more than --max-node-gpus %lld of the coordinator",
+                  res->n_gpus, (long long) c->cfg.max_node_gpus);
+    else
+        return true;
+    c->stat_rejected++;
+    int64_t now = cgq_now_ms () / 1000;
+    if (now != c->reject_log_s) {
+        c->reject_log_s = now;
+        c->reject_log_n = 0;
+    }
+    if (c->reject_log_n++ < S_REJECT_LOG_PER_S)
+        cgq_warn ("refused the Hello of node '%s': %s (%" PRIu64 " rejected so far)", rid, why,
+                  c->stat_rejected);
+    char reason[320];
+    snprintf (reason, sizeof reason, "refused this node: %s", why);
+    s_bye (c, rid, reason);
+    return false;
+}
+
 static void
 s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
 {
+    if (!s_offer_ok (c, rid, h))
+        return;
     node_t *n = nodes_find (c, rid);
     bool fresh = !n;
     if (!n)
@@ -370,6 +423,56 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
     }
 }
 
+// s_key_binds says whether the message's CURVE key may speak as node id
+// (cgq_auth_may_claim): without CURVE, or for the key that id last proved,
+// yes. Otherwise the message is refused: logged (with the rejection lines'
+// rate limit) with key and address, counted in refused_node_ids, and a Hello
+// is answered with a Bye that says what to configure (so the node's own log
+// says it). The id's connection may have been handed over to the sender, so
+// a node with that id is not sent new work until its own key is heard again.
+static bool
+s_key_binds (coord_t *c, const char *id, node_t *n, cgq_env_t *env)
+{
+    if (!c->auth)
+        return true;
+    const char *key = c->peer_key && *c->peer_key ? c->peer_key : "(none)";
+    if (n && n->key[0] && strcmp (n->key, key) == 0) {
+        n->suspect = false;
+        return true;
+    }
+    char allowed[512];
+    if (cgq_auth_may_claim (c->auth, key, id, allowed, sizeof allowed)) {
+        if (n) {
+            snprintf (n->key, sizeof n->key, "%s", key);
+            n->suspect = false;
+        }
+        return true;
+    }
+    c->stat_refused_ids++;
+    if (n)
+        n->suspect = true;
+    char why[768];
+    snprintf (why, sizeof why,
+              "its CURVE key %s may claim node ids '%s' only (give the node a matching --id, or "
+              "its key the `nodes` it may use: cgq keygen NAME --nodes PATTERNS)",
+              key, *allowed ? allowed : "(none: a CLI key)");
+    int64_t now = cgq_now_ms () / 1000;
+    if (now != c->reject_log_s) {
+        c->reject_log_s = now;
+        c->reject_log_n = 0;
+    }
+    if (c->reject_log_n++ < S_REJECT_LOG_PER_S)
+        cgq_warn ("refused a %s claiming node id '%s' from %s: %s (%" PRIu64 " refused so far)",
+                  cgq_wire_body_name (env), id, c->peer_addr ? c->peer_addr : "?", why,
+                  c->stat_refused_ids);
+    if (env->body_case == CGQ__ENVELOPE__BODY_HELLO) {
+        char reason[900];
+        snprintf (reason, sizeof reason, "refused node id '%s': %s", id, why);
+        s_bye (c, id, reason);
+    }
+    return false;
+}
+
 void
 session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
@@ -384,6 +487,8 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
     }
     snprintf (id, sizeof id, "%.*s", (int) rid_len, rid);
     node_t *n = nodes_find (c, id);
+    if (!s_key_binds (c, id, n, env))
+        return;
     if (n) {
         int64_t now = cgq_now_ms ();
         if (n->stale)

@@ -208,6 +208,8 @@ typedef struct {
     FILE *f;
     EVP_MD_CTX *md;
     uint64_t bytes;
+    uint64_t max;   // opts.max_artifact (0: none)
+    bool over;      // stopped: more than max bytes came
 } s_sink_t;
 
 static size_t
@@ -215,6 +217,10 @@ s_write (char *ptr, size_t size, size_t nmemb, void *arg)
 {
     s_sink_t *s = arg;
     size_t n = size * nmemb;
+    if (s->max && s->bytes + n > s->max) {
+        s->over = true;
+        return 0; // libcurl stops the transfer (CURLE_WRITE_ERROR)
+    }
     if (fwrite (ptr, 1, n, s->f) != n)
         return 0;
     EVP_DigestUpdate (s->md, ptr, n);
@@ -250,7 +256,7 @@ s_download (const cgq_artifact_opts_t *o, const char *url, const char *path, cha
 {
     uint32_t attempts = o->retries + 1;
     for (uint32_t attempt = 1;; attempt++) {
-        s_sink_t s = {.f = fopen (path, "wb"), .md = EVP_MD_CTX_new ()};
+        s_sink_t s = {.f = fopen (path, "wb"), .md = EVP_MD_CTX_new (), .max = o->max_artifact};
         if (!s.f) {
             snprintf (err, errlen, "cannot write %s: %s", path, strerror (errno));
             EVP_MD_CTX_free (s.md);
@@ -272,6 +278,10 @@ s_download (const cgq_artifact_opts_t *o, const char *url, const char *path, cha
         curl_easy_setopt (h, CURLOPT_WRITEDATA, &s);
         curl_easy_setopt (h, CURLOPT_ERRORBUFFER, cerr);
         curl_easy_setopt (h, CURLOPT_USERAGENT, "cgq-device-runner/" CGQ_VERSION);
+        // A server that announces a larger file is refused before its body;
+        // one that does not is stopped by s_write once it sends too much.
+        if (o->max_artifact)
+            curl_easy_setopt (h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) o->max_artifact);
         CURLcode rc = curl_easy_perform (h);
         long http = 0;
         curl_easy_getinfo (h, CURLINFO_RESPONSE_CODE, &http);
@@ -286,11 +296,20 @@ s_download (const cgq_artifact_opts_t *o, const char *url, const char *path, cha
             *bytes = s.bytes;
             return 0;
         }
-        if (rc == CURLE_OK)
+        bool too_big = s.over || rc == CURLE_FILESIZE_EXCEEDED;
+        if (too_big)
+            snprintf (err, errlen,
+                      "artifact %s is larger than the limit of %llu bytes (%s); the download "
+                      "was stopped%s and nothing was kept (raise cache.max_artifact in "
+                      "runner.yaml, or --max-artifact of the runner)",
+                      url, (unsigned long long) o->max_artifact,
+                      s.over ? "it kept coming" : "the server announced more",
+                      s.over ? " there" : " before its body");
+        else if (rc == CURLE_OK)
             snprintf (err, errlen, "cannot write %s: %s", path, strerror (errno));
         else
             snprintf (err, errlen, "cannot fetch %s: %s", url, *cerr ? cerr : curl_easy_strerror (rc));
-        if (rc == CURLE_OK || !s_transient (rc, http) || attempt >= attempts)
+        if (too_big || rc == CURLE_OK || !s_transient (rc, http) || attempt >= attempts)
             return -1;
         int64_t pause = (int64_t) S_RETRY_BASE_MS << (attempt - 1);
         cgq_warn ("%s (attempt %u of %u; again in %lld ms)", err, attempt, attempts,

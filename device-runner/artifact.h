@@ -15,6 +15,7 @@
 typedef struct {
     const char *dir;           // created if missing
     uint64_t max_bytes;        // cap of the whole cache
+    uint64_t max_artifact;     // cap of one artifact: a longer download is stopped; 0: none
     double connect_timeout_s;  // libcurl CONNECTTIMEOUT
     double transfer_timeout_s; // libcurl TIMEOUT (the whole transfer)
     uint32_t retries;          // extra attempts after a transient failure

@@ -145,6 +145,8 @@ s_argv (const cgq_device_t *self, const Cgq__Assign *a)
     v[n++] = cgq_xasprintf ("--job=%" PRIu64, a->task->job);
     v[n++] = cgq_xasprintf ("--trial=%" PRIu64, a->task->trial);
     v[n++] = cgq_xasprintf ("--workdir=%s", self->opts.workdir);
+    if (self->opts.max_artifact)
+        v[n++] = cgq_xasprintf ("--max-artifact=%" PRIu64, self->opts.max_artifact);
     v[n++] = cgq_xasprintf ("--log-level=%s", self->opts.log_level ? self->opts.log_level : "info");
     v[n] = NULL;
     return v;

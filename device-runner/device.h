@@ -23,6 +23,7 @@ typedef struct {
     const char *workdir;     // measurements run here (absolute); borrowed
     const char *log_level;   // passed on to the measuring process; borrowed
     int64_t kill_grace_ms;   // SIGTERM -> SIGKILL
+    uint64_t max_artifact;   // --max-artifact, passed on; 0: runner.yaml's
 } cgq_device_opts_t;
 
 // cgq_device_new wraps cfg (borrowed for the device's lifetime).

@@ -49,6 +49,7 @@ typedef struct {
     char *log_level;
     char *log_format;
     bool log_json;
+    uint64_t max_artifact;
 } s_cfg_t;
 
 static const cgq_opt_t s_opts[] = {
@@ -69,6 +70,10 @@ static const cgq_opt_t s_opts[] = {
      0, 0},
     {"curve-server", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_server), NULL,
      "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
+    {"max-artifact", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, max_artifact), NULL, "CGQ_MAX_ARTIFACT",
+     "largest artifact fetched; a longer download is stopped (default: runner.yaml's "
+     "cache.max_artifact, else its cache.max_size)",
+     0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
@@ -416,6 +421,7 @@ s_measure_main (int argc, char **argv)
         {"repeats", required_argument, NULL, 'r'},  {"warmup", required_argument, NULL, 'w'},
         {"job", required_argument, NULL, 'J'},      {"trial", required_argument, NULL, 'T'},
         {"workdir", required_argument, NULL, 'W'},  {"log-level", required_argument, NULL, 'L'},
+        {"max-artifact", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *level = "info";
@@ -434,6 +440,12 @@ s_measure_main (int argc, char **argv)
         case 's': req.artifact_sha256 = optarg; break;
         case 'W': req.workdir = optarg; break;
         case 'L': level = optarg; break;
+        case 'M':
+            if (cgq_parse_u64 (optarg, &req.max_artifact) < 0) {
+                fprintf (stderr, S_PROG " measure: '%s' is not a byte count\n", optarg);
+                return 2;
+            }
+            break;
         case 'r':
         case 'w':
         case 'J':
@@ -499,6 +511,7 @@ s_setup_devices (s_runner_t *r)
         .workdir = r->workdir,
         .log_level = r->cfg.log_level,
         .kill_grace_ms = r->cfg.kill_grace_ms,
+        .max_artifact = r->cfg.max_artifact,
     };
     r->devices = cgq_xcalloc (r->rc->ndevices + 1, sizeof *r->devices);
     r->device_msgs = cgq_xcalloc (r->rc->ndevices + 1, sizeof *r->device_msgs);

@@ -571,6 +571,7 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
         cgq_artifact_opts_t ao = {
             .dir = cfg->cache_dir,
             .max_bytes = cfg->cache_max,
+            .max_artifact = r->max_artifact ? r->max_artifact : cfg->max_artifact,
             .connect_timeout_s = cfg->connect_timeout_s,
             .transfer_timeout_s = cfg->transfer_timeout_s,
             .retries = cfg->retries,

@@ -23,6 +23,7 @@ typedef struct {
     uint32_t repeats, warmup;    // 0: the benchmark's own
     uint64_t job, trial;         // for {job_id} and {trial_id}
     const char *workdir;         // commands run here; NULL: the current directory
+    uint64_t max_artifact;       // --max-artifact of the runner; 0: runner.yaml's
 } cgq_measure_req_t;
 
 typedef enum {

@@ -557,7 +557,7 @@ s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_ben
 static int
 s_cache (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_t *cfg)
 {
-    const char *known = "dir, max_size, connect_timeout, timeout, retries";
+    const char *known = "dir, max_size, max_artifact, connect_timeout, timeout, retries";
     if (s_expect_map (c, n, "cache", "dir: PATH, max_size: 2G") < 0)
         return -1;
     for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
@@ -572,6 +572,14 @@ s_cache (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_t *cfg)
                 return -1;
             rc = cgq_parse_bytes (t, &cfg->cache_max) < 0 || cfg->cache_max == 0
                      ? s_err (c, v, "cache.max_size: '%s' is not a size (write e.g. 512M, 2G)", t)
+                     : 0;
+        } else if (!strcmp (key, "max_artifact")) {
+            const char *t = s_scalar (c, v, "cache.max_artifact", "a size such as 256M");
+            if (!t)
+                return -1;
+            rc = cgq_parse_bytes (t, &cfg->max_artifact) < 0 || cfg->max_artifact == 0
+                     ? s_err (c, v, "cache.max_artifact: '%s' is not a size (write e.g. 256M, 2G)",
+                              t)
                      : 0;
         } else if (!strcmp (key, "connect_timeout"))
             rc = s_duration (c, v, "cache.connect_timeout", &cfg->connect_timeout_s);
@@ -716,6 +724,8 @@ cgq_runcfg_parse (const char *text, size_t len, const char *path, char *err, siz
     }
     if (!cfg->cache_dir)
         cfg->cache_dir = cgq_xstrdup (S_DEFAULT_CACHE_DIR);
+    if (!cfg->max_artifact)
+        cfg->max_artifact = cfg->cache_max;
     return cfg;
 }
 

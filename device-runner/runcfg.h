@@ -68,6 +68,7 @@ typedef struct {
     char *id;
     char *cache_dir;        // default ./.cgq/artifacts
     uint64_t cache_max;     // bytes; default 1 GiB
+    uint64_t max_artifact;  // bytes of one artifact; default cache_max
     double connect_timeout_s; // default 10
     double transfer_timeout_s; // whole download; default 600
     uint32_t retries;       // extra fetch attempts; default 2

@@ -46,6 +46,7 @@ test_full (void **state)
     assert_string_equal (c->coordinator, "tcp://lab:7700");
     assert_string_equal (c->id, "lab-1");
     assert_int_equal (c->cache_max, 2ull << 30);
+    assert_int_equal (c->max_artifact, 2ull << 30); // defaults to the cache's cap
     assert_int_equal (c->retries, 4);
     assert_true (c->transfer_timeout_s == 60);
     assert_int_equal (c->ndevices, 1);
@@ -142,6 +143,8 @@ test_errors (void **state)
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, min_time: 5s, max_time: 1s}\n",
          "min_time is longer than max_time"},
         {"devices: [{id: a}]\ncache: {max_size: lots}\n", "cache.max_size: 'lots' is not a size"},
+        {"devices: [{id: a}]\ncache: {max_artifact: 0}\n",
+         "cache.max_artifact: '0' is not a size"},
         {"devices: [{id: a}\n", "runner.yaml:2:1: "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

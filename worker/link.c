@@ -461,6 +461,15 @@ cgq_link_recv (cgq_link_t *self)
         case CGQ__ENVELOPE__BODY_ACK:
             s_on_ack (self, env->ack);
             break;
+        case CGQ__ENVELOPE__BODY_BYE:
+            // The coordinator refused this node's Hello (its CURVE key may
+            // not use this node id); it says what to configure. Said once
+            // per Hello, which the node sends again after its silence period.
+            cgq_error ("coordinator %s: %s", self->endpoint,
+                       env->bye->reason && *env->bye->reason ? env->bye->reason
+                                                             : "it refused this node");
+            self->hinted = true;
+            break;
         case CGQ__ENVELOPE__BODY_ASSIGN:
             // What this process has seen, said in every Hello and Heartbeat:
             // an Assign sent later may cross them (see schemas/cgq.proto).

@@ -36,6 +36,7 @@ typedef struct {
     uint64_t memory;
     char *workdir;
     uint64_t log_cap;
+    uint64_t max_report_line;
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
     char *confine;
@@ -61,8 +62,11 @@ static const cgq_opt_t s_opts[] = {
      "memory offered (default: MemTotal)", 0, 0},
     {"workdir", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, workdir), "./.cgq/work", NULL,
      "trial directories live under DIR/job-J/trial-T/attempt-A", 0, 0},
-    {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", NULL,
+    {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", "CGQ_LOG_CAP",
      "cap of each trial's stdout/stderr log file (0: none)", 0, 0},
+    {"max-report-line", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, max_report_line), "1M",
+     "CGQ_MAX_REPORT_LINE", "longer report lines (fd 3) are skipped, with a warning in stderr.log",
+     64, 1073741824.0},
     {"kill-grace", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, kill_grace_ms), "5s", NULL,
      "SIGTERM -> SIGKILL grace for timeouts and stops", 0, 3600000},
     {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
@@ -76,7 +80,9 @@ static const cgq_opt_t s_opts[] = {
      "CGQ_CURVE_SERVER", "CURVE: the coordinator's public certificate (its NAME.key)", 0, 0},
     {"allow-command", 0, CGQ_OPT_LIST, offsetof (s_cfg_t, allow_command), NULL,
      "CGQ_ALLOW_COMMANDS",
-     "run only commands that start with this prefix (repeatable; variable: one per line)", 0, 0},
+     "run only commands that start with this prefix (repeatable; variable: one per line; "
+     "kind: predictor runs `cgq-predictor trial --data DIR`)",
+     0, 0},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
@@ -144,6 +150,44 @@ s_find_task (s_worker_t *w, const Cgq__TaskRef *ref)
     return NULL;
 }
 
+
+// s_predictor_allowed applies --allow-command to a "predictor" trial: the
+// command checked is the one the worker execs for it, `cgq-predictor trial
+// --data DIR`, by the binary's name or by its full path. So
+// `--allow-command cgq-predictor` allows every predictor trial, and
+// `--allow-command 'cgq-predictor trial --data /data/cg/'` only those on
+// datasets under /data/cg. Without an allow-list everything runs. Returns
+// NULL or the reason (caller frees).
+static char *
+s_predictor_allowed (s_worker_t *w, const Cgq__Assign *a)
+{
+    if (!w->cfg.allow_command || !*w->cfg.allow_command)
+        return NULL;
+    if (a->n_argv < 1 || !a->argv[0])
+        return NULL; // cgq_task_start fails it with its own error
+    char **argv = cgq_task_predictor_argv (a);
+    Cgq__Assign b = *a;
+    b.argv = argv;
+    b.n_argv = 4;
+    char *why = cgq_allow_check (w->cfg.allow_command, &b);
+    if (why && strchr (argv[0], '/')) {
+        char *full = argv[0];
+        argv[0] = cgq_xstrdup ("cgq-predictor");
+        free (why);
+        why = cgq_allow_check (w->cfg.allow_command, &b);
+        free (full);
+    }
+    char *out = why ? cgq_xasprintf ("%s; a predictor trial runs `cgq-predictor trial --data "
+                                     "DIR` (allow it with --allow-command cgq-predictor)",
+                                     why)
+                    : NULL;
+    free (why);
+    for (int i = 0; argv[i]; i++)
+        free (argv[i]);
+    free (argv);
+    return out;
+}
+
 static void
 s_on_assign (s_worker_t *w, const Cgq__Assign *a)
 {
@@ -184,7 +228,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         return;
     }
     char *refused = strcmp (kind, "command") == 0 ? cgq_allow_check (w->cfg.allow_command, a)
-                                                  : NULL;
+                                                  : s_predictor_allowed (w, a);
     if (refused) {
         cgq_twarn (jid, tid, att, "%s", refused);
         cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
@@ -195,6 +239,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
     cgq_task_opts_t opts = {
         .workdir = w->workdir,
         .log_cap = w->cfg.log_cap,
+        .max_report_line = w->cfg.max_report_line,
         .kill_grace_ms = w->cfg.kill_grace_ms,
         .confine = w->confine,
     };

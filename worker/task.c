@@ -56,6 +56,7 @@ struct cgq_task_t {
     pid_t pid;
     cgq_confine_trial_t *confined; // NULL: the session alone (opts.confine was NULL)
     uint64_t log_cap;
+    uint64_t max_line; // of a report line (opts.max_report_line)
     int64_t started_ms;
     int64_t timeout_ms; // 0: none
     int64_t timeout_at; // -1: none or fired
@@ -320,8 +321,9 @@ s_log (cgq_task_t *self, s_stream_t *s, const char *data, size_t len)
         s->last_nl = data[room - 1] == '\n';
     }
     if (room < len) {
-        char *marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes]\n",
-                                      s->last_nl || s->written == 0 ? "" : "\n", self->log_cap);
+        char *marker = cgq_xasprintf (
+            "%s[cgq: log truncated at %" PRIu64 " bytes (--log-cap of the worker)]\n",
+            s->last_nl || s->written == 0 ? "" : "\n", self->log_cap);
         s_write_all (s->log_fd, marker, strlen (marker));
         free (marker);
         s->truncated = true;
@@ -389,11 +391,14 @@ static void
 s_report_overlong_end (cgq_task_t *self)
 {
     self->report_lines++;
-    s_warn (self, "ignoring report line %" PRIu64 ": longer than %u bytes: %s",
-            self->report_lines, S_MAX_REPORT_LINE, self->report_head ? self->report_head : "");
+    s_warn (self,
+            "ignoring report line %" PRIu64 ": longer than %" PRIu64
+            " bytes (--max-report-line of the worker): %s",
+            self->report_lines, self->max_line, self->report_head ? self->report_head : "");
     if (!self->report_note)
-        self->report_note = cgq_xasprintf ("ignoring report line %" PRIu64 ": longer than %u bytes",
-                                           self->report_lines, S_MAX_REPORT_LINE);
+        self->report_note = cgq_xasprintf ("ignoring report line %" PRIu64 ": longer than %" PRIu64
+                                           " bytes (--max-report-line of the worker)",
+                                           self->report_lines, self->max_line);
     free (self->report_head);
     self->report_head = NULL;
     self->report_discarding = false;
@@ -409,7 +414,7 @@ s_report_data (cgq_task_t *self, const char *data, size_t len)
             if (nl)
                 s_report_overlong_end (self);
         }
-        else if (self->report_line.len + chunk > S_MAX_REPORT_LINE) {
+        else if (self->report_line.len + chunk > self->max_line) {
             cgq_buf_append (&self->report_line, data, chunk);
             self->report_head = cgq_xstrndup (self->report_line.data, S_REPORT_HEAD);
             cgq_buf_reset (&self->report_line);
@@ -637,6 +642,7 @@ s_task_new (const Cgq__Assign *a, const cgq_task_opts_t *opts)
                                          opts->workdir, self->ref.job, self->ref.trial,
                                          self->ref.attempt, self->ref.stage);
     self->log_cap = opts->log_cap;
+    self->max_line = opts->max_report_line ? opts->max_report_line : S_MAX_REPORT_LINE;
     self->grace_ms = opts->kill_grace_ms;
     self->started_ms = cgq_now_ms ();
     self->timeout_ms = a->timeout_ms;
@@ -727,14 +733,14 @@ s_child (const cgq_task_t *self, char **argv, char **envp, int out_w, int err_w,
     _exit (127);
 }
 
-// s_predictor_argv is the command of a "predictor" task: cgq-predictor
+// cgq_task_predictor_argv is the command of a "predictor" task: cgq-predictor
 // (beside this worker's binary, else from PATH) training on the dataset
 // directory that the assignment's argv[0] names, relative to the spec's
 // directory. The trial then runs, is confined, logged, timed out and stopped
 // exactly as a command; exec'ing a separate program keeps OpenBLAS's thread
 // pool out of the worker. Returns a NULL-terminated argv, all owned.
-static char **
-s_predictor_argv (const Cgq__Assign *a)
+char **
+cgq_task_predictor_argv (const Cgq__Assign *a)
 {
     char **argv = cgq_xcalloc (5, sizeof *argv);
     char self[PATH_MAX];
@@ -879,7 +885,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     bool predictor = a->kind && !strcmp (a->kind, "predictor");
     char **argv;
     if (predictor) {
-        argv = s_predictor_argv (a);
+        argv = cgq_task_predictor_argv (a);
         free (self->argv0);
         self->argv0 = cgq_xstrdup (argv[0]);
     }

@@ -23,6 +23,7 @@ typedef struct cgq_task_t cgq_task_t;
 typedef struct {
     const char *workdir;   // absolute; trial dirs are WORKDIR/job-J/trial-T/attempt-A
     uint64_t log_cap;      // cap of stdout.log and stderr.log each; 0: none
+    uint64_t max_report_line; // longer fd-3 report lines are skipped; 0: 1 MiB
     int64_t kill_grace_ms; // SIGTERM -> SIGKILL after a timeout
     cgq_confine_t *confine; // borrowed until the task is destroyed; NULL: signals go to
                             // the trial's process group only (what it moves out escapes)
@@ -43,6 +44,11 @@ typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *repo
 // assign and opts are copied. on_report may be NULL.
 cgq_task_t *cgq_task_start (const Cgq__Assign *assign, const cgq_task_opts_t *opts,
                             cgq_task_report_fn *on_report, void *arg);
+
+// cgq_task_predictor_argv is what a "predictor" task execs: {path of
+// cgq-predictor, "trial", "--data", DIR, NULL} (4 entries). Caller frees each
+// entry and the array.
+char **cgq_task_predictor_argv (const Cgq__Assign *assign);
 
 // cgq_task_destroy kills what is left of the trial (SIGKILL: its cgroup or
 // session, see cgq_task_opts_t.confine), reaps the process and frees the task. NULL-safe; sets *self_p = NULL.

@@ -362,7 +362,8 @@ test_overlong_report_line (void **state)
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     cgq_assert_json (r->metrics_json, "{\"x\": 1}");
     char *err = s_read_file (r->trial_dir, "stderr.log");
-    assert_non_null (strstr (err, "cgq: ignoring report line 1: longer than 1048576 bytes: aaaa"));
+    assert_non_null (strstr (err, "cgq: ignoring report line 1: longer than 1048576 bytes "
+                                  "(--max-report-line of the worker): aaaa"));
     assert_true (strlen (err) < 400);
     free (err);
     cgq_task_result_destroy (&r);
@@ -486,7 +487,7 @@ test_log_cap (void **state)
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     char *out = s_read_file (r->trial_dir, "stdout.log");
-    const char *marker = "[cgq: log truncated at 1000 bytes]\n";
+    const char *marker = "[cgq: log truncated at 1000 bytes (--log-cap of the worker)]\n";
     assert_int_equal (strlen (out), 1000 + 1 + strlen (marker)); // the cut line gets its newline
     assert_string_equal (out + 1001, marker);
     assert_null (strstr (out, "line99"));

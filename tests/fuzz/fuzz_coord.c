@@ -152,7 +152,8 @@ int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
     coord_cfg_t cfg = {.heartbeat_ms = 1000, .dead_after = 5, .max_frame = 4 << 20,
-                       .max_trials = 10000, .max_spec = 1 << 20};
+                       .max_trials = 10000, .max_spec = 1 << 20, .max_params = 1024,
+                       .max_node_cpus = 65536, .max_node_gpus = 256};
     coord_t c;
     coord_init (&c, &cfg);
     char err[256];

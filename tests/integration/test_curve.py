@@ -6,7 +6,12 @@ worker and one CLI user: that worker registers and runs a job submitted by
 that user; a worker with another key never registers (the coordinator logs
 and counts the refusal, the worker says which key to allow); a CLI with
 another key, or none, is refused at once with what to configure. Protected
-mode: a non-loopback bind without keys does not start. On the wire
+mode: a non-loopback bind without keys does not start. Keys are bound to
+node ids: an allowed key claiming another node's id is refused, logged with
+key and address, and counted (refused_node_ids), and cannot take a live
+node's connection. Peers without CURVE, or with another server key, are
+logged with their address, at most 10 lines a second however many come.
+On the wire
 (loopback, captured with an AF_PACKET socket, root only): with CURVE no param
 value appears in the coordinator's traffic; without it, it does (so the
 capture can fail).
@@ -14,6 +19,7 @@ capture can fail).
 
 import json
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -103,26 +109,29 @@ def can_capture():
 
 
 class CurveTest(CgqTestCase):
-    def keygen(self, name):
+    def keygen(self, name, nodes=None):
         d = os.path.join(self.tmp, "keys")
-        r = subprocess.run([binary("cgq"), "keygen", name, "--dir", d], capture_output=True,
+        r = subprocess.run([binary("cgq"), "keygen", name, "--dir", d]
+                           + (["--nodes", nodes] if nodes else []), capture_output=True,
                            text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
         pub, sec = os.path.join(d, name + ".key"), os.path.join(d, name + ".key_secret")
         self.assertEqual(os.stat(sec).st_mode & 0o777, 0o600, "the secret file is 0600")
-        key = r.stdout.split("(key ", 1)[1].split(")", 1)[0]
+        key = r.stdout.split("(key ", 1)[1][:40]  # Z85: may itself hold ')'
+        self.assertEqual(len(key), 40, r.stdout)
         return pub, sec, key
 
     def curve_cluster(self):
         c = self.cluster
         self.coord_pub, self.coord_sec, _ = self.keygen("coordinator")
-        self.good = self.keygen("worker-good")
+        self.good = self.keygen("worker-good", nodes="good")
         self.bad = self.keygen("worker-bad")
-        self.alice = self.keygen("alice")
+        self.alice = self.keygen("alice", nodes="none")  # a user's key: no node id
         self.mallory = self.keygen("mallory")
+        self.other = self.keygen("other")  # allowed; may claim other and other-*
         allow = os.path.join(self.tmp, "allow")
         os.makedirs(allow)
-        for pub, _, _ in (self.good, self.alice):
+        for pub, _, _ in (self.good, self.alice, self.other):
             with open(pub) as src, open(os.path.join(allow, os.path.basename(pub)), "w") as dst:
                 dst.write(src.read())
         c.start_redis()
@@ -185,6 +194,98 @@ class CurveTest(CgqTestCase):
         r = c.cgq("cancel", j, env=self.cli_env(self.alice))
         self.assertNotIn("CURVE", r.stderr)
         self.assertIn("already", (r.stdout + r.stderr).lower())
+
+    def test_keys_are_bound_to_node_ids(self):
+        c = self.curve_cluster()
+        good = c.start_worker("good", cpus=2, extra=self.worker_keys(self.good))
+        # an allowed key, claiming an id it is not bound to: refused, and told why
+        victim = c.start_worker("victim", cpus=2, extra=self.worker_keys(self.other) + (
+            "--heartbeat", "200ms"), wait=False)
+        # the same key, claiming the live worker's id: ZeroMQ keeps the id
+        # with the connection that holds it, so good's work is not diverted
+        thief = c.start_worker("good", cpus=2, extra=self.worker_keys(self.other) + (
+            "--heartbeat", "200ms"), wait=False)
+        # the same key under an id it is bound to: works (name and name-*)
+        c.start_worker("other-7", cpus=1, extra=self.worker_keys(self.other))
+        # a user's key (--nodes none) is no node at all, not even under its name
+        user = c.start_worker("alice", cpus=1, extra=self.worker_keys(self.alice) + (
+            "--heartbeat", "200ms"), wait=False)
+
+        c.wait_for(lambda: "refused node id 'victim'" in read_text(victim.err_path), 20,
+                   "the refused worker to log the coordinator's reason")
+        self.assertIn("may claim node ids 'other,other-*' only", read_text(victim.err_path))
+        c.wait_for(lambda: "refused node id 'alice'" in read_text(user.err_path), 20,
+                   "the user's key to be refused as a node")
+        self.assertIn("may claim node ids '(none: a CLI key)' only", read_text(user.err_path))
+        clog = read_text(c.coordinator.err_path)
+        self.assertRegex(clog, r"refused a hello claiming node id 'victim' from 127\.0\.0\.1: "
+                         r"its CURVE key %s may claim node ids 'other,other-\*' only"
+                         % re.escape(self.other[2]))
+        c.wait_for(lambda: int(c.redis.hgetall("cgq:coordinator").get("refused_node_ids") or 0)
+                   >= 1, 10, "refused_node_ids to be counted")
+        self.assertEqual(c.redis.hgetall("cgq:node:victim"), {}, "victim registered")
+
+        c.write_file("trial.py", TRIAL)
+        spec = c.write_file("curve.yaml", SPEC)
+        r = c.cgq("submit", spec, env=self.cli_env(self.alice))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = int(c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)[0])
+        job = c.wait_job(j, 60)
+        self.assertEqual((job.get("state"), job.get("succeeded")), ("finished", "4"), job)
+        nodes = {h.get("node") for h in c.trials(j).values()}
+        self.assertLessEqual(nodes, {"good", "other-7"}, nodes)
+        node = c.redis.hgetall("cgq:node:good")
+        self.assertEqual((node.get("state"), node.get("pid")), ("alive", str(good.pid)),
+                         "the id 'good' still belongs to the good worker")
+        self.assertTrue(good.alive() and thief.alive())
+
+    def test_keyless_peers_are_logged_with_their_address(self):
+        c = self.curve_cluster()
+        # a worker without keys, and one with another coordinator's public key
+        c.start_worker("nokey", cpus=1, extra=("--heartbeat", "200ms"), wait=False)
+        c.start_worker("wrongserver", cpus=1, extra=(
+            "--curve-secret", self.good[1], "--curve-server", self.mallory[0],
+            "--heartbeat", "200ms"), wait=False)
+        port = endpoint_port(c.nodes_ep)
+        # The address is read from the accepted connection by the watcher
+        # thread; a peer that fails within microseconds may be gone by then
+        # (logged as "an address that closed ..."), but a worker retries, and
+        # its next attempts are logged with their address.
+        keyless = re.compile(r"refused a peer from 127\.0\.0\.1:\d+ on the node socket: it "
+                             r"does not use CURVE")
+        c.wait_for(lambda: keyless.search(read_text(c.coordinator.err_path))
+                   and "does not decrypt" in read_text(c.coordinator.err_path), 30,
+                   "the keyless and the wrong-server-key peers to be logged")
+        clog = read_text(c.coordinator.err_path)
+        self.assertRegex(clog, r"refused a peer from 127\.0\.0\.1:\d+ on the node socket: it "
+                         r"does not use CURVE")
+        self.assertRegex(clog, r"refused a peer from 127\.0\.0\.1:\d+ on the node socket: its "
+                         r"CURVE handshake does not decrypt")
+        # a flood of 300 keyless greetings: counted, at most 10 lines a second logged
+        before = len(read_text(c.coordinator.err_path).splitlines())
+        greeting = (b"\xff" + b"\0" * 8 + b"\x7f" + b"\x03\x00" + b"NULL" + b"\0" * 16
+                    + b"\0" + b"\0" * 31)
+        t0 = time.monotonic()
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(greeting)
+            try:
+                while s.recv(4096):
+                    pass
+            except OSError:
+                pass
+            s.close()
+        took = time.monotonic() - t0
+        c.wait_for(lambda: int(c.redis.hgetall("cgq:coordinator").get("refused_peers") or 0)
+                   >= 300, 20, "the 300 keyless peers to be counted")
+        time.sleep(1.2)
+        lines = read_text(c.coordinator.err_path).splitlines()[before:]
+        logged = [l for l in lines if "it does not use CURVE" in l]
+        self.assertLessEqual(len(logged), 10 * (int(took) + 3), "rate-limited: %d lines in %.1f s"
+                             % (len(logged), took))
+        self.assertTrue(any("more peer(s) on the node socket without logging each" in l
+                            for l in lines), "the unlogged ones are summed up")
+        self.assertTrue(c.coordinator.alive())
 
     def test_protected_mode(self):
         c = self.cluster

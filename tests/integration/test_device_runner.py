@@ -11,7 +11,11 @@ built-in cpu-local (a generated CNN timed with the cg engine).
 - a hung command is a `timeout`, and 3 in a row quarantine the device;
 - an artifact served by `python3 -m http.server` on loopback is fetched once
   and then served from the cache (one GET in the server's log); a wrong
-  sha256 is an error and runs nothing;
+  sha256 is an error and runs nothing; an artifact over --max-artifact is
+  refused before its body when the server announces its size, and its
+  download stopped when it does not, with nothing kept; an artifact URL
+  whose name holds encoded slashes or dots is kept under one plain name
+  inside its cache entry;
 - cpu-local: the measured latency of generated MobileNetV2 variants ranks as
   their FLOPs do (Spearman).
 """
@@ -19,6 +23,7 @@ built-in cpu-local (a generated CNN timed with the cg engine).
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -89,10 +94,11 @@ class DeviceRunnerTest(CgqTestCase):
             f.write("\n".join(lines) + "\n")
         return path
 
-    def start_runner(self, rid, config):
+    def start_runner(self, rid, config, extra=()):
         c = self.cluster
         argv = [binary("cgq-device-runner"), "--config", config, "--coordinator", c.nodes_ep,
                 "--id", rid, "--workdir", os.path.join(self.tmp, rid), "--heartbeat", "200ms"]
+        argv += list(extra)
         p = Proc(rid, argv, c.logdir)
         c.procs.append(p)
         c.wait_for(lambda: c.redis.hgetall("cgq:node:" + rid).get("state") == "alive",
@@ -288,6 +294,122 @@ trial:
         c.wait_job(j3, 60)
         t = list(c.trials(j3).values())[0]
         self.assertIn("unknown benchmark 'rm-rf'", t.get("error", ""))
+
+    def test_artifact_size_limit(self):
+        c = self.start_default(workers=())
+        small = os.urandom(100000)
+        big = os.urandom(3 * 1000 * 1000)
+        www = os.path.join(self.tmp, "www")
+        os.makedirs(www)
+        for name, blob in (("small.bin", small), ("big.bin", big)):
+            with open(os.path.join(www, name), "wb") as f:
+                f.write(blob)
+        sent = os.path.join(self.tmp, "sent.log")
+        # /stream/NAME sends NAME without a Content-Length (ended by closing),
+        # then keeps sending up to 64 MB: only the client can stop it.
+        server = c.write_file("server.py", r'''
+import http.server, os, sys, time
+www, sent = sys.argv[2], sys.argv[3]
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def __init__(self, *a, **k):
+        super().__init__(*a, directory=www, **k)
+    def do_GET(self):
+        if self.path.startswith("/any/"):  # small.bin, whatever the rest of the path
+            with open(os.path.join(www, "small.bin"), "rb") as f:
+                body = f.read()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if not self.path.startswith("/stream/"):
+            return super().do_GET()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.end_headers()
+        n = 0
+        try:
+            while n < 64 << 20:
+                self.wfile.write(b"z" * 65536)
+                n += 65536
+                time.sleep(0.001)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        with open(sent, "a") as f:
+            f.write("%s %d\n" % (self.path, n))
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+''')
+        port = free_port()
+        http = Proc("http", [sys.executable, server, str(port), www, sent], c.logdir)
+        http.expect_exit = None
+        c.procs.append(http)
+        import socket
+        c.wait_for(lambda: self._port_open(socket, port), 10, "the HTTP server")
+        log = os.path.join(self.tmp, "runs-{device}.log")
+        cache = os.path.join(self.tmp, "cache")
+        cfg = self.runner_yaml("r1", [("a1", {"device": "art"})],
+                               "  size:\n    command: [FAKE, --ms, 1, --log, '%s']\n"
+                               "    repeats: 1\n    warmup: 0\n" % log, cache=cache)
+        self.start_runner("r1", cfg, extra=("--max-artifact", "1M"))
+        base = "http://127.0.0.1:%d/" % port
+
+        def run(name, path, blob):
+            spec = c.write_file(name + ".yaml", """name: %s
+space:
+  i: {grid: [1]}
+objective: {metric: time, mode: min}
+trial:
+  on: {device: art}
+  benchmark: size
+  retries: 0
+  artifact: {url: "%s", sha256: "%s"}
+""" % (name, base + path, hashlib.sha256(blob).hexdigest()))
+            j = c.submit(spec)
+            c.wait_job(j, 60)
+            return list(c.trials(j).values())[0]
+
+        for name, path, how in (("announced", "big.bin", "the server announced more"),
+                                ("streamed", "stream/big.bin", "it kept coming")):
+            t = run(name, path, big)
+            self.assertEqual(t.get("state"), "failed", t)
+            err = t.get("error", "")
+            self.assertIn("is larger than the limit of 1048576 bytes (%s)" % how, err)
+            self.assertIn("--max-artifact of the runner", err)
+        # the stream was cut short by the runner, far below its 64 MB
+        c.wait_for(lambda: os.path.exists(sent), 20, "the server to see the client go")
+        with open(sent) as f:
+            got = [int(l.split()[1]) for l in f]
+        self.assertTrue(got and max(got) < 16 << 20, "bytes sent: %s" % got)
+        # nothing kept, nothing measured; a small artifact still works
+        self.assertEqual([e for e in os.listdir(cache) if not e.startswith(".")], [])
+        self.assertFalse(os.path.exists(log.replace("{device}", "a1")))
+        t = run("small", "small.bin", small)
+        self.assertEqual(t.get("state"), "succeeded", t)
+        self.assertEqual(metrics_of(t)["artifact_sha256"], hashlib.sha256(small).hexdigest())
+        # an artifact's name cannot leave its cache entry: the URL's last
+        # segment, encoded slashes and dots included, becomes one plain name
+        sha = hashlib.sha256(small).hexdigest()
+        for i, path in enumerate(("any/..%2F..%2F..%2Fevil", "any/%2e%2e", "any/.hidden")):
+            shutil.rmtree(os.path.join(cache, sha))  # so that it is fetched under this name
+            t = run("name%d" % i, path + "?v=%d" % i, small)
+            self.assertEqual(t.get("state"), "succeeded", t)
+            self.assertFalse(metrics_of(t)["artifact_cached"], t)
+            entry = os.listdir(os.path.join(cache, sha))
+            self.assertEqual(len(entry), 1, entry)
+            self.assertNotIn("/", entry[0])
+            self.assertFalse(entry[0].startswith("."), entry)
+        for root, dirs, files in os.walk(self.tmp):
+            for name in files + dirs:
+                self.assertNotIn(name, ("evil", "..", ".hidden"), os.path.join(root, name))
+
+    @staticmethod
+    def _port_open(socket, port):
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return True
+        except OSError:
+            return False
 
     def test_cpu_local_latency_follows_flops(self):
         c = self.start_default(workers=())

@@ -466,7 +466,7 @@ s_key_binds (coord_t *c, const char *id, node_t *n, cgq_env_t *env)
                   cgq_wire_body_name (env), id, c->peer_addr ? c->peer_addr : "?", why,
                   c->stat_refused_ids);
     if (env->body_case == CGQ__ENVELOPE__BODY_HELLO) {
-        char reason[900];
+        char reason[1200]; // id (255) and why, whole
         snprintf (reason, sizeof reason, "refused node id '%s': %s", id, why);
         s_bye (c, id, reason);
     }

@@ -46,6 +46,25 @@ import unittest  # noqa: E402
 COMPOSE_FILE = os.path.join(REPO, "orchestration", "docker-compose.yml")
 ENV_FILE = os.path.join(REPO, "orchestration", ".env")
 CONTAINER_WORKDIR = "/var/lib/cgq/work"
+CONTAINER_HOME = "/var/lib/cgq"           # the image's WORKDIR
+IMAGE_RUNNER_YAML = "/opt/cgq/orchestration/runner.yaml"
+
+# A device job for the compose file's device runner (orchestration/runner.yaml:
+# this machine's CPU as device cpu0, the built-in cpu-local benchmark).
+DEVICE_SPEC = '''name: compose-device
+space:
+  family: {grid: [mobilenetv2, resnet]}
+  seed: 1
+  resolution: 32
+search: {algorithm: grid}
+objective: {metric: time, mode: min}
+trial:
+  on: {device: cpu}
+  benchmark: cpu-local
+  repeats: 3
+  warmup: 1
+  timeout: 60s
+'''
 
 TRIAL = r'''
 import os, time
@@ -236,9 +255,22 @@ class ComposeTest(CgqTestCase):
         self.assertTrue(any(d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", [])
                             for d in devs), devs)
 
+        # A device runner with the example runner.yaml, its own key, both endpoints.
+        runner = svc.get("device-runner")
+        self.assertIsNotNone(runner, "a device-runner service: %s" % sorted(svc))
+        renv = env_of(runner)
+        self.assertEqual(renv["CGQ_COORDINATOR_NODES"],
+                         "tcp://coordinator:7700,tcp://coordinator-standby:7700")
+        self.assertTrue(renv.get("CGQ_CURVE_SECRET") and renv.get("CGQ_CURVE_SERVER"), renv)
+        self.assertIn(IMAGE_RUNNER_YAML, " ".join(as_list(runner["command"])))
+        with open(os.path.join(REPO, "docker", "Dockerfile")) as f:
+            self.assertIn("orchestration/runner.yaml " + IMAGE_RUNNER_YAML, f.read(),
+                          "the image carries the example runner.yaml")
+
         vols = set(cfg.get("volumes") or {})
         for name, want in (("redis", "/data"), ("worker", CONTAINER_WORKDIR),
-                           ("worker-gpu", CONTAINER_WORKDIR)):
+                           ("worker-gpu", CONTAINER_WORKDIR),
+                           ("device-runner", CONTAINER_HOME + "/runner")):
             mounts = [self.mount_of(m) for m in svc[name].get("volumes", [])]
             self.assertTrue(any(src in vols and dst == want for src, dst in mounts),
                             "%s has a named volume at %s: %s" % (name, want, mounts))
@@ -330,7 +362,8 @@ class ComposeTest(CgqTestCase):
         kcmd = [rewrite(a) for a in as_list(svc["keys"]["command"])]
         r = subprocess.run(kcmd, env=base, capture_output=True, text=True, timeout=60 * SPEED)
         self.assertEqual(r.returncode, 0, "keys service:\n%s%s" % (r.stdout, r.stderr))
-        for name in ("coordinator.key_secret", "worker.key_secret", "allow/worker.key"):
+        for name in ("coordinator.key_secret", "worker.key_secret", "allow/worker.key",
+                     "runner.key_secret", "allow/runner.key"):
             self.assertTrue(os.path.isfile(os.path.join(keydir, name)), name)
         r = subprocess.run(kcmd, env=base, capture_output=True, text=True, timeout=60 * SPEED)
         self.assertEqual(r.returncode, 0, "a second `up` keeps the keys:\n%s" % r.stderr)
@@ -394,6 +427,22 @@ class ComposeTest(CgqTestCase):
             self.assertTrue(os.path.isdir(os.path.join(self.tmp, "worker-work", name)),
                             "the worker's trial directories are under the volume, by hostname")
 
+        # -- the device runner, its command run by sh as in the container, in
+        # a directory standing for the image's WORKDIR (the cache goes there)
+        rsvc = svc["device-runner"]
+        home = os.path.join(self.tmp, "runner-home")
+        os.makedirs(home)
+        places = names_of + [(IMAGE_RUNNER_YAML, os.path.join(REPO, "orchestration",
+                                                              "runner.yaml")),
+                             (CONTAINER_HOME + "/runner", os.path.join(home, "runner"))]
+        renv = {k: rewrite(v, names_of) for k, v in env_of(rsvc).items()}
+        renv["HOSTNAME"] = "lab-1"
+        p = Proc("device-runner", [rewrite(a, places) for a in as_list(rsvc["command"])],
+                 c.logdir, env=dict(base, **renv), cwd=home)
+        c.procs.append(p)
+        c.wait_for(lambda: c.redis.hgetall("cgq:node:lab-1").get("state") == "alive",
+                   20, "device runner lab-1 alive")
+
         # -- the CLI in the coordinator's environment (docker compose exec coordinator cgq ...)
         cli_env = dict(base, **{k: rewrite(v, names_of)
                                 for k, v in env_of(svc["coordinator"]).items()})
@@ -448,6 +497,21 @@ class ComposeTest(CgqTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         for name in names:
             self.assertIn(name, r.stdout)
+
+        # -- a device job on the runner, which followed the new leader too
+        dspec = c.write_file("device.yaml", DEVICE_SPEC)
+        r = c.cgq("submit", dspec, env=cli_env, timeout=90)
+        self.assertEqual(r.returncode, 0, "cgq submit:\n%s\n%s" % (r.stdout, r.stderr))
+        dj = int(c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)[-1])
+        self.assertNotEqual(dj, j)
+        job = c.wait_job(dj, 90)
+        self.assertEqual((job.get("state"), job.get("succeeded")), ("finished", "2"), job)
+        for t, h in c.trials(dj).items():
+            self.assertEqual((h.get("node"), h.get("device")), ("lab-1", "cpu0"), h)
+            self.assertGreater(metrics_of(h)["time"], 0, h)
+        r = c.cgq("devices", env=cli_env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("cpu0", r.stdout)
 
         # -- Redis as configured: no anonymous access, only cgq:* keys, AOF on disk
         anon = Redis("127.0.0.1", rport)

@@ -35,6 +35,8 @@ static const cgq_cli_opt_t s_run_opts[] = {
     {"cpus", "C", "CPU slots of each worker (default: the cores divided among the workers, at least 1)"},
     {"gpus", "SPEC", "GPUs: auto, none, 0,1 (split among the workers) or fake:N (default auto)"},
     {"keep", NULL, "leave Redis, the coordinator and the workers running afterwards"},
+    {"runner", "FILE", "runner.yaml of a local device runner for the spec's device stages "
+                       "(default, for the built-in cpu-local benchmark only: this CPU as one device)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_keygen_opts[] = {

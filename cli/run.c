@@ -326,8 +326,9 @@ typedef struct {
     char *control_ep;
     bool keep;
     s_proc_t redis, coord;
-    s_proc_t *workers;
+    s_proc_t *workers; // the workers, then the device runner if any (nnodes in all)
     size_t nworkers;
+    size_t nnodes;
     cgq_store_t *store;
     uint64_t job;
     int64_t blocked_since;
@@ -560,11 +561,11 @@ static void
 s_stop_all (s_local_t *l)
 {
     cgq_cli_signal = 0; // from here a new signal means "hurry"
-    if (l->nworkers) {
-        s_proc_t **ws = cgq_xcalloc (l->nworkers, sizeof *ws);
-        for (size_t i = 0; i < l->nworkers; i++)
+    if (l->nnodes) {
+        s_proc_t **ws = cgq_xcalloc (l->nnodes, sizeof *ws);
+        for (size_t i = 0; i < l->nnodes; i++)
             ws[i] = &l->workers[i];
-        s_stop_group (ws, l->nworkers);
+        s_stop_group (ws, l->nnodes);
         free (ws);
     }
     s_proc_t *c = &l->coord;
@@ -587,7 +588,7 @@ s_local_fini (s_local_t *l)
     cgq_store_destroy (&l->store);
     s_proc_fini (&l->redis);
     s_proc_fini (&l->coord);
-    for (size_t i = 0; i < l->nworkers; i++)
+    for (size_t i = 0; i < l->nnodes; i++)
         s_proc_fini (&l->workers[i]);
     free (l->workers);
     free (l->root);
@@ -844,6 +845,108 @@ s_start_workers (s_local_t *l, const char *bin, double cpus, const char *gpus)
     return rc;
 }
 
+// s_runner_config decides the device runner cgq run starts for spec's device
+// stages: none when it has none (*config NULL); the runner.yaml given with
+// --runner; else, when every device stage measures the built-in cpu-local
+// benchmark, a runner.yaml written into .cgq/ that makes this CPU one device
+// carrying every tag the stages ask for. Returns 0, or -1 with the error
+// printed (a board's benchmark needs that board's runner.yaml).
+static int
+s_runner_config (s_local_t *l, const cgq_spec_t *spec, const char *given, char **config)
+{
+    *config = NULL;
+    json_t *tags = json_object ();
+    size_t ndevice = 0;
+    int rc = 0;
+    for (size_t k = 0; k < cgq_spec_nstages (spec) && rc == 0; k++) {
+        const cgq_stage_t *st = cgq_spec_stage (spec, k);
+        if (st->kind != CGQ_TRIAL_DEVICE)
+            continue;
+        ndevice++;
+        if (given)
+            continue;
+        if (!st->benchmark || strcmp (st->benchmark, "cpu-local") != 0) {
+            cgq_cli_error ("%s%s%s measures benchmark '%s' on a device runner's devices; cgq run "
+                           "starts one by itself only for the built-in cpu-local benchmark: give "
+                           "it the runner.yaml of your devices with --runner FILE "
+                           "(docs/devices.md), or submit to a cluster with runners",
+                           st->name ? "stage " : "the trial", st->name ? st->name : "",
+                           "", st->benchmark ? st->benchmark : "?");
+            rc = -1;
+            break;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach (st->on, key, v) {
+            json_t *had = json_object_get (tags, key);
+            if (had && !json_equal (had, v)) {
+                cgq_cli_error ("device stages ask for %s: %s and %s: one local CPU device cannot "
+                               "carry both (give --runner FILE)",
+                               key, json_string_value (had), json_string_value (v));
+                rc = -1;
+                break;
+            }
+            json_object_set (tags, key, v);
+        }
+    }
+    if (rc == 0 && ndevice && given) {
+        char *abs = realpath (given, NULL);
+        if (!abs) {
+            cgq_cli_error ("--runner %s: %s", given, strerror (errno));
+            rc = -1;
+        }
+        *config = abs;
+    }
+    else if (rc == 0 && ndevice) {
+        // Tag values are JSON strings, which YAML reads as they are.
+        char *t = json_dumps (tags, JSON_COMPACT | JSON_SORT_KEYS);
+        char *path = cgq_xasprintf ("%s/runner.yaml", l->root);
+        FILE *f = fopen (path, "w");
+        if (!f || fprintf (f,
+                           "# written by cgq run: this machine's CPU as one device, measured\n"
+                           "# with the built-in cpu-local benchmark (docs/devices.md)\n"
+                           "cache: {dir: %s/artifacts}\n"
+                           "devices:\n"
+                           "  - id: local-cpu\n"
+                           "    tags: %s\n"
+                           "benchmarks:\n"
+                           "  cpu-local: {}\n",
+                           l->root, t) < 0) {
+            cgq_cli_error ("cannot write %s: %s", path, strerror (errno));
+            rc = -1;
+        }
+        if (f && fclose (f) != 0 && rc == 0) {
+            cgq_cli_error ("cannot write %s: %s", path, strerror (errno));
+            rc = -1;
+        }
+        free (t);
+        if (rc == 0)
+            *config = path;
+        else
+            free (path);
+    }
+    json_decref (tags);
+    return rc;
+}
+
+// s_start_runner starts a cgq-device-runner with config as one more node
+// process (it is stopped and checked with the workers).
+static int
+s_start_runner (s_local_t *l, const char *bin, const char *config)
+{
+    s_proc_t *r = &l->workers[l->nnodes];
+    r->id = cgq_xstrdup ("local-runner");
+    r->what = cgq_xstrdup ("cgq-device-runner local-runner");
+    r->log = cgq_xstrdup (".cgq/logs/runner.log");
+    char *work = cgq_xasprintf ("%s/runner", l->root);
+    char *argv[] = {(char *) bin, "--config", (char *) config, "--coordinator", l->nodes_ep,
+                    "--id", r->id, "--workdir", work, NULL};
+    l->nnodes++;
+    int rc = s_spawn (r, argv, r->log, r->log, !l->keep);
+    free (work);
+    return rc;
+}
+
 // s_workers_connected tells whether every worker we started has said Hello to
 // this coordinator: its node hash is alive and carries our child's pid (a
 // hash left by an earlier run carries another).
@@ -851,7 +954,7 @@ static bool
 s_workers_connected (s_local_t *l)
 {
     char key[256];
-    for (size_t i = 0; i < l->nworkers; i++) {
+    for (size_t i = 0; i < l->nnodes; i++) {
         s_proc_t *w = &l->workers[i];
         if (w->reaped)
             continue;
@@ -885,7 +988,14 @@ s_check (void *arg, const cgq_job_rec_t *job)
         return 1;
     }
     size_t alive = 0;
-    for (size_t i = 0; i < l->nworkers; i++) {
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (i >= l->nworkers) { // the device runner: its devices are the job's
+            if (s_reaped (&l->workers[i])) {
+                s_report_death (&l->workers[i], "while the job was running");
+                return 1;
+            }
+            continue;
+        }
         if (!s_reaped (&l->workers[i]))
             alive++;
         else
@@ -944,7 +1054,7 @@ s_print_kept (const s_local_t *l)
 {
     cgq_buf_t pids;
     cgq_buf_init (&pids);
-    for (size_t i = 0; i < l->nworkers; i++)
+    for (size_t i = 0; i < l->nnodes; i++)
         if (l->workers[i].pid > 0)
             cgq_buf_printf (&pids, "%d ", (int) l->workers[i].pid);
     if (l->coord.pid > 0)
@@ -1058,7 +1168,8 @@ cgq_cmd_run (cgq_cli_t *cli)
     memset (&l, 0, sizeof l);
     l.keep = cgq_cli_flag (cli, "keep");
     l.nworkers = (size_t) nworkers;
-    l.workers = cgq_xcalloc (l.nworkers, sizeof *l.workers);
+    l.nnodes = l.nworkers;
+    l.workers = cgq_xcalloc (l.nworkers + 1, sizeof *l.workers); // + a device runner
     char *redis_bin = s_which ("redis-server");
     char *coord_bin = s_find_binary ("cgq-coordinator");
     char *worker_bin = s_find_binary ("cgq-worker");
@@ -1077,11 +1188,29 @@ cgq_cmd_run (cgq_cli_t *cli)
     }
     if (s_prepare (&l) < 0)
         goto done;
+    char *runner_config = NULL, *runner_bin = NULL;
+    if (s_runner_config (&l, spec, cgq_cli_opt (cli, "runner"), &runner_config) < 0) {
+        rc = CGQ_EXIT_BAD;
+        goto done;
+    }
+    if (runner_config && !(runner_bin = s_find_binary ("cgq-device-runner"))) {
+        cgq_cli_error ("the spec has device stages, and cgq-device-runner is neither next to cgq "
+                       "nor on PATH (build it, or add its directory to PATH)");
+        free (runner_config);
+        goto done;
+    }
 
     cgq_cli_catch_signals ();
     started = true;
-    if (s_start_redis (&l, redis_bin) < 0 || s_start_coordinator (&l, coord_bin) < 0 ||
-        s_start_workers (&l, worker_bin, cpus, gpus) < 0)
+    int started_nodes = s_start_redis (&l, redis_bin) < 0 || s_start_coordinator (&l, coord_bin) < 0 ||
+                        s_start_workers (&l, worker_bin, cpus, gpus) < 0 ||
+                        (runner_config && s_start_runner (&l, runner_bin, runner_config) < 0)
+                            ? -1
+                            : 0;
+    free (runner_config);
+    free (runner_bin);
+    runner_config = runner_bin = NULL;
+    if (started_nodes < 0)
         goto stop;
     char err[512];
     l.store = cgq_store_new (l.redis_url, 2000, err, sizeof err);

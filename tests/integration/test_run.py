@@ -3,6 +3,7 @@
 the working tree: exit 0, a leaderboard, nothing left running; a second run in
 the same directory works too and is job 2."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,11 +18,12 @@ EXAMPLE = os.path.join("orchestration", "examples", "quickstart")
 
 
 class RunTest(CgqTestCase):
-    def run_cgq_run(self, cwd, n):
+    def run_cgq_run(self, cwd, n, args=None, extra_env=None):
         env = dict(os.environ)
         for k in ("CGQ_REDIS", "CGQ_COORDINATOR", "CGQ_BIND", "CGQ_CONTROL"):
             env.pop(k, None)
-        argv = [binary("cgq"), "run", os.path.join(EXAMPLE, "tune.yaml")]
+        env.update(extra_env or {})
+        argv = [binary("cgq"), "run"] + (args or [os.path.join(EXAMPLE, "tune.yaml")])
         t0 = time.monotonic()
         p = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                            capture_output=True, timeout=150)
@@ -93,6 +95,60 @@ class RunTest(CgqTestCase):
         self.assertRegex(out2 + err2, r"(?i)\bjob\b[ _-]?(id)?\s*[#:=]?\s*2\b",
                          "the second run is job 2 (state kept in .cgq/)")
         self.check_nothing_left("after the second cgq run")
+
+    def test_cgq_run_device_stages(self):
+        """A spec measured on devices: `cgq run` starts a device runner too,
+        this CPU as one device for the built-in cpu-local benchmark, or the
+        runner.yaml given with --runner (seed 002's simulated board); a board
+        benchmark without --runner is refused, saying what to give."""
+        work = os.path.join(self.tmp, "dev")
+        os.makedirs(work)
+        spec = os.path.join(work, "dev.yaml")
+        with open(spec, "w") as f:
+            f.write("name: local-device\n"
+                    "space: {family: {grid: [mobilenetv2, vgg, resnet]}, seed: 3, resolution: 32}\n"
+                    "search: {algorithm: grid}\n"
+                    "objective: {metric: time, mode: min}\n"
+                    "trial: {on: {device: cpu}, benchmark: cpu-local, repeats: 3, warmup: 1}\n")
+        rc, out, err = self.run_cgq_run(work, 3, [spec, "--format", "json"])
+        for mark in SANITIZER_MARKS:
+            self.assertNotIn(mark, err)
+        self.assertEqual(rc, 0, "stderr tail:\n%s" % err[-3000:])
+        doc = json.loads(out)
+        self.assertEqual(len(doc["trials"]), 3)
+        for t in doc["trials"]:
+            self.assertEqual((t["state"], t["node"]), ("succeeded", "local-runner"), t)
+            self.assertGreater(t["metrics"]["time"], 0, t)
+            self.assertEqual(t["metrics"]["device"], "local-cpu", t)
+        with open(os.path.join(work, ".cgq", "runner.yaml")) as f:
+            self.assertIn('{"device":"cpu"}', f.read(), "the device carries the stage's tags")
+        self.check_nothing_left("after cgq run of a device spec")
+
+        # A board's benchmark: refused before anything starts, exit 2.
+        bad = os.path.join(work, "bad.yaml")
+        with open(spec) as f, open(bad, "w") as g:
+            g.write(f.read().replace("benchmark: cpu-local", "benchmark: nnpackage"))
+        rc, out, err = self.run_cgq_run(work, 4, [bad])
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--runner FILE", err)
+        self.assertIn("nnpackage", err)
+        self.check_nothing_left("after a refused cgq run")
+
+        # Seed 002 in one command: its simulated board's runner.yaml.
+        ex = os.path.join(REPO, "orchestration", "examples", "backend-pareto")
+        rc, out, err = self.run_cgq_run(
+            work, 5, [os.path.join(ex, "random.yaml"), "--runner", os.path.join(ex, "runner.yaml"),
+                      "--format", "json"], {"CGQ_SIM_DIR": ex})
+        for mark in SANITIZER_MARKS:
+            self.assertNotIn(mark, err)
+        self.assertEqual(rc, 0, "stderr tail:\n%s" % err[-3000:])
+        doc = json.loads(out)
+        ok = [t for t in doc["trials"] if t["state"] == "succeeded"]
+        self.assertEqual(len(ok), len(doc["trials"]), doc["trials"][:2])
+        self.assertTrue(all(t["metrics"]["device"] == "sim-board-1" for t in ok))
+        ids = [t["params"]["backends"]["id"] for t in ok]
+        self.assertEqual(len(ids), len(set(ids)), "random sampling never repeats an assignment")
+        self.check_nothing_left("after cgq run --runner")
 
 
 if __name__ == "__main__":

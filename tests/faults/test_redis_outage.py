@@ -16,7 +16,7 @@ from harness import CgqTestCase, main  # noqa: E402
 
 N = 24
 
-OUTAGE_S = 6.0
+OUTAGE_S = 10.0
 MAX_BUFFER = 30
 
 

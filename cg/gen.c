@@ -345,6 +345,13 @@ cgq_cg_gen (const cgq_cg_gen_opts_t *opts, char *err, size_t err_len)
     // Mix the family in, so that two families with one seed are unrelated.
     s.rng ^= 0x51ed270b2f6a3c01ull * (uint64_t) (opts->family + 1);
     int res = opts->resolution;
+    // The resolution is the first draw, made even when it is given, so that
+    // the rest of the model (drawn after it) depends on family, seed and
+    // resolution only, whichever way the resolution was chosen: the name
+    // FAMILY-sSEED-rRES then names one graph (cgq-predictor export rebuilds
+    // measured models from their names and params).
+    if (res != 0)
+        (void) s_next (&s);
     if (res == 0) {
         int lo = (opts->min_res + 31) / 32, hi = opts->max_res / 32;
         if (opts->min_res < 32 || opts->max_res > 1024 || lo > hi) {

@@ -14,11 +14,10 @@
 # the 2-core reference machine. The latencies are this machine's: another
 # machine gives other numbers (that is the point of measuring).
 #
-# The committed data/cpu-local was made by this script, on an otherwise idle
-# machine. measure.sh makes the same kind of dataset as a cgq measurement job
-# on the device runner's cpu-local benchmark (the same engine code,
-# cg/engine.c). Either way, measure on an idle machine: timings taken while
-# other work shares the cores are noise.
+# The committed data/cpu-local was made by measure.sh, the same kind of
+# dataset as a cgq measurement job on the device runner's cpu-local benchmark
+# (the same engine code, cg/engine.c). Either way, measure on an idle
+# machine: timings taken while other work shares the cores are noise.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}

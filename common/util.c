@@ -103,7 +103,24 @@ cgq_wall_s (void)
 {
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
-    return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+    // Microseconds, as the nearest double to SEC.UUUUUU: cgq_fmt_double then
+    // writes it exactly so, without printf (a time with nanoseconds needs 17
+    // digits and the slow path, several times per trial).
+    return (double) ((int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000) / 1e6;
+}
+
+char *
+cgq_fmt_u64 (char *buf, uint64_t v)
+{
+    char tmp[24];
+    char *p = tmp + sizeof tmp;
+    *--p = 0;
+    do {
+        *--p = (char) ('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy (buf, p, (size_t) (tmp + sizeof tmp - p));
+    return buf;
 }
 
 char *
@@ -116,6 +133,41 @@ cgq_fmt_double (char *buf, double v)
     if (isinf (v)) {
         strcpy (buf, v > 0 ? "inf" : "-inf");
         return buf;
+    }
+    // Fast path, for what the coordinator writes per trial (times in
+    // microseconds, params, metrics): the fewest decimals k with
+    // round(|v| * 10^k) / 10^k == |v|. With that integer below 2^53 and 10^k
+    // exact, the division is exactly what strtod makes of the digits, so they
+    // read back as v; and they are what %.15g prints whenever that reads back
+    // (fixed notation: 1e-4 <= |v| < 1e15). Else printf, as before.
+    double a = fabs (v);
+    if (a == 0 || (a >= 1e-4 && a < 1e15)) {
+        double p = 1;
+        for (int k = 0; k <= 17; k++, p *= 10) {
+            double m = a * p;
+            if (m >= 9007199254740992.0)
+                break;
+            uint64_t mi = (uint64_t) (m + 0.5);
+            if ((double) mi / p != a)
+                continue;
+            char tmp[48];
+            char *q = tmp + sizeof tmp;
+            *--q = 0;
+            for (int d = 0; d < k; d++) {
+                *--q = (char) ('0' + mi % 10);
+                mi /= 10;
+            }
+            if (k)
+                *--q = '.';
+            do {
+                *--q = (char) ('0' + mi % 10);
+                mi /= 10;
+            } while (mi);
+            if (signbit (v))
+                *--q = '-';
+            memcpy (buf, q, (size_t) (tmp + sizeof tmp - q));
+            return buf;
+        }
     }
     for (int prec = 15; prec <= 17; prec++) {
         snprintf (buf, 32, "%.*g", prec, v);

@@ -30,6 +30,9 @@ int64_t cgq_thread_cpu_ms (void);
 // cgq_fmt_double writes v as the shortest of %.15g/%.17g that reads back as
 // v, so 0.1 prints as 0.1. buf must hold 32 bytes. Returns buf.
 char *cgq_fmt_double (char *buf, double v);
+// cgq_fmt_u64 writes v in decimal into buf (at least 21 bytes), without
+// printf, and returns buf.
+char *cgq_fmt_u64 (char *buf, uint64_t v);
 
 // cgq_round15 rounds v to 15 significant digits, so that its %.15g text reads
 // back as the same double. Sampled params are rounded this way.

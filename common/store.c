@@ -537,12 +537,27 @@ s_put_len (cgq_buf_t *b, char prefix, size_t n)
     cgq_buf_append (b, p, (size_t) (tmp + sizeof tmp - p));
 }
 
+// s_put_arg appends $LEN\r\nARG\r\n, room made once.
 static void
 s_put_arg (cgq_buf_t *b, const char *arg, size_t len)
 {
-    s_put_len (b, '$', len);
-    cgq_buf_append (b, arg, len);
-    cgq_buf_append (b, "\r\n", 2);
+    cgq_buf_reserve (b, len + 26);
+    char tmp[24];
+    char *end = tmp + sizeof tmp;
+    *--end = '\n';
+    *--end = '\r';
+    char *p = s_utoa (end, len);
+    *--p = '$';
+    size_t hl = (size_t) (tmp + sizeof tmp - p);
+    char *w = b->data + b->len;
+    memcpy (w, p, hl);
+    w += hl;
+    memcpy (w, arg, len);
+    w += len;
+    *w++ = '\r';
+    *w++ = '\n';
+    *w = 0;
+    b->len = (size_t) (w - b->data);
 }
 
 // cgq_store_cmd's format: arguments are separated by spaces; each is literal
@@ -667,6 +682,35 @@ cgq_store_cmdargv (cgq_store_t *self, int argc, const char **argv, const size_t 
         const char *a = argv[i] ? argv[i] : "";
         s_put_arg (&self->batch, a, argvlen ? argvlen[i] : strlen (a));
     }
+}
+
+void
+cgq_store_begin (cgq_store_t *self, size_t argc)
+{
+    s_mark (self);
+    s_put_len (&self->batch, '*', argc);
+}
+
+void
+cgq_store_arg (cgq_store_t *self, const char *arg, size_t len)
+{
+    s_put_arg (&self->batch, arg, len);
+}
+
+void
+cgq_store_arg_u64 (cgq_store_t *self, uint64_t v)
+{
+    char tmp[24];
+    char *p = s_utoa (tmp + sizeof tmp, v);
+    s_put_arg (&self->batch, p, (size_t) (tmp + sizeof tmp - p));
+}
+
+void
+cgq_store_arg_dbl (cgq_store_t *self, double v)
+{
+    char tmp[32];
+    cgq_fmt_double (tmp, v);
+    s_put_arg (&self->batch, tmp, strlen (tmp));
 }
 
 size_t

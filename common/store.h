@@ -39,6 +39,14 @@ const char *cgq_store_url (cgq_store_t *self);
 void cgq_store_cmd (cgq_store_t *self, const char *fmt, ...);
 void cgq_store_cmdargv (cgq_store_t *self, int argc, const char **argv, const size_t *argvlen);
 
+// A command written argument by argument into the batch, for one whose
+// number of arguments is known only at run time (SADD key m1 m2 ...):
+// cgq_store_begin with the exact count, then that many cgq_store_arg*.
+void cgq_store_begin (cgq_store_t *self, size_t argc);
+void cgq_store_arg (cgq_store_t *self, const char *arg, size_t len);
+void cgq_store_arg_u64 (cgq_store_t *self, uint64_t v);
+void cgq_store_arg_dbl (cgq_store_t *self, double v); // as cgq_fmt_double
+
 // Number of commands queued and not yet flushed.
 size_t cgq_store_pending (cgq_store_t *self);
 

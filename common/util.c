@@ -212,8 +212,8 @@ cgq_buf_reset (cgq_buf_t *b)
         b->data[0] = 0;
 }
 
-static void
-s_buf_reserve (cgq_buf_t *b, size_t extra)
+void
+cgq_buf_reserve (cgq_buf_t *b, size_t extra)
 {
     if (!b->data)
         cgq_buf_init (b);
@@ -229,7 +229,7 @@ s_buf_reserve (cgq_buf_t *b, size_t extra)
 void
 cgq_buf_append (cgq_buf_t *b, const void *data, size_t len)
 {
-    s_buf_reserve (b, len);
+    cgq_buf_reserve (b, len);
     memcpy (b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = 0;
@@ -250,7 +250,7 @@ cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...)
     int n = vsnprintf (NULL, 0, fmt, ap);
     va_end (ap);
     if (n > 0) {
-        s_buf_reserve (b, (size_t) n);
+        cgq_buf_reserve (b, (size_t) n);
         vsnprintf (b->data + b->len, (size_t) n + 1, fmt, ap2);
         b->len += (size_t) n;
     }

@@ -49,6 +49,8 @@ void cgq_buf_init (cgq_buf_t *b);
 void cgq_buf_fini (cgq_buf_t *b);
 void cgq_buf_reset (cgq_buf_t *b);
 void cgq_buf_append (cgq_buf_t *b, const void *data, size_t len);
+// cgq_buf_reserve makes room for extra more bytes (and the NUL) at the end.
+void cgq_buf_reserve (cgq_buf_t *b, size_t extra);
 void cgq_buf_puts (cgq_buf_t *b, const char *s);
 void cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 // cgq_buf_read appends everything f still holds to b. Returns 0, or -1 with

@@ -13,6 +13,7 @@
 #include "auth.h"
 #include "config.h"
 #include "control.h"
+#include "jobs.h"
 #include "coord.h"
 #include "lease.h"
 #include "log.h"
@@ -380,6 +381,7 @@ main (int argc, char **argv)
     cgq_hset_str (&h, CGQ_CF_CONTROL, c.ctl_ep);
     cgq_hset_str (&h, CGQ_CF_STARTED, now);
     cgq_hset_queue (&h, c.store);
+    jobs_write_dirty (&c); // what recovery changed, whole (the turns' sets included)
     if (cgq_store_flush (c.store) < 0) {
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
         goto out;

@@ -702,9 +702,9 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
 {
     job_t *j = t->job;
     t->started = cgq_wall_s ();
-    char started[32], attempt[16];
+    char started[32], attempt[24];
     cgq_fmt_double (started, t->started);
-    snprintf (attempt, sizeof attempt, "%u", t->attempt);
+    cgq_fmt_u64 (attempt, t->attempt);
     const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE, n->id, CGQ_TF_GPUS, gpus,
                         CGQ_TF_STARTED, started};
     if (t->pending_since_ms)

@@ -182,6 +182,34 @@ cgq_round15 (double v)
 {
     if (!isfinite (v))
         return v;
+    // Fast path (every sampled parameter takes this): m = |v| * 10^k with
+    // 10^14 <= m < 10^15, rounded to the integer n; n / 10^k is then what
+    // strtod makes of %.15g's digits (n < 2^53 and 10^k exact, one correctly
+    // rounded division). m carries one rounding (at most 1/16 below 2^50), so
+    // when its fraction is near .5 the decimal rounding could go the other
+    // way: printf decides those.
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double a = fabs (v);
+    if (a == 0)
+        return v;
+    int k = 14 - (int) floor (log10 (a));
+    for (int tries = 0; tries < 2 && k >= 0 && k <= 22; tries++) {
+        double m = a * p10[k];
+        if (m >= 1e15)
+            k--;
+        else if (m < 1e14)
+            k++;
+        else {
+            double n = floor (m + 0.5);
+            double frac = m - floor (m);
+            if (fabs (frac - 0.5) < 0.125)
+                break; // near a tie: printf
+            double r = n / p10[k];
+            return v < 0 ? -r : r;
+        }
+    }
     char buf[32];
     snprintf (buf, sizeof buf, "%.15g", v);
     return strtod (buf, NULL);

@@ -185,6 +185,19 @@ t_round15 (void **state)
     double v = cgq_round15 (0.0012345678901234567);
     snprintf (buf, sizeof buf, "%.15g", v);
     assert_true (strtod (buf, NULL) == v);
+    // The fast path against printf + strtod, on what the searchers round.
+    uint64_t x = 2463534242ull;
+    for (int i = 0; i < 300000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double u = (double) (x >> 11) / 9007199254740992.0;
+        double w = i % 3 == 0   ? u
+                   : i % 3 == 1 ? -1e3 + u * 2e3
+                                : exp (log (1e-6) + u * (log (1e4) - log (1e-6)));
+        char ref[32];
+        snprintf (ref, sizeof ref, "%.15g", w);
+        if (cgq_round15 (w) != strtod (ref, NULL))
+            fail_msg ("cgq_round15 (%.17g) = %.17g, printf says %s", w, cgq_round15 (w), ref);
+    }
 }
 
 static void

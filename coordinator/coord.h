@@ -80,13 +80,13 @@ typedef cgq_jstate_t jstate_t;
 typedef struct job_s job_t;
 typedef struct node_s node_t;
 typedef struct trial_s trial_t;
+typedef struct device_s device_t;
 
 // A growable list of ids.
 typedef struct {
     uint64_t *v;
     size_t n, cap;
 } ids_t;
-typedef struct device_s device_t;
 
 // What one trial needs of a node.
 typedef struct {

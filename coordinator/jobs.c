@@ -495,10 +495,6 @@ jobs_unsuggested (const job_t *j)
     return total > sug ? total - sug : 0;
 }
 
-// s_job_write sets the job's counts, suggested and searcher state to their
-// values in memory: one HSET per job per turn however many trials moved,
-// and absolute values, so a batch applied twice cannot skew a count. Trials
-// not created yet count as pending (or cancelled, after a cancel).
 // s_sets_write queues the turn's active-set and leaderboard changes of j:
 // one SADD, one SREM and one ZADD, each with every member of the turn.
 static void
@@ -541,6 +537,11 @@ s_sets_write (coord_t *c, job_t *j)
     }
 }
 
+// s_job_write sets the job's counts, suggested and searcher state (and the
+// best, when it changed) to their values in memory: one HSET per job per
+// turn however many trials moved, and absolute values, so a batch applied
+// twice cannot skew a count. Trials not created yet count as pending (or
+// cancelled, after a cancel). The turn's set changes go out first.
 static void
 s_job_write (coord_t *c, job_t *j)
 {

@@ -34,8 +34,12 @@ const char *cgq_store_errstr (cgq_store_t *self);
 // The URL with any password masked, for messages.
 const char *cgq_store_url (cgq_store_t *self);
 
-// cgq_store_cmd queues one command (redisFormatCommand syntax: %s, %b with
-// pointer+size, %d, %lld, %llu ...) into the current batch. Nothing is sent.
+// cgq_store_cmd queues one command into the current batch, written in RESP
+// directly (no printf). Arguments are separated by the format's spaces (an
+// interpolated string may hold spaces, "" is an empty argument), as with
+// redisFormatCommand, for these conversions: %s, %b (pointer, size_t), %d %i
+// %u with l, ll or z, and %%. Any other (%f, %q ...) queues nothing and logs
+// an error. Nothing is sent.
 void cgq_store_cmd (cgq_store_t *self, const char *fmt, ...);
 void cgq_store_cmdargv (cgq_store_t *self, int argc, const char **argv, const size_t *argvlen);
 

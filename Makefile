@@ -38,6 +38,8 @@ demo: build
 bench: build
 	@./bench/run
 	@python3 bench/restart.py
+	@if command -v valgrind >/dev/null; then python3 bench/callgrind.py; \
+	 else echo "bench: valgrind not installed: no instruction count per trial (bench/callgrind.py)"; fi
 
 fuzz: bootstrap
 	@python3 tests/fuzz/run.py --build-dir build-fuzz --time $(FUZZ_TIME) --jobs $(JOBS)

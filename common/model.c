@@ -33,39 +33,67 @@ cgq_tstate_terminal (cgq_tstate_t s)
 
 // --- keys ------------------------------------------------------------------
 
+// s_job_key writes "cgq:job:{JOB}" SUFFIX [TRIAL] into buf (size n,
+// truncated like snprintf), without printf: the coordinator builds a few of
+// these per trial.
+static char *
+s_job_key (char *buf, size_t n, uint64_t job, const char *suffix, const uint64_t *trial)
+{
+    char tmp[160], num[24];
+    size_t k = 0;
+    memcpy (tmp, "cgq:job:{", 9);
+    k = 9;
+    size_t l = strlen (cgq_fmt_u64 (num, job));
+    memcpy (tmp + k, num, l);
+    k += l;
+    tmp[k++] = '}';
+    l = strlen (suffix);
+    if (l > 100)
+        l = 100;
+    memcpy (tmp + k, suffix, l);
+    k += l;
+    if (trial) {
+        l = strlen (cgq_fmt_u64 (num, *trial));
+        memcpy (tmp + k, num, l);
+        k += l;
+    }
+    if (n) {
+        if (k >= n)
+            k = n - 1;
+        memcpy (buf, tmp, k);
+        buf[k] = 0;
+    }
+    return buf;
+}
+
 char *
 cgq_key_job (char *buf, size_t n, uint64_t job)
 {
-    snprintf (buf, n, "cgq:job:{%" PRIu64 "}", job);
-    return buf;
+    return s_job_key (buf, n, job, "", NULL);
 }
 
 char *
 cgq_key_trial (char *buf, size_t n, uint64_t job, uint64_t trial)
 {
-    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:trial:%" PRIu64, job, trial);
-    return buf;
+    return s_job_key (buf, n, job, ":trial:", &trial);
 }
 
 char *
 cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial)
 {
-    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:reports:%" PRIu64, job, trial);
-    return buf;
+    return s_job_key (buf, n, job, ":reports:", &trial);
 }
 
 char *
 cgq_key_leaderboard (char *buf, size_t n, uint64_t job)
 {
-    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:leaderboard", job);
-    return buf;
+    return s_job_key (buf, n, job, ":leaderboard", NULL);
 }
 
 char *
 cgq_key_active (char *buf, size_t n, uint64_t job)
 {
-    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:active", job);
-    return buf;
+    return s_job_key (buf, n, job, ":active", NULL);
 }
 
 char *
@@ -136,9 +164,7 @@ cgq_hset_str (cgq_hset_t *h, const char *field, const char *value)
 void
 cgq_hset_u64 (cgq_hset_t *h, const char *field, uint64_t value)
 {
-    char *b = h->num[h->nnum++];
-    snprintf (b, sizeof h->num[0], "%" PRIu64, value);
-    cgq_hset_str (h, field, b);
+    cgq_hset_str (h, field, cgq_fmt_u64 (h->num[h->nnum++], value));
 }
 
 void
@@ -162,10 +188,10 @@ void
 cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
                  const char *node, uint32_t attempt, const char *detail)
 {
-    char jobbuf[32], trialbuf[32], attbuf[16], maxlen[16];
+    char jobbuf[24], trialbuf[24], attbuf[24], maxlen[24];
     const char *argv[20];
     int n = 0;
-    snprintf (maxlen, sizeof maxlen, "%d", CGQ_EVENTS_MAXLEN);
+    cgq_fmt_u64 (maxlen, CGQ_EVENTS_MAXLEN);
     argv[n++] = "XADD";
     argv[n++] = CGQ_KEY_EVENTS;
     argv[n++] = "MAXLEN";
@@ -175,12 +201,12 @@ cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t tri
     argv[n++] = "type";
     argv[n++] = type;
     if (job) {
-        snprintf (jobbuf, sizeof jobbuf, "%" PRIu64, job);
+        cgq_fmt_u64 (jobbuf, job);
         argv[n++] = "job";
         argv[n++] = jobbuf;
     }
     if (trial >= 0) {
-        snprintf (trialbuf, sizeof trialbuf, "%" PRId64, trial);
+        cgq_fmt_u64 (trialbuf, (uint64_t) trial);
         argv[n++] = "trial";
         argv[n++] = trialbuf;
     }
@@ -189,7 +215,7 @@ cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t tri
         argv[n++] = node;
     }
     if (attempt) {
-        snprintf (attbuf, sizeof attbuf, "%u", attempt);
+        cgq_fmt_u64 (attbuf, attempt);
         argv[n++] = "attempt";
         argv[n++] = attbuf;
     }

@@ -34,10 +34,22 @@ const char *cgq_store_errstr (cgq_store_t *self);
 // The URL with any password masked, for messages.
 const char *cgq_store_url (cgq_store_t *self);
 
-// cgq_store_cmd queues one command (redisFormatCommand syntax: %s, %b with
-// pointer+size, %d, %lld, %llu ...) into the current batch. Nothing is sent.
+// cgq_store_cmd queues one command into the current batch, written in RESP
+// directly (no printf). Arguments are separated by the format's spaces (an
+// interpolated string may hold spaces, "" is an empty argument), as with
+// redisFormatCommand, for these conversions: %s, %b (pointer, size_t), %d %i
+// %u with l, ll or z, and %%. Any other (%f, %q ...) queues nothing and logs
+// an error. Nothing is sent.
 void cgq_store_cmd (cgq_store_t *self, const char *fmt, ...);
 void cgq_store_cmdargv (cgq_store_t *self, int argc, const char **argv, const size_t *argvlen);
+
+// A command written argument by argument into the batch, for one whose
+// number of arguments is known only at run time (SADD key m1 m2 ...):
+// cgq_store_begin with the exact count, then that many cgq_store_arg*.
+void cgq_store_begin (cgq_store_t *self, size_t argc);
+void cgq_store_arg (cgq_store_t *self, const char *arg, size_t len);
+void cgq_store_arg_u64 (cgq_store_t *self, uint64_t v);
+void cgq_store_arg_dbl (cgq_store_t *self, double v); // as cgq_fmt_double
 
 // Number of commands queued and not yet flushed.
 size_t cgq_store_pending (cgq_store_t *self);

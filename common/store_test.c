@@ -351,6 +351,45 @@ t_batch_rejected_commands (void **state)
 }
 
 static void
+t_batch_format (void **state)
+{
+    // cgq_store_cmd writes RESP itself: every conversion, and the argument
+    // boundaries (spaces in the format only; an interpolated string may hold
+    // spaces; an empty one is an empty argument), as Redis reads them back.
+    cgq_store_t *st = s_open (cgq_test_redis_url (s_redis), 1000);
+    s_flushdb (st);
+    const char bin[] = {'a', 0, 'b'};
+    cgq_store_cmd (st, "RPUSH l %s %d %lld %llu %u %ld %zu k:%d:%s %b 100%% %s x", "two words",
+                   -42, -9223372036854775807ll - 1, 18446744073709551615ull, 0u, 123456789l,
+                   (size_t) 7, 3, "z", bin, sizeof bin, "");
+    const char *argv[] = {"RPUSH", "l", "", "end"};
+    cgq_store_cmdargv (st, 4, argv, NULL);
+    assert_int_equal (cgq_store_pending (st), 2);
+    assert_int_equal (cgq_store_flush (st), 0);
+    redisReply *r = cgq_store_command (st, "LRANGE l 0 -1");
+    assert_non_null (r);
+    const char *want[] = {"two words", "-42", "-9223372036854775808", "18446744073709551615",
+                          "0", "123456789", "7", "k:3:z", NULL, "100%", "", "x", "", "end"};
+    size_t nwant = sizeof want / sizeof *want;
+    assert_int_equal (r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal (r->elements, nwant);
+    for (size_t i = 0; i < nwant; i++) {
+        if (!want[i]) {
+            assert_int_equal (r->element[i]->len, sizeof bin);
+            assert_memory_equal (r->element[i]->str, bin, sizeof bin);
+        }
+        else
+            assert_string_equal (r->element[i]->str, want[i]);
+    }
+    freeReplyObject (r);
+    // A format ending in '%', or with no argument at all, queues nothing.
+    cgq_store_cmd (st, "SET x 5%");
+    cgq_store_cmd (st, "   ");
+    assert_int_equal (cgq_store_pending (st), 0);
+    cgq_store_destroy (&st);
+}
+
+static void
 t_batch_nil_exec (void **state)
 {
     // A WATCHed key changed by another client makes EXEC answer nil: the batch
@@ -692,6 +731,7 @@ main (void)
         cmocka_unit_test (t_batch_10000),
         cmocka_unit_test (t_batch_survives_redis_down),
         cmocka_unit_test (t_batch_rejected_commands),
+        cmocka_unit_test (t_batch_format),
         cmocka_unit_test (t_batch_nil_exec),
         cmocka_unit_test (t_auth),
         cmocka_unit_test (t_unreachable),

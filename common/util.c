@@ -103,7 +103,24 @@ cgq_wall_s (void)
 {
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
-    return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+    // Microseconds, as the nearest double to SEC.UUUUUU: cgq_fmt_double then
+    // writes it exactly so, without printf (a time with nanoseconds needs 17
+    // digits and the slow path, several times per trial).
+    return (double) ((int64_t) ts.tv_sec * 1000000 + ts.tv_nsec / 1000) / 1e6;
+}
+
+char *
+cgq_fmt_u64 (char *buf, uint64_t v)
+{
+    char tmp[24];
+    char *p = tmp + sizeof tmp;
+    *--p = 0;
+    do {
+        *--p = (char) ('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy (buf, p, (size_t) (tmp + sizeof tmp - p));
+    return buf;
 }
 
 char *
@@ -116,6 +133,41 @@ cgq_fmt_double (char *buf, double v)
     if (isinf (v)) {
         strcpy (buf, v > 0 ? "inf" : "-inf");
         return buf;
+    }
+    // Fast path, for what the coordinator writes per trial (times in
+    // microseconds, params, metrics): the fewest decimals k with
+    // round(|v| * 10^k) / 10^k == |v|. With that integer below 2^53 and 10^k
+    // exact, the division is exactly what strtod makes of the digits, so they
+    // read back as v; and they are what %.15g prints whenever that reads back
+    // (fixed notation: 1e-4 <= |v| < 1e15). Else printf, as before.
+    double a = fabs (v);
+    if (a == 0 || (a >= 1e-4 && a < 1e15)) {
+        double p = 1;
+        for (int k = 0; k <= 17; k++, p *= 10) {
+            double m = a * p;
+            if (m >= 9007199254740992.0)
+                break;
+            uint64_t mi = (uint64_t) (m + 0.5);
+            if ((double) mi / p != a)
+                continue;
+            char tmp[48];
+            char *q = tmp + sizeof tmp;
+            *--q = 0;
+            for (int d = 0; d < k; d++) {
+                *--q = (char) ('0' + mi % 10);
+                mi /= 10;
+            }
+            if (k)
+                *--q = '.';
+            do {
+                *--q = (char) ('0' + mi % 10);
+                mi /= 10;
+            } while (mi);
+            if (signbit (v))
+                *--q = '-';
+            memcpy (buf, q, (size_t) (tmp + sizeof tmp - q));
+            return buf;
+        }
     }
     for (int prec = 15; prec <= 17; prec++) {
         snprintf (buf, 32, "%.*g", prec, v);
@@ -130,6 +182,34 @@ cgq_round15 (double v)
 {
     if (!isfinite (v))
         return v;
+    // Fast path (every sampled parameter takes this): m = |v| * 10^k with
+    // 10^14 <= m < 10^15, rounded to the integer n; n / 10^k is then what
+    // strtod makes of %.15g's digits (n < 2^53 and 10^k exact, one correctly
+    // rounded division). m carries one rounding (at most 1/16 below 2^50), so
+    // when its fraction is near .5 the decimal rounding could go the other
+    // way: printf decides those.
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                 1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double a = fabs (v);
+    if (a == 0)
+        return v;
+    int k = 14 - (int) floor (log10 (a));
+    for (int tries = 0; tries < 2 && k >= 0 && k <= 22; tries++) {
+        double m = a * p10[k];
+        if (m >= 1e15)
+            k--;
+        else if (m < 1e14)
+            k++;
+        else {
+            double n = floor (m + 0.5);
+            double frac = m - floor (m);
+            if (fabs (frac - 0.5) < 0.125)
+                break; // near a tie: printf
+            double r = n / p10[k];
+            return v < 0 ? -r : r;
+        }
+    }
     char buf[32];
     snprintf (buf, sizeof buf, "%.15g", v);
     return strtod (buf, NULL);
@@ -160,8 +240,8 @@ cgq_buf_reset (cgq_buf_t *b)
         b->data[0] = 0;
 }
 
-static void
-s_buf_reserve (cgq_buf_t *b, size_t extra)
+void
+cgq_buf_reserve (cgq_buf_t *b, size_t extra)
 {
     if (!b->data)
         cgq_buf_init (b);
@@ -177,7 +257,7 @@ s_buf_reserve (cgq_buf_t *b, size_t extra)
 void
 cgq_buf_append (cgq_buf_t *b, const void *data, size_t len)
 {
-    s_buf_reserve (b, len);
+    cgq_buf_reserve (b, len);
     memcpy (b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = 0;
@@ -198,7 +278,7 @@ cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...)
     int n = vsnprintf (NULL, 0, fmt, ap);
     va_end (ap);
     if (n > 0) {
-        s_buf_reserve (b, (size_t) n);
+        cgq_buf_reserve (b, (size_t) n);
         vsnprintf (b->data + b->len, (size_t) n + 1, fmt, ap2);
         b->len += (size_t) n;
     }

@@ -30,6 +30,9 @@ int64_t cgq_thread_cpu_ms (void);
 // cgq_fmt_double writes v as the shortest of %.15g/%.17g that reads back as
 // v, so 0.1 prints as 0.1. buf must hold 32 bytes. Returns buf.
 char *cgq_fmt_double (char *buf, double v);
+// cgq_fmt_u64 writes v in decimal into buf (at least 21 bytes), without
+// printf, and returns buf.
+char *cgq_fmt_u64 (char *buf, uint64_t v);
 
 // cgq_round15 rounds v to 15 significant digits, so that its %.15g text reads
 // back as the same double. Sampled params are rounded this way.
@@ -46,6 +49,8 @@ void cgq_buf_init (cgq_buf_t *b);
 void cgq_buf_fini (cgq_buf_t *b);
 void cgq_buf_reset (cgq_buf_t *b);
 void cgq_buf_append (cgq_buf_t *b, const void *data, size_t len);
+// cgq_buf_reserve makes room for extra more bytes (and the NUL) at the end.
+void cgq_buf_reserve (cgq_buf_t *b, size_t extra);
 void cgq_buf_puts (cgq_buf_t *b, const char *s);
 void cgq_buf_printf (cgq_buf_t *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 // cgq_buf_read appends everything f still holds to b. Returns 0, or -1 with

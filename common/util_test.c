@@ -111,6 +111,44 @@ t_fmt_double (void **state)
     assert_string_equal (cgq_fmt_double (buf, NAN), "nan");
     assert_string_equal (cgq_fmt_double (buf, -INFINITY), "-inf");
 
+    assert_string_equal (cgq_fmt_double (buf, 1795708854.123456), "1795708854.123456");
+    assert_string_equal (cgq_fmt_double (buf, -0.0), "-0");
+    assert_string_equal (cgq_fmt_double (buf, 0.00001), "1e-05");
+
+    // The fast path (no printf) against printf's shortest of %.15g..%.17g:
+    // the same digits whenever printf needs no more than 15, never more
+    // digits otherwise, and always the same double back.
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double v;
+        switch (i % 4) {
+        case 0: // a wall time in microseconds, as cgq_wall_s
+            v = (double) (int64_t) (1700000000000000ull + x % 200000000000000ull) / 1e6;
+            break;
+        case 1: // uniform in [0, 1)
+            v = (double) (x >> 11) / 9007199254740992.0;
+            break;
+        case 2: // a few decimals, as sampled params
+            v = (double) (int64_t) (x % 2000001) / 1000 - 1000;
+            break;
+        default: // any magnitude
+            v = ((double) (x >> 11) / 9007199254740992.0) * pow (10, (double) (x % 40) - 20);
+        }
+        char ref[32];
+        int prec = 15;
+        for (; prec <= 17; prec++) {
+            snprintf (ref, sizeof ref, "%.*g", prec, v);
+            if (strtod (ref, NULL) == v)
+                break;
+        }
+        cgq_fmt_double (buf, v);
+        if (strtod (buf, NULL) != v || strlen (buf) > strlen (ref)
+            || (prec == 15 && strcmp (buf, ref) != 0))
+            fail_msg ("%.17g: fast path %s, printf %s", v, buf, ref);
+    }
+    (void) cgq_wall_s ();
+
     // Every finite double reads back exactly.
     double vals[] = {M_PI, -M_E, 1.0 / 3, 5e-324, 1.7976931348623157e308, -0.000123456789,
                      123456.789e10, 2.2250738585072014e-308};
@@ -147,6 +185,19 @@ t_round15 (void **state)
     double v = cgq_round15 (0.0012345678901234567);
     snprintf (buf, sizeof buf, "%.15g", v);
     assert_true (strtod (buf, NULL) == v);
+    // The fast path against printf + strtod, on what the searchers round.
+    uint64_t x = 2463534242ull;
+    for (int i = 0; i < 300000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double u = (double) (x >> 11) / 9007199254740992.0;
+        double w = i % 3 == 0   ? u
+                   : i % 3 == 1 ? -1e3 + u * 2e3
+                                : exp (log (1e-6) + u * (log (1e4) - log (1e-6)));
+        char ref[32];
+        snprintf (ref, sizeof ref, "%.15g", w);
+        if (cgq_round15 (w) != strtod (ref, NULL))
+            fail_msg ("cgq_round15 (%.17g) = %.17g, printf says %s", w, cgq_round15 (w), ref);
+    }
 }
 
 static void

@@ -82,6 +82,12 @@ typedef struct node_s node_t;
 typedef struct trial_s trial_t;
 typedef struct device_s device_t;
 
+// A growable list of ids.
+typedef struct {
+    uint64_t *v;
+    size_t n, cap;
+} ids_t;
+
 // What one trial needs of a node.
 typedef struct {
     double cpu;
@@ -119,6 +125,7 @@ struct trial_s {
     device_t *device;  // a device trial: the device it holds on node (nodes.c)
     bool queued;       // in job's pending queue
     bool has_error;    // its hash holds an error (of an earlier attempt)
+    bool unwritten;    // created this turn: its first HSET (jobs_set_state) carries id, job, params
     trial_t *qnext;    // pending queue link
     trial_t *nnext, *nprev; // node's task list
     double started;
@@ -164,6 +171,15 @@ struct job_s {
     double *front_vals;
     size_t nfront, capfront;
     bool dirty;             // counts/searcher changed this turn
+    // The turn's changes to the active set and the leaderboard, written by
+    // s_job_write as one SADD, one SREM and one ZADD for the whole turn
+    // (not one command per trial); a trial created and ended in the same
+    // turn touches neither set.
+    ids_t act_add, act_rem;
+    ids_t lb_ids;           // leaderboard: ids, and their values in lb_vals
+    double *lb_vals;
+    size_t unwritten;       // trials created this turn whose hash is not queued yet
+    bool best_dirty;        // best_trial/best_value changed this turn
     bool ended;             // finished or cancelled with nothing left: freed by jobs_reap
     job_t *next;            // coordinator's job list
 };

@@ -62,10 +62,37 @@ jobs_trial (coord_t *c, uint64_t job, uint64_t trial)
 }
 
 static void
+s_ids_push (ids_t *l, uint64_t id)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64;
+        l->v = cgq_xrealloc (l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = id;
+}
+
+// s_ids_remove takes id out of l (order not kept); false when not there.
+// Searched from the end: the ids of a turn are mostly ended in order.
+static bool
+s_ids_remove (ids_t *l, uint64_t id)
+{
+    for (size_t i = l->n; i-- > 0;)
+        if (l->v[i] == id) {
+            l->v[i] = l->v[--l->n];
+            return true;
+        }
+    return false;
+}
+
+static void
 s_trial_free (trial_t *t)
 {
     if (!t)
         return;
+    if (t->unwritten) { // never persisted: nor is its membership of the active set
+        t->job->unwritten--;
+        s_ids_remove (&t->job->act_add, t->id);
+    }
     early_stop_forget (t->job->stopper, t->id);
     json_decref (t->params);
     json_decref (t->stage_metrics);
@@ -111,6 +138,10 @@ s_job_free (job_t *j)
     early_stop_destroy (&j->stopper);
     free (j->front_ids);
     free (j->front_vals);
+    free (j->act_add.v);
+    free (j->act_rem.v);
+    free (j->lb_ids.v);
+    free (j->lb_vals);
     cgq_searcher_destroy (&j->searcher);
     cgq_spec_destroy (&j->spec);
     free (j->name);
@@ -290,7 +321,7 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
 {
     job_t *j = t->job;
     tstate_t old = t->state;
-    if (old == s && !nkv && !t->stale)
+    if (old == s && !nkv && !t->stale && !t->unwritten)
         return;
     char tkey[128];
     cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
@@ -318,20 +349,34 @@ jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nkv)
     }
     j->dirty = true; // the counts go out once per turn (jobs_write_dirty)
     // The state and the fields that change with it: one HSET per transition.
+    // A trial created this turn is written whole here: its creation and its
+    // first transition (usually: started) in one HSET.
     cgq_hset_t h;
     cgq_hset_init (&h, tkey);
+    bool has_attempt = false;
+    if (t->unwritten) {
+        cgq_hset_u64 (&h, CGQ_TF_ID, t->id);
+        cgq_hset_u64 (&h, CGQ_TF_JOB, j->id);
+        cgq_hset_str (&h, CGQ_TF_PARAMS, t->params_json);
+    }
     cgq_hset_str (&h, CGQ_TF_STATE, cgq_tstate_names[s]);
     for (int i = 0; i + 1 < nkv; i += 2) {
         cgq_hset_str (&h, kv[i], kv[i + 1]);
         if (strcmp (kv[i], CGQ_TF_ERROR) == 0)
             t->has_error = true;
+        else if (strcmp (kv[i], CGQ_TF_ATTEMPT) == 0)
+            has_attempt = true;
+    }
+    if (t->unwritten) {
+        if (!has_attempt)
+            cgq_hset_u64 (&h, CGQ_TF_ATTEMPT, 0);
+        t->unwritten = false;
+        j->unwritten--;
     }
     cgq_hset_queue (&h, c->store);
-    if (cgq_tstate_terminal (s)) {
-        char akey[64];
-        cgq_key_active (akey, sizeof akey, j->id);
-        cgq_store_cmd (c->store, "SREM %s %llu", akey, (unsigned long long) t->id);
-    }
+    // Created and ended in the same turn: in the active set never.
+    if (cgq_tstate_terminal (s) && !s_ids_remove (&j->act_add, t->id))
+        s_ids_push (&j->act_rem, t->id);
 }
 
 void
@@ -380,20 +425,15 @@ s_trial_create (coord_t *c, job_t *j)
         return NULL;
     trial_t *t = jobs_trial_insert (j, id, params);
     j->counts[CGQ_TRIAL_PENDING]++;
-
-    char tkey[128], akey[64];
-    cgq_key_trial (tkey, sizeof tkey, j->id, id);
-    cgq_key_active (akey, sizeof akey, j->id);
-    cgq_hset_t h;
-    cgq_hset_init (&h, tkey);
-    cgq_hset_u64 (&h, CGQ_TF_ID, id);
-    cgq_hset_u64 (&h, CGQ_TF_JOB, j->id);
-    cgq_hset_str (&h, CGQ_TF_PARAMS, t->params_json);
-    cgq_hset_str (&h, CGQ_TF_STATE, cgq_tstate_names[CGQ_TRIAL_PENDING]);
-    cgq_hset_u64 (&h, CGQ_TF_ATTEMPT, 0);
-    cgq_hset_queue (&h, c->store);
-    cgq_store_cmd (c->store, "SADD %s %llu", akey, (unsigned long long) id);
-    j->dirty = true; // counts, suggested and the searcher's state
+    // Its hash goes out with its first transition (jobs_set_state: every
+    // caller starts it, fails it or marks it unschedulable in the same
+    // turn), or at the turn's end (s_job_write); its id joins the active set
+    // at the turn's end.
+    t->unwritten = true;
+    j->unwritten++;
+    s_ids_push (&j->act_add, id);
+    j->dirty = true; // counts, suggested, the searcher's state, the active set
+    (void) c;
     return t;
 }
 
@@ -455,13 +495,57 @@ jobs_unsuggested (const job_t *j)
     return total > sug ? total - sug : 0;
 }
 
-// s_job_write sets the job's counts, suggested and searcher state to their
-// values in memory: one HSET per job per turn however many trials moved,
-// and absolute values, so a batch applied twice cannot skew a count. Trials
-// not created yet count as pending (or cancelled, after a cancel).
+// s_sets_write queues the turn's active-set and leaderboard changes of j:
+// one SADD, one SREM and one ZADD, each with every member of the turn.
+static void
+s_sets_write (coord_t *c, job_t *j)
+{
+    if (j->unwritten) {
+        // Created and not yet written (no caller left one so today; kept
+        // safe): their hash, pending, as at creation.
+        size_t n;
+        trial_t **all = s_trials_list (j, &n);
+        for (size_t i = 0; i < n; i++)
+            if (all[i]->unwritten)
+                jobs_set_state (c, all[i], all[i]->state, NULL, 0);
+        free (all);
+    }
+    char key[64];
+    const ids_t *sets[2] = {&j->act_add, &j->act_rem};
+    const char *cmds[2] = {"SADD", "SREM"};
+    cgq_key_active (key, sizeof key, j->id);
+    for (int k = 0; k < 2; k++) {
+        if (!sets[k]->n)
+            continue;
+        cgq_store_begin (c->store, 2 + sets[k]->n);
+        cgq_store_arg (c->store, cmds[k], 4);
+        cgq_store_arg (c->store, key, strlen (key));
+        for (size_t i = 0; i < sets[k]->n; i++)
+            cgq_store_arg_u64 (c->store, sets[k]->v[i]);
+    }
+    j->act_add.n = j->act_rem.n = 0;
+    if (j->lb_ids.n) {
+        cgq_key_leaderboard (key, sizeof key, j->id);
+        cgq_store_begin (c->store, 2 + 2 * j->lb_ids.n);
+        cgq_store_arg (c->store, "ZADD", 4);
+        cgq_store_arg (c->store, key, strlen (key));
+        for (size_t i = 0; i < j->lb_ids.n; i++) {
+            cgq_store_arg_dbl (c->store, j->lb_vals[i]);
+            cgq_store_arg_u64 (c->store, j->lb_ids.v[i]);
+        }
+        j->lb_ids.n = 0;
+    }
+}
+
+// s_job_write sets the job's counts, suggested and searcher state (and the
+// best, when it changed) to their values in memory: one HSET per job per
+// turn however many trials moved, and absolute values, so a batch applied
+// twice cannot skew a count. Trials not created yet count as pending (or
+// cancelled, after a cancel). The turn's set changes go out first.
 static void
 s_job_write (coord_t *c, job_t *j)
 {
+    s_sets_write (c, j);
     char jkey[64];
     cgq_key_job (jkey, sizeof jkey, j->id);
     json_t *st = cgq_searcher_save (j->searcher);
@@ -477,6 +561,11 @@ s_job_write (coord_t *c, job_t *j)
             v += j->dropped;
         cgq_hset_u64 (&h, cgq_tstate_names[k], v);
     }
+    if (j->best_dirty && j->best_trial >= 0) {
+        cgq_hset_u64 (&h, CGQ_JF_BEST_TRIAL, (uint64_t) j->best_trial);
+        cgq_hset_dbl (&h, CGQ_JF_BEST_VALUE, j->best_value);
+    }
+    j->best_dirty = false;
     cgq_hset_u64 (&h, CGQ_JF_SUGGESTED, cgq_searcher_suggested (j->searcher));
     cgq_hset_str (&h, CGQ_JF_SEARCHER, sts);
     cgq_hset_queue (&h, c->store);
@@ -614,9 +703,9 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
 {
     job_t *j = t->job;
     t->started = cgq_wall_s ();
-    char started[32], attempt[16];
+    char started[32], attempt[24];
     cgq_fmt_double (started, t->started);
-    snprintf (attempt, sizeof attempt, "%u", t->attempt);
+    cgq_fmt_u64 (attempt, t->attempt);
     const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE, n->id, CGQ_TF_GPUS, gpus,
                         CGQ_TF_STARTED, started};
     if (t->pending_since_ms)
@@ -758,20 +847,20 @@ static void
 s_rank (coord_t *c, trial_t *t, double value, char *vbuf)
 {
     job_t *j = t->job;
-    char lkey[64], jkey[64];
+    (void) c;
     cgq_fmt_double (vbuf, value);
-    cgq_key_leaderboard (lkey, sizeof lkey, j->id);
-    cgq_key_job (jkey, sizeof jkey, j->id);
-    cgq_store_cmd (c->store, "ZADD %s %s %llu", lkey, vbuf, (unsigned long long) t->id);
+    // On the leaderboard at the turn's end, with the turn's others (s_sets_write).
+    size_t cap = j->lb_ids.cap;
+    s_ids_push (&j->lb_ids, t->id);
+    if (j->lb_ids.cap != cap)
+        j->lb_vals = cgq_xrealloc (j->lb_vals, j->lb_ids.cap * sizeof *j->lb_vals);
+    j->lb_vals[j->lb_ids.n - 1] = value;
+    j->dirty = true;
     double sign = j->spec->objective.mode > 0 ? 1 : -1;
     if (j->best_trial < 0 || sign * value > sign * j->best_value) {
         j->best_trial = (int64_t) t->id;
         j->best_value = value;
-        cgq_hset_t h;
-        cgq_hset_init (&h, jkey);
-        cgq_hset_u64 (&h, CGQ_JF_BEST_TRIAL, t->id);
-        cgq_hset_str (&h, CGQ_JF_BEST_VALUE, vbuf);
-        cgq_hset_queue (&h, c->store);
+        j->best_dirty = true; // with the counts, in the turn's job HSET
     }
 }
 

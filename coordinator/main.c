@@ -14,6 +14,7 @@
 #include "config.h"
 #include "control.h"
 #include "coord.h"
+#include "jobs.h"
 #include "lease.h"
 #include "log.h"
 #include "loop.h"
@@ -380,6 +381,7 @@ main (int argc, char **argv)
     cgq_hset_str (&h, CGQ_CF_CONTROL, c.ctl_ep);
     cgq_hset_str (&h, CGQ_CF_STARTED, now);
     cgq_hset_queue (&h, c.store);
+    jobs_write_dirty (&c); // what recovery changed, whole (the turns' sets included)
     if (cgq_store_flush (c.store) < 0) {
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
         goto out;

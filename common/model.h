@@ -134,6 +134,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_REPORTS "reports"
 #define CGQ_TF_LAST_REPORT "last_report"
 #define CGQ_TF_DEVICE "device" // the device a device trial's attempt runs on
+// EPOCH:SEQ:INSTANCE of a running attempt's Assign and of the node process it
+// went to: a restarted coordinator tells from the node's Hello whether it got it.
+#define CGQ_TF_ASSIGN "assign"
 #define CGQ_TF_EARLY_STOP "early_stop" // the early stopper's state of a running trial (JSON)
 // Multi-stage trials (trial.stages): the stage it runs or waits for (0
 // first), the attempts used by the stages before it, and the metrics of the

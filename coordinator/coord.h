@@ -135,6 +135,9 @@ struct trial_s {
     double report_tokens;      // reports that may still be stored now
     bool report_warned;        // a dropped report of this trial was logged
     uint64_t assign_seq;       // seq of the Assign that gave it to node (0: adopted)
+    // A recovered running trial: its Assign's epoch and seq, and the instance
+    // of the node process it was sent to (CGQ_TF_ASSIGN; 0: unknown).
+    uint64_t sent_epoch, sent_seq, sent_instance;
     uint8_t unseen_hbs;        // heartbeats since, from a node that had not seen it yet
     uint8_t resent;            // times its Assign was sent again (dispatch_resend)
     bool deferred;             // its node holds its result for us (Redis down, buffer full)

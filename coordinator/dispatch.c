@@ -374,6 +374,7 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     uint64_t seq = ++n->assign_seq;
     s_assign (c, n, t, seq, &r, &gl);
     s_rendered_fini (&r);
+    t->assign_seq = seq;
     jobs_started (c, t, n, gl.data);
     if (t->device) {
         char tkey[128];

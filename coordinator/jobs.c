@@ -703,16 +703,18 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
 {
     job_t *j = t->job;
     t->started = cgq_wall_s ();
-    char started[32], attempt[24];
+    char started[32], attempt[24], assign[72];
     cgq_fmt_double (started, t->started);
     cgq_fmt_u64 (attempt, t->attempt);
-    const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE, n->id, CGQ_TF_GPUS, gpus,
-                        CGQ_TF_STARTED, started};
+    snprintf (assign, sizeof assign, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, c->epoch, t->assign_seq,
+              n->instance);
+    const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE,    n->id,   CGQ_TF_GPUS,
+                        gpus,           CGQ_TF_STARTED, started, CGQ_TF_ASSIGN, assign};
     if (t->pending_since_ms)
         metrics_hist_observe (&c->hist_dispatch,
                               (double) (cgq_now_ms () - t->pending_since_ms) / 1000.0);
     t->pending_since_ms = 0;
-    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 8);
+    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 10);
     cgq_model_event (c->store, "trial.running", j->id, (int64_t) t->id, n->id, t->attempt, NULL);
     cgq_tdebug (j->id, t->id, t->attempt, "started on %s", n->id);
     c->stat_assigns++;
@@ -1348,6 +1350,22 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     json_decref (report);
 }
 
+// s_requeue puts a running trial back in its job's queue, its last
+// attempt's fate in its error field.
+static void
+s_requeue (coord_t *c, trial_t *t, const char *err)
+{
+    const char *kv[] = {CGQ_TF_ERROR, err};
+    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
+    jobs_enqueue (t->job, t, true);
+    c->sched_dirty = true;
+}
+
+typedef struct {
+    const char *node;
+    uint64_t instance, epoch, seq;
+} s_hello_view_t;
+
 void
 jobs_lost (coord_t *c, trial_t *t, const char *why)
 {
@@ -1373,10 +1391,43 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
         return;
     }
     snprintf (err, sizeof err, "attempt %u lost: %s", t->attempt, why);
-    const char *kv[] = {CGQ_TF_ERROR, err};
-    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
-    jobs_enqueue (j, t, true);
-    c->sched_dirty = true;
+    s_requeue (c, t, err);
+}
+
+// s_undelivered: a recovered running trial whose node's process never got
+// its Assign (the node's Hello says the last Assign it saw is older: the
+// coordinator died between saving the batch and sending it). Nothing of it
+// ran: queued again without counting a loss.
+static void
+s_undelivered (coord_t *c, trial_t *t, void *arg)
+{
+    const s_hello_view_t *v = arg;
+    if (t->state != CGQ_TRIAL_RUNNING || t->node || !t->adopt_deadline_ms || !t->expect_node
+        || strcmp (t->expect_node, v->node) != 0 || !v->instance || !t->sent_instance
+        || v->instance != t->sent_instance || !t->sent_epoch
+        || (v->epoch > t->sent_epoch || (v->epoch == t->sent_epoch && v->seq >= t->sent_seq)))
+        return;
+    t->adopt_deadline_ms = 0;
+    char why[300];
+    snprintf (why, sizeof why,
+              "attempt %u never reached node %s (its Hello saw Assigns up to %" PRIu64 ":%" PRIu64
+              ", this one was %" PRIu64 ":%" PRIu64 "); run again",
+              t->attempt, v->node, v->epoch, v->seq, t->sent_epoch, t->sent_seq);
+    cgq_tinfo (t->job->id, t->id, t->attempt, "%s", why);
+    cgq_model_event (c->store, "trial.requeued", t->job->id, (int64_t) t->id, v->node, t->attempt,
+                     why);
+    s_requeue (c, t, why);
+}
+
+void
+jobs_requeue_undelivered (coord_t *c, const char *node, uint64_t instance, uint64_t epoch,
+                          uint64_t seq)
+{
+    if (!c->adopt_deadline_ms)
+        return; // no recovered trial awaits its node
+    s_hello_view_t v = {.node = node, .instance = instance, .epoch = epoch, .seq = seq};
+    for (job_t *j = c->jobs; j; j = j->next)
+        jobs_each_trial (j, s_undelivered, c, &v);
 }
 
 // s_readopt_older: the node we gave up on still runs an older attempt of a

@@ -103,6 +103,14 @@ int jobs_front_restore (job_t *j, uint64_t id, const char *json);
 // jobs_lost hands back a trial whose node was lost (t no longer attached).
 void jobs_lost (coord_t *c, trial_t *t, const char *why);
 
+// jobs_requeue_undelivered: after a coordinator restart, node's process
+// (instance) said Hello having seen Assigns up to (epoch, seq). Recovered
+// running trials it was to run whose Assign was sent to that same process
+// later than that never reached it (the coordinator died between saving the
+// batch and sending it): they are queued again as trial.requeued, not lost.
+void jobs_requeue_undelivered (coord_t *c, const char *node, uint64_t instance, uint64_t epoch,
+                               uint64_t seq);
+
 // jobs_readopt takes back a task node n still runs although it was given up
 // as lost, while the trial waits in the queue with that same attempt.
 // Returns true if it did.

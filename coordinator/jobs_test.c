@@ -1019,6 +1019,77 @@ test_keys_bound_to_node_ids (void **state)
     free (allow);
 }
 
+// A coordinator killed between saving a batch and sending its Assigns: the
+// restarted one reads which Assign went to which node process, and a Hello
+// from that process that never saw it gets the trial queued again as
+// trial.requeued, not lost; a Hello that saw it leaves it to adoption.
+static void
+s_hello_seen (coord_t *c, const char *id, uint64_t instance, uint64_t epoch, uint64_t seq)
+{
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = 2;
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.node_id = (char *) id;
+    h.hostname = "test";
+    h.pid = 1;
+    h.resources = &res;
+    h.instance = instance;
+    h.assign_epoch = epoch;
+    h.assign_seq = seq;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, id, strlen (id), &env);
+}
+
+static void
+test_undelivered_assign_requeued (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 51,
+            "space: {x: {grid: [1, 2]}}\n"
+            "objective: {metric: score, mode: max}\n"
+            "trial: {kind: noop}\n");
+    node_t *w = ct_node (c, "u1", 2, 0, 0);
+    w->instance = 77;
+    assert_int_equal (dispatch_run (c), 2);
+    uint64_t epoch = c->epoch;
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    char *sent = s_hget (c, cgq_key_trial (key, sizeof key, 51, 1), CGQ_TF_ASSIGN);
+    assert_non_null (sent);
+    char want[64];
+    snprintf (want, sizeof want, "%" PRIu64 ":2:77", epoch);
+    assert_string_equal (sent, want);
+    free (sent);
+    ct_coord_destroy (&c);
+
+    // The same process saw the first Assign (seq 1) but not the second.
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1);
+    s_hello_seen (c, "u1", 77, epoch, 1);
+    trial_t *t0 = jobs_trial (c, 51, 0), *t1 = jobs_trial (c, 51, 1);
+    assert_int_equal (t1->state, CGQ_TRIAL_PENDING);
+    assert_true (t1->queued);
+    assert_int_equal (t1->losses, 0);
+    assert_int_equal (t0->state, CGQ_TRIAL_RUNNING); // seen: left to adoption
+    assert_null (t0->node);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char *err = s_hget (c, cgq_key_trial (key, sizeof key, 51, 1), CGQ_TF_ERROR);
+    assert_non_null (strstr (err, "never reached node u1"));
+    free (err);
+    // Another process of u1 (a restart) proves nothing: left to adoption.
+    t1 = NULL;
+    ct_coord_destroy (&c);
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1);
+    s_hello_seen (c, "u1", 78, 0, 0);
+    t0 = jobs_trial (c, 51, 0);
+    assert_int_equal (t0->state, CGQ_TRIAL_RUNNING);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -1037,6 +1108,7 @@ main (void)
         cmocka_unit_test (test_poke_known_nodes),
         cmocka_unit_test (test_losses_count_nodes),
         cmocka_unit_test (test_keys_bound_to_node_ids),
+        cmocka_unit_test (test_undelivered_assign_requeued),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -182,6 +182,13 @@ s_trials (coord_t *c, job_t *j)
         if (t->state == CGQ_TRIAL_RUNNING) {
             const char *node = cgq_hash_get (h, CGQ_TF_NODE);
             t->expect_node = cgq_xstrdup (node ? node : "?");
+            const char *sent = cgq_hash_get (h, CGQ_TF_ASSIGN);
+            unsigned long long e, s, i;
+            if (sent && sscanf (sent, "%llu:%llu:%llu", &e, &s, &i) == 3) {
+                t->sent_epoch = e;
+                t->sent_seq = s;
+                t->sent_instance = i;
+            }
             t->adopt_deadline_ms = deadline;
             c->adopt_deadline_ms = deadline;
             // Remember the GPU indices it was given; adoption maps them back.

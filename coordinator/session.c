@@ -315,6 +315,8 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
                    "stopping it", rid);
         outbox_stop (c, rid, r, "unknown to the coordinator");
     }
+    // Recovered trials this process never got the Assign of: they never ran.
+    jobs_requeue_undelivered (c, n->id, h->instance, h->assign_epoch, h->assign_seq);
 
     n->last_seen_ms = cgq_now_ms ();
     nodes_write (c, n, true);

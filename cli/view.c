@@ -185,6 +185,23 @@ cgq_view_trials_all (cgq_store_t *store, const cgq_job_rec_t *job,
     return CGQ_VIEW_OK;
 }
 
+
+// s_reply_ids takes an array reply of trial ids (freeing it) and returns the
+// ids it holds as numbers, *n of them (caller frees); entries that are not
+// ids are skipped.
+static uint64_t *
+s_reply_ids (redisReply *r, size_t *n)
+{
+    uint64_t *ids = cgq_xcalloc (r->elements ? r->elements : 1, sizeof *ids);
+    *n = 0;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type == REDIS_REPLY_STRING
+            && cgq_parse_u64 (r->element[i]->str, &ids[*n]) == 0)
+            (*n)++;
+    freeReplyObject (r);
+    return ids;
+}
+
 int
 cgq_view_trials_top (cgq_store_t *store, const cgq_job_rec_t *job, size_t k,
                      cgq_trial_rec_t ***trials, size_t *n, char *err, size_t errlen)
@@ -207,12 +224,7 @@ cgq_view_trials_top (cgq_store_t *store, const cgq_job_rec_t *job, size_t k,
             return rc;
         }
         size_t nids = 0;
-        uint64_t *ids = cgq_xcalloc (r->elements ? r->elements : 1, sizeof *ids);
-        for (size_t i = 0; i < r->elements; i++)
-            if (r->element[i]->type == REDIS_REPLY_STRING &&
-                cgq_parse_u64 (r->element[i]->str, &ids[nids]) == 0)
-                nids++;
-        freeReplyObject (r);
+        uint64_t *ids = s_reply_ids (r, &nids);
         size_t cap = 0;
         int rc = s_load_ids (store, job, ids, nids, trials, n, &cap, err, errlen);
         free (ids);
@@ -415,12 +427,7 @@ cgq_view_trials_active (cgq_store_t *store, const cgq_job_rec_t *job, size_t max
         return rc;
     }
     size_t nids = 0;
-    uint64_t *ids = cgq_xcalloc (r->elements ? r->elements : 1, sizeof *ids);
-    for (size_t i = 0; i < r->elements; i++)
-        if (r->element[i]->type == REDIS_REPLY_STRING &&
-            cgq_parse_u64 (r->element[i]->str, &ids[nids]) == 0)
-            nids++;
-    freeReplyObject (r);
+    uint64_t *ids = s_reply_ids (r, &nids);
     qsort (ids, nids, sizeof *ids, s_cmp_u64);
     if (nids > max)
         nids = max;

@@ -495,6 +495,17 @@ jobs_unsuggested (const job_t *j)
     return total > sug ? total - sug : 0;
 }
 
+uint64_t
+jobs_count (const job_t *j, int k)
+{
+    uint64_t v = j->counts[k];
+    if (k == CGQ_TRIAL_PENDING)
+        v += jobs_unsuggested (j);
+    else if (k == CGQ_TRIAL_CANCELLED)
+        v += j->dropped;
+    return v;
+}
+
 // s_sets_write queues the turn's active-set and leaderboard changes of j:
 // one SADD, one SREM and one ZADD, each with every member of the turn.
 static void
@@ -553,14 +564,8 @@ s_job_write (coord_t *c, job_t *j)
     json_decref (st);
     cgq_hset_t h;
     cgq_hset_init (&h, jkey);
-    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++) {
-        uint64_t v = j->counts[k];
-        if (k == CGQ_TRIAL_PENDING)
-            v += jobs_unsuggested (j);
-        else if (k == CGQ_TRIAL_CANCELLED)
-            v += j->dropped;
-        cgq_hset_u64 (&h, cgq_tstate_names[k], v);
-    }
+    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
+        cgq_hset_u64 (&h, cgq_tstate_names[k], jobs_count (j, k));
     if (j->best_dirty && j->best_trial >= 0) {
         cgq_hset_u64 (&h, CGQ_JF_BEST_TRIAL, (uint64_t) j->best_trial);
         cgq_hset_dbl (&h, CGQ_JF_BEST_VALUE, j->best_value);
@@ -600,11 +605,7 @@ s_notify (coord_t *c, job_t *j, double ended)
     json_t *counts = json_object ();
     uint64_t total = 0;
     for (int k = 0; k < CGQ_TRIAL_NSTATES; k++) {
-        uint64_t v = j->counts[k];
-        if (k == CGQ_TRIAL_PENDING)
-            v += jobs_unsuggested (j);
-        else if (k == CGQ_TRIAL_CANCELLED)
-            v += j->dropped;
+        uint64_t v = jobs_count (j, k);
         total += v;
         json_object_set_new (counts, cgq_tstate_names[k], json_integer ((json_int_t) v));
     }

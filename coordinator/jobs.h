@@ -131,6 +131,11 @@ void jobs_set_blocked (coord_t *c, job_t *j, const char *reason);
 // always add up to its total.
 uint64_t jobs_unsuggested (const job_t *j);
 
+// jobs_count is j's count of trials in state k as its job hash says it: the
+// trials not created yet count as pending, those a cancel dropped as
+// cancelled (the counts by state add up to the total).
+uint64_t jobs_count (const job_t *j, int k);
+
 // jobs_check_done ends j when its search is over and no trial is left.
 void jobs_check_done (coord_t *c, job_t *j);
 // Once per turn, before the flush: counts and searcher state of jobs that

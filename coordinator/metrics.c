@@ -152,11 +152,7 @@ metrics_render (coord_t *c, cgq_buf_t *b)
             continue;
         njobs++;
         for (int k = 0; k < CGQ_TRIAL_NSTATES; k++) {
-            uint64_t v = j->counts[k];
-            if (k == CGQ_TRIAL_PENDING)
-                v += jobs_unsuggested (j);
-            else if (k == CGQ_TRIAL_CANCELLED)
-                v += j->dropped;
+            uint64_t v = jobs_count (j, k);
             cgq_buf_printf (b, "cgq_job_trials{job=\"%" PRIu64 "\",name=\"", j->id);
             s_label_value (b, j->name ? j->name : "");
             cgq_buf_printf (b, "\",state=\"%s\"} %" PRIu64 "\n", cgq_tstate_names[k], v);

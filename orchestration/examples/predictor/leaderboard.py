@@ -54,8 +54,9 @@ def main():
     if not os.path.exists(os.path.join(d, "model.json")):
         print("  (not on this machine: the trial ran on node %s)" % best.get("node"))
     else:
-        print("predict with it: cgq-predictor predict --model %s --data DATASET_DIR_OR_MODEL.json"
-              % d)
+        exe = os.path.join("build", "bin", "cgq-predictor")  # make demo's build
+        print("predict with it: %s predict --model %s --data DATASET_DIR_OR_MODEL.json"
+              % (exe if os.path.exists(exe) else "cgq-predictor", d))
 
 
 if __name__ == "__main__":

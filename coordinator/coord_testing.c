@@ -60,6 +60,30 @@ ct_job (coord_t *c, uint64_t id, const char *yaml)
     return j;
 }
 
+// s_hello sends node id's Hello offering res, with what x says (NULL: no
+// running tasks, instance 0, no Assign seen), as a node of kind.
+static void
+s_hello (coord_t *c, const char *id, Cgq__NodeKind kind, Cgq__Resources *res, const ct_hello_t *x)
+{
+    Cgq__Hello h = CGQ__HELLO__INIT;
+    h.node_id = (char *) id;
+    h.kind = kind;
+    h.hostname = "test";
+    h.pid = 1;
+    h.resources = res;
+    if (x) {
+        h.n_running = x->nrunning;
+        h.running = x->running;
+        h.instance = x->instance;
+        h.assign_epoch = x->assign_epoch;
+        h.assign_seq = x->assign_seq;
+    }
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
+    env.hello = &h;
+    session_message (c, id, strlen (id), &env);
+}
+
 node_t *
 ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t memory)
 {
@@ -76,15 +100,7 @@ ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t memory)
     }
     res.n_gpus = (size_t) ngpus;
     res.gpus = gp;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.node_id = (char *) id;
-    h.hostname = "test";
-    h.pid = 1;
-    h.resources = &res;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (c, id, strlen (id), &env);
+    s_hello (c, id, CGQ__NODE_KIND__NODE_WORKER, &res, NULL);
     node_t *n = nodes_find (c, id);
     assert_non_null (n);
     return n;
@@ -125,19 +141,18 @@ ct_runner (coord_t *c, const char *id, const char *const *devices)
     Cgq__Resources res = CGQ__RESOURCES__INIT;
     res.n_devices = nd;
     res.devices = dp;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.node_id = (char *) id;
-    h.kind = CGQ__NODE_KIND__NODE_DEVICE_RUNNER;
-    h.hostname = "test";
-    h.pid = 1;
-    h.resources = &res;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (c, id, strlen (id), &env);
+    s_hello (c, id, CGQ__NODE_KIND__NODE_DEVICE_RUNNER, &res, NULL);
     node_t *n = nodes_find (c, id);
     assert_non_null (n);
     return n;
+}
+
+void
+ct_hello (coord_t *c, const char *id, double cpus, const ct_hello_t *x)
+{
+    Cgq__Resources res = CGQ__RESOURCES__INIT;
+    res.cpus = cpus;
+    s_hello (c, id, CGQ__NODE_KIND__NODE_WORKER, &res, x);
 }
 
 size_t

@@ -25,6 +25,18 @@ node_t *ct_node (coord_t *c, const char *id, double cpus, int ngpus, uint64_t me
 // would (no running tasks).
 node_t *ct_runner (coord_t *c, const char *id, const char *const *devices);
 
+// What a worker's Hello says beyond ct_node's: the tasks it still runs (a
+// reconnect, or a restarted coordinator's first Hello), its process
+// instance and the last Assign it saw (the rules for Assigns that crossed).
+typedef struct {
+    Cgq__TaskRef **running;
+    size_t nrunning;
+    uint64_t instance, assign_epoch, assign_seq;
+} ct_hello_t;
+
+// ct_hello sends worker id's Hello offering cpus, with what x says.
+void ct_hello (coord_t *c, const char *id, double cpus, const ct_hello_t *x);
+
 // ct_assigns decodes the Assigns queued in the outbox (in order) into
 // refs[] (at most max) and returns how many there are; the outbox is kept.
 size_t ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max);

@@ -171,16 +171,7 @@ test_transitions_and_recovery (void **state)
     b.trial = 3;
     b.attempt = 1;
     Cgq__TaskRef *running[2] = {&a, &b};
-    Cgq__Resources res = CGQ__RESOURCES__INIT;
-    res.cpus = 3;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.resources = &res;
-    h.n_running = 2;
-    h.running = running;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (r, "w1", 2, &env);
+    ct_hello (r, "w1", 3, &(ct_hello_t){.running = running, .nrunning = 2});
     node_t *w1 = nodes_find (r, "w1");
     assert_int_equal (w1->ntasks, 2);
     assert_true (w1->free_cpus == 1);
@@ -440,16 +431,7 @@ test_pareto_front_survives_restart (void **state)
     run.trial = 3;
     run.attempt = 1;
     Cgq__TaskRef *running[1] = {&run};
-    Cgq__Resources res = CGQ__RESOURCES__INIT;
-    res.cpus = 4;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.resources = &res;
-    h.n_running = 1;
-    h.running = running;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (c, "w", 1, &env); // adopts trial 3
+    ct_hello (c, "w", 4, &(ct_hello_t){.running = running, .nrunning = 1}); // adopts trial 3
     ct_result (c, "w", 24, 3, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 0.5, \"b\": 6}", NULL);
     assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
     r = s_cmd (c, "HKEYS %s%s", key, "");
@@ -710,16 +692,7 @@ test_stage_after_device_restart (void **state)
     a.stage = 1;
     a.attempt = 2;
     Cgq__TaskRef *running[1] = {&a};
-    Cgq__Resources res = CGQ__RESOURCES__INIT;
-    res.cpus = 2;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.resources = &res;
-    h.n_running = 1;
-    h.running = running;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (c, "w1", 2, &env);
+    ct_hello (c, "w1", 2, &(ct_hello_t){.running = running, .nrunning = 1});
     node_t *w1 = nodes_find (c, "w1");
     assert_int_equal (w1->ntasks, 1);
     assert_true (w1->free_cpus == 0);
@@ -821,16 +794,7 @@ test_stale_counts (void **state)
     a.trial = 1;
     a.attempt = 1;
     Cgq__TaskRef *running[1] = {&a};
-    Cgq__Resources res = CGQ__RESOURCES__INIT;
-    res.cpus = 3;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.resources = &res;
-    h.n_running = 1;
-    h.running = running;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (r, "w1", 2, &env);
+    ct_hello (r, "w1", 3, &(ct_hello_t){.running = running, .nrunning = 1});
     assert_false (t1->stale);
     assert_int_equal (rj->counts[CGQ_TRIAL_RUNNING], 1);
     node_t *w1 = nodes_find (r, "w1");
@@ -1024,25 +988,6 @@ test_keys_bound_to_node_ids (void **state)
 // from that process that never saw it gets the trial queued again as
 // trial.requeued, not lost; a Hello that saw it leaves it to adoption.
 static void
-s_hello_seen (coord_t *c, const char *id, uint64_t instance, uint64_t epoch, uint64_t seq)
-{
-    Cgq__Resources res = CGQ__RESOURCES__INIT;
-    res.cpus = 2;
-    Cgq__Hello h = CGQ__HELLO__INIT;
-    h.node_id = (char *) id;
-    h.hostname = "test";
-    h.pid = 1;
-    h.resources = &res;
-    h.instance = instance;
-    h.assign_epoch = epoch;
-    h.assign_seq = seq;
-    cgq_env_t env = CGQ__ENVELOPE__INIT;
-    env.body_case = CGQ__ENVELOPE__BODY_HELLO;
-    env.hello = &h;
-    session_message (c, id, strlen (id), &env);
-}
-
-static void
 test_undelivered_assign_requeued (void **state)
 {
     (void) state;
@@ -1068,7 +1013,7 @@ test_undelivered_assign_requeued (void **state)
     // The same process saw the first Assign (seq 1) but not the second.
     c = ct_coord_new (cgq_test_redis_url (s_redis));
     assert_true (recovery_jobs (c) >= 1);
-    s_hello_seen (c, "u1", 77, epoch, 1);
+    ct_hello (c, "u1", 2, &(ct_hello_t){.instance = 77, .assign_epoch = epoch, .assign_seq = 1});
     trial_t *t0 = jobs_trial (c, 51, 0), *t1 = jobs_trial (c, 51, 1);
     assert_int_equal (t1->state, CGQ_TRIAL_PENDING);
     assert_true (t1->queued);
@@ -1084,7 +1029,7 @@ test_undelivered_assign_requeued (void **state)
     ct_coord_destroy (&c);
     c = ct_coord_new (cgq_test_redis_url (s_redis));
     assert_true (recovery_jobs (c) >= 1);
-    s_hello_seen (c, "u1", 78, 0, 0);
+    ct_hello (c, "u1", 2, &(ct_hello_t){.instance = 78});
     t0 = jobs_trial (c, 51, 0);
     assert_int_equal (t0->state, CGQ_TRIAL_RUNNING);
     ct_coord_destroy (&c);

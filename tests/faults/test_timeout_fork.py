@@ -82,7 +82,7 @@ trial:
 '''
 
 
-class TimeoutForkTest(CgqTestCase):
+class TimeoutForkTest(test_orphans.BothConfinements, CgqTestCase):
     start_worker = test_orphans.OrphansTest.start_worker
 
     def run_case(self, mode):
@@ -128,16 +128,6 @@ class TimeoutForkTest(CgqTestCase):
             for p in pids.get("1", []) + pids.get("2", []):
                 if pid_alive(p):
                     os.kill(p, 9)
-
-    def test_cgroup(self):
-        if os.geteuid() != 0:
-            reason = "skipped: --confine cgroup is tested as root only (euid %d)" % os.geteuid()
-            print(reason, file=sys.stderr)
-            self.skipTest(reason)
-        self.run_case("cgroup")
-
-    def test_pgroup(self):
-        self.run_case("pgroup")
 
 
 if __name__ == "__main__":

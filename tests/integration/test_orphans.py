@@ -56,7 +56,22 @@ LOG_LINE = {
 }
 
 
-class OrphansTest(CgqTestCase):
+class BothConfinements:
+    """Runs self.run_case(mode) once per confinement mode: cgroup (as root
+    only; skipped, saying so, elsewhere) and pgroup."""
+
+    def test_cgroup(self):
+        if os.geteuid() != 0:
+            reason = "skipped: --confine cgroup is tested as root only (euid %d)" % os.geteuid()
+            print(reason, file=sys.stderr)
+            self.skipTest(reason)
+        self.run_case("cgroup")
+
+    def test_pgroup(self):
+        self.run_case("pgroup")
+
+
+class OrphansTest(BothConfinements, CgqTestCase):
     def start_worker(self, mode):
         """Starts worker w1 with --confine mode; skips the test when the worker
         says cgroup v2 is not usable here. Returns it once it is alive."""
@@ -130,16 +145,6 @@ class OrphansTest(CgqTestCase):
         self.assertEqual(t.get("node"), "w1", t)
         self.assertGreaterEqual(int(t.get("attempt", "0")), 2, t)
         self.assertFalse(os.path.exists(pidfile), "attempt 1 ran again")
-
-    def test_cgroup(self):
-        if os.geteuid() != 0:
-            reason = "skipped: --confine cgroup is tested as root only (euid %d)" % os.geteuid()
-            print(reason, file=sys.stderr)
-            self.skipTest(reason)
-        self.run_case("cgroup")
-
-    def test_pgroup(self):
-        self.run_case("pgroup")
 
 
 def main():

@@ -33,6 +33,19 @@ trial:
 ''' % ", ".join(str(i) for i in range(N))
 
 
+
+def cut_aof(sizes):
+    """Cuts each AOF file of {path: size} back to that size, as a crash
+    that lost what came after would. Returns the bytes cut."""
+    cut = 0
+    for path, size in sizes.items():
+        now = os.path.getsize(path)
+        if now > size:
+            with open(path, "r+b") as f:
+                f.truncate(size)
+            cut += now - size
+    return cut
+
 class RedisCrashTest(CgqTestCase):
     def test_aof_cut_by_its_last_second(self):
         c = self.cluster
@@ -66,14 +79,7 @@ class RedisCrashTest(CgqTestCase):
         # What was on disk a second before the crash: cut every AOF file back to it.
         before = [s for t, s in sizes if t <= crash_at - 1.0]
         self.assertTrue(before, "AOF sizes were sampled before the crash")
-        cut = 0
-        for path, size in before[-1].items():
-            now = os.path.getsize(path)
-            if now > size:
-                with open(path, "r+b") as f:
-                    f.truncate(size)
-                cut += now - size
-        self.assertGreater(cut, 0, "the last second of the AOF was cut off")
+        self.assertGreater(cut_aof(before[-1]), 0, "the last second of the AOF was cut off")
         c.redis.close()
         c.restart_redis()
 
@@ -160,14 +166,7 @@ class RedisCrashTest(CgqTestCase):
         j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
         self.assertEqual(c.job(j).get("name"), "job-b")
         c.redis_proc.kill9()
-        cut = 0
-        for path, size in before.items():
-            now = os.path.getsize(path)
-            if now > size:
-                with open(path, "r+b") as f:
-                    f.truncate(size)
-                cut += now - size
-        self.assertGreater(cut, 0, "job b's INCR and batch were cut from the AOF")
+        self.assertGreater(cut_aof(before), 0, "job b's INCR and batch were cut from the AOF")
         c.redis.close()
         c.restart_redis()
         self.assertEqual(int(c.redis.cmd("GET", "cgq:seq:job")), first,

@@ -33,7 +33,6 @@ trial:
 ''' % ", ".join(str(i) for i in range(N))
 
 
-
 def cut_aof(sizes):
     """Cuts each AOF file of {path: size} back to that size, as a crash
     that lost what came after would. Returns the bytes cut."""

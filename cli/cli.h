@@ -72,6 +72,13 @@ void cgq_cli_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2))
 // malformed URL, 1 when Redis cannot be reached; the error is printed.
 int cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store);
 
+// cgq_cli_load_job parses text as a job id, connects (cgq_cli_store) and
+// loads that job. Returns CGQ_EXIT_OK with *store and *job set (caller
+// destroys both), or an exit status with the error printed: CGQ_EXIT_BAD for
+// a bad or unknown id.
+int cgq_cli_load_job (const cgq_cli_t *cli, const char *text, cgq_store_t **store,
+                      cgq_job_rec_t **job);
+
 // Set to the number of the signal (SIGINT, SIGTERM) that asked a long command
 // to stop, once cgq_cli_catch_signals installed the handlers. Handlers are
 // installed without SA_RESTART so that sleeps and polls return early.

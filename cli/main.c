@@ -15,6 +15,7 @@
 #include "progress.h"
 #include "spec.h"
 #include "util.h"
+#include "view.h"
 
 static const cgq_cli_opt_t s_no_opts[] = {{NULL}};
 
@@ -281,6 +282,26 @@ cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store)
         return CGQ_EXIT_FAIL;
     }
     *store = s;
+    return CGQ_EXIT_OK;
+}
+
+int
+cgq_cli_load_job (const cgq_cli_t *cli, const char *text, cgq_store_t **store,
+                  cgq_job_rec_t **job)
+{
+    uint64_t id;
+    if (cgq_cli_parse_id ("job", text, &id) < 0)
+        return CGQ_EXIT_BAD;
+    int rc = cgq_cli_store (cli, store);
+    if (rc != CGQ_EXIT_OK)
+        return rc;
+    char err[512];
+    int vr = cgq_view_job_load (*store, id, job, err, sizeof err);
+    if (vr != CGQ_VIEW_OK) {
+        cgq_cli_error ("%s", err);
+        cgq_store_destroy (store);
+        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+    }
     return CGQ_EXIT_OK;
 }
 

@@ -399,21 +399,13 @@ cgq_cmd_pareto (cgq_cli_t *cli)
         cgq_cli_error ("bad --format '%s' (expected table, json, csv or seed002)", format);
         return CGQ_EXIT_BAD;
     }
-    uint64_t id;
-    if (cgq_cli_parse_id ("job", cli->pos[0], &id) < 0)
-        return CGQ_EXIT_BAD;
     cgq_store_t *store = NULL;
-    int rc = cgq_cli_store (cli, &store);
+    cgq_job_rec_t *job = NULL;
+    int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &job);
     if (rc != CGQ_EXIT_OK)
         return rc;
+    uint64_t id = job->id;
     char err[1024];
-    cgq_job_rec_t *job = NULL;
-    int vr = cgq_view_job_load (store, id, &job, err, sizeof err);
-    if (vr != CGQ_VIEW_OK) {
-        cgq_cli_error ("%s", err);
-        cgq_store_destroy (&store);
-        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
-    }
     cgq_spec_t *spec = cgq_spec_parse (job->spec, strlen (job->spec),
                                        *job->spec_path ? job->spec_path : "spec", err, sizeof err);
     s_list_t all = {0}, front = {0};

@@ -101,21 +101,12 @@ cgq_cmd_plot (cgq_cli_t *cli)
     }
     if (cgq_cli_opt_u64 (cli, "top", 5, 1, S_NCOLORS, &top) < 0)
         return CGQ_EXIT_BAD;
-    uint64_t job_id;
-    if (cgq_cli_parse_id ("job", cli->pos[0], &job_id) < 0)
-        return CGQ_EXIT_BAD;
     cgq_store_t *store = NULL;
-    int rc = cgq_cli_store (cli, &store);
+    cgq_job_rec_t *job = NULL;
+    int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &job);
     if (rc != CGQ_EXIT_OK)
         return rc;
     char err[512];
-    cgq_job_rec_t *job = NULL;
-    int vr = cgq_view_job_load (store, job_id, &job, err, sizeof err);
-    if (vr != CGQ_VIEW_OK) {
-        cgq_cli_error ("%s", err);
-        cgq_store_destroy (&store);
-        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
-    }
     if (!job->metric) {
         cgq_cli_error ("job %" PRIu64 " has no objective: nothing to plot (cgq results %" PRIu64
                        " --format csv gives its metrics)",

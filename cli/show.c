@@ -942,26 +942,6 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
 
 // ---------------------------------------------------------------- commands
 
-// s_load_job connects and loads the job named by text. Returns an exit status.
-static int
-s_load_job (cgq_cli_t *cli, const char *text, cgq_store_t **store, cgq_job_rec_t **job)
-{
-    uint64_t id;
-    if (cgq_cli_parse_id ("job", text, &id) < 0)
-        return CGQ_EXIT_BAD;
-    int rc = cgq_cli_store (cli, store);
-    if (rc != CGQ_EXIT_OK)
-        return rc;
-    char err[512];
-    int vr = cgq_view_job_load (*store, id, job, err, sizeof err);
-    if (vr != CGQ_VIEW_OK) {
-        cgq_cli_error ("%s", err);
-        cgq_store_destroy (store);
-        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
-    }
-    return CGQ_EXIT_OK;
-}
-
 static char *
 s_best_text (const cgq_job_rec_t *j, bool with_metric)
 {
@@ -1091,7 +1071,7 @@ s_status_job (cgq_cli_t *cli)
 {
     cgq_store_t *store = NULL;
     cgq_job_rec_t *j = NULL;
-    int rc = s_load_job (cli, cli->pos[0], &store, &j);
+    int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &j);
     if (rc != CGQ_EXIT_OK)
         return rc;
     char clock[32];
@@ -1165,7 +1145,7 @@ cgq_cmd_results (cgq_cli_t *cli)
     const char *by = cgq_cli_opt (cli, "group-by");
     cgq_store_t *store = NULL;
     cgq_job_rec_t *j = NULL;
-    int rc = s_load_job (cli, cli->pos[0], &store, &j);
+    int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &j);
     if (rc != CGQ_EXIT_OK)
         return rc;
     cgq_trial_rec_t **trials = NULL;
@@ -1280,7 +1260,7 @@ cgq_cmd_logs (cgq_cli_t *cli)
         return CGQ_EXIT_BAD;
     cgq_store_t *store = NULL;
     cgq_job_rec_t *j = NULL;
-    int rc = s_load_job (cli, cli->pos[0], &store, &j);
+    int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &j);
     if (rc != CGQ_EXIT_OK)
         return rc;
     cgq_trial_rec_t *t = NULL;

@@ -466,24 +466,17 @@ s_wait (int ms, bool keys)
 int
 cgq_cmd_watch (cgq_cli_t *cli)
 {
-    uint64_t job_id, top, interval;
-    if (cgq_cli_parse_id ("job", cli->pos[0], &job_id) < 0)
-        return CGQ_EXIT_BAD;
+    uint64_t top, interval;
     if (cgq_cli_opt_u64 (cli, "top", 5, 1, 100, &top) < 0 ||
         cgq_cli_opt_u64 (cli, "interval", 1000, 100, 60000, &interval) < 0)
         return CGQ_EXIT_BAD;
     cgq_store_t *store = NULL;
-    int rc = cgq_cli_store (cli, &store);
+    cgq_job_rec_t *job = NULL;
+    int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &job);
     if (rc != CGQ_EXIT_OK)
         return rc;
+    uint64_t job_id = job->id;
     char err[512], line[1024];
-    cgq_job_rec_t *job = NULL;
-    int vr = cgq_view_job_load (store, job_id, &job, err, sizeof err);
-    if (vr != CGQ_VIEW_OK) {
-        cgq_cli_error ("%s", err);
-        cgq_store_destroy (&store);
-        return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
-    }
     cgq_cli_catch_signals ();
     bool tty = isatty (STDOUT_FILENO);
     bool keys = tty && isatty (STDIN_FILENO);
@@ -527,7 +520,7 @@ cgq_cmd_watch (cgq_cli_t *cli)
         if (s_suspend)
             s_stop_here ();
         cgq_job_rec_t *next = NULL;
-        vr = cgq_view_job_load (store, job_id, &next, err, sizeof err);
+        int vr = cgq_view_job_load (store, job_id, &next, err, sizeof err);
         if (vr == CGQ_VIEW_ABSENT) {
             rc = CGQ_EXIT_FAIL;
             break;

@@ -866,12 +866,12 @@ s_runner_config (s_local_t *l, const cgq_spec_t *spec, const char *given, char *
         if (given)
             continue;
         if (!st->benchmark || strcmp (st->benchmark, "cpu-local") != 0) {
-            cgq_cli_error ("%s%s%s measures benchmark '%s' on a device runner's devices; cgq run "
+            cgq_cli_error ("%s%s measures benchmark '%s' on a device runner's devices; cgq run "
                            "starts one by itself only for the built-in cpu-local benchmark: give "
                            "it the runner.yaml of your devices with --runner FILE "
                            "(docs/devices.md), or submit to a cluster with runners",
                            st->name ? "stage " : "the trial", st->name ? st->name : "",
-                           "", st->benchmark ? st->benchmark : "?");
+                           st->benchmark ? st->benchmark : "?");
             rc = -1;
             break;
         }
@@ -1202,15 +1202,12 @@ cgq_cmd_run (cgq_cli_t *cli)
 
     cgq_cli_catch_signals ();
     started = true;
-    int started_nodes = s_start_redis (&l, redis_bin) < 0 || s_start_coordinator (&l, coord_bin) < 0 ||
-                        s_start_workers (&l, worker_bin, cpus, gpus) < 0 ||
-                        (runner_config && s_start_runner (&l, runner_bin, runner_config) < 0)
-                            ? -1
-                            : 0;
+    bool up = s_start_redis (&l, redis_bin) == 0 && s_start_coordinator (&l, coord_bin) == 0
+              && s_start_workers (&l, worker_bin, cpus, gpus) == 0
+              && (!runner_config || s_start_runner (&l, runner_bin, runner_config) == 0);
     free (runner_config);
     free (runner_bin);
-    runner_config = runner_bin = NULL;
-    if (started_nodes < 0)
+    if (!up)
         goto stop;
     char err[512];
     l.store = cgq_store_new (l.redis_url, 2000, err, sizeof err);

@@ -310,13 +310,26 @@ test_predict_saved (void **state)
     cgq_pred_model_destroy (&m);
     assert_null (m);
 
-    // Broken models: a truncated weights file, then a config that does not
-    // match the weight count.
+    // Broken models: a weights name that leaves the model's directory, a
+    // truncated weights file, then a format of another version.
+    char *j = cgq_xasprintf ("%s/model.json", out);
+    json_error_t je;
+    json_t *doc = json_load_file (j, 0, &je);
+    assert_non_null (doc);
+    json_object_set_new (doc, "weights", json_string ("../model.f32"));
+    assert_int_equal (json_dump_file (doc, j, 0), 0);
+    assert_null (cgq_pred_model_load (out, err, sizeof err));
+    assert_non_null (strstr (err, "beside it"));
+    json_object_set_new (doc, "weights", json_string ("model.f32"));
+    assert_int_equal (json_dump_file (doc, j, 0), 0);
+    json_decref (doc);
+    m = cgq_pred_model_load (out, err, sizeof err);
+    assert_non_null (m); // put back as it was: it loads again
+    cgq_pred_model_destroy (&m);
     char *w = cgq_xasprintf ("%s/model.f32", out);
     assert_int_equal (truncate (w, 12), 0);
     assert_null (cgq_pred_model_load (out, err, sizeof err));
     assert_non_null (strstr (err, "float32 weights"));
-    char *j = cgq_xasprintf ("%s/model.json", out);
     FILE *f = fopen (j, "w");
     assert_non_null (f);
     fputs ("{\"format\": \"cgq-predictor-model\", \"version\": 2}", f);

@@ -124,6 +124,40 @@ class RunTest(CgqTestCase):
             self.assertIn('{"device":"cpu"}', f.read(), "the device carries the stage's tags")
         self.check_nothing_left("after cgq run of a device spec")
 
+        # Its device runner killed -9 mid-job: cgq run says so, names it, ends
+        # with a failure and leaves nothing running.
+        slow = os.path.join(work, "slow.yaml")
+        with open(spec) as f, open(slow, "w") as g:
+            g.write(f.read().replace("resolution: 32", "resolution: 128")
+                    .replace("repeats: 3", "repeats: 5000"))
+        env = dict(os.environ)
+        for k in ("CGQ_REDIS", "CGQ_COORDINATOR", "CGQ_BIND", "CGQ_CONTROL"):
+            env.pop(k, None)
+        p = subprocess.Popen([binary("cgq"), "run", slow], cwd=work, env=env,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            def measuring():
+                return [int(x) for x in os.listdir("/proc") if x.isdigit()
+                        and "cgq-device-runner measure" in proc_cmdline(int(x))]
+            deadline = time.monotonic() + 60
+            while not measuring() and time.monotonic() < deadline and p.poll() is None:
+                time.sleep(0.1)
+            self.assertTrue(measuring(), "a measurement started")
+            runner = [int(x) for x in os.listdir("/proc") if x.isdigit()
+                      and proc_cmdline(int(x)).startswith(binary("cgq-device-runner") + " --config")]
+            self.assertEqual(len(runner), 1, "one local device runner")
+            os.kill(runner[0], 9)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = err.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 1, err[-2000:])
+        self.assertIn("cgq-device-runner local-runner", err)
+        self.check_nothing_left("after the device runner was killed under cgq run")
+
         # A board's benchmark: refused before anything starts, exit 2.
         bad = os.path.join(work, "bad.yaml")
         with open(spec) as f, open(bad, "w") as g:

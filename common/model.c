@@ -226,6 +226,27 @@ cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t tri
     cgq_store_cmdargv (store, n, argv, NULL);
 }
 
+void
+cgq_model_event_trials (cgq_store_t *store, const char *type, uint64_t job, const char *trials,
+                        size_t len)
+{
+    char maxlen[24];
+    cgq_fmt_u64 (maxlen, CGQ_EVENTS_MAXLEN);
+    cgq_store_begin (store, 12);
+    cgq_store_arg (store, "XADD", 4);
+    cgq_store_arg (store, CGQ_KEY_EVENTS, strlen (CGQ_KEY_EVENTS));
+    cgq_store_arg (store, "MAXLEN", 6);
+    cgq_store_arg (store, "~", 1);
+    cgq_store_arg (store, maxlen, strlen (maxlen));
+    cgq_store_arg (store, "*", 1);
+    cgq_store_arg (store, "type", 4);
+    cgq_store_arg (store, type, strlen (type));
+    cgq_store_arg (store, "job", 3);
+    cgq_store_arg_u64 (store, job);
+    cgq_store_arg (store, "trials", 6);
+    cgq_store_arg (store, trials, len);
+}
+
 // --- reading ---------------------------------------------------------------
 
 const char *

@@ -219,6 +219,12 @@ void cgq_hset_queue (cgq_hset_t *h, cgq_store_t *store);
 // node NULL and detail NULL leave their field out.
 void cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
                       const char *node, uint32_t attempt, const char *detail);
+// cgq_model_event_trials queues one XADD to cgq:events for several trials of
+// job that made the same transition in one loop turn: fields type, job and
+// trials, the space-separated list "TRIAL:ATTEMPT" or "TRIAL:ATTEMPT@NODE"
+// (docs/architecture.md, "Events").
+void cgq_model_event_trials (cgq_store_t *store, const char *type, uint64_t job,
+                             const char *trials, size_t len);
 
 // --- reading: records built from HGETALL replies ---------------------------
 // Missing or malformed fields read as "unknown", never as an error, so a

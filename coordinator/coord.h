@@ -181,6 +181,11 @@ struct job_s {
     ids_t act_add, act_rem;
     ids_t lb_ids;           // leaderboard: ids, and their values in lb_vals
     double *lb_vals;
+    // The turn's trial.succeeded and trial.running events, not queued yet:
+    // "TRIAL:ATTEMPT[@NODE] " items. Each goes out as one XADD per job
+    // (cgq_model_event_trials) at the turn's end, or before any other event
+    // of the job, so the stream keeps the order of every job's transitions.
+    cgq_buf_t ev_succeeded, ev_running;
     size_t unwritten;       // trials created this turn whose hash is not queued yet
     bool best_dirty;        // best_trial/best_value changed this turn
     bool ended;             // finished or cancelled with nothing left: freed by jobs_reap

@@ -45,6 +45,48 @@ s_trials_new (void)
     return h;
 }
 
+// s_events_flush queues j's grouped trial events of this turn: the
+// successes first (their slots made room for the starts), then the starts.
+static void
+s_events_flush (coord_t *c, job_t *j)
+{
+    cgq_buf_t *bufs[2] = {&j->ev_succeeded, &j->ev_running};
+    const char *types[2] = {"trial.succeeded", "trial.running"};
+    for (int k = 0; k < 2; k++) {
+        if (!bufs[k]->len)
+            continue;
+        cgq_model_event_trials (c->store, types[k], j->id, bufs[k]->data, bufs[k]->len - 1);
+        cgq_buf_reset (bufs[k]);
+    }
+}
+
+// s_event_group adds "TRIAL:ATTEMPT[@NODE] " to one of j's grouped events.
+static void
+s_event_group (cgq_buf_t *b, const trial_t *t, const char *node)
+{
+    char num[24];
+    size_t nlen = node ? strlen (node) : 0;
+    cgq_buf_reserve (b, 2 * sizeof num + nlen + 3);
+    cgq_buf_puts (b, cgq_fmt_u64 (num, t->id));
+    cgq_buf_append (b, ":", 1);
+    cgq_buf_puts (b, cgq_fmt_u64 (num, t->attempt));
+    if (node) {
+        cgq_buf_append (b, "@", 1);
+        cgq_buf_append (b, node, nlen);
+    }
+    cgq_buf_append (b, " ", 1);
+}
+
+// s_event queues one event of job j (trial < 0: of the job itself), after
+// the job's grouped events so far.
+static void
+s_event (coord_t *c, job_t *j, const char *type, int64_t trial, const char *node,
+         uint32_t attempt, const char *detail)
+{
+    s_events_flush (c, j);
+    cgq_model_event (c->store, type, j->id, trial, node, attempt, detail);
+}
+
 job_t *
 jobs_find (coord_t *c, uint64_t id)
 {
@@ -142,6 +184,8 @@ s_job_free (job_t *j)
     free (j->act_rem.v);
     free (j->lb_ids.v);
     free (j->lb_vals);
+    cgq_buf_fini (&j->ev_succeeded);
+    cgq_buf_fini (&j->ev_running);
     cgq_searcher_destroy (&j->searcher);
     cgq_spec_destroy (&j->spec);
     free (j->name);
@@ -192,6 +236,8 @@ jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
     j->best_trial = -1;
     j->best_value = NAN;
     j->trials = s_trials_new ();
+    cgq_buf_init (&j->ev_succeeded);
+    cgq_buf_init (&j->ev_running);
     j->stopper = early_stop_new (spec);
     j->nstages = (uint32_t) cgq_spec_nstages (spec);
     for (uint32_t k = 0; k < j->nstages; k++) {
@@ -236,7 +282,7 @@ jobs_submitted (coord_t *c, job_t *j, const char *yaml, const char *path, uint64
     char nowbuf[32];
     cgq_store_cmd (c->store, "ZADD %s %s %llu", CGQ_KEY_JOBS, cgq_fmt_double (nowbuf, now),
                    (unsigned long long) j->id);
-    cgq_model_event (c->store, "job.submitted", j->id, -1, NULL, 0, j->name);
+    s_event (c, j, "job.submitted", -1, NULL, 0, j->name);
     cgq_info ("job %" PRIu64 " (%s) submitted: %llu trials", j->id, j->name,
               (unsigned long long) total);
     c->sched_dirty = true;
@@ -398,7 +444,7 @@ jobs_set_stale (coord_t *c, trial_t *t, bool stale, const char *why)
     cgq_hset_init (&h, tkey);
     cgq_hset_str (&h, CGQ_TF_STATE, cgq_tstate_names[to]);
     cgq_hset_queue (&h, c->store);
-    cgq_model_event (c->store, stale ? "trial.stale" : "trial.resumed", j->id, (int64_t) t->id,
+    s_event (c, j, stale ? "trial.stale" : "trial.resumed", (int64_t) t->id,
                      t->node ? t->node->id : t->expect_node, t->attempt, why);
 }
 
@@ -581,9 +627,11 @@ s_job_write (coord_t *c, job_t *j)
 void
 jobs_write_dirty (coord_t *c)
 {
-    for (job_t *j = c->jobs; j; j = j->next)
+    for (job_t *j = c->jobs; j; j = j->next) {
+        s_events_flush (c, j);
         if (j->dirty)
             s_job_write (c, j);
+    }
 }
 
 // s_notify queues the spec's notification of j's end, if it asks for this
@@ -653,7 +701,7 @@ jobs_check_done (coord_t *c, job_t *j)
         if (j->counts[CGQ_TRIAL_STOPPED] && len > 0 && (size_t) len < sizeof detail)
             snprintf (detail + len, sizeof detail - (size_t) len, ", %llu stopped early",
                       (unsigned long long) j->counts[CGQ_TRIAL_STOPPED]);
-        cgq_model_event (c->store, "job.finished", j->id, -1, NULL, 0, detail);
+        s_event (c, j, "job.finished", -1, NULL, 0, detail);
         cgq_info ("job %" PRIu64 " (%s) finished: %s", j->id, j->name, detail);
     }
     if (j->dirty)
@@ -688,7 +736,7 @@ jobs_set_blocked (coord_t *c, job_t *j, const char *reason)
             if (reason) {
                 const char *kv[] = {CGQ_TF_ERROR, reason};
                 jobs_set_state (c, t, CGQ_TRIAL_UNSCHEDULABLE, kv, 2);
-                cgq_model_event (c->store, "trial.unschedulable", j->id, (int64_t) t->id, NULL,
+                s_event (c, j, "trial.unschedulable", (int64_t) t->id, NULL,
                                  0, reason);
             }
             else if (t->state == CGQ_TRIAL_UNSCHEDULABLE) {
@@ -716,7 +764,7 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
                               (double) (cgq_now_ms () - t->pending_since_ms) / 1000.0);
     t->pending_since_ms = 0;
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 10);
-    cgq_model_event (c->store, "trial.running", j->id, (int64_t) t->id, n->id, t->attempt, NULL);
+    s_event_group (&j->ev_running, t, n->id);
     cgq_tdebug (j->id, t->id, t->attempt, "started on %s", n->id);
     c->stat_assigns++;
 }
@@ -762,7 +810,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
         bool on_node = t->state == CGQ_TRIAL_RUNNING && t->node;
         const char *kv[] = {CGQ_TF_FINISHED, now};
         jobs_set_state (c, t, CGQ_TRIAL_CANCELLED, kv, 2);
-        cgq_model_event (c->store, "trial.cancelled", j->id, (int64_t) t->id,
+        s_event (c, j, "trial.cancelled", (int64_t) t->id,
                          t->node ? t->node->id : NULL, t->attempt, NULL);
         if (on_node) {
             // It stays in memory, holding its resources, until the node reports it stopped.
@@ -786,7 +834,7 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     cgq_hset_str (&h, CGQ_JF_FINISHED, now);
     cgq_hset_queue (&h, c->store);
     cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
-    cgq_model_event (c->store, "job.cancelled", j->id, -1, NULL, 0, NULL);
+    s_event (c, j, "job.cancelled", -1, NULL, 0, NULL);
     s_notify (c, j, cgq_wall_s ());
     snprintf (msg, msglen,
               "cancelled job %llu: %llu running trial(s) stopped, %llu pending dropped",
@@ -829,7 +877,7 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
         const char *kv[] = {CGQ_TF_ERROR, error};
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
-        cgq_model_event (c->store, "trial.retry", j->id, (int64_t) t->id, NULL, t->attempt, error);
+        s_event (c, j, "trial.retry", (int64_t) t->id, NULL, t->attempt, error);
         cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", t->attempt,
                    (unsigned) j->spec->trial.retries, error);
         c->sched_dirty = true;
@@ -839,7 +887,7 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
     cgq_fmt_double (now, cgq_wall_s ());
     const char *kv[] = {CGQ_TF_ERROR, error, CGQ_TF_FINISHED, now};
     jobs_set_state (c, t, CGQ_TRIAL_FAILED, kv, 4);
-    cgq_model_event (c->store, "trial.failed", j->id, (int64_t) t->id, NULL, t->attempt, error);
+    s_event (c, j, "trial.failed", (int64_t) t->id, NULL, t->attempt, error);
     cgq_searcher_observe (j->searcher, t->id, NULL, NAN, false);
     s_trial_end (c, t);
 }
@@ -962,7 +1010,7 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
               r->task->attempt, t->attempt,
               t->state == CGQ_TRIAL_RUNNING ? "is stopped" : "will not run");
     cgq_tinfo (t->job->id, t->id, r->task->attempt, "%s", detail);
-    cgq_model_event (c->store, "trial.late_result", t->job->id, (int64_t) t->id, NULL,
+    s_event (c, t->job, "trial.late_result", (int64_t) t->id, NULL,
                      r->task->attempt, detail);
     if (t->state == CGQ_TRIAL_RUNNING) {
         if (t->node) {
@@ -1034,7 +1082,7 @@ s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8)
     }
     char detail[200];
     snprintf (detail, sizeof detail, "stage %s succeeded; next: %s", st->name, next->name);
-    cgq_model_event (c->store, "trial.stage", j->id, (int64_t) t->id, NULL, t->attempt, detail);
+    s_event (c, j, "trial.stage", (int64_t) t->id, NULL, t->attempt, detail);
     cgq_debug ("trial %" PRIu64 ".%" PRIu64 ": %s", j->id, t->id, detail);
     jobs_enqueue (j, t, false);
     c->sched_dirty = true;
@@ -1220,7 +1268,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     jobs_set_state (c, t, CGQ_TRIAL_SUCCEEDED, kv, nkv);
     if (j->spec->nobjectives > 1)
         s_front_add (c, j, t->id, vals);
-    cgq_model_event (c->store, "trial.succeeded", j->id, (int64_t) t->id, NULL, t->attempt, NULL);
+    s_event_group (&j->ev_succeeded, t, NULL);
     cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
     json_decref (metrics);
     cgq_buf_fini (&why);
@@ -1268,7 +1316,7 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
     }
     s_clear_error (c, t);
     jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
-    cgq_model_event (c->store, "trial.early_stopped", j->id, (int64_t) t->id,
+    s_event (c, j, "trial.early_stopped", (int64_t) t->id,
                      t->node ? t->node->id : NULL, t->attempt, why);
     cgq_tinfo (j->id, t->id, t->attempt, "stopped early: %s", why);
     cgq_searcher_observe (j->searcher, t->id, ok ? metrics : NULL, value, ok);
@@ -1384,7 +1432,7 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
     if (!known && t->nlost_on < JOBS_MAX_LOSSES)
         t->lost_on[t->nlost_on++] = t->node_hash;
     char err[256];
-    cgq_model_event (c->store, "trial.lost", j->id, (int64_t) t->id, NULL, t->attempt, why);
+    s_event (c, j, "trial.lost", (int64_t) t->id, NULL, t->attempt, why);
     if (t->nlost_on >= JOBS_MAX_LOSSES || t->losses >= 2 * JOBS_MAX_LOSSES) {
         snprintf (err, sizeof err, "lost %u times in a row, on %u node(s), running it (last: %s)",
                   t->losses, t->nlost_on, why);
@@ -1415,7 +1463,7 @@ s_undelivered (coord_t *c, trial_t *t, void *arg)
               ", this one was %" PRIu64 ":%" PRIu64 "); run again",
               t->attempt, v->node, v->epoch, v->seq, t->sent_epoch, t->sent_seq);
     cgq_tinfo (t->job->id, t->id, t->attempt, "%s", why);
-    cgq_model_event (c->store, "trial.requeued", t->job->id, (int64_t) t->id, v->node, t->attempt,
+    s_event (c, t->job, "trial.requeued", (int64_t) t->id, v->node, t->attempt,
                      why);
     s_requeue (c, t, why);
 }
@@ -1456,7 +1504,7 @@ s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     const char *kv[] = {CGQ_TF_NODE, n->id, CGQ_TF_ATTEMPT, abuf};
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 4);
     cgq_tinfo (t->job->id, t->id, attempt, "%s", detail);
-    cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt,
+    s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt,
                      detail);
     return true;
 }
@@ -1485,7 +1533,7 @@ jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     cgq_tinfo (t->job->id, t->id, attempt, "node %s still runs this attempt, which was lost; "
                "adopted it back",
                n->id);
-    cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
+    s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
     return true;
 }
 
@@ -1504,7 +1552,7 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     t->expect_node = NULL;
     t->adopt_deadline_ms = 0;
     cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
-    cgq_model_event (c->store, "trial.adopted", t->job->id, (int64_t) t->id, n->id, attempt, NULL);
+    s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
     jobs_set_stale (c, t, false, "its node reported it after the coordinator restarted");
     return true;
 }

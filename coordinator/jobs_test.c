@@ -1035,6 +1035,68 @@ test_undelivered_assign_requeued (void **state)
     ct_coord_destroy (&c);
 }
 
+// s_job_events returns job's entries in cgq:events, one line each, "TYPE
+// trials=LIST" or "TYPE trial=T", joined by '\n' (caller frees).
+static char *
+s_job_events (coord_t *c, uint64_t job)
+{
+    redisReply *r = cgq_store_command (c->store, "XRANGE %s - +", CGQ_KEY_EVENTS);
+    assert_non_null (r);
+    assert_int_equal (r->type, REDIS_REPLY_ARRAY);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    char want[24];
+    cgq_fmt_u64 (want, job);
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *f = r->element[i]->element[1];
+        const char *jid = cgq_hash_get (f, "job"), *type = cgq_hash_get (f, "type");
+        if (!jid || strcmp (jid, want) != 0)
+            continue;
+        const char *trials = cgq_hash_get (f, "trials"), *trial = cgq_hash_get (f, "trial");
+        cgq_buf_printf (&b, "%s%s%s%s%s\n", type, trials ? " trials=" : "", trials ? trials : "",
+                        trial ? " trial=" : "", trial ? trial : "");
+    }
+    freeReplyObject (r);
+    return cgq_buf_take (&b);
+}
+
+// The turn's starts and successes of a job go out as one event each, with
+// every trial listed; any other event of the job comes between them in the
+// order it happened.
+static void
+test_events_grouped_per_turn (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 93,
+            "space: {x: {grid: [1, 2, 3, 4]}}\n"
+            "search: {algorithm: grid, concurrency: 4}\n"
+            "objective: {metric: score, mode: max}\n"
+            "trial: {kind: noop, retries: 0}\n");
+    ct_node (c, "w1", 4, 0, 0);
+    assert_int_equal (dispatch_run (c), 4);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char *ev = s_job_events (c, 93);
+    assert_string_equal (ev, "job.submitted\n"
+                             "trial.running trials=0:1@w1 1:1@w1 2:1@w1 3:1@w1\n");
+    free (ev);
+
+    ct_result (c, "w1", 93, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 1}", NULL);
+    ct_result (c, "w1", 93, 1, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 3");
+    ct_result (c, "w1", 93, 3, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 3}", NULL);
+    ct_result (c, "w1", 93, 2, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 2}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    ev = s_job_events (c, 93);
+    assert_string_equal (ev, "job.submitted\n"
+                             "trial.running trials=0:1@w1 1:1@w1 2:1@w1 3:1@w1\n"
+                             "trial.succeeded trials=0:1\n"
+                             "trial.failed trial=1\n"
+                             "trial.succeeded trials=3:1 2:1\n"
+                             "job.finished\n");
+    free (ev);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -1054,6 +1116,7 @@ main (void)
         cmocka_unit_test (test_losses_count_nodes),
         cmocka_unit_test (test_keys_bound_to_node_ids),
         cmocka_unit_test (test_undelivered_assign_requeued),
+        cmocka_unit_test (test_events_grouped_per_turn),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

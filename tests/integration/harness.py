@@ -742,7 +742,23 @@ trial:
         return {t: dict(zip(r[0::2], r[1::2])) for t, r in zip(ids, replies)}
 
     def events(self, j=None):
-        ev = self.redis.xrange("cgq:events")
+        """cgq:events, one dict per transition: an entry listing several
+        trials ("trials": "T:A[@NODE] ...", docs/architecture.md) becomes
+        one dict per trial, with "trial", "attempt" and "node" as a
+        single-trial entry has them."""
+        ev = []
+        for e in self.redis.xrange("cgq:events"):
+            if "trials" not in e:
+                ev.append(e)
+                continue
+            for item in e["trials"].split():
+                t, _, rest = item.partition(":")
+                a, _, node = rest.partition("@")
+                d = {k: v for k, v in e.items() if k != "trials"}
+                d.update(trial=t, attempt=a)
+                if node:
+                    d["node"] = node
+                ev.append(d)
         if j is not None:
             ev = [e for e in ev if e.get("job") == str(j)]
         return ev

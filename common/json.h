@@ -18,4 +18,14 @@ void cgq_json_append (cgq_buf_t *b, const json_t *v, bool spaced);
 // cgq_json_dumps returns v as compact JSON text. Caller frees.
 char *cgq_json_dumps (const json_t *v);
 
+// cgq_json_flat_number reads text the way json_loads would, without building
+// it, for the one common case: a JSON object whose members are all scalars
+// (numbers, plain ASCII strings, true, false, null). Returns 1 when text is
+// such an object and key is NULL or names a finite number member (the last
+// one if it repeats), in *value; *nmembers counts the members (repeats
+// included). Returns 0 for anything else (not an object, nested values,
+// escapes, non-ASCII, numbers json_loads would refuse, key absent or not a
+// finite number): then parse it with json_loads, which decides.
+int cgq_json_flat_number (const char *text, const char *key, double *value, size_t *nmembers);
+
 #endif

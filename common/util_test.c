@@ -308,6 +308,102 @@ t_json (void **state)
     json_decref (r);
 }
 
+// s_flat_check compares cgq_json_flat_number on text with what json_loads
+// makes of it: whenever the fast reader answers, jansson agrees. Returns the
+// fast reader's answer.
+static int
+s_flat_check (const char *text, const char *key)
+{
+    double v = -1;
+    size_t n = 99;
+    int fast = cgq_json_flat_number (text, key, &v, &n);
+    json_t *o = json_loads (text, 0, NULL);
+    if (fast == 1) {
+        if (!json_is_object (o))
+            fail_msg ("fast reader took '%s', json_loads refuses it", text);
+        if ((n == 0) != (json_object_size (o) == 0))
+            fail_msg ("'%s': %zu members, json_loads %zu", text, n, json_object_size (o));
+        if (key) {
+            json_t *m = json_object_get (o, key);
+            if (!json_is_number (m) || json_number_value (m) != v || !isfinite (v))
+                fail_msg ("'%s' key %s: fast %.17g, json_loads %s", text, key, v,
+                          m ? "another value" : "absent");
+        }
+    }
+    json_decref (o);
+    return fast;
+}
+
+static void
+t_json_flat (void **state)
+{
+    (void) state;
+    // What a result's metrics usually are: read fast, with the right value.
+    const char *yes[] = {"{\"x\":0.123,\"score\":0.123}",
+                         " { \"score\" : 1e-3 , \"loss\": -2 }\n",
+                         "{\"score\": 7, \"note\": \"ok, done\", \"b\": true, \"n\": null}",
+                         "{\"score\": 1, \"score\": 2.5}",
+                         "{\"score\": -0.0}",
+                         "{\"score\": 123456789012345678}",
+                         "{\"score\": 1.5E+299}"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        if (s_flat_check (yes[i], "score") != 1)
+            fail_msg ("'%s' should be read fast", yes[i]);
+    double v;
+    size_t n;
+    assert_int_equal (cgq_json_flat_number ("{\"score\": 1, \"score\": 2.5}", "score", &v, &n), 1);
+    assert_true (v == 2.5); // the last one, as json_loads keeps it
+    assert_int_equal (s_flat_check ("{}", NULL), 1);
+    assert_int_equal (s_flat_check ("{\"a\": \"b\"}", NULL), 1);
+    // Left to jansson: not objects, nested, escaped, non-ASCII, missing or
+    // non-numeric key, huge numbers, bad grammar, trailing text.
+    const char *no[] = {"", "[]", "3", "\"s\"", "{", "{\"score\": 1", "{\"score\": 1,}",
+                        "{\"score\": [1]}", "{\"score\": 1, \"o\": {}}", "{\"sc\\u006fre\": 1}",
+                        "{\"score\": 1, \"\xc3\xa9\": 2}", "{\"loss\": 1}", "{\"score\": \"1\"}",
+                        "{\"score\": true}", "{\"score\": 1e400}", "{\"score\": 1234567890123456789}",
+                        "{\"score\": 01}", "{\"score\": 1.}", "{\"score\": .5}", "{\"score\": +1}",
+                        "{\"score\": 1e}", "{\"score\": NaN}", "{\"score\": 1} x", "{\"score\" 1}",
+                        "{score: 1}", "{\"score\": 1 2}", "{\"a\": tru, \"score\": 1}",
+                        "{\"score\": 1, \"x\": 1e999}"};
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        if (s_flat_check (no[i], "score") != 0)
+            fail_msg ("'%s' should be left to json_loads", no[i]);
+    // Random texts built from JSON fragments, and mutations of them: the fast
+    // reader never answers where json_loads disagrees.
+    const char *frag[] = {"{", "}", "\"score\"", "\"x\"", ":", ",", " ", "1", "-0.5", "2e3",
+                          "1e999", "\"s\"", "true", "null", "[", "]", "0", "\\", "\"",
+                          "99999999999999999999", "1.25", "\n"};
+    unsigned seed = 12345;
+    int fast = 0;
+    for (int i = 0; i < 200000; i++) {
+        char text[128];
+        size_t len = 0;
+        if (i % 2) {
+            // a well-formed flat object, perhaps mutated below
+            len = (size_t) snprintf (text, sizeof text, "{\"x\": %d.%d, \"score\": %s%d.%de%d}",
+                                     rand_r (&seed) % 100, rand_r (&seed) % 1000,
+                                     rand_r (&seed) % 2 ? "-" : "", rand_r (&seed) % 10,
+                                     rand_r (&seed) % 1000, rand_r (&seed) % 40 - 20);
+        }
+        else {
+            int parts = 1 + rand_r (&seed) % 12;
+            for (int k = 0; k < parts; k++) {
+                const char *f = frag[rand_r (&seed) % (sizeof frag / sizeof *frag)];
+                size_t fl = strlen (f);
+                if (len + fl + 1 >= sizeof text)
+                    break;
+                memcpy (text + len, f, fl);
+                len += fl;
+            }
+            text[len] = 0;
+        }
+        if (len && rand_r (&seed) % 3 == 0)
+            text[rand_r (&seed) % len] = (char) (1 + rand_r (&seed) % 127);
+        fast += s_flat_check (text, rand_r (&seed) % 4 ? "score" : NULL);
+    }
+    assert_true (fast > 50000); // and the fast path is the common one
+}
+
 int
 main (void)
 {
@@ -323,6 +419,7 @@ main (void)
         cmocka_unit_test (t_buf),
         cmocka_unit_test (t_xasprintf_strndup),
         cmocka_unit_test (t_json),
+        cmocka_unit_test (t_json_flat),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -755,8 +755,14 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
     char started[32], attempt[24], assign[72];
     cgq_fmt_double (started, t->started);
     cgq_fmt_u64 (attempt, t->attempt);
-    snprintf (assign, sizeof assign, "%" PRIu64 ":%" PRIu64 ":%" PRIu64, c->epoch, t->assign_seq,
-              n->instance);
+    // EPOCH:SEQ:INSTANCE, without printf (once per trial)
+    char *w = assign;
+    const uint64_t parts[3] = {c->epoch, t->assign_seq, n->instance};
+    for (int k = 0; k < 3; k++) {
+        if (k)
+            *w++ = ':';
+        w += strlen (cgq_fmt_u64 (w, parts[k]));
+    }
     const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE,    n->id,   CGQ_TF_GPUS,
                         gpus,           CGQ_TF_STARTED, started, CGQ_TF_ASSIGN, assign};
     if (t->pending_since_ms)
@@ -1153,8 +1159,16 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     double value = NAN, vals[CGQ_SPEC_MAX_OBJECTIVES];
     const char *metric = j->spec->objective.metric;
     char *merged_json = NULL, *stages_json = NULL;
+    // The common success (one stage, no objective or one metric by name, a
+    // flat object of numbers): its value read without building the object.
+    size_t nmembers = 0;
+    bool flat = r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED && j->nstages == 1
+                && j->spec->nobjectives <= 1 && !j->spec->objective.expr
+                && cgq_json_flat_number (metrics_json, metric, &value, &nmembers) == 1;
     if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED)
         fail = r->error && *r->error ? r->error : "failed";
+    else if (flat)
+        ;
     else if (!(metrics = json_loads (metrics_json, 0, NULL)) || !json_is_object (metrics)) {
         fail = "the trial's result is not a JSON object";
         retryable = false;
@@ -1202,7 +1216,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
             retryable = false;
         }
     }
-    else if (metric) {
+    else if (metric && !flat) {
         json_t *v = json_object_get (metrics, metric);
         if (!v || !json_is_number (v) || !isfinite (json_number_value (v))) {
             cgq_buf_printf (&why, "result has no numeric metric '%s' (metrics: ", metric);
@@ -1247,7 +1261,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         return;
     }
     cgq_buf_reset (&why);
-    if (!metric && j->spec->nobjectives == 0 && json_object_size (metrics) == 0)
+    if (!metric && j->spec->nobjectives == 0 && (flat ? nmembers : json_object_size (metrics)) == 0)
         cgq_buf_printf (&why, "the trial reported no metrics (write JSON objects to fd 3 or "
                               "result.json)%s%s", note ? "; " : "", note ? note : "");
     else if (note)

@@ -251,6 +251,9 @@ typedef struct out_s {
     uint8_t *data;
     size_t len;
     bool durable;           // send only once the batch it confirms is durable (Acks)
+    // An Ack still open to more tasks (outbox_ack): encoded by outbox_send.
+    Cgq__TaskRef *acks;
+    size_t nacks, capacks;
     int64_t not_before_ms;  // for those: when that is
     struct out_s *next;
 } out_t;
@@ -279,6 +282,7 @@ typedef struct coord_s {
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;
     out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)
+    zhashx_t *acks_open;   // node id -> its Ack of this batch, open to more (outbox.c)
     bool sched_dirty;
     int64_t redis_retry_ms;  // next flush attempt after a failure; 0 = none
     int64_t redis_backoff_ms;

@@ -160,6 +160,8 @@ ct_assigns (const coord_t *c, Cgq__TaskRef *refs, size_t max)
 {
     size_t n = 0;
     for (const out_t *o = c->out_head; o; o = o->next) {
+        if (o->acks)
+            continue; // an Ack still open (encoded when sent)
         cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
         assert_non_null (env);
         if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN) {
@@ -190,6 +192,8 @@ ct_assign_get (const coord_t *c, uint64_t trial, uint32_t attempt, const char *w
 {
     char *out = NULL;
     for (const out_t *o = c->out_head; o && !out; o = o->next) {
+        if (o->acks)
+            continue; // an Ack still open (encoded when sent)
         cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
         assert_non_null (env);
         const Cgq__Assign *a = env->assign;

@@ -41,19 +41,58 @@ outbox_stop (coord_t *c, const char *node, const Cgq__TaskRef *task, const char 
     outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
 }
 
+// One Ack carries at most this many tasks (a few dozen KiB).
+#define ACK_MAX 4096
+
 void
 outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task)
 {
-    Cgq__TaskRef *tasks[1] = {(Cgq__TaskRef *) task};
+    // One Ack per node per batch, with every task of it: a loop turn that
+    // applies hundreds of a node's results sends it one message, not hundreds.
+    if (!c->acks_open)
+        c->acks_open = zhashx_new ();
+    out_t *o = zhashx_lookup (c->acks_open, node);
+    if (!o) {
+        o = cgq_xcalloc (1, sizeof *o);
+        o->sock = c->nodes_sock;
+        o->rid_len = strlen (node);
+        o->rid = cgq_xstrndup (node, o->rid_len);
+        o->durable = c->cfg.durable_ms > 0;
+        if (c->out_tail)
+            c->out_tail->next = o;
+        else
+            c->out_head = o;
+        c->out_tail = o;
+        zhashx_insert (c->acks_open, node, o);
+    }
+    if (o->nacks == o->capacks) {
+        o->capacks = o->capacks ? 2 * o->capacks : 16;
+        o->acks = cgq_xrealloc (o->acks, o->capacks * sizeof *o->acks);
+    }
+    o->acks[o->nacks++] = *task;
+    if (o->nacks == ACK_MAX)
+        zhashx_delete (c->acks_open, node); // the next one starts another
+}
+
+// s_close_ack encodes an open Ack's tasks into o->data.
+static void
+s_close_ack (out_t *o)
+{
+    Cgq__TaskRef **tasks = cgq_xcalloc (o->nacks, sizeof *tasks);
+    for (size_t i = 0; i < o->nacks; i++)
+        tasks[i] = &o->acks[i];
     Cgq__Ack a = CGQ__ACK__INIT;
-    a.n_tasks = 1;
+    a.n_tasks = o->nacks;
     a.tasks = tasks;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_ACK;
     env.ack = &a;
-    outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
-    if (c->out_tail && c->cfg.durable_ms > 0)
-        c->out_tail->durable = true;
+    if (cgq_wire_encode (&env, &o->data, &o->len) < 0)
+        cgq_error ("cannot encode an Ack for %s", o->rid); // cannot happen: the body is set
+    free (tasks);
+    free (o->acks);
+    o->acks = NULL;
+    o->nacks = o->capacks = 0;
 }
 
 void
@@ -74,6 +113,7 @@ outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char 
 static void
 s_free (out_t *o)
 {
+    free (o->acks);
     free (o->rid);
     free (o->data);
     free (o);
@@ -104,9 +144,13 @@ outbox_send (coord_t *c)
         s_send_one (o);
         s_free (o);
     }
+    if (c->acks_open)
+        zhashx_purge (c->acks_open); // this batch's Acks are complete
     out_t *o = c->out_head;
     while (o) {
         out_t *next = o->next;
+        if (o->acks)
+            s_close_ack (o);
         if (o->durable) {
             o->not_before_ms = now + c->cfg.durable_ms;
             o->next = NULL;
@@ -144,6 +188,7 @@ s_free_list (out_t *o)
 void
 outbox_free (coord_t *c)
 {
+    zhashx_destroy (&c->acks_open);
     s_free_list (c->out_head);
     s_free_list (c->late_head);
     c->out_head = c->out_tail = NULL;

@@ -59,6 +59,11 @@ struct cgq_store_t {
     char *fence_key, *fence_val, *fence_seq_key;
     uint64_t fence_seq;
     bool fenced;
+    // The WATCH sent right after the last EXEC, in the same round trip, found
+    // the lease ours: the next batch needs no check of its own (a takeover
+    // since aborts its EXEC). Anything else sent on the connection, or a new
+    // connection, disarms it.
+    bool watch_armed;
 
     char errstr[512];
 };
@@ -340,6 +345,7 @@ s_disconnect (cgq_store_t *self)
         self->ctx = NULL;
     }
     self->appended = 0;
+    self->watch_armed = false;
 }
 
 void
@@ -924,19 +930,25 @@ cgq_store_replayed (const cgq_store_t *self)
 // s_fence_check WATCHes the fence key and checks that this writer still holds
 // it, in one round trip. Returns 0 (go on: a takeover from now on aborts the
 // next EXEC), or -1: fenced (self->fenced set, for good) or an I/O error.
+// s_fence_append queues WATCH fence_key, GET fence_key, GET fence_seq_key.
 static int
-s_fence_check (cgq_store_t *self)
+s_fence_append (cgq_store_t *self)
 {
-    if (!self->fence_key)
-        return 0;
-    if (self->fenced)
-        return -1;
     if (redisAppendCommand (self->ctx, "WATCH %s", self->fence_key) != REDIS_OK
         || redisAppendCommand (self->ctx, "GET %s", self->fence_key) != REDIS_OK
         || redisAppendCommand (self->ctx, "GET %s", self->fence_seq_key) != REDIS_OK) {
         s_io_error (self, "checking the lease");
         return -1;
     }
+    return 0;
+}
+
+// s_fence_read reads the three replies s_fence_append asked for. Returns 0
+// (the lease is ours, watched from now on), 1 (another writer took over:
+// self->errstr says how), or -1 (I/O error or WATCH refused; errstr set).
+static int
+s_fence_read (cgq_store_t *self)
+{
     redisReply *r[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++)
         if (redisGetReply (self->ctx, (void **) &r[i]) != REDIS_OK || !r[i]) {
@@ -955,8 +967,7 @@ s_fence_check (cgq_store_t *self)
             snprintf (self->errstr, sizeof self->errstr,
                       "fenced: %s is now '%s', not ours ('%s'): another writer took over",
                       self->fence_key, r[1]->str, self->fence_val);
-            self->fenced = true;
-            rc = -1;
+            rc = 1;
         }
     } else {
         uint64_t seq = r[2]->type == REDIS_REPLY_STRING ? strtoull (r[2]->str, NULL, 10) : 0;
@@ -964,13 +975,43 @@ s_fence_check (cgq_store_t *self)
             snprintf (self->errstr, sizeof self->errstr,
                       "fenced: %s expired and %s moved on to %" PRIu64 " (ours: %" PRIu64 ")",
                       self->fence_key, self->fence_seq_key, seq, self->fence_seq);
-            self->fenced = true;
-            rc = -1;
+            rc = 1;
         }
     }
     for (int i = 0; i < 3; i++)
         freeReplyObject (r[i]);
-    if (rc < 0 && !self->fenced)
+    return rc;
+}
+
+// s_fence_check WATCHes the fence key and checks that we still hold it, in
+// one round trip. Returns 0 (go on: a takeover from now on aborts the
+// next EXEC), or -1: fenced (self->fenced set, for good) or an I/O error.
+static int
+s_fence_check (cgq_store_t *self)
+{
+    if (!self->fence_key)
+        return 0;
+    if (self->fenced)
+        return -1;
+    // UNWATCH first: a key watched since the last EXEC and written since
+    // (our own lease renewal) would abort the next EXEC whatever WATCH says.
+    self->watch_armed = false;
+    if (redisAppendCommand (self->ctx, "UNWATCH") != REDIS_OK || s_fence_append (self) < 0) {
+        s_io_error (self, "checking the lease");
+        return -1;
+    }
+    redisReply *u = NULL;
+    if (redisGetReply (self->ctx, (void **) &u) != REDIS_OK || !u) {
+        s_io_error (self, "checking the lease");
+        return -1;
+    }
+    freeReplyObject (u);
+    int rc = s_fence_read (self);
+    if (rc == 1) {
+        self->fenced = true;
+        return -1;
+    }
+    if (rc < 0)
         s_disconnect (self);
     return rc;
 }
@@ -987,6 +1028,7 @@ cgq_store_set_fence (cgq_store_t *self, const char *key, const char *value, cons
     self->fence_seq_key = key ? cgq_xstrdup (seq_key) : NULL;
     self->fence_seq = seq;
     self->fenced = false;
+    self->watch_armed = false;
 }
 
 bool
@@ -1005,8 +1047,11 @@ s_flush_once (cgq_store_t *self)
     redisContext *c = self->ctx;
     size_t n = self->count;
     bool marked = self->marker_key != NULL;
-    if (s_fence_check (self) < 0)
+    if (self->fenced || (!self->watch_armed && s_fence_check (self) < 0))
         return -1;
+    // EXEC ends the WATCH: the next one goes out behind it, in this round trip.
+    self->watch_armed = false;
+    bool rewatch = self->fence_key != NULL;
     if (marked) {
         // Recorded before the write: from here until a definite answer the
         // batch is in doubt (see s_resolve_doubt).
@@ -1040,6 +1085,8 @@ s_flush_once (cgq_store_t *self)
                                     == REDIS_OK
                              && redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14)
                                     == REDIS_OK;
+    if (queued && rewatch && s_fence_append (self) < 0)
+        queued = false;
     if (!queued) {
         s_io_error (self, "MULTI/EXEC");
         free (sent);
@@ -1119,18 +1166,26 @@ s_flush_once (cgq_store_t *self)
     }
     // Any definite answer (applied, aborted, refused) ends the doubt.
     self->marker_id[0] = 0;
-    if (rc == 0 && sent && self->journal_ms > 0)
+    // The lease as it was right after this EXEC: ours arms the next batch;
+    // not ours is found again, and acted on, by the next batch's own check.
+    if (rewatch && self->ctx) {
+        int frc = s_fence_read (self);
+        self->watch_armed = frc == 0;
+        if (frc < 0 && rc == 0)
+            rc = -2; // applied, but the connection is not usable
+    }
+    if ((rc == 0 || rc == -2) && sent && self->journal_ms > 0)
         s_journal_add (self, self->marker_seq, n + 1, sent, sent_len);
     else
         free (sent);
     if (rc == 1)
         s_drop (self, bad);
     free (bad);
-    if (rc == 0)
+    if (rc == 0 || rc == -2)
         s_clear_batch (self);
-    else if (rc < 0)
+    if (rc < 0)
         s_disconnect (self);
-    return rc;
+    return rc == -2 ? 0 : rc;
 }
 
 // s_resolve_doubt settles a batch whose EXEC went out but whose answer was
@@ -1217,6 +1272,7 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 {
     if (s_ensure (self) < 0)
         return NULL;
+    self->watch_armed = false; // it may write the fence key, or EXEC
     va_list ap;
     va_start (ap, fmt);
     redisReply *r = redisvCommand (self->ctx, fmt, ap);
@@ -1233,6 +1289,7 @@ cgq_store_append (cgq_store_t *self, const char *fmt, ...)
 {
     if (s_ensure (self) < 0)
         return -1;
+    self->watch_armed = false; // as for cgq_store_command
     va_list ap;
     va_start (ap, fmt);
     int rc = redisvAppendCommand (self->ctx, fmt, ap);

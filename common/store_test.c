@@ -691,6 +691,32 @@ t_fence (void **state)
     assert_int_equal (cgq_store_flush (st), 0);
     assert_false (cgq_store_fenced (st));
 
+    // The WATCH that follows each EXEC (in its round trip) guards the next
+    // batch: our own renewal in between does not abort it...
+    r = cgq_store_command (st, "SET lease %s", "7 me");
+    freeReplyObject (r);
+    cgq_store_cmd (st, "INCR b");
+    assert_int_equal (cgq_store_flush (st), 0);
+    assert_int_equal (s_int (other, "GET %s", "b"), 1);
+    // ... a takeover does, though nothing was checked since that EXEC; the
+    // batch is kept and the next try finds the lease taken.
+    cgq_store_cmd (st, "INCR b");
+    assert_int_equal (cgq_store_flush (st), 0); // armed again
+    r = cgq_store_command (other, "SET lease %s", "9 them");
+    freeReplyObject (r);
+    cgq_store_cmd (st, "INCR b");
+    assert_int_equal (cgq_store_flush (st), -1);
+    assert_int_equal (s_int (other, "GET %s", "b"), 2);
+    assert_int_equal (cgq_store_pending (st), 1);
+    assert_int_equal (cgq_store_flush (st), -1);
+    assert_true (cgq_store_fenced (st));
+    assert_int_equal (s_int (other, "GET %s", "b"), 2);
+    r = cgq_store_command (other, "SET lease %s", "7 me");
+    freeReplyObject (r);
+    cgq_store_set_fence (st, "lease", "7 me", "seq", 7);
+    assert_int_equal (cgq_store_flush (st), 0);
+    assert_int_equal (s_int (other, "GET %s", "b"), 3);
+
     // Expired, nobody took over: still ours.
     r = cgq_store_command (st, "DEL lease");
     freeReplyObject (r);

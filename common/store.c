@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -65,10 +66,30 @@ struct cgq_store_t {
     // connection, disarms it.
     bool watch_armed;
 
+    // The batch in flight (s_send): its first fcount commands went out as
+    // MULTI .. EXEC, with the lease's WATCH/GETs behind; the replies are
+    // read as they arrive (cgq_store_flush_poll) or all at once (s_wait).
+    // Commands queued meanwhile go after them in batch: if the flight fails,
+    // its commands are still first, as if never sent.
+    size_t fcount;        // 0: nothing in flight
+    size_t fgot, ftotal;  // replies read; expected up to EXEC (MULTI, each, marker, EXEC)
+    bool frewatch;        // three fence replies follow EXEC's
+    bool *fbad;           // commands Redis refused at queue time (fcount entries)
+    size_t fnbad;
+    char ftransient[256]; // the first error that a retry may cure
+    int frc;              // the outcome so far: 0, 1 (drop fbad, send again), -1
+    char *fsent;          // what went out (a marked batch), for the journal
+    size_t fsent_len;
+    redisReply *ffence[3];
+    int fdone;            // an outcome read for another caller, not collected: 1 ok, -1 failed
+
     char errstr[512];
 };
 
 #define S_HINT "(is redis-server running? check --redis / CGQ_REDIS)"
+
+static void s_flight_end (cgq_store_t *self);
+static int s_resolve_doubt (cgq_store_t *self);
 
 struct s_entry {
     uint64_t seq;
@@ -355,6 +376,7 @@ cgq_store_destroy (cgq_store_t **self_p)
         return;
     cgq_store_t *self = *self_p;
     s_disconnect (self);
+    s_flight_end (self);
     cgq_buf_fini (&self->batch);
     cgq_buf_fini (&self->scratch);
     free (self->starts);
@@ -755,13 +777,13 @@ s_cmd_name (cgq_store_t *self, size_t i, char *out, size_t n)
 // s_drop removes the queued commands marked in bad[], keeping the order of
 // the others.
 static void
-s_drop (cgq_store_t *self, const bool *bad)
+s_drop (cgq_store_t *self, const bool *bad, size_t nbad)
 {
     cgq_buf_t nb;
     cgq_buf_init (&nb);
     size_t k = 0;
     for (size_t i = 0; i < self->count; i++) {
-        if (bad[i])
+        if (i < nbad && bad[i])
             continue;
         size_t start = nb.len;
         cgq_buf_append (&nb, self->batch.data + self->starts[i], s_cmd_len (self, i));
@@ -770,6 +792,25 @@ s_drop (cgq_store_t *self, const bool *bad)
     cgq_buf_fini (&self->batch);
     self->batch = nb;
     self->count = k;
+}
+
+static void s_clear_batch (cgq_store_t *self);
+
+// s_consume removes the first k queued commands (a flight Redis applied),
+// keeping those queued after them.
+static void
+s_consume (cgq_store_t *self, size_t k)
+{
+    if (k >= self->count) {
+        s_clear_batch (self);
+        return;
+    }
+    size_t off = self->starts[k];
+    memmove (self->batch.data, self->batch.data + off, self->batch.len - off + 1);
+    self->batch.len -= off;
+    for (size_t i = k; i < self->count; i++)
+        self->starts[i - k] = self->starts[i] - off;
+    self->count -= k;
 }
 
 static void
@@ -927,9 +968,6 @@ cgq_store_replayed (const cgq_store_t *self)
     return self->replayed;
 }
 
-// s_fence_check WATCHes the fence key and checks that this writer still holds
-// it, in one round trip. Returns 0 (go on: a takeover from now on aborts the
-// next EXEC), or -1: fenced (self->fenced set, for good) or an I/O error.
 // s_fence_append queues WATCH fence_key, GET fence_key, GET fence_seq_key.
 static int
 s_fence_append (cgq_store_t *self)
@@ -943,9 +981,40 @@ s_fence_append (cgq_store_t *self)
     return 0;
 }
 
-// s_fence_read reads the three replies s_fence_append asked for. Returns 0
-// (the lease is ours, watched from now on), 1 (another writer took over:
-// self->errstr says how), or -1 (I/O error or WATCH refused; errstr set).
+// s_fence_judge says what the replies to s_fence_append's commands mean:
+// 0 (the lease is ours, watched from now on), 1 (another writer took over:
+// self->errstr says how), or -1 (WATCH refused, or a reply missing).
+static int
+s_fence_judge (cgq_store_t *self, redisReply *const *r)
+{
+    if (!r[0] || !r[1] || !r[2])
+        return -1;
+    if (r[0]->type == REDIS_REPLY_ERROR) {
+        snprintf (self->errstr, sizeof self->errstr, "Redis at %s refused WATCH: %s", self->url,
+                  r[0]->str);
+        return -1;
+    }
+    if (r[1]->type == REDIS_REPLY_STRING) {
+        if (strcmp (r[1]->str, self->fence_val) != 0) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "fenced: %s is now '%s', not ours ('%s'): another writer took over",
+                      self->fence_key, r[1]->str, self->fence_val);
+            return 1;
+        }
+        return 0;
+    }
+    uint64_t seq = r[2]->type == REDIS_REPLY_STRING ? strtoull (r[2]->str, NULL, 10) : 0;
+    if (seq != self->fence_seq) {
+        snprintf (self->errstr, sizeof self->errstr,
+                  "fenced: %s expired and %s moved on to %" PRIu64 " (ours: %" PRIu64 ")",
+                  self->fence_key, self->fence_seq_key, seq, self->fence_seq);
+        return 1;
+    }
+    return 0;
+}
+
+// s_fence_read reads the three replies s_fence_append asked for and judges
+// them (s_fence_judge); -1 also on an I/O error.
 static int
 s_fence_read (cgq_store_t *self)
 {
@@ -957,27 +1026,7 @@ s_fence_read (cgq_store_t *self)
             s_io_error (self, "checking the lease");
             return -1;
         }
-    int rc = 0;
-    if (r[0]->type == REDIS_REPLY_ERROR) {
-        snprintf (self->errstr, sizeof self->errstr, "Redis at %s refused WATCH: %s", self->url,
-                  r[0]->str);
-        rc = -1;
-    } else if (r[1]->type == REDIS_REPLY_STRING) {
-        if (strcmp (r[1]->str, self->fence_val) != 0) {
-            snprintf (self->errstr, sizeof self->errstr,
-                      "fenced: %s is now '%s', not ours ('%s'): another writer took over",
-                      self->fence_key, r[1]->str, self->fence_val);
-            rc = 1;
-        }
-    } else {
-        uint64_t seq = r[2]->type == REDIS_REPLY_STRING ? strtoull (r[2]->str, NULL, 10) : 0;
-        if (seq != self->fence_seq) {
-            snprintf (self->errstr, sizeof self->errstr,
-                      "fenced: %s expired and %s moved on to %" PRIu64 " (ours: %" PRIu64 ")",
-                      self->fence_key, self->fence_seq_key, seq, self->fence_seq);
-            rc = 1;
-        }
-    }
+    int rc = s_fence_judge (self, r);
     for (int i = 0; i < 3; i++)
         freeReplyObject (r[i]);
     return rc;
@@ -1037,18 +1086,32 @@ cgq_store_fenced (const cgq_store_t *self)
     return self->fenced;
 }
 
-// s_flush_once sends MULTI, the batch and EXEC and reads count + 2 replies.
-// Returns 0 (sent; batch cleared), -1 (failure; batch kept), or 1 when Redis
-// refused some commands at queue time as malformed: those are dropped and
-// the caller sends the rest again.
-static int
-s_flush_once (cgq_store_t *self)
+// s_flight_end forgets the flight (its commands stay in the batch).
+static void
+s_flight_end (cgq_store_t *self)
 {
-    redisContext *c = self->ctx;
+    free (self->fbad);
+    free (self->fsent);
+    for (int i = 0; i < 3; i++)
+        if (self->ffence[i])
+            freeReplyObject (self->ffence[i]);
+    self->fbad = NULL;
+    self->fsent = NULL;
+    memset (self->ffence, 0, sizeof self->ffence);
+    self->fcount = self->fgot = self->ftotal = self->fnbad = 0;
+}
+
+// s_send sends the whole batch as MULTI .. (marker) .. EXEC, then the next
+// batch's lease WATCH, and returns without reading a reply: 0 (in flight),
+// or -1 (not sent, or lost on the way: errstr; the batch is kept).
+static int
+s_send (cgq_store_t *self)
+{
     size_t n = self->count;
     bool marked = self->marker_key != NULL;
     if (self->fenced || (!self->watch_armed && s_fence_check (self) < 0))
         return -1;
+    redisContext *c = self->ctx;
     // EXEC ends the WATCH: the next one goes out behind it, in this round trip.
     self->watch_armed = false;
     bool rewatch = self->fence_key != NULL;
@@ -1085,107 +1148,190 @@ s_flush_once (cgq_store_t *self)
                                     == REDIS_OK
                              && redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14)
                                     == REDIS_OK;
-    if (queued && rewatch && s_fence_append (self) < 0)
-        queued = false;
+    if (queued && rewatch && s_fence_append (self) < 0) {
+        free (sent);
+        return -1;
+    }
+    int done = 0;
+    while (queued && !done)
+        queued = redisBufferWrite (c, &done) == REDIS_OK;
     if (!queued) {
         s_io_error (self, "MULTI/EXEC");
         free (sent);
         return -1;
     }
-    size_t total = n + 2 + (marked ? 1 : 0);
-    bool *bad = NULL;
-    size_t nbad = 0;
-    char transient[256] = "";
-    int rc = 0;
-    for (size_t i = 0; i < total; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply (c, (void **) &r) != REDIS_OK || !r) {
-            s_io_error (self, "MULTI/EXEC");
-            free (bad);
-            free (sent);
-            return -1;
-        }
-        if (i == 0) {
-            if (r->type == REDIS_REPLY_ERROR && !transient[0])
-                snprintf (transient, sizeof transient, "MULTI: %s", r->str);
-        } else if (i > n && i + 1 < total) {
-            if (r->type == REDIS_REPLY_ERROR && !transient[0]) // the marker
-                snprintf (transient, sizeof transient, "%s", r->str);
-        } else if (i <= n) {
-            if (r->type == REDIS_REPLY_ERROR) {
-                // "ERR ..." at queue time means this command is malformed and
-                // would fail forever; anything else (LOADING, OOM, NOAUTH,
-                // READONLY) is the server's state and worth a retry.
-                if (!strncmp (r->str, "ERR ", 4)) {
-                    if (!bad)
-                        bad = cgq_xcalloc (n, sizeof *bad);
-                    bad[i - 1] = true;
-                    nbad++;
-                    char name[48];
-                    s_cmd_name (self, i - 1, name, sizeof name);
-                    cgq_error ("Redis rejected command %zu (%s) of the batch: %s; dropping it",
-                               i - 1, name, r->str);
-                } else if (!transient[0])
-                    snprintf (transient, sizeof transient, "%s", r->str);
-            }
-        } else {
-            // EXEC
-            if (r->type == REDIS_REPLY_ARRAY) {
-                for (size_t j = 0; j < r->elements; j++) {
-                    redisReply *e = r->element[j];
-                    if (e && e->type == REDIS_REPLY_ERROR && j < n) {
-                        char name[48];
-                        s_cmd_name (self, j, name, sizeof name);
-                        cgq_warn ("Redis rejected command %zu (%s) of the batch: %s", j, name,
-                                  e->str);
-                    }
-                }
-                rc = 0;
-            } else if (r->type == REDIS_REPLY_NIL) {
-                // WATCH saw the fence key change: the next check tells
-                // whether another writer took over.
-                snprintf (self->errstr, sizeof self->errstr,
-                          "Redis at %s aborted the batch (EXEC returned nil: %s changed); will "
-                          "retry",
-                          self->url, self->fence_key ? self->fence_key : "a watched key");
-                rc = -1;
-            } else if (r->type == REDIS_REPLY_ERROR) {
-                if (transient[0] || !nbad)
-                    snprintf (self->errstr, sizeof self->errstr,
-                              "Redis at %s refused the batch of %zu commands: %s; will retry",
-                              self->url, n, transient[0] ? transient : r->str);
-                rc = nbad && !transient[0] ? 1 : -1;
-            } else {
-                snprintf (self->errstr, sizeof self->errstr,
-                          "Redis at %s answered EXEC with reply type %d; will retry", self->url,
-                          r->type);
-                rc = -1;
-            }
-        }
-        freeReplyObject (r);
+    self->fcount = n;
+    self->fgot = 0;
+    self->ftotal = n + 2 + (marked ? 1 : 0);
+    self->frewatch = rewatch;
+    self->fnbad = 0;
+    self->ftransient[0] = 0;
+    self->frc = 0;
+    self->fsent = sent;
+    self->fsent_len = sent_len;
+    return 0;
+}
+
+// s_on_reply takes the flight's next reply (and frees it, but the fence's).
+static void
+s_on_reply (cgq_store_t *self, redisReply *r)
+{
+    size_t i = self->fgot++, n = self->fcount, total = self->ftotal;
+    char *transient = self->ftransient;
+    size_t tsize = sizeof self->ftransient;
+    if (i >= total) {
+        self->ffence[i - total] = r;
+        return;
     }
+    if (i == 0) {
+        if (r->type == REDIS_REPLY_ERROR && !transient[0])
+            snprintf (transient, tsize, "MULTI: %s", r->str);
+    } else if (i > n && i + 1 < total) {
+        if (r->type == REDIS_REPLY_ERROR && !transient[0]) // the marker
+            snprintf (transient, tsize, "%s", r->str);
+    } else if (i <= n) {
+        if (r->type == REDIS_REPLY_ERROR) {
+            // "ERR ..." at queue time means this command is malformed and
+            // would fail forever; anything else (LOADING, OOM, NOAUTH,
+            // READONLY) is the server's state and worth a retry.
+            if (!strncmp (r->str, "ERR ", 4)) {
+                if (!self->fbad)
+                    self->fbad = cgq_xcalloc (n, sizeof *self->fbad);
+                self->fbad[i - 1] = true;
+                self->fnbad++;
+                char name[48];
+                s_cmd_name (self, i - 1, name, sizeof name);
+                cgq_error ("Redis rejected command %zu (%s) of the batch: %s; dropping it", i - 1,
+                           name, r->str);
+            } else if (!transient[0])
+                snprintf (transient, tsize, "%s", r->str);
+        }
+    } else {
+        // EXEC
+        if (r->type == REDIS_REPLY_ARRAY) {
+            for (size_t j = 0; j < r->elements; j++) {
+                redisReply *e = r->element[j];
+                if (e && e->type == REDIS_REPLY_ERROR && j < n) {
+                    char name[48];
+                    s_cmd_name (self, j, name, sizeof name);
+                    cgq_warn ("Redis rejected command %zu (%s) of the batch: %s", j, name, e->str);
+                }
+            }
+            self->frc = 0;
+        } else if (r->type == REDIS_REPLY_NIL) {
+            // WATCH saw the fence key change: the next check tells
+            // whether another writer took over.
+            snprintf (self->errstr, sizeof self->errstr,
+                      "Redis at %s aborted the batch (EXEC returned nil: %s changed); will "
+                      "retry",
+                      self->url, self->fence_key ? self->fence_key : "a watched key");
+            self->frc = -1;
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            if (transient[0] || !self->fnbad)
+                snprintf (self->errstr, sizeof self->errstr,
+                          "Redis at %s refused the batch of %zu commands: %s; will retry",
+                          self->url, n, transient[0] ? transient : r->str);
+            self->frc = self->fnbad && !transient[0] ? 1 : -1;
+        } else {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "Redis at %s answered EXEC with reply type %d; will retry", self->url,
+                      r->type);
+            self->frc = -1;
+        }
+    }
+    freeReplyObject (r);
+}
+
+// s_flight_replies is how many replies the flight waits for in all.
+static size_t
+s_flight_replies (const cgq_store_t *self)
+{
+    return self->ftotal + (self->frewatch ? 3 : 0);
+}
+
+// s_finish ends a flight whose replies are all read (or whose connection
+// broke after EXEC's). Returns 0 (applied: its commands leave the batch), 1
+// (Redis refused some at queue time: those are dropped, the rest must go
+// again) or -1 (not applied: they stay first in the batch).
+static int
+s_finish (cgq_store_t *self)
+{
+    int rc = self->frc;
     // Any definite answer (applied, aborted, refused) ends the doubt.
     self->marker_id[0] = 0;
     // The lease as it was right after this EXEC: ours arms the next batch;
     // not ours is found again, and acted on, by the next batch's own check.
-    if (rewatch && self->ctx) {
-        int frc = s_fence_read (self);
-        self->watch_armed = frc == 0;
+    if (self->frewatch) {
+        int frc = s_fence_judge (self, self->ffence);
+        self->watch_armed = frc == 0 && self->ctx;
         if (frc < 0 && rc == 0)
             rc = -2; // applied, but the connection is not usable
     }
-    if ((rc == 0 || rc == -2) && sent && self->journal_ms > 0)
-        s_journal_add (self, self->marker_seq, n + 1, sent, sent_len);
-    else
-        free (sent);
+    if ((rc == 0 || rc == -2) && self->fsent && self->journal_ms > 0) {
+        s_journal_add (self, self->marker_seq, self->fcount + 1, self->fsent, self->fsent_len);
+        self->fsent = NULL;
+    }
+    size_t n = self->fcount;
     if (rc == 1)
-        s_drop (self, bad);
-    free (bad);
+        s_drop (self, self->fbad, n);
     if (rc == 0 || rc == -2)
-        s_clear_batch (self);
+        s_consume (self, n);
+    s_flight_end (self);
     if (rc < 0)
         s_disconnect (self);
     return rc == -2 ? 0 : rc;
+}
+
+// s_wait reads the rest of the flight's replies, blocking, and ends it
+// (s_finish's answer; -1 also when the connection broke before EXEC's).
+static int
+s_wait (cgq_store_t *self)
+{
+    while (self->fgot < s_flight_replies (self)) {
+        redisReply *r = NULL;
+        if (!self->ctx || redisGetReply (self->ctx, (void **) &r) != REDIS_OK || !r) {
+            bool applied_known = self->fgot > self->ftotal - 1;
+            s_io_error (self, "MULTI/EXEC");
+            if (applied_known)
+                return s_finish (self);
+            s_flight_end (self); // in doubt (marker_id) until reconnected
+            return -1;
+        }
+        s_on_reply (self, r);
+    }
+    return s_finish (self);
+}
+
+// s_prepare readies the connection for a batch: connected, no pipelined
+// replies owed, an earlier batch in doubt settled, lost batches replayed.
+// Returns 0, or -1 (errstr).
+static int
+s_prepare (cgq_store_t *self)
+{
+    if (s_ensure (self) < 0)
+        return -1;
+    // Replies owed to pipelined reads would be taken for MULTI's.
+    while (self->appended > 0) {
+        redisReply *r = cgq_store_get_reply (self);
+        if (!r)
+            return -1;
+        cgq_warn ("store: discarded an unread pipelined reply before a flush");
+        freeReplyObject (r);
+    }
+    if (s_resolve_doubt (self) < 0 || s_replay_lost (self) < 0)
+        return -1;
+    return 0;
+}
+
+// s_settle ends a flight before the connection is used for anything else;
+// its outcome waits for cgq_store_flush_poll.
+static void
+s_settle (cgq_store_t *self)
+{
+    if (!self->fcount)
+        return;
+    int rc = s_wait (self);
+    self->fdone = rc == 0 ? 1 : -1; // -1 also when Redis refused some: the rest goes next time
 }
 
 // s_resolve_doubt settles a batch whose EXEC went out but whose answer was
@@ -1211,7 +1357,7 @@ s_resolve_doubt (cgq_store_t *self)
         bool *first = cgq_xcalloc (self->count ? self->count : 1, sizeof *first);
         for (size_t i = 0; i < self->marker_count && i < self->count; i++)
             first[i] = true;
-        s_drop (self, first);
+        s_drop (self, first, self->count);
         free (first);
     }
     self->marker_id[0] = 0;
@@ -1233,26 +1379,18 @@ cgq_store_set_marker (cgq_store_t *self, const char *key, const char *field, con
 int
 cgq_store_flush (cgq_store_t *self)
 {
+    s_settle (self);
+    self->fdone = 0;
     if (self->count == 0)
         return 0;
-    if (s_ensure (self) < 0)
-        return -1;
-    // Replies owed to pipelined reads would be taken for MULTI's.
-    while (self->appended > 0) {
-        redisReply *r = cgq_store_get_reply (self);
-        if (!r)
-            return -1;
-        cgq_warn ("store: discarded an unread pipelined reply before a flush");
-        freeReplyObject (r);
-    }
-    if (s_resolve_doubt (self) < 0 || s_replay_lost (self) < 0)
+    if (s_prepare (self) < 0)
         return -1;
     if (self->count == 0)
         return 0;
     int64_t t0 = cgq_now_ms ();
     size_t n = self->count;
     for (int round = 0; round < 3; round++) {
-        int rc = s_flush_once (self);
+        int rc = s_send (self) < 0 ? -1 : s_wait (self);
         if (rc == 0) {
             cgq_debug ("store: flushed %zu commands in %" PRId64 " ms", n, cgq_now_ms () - t0);
             return 0;
@@ -1267,9 +1405,81 @@ cgq_store_flush (cgq_store_t *self)
     return -1;
 }
 
+int
+cgq_store_flush_start (cgq_store_t *self)
+{
+    if (self->fcount || self->count == 0)
+        return 0;
+    if (s_prepare (self) < 0)
+        return -1;
+    if (self->count == 0)
+        return 0;
+    return s_send (self);
+}
+
+int
+cgq_store_flush_poll (cgq_store_t *self, bool wait)
+{
+    if (self->fdone) {
+        int d = self->fdone;
+        self->fdone = 0;
+        return d > 0 ? CGQ_FLUSH_DONE : CGQ_FLUSH_FAILED;
+    }
+    if (!self->fcount)
+        return CGQ_FLUSH_IDLE;
+    int rc;
+    if (wait)
+        rc = s_wait (self);
+    else {
+        struct pollfd p = {.fd = self->ctx ? self->ctx->fd : -1, .events = POLLIN};
+        if (p.fd < 0 || poll (&p, 1, 0) <= 0)
+            return CGQ_FLUSH_FLYING;
+        if (redisBufferRead (self->ctx) != REDIS_OK) {
+            rc = s_wait (self); // fails at once, as the connection did
+        }
+        else {
+            for (;;) {
+                if (self->fgot >= s_flight_replies (self))
+                    break;
+                redisReply *r = NULL;
+                if (redisGetReplyFromReader (self->ctx, (void **) &r) != REDIS_OK) {
+                    rc = s_wait (self);
+                    goto out;
+                }
+                if (!r)
+                    return CGQ_FLUSH_FLYING;
+                s_on_reply (self, r);
+            }
+            rc = s_finish (self);
+        }
+    }
+out:
+    if (rc == 1) {
+        // Redis refused some commands as malformed: they are dropped; the
+        // rest goes again at once.
+        if (self->count && s_send (self) == 0)
+            return CGQ_FLUSH_FLYING;
+        rc = self->count ? -1 : 0;
+    }
+    return rc == 0 ? CGQ_FLUSH_DONE : CGQ_FLUSH_FAILED;
+}
+
+bool
+cgq_store_flying (const cgq_store_t *self)
+{
+    return self->fcount > 0;
+}
+
+int
+cgq_store_fd (const cgq_store_t *self)
+{
+    return self->ctx ? self->ctx->fd : -1;
+}
+
 redisReply *
 cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 {
+    s_settle (self);
     if (s_ensure (self) < 0)
         return NULL;
     self->watch_armed = false; // it may write the fence key, or EXEC
@@ -1287,6 +1497,7 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 int
 cgq_store_append (cgq_store_t *self, const char *fmt, ...)
 {
+    s_settle (self);
     if (s_ensure (self) < 0)
         return -1;
     self->watch_armed = false; // as for cgq_store_command

@@ -62,6 +62,26 @@ size_t cgq_store_pending (cgq_store_t *self);
 // An empty batch returns 0 without I/O.
 int cgq_store_flush (cgq_store_t *self);
 
+// Flushing without waiting (the coordinator's loop): cgq_store_flush_start
+// sends the whole batch as cgq_store_flush would and returns at once: 0
+// (sent, or nothing to send, or a batch already in flight) or -1 (not sent:
+// errstr; the batch is kept). Commands queued meanwhile wait for the next
+// batch. cgq_store_flush_poll reads what has arrived of the answer (all of
+// it, blocking, with wait) and says where the batch in flight stands. Only
+// one is in flight at a time; any other use of the connection (a command,
+// cgq_store_flush) first waits for it, and its outcome is kept for the next
+// poll. cgq_store_fd is the connection's socket, to poll for its answer.
+enum {
+    CGQ_FLUSH_IDLE,   // nothing in flight, nothing to report
+    CGQ_FLUSH_FLYING, // in flight: poll again when cgq_store_fd is readable
+    CGQ_FLUSH_DONE,   // the batch in flight is applied (and gone from pending)
+    CGQ_FLUSH_FAILED, // it was not: its commands are first in the batch again; errstr
+};
+int cgq_store_flush_start (cgq_store_t *self);
+int cgq_store_flush_poll (cgq_store_t *self, bool wait);
+bool cgq_store_flying (const cgq_store_t *self);
+int cgq_store_fd (const cgq_store_t *self);
+
 // cgq_store_set_marker makes every flushed batch also write
 // HSET key field TAG:SEQ inside its MULTI/EXEC. When the connection drops
 // after EXEC was sent, the next flush reads the marker first: a batch that

@@ -746,6 +746,88 @@ t_fence (void **state)
     cgq_store_destroy (&st);
 }
 
+// s_poll_done polls st's batch in flight until it is done (or 5 s pass).
+static int
+s_poll_done (cgq_store_t *st)
+{
+    for (int i = 0; i < 5000; i++) {
+        int rc = cgq_store_flush_poll (st, false);
+        if (rc != CGQ_FLUSH_FLYING)
+            return rc;
+        usleep (1000);
+    }
+    return CGQ_FLUSH_FLYING;
+}
+
+// A batch in flight: commands queued meanwhile wait for the next one; a
+// command on the connection settles it first and the outcome waits for the
+// next poll; commands Redis refuses are dropped and the rest sent again
+// without the caller's help; a marked batch's marker is written as in a
+// blocking flush.
+static void
+t_flush_async (void **state)
+{
+    (void) state;
+    cgq_store_t *st = s_open (cgq_test_redis_url (s_redis), 1000);
+    cgq_store_t *other = s_open (cgq_test_redis_url (s_redis), 1000);
+    s_flushdb (st);
+    cgq_store_set_marker (st, "mk", "batch", "5");
+    assert_int_equal (cgq_store_flush_poll (st, false), CGQ_FLUSH_IDLE);
+    for (int i = 0; i < 1000; i++)
+        cgq_store_cmd (st, "INCR a");
+    assert_int_equal (cgq_store_flush_start (st), 0);
+    assert_true (cgq_store_flying (st));
+    assert_true (cgq_store_fd (st) >= 0);
+    for (int i = 0; i < 7; i++)
+        cgq_store_cmd (st, "INCR b");
+    assert_int_equal (cgq_store_pending (st), 1007);
+    assert_int_equal (cgq_store_flush_start (st), 0); // one at a time: a no-op
+    assert_int_equal (s_poll_done (st), CGQ_FLUSH_DONE);
+    assert_false (cgq_store_flying (st));
+    assert_int_equal (cgq_store_pending (st), 7);
+    assert_int_equal (s_int (other, "GET %s", "a"), 1000);
+    assert_int_equal (s_int (other, "GET %s", "b"), 0);
+    redisReply *r = cgq_store_command (other, "HGET mk batch");
+    assert_string_equal (r->str, "5:1");
+    freeReplyObject (r);
+    assert_int_equal (cgq_store_flush_poll (st, false), CGQ_FLUSH_IDLE);
+
+    // A command while the 7 are in flight: it waits for them, and the next
+    // poll reports them done.
+    assert_int_equal (cgq_store_flush_start (st), 0);
+    assert_int_equal (s_int (st, "GET %s", "b"), 7);
+    assert_false (cgq_store_flying (st));
+    assert_int_equal (cgq_store_flush_poll (st, false), CGQ_FLUSH_DONE);
+    assert_int_equal (cgq_store_flush_poll (st, false), CGQ_FLUSH_IDLE);
+
+    // A malformed command is dropped; the others go again by themselves.
+    cgq_store_cmd (st, "INCR c");
+    cgq_store_cmd (st, "HSET lonely");
+    cgq_store_cmd (st, "INCR c");
+    assert_int_equal (cgq_store_flush_start (st), 0);
+    assert_int_equal (s_poll_done (st), CGQ_FLUSH_DONE);
+    assert_int_equal (cgq_store_pending (st), 0);
+    assert_int_equal (s_int (other, "GET %s", "c"), 2);
+
+    // Redis gone while a batch is in flight: it fails, and its commands
+    // are kept, first, for the next try.
+    cgq_store_cmd (st, "INCR d");
+    assert_int_equal (cgq_store_flush_start (st), 0);
+    r = cgq_store_command (other, "CLIENT KILL TYPE normal SKIPME yes");
+    freeReplyObject (r);
+    int rc = s_poll_done (st);
+    if (rc == CGQ_FLUSH_FAILED) {
+        cgq_store_cmd (st, "INCR e");
+        assert_int_equal (cgq_store_pending (st), 2);
+        assert_int_equal (cgq_store_flush (st), 0);
+    }
+    else
+        assert_int_equal (rc, CGQ_FLUSH_DONE); // it was applied before the kill
+    assert_int_equal (s_int (other, "GET %s", "d"), 1);
+    cgq_store_destroy (&other);
+    cgq_store_destroy (&st);
+}
+
 int
 main (void)
 {
@@ -765,6 +847,7 @@ main (void)
         cmocka_unit_test (t_batch_in_doubt_applied_once),
         cmocka_unit_test (t_journal_replays_lost_batches),
         cmocka_unit_test (t_fence),
+        cmocka_unit_test (t_flush_async),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }

@@ -283,6 +283,9 @@ typedef struct coord_s {
     out_t *out_head, *out_tail;
     out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)
     zhashx_t *acks_open;   // node id -> its Ack of this batch, open to more (outbox.c)
+    out_t *out_sealed;     // the last message the batch in flight covers (outbox_seal)
+    bool async_flush;      // coord_run: batches go out without waiting (loop.c)
+    int64_t flight_us;     // when the batch in flight went out
     bool sched_dirty;
     int64_t redis_retry_ms;  // next flush attempt after a failure; 0 = none
     int64_t redis_backoff_ms;

@@ -157,30 +157,26 @@ s_renew (coord_t *c, int64_t now)
         c->next_lease_ms = now + 100; // Redis unreachable: try again soon
 }
 
-// s_flush persists the turn's batch; on success the outbox goes out.
-static int
-s_flush (coord_t *c, int64_t now)
+// s_flush_failed backs off after a batch Redis did not take (or a lost lease).
+static void
+s_flush_failed (coord_t *c, int64_t now)
 {
-    if (c->lease_lost || (c->redis_retry_ms && now < c->redis_retry_ms))
-        return -1;
-    size_t pending = cgq_store_pending (c->store);
-    int64_t t0 = pending ? cgq_now_us () : 0;
-    int frc = cgq_store_flush (c->store);
-    if (pending && frc == 0)
-        metrics_hist_observe (&c->hist_redis, (double) (cgq_now_us () - t0) / 1e6);
-    if (frc < 0) {
-        if (cgq_store_fenced (c->store)) {
-            s_lease_lost (c, cgq_store_errstr (c->store));
-            return -1;
-        }
-        c->redis_backoff_ms = c->redis_backoff_ms ? c->redis_backoff_ms * 2 : 100;
-        if (c->redis_backoff_ms > 2000)
-            c->redis_backoff_ms = 2000;
-        c->redis_retry_ms = now + c->redis_backoff_ms;
-        cgq_warn ("%s; %zu command(s) kept, retrying in %" PRId64 " ms",
-                  cgq_store_errstr (c->store), cgq_store_pending (c->store), c->redis_backoff_ms);
-        return -1;
+    if (cgq_store_fenced (c->store)) {
+        s_lease_lost (c, cgq_store_errstr (c->store));
+        return;
     }
+    c->redis_backoff_ms = c->redis_backoff_ms ? c->redis_backoff_ms * 2 : 100;
+    if (c->redis_backoff_ms > 2000)
+        c->redis_backoff_ms = 2000;
+    c->redis_retry_ms = now + c->redis_backoff_ms;
+    cgq_warn ("%s; %zu command(s) kept, retrying in %" PRId64 " ms", cgq_store_errstr (c->store),
+              cgq_store_pending (c->store), c->redis_backoff_ms);
+}
+
+// s_flushed: a batch is applied; what waited for Redis may go on.
+static void
+s_flushed (coord_t *c)
+{
     if (c->redis_retry_ms)
         cgq_info ("Redis is back; batch persisted%s", c->buffer_full ? "; nodes send the results "
                                                                         "they held" : "");
@@ -188,7 +184,78 @@ s_flush (coord_t *c, int64_t now)
     notify_flushed (c);
     c->redis_retry_ms = 0;
     c->redis_backoff_ms = 0;
+}
+
+// s_flush persists the turn's batch, waiting for Redis; on success the
+// outbox goes out.
+static int
+s_flush (coord_t *c, int64_t now)
+{
+    if (c->lease_lost || (c->redis_retry_ms && now < c->redis_retry_ms))
+        return -1;
+    size_t pending = cgq_store_pending (c->store);
+    int64_t t0 = pending ? cgq_now_us () : 0;
+    notify_covered (c);
+    int frc = cgq_store_flush (c->store);
+    if (pending && frc == 0)
+        metrics_hist_observe (&c->hist_redis, (double) (cgq_now_us () - t0) / 1e6);
+    if (frc < 0) {
+        s_flush_failed (c, now);
+        return -1;
+    }
+    s_flushed (c);
     outbox_send (c);
+    return 0;
+}
+
+// s_collect settles the batch in flight if its answer is in: its part of
+// the outbox goes out (the rest waits for the next batch), or it failed and
+// goes again after a back-off. Returns cgq_store_flush_poll's answer.
+static int
+s_collect (coord_t *c, int64_t now)
+{
+    int rc = cgq_store_flush_poll (c->store, false);
+    if (rc == CGQ_FLUSH_DONE) {
+        metrics_hist_observe (&c->hist_redis, (double) (cgq_now_us () - c->flight_us) / 1e6);
+        s_flushed (c);
+        outbox_send_sealed (c);
+    }
+    else if (rc == CGQ_FLUSH_FAILED) {
+        c->out_sealed = NULL; // the retry covers it all again
+        s_flush_failed (c, now);
+    }
+    return rc;
+}
+
+// s_flush_async is s_flush without the wait (coord_run): the batch in
+// flight is collected if it can be, and the next one, everything queued
+// since, goes out at once. The loop polls the store's socket meanwhile and
+// goes on reading nodes: building the next batch overlaps with Redis
+// applying this one.
+static int
+s_flush_async (coord_t *c, int64_t now)
+{
+    if (c->lease_lost)
+        return -1;
+    int rc = s_collect (c, now);
+    if (c->lease_lost)
+        return -1;
+    if (rc == CGQ_FLUSH_FLYING || cgq_store_flying (c->store))
+        return 0;
+    if (c->redis_retry_ms && now < c->redis_retry_ms)
+        return -1;
+    if (!cgq_store_pending (c->store)) {
+        outbox_send (c); // covered by batches already applied
+        return 0;
+    }
+    notify_covered (c);
+    outbox_seal (c);
+    c->flight_us = cgq_now_us ();
+    if (cgq_store_flush_start (c->store) < 0) {
+        c->out_sealed = NULL;
+        s_flush_failed (c, now);
+        return -1;
+    }
     return 0;
 }
 
@@ -201,7 +268,7 @@ coord_turn_end (coord_t *c, int64_t now)
         nodes_write_dirty (c);
     jobs_write_dirty (c);
     jobs_reap (c);
-    int rc = s_flush (c, now);
+    int rc = c->async_flush ? s_flush_async (c, now) : s_flush (c, now);
     s_tick (c, cgq_now_ms (), 0);
     return rc;
 }
@@ -222,7 +289,7 @@ coord_run (coord_t *c)
     // The sockets, the ZAP handler's (CURVE: peers wait on our answers),
     // then the fd of the /metrics server (metrics.h): never a blocking call.
     // curl's sockets (notify.h) come after them, renewed every turn.
-    zmq_pollitem_t items[4 + NOTIFY_POLL_MAX] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
+    zmq_pollitem_t items[5 + NOTIFY_POLL_MAX] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
                                                  {c->ctl_sock, 0, ZMQ_POLLIN, 0}};
     int nitems = 2, zap = -1, http = -1;
     if (c->auth) {
@@ -233,6 +300,7 @@ coord_run (coord_t *c)
         http = nitems;
         items[nitems++] = (zmq_pollitem_t) {NULL, metrics_fd (c), ZMQ_POLLIN, 0};
     }
+    c->async_flush = true;
     c->next_liveness_ms = cgq_now_ms () + c->cfg.heartbeat_ms;
     c->next_stats_ms = cgq_now_ms () + 1000;
     c->sched_dirty = true;
@@ -247,11 +315,16 @@ coord_run (coord_t *c)
         deadline = s_min_deadline (deadline, notify_next_ms (c, now));
         deadline = s_min_deadline (deadline, session_poke (c, now));
         long timeout = deadline > now ? (long) (deadline - now) : 0;
-        if (c->sched_dirty || (c->out_head && !c->redis_retry_ms))
+        bool flying = cgq_store_flying (c->store);
+        if (c->sched_dirty || (c->out_head && !c->redis_retry_ms && !flying))
             timeout = 0;
         s_tick (c, now, 0);
-        int ncurl = notify_poll_items (c, items + nitems, NOTIFY_POLL_MAX);
-        int rc = zmq_poll (items, nitems + ncurl, timeout);
+        // The batch in flight's answer wakes the loop (s_flush_async).
+        int nfixed = nitems;
+        if (flying && cgq_store_fd (c->store) >= 0)
+            items[nfixed++] = (zmq_pollitem_t) {NULL, cgq_store_fd (c->store), ZMQ_POLLIN, 0};
+        int ncurl = notify_poll_items (c, items + nfixed, NOTIFY_POLL_MAX);
+        int rc = zmq_poll (items, nfixed + ncurl, timeout);
         if (rc < 0) {
             if (errno == EINTR)
                 continue;
@@ -259,6 +332,9 @@ coord_run (coord_t *c)
             return -1;
         }
         s_tick (c, cgq_now_ms (), timeout);
+        // A batch applied releases its Assigns before anything else is read.
+        if (flying && nfixed > nitems && (items[nitems].revents & ZMQ_POLLIN))
+            s_collect (c, cgq_now_ms ());
         s_renew (c, cgq_now_ms ());
         if (c->lease_lost)
             break;
@@ -298,7 +374,8 @@ coord_run (coord_t *c)
     if (c->lease_lost)
         return 2;
     // Last turn: persist what we have; the outbox may go (nodes tolerate it).
-    if (cgq_store_pending (c->store))
+    c->async_flush = false;
+    if (cgq_store_flying (c->store) || cgq_store_pending (c->store))
         s_flush (c, cgq_now_ms ());
     return 0;
 }

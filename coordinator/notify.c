@@ -26,6 +26,7 @@ typedef struct notice_s {
     char *url;
     char *body;
     uint32_t attempts; // POSTs started
+    bool covered;      // its record is in the batch going out now (notify_covered)
     bool durable;      // its record is in Redis: it may be sent
     int64_t due_ms;    // next POST (when durable and not in flight)
     CURL *easy;        // in flight
@@ -132,12 +133,22 @@ notify_recover (coord_t *c)
 }
 
 void
+notify_covered (coord_t *c)
+{
+    if (!c->notify)
+        return;
+    for (notice_t *x = c->notify->head; x; x = x->next)
+        x->covered = true;
+}
+
+void
 notify_flushed (coord_t *c)
 {
     if (!c->notify)
         return;
     for (notice_t *x = c->notify->head; x; x = x->next)
-        x->durable = true;
+        if (x->covered)
+            x->durable = true;
 }
 
 static void

@@ -40,7 +40,9 @@ void notify_queue (struct coord_s *c, const char *id, const char *url, const jso
 // notify_recover reads the records a previous coordinator left and sends
 // them. Returns how many, or -1 when Redis could not be read.
 int notify_recover (struct coord_s *c);
-// notify_flushed: the batch holding the records queued so far is in Redis.
+// notify_covered: the records queued so far are in the batch going out now;
+// notify_flushed: that batch is in Redis (they may be sent).
+void notify_covered (struct coord_s *c);
 void notify_flushed (struct coord_s *c);
 
 // notify_poll_items appends curl's sockets to items (at most max of them)

@@ -132,7 +132,17 @@ s_send_one (out_t *o)
 }
 
 void
-outbox_send (coord_t *c)
+outbox_seal (coord_t *c)
+{
+    if (c->acks_open)
+        zhashx_purge (c->acks_open); // later results get Acks of their own
+    c->out_sealed = c->out_tail;
+}
+
+// s_send_upto sends the queued messages up to last (inclusive; NULL: none)
+// and keeps the rest.
+static void
+s_send_upto (coord_t *c, out_t *last)
 {
     int64_t now = cgq_now_ms ();
     // Acks of earlier batches that are durable by now go first.
@@ -144,9 +154,12 @@ outbox_send (coord_t *c)
         s_send_one (o);
         s_free (o);
     }
-    if (c->acks_open)
+    if (!last)
+        return;
+    if (c->acks_open && last == c->out_tail)
         zhashx_purge (c->acks_open); // this batch's Acks are complete
-    out_t *o = c->out_head;
+    out_t *o = c->out_head, *rest = last->next;
+    last->next = NULL;
     while (o) {
         out_t *next = o->next;
         if (o->acks)
@@ -166,7 +179,25 @@ outbox_send (coord_t *c)
         }
         o = next;
     }
-    c->out_head = c->out_tail = NULL;
+    c->out_head = rest;
+    if (!rest)
+        c->out_tail = NULL;
+    if (c->out_sealed == last || !rest)
+        c->out_sealed = NULL;
+}
+
+void
+outbox_send (coord_t *c)
+{
+    s_send_upto (c, c->out_tail);
+    c->out_sealed = NULL;
+}
+
+void
+outbox_send_sealed (coord_t *c)
+{
+    s_send_upto (c, c->out_sealed);
+    c->out_sealed = NULL;
 }
 
 int64_t
@@ -189,6 +220,7 @@ void
 outbox_free (coord_t *c)
 {
     zhashx_destroy (&c->acks_open);
+    c->out_sealed = NULL;
     s_free_list (c->out_head);
     s_free_list (c->late_head);
     c->out_head = c->out_tail = NULL;

@@ -29,6 +29,12 @@ void outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const 
 // send that fails (peer gone) is logged at debug and dropped: nodes re-send
 // what they still need.
 void outbox_send (coord_t *c);
+
+// outbox_seal marks everything queued so far as covered by the batch that
+// goes out now (its Acks closed to more tasks); outbox_send_sealed sends
+// just that part once the batch is applied, keeping what came after it.
+void outbox_seal (coord_t *c);
+void outbox_send_sealed (coord_t *c);
 // outbox_next_due is when the next waiting Ack is due (0: none waits).
 int64_t outbox_next_due (const coord_t *c);
 // outbox_free drops everything queued without sending it.

@@ -17,15 +17,29 @@ cgq_json_append (cgq_buf_t *b, const json_t *v, bool spaced)
         cgq_buf_puts (b, "{");
         json_object_foreach ((json_t *) v, key, item)
         {
-            json_t *k = json_string (key);
-            char *text = k ? json_dumps (k, JSON_ENCODE_ANY) : NULL;
-            json_decref (k);
-            if (!text)
-                continue; // a key that is not UTF-8, which json_loads refuses anyway
+            // A key of printable ASCII without '"' or '\\' (nearly all) is
+            // written as it is; others as jansson escapes them.
+            const char *q = key;
+            while (*q >= 0x20 && *q < 0x7f && *q != '"' && *q != '\\')
+                q++;
+            char *text = NULL;
+            if (*q) {
+                json_t *k = json_string (key);
+                text = k ? json_dumps (k, JSON_ENCODE_ANY) : NULL;
+                json_decref (k);
+                if (!text)
+                    continue; // a key that is not UTF-8, which json_loads refuses anyway
+            }
             if (!first)
                 cgq_buf_puts (b, comma);
             first = false;
-            cgq_buf_puts (b, text);
+            if (text)
+                cgq_buf_puts (b, text);
+            else {
+                cgq_buf_append (b, "\"", 1);
+                cgq_buf_append (b, key, (size_t) (q - key));
+                cgq_buf_append (b, "\"", 1);
+            }
             cgq_buf_puts (b, colon);
             free (text);
             cgq_json_append (b, item, spaced);

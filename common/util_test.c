@@ -300,6 +300,17 @@ t_json (void **state)
     cgq_buf_fini (&b);
     json_decref (v);
 
+    // Keys: plain ones as they are, others escaped as jansson does.
+    json_t *keys = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i}", "plain_key-1.x", 1, "q\"uote", 2,
+                              "back\\slash", 3, "tab\there", 4, "caf\xc3\xa9", 5, "sl/ash", 6);
+    assert_non_null (keys);
+    text = cgq_json_dumps (keys);
+    char *want = json_dumps (keys, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    assert_string_equal (text, want);
+    free (text);
+    free (want);
+    json_decref (keys);
+
     // A real that needs 17 digits keeps them.
     json_t *r = json_real (0.1 + 0.2);
     text = cgq_json_dumps (r);

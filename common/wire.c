@@ -53,17 +53,35 @@ cgq_wire_free (cgq_env_t *env)
         cgq__envelope__free_unpacked (env, NULL);
 }
 
-int
-cgq_wire_send (void *sock, cgq_env_t *env, int flags)
+// Messages up to this size are packed on the stack: heartbeats, acks and
+// other small messages, sent by the thousand a second, then cost no malloc.
+#define S_SMALL 256
+
+// s_pack packs env into small when it fits, else into a new buffer (*heap).
+static int
+s_pack (cgq_env_t *env, uint8_t *small, uint8_t **data, size_t *len, uint8_t **heap)
 {
-    uint8_t *data;
-    size_t len;
-    if (cgq_wire_encode (env, &data, &len) < 0) {
+    *heap = NULL;
+    if (env->body_case == CGQ__ENVELOPE__BODY__NOT_SET) {
         errno = EINVAL;
         return -1;
     }
+    env->version = CGQ_WIRE_VERSION;
+    size_t n = cgq__envelope__get_packed_size (env);
+    *data = n <= S_SMALL ? small : (*heap = cgq_xmalloc (n));
+    *len = cgq__envelope__pack (env, *data);
+    return 0;
+}
+
+int
+cgq_wire_send (void *sock, cgq_env_t *env, int flags)
+{
+    uint8_t small[S_SMALL], *data, *heap;
+    size_t len;
+    if (s_pack (env, small, &data, &len, &heap) < 0)
+        return -1;
     int rc = zmq_send (sock, data, len, flags);
-    free (data);
+    free (heap);
     return rc < 0 ? -1 : 0;
 }
 
@@ -71,18 +89,16 @@ int
 cgq_wire_send_to (void *router, const void *rid, size_t rid_len, int empty_delim,
                   cgq_env_t *env)
 {
-    uint8_t *data;
+    uint8_t small[S_SMALL], *data, *heap;
     size_t len;
-    if (cgq_wire_encode (env, &data, &len) < 0) {
-        errno = EINVAL;
+    if (s_pack (env, small, &data, &len, &heap) < 0)
         return -1;
-    }
     int rc = zmq_send (router, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0 && empty_delim)
         rc = zmq_send (router, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (rc >= 0)
         rc = zmq_send (router, data, len, ZMQ_DONTWAIT);
-    free (data);
+    free (heap);
     return rc < 0 ? -1 : 0;
 }
 

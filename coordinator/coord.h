@@ -237,7 +237,11 @@ struct node_s {
                          // the bound key is heard again (session.c)
     trial_t *tasks;    // attached trials (nnext/nprev list)
     uint32_t ntasks;
-    bool dirty;        // node hash needs an update this turn
+    bool dirty;        // node hash needs an update this turn (nodes_dirty sets it)
+    bool listed;       // on c->dirty_nodes: a turn's writes visit only those
+    node_t *dirty_next;
+    struct coord_s *coord;   // the registry it belongs to
+    int64_t seen_written_ms; // when its hash last went to Redis (last_seen with it)
     node_t *next;
 };
 
@@ -278,6 +282,7 @@ typedef struct coord_s {
     job_t *rr;             // round-robin cursor (next job to serve first)
     node_t *nodes;         // registry, in join order (newest first)
     zhashx_t *node_index;  // id -> node_t (borrowed)
+    node_t *dirty_nodes;   // nodes whose hash may need writing (nodes_dirty)
     zhashx_t *devices;     // id -> device_t (owned; nodes.c creates it with the first device)
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;
@@ -308,6 +313,9 @@ typedef struct coord_s {
     unsigned reject_log_n;  // lines in it)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time
     int64_t stall_ms;      // time the loop was not listening, not yet credited to nodes
+    uint64_t stat_heartbeats;  // node heartbeats handled (session.c)
+    int64_t quiet_turn_ms;     // loop.c: when the last turn of heartbeats only ended
+    int64_t hold_nodes_ms;     // loop.c: the node socket is read again from then
     // Observability (metrics.c): the HTTP server, the histograms, and the
     // trials that reached each terminal state in this process's lifetime.
     struct metrics_srv_s *metrics;

@@ -273,6 +273,18 @@ coord_turn_end (coord_t *c, int64_t now)
     return rc;
 }
 
+void
+coord_heartbeat_hold (coord_t *c, int from_nodes, int from_ctl, uint64_t heartbeats, int64_t now)
+{
+    if (from_nodes <= 0 && from_ctl <= 0)
+        return; // a turn for a timer: says nothing about the traffic
+    bool quiet = from_ctl == 0 && heartbeats == (uint64_t) from_nodes;
+    c->hold_nodes_ms = quiet && c->quiet_turn_ms && now - c->quiet_turn_ms < LOOP_QUIET_GAP_MS
+                           ? now + LOOP_HOLD_MS
+                           : 0;
+    c->quiet_turn_ms = quiet ? now : 0;
+}
+
 static int64_t
 s_min_deadline (int64_t a, int64_t b)
 {
@@ -314,6 +326,10 @@ coord_run (coord_t *c)
         deadline = s_min_deadline (deadline, metrics_next_ms (c, now));
         deadline = s_min_deadline (deadline, notify_next_ms (c, now));
         deadline = s_min_deadline (deadline, session_poke (c, now));
+        bool hold = c->hold_nodes_ms > now;
+        if (hold)
+            deadline = s_min_deadline (deadline, c->hold_nodes_ms);
+        items[0].events = hold ? 0 : ZMQ_POLLIN;
         long timeout = deadline > now ? (long) (deadline - now) : 0;
         bool flying = cgq_store_flying (c->store);
         if (c->sched_dirty || (c->out_head && !c->redis_retry_ms && !flying))
@@ -338,11 +354,14 @@ coord_run (coord_t *c)
         s_renew (c, cgq_now_ms ());
         if (c->lease_lost)
             break;
-        int backlog = 0;
-        if (items[0].revents & ZMQ_POLLIN)
-            backlog = s_drain (c, c->nodes_sock, false) >= TURN_BUDGET;
+        int backlog = 0, from_nodes = 0, from_ctl = 0;
+        uint64_t hbs = c->stat_heartbeats;
+        if (items[0].revents & ZMQ_POLLIN) {
+            from_nodes = s_drain (c, c->nodes_sock, false);
+            backlog = from_nodes >= TURN_BUDGET;
+        }
         if (items[1].revents & ZMQ_POLLIN)
-            s_drain (c, c->ctl_sock, true);
+            from_ctl = s_drain (c, c->ctl_sock, true);
         if (zap >= 0 && (items[zap].revents & ZMQ_POLLIN))
             cgq_auth_zap_handle (c->auth);
         if (http >= 0)
@@ -370,6 +389,7 @@ coord_run (coord_t *c)
         coord_turn_end (c, now);
         if (c->lease_lost)
             break;
+        coord_heartbeat_hold (c, from_nodes, from_ctl, c->stat_heartbeats - hbs, cgq_now_ms ());
     }
     if (c->lease_lost)
         return 2;

@@ -17,4 +17,24 @@ int coord_run (coord_t *c);
 // play a turn without sockets. Returns 0 if the batch was persisted.
 int coord_turn_end (coord_t *c, int64_t now);
 
+// Heartbeat coalescing. A turn that read only heartbeats (no other node
+// message, no control request) less than LOOP_QUIET_GAP_MS after the
+// previous such turn means many nodes heartbeat and little else happens:
+// then the node socket is left unread for LOOP_HOLD_MS, so one turn answers
+// the heartbeats of a few milliseconds at once instead of one turn (and two
+// thread wake-ups, ours and ZeroMQ's I/O thread's) each. A cluster of a few
+// nodes never gets there (its heartbeat-only turns come about a second
+// apart); a turn that reads anything else ends the hold, and the control
+// socket is never held. The cost: a Result or Hello that arrives during a
+// hold waits up to LOOP_HOLD_MS (docs/performance.md, Many idle nodes).
+#define LOOP_HOLD_MS 4
+#define LOOP_QUIET_GAP_MS 20
+
+// coord_heartbeat_hold is that rule, at the end of a turn that read
+// from_nodes node messages, heartbeats of them, and from_ctl requests: it
+// sets c->hold_nodes_ms (0: no hold), until when the loop leaves the node
+// socket unread.
+void coord_heartbeat_hold (coord_t *c, int from_nodes, int from_ctl, uint64_t heartbeats,
+                           int64_t now);
+
 #endif

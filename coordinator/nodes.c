@@ -20,10 +20,37 @@ nodes_find (coord_t *c, const char *id)
     return zhashx_lookup (c->node_index, id);
 }
 
+void
+nodes_dirty (node_t *n)
+{
+    n->dirty = true;
+    if (n->listed || !n->coord)
+        return;
+    n->listed = true;
+    n->dirty_next = n->coord->dirty_nodes;
+    n->coord->dirty_nodes = n;
+}
+
+// s_unlist takes n off the dirty list (it is going away).
+static void
+s_unlist (coord_t *c, node_t *n)
+{
+    if (!n->listed)
+        return;
+    node_t **pp = &c->dirty_nodes;
+    while (*pp && *pp != n)
+        pp = &(*pp)->dirty_next;
+    if (*pp)
+        *pp = n->dirty_next;
+    n->listed = false;
+    n->dirty_next = NULL;
+}
+
 node_t *
 nodes_add (coord_t *c, const char *id)
 {
     node_t *n = cgq_xcalloc (1, sizeof *n);
+    n->coord = c;
     n->id = cgq_xstrdup (id);
     n->id_hash = 1469598103934665603ULL; // FNV-1a
     for (const char *p = id; *p; p++)
@@ -169,7 +196,7 @@ nodes_attach (node_t *n, trial_t *t)
         n->tasks->nprev = t;
     n->tasks = t;
     n->ntasks++;
-    n->dirty = true;
+    nodes_dirty (n);
 }
 
 // s_device_grant gives t a free matching device of n; a re-grant keeps the
@@ -186,7 +213,7 @@ s_device_grant (node_t *n, trial_t *t)
     }
     t->device = d;
     t->holds = true;
-    n->dirty = true;
+    nodes_dirty (n);
     if (!d)
         return -1;
     d->task = t;
@@ -237,7 +264,7 @@ nodes_grant (node_t *n, trial_t *t)
     if (n->free_cpus < -EPS)
         ok = -1;
     t->holds = true;
-    n->dirty = true;
+    nodes_dirty (n);
     return ok;
 }
 
@@ -282,7 +309,7 @@ nodes_release (coord_t *c, trial_t *t)
     t->nnext = t->nprev = NULL;
     n->ntasks--;
     t->node = NULL;
-    n->dirty = true;
+    nodes_dirty (n);
     c->sched_dirty = true;
 }
 
@@ -387,7 +414,7 @@ nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid, Cgq__N
         if (nodes_grant (n, t) < 0)
             over++;
     }
-    n->dirty = true;
+    nodes_dirty (n);
     c->sched_dirty = true;
     return over;
 }
@@ -426,13 +453,20 @@ nodes_write (coord_t *c, node_t *n, bool full)
     cgq_hset_dbl (&h, CGQ_NF_FREE_CPUS, n->free_cpus);
     cgq_hset_dbl (&h, CGQ_NF_FREE_GPUS, free_gpu);
     cgq_hset_u64 (&h, CGQ_NF_RUNNING, n->ntasks);
-    cgq_hset_dbl (&h, CGQ_NF_LAST_SEEN, cgq_wall_s ());
+    // When it was last heard from (not when this was written: that is
+    // coarse, see session_liveness).
+    int64_t now_ms = cgq_now_ms ();
+    int64_t wall_us = llround (cgq_wall_s () * 1e6);
+    if (n->last_seen_ms > 0 && n->last_seen_ms <= now_ms)
+        wall_us -= (now_ms - n->last_seen_ms) * 1000;
+    cgq_hset_dbl (&h, CGQ_NF_LAST_SEEN, (double) wall_us / 1e6);
     cgq_hset_queue (&h, c->store);
     if (full)
         cgq_store_cmd (c->store, "SADD %s %s", CGQ_KEY_NODES, n->id);
     cgq_buf_fini (&names);
     cgq_buf_fini (&devs);
     n->dirty = false;
+    n->seen_written_ms = now_ms;
 }
 
 static void
@@ -465,9 +499,16 @@ s_device_write (coord_t *c, device_t *d)
 void
 nodes_write_dirty (coord_t *c)
 {
-    for (node_t *n = c->nodes; n; n = n->next)
+    node_t *n = c->dirty_nodes;
+    c->dirty_nodes = NULL;
+    while (n) {
+        node_t *next = n->dirty_next;
+        n->listed = false;
+        n->dirty_next = NULL;
         if (n->dirty)
             nodes_write (c, n, false);
+        n = next;
+    }
     if (!c->devices)
         return;
     for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
@@ -494,6 +535,7 @@ nodes_remove (coord_t *c, node_t *n, const char *state, const char *why)
     if (c->node_rr == n)
         c->node_rr = n->next;
     zhashx_delete (c->node_index, n->id);
+    s_unlist (c, n);
     for (int i = 0; i < n->ndevices; i++) {
         n->devices[i]->node = NULL;
         s_device_write (c, n->devices[i]);
@@ -522,6 +564,7 @@ nodes_destroy_all (coord_t *c)
     if (c->node_index)
         zhashx_purge (c->node_index);
     c->node_rr = NULL;
+    c->dirty_nodes = NULL;
     if (c->devices) {
         for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
             s_device_free (d);

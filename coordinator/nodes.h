@@ -86,10 +86,16 @@ const char *nodes_device_state (const device_t *d);
 // or "none" (for blocked reasons).
 void nodes_devices_describe (const coord_t *c, cgq_buf_t *b, int max);
 
+// nodes_dirty marks n's hash for writing at the end of the turn
+// (nodes_write_dirty visits only the nodes so marked, not the registry).
+void nodes_dirty (node_t *n);
+
 // nodes_write queues n's hash: with full, everything it declared (a join),
 // else its free resources and running count.
 void nodes_write (coord_t *c, node_t *n, bool full);
 // nodes_write_dirty queues the hashes of nodes and devices that changed.
+// A heartbeat changes nothing in a node's hash but last_seen, which is
+// written coarsely (session_liveness, SESSION_SEEN_WRITE_MS).
 void nodes_write_dirty (coord_t *c);
 
 // nodes_capacity: the largest offer of any connected worker, for messages

@@ -2,10 +2,13 @@
 // release (thousands of steps) never over-commit a CPU, memory or a GPU share,
 // and releasing everything returns every node to what it offered. Devices:
 // quarantine after failures in a row, enable, a lost runner's task re-queued.
+// Thousands of nodes: found by id, liveness on time; heartbeats write
+// nothing, last_seen is written coarsely.
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +18,7 @@
 #include "dispatch.h"
 #include "jobs.h"
 #include "log.h"
+#include "loop.h"
 #include "nodes.h"
 #include "session.h"
 
@@ -343,6 +347,159 @@ test_runner_lost (void **state)
     ct_coord_destroy (&c);
 }
 
+// s_beat has node id's heartbeat (nothing running) handled as the loop would.
+static void
+s_beat (coord_t *c, const char *id)
+{
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.epoch = c->epoch;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    session_message (c, id, strlen (id), &env);
+}
+
+#define NMANY 4000
+
+// Thousands of nodes: each is found by its id (and no id that is not one
+// is), and liveness marks the one silent node stale, and the other dead, on
+// the millisecond, leaving every other node alone.
+static void
+test_many_nodes (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    char id[32];
+    int64_t now = cgq_now_ms ();
+    for (int i = 0; i < NMANY; i++) {
+        snprintf (id, sizeof id, "n%05d", i);
+        nodes_add (c, id)->last_seen_ms = now;
+    }
+    for (int i = NMANY - 1; i >= 0; i--) {
+        snprintf (id, sizeof id, "n%05d", i);
+        node_t *n = nodes_find (c, id);
+        assert_non_null (n);
+        assert_string_equal (n->id, id);
+    }
+    assert_null (nodes_find (c, "n0000"));
+    assert_null (nodes_find (c, "n000000"));
+    snprintf (id, sizeof id, "n%05d", NMANY);
+    assert_null (nodes_find (c, id));
+
+    int64_t hb = c->cfg.heartbeat_ms;
+    node_t *quiet = nodes_find (c, "n01234"), *edge = nodes_find (c, "n01235");
+    node_t *gone = nodes_find (c, "n03999"), *almost = nodes_find (c, "n00007");
+    quiet->last_seen_ms = now - hb * c->cfg.stale_after - 1;
+    edge->last_seen_ms = now - hb * c->cfg.stale_after; // not yet
+    gone->last_seen_ms = now - hb * c->cfg.dead_after - 1;
+    almost->last_seen_ms = now - hb * c->cfg.dead_after; // stale, not dead
+    nodes_dirty (gone); // on the dirty list when it goes: taken off it
+    session_liveness (c, now);
+    assert_null (nodes_find (c, "n03999"));
+    assert_true (quiet->stale);
+    assert_false (edge->stale);
+    assert_true (almost->stale);
+    int count = 0, stale = 0;
+    for (node_t *n = c->nodes; n; n = n->next) {
+        count++;
+        stale += n->stale;
+    }
+    assert_int_equal (count, NMANY - 1);
+    assert_int_equal (stale, 2);
+    nodes_write_dirty (c);
+    assert_null (c->dirty_nodes);
+
+    // Heard from again: running again; a node that had been silent longer
+    // than dead-after by then is gone.
+    s_beat (c, "n01234");
+    assert_false (quiet->stale);
+    edge->last_seen_ms -= 1;
+    session_liveness (c, now);
+    assert_true (edge->stale);
+    almost->last_seen_ms -= 1;
+    session_liveness (c, now);
+    assert_null (nodes_find (c, "n00007"));
+    ct_coord_destroy (&c);
+}
+
+// A heartbeat writes nothing: the node's hash (last_seen) is written again
+// by the liveness check, once SESSION_SEEN_WRITE_MS have passed since it was
+// last written and only when the node was heard from since.
+static void
+test_last_seen_coarse (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    c->cfg.heartbeat_ms = 10000; // no node goes stale in this test
+    node_t *n = ct_node (c, "w1", 4, 0, 0);
+    nodes_write_dirty (c);
+    assert_false (n->dirty);
+    assert_null (c->dirty_nodes);
+    size_t base = cgq_store_pending (c->store);
+    for (int i = 0; i < 10; i++)
+        s_beat (c, "w1");
+    assert_false (n->dirty);
+    assert_null (c->dirty_nodes);
+    nodes_write_dirty (c);
+    assert_int_equal (cgq_store_pending (c->store), base);
+
+    int64_t now = cgq_now_ms ();
+    session_liveness (c, now); // written at its Hello, just now
+    nodes_write_dirty (c);
+    assert_int_equal (cgq_store_pending (c->store), base);
+    // SESSION_SEEN_WRITE_MS later, heard from meanwhile: written once.
+    n->seen_written_ms = now - SESSION_SEEN_WRITE_MS;
+    n->last_seen_ms = now - 1;
+    session_liveness (c, now);
+    assert_true (n->dirty);
+    nodes_write_dirty (c);
+    assert_false (n->dirty);
+    assert_int_equal (cgq_store_pending (c->store), base + 1);
+    assert_true (n->seen_written_ms >= now);
+    // Not heard from since its last write: nothing new to say.
+    n->seen_written_ms = now - SESSION_SEEN_WRITE_MS;
+    n->last_seen_ms = n->seen_written_ms;
+    session_liveness (c, now);
+    assert_false (n->dirty);
+    // Not yet SESSION_SEEN_WRITE_MS: waits.
+    n->seen_written_ms = now - SESSION_SEEN_WRITE_MS + 1;
+    n->last_seen_ms = now;
+    session_liveness (c, now);
+    assert_false (n->dirty);
+    nodes_write_dirty (c);
+    assert_int_equal (cgq_store_pending (c->store), base + 1);
+    ct_coord_destroy (&c);
+}
+
+// The loop's heartbeat hold: only turns of heartbeats alone, in quick
+// succession, hold the node socket; anything else read ends the hold.
+static void
+test_heartbeat_hold (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    int64_t t = 1000000;
+    coord_heartbeat_hold (c, 1, 0, 1, t); // the first: no gap known yet
+    assert_int_equal (c->hold_nodes_ms, 0);
+    coord_heartbeat_hold (c, 1, 0, 1, t + LOOP_QUIET_GAP_MS); // a few nodes: too far apart
+    assert_int_equal (c->hold_nodes_ms, 0);
+    coord_heartbeat_hold (c, 3, 0, 3, t + LOOP_QUIET_GAP_MS + 1); // many nodes
+    assert_int_equal (c->hold_nodes_ms, t + LOOP_QUIET_GAP_MS + 1 + LOOP_HOLD_MS);
+    coord_heartbeat_hold (c, 0, 0, 0, t + 30); // a timer's turn changes nothing
+    assert_int_equal (c->hold_nodes_ms, t + LOOP_QUIET_GAP_MS + 1 + LOOP_HOLD_MS);
+    coord_heartbeat_hold (c, 8, 0, 8, t + 31);
+    assert_int_equal (c->hold_nodes_ms, t + 31 + LOOP_HOLD_MS);
+    coord_heartbeat_hold (c, 8, 0, 7, t + 32); // a Result among them: no hold
+    assert_int_equal (c->hold_nodes_ms, 0);
+    coord_heartbeat_hold (c, 8, 0, 8, t + 33); // and the next quiet turn starts over
+    assert_int_equal (c->hold_nodes_ms, 0);
+    coord_heartbeat_hold (c, 8, 0, 8, t + 34);
+    assert_int_equal (c->hold_nodes_ms, t + 34 + LOOP_HOLD_MS);
+    coord_heartbeat_hold (c, 8, 1, 8, t + 35); // a control request
+    assert_int_equal (c->hold_nodes_ms, 0);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -353,6 +510,9 @@ main (void)
         cmocka_unit_test (test_hostile_offer),
         cmocka_unit_test (test_device_quarantine),
         cmocka_unit_test (test_runner_lost),
+        cmocka_unit_test (test_many_nodes),
+        cmocka_unit_test (test_last_seen_coarse),
+        cmocka_unit_test (test_heartbeat_hold),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

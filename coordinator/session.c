@@ -408,6 +408,7 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
 static void
 s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__Heartbeat *in)
 {
+    c->stat_heartbeats++;
     Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
     hb.epoch = c->epoch;
     hb.unknown = n == NULL;
@@ -417,7 +418,8 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
     if (c->nodes_sock && cgq_wire_send_to (c->nodes_sock, rid, rid_len, 0, &out) < 0)
         cgq_debug ("send to %.*s failed: %s", (int) rid_len, rid, zmq_strerror (errno));
     if (n) {
-        n->dirty = true;
+        // Nothing in the node's hash changes but last_seen: that is written
+        // coarsely (session_liveness), not once per heartbeat.
         if (in->draining && !n->draining)
             cgq_info ("node %s is shutting down; no new tasks go to it", n->id);
         n->draining = in->draining;
@@ -487,7 +489,8 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
                   cgq_wire_body_name (env), rid_len);
         return;
     }
-    snprintf (id, sizeof id, "%.*s", (int) rid_len, rid);
+    memcpy (id, rid, rid_len);
+    id[rid_len] = '\0';
     node_t *n = nodes_find (c, id);
     if (!s_key_binds (c, id, n, env))
         return;
@@ -538,6 +541,9 @@ session_liveness (coord_t *c, int64_t now)
         }
         else if (!n->stale && stale < limit && now - n->last_seen_ms > stale)
             s_node_stale (c, n, now - n->last_seen_ms);
+        else if (n->last_seen_ms > n->seen_written_ms
+                 && now - n->seen_written_ms >= SESSION_SEEN_WRITE_MS)
+            nodes_dirty (n); // heard from since its hash was written: last_seen
         n = next;
     }
     jobs_adopt_check (c, now);

@@ -18,6 +18,13 @@ void session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *en
 
 // session_liveness declares dead every node silent for longer than
 // heartbeat x dead-after, and hands back recovered trials nobody adopted.
+// It also has the hash of every node heard from since its last write, and
+// written at least SESSION_SEEN_WRITE_MS ago, written again at the end of
+// the turn: that is how last_seen in cgq:node:ID moves (heartbeats alone
+// write nothing), so it is at most that plus a heartbeat interval old for a
+// live node. One pass a heartbeat interval over the registry: at 2,000 nodes
+// a few microseconds, no timer structure needed.
+#define SESSION_SEEN_WRITE_MS 5000
 void session_liveness (coord_t *c, int64_t now);
 
 // session_buffer_full says whether Redis is down and --max-buffer commands

@@ -5,42 +5,49 @@
 Two figures, each on a cluster of its own (a private redis-server, one
 coordinator, workers, all from $CGQ_BIN_DIR, else ./build/bin):
 
-idle dispatch   One worker with one cpu slot, an idle cluster. --trials times:
-                a job of one trial, `command: [cgq-bench-stamp]` (list form:
-                no shell), is submitted over the control socket (one ZMTP
-                connection kept open, no CLI process); the bench waits for
-                the job to finish and a random 5-25 ms more. cgq-bench-stamp
-                (bench/stamp.c, compiled) reads CLOCK_REALTIME as its first
-                act and reports it on fd 3. Per trial:
+idle dispatch   One worker with one cpu slot (default --confine: cgroup where
+                usable), an idle cluster. --trials times: a pause of --gap
+                ms (20-40: the worker idle again, its last trial cleaned up,
+                its spare trial directory remade), then a job of one trial,
+                `command: [cgq-bench-stamp]` (list form: no shell),
+                submitted over the control socket (one ZMTP connection kept
+                open, no CLI process), and the wait for it to finish.
+                cgq-bench-stamp (bench/stamp.c, static: no dynamic loader;
+                --dynamic for a dynamically linked one) reads CLOCK_REALTIME
+                as its first act and reports it on fd 3. Per trial:
                   created->exec   the job hash's `created` (the coordinator's
                                   clock when it accepted the submit) to the
                                   stamp: the coordinator's hops (create the
-                                  trial, persist, send the Assign) + the
-                                  worker's launch path (trial directory,
-                                  logs, pipes, cgroup, fork/exec) + exec and
-                                  the dynamic loader of the stamp program;
-                  assigned->exec  the trial hash's `started` (taken by the
-                                  coordinator when it makes the Assign,
-                                  before its Redis flush) to the stamp;
-                  Popen peer      in this Python process, time.time() just
-                                  before subprocess.Popen([stamp]) (stdin
-                                  /dev/null, stdout and stderr piped, cwd and
-                                  env given, as a worker would) to the stamp,
-                                  alternated with cgq's trials.
+                                  trial, persist it to Redis, send the
+                                  Assign), the worker's launch path (trial
+                                  directory, logs, pipes, cgroup leaf,
+                                  clone/exec) and the exec of the stamp;
+                  assigned->exec  the same from the trial hash's `started`
+                                  (taken when the coordinator makes the
+                                  Assign, before its Redis flush);
+                  Popen peer      after 2-5 ms, in this Python process:
+                                  time.time() just before
+                                  subprocess.Popen([stamp]) (stdin /dev/null,
+                                  stdout and stderr piped, cwd and env given,
+                                  as a worker would) to the stamp.
                 All on one machine, one clock. p50/p90/p99 per --repeat run
-                and the median of those.
+                (after a warm-up of 10) and the median of those.
 
 waves           --wave-workers workers x --wave-cpus slots (4 x 16 = 64), one
-                job of --wave-trials (2000) trials `command: [sleep, "1"]`.
-                overhead = (wall - ideal) / ideal, wall = the job's
-                `finished - created` (coordinator clock), ideal =
-                ceil(trials / slots) x 1 s: every slot busy from the submit
-                to the end (the last wave part-filled counts whole).
+                job of --wave-trials (2000) trials `[cgq-bench-stamp, "1"]`
+                (sleeps 1 s and reports score 0: a `sleep 1` that reports the
+                objective, and when it started). overhead = (wall - ideal) /
+                ideal, wall = the job's `finished - created` (coordinator
+                clock), ideal = ceil(trials / slots) x 1 s: every slot busy
+                from the submit to the end (the last, part-filled wave counts
+                whole). Also printed: how long the first wave (one trial per
+                slot) took to start, from `created` to the last stamp.
 
 Prints each run and a table of median, min and max with the target beside
 it. Asserts nothing about time.
 
-    python3 bench/dispatch.py [--trials 200] [--repeat 3] [--wave-runs 1]
+    python3 bench/dispatch.py [--trials 200] [--repeat 3] [--gap 20,40] [--wave-runs 1]
+                              [--worker-arg=--confine=pgroup] [--dynamic]
 """
 
 import argparse
@@ -48,6 +55,7 @@ import math
 import os
 import random
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -104,6 +112,9 @@ class Submitter:
     def __init__(self, cluster):
         host, port = cluster.control_ep[len("tcp://"):].rsplit(":", 1)
         self.peer = harness.ZmtpPeer(host, int(port))
+        # One frame per write: without this, Nagle holds the second frame
+        # for the first's delayed ACK (40 ms a submit).
+        self.peer.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def submit(self, spec_yaml, spec_dir):
         self.peer.send([b"", harness.pb_submit(spec_yaml, "bench.yaml", spec_dir)])
@@ -145,24 +156,28 @@ def run_idle(a, stamp, rng):
         env = dict(os.environ)
         env.pop("CGQ_REPORT_FD", None)
         for r in range(a.repeat + 1):  # run 0: warm-up, not counted
-            n = a.trials if r else 20
+            n = a.trials if r else 10
             created, assigned, peer = [], [], []
             for _ in range(n):
+                time.sleep(rng.uniform(*a.gap) / 1000)
                 j = sub.submit(spec, c.specdir)
-                h = c.wait_job(j, timeout=30)
+
+                def done():
+                    h = c.job(j)
+                    return h if h.get("state") == "finished" else None
+                h = c.wait_for(done, 30, "job %d to finish" % j, interval=0.002)
                 t = c.trial(j, 0)
                 if t.get("state") != "succeeded":
                     raise AssertionError("job %d trial 0: %s" % (j, t))
                 t_exec = t_us_of(t["metrics"]) / 1e6
                 created.append((t_exec - float(h["created"])) * 1000)
                 assigned.append((t_exec - float(t["started"])) * 1000)
-                time.sleep(rng.uniform(0.005, 0.025))
+                time.sleep(rng.uniform(0.002, 0.005))
                 t0 = time.time()
                 p = subprocess.Popen([stamp], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=peer_dir, env=env)
                 out, _ = p.communicate()
                 peer.append((t_us_of(out.decode()) / 1e6 - t0) * 1000)
-                time.sleep(rng.uniform(0.005, 0.025))
             if r == 0:
                 continue
             runs.append({"created->exec": created, "assigned->exec": assigned,
@@ -251,7 +266,10 @@ def main():
     ap = argparse.ArgumentParser(description="trial launch: idle dispatch latency and the "
                                  "bookkeeping overhead of waves of sleep 1")
     ap.add_argument("--trials", type=int, default=200, help="idle trials per run (200)")
-    ap.add_argument("--repeat", type=int, default=3, help="idle runs (3), after a warm-up of 20")
+    ap.add_argument("--repeat", type=int, default=3, help="idle runs (3), after a warm-up of 10")
+    ap.add_argument("--gap", default="20,40", help="ms between a trial's end and the next "
+                    "start, drawn uniformly from this range (20,40: the worker idle again, "
+                    "its last trial cleaned up and a spare directory remade)")
     ap.add_argument("--wave-runs", type=int, default=1, help="waves runs (1; 0: none); each "
                     "takes about ideal + 5 s")
     ap.add_argument("--wave-trials", type=int, default=2000, help="sleep 1 trials (2000)")
@@ -264,6 +282,11 @@ def main():
                     "(cgq-bench-stamp-dyn): the intervals then include the dynamic loader")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directories")
     a = ap.parse_args()
+    try:
+        a.gap = tuple(float(x) for x in a.gap.split(","))
+        assert len(a.gap) == 2 and 0 <= a.gap[0] <= a.gap[1]
+    except (ValueError, AssertionError):
+        ap.error("--gap: give it as MIN,MAX in ms, e.g. 20,40")
     stamp_name = "cgq-bench-stamp-dyn" if a.dynamic else "cgq-bench-stamp"
     for b in ("cgq-coordinator", "cgq-worker", stamp_name):
         if not os.access(os.path.join(harness.BIN_DIR, b), os.X_OK):

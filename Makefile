@@ -40,6 +40,7 @@ bench: build
 	@python3 bench/restart.py
 	@python3 bench/million.py
 	@python3 bench/nodes.py
+	@python3 bench/dispatch.py
 	@if command -v valgrind >/dev/null; then python3 bench/callgrind.py; \
 	 else echo "bench: valgrind not installed: no instruction count per trial (bench/callgrind.py)"; fi
 

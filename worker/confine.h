@@ -90,11 +90,18 @@ typedef struct cgq_confine_trial_t cgq_confine_trial_t;
 cgq_confine_trial_t *cgq_confine_trial_new (cgq_confine_t *self, const char *name,
                                             const char *trial_dir, char *err, size_t errlen);
 
-// The fd (close-on-exec) the forked child writes "0" to before exec, which
-// moves it into the trial's leaf; -1 in pgroup mode. The child must also
-// call setsid() (pgroup mode relies on the session). Valid until
-// cgq_confine_trial_started.
-int cgq_confine_trial_join_fd (const cgq_confine_trial_t *t);
+// The trial's leaf directory (an O_PATH fd, close-on-exec) for clone3's
+// CLONE_INTO_CGROUP, which starts the child in the leaf; -1 in pgroup mode.
+// The child must also call setsid() (pgroup mode relies on the session).
+// Valid until cgq_confine_trial_started.
+int cgq_confine_trial_leaf_fd (const cgq_confine_trial_t *t);
+
+// The fallback where clone3 or CLONE_INTO_CGROUP is missing (Linux < 5.7,
+// or a seccomp filter that refuses clone3): the leaf's cgroup.procs (opened
+// on the first call, close-on-exec), to which the forked child writes "0"
+// before exec, which moves it into the leaf; -1 in pgroup mode, or -1 with
+// err filled when it cannot be opened. Valid until cgq_confine_trial_started.
+int cgq_confine_trial_join_fd (cgq_confine_trial_t *t, char *err, size_t errlen);
 
 // The trial's leaf cgroup directory (borrowed), or NULL in pgroup mode.
 const char *cgq_confine_trial_cgroup (const cgq_confine_trial_t *t);

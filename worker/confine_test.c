@@ -271,6 +271,82 @@ test_exit_kills_setsid_grandchild (void **state)
     assert_null (c);
 }
 
+// s_in_leaf: pid's cgroup v2 path ends with /leaf.
+static bool
+s_in_leaf (pid_t pid, const char *leaf)
+{
+    char path[64], line[PATH_MAX] = "";
+    snprintf (path, sizeof path, "/proc/%d/cgroup", (int) pid);
+    FILE *fp = fopen (path, "r");
+    if (!fp)
+        return false;
+    bool found = false;
+    while (!found && fgets (line, sizeof line, fp)) {
+        if (strncmp (line, "0::", 3) != 0)
+            continue;
+        line[strcspn (line, "\n")] = 0;
+        size_t n = strlen (line), k = strlen (leaf);
+        found = n > k && line[n - k - 1] == '/' && !strcmp (line + n - k, leaf);
+    }
+    fclose (fp);
+    return found;
+}
+
+// In cgroup mode a trial's main process is in its leaf from its first
+// instruction, whichever way it was started (cloned into the leaf, or forked
+// and moved there before exec, as where clone3 is missing).
+static void
+s_trial_in_its_leaf (void **state, bool forked)
+{
+    s_fixture_t *f = *state;
+    cgq_confine_t *c = s_confine (f, false);
+    cgq_task_spawn_fork = forked;
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, forked ? 6 : 5, "");
+    char *argv[] = {"sleep", "5", NULL};
+    sa.a.argv = argv;
+    sa.a.n_argv = 2;
+    cgq_task_opts_t opts = s_opts (f, c);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    cgq_task_spawn_fork = false;
+    pid_t pid = cgq_task_pid (task);
+    assert_true (pid > 0);
+    char *leaf = cgq_xasprintf ("job-9.trial-%d.attempt-1", forked ? 6 : 5);
+    bool in = s_in_leaf (pid, leaf);
+    cgq_task_stop (task, "seen", 500);
+    Cgq__Result *r = tt_run (task, 3000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_STOPPED);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+    cgq_confine_destroy (&c);
+    if (!in)
+        fail_msg ("pid %d is not in its leaf %s", (int) pid, leaf);
+    free (leaf);
+}
+
+static void
+test_trial_in_its_leaf (void **state)
+{
+    s_trial_in_its_leaf (state, false);
+}
+
+static void
+test_trial_in_its_leaf_forked (void **state)
+{
+    s_trial_in_its_leaf (state, true);
+}
+
+// The grandchild case again with trials forked (and, in cgroup mode, moved
+// into their leaf by the child itself).
+static void
+test_exit_kills_setsid_grandchild_forked (void **state)
+{
+    cgq_task_spawn_fork = true;
+    test_exit_kills_setsid_grandchild (state);
+    cgq_task_spawn_fork = false;
+}
+
 // At the timeout, a main process that ignores SIGTERM, a child and a
 // setsid() grandchild that ignore it too: all get SIGKILL after the grace.
 static void
@@ -506,6 +582,11 @@ main (void)
         cmocka_unit_test_setup_teardown (test_unconfined_grandchild_survives, s_setup, s_teardown),
         S_BOTH (test_describe),
         S_BOTH (test_exit_kills_setsid_grandchild),
+        S_BOTH (test_exit_kills_setsid_grandchild_forked),
+        cmocka_unit_test_prestate_setup_teardown (test_trial_in_its_leaf, s_setup, s_teardown,
+                                                  &s_cgroup),
+        cmocka_unit_test_prestate_setup_teardown (test_trial_in_its_leaf_forked, s_setup,
+                                                  s_teardown, &s_cgroup),
         S_BOTH (test_timeout_kills_term_ignorers),
         cmocka_unit_test_prestate_setup_teardown (test_cgroup_without_kill_file, s_setup,
                                                   s_teardown, &s_cgroup),

@@ -93,6 +93,7 @@ static const cgq_opt_t s_opts[] = {
 };
 
 static volatile sig_atomic_t s_stop = 0;
+static volatile sig_atomic_t s_child_exited = 0; // a SIGCHLD since the last s_reap
 static int s_sig_pipe[2] = {-1, -1};
 
 static void
@@ -101,6 +102,8 @@ s_on_signal (int sig)
     int saved = errno;
     if (sig == SIGTERM || sig == SIGINT)
         s_stop = sig;
+    if (sig == SIGCHLD)
+        s_child_exited = 1;
     char c = (char) sig;
     (void) !write (s_sig_pipe[1], &c, 1);
     errno = saved;
@@ -110,6 +113,7 @@ typedef struct {
     s_cfg_t cfg;
     cgq_confine_mode_t confine_mode;
     cgq_confine_t *confine;
+    cgq_spare_t *spare; // NULL: trial directories are made when a trial starts
     char *workdir;   // absolute
     char *hostname;
     cgq_gpu_list_t gpus;
@@ -242,6 +246,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
         .max_report_line = w->cfg.max_report_line,
         .kill_grace_ms = w->cfg.kill_grace_ms,
         .confine = w->confine,
+        .spare = w->spare,
     };
     cgq_task_t *task = cgq_task_start (a, &opts, s_on_report, w);
     if (cgq_task_done (task)) {
@@ -300,6 +305,7 @@ s_reap_orphans (s_worker_t *w)
 static void
 s_reap (s_worker_t *w, bool report)
 {
+    s_child_exited = 0;
     int64_t now = cgq_now_ms ();
     for (size_t i = 0; i < w->n_tasks;) {
         cgq_task_tick (w->tasks[i], now);
@@ -382,8 +388,14 @@ s_run (s_worker_t *w)
         // Always try the socket: ZeroMQ readiness is edge-triggered.
         cgq_env_t *env;
         while (!s_stop && (env = cgq_link_recv (w->link))) {
-            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN)
+            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN) {
                 s_on_assign (w, env->assign);
+                // A wave of Assigns takes a while to start (~1 ms each):
+                // trials that end meanwhile are reported at once, so that
+                // their slots are refilled without waiting for the wave.
+                if (s_child_exited)
+                    s_reap (w, true);
+            }
             else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
                 s_on_stop (w, env->stop);
             cgq_wire_free (env);
@@ -576,6 +588,7 @@ s_cleanup (s_worker_t *w)
         cgq_task_destroy (&w->tasks[i]);
     // After the tasks: the reaper removes the worker's cgroup and state file.
     cgq_confine_destroy (&w->confine);
+    cgq_spare_destroy (&w->spare);
     free (w->tasks);
     free (w->running);
     free (w->gpu_msgs);
@@ -621,6 +634,10 @@ main (int argc, char **argv)
         s_cleanup (&w);
         return 1;
     }
+    // A spare trial directory per slot, up to 64 (after the reaper is
+    // forked: this starts a thread).
+    double keep = w.cfg.cpus < 2 ? 2 : w.cfg.cpus > 64 ? 64 : w.cfg.cpus;
+    w.spare = cgq_spare_new (w.workdir, (size_t) keep);
 
     char err[1024];
     if (cgq_auth_client_new (w.cfg.curve_secret, w.cfg.curve_server, &w.auth, err, sizeof err)

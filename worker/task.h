@@ -17,6 +17,7 @@
 
 #include "cgq.pb-c.h"
 #include "confine.h"
+#include "spare.h"
 
 typedef struct cgq_task_t cgq_task_t;
 
@@ -27,6 +28,7 @@ typedef struct {
     int64_t kill_grace_ms; // SIGTERM -> SIGKILL after a timeout
     cgq_confine_t *confine; // borrowed until the task is destroyed; NULL: signals go to
                             // the trial's process group only (what it moves out escapes)
+    cgq_spare_t *spare;     // borrowed; trial directories made ahead (NULL: made at start)
 } cgq_task_opts_t;
 
 // Called once per valid report line (a JSON object, re-encoded compact) with
@@ -44,6 +46,12 @@ typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *repo
 // assign and opts are copied. on_report may be NULL.
 cgq_task_t *cgq_task_start (const Cgq__Assign *assign, const cgq_task_opts_t *opts,
                             cgq_task_report_fn *on_report, void *arg);
+
+// Tests: start trials as where clone3 is missing (Linux < 5.3) or refused:
+// fork, then in cgroup mode the child moves itself into its leaf through
+// cgroup.procs. (Else: clone3 with a shared address space where it can, into
+// the leaf in cgroup mode; see task.c, "Spawn".)
+extern bool cgq_task_spawn_fork;
 
 // cgq_task_predictor_argv is what a "predictor" task execs: {path of
 // cgq-predictor, "trial", "--data", DIR, NULL} (4 entries). Caller frees each

@@ -19,11 +19,20 @@
 #include <unistd.h>
 
 #include "assert_json.h"
+#include "spare.h"
 #include "task.h"
 #include "task_testing.h"
 #include "util.h"
 
+// How a fixture's trials start: the default way (task.c, "Spawn"), by fork
+// (as where clone3 is missing), or in directories made ahead (spare.h).
+typedef enum { S_DEFAULT = 0, S_FORK, S_SPARE } s_mode_t;
+static s_mode_t s_fork = S_FORK;
+static s_mode_t s_spare = S_SPARE;
+
 typedef struct {
+    s_mode_t mode;
+    cgq_spare_t *spare;    // S_SPARE
     char dir[64];          // the temp workdir
     uint64_t seqs[16];     // seq of each report callback
     char *reports[16];     // their JSON
@@ -34,9 +43,19 @@ static int
 s_setup (void **state)
 {
     s_fixture_t *f = cgq_xcalloc (1, sizeof *f);
+    f->mode = *state ? *(s_mode_t *) *state : S_DEFAULT;
     strcpy (f->dir, "/tmp/cgq-task-test-XXXXXX");
     if (!mkdtemp (f->dir))
         return -1;
+    cgq_task_spawn_fork = f->mode == S_FORK;
+    if (f->mode == S_SPARE) {
+        // Ready before the test starts, else the trials would not use them.
+        f->spare = cgq_spare_new (f->dir, 2);
+        for (int i = 0; i < 400 && f->spare && cgq_spare_ready (f->spare) < 2; i++)
+            usleep (5000);
+        if (!f->spare || cgq_spare_ready (f->spare) < 2)
+            return -1;
+    }
     *state = f;
     return 0;
 }
@@ -45,6 +64,8 @@ static int
 s_teardown (void **state)
 {
     s_fixture_t *f = *state;
+    cgq_spare_destroy (&f->spare);
+    cgq_task_spawn_fork = false;
     char *cmd = cgq_xasprintf ("rm -rf '%s'", f->dir);
     int rc = system (cmd);
     free (cmd);
@@ -67,7 +88,8 @@ s_on_report (void *arg, cgq_task_t *task, const char *report_json, uint64_t seq)
 static cgq_task_opts_t
 s_opts (s_fixture_t *f)
 {
-    return (cgq_task_opts_t) {.workdir = f->dir, .log_cap = 1 << 20, .kill_grace_ms = 300};
+    return (cgq_task_opts_t) {
+        .workdir = f->dir, .log_cap = 1 << 20, .kill_grace_ms = 300, .spare = f->spare};
 }
 
 static char *
@@ -536,6 +558,240 @@ test_missing_binary (void **state)
     cgq_task_destroy (&task);
 }
 
+// s_write_file writes text to dir/name with mode.
+static void
+s_write_file (const char *dir, const char *name, const char *text, mode_t mode)
+{
+    char *path = cgq_xasprintf ("%s/%s", dir, name);
+    FILE *fp = fopen (path, "w");
+    assert_non_null (fp);
+    fputs (text, fp);
+    fclose (fp);
+    assert_int_equal (chmod (path, mode), 0);
+    free (path);
+}
+
+// s_run_argv runs argv (NULL-terminated) as trial `trial` with PATH=path in
+// trial.env; returns the result (caller destroys).
+static Cgq__Result *
+s_run_argv (s_fixture_t *f, uint64_t trial, char **argv, const char *path)
+{
+    tt_assign_t sa;
+    tt_assign_init (&sa, 8, trial, "");
+    sa.a.argv = argv;
+    sa.a.n_argv = 0;
+    while (argv[sa.a.n_argv])
+        sa.a.n_argv++;
+    Cgq__KeyValue kv = CGQ__KEY_VALUE__INIT;
+    kv.key = "PATH";
+    kv.value = (char *) path;
+    Cgq__KeyValue *env[] = {&kv};
+    sa.a.env = env;
+    sa.a.n_env = 1;
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = tt_run (task, 5000);
+    assert_non_null (r);
+    cgq_task_destroy (&task);
+    return r;
+}
+
+// A command without a slash is looked up in the trial's PATH (trial.env may
+// set it), as execvp does: a match that is not executable is passed over for
+// a later one, a file that is neither a binary nor a #! script runs with
+// /bin/sh, and a command found only without execute permission fails with
+// EACCES.
+static void
+test_path_lookup (void **state)
+{
+    s_fixture_t *f = *state;
+    char *bin1 = cgq_xasprintf ("%s/bin1", f->dir);
+    char *bin2 = cgq_xasprintf ("%s/bin2", f->dir);
+    assert_int_equal (mkdir (bin1, 0755), 0);
+    assert_int_equal (mkdir (bin2, 0755), 0);
+    s_write_file (bin1, "cgq-tool", "#!/bin/sh\necho from-bin1\n", 0644);
+    s_write_file (bin2, "cgq-tool", "#!/bin/sh\necho from-bin2 \"$@\"\n", 0755);
+    s_write_file (bin2, "cgq-plain", "echo plain-ran \"$1\"\n", 0755);
+    s_write_file (bin1, "cgq-noexec", "#!/bin/sh\necho x\n", 0644);
+    char *path = cgq_xasprintf ("/nonexistent:%s:%s:/bin:/usr/bin", bin1, bin2);
+
+    char *tool[] = {"cgq-tool", "a1", NULL};
+    Cgq__Result *r = s_run_argv (f, 1, tool, path);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    char *out = s_read_file (r->trial_dir, "stdout.log");
+    assert_string_equal (out, "from-bin2 a1\n");
+    free (out);
+    cgq_task_result_destroy (&r);
+
+    char *plain[] = {"cgq-plain", "b1", NULL};
+    r = s_run_argv (f, 2, plain, path);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    out = s_read_file (r->trial_dir, "stdout.log");
+    assert_string_equal (out, "plain-ran b1\n");
+    free (out);
+    cgq_task_result_destroy (&r);
+
+    char *noexec[] = {"cgq-noexec", NULL};
+    r = s_run_argv (f, 3, noexec, path);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_int_equal (r->exit_code, 127);
+    assert_string_equal (r->error, "cannot run 'cgq-noexec': Permission denied");
+    cgq_task_result_destroy (&r);
+
+    // With a path, PATH is not consulted; a relative one is the trial
+    // directory's.
+    char *abs[] = {"/bin/echo", "abs", NULL};
+    r = s_run_argv (f, 4, abs, "/nonexistent");
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    out = s_read_file (r->trial_dir, "stdout.log");
+    assert_string_equal (out, "abs\n");
+    free (out);
+    cgq_task_result_destroy (&r);
+    free (path);
+    free (bin1);
+    free (bin2);
+}
+
+static void
+s_on_term (int sig)
+{
+    (void) sig;
+}
+
+// s_proc_line returns the line of /proc/PID/file that starts with key
+// (caller frees), or NULL.
+static char *
+s_proc_line (pid_t pid, const char *file, const char *key)
+{
+    char path[64], line[512];
+    snprintf (path, sizeof path, "/proc/%d/%s", (int) pid, file);
+    FILE *fp = fopen (path, "r");
+    if (!fp)
+        return NULL;
+    char *found = NULL;
+    while (!found && fgets (line, sizeof line, fp))
+        if (!strncmp (line, key, strlen (key)))
+            found = cgq_xstrdup (line);
+    fclose (fp);
+    return found;
+}
+
+// The trial process as it starts, whichever way it was started: its own
+// session and process group, in its directory, no signal blocked, caught
+// or ignored that the worker blocks, catches or ignores (SIGTERM caught,
+// SIGPIPE ignored, SIGUSR1 blocked here, as a worker might), the worker's
+// resource limits.
+static void
+test_process_as_started (void **state)
+{
+    s_fixture_t *f = *state;
+    unsigned long long inherited_ign = 0;
+    char *own = s_proc_line (getpid (), "status", "SigIgn:");
+    assert_non_null (own);
+    assert_int_equal (sscanf (own, "SigIgn:\t%llx", &inherited_ign), 1);
+    free (own);
+    struct sigaction sa_term, old_term, old_pipe;
+    memset (&sa_term, 0, sizeof sa_term);
+    sa_term.sa_handler = s_on_term;
+    sigaction (SIGTERM, &sa_term, &old_term);
+    struct sigaction ign;
+    memset (&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction (SIGPIPE, &ign, &old_pipe);
+    sigset_t usr1, old_mask;
+    sigemptyset (&usr1);
+    sigaddset (&usr1, SIGUSR1);
+    sigprocmask (SIG_BLOCK, &usr1, &old_mask);
+
+    tt_assign_t sa;
+    tt_assign_init (&sa, 8, 9, "");
+    char *argv[] = {"sleep", "5", NULL};
+    sa.a.argv = argv;
+    sa.a.n_argv = 2;
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    sigaction (SIGTERM, &old_term, NULL);
+    sigaction (SIGPIPE, &old_pipe, NULL);
+    sigprocmask (SIG_SETMASK, &old_mask, NULL);
+    pid_t pid = cgq_task_pid (task);
+    bool running = pid > 0 && !cgq_task_done (task);
+    // Read everything first, then stop the trial, then check: a failed check
+    // must not leave the process behind.
+    char *name = running ? s_proc_line (pid, "status", "Name:") : NULL;
+    pid_t sid = running ? getsid (pid) : -1, pgid = running ? getpgid (pid) : -1;
+    char cwd[PATH_MAX] = "";
+    char link[64];
+    snprintf (link, sizeof link, "/proc/%d/cwd", (int) pid);
+    if (running && readlink (link, cwd, sizeof cwd - 1) < 0)
+        cwd[0] = 0;
+    char *sig[3] = {NULL, NULL, NULL};
+    const char *keys[] = {"SigBlk:", "SigIgn:", "SigCgt:"};
+    for (int i = 0; i < 3 && running; i++)
+        sig[i] = s_proc_line (pid, "status", keys[i]);
+    char *theirs = running ? s_proc_line (pid, "limits", "Max open files") : NULL;
+    char *envs = NULL;
+    if (running) {
+        char path[64];
+        snprintf (path, sizeof path, "/proc/%d/environ", (int) pid);
+        FILE *fp = fopen (path, "r");
+        cgq_buf_t b;
+        cgq_buf_init (&b);
+        if (fp) {
+            cgq_buf_read (&b, fp);
+            fclose (fp);
+        }
+        for (size_t i = 0; i < b.len; i++)
+            if (b.data[i] == 0)
+                b.data[i] = '\n';
+        envs = cgq_buf_take (&b);
+    }
+    char *dir = cgq_xstrdup (cgq_task_dir (task));
+    cgq_task_stop (task, "done looking", 1000);
+    Cgq__Result *r = tt_run (task, 3000);
+    int status = r ? (int) r->status : -1, exit_code = r ? r->exit_code : 0;
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+
+    assert_true (running);
+    // Exec'd already: cgq_task_start returns after the exec.
+    assert_non_null (name);
+    assert_string_equal (name, "Name:\tsleep\n");
+    assert_int_equal (sid, pid);
+    assert_int_equal (pgid, pid);
+    assert_string_equal (cwd, dir);
+    // Nothing blocked or caught; ignored only what this process inherited
+    // ignored (a test runner may ignore a real-time signal), less what the
+    // trial must get the default of.
+    assert_non_null (sig[0]);
+    assert_string_equal (sig[0], "SigBlk:\t0000000000000000\n");
+    unsigned long long want_ign = inherited_ign
+                                  & ~(1ull << (SIGPIPE - 1) | 1ull << (SIGTERM - 1)
+                                      | 1ull << (SIGINT - 1) | 1ull << (SIGCHLD - 1));
+    unsigned long long got_ign = ~0ull;
+    assert_non_null (sig[1]);
+    assert_int_equal (sscanf (sig[1], "SigIgn:\t%llx", &got_ign), 1);
+    assert_int_equal (got_ign, want_ign);
+    assert_non_null (sig[2]);
+    assert_string_equal (sig[2], "SigCgt:\t0000000000000000\n");
+    char *mine = s_proc_line (getpid (), "limits", "Max open files");
+    assert_non_null (mine);
+    assert_non_null (theirs);
+    assert_string_equal (theirs, mine);
+    char *want = cgq_xasprintf ("CGQ_TRIAL_DIR=%s\n", dir);
+    assert_non_null (envs);
+    assert_non_null (strstr (envs, want));
+    assert_int_equal (status, CGQ__TASK_STATUS__TASK_STOPPED);
+    assert_int_equal (exit_code, -SIGTERM);
+    free (want);
+    free (mine);
+    free (theirs);
+    free (envs);
+    free (dir);
+    free (name);
+    for (int i = 0; i < 3; i++)
+        free (sig[i]);
+}
+
 static void
 test_unwritable_workdir (void **state)
 {
@@ -671,6 +927,10 @@ test_noop_and_helpers (void **state)
     assert_false (cgq_task_ref_equal (&ref, &other));
 }
 
+#define S_MODES(t)                                                                                \
+    cmocka_unit_test_prestate_setup_teardown (t, s_setup, s_teardown, &s_fork),                  \
+        cmocka_unit_test_prestate_setup_teardown (t, s_setup, s_teardown, &s_spare)
+
 int
 main (void)
 {
@@ -693,6 +953,15 @@ main (void)
         cmocka_unit_test_setup_teardown (test_invalid_utf8_output_is_cleaned, s_setup,
                                          s_teardown),
         cmocka_unit_test (test_noop_and_helpers),
+        cmocka_unit_test_setup_teardown (test_path_lookup, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_process_as_started, s_setup, s_teardown),
+        // The same in the other ways a trial can start.
+        S_MODES (test_reports_and_env),
+        S_MODES (test_killed_by_signal),
+        S_MODES (test_timeout_kills_group),
+        S_MODES (test_missing_binary),
+        S_MODES (test_path_lookup),
+        S_MODES (test_process_as_started),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -3,7 +3,7 @@
 #
 #   make          build ./build (RelWithDebInfo)
 #   make demo     build, then tune the built-in GNN latency predictor end to end (cgq run)
-#   make test     build ./build-asan with ASan+UBSan and run every test
+#   make test     build ./build and ./build-asan (ASan+UBSan), run every test (release_launch: ./build's)
 #   make bench    build, then print throughput figures and the coordinator restart time
 #   make fuzz     build ./build-fuzz with clang's libFuzzer, fuzz each parser FUZZ_TIME s
 #   make clean
@@ -27,7 +27,7 @@ build: bootstrap
 build-asan/CMakeCache.txt:
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCGQ_SANITIZE=ON -DCGQ_WERROR=ON >/dev/null
 
-test: bootstrap build-asan/CMakeCache.txt
+test: build build-asan/CMakeCache.txt
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 

@@ -238,6 +238,10 @@ s_flush_async (coord_t *c, int64_t now)
     if (c->lease_lost)
         return -1;
     int rc = s_collect (c, now);
+    // Held Acks that are due go now, whatever is in flight: their batches
+    // are long applied (else the loop would spin on their deadline).
+    if (!c->lease_lost)
+        outbox_send_due (c, cgq_now_ms ());
     if (c->lease_lost)
         return -1;
     if (rc == CGQ_FLUSH_FLYING || cgq_store_flying (c->store))

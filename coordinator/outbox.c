@@ -141,11 +141,9 @@ outbox_seal (coord_t *c)
 
 // s_send_upto sends the queued messages up to last (inclusive; NULL: none)
 // and keeps the rest.
-static void
-s_send_upto (coord_t *c, out_t *last)
+void
+outbox_send_due (coord_t *c, int64_t now)
 {
-    int64_t now = cgq_now_ms ();
-    // Acks of earlier batches that are durable by now go first.
     while (c->late_head && c->late_head->not_before_ms <= now) {
         out_t *o = c->late_head;
         c->late_head = o->next;
@@ -154,6 +152,14 @@ s_send_upto (coord_t *c, out_t *last)
         s_send_one (o);
         s_free (o);
     }
+}
+
+static void
+s_send_upto (coord_t *c, out_t *last)
+{
+    int64_t now = cgq_now_ms ();
+    // Acks of earlier batches that are durable by now go first.
+    outbox_send_due (c, now);
     if (!last)
         return;
     if (c->acks_open && last == c->out_tail)

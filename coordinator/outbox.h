@@ -34,6 +34,10 @@ void outbox_send (coord_t *c);
 // goes out now (its Acks closed to more tasks); outbox_send_sealed sends
 // just that part once the batch is applied, keeping what came after it.
 void outbox_seal (coord_t *c);
+
+// outbox_send_due sends the held Acks whose batches are durable by now
+// (--durable-after): they wait for nothing else, a batch in flight included.
+void outbox_send_due (coord_t *c, int64_t now);
 void outbox_send_sealed (coord_t *c);
 // outbox_next_due is when the next waiting Ack is due (0: none waits).
 int64_t outbox_next_due (const coord_t *c);

@@ -69,7 +69,14 @@ outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task)
         o->capacks = o->capacks ? 2 * o->capacks : 16;
         o->acks = cgq_xrealloc (o->acks, o->capacks * sizeof *o->acks);
     }
-    o->acks[o->nacks++] = *task;
+    // The fields only: a received TaskRef's unknown fields belong to its
+    // message, freed before this Ack is encoded.
+    Cgq__TaskRef *r = &o->acks[o->nacks++];
+    *r = (Cgq__TaskRef) CGQ__TASK_REF__INIT;
+    r->job = task->job;
+    r->trial = task->trial;
+    r->stage = task->stage;
+    r->attempt = task->attempt;
     if (o->nacks == ACK_MAX)
         zhashx_delete (c->acks_open, node); // the next one starts another
 }

@@ -30,31 +30,6 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(BENCH, "..", "tests", "integration"))
 import harness  # noqa: E402
 
-SPEC = '''name: bench-million
-space:
-  x: {uniform: [0, 1]}
-search: {algorithm: random, samples: %d, seed: 1}
-objective: {metric: score, mode: max}
-trial:
-  kind: noop
-  resources: {cpu: 1}
-'''
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def used_memory(c):
     for line in (c.redis.cmd("INFO", "memory") or "").splitlines():
         if line.startswith("used_memory:"):
@@ -84,19 +59,19 @@ def main():
             c.start_worker(w, cpus=a.cpus, extra=("--log-level", "warn"))
         pid = c.coordinator.pid
         mem0 = used_memory(c)
-        j = c.submit(c.write_file("million.yaml", SPEC % a.trials))
-        t_last, cpu_last, done_last = time.monotonic(), cpu_s(pid), 0
+        j = c.submit(c.write_file("million.yaml", harness.noop_spec("bench-million", a.trials)))
+        t_last, cpu_last, done_last = time.monotonic(), harness.proc_cpu_s(pid), 0
         deadline = t_last + a.timeout
         mark = a.every
         while True:
             job = c.job(j)
             done = int(job.get("succeeded") or 0) + int(job.get("failed") or 0)
             if done >= mark or job.get("state") == "finished":
-                now, cpu = time.monotonic(), cpu_s(pid)
+                now, cpu = time.monotonic(), harness.proc_cpu_s(pid)
                 n = done - done_last
                 if n > 0:
                     rows.append((done, n / (now - t_last), (cpu - cpu_last) / n * 1e6,
-                                 rss_kib(pid) / 1024.0))
+                                 harness.rss_kib(pid) / 1024.0))
                     print("  %8d trials: %7.0f trials/s, coordinator %5.1f us/trial, RSS %6.1f MiB"
                           % rows[-1], flush=True)
                 t_last, cpu_last, done_last = now, cpu, done

@@ -48,37 +48,10 @@ sys.path.insert(0, os.path.join(BENCH, "..", "tests", "integration"))
 import harness  # noqa: E402
 
 TARGET_PCT = 10.0  # at 2,000 nodes
-TICK = os.sysconf("SC_CLK_TCK")
-
-SPEC = '''name: bench-nodes
-space:
-  x: {uniform: [0, 1]}
-search: {algorithm: random, samples: %d, seed: 1}
-objective: {metric: score, mode: max}
-trial:
-  kind: noop
-  resources: {cpu: 1}
-'''
-
-
-def cpu_s(path):
-    """utime + stime of /proc/.../stat, in seconds."""
-    with open(path) as f:
-        rest = f.read().rsplit(")", 1)[1].split()
-    return (int(rest[11]) + int(rest[12])) / TICK
-
 
 def proc_cpu(pid):
     """(all threads, main thread) CPU seconds of pid."""
-    return cpu_s("/proc/%d/stat" % pid), cpu_s("/proc/%d/task/%d/stat" % (pid, pid))
-
-
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+    return harness.proc_cpu_s(pid), harness.proc_cpu_s(pid, pid)
 
 
 def loadavg():
@@ -121,7 +94,7 @@ def run_one(a, n, tmp):
         coord = c.coordinator.pid
         rpid = c.redis_proc.pid
         time.sleep(0.5)
-        rss0 = rss_kb(coord)
+        rss0 = harness.rss_kib(coord)
         duration = 60 + a.windows * a.window + 120
         t0 = time.monotonic()
         sim = harness.Proc("simnodes-%d" % n,
@@ -140,7 +113,7 @@ def run_one(a, n, tmp):
         time.sleep(2.5)
         prev = None
         for w in range(a.windows + 1):
-            cur = (time.monotonic(), proc_cpu(coord), cpu_s("/proc/%d/stat" % rpid),
+            cur = (time.monotonic(), proc_cpu(coord), harness.proc_cpu_s(rpid),
                    redis_calls(c.redis))
             if prev is not None:
                 dt = cur[0] - prev[0]
@@ -154,14 +127,14 @@ def run_one(a, n, tmp):
             prev = cur
             if w < a.windows:
                 time.sleep(a.window)
-        out["rss_mb"] = rss_kb(coord) / 1024
-        out["rss_node_kb"] = (rss_kb(coord) - rss0) / n
+        out["rss_mb"] = harness.rss_kib(coord) / 1024
+        out["rss_node_kb"] = (harness.rss_kib(coord) - rss0) / n
         out["alive"] = alive_count(c, prefix, n)
         if out["alive"] != n:
             out["problems"].append("%d of %d nodes alive in Redis after the windows"
                                    % (out["alive"], n))
         if a.trials:
-            spec = c.write_file("nodes.yaml", SPEC % a.trials)
+            spec = c.write_file("nodes.yaml", harness.noop_spec("bench-nodes", a.trials))
             t = time.monotonic()
             j = c.submit(spec)
             h = c.wait_job(j, timeout=120)

@@ -70,6 +70,32 @@ os.write(3, (json.dumps({"v": int(os.environ["CGQ_TRIAL_ID"])}) + "\n").encode()
 '''
 
 
+def noop_spec(name, samples):
+    """A job of `samples` no-op trials (random search over x, cpu: 1 each)."""
+    return ("name: %s\nspace:\n  x: {uniform: [0, 1]}\n"
+            "search: {algorithm: random, samples: %d, seed: 1}\n"
+            "objective: {metric: score, mode: max}\n"
+            "trial:\n  kind: noop\n  resources: {cpu: 1}\n" % (name, samples))
+
+
+def proc_cpu_s(pid, tid=None):
+    """CPU seconds (user + system) of process pid (all its threads), or of its
+    thread tid; from /proc."""
+    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%d/stat" % (pid, tid)
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid):
+    """VmRSS of pid in KiB (0 if not reported)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

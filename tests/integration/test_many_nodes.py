@@ -11,20 +11,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import BIN_DIR, SPEED, CgqTestCase, Proc, main  # noqa: E402
+from harness import BIN_DIR, SPEED, CgqTestCase, Proc, main, noop_spec  # noqa: E402
 
 N = 300
-
-SPEC = '''name: many-nodes-itest
-space:
-  x: {uniform: [0, 1]}
-search: {algorithm: random, samples: %d, seed: 1}
-objective: {metric: score, mode: max}
-trial:
-  kind: noop
-  resources: {cpu: 1}
-'''
-
 
 class ManyNodesTest(CgqTestCase):
     def nodes(self, fields):
@@ -60,7 +49,7 @@ class ManyNodesTest(CgqTestCase):
             self.assertEqual(st, "alive", k)
             self.assertLess(now - float(seen), 10, "%s: last_seen %s, now %.3f" % (k, seen, now))
 
-        j = c.submit(c.write_file("many.yaml", SPEC % (2 * N)))
+        j = c.submit(c.write_file("many.yaml", noop_spec("many-nodes-itest", 2 * N)))
         job = c.wait_job(j, 60)
         self.assertEqual(job.get("state"), "finished", job)
         self.assertEqual(job.get("succeeded"), str(2 * N), job)

@@ -54,12 +54,10 @@ import argparse
 import math
 import os
 import random
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -141,17 +139,15 @@ class Submitter:
 
 def run_idle(a, stamp, rng):
     """One cluster; a.repeat runs of a.trials single-trial jobs."""
-    tmp = tempfile.mkdtemp(prefix="cgq-bench-dispatch-")
-    c = harness.Cluster(tmp)
-    ok = False
     runs = []  # per run: dict name -> list of ms
-    try:
+    with harness.BenchCluster("bench/dispatch.py", "cgq-bench-dispatch-", a.keep) as run:
+        c = run.c
         c.start_redis()
         c.start_coordinator(extra=("--log-level", "warn"), heartbeat="1s")
         c.start_worker("w1", cpus=1, extra=("--log-level", "warn") + tuple(a.worker_arg))
         sub = Submitter(c)
         spec = ONE_TRIAL % stamp
-        peer_dir = os.path.join(tmp, "peer")
+        peer_dir = os.path.join(run.tmp, "peer")
         os.makedirs(peer_dir)
         env = dict(os.environ)
         env.pop("CGQ_REPORT_FD", None)
@@ -187,19 +183,8 @@ def run_idle(a, stamp, rng):
                   % (r, n, load(), pct(created, 50), pct(created, 90), pct(created, 99),
                      pct(assigned, 50), pct(peer, 50), pct(peer, 99)), flush=True)
         sub.close()
-        ok = True
-    except KeyboardInterrupt:
-        print("\nbench/dispatch.py: interrupted", file=sys.stderr)
-    except (AssertionError, OSError, harness.RedisError) as e:
-        print("bench/dispatch.py: %s" % e, file=sys.stderr)
-    finally:
-        problems = c.stop()
-        for p in problems:
-            print("bench/dispatch.py: %s" % p, file=sys.stderr)
-        if not ok or problems or a.keep:
-            print("bench/dispatch.py: logs kept in %s" % tmp, file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        run.ok = True
+    ok = run.ok
     return runs if ok else None
 
 
@@ -209,10 +194,8 @@ def run_waves(a):
     slots = a.wave_workers * a.wave_cpus
     ideal = math.ceil(a.wave_trials / slots) * 1.0
     for r in range(a.wave_runs):
-        tmp = tempfile.mkdtemp(prefix="cgq-bench-waves-")
-        c = harness.Cluster(tmp)
-        ok = False
-        try:
+        with harness.BenchCluster("bench/dispatch.py", "cgq-bench-waves-", a.keep) as run:
+            c = run.c
             c.start_redis()
             c.start_coordinator(extra=("--log-level", "warn"), heartbeat="1s")
             for w in range(a.wave_workers):
@@ -239,19 +222,8 @@ def run_waves(a):
                   " %.2f %%; first wave started in %.1f ms (load %s -> %s)"
                   % (r + 1, a.wave_trials, slots, wall, ideal, out[-1][0], first, load0,
                      load()), flush=True)
-            ok = True
-        except KeyboardInterrupt:
-            print("\nbench/dispatch.py: interrupted", file=sys.stderr)
-        except (AssertionError, OSError, harness.RedisError) as e:
-            print("bench/dispatch.py: %s" % e, file=sys.stderr)
-        finally:
-            problems = c.stop()
-            for p in problems:
-                print("bench/dispatch.py: %s" % p, file=sys.stderr)
-            if not ok or problems or a.keep:
-                print("bench/dispatch.py: logs kept in %s" % tmp, file=sys.stderr)
-            else:
-                shutil.rmtree(tmp, ignore_errors=True)
+            run.ok = True
+        ok = run.ok
         if not ok:
             return None
     return out

@@ -18,10 +18,8 @@ about time.
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -48,11 +46,9 @@ def main():
         if not os.access(os.path.join(harness.BIN_DIR, b), os.X_OK):
             sys.exit("bench/million.py: %s/%s is not built (run `make build`, or set "
                      "CGQ_BIN_DIR)" % (harness.BIN_DIR, b))
-    tmp = tempfile.mkdtemp(prefix="cgq-bench-million-")
-    c = harness.Cluster(tmp)
-    ok = False
     rows = []
-    try:
+    with harness.BenchCluster("bench/million.py", "cgq-bench-million-", False) as run:
+        c = run.c
         c.start_redis()
         c.start_coordinator(extra=("--log-level", "warn", "--max-trials", str(a.trials)))
         for w in ("w1", "w2"):
@@ -86,22 +82,11 @@ def main():
             time.sleep(0.05)
         succeeded = int(c.job(j).get("succeeded") or 0)
         per_trial = (used_memory(c) - mem0) / max(1, succeeded)
-        ok = succeeded == a.trials
-        if not ok:
+        run.ok = succeeded == a.trials
+        if not run.ok:
             print("bench/million.py: %d of %d trials succeeded" % (succeeded, a.trials),
                   file=sys.stderr)
-    except KeyboardInterrupt:
-        print("\nbench/million.py: interrupted", file=sys.stderr)
-    except (AssertionError, OSError, harness.RedisError) as e:
-        print("bench/million.py: %s" % e, file=sys.stderr)
-    finally:
-        problems = c.stop()
-        for p in problems:
-            print("bench/million.py: %s" % p, file=sys.stderr)
-        if not ok or problems:
-            print("bench/million.py: logs kept in %s" % tmp, file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    ok = run.ok
     if not ok or len(rows) < 2:
         return 1
     first, last = rows[0], rows[-1]

@@ -29,10 +29,8 @@ import argparse
 import os
 import random
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
@@ -73,11 +71,9 @@ def main():
     if not m:
         ap.error("--heartbeat: give it as 1s or 200ms")
     hb_s = float(m.group(1)) / (1000 if m.group(2) == "ms" else 1)
-    tmp = tempfile.mkdtemp(prefix="cgq-bench-restart-")
-    c = harness.Cluster(tmp)
-    ok = False
     ready, dispatch = [], []
-    try:
+    with harness.BenchCluster("bench/restart.py", "cgq-bench-restart-", a.keep) as run:
+        c = run.c
         c.start_redis(appendonly=True)
         c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
         ports = (harness.free_port(), harness.free_port())
@@ -109,19 +105,8 @@ def main():
             dispatch.append(ms)
             print("  restart %d: ready %7.1f ms, first dispatch %7.1f ms after the kill"
                   % (r + 1, ready[-1], ms), flush=True)
-        ok = True
-    except KeyboardInterrupt:
-        print("\nbench/restart.py: interrupted", file=sys.stderr)
-    except (AssertionError, OSError, harness.RedisError) as e:
-        print("bench/restart.py: %s" % e, file=sys.stderr)
-    finally:
-        problems = c.stop()
-        for p in problems:
-            print("bench/restart.py: %s" % p, file=sys.stderr)
-        if not ok or problems or a.keep:
-            print("bench/restart.py: logs kept in %s" % tmp, file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        run.ok = True
+    ok = run.ok
     if not ok:
         return 1
     print("coordinator kill -9 -> restart (%d runs, --heartbeat %s, %s):"

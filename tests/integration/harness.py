@@ -96,6 +96,42 @@ def rss_kib(pid):
     return 0
 
 
+class BenchCluster:
+    """A Cluster in a temporary directory, for a bench script (bench/*.py):
+
+        with harness.BenchCluster("bench/x.py", "cgq-bench-x-", keep) as run:
+            run.c.start_redis() ...
+            run.ok = True
+
+    On the way out an interrupt or a failed step (AssertionError, OSError,
+    RedisError) is printed, not raised; the cluster is stopped and what it
+    reports printed; the directory is removed unless the body did not set
+    run.ok, something was reported, or keep."""
+
+    def __init__(self, what, prefix, keep=False):
+        self.what, self.keep, self.ok = what, keep, False
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        self.c = Cluster(self.tmp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, e, tb):
+        if etype is KeyboardInterrupt:
+            print("\n%s: interrupted" % self.what, file=sys.stderr)
+        elif etype is not None and issubclass(etype, (AssertionError, OSError, RedisError)):
+            print("%s: %s" % (self.what, e), file=sys.stderr)
+        problems = self.c.stop()
+        for p in problems:
+            print("%s: %s" % (self.what, p), file=sys.stderr)
+        if not self.ok or problems or self.keep:
+            print("%s: logs kept in %s" % (self.what, self.tmp), file=sys.stderr)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return etype is not None and issubclass(
+            etype, (KeyboardInterrupt, AssertionError, OSError, RedisError))
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

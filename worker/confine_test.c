@@ -27,6 +27,7 @@
 #include "confine.h"
 #include "task.h"
 #include "task_testing.h"
+#include "tmpdir.h"
 #include "util.h"
 
 static cgq_confine_mode_t s_cgroup = CGQ_CONFINE_CGROUP;
@@ -49,8 +50,7 @@ s_setup (void **state)
 {
     s_fixture_t *f = cgq_xcalloc (1, sizeof *f);
     f->mode = *state ? *(cgq_confine_mode_t *) *state : CGQ_CONFINE_AUTO;
-    strcpy (f->dir, "/tmp/cgq-confine-test-XXXXXX");
-    if (!mkdtemp (f->dir))
+    if (cgq_test_tmpdir (f->dir, sizeof f->dir, "confine-test") < 0)
         return -1;
     *state = f;
     return 0;
@@ -60,11 +60,9 @@ static int
 s_teardown (void **state)
 {
     s_fixture_t *f = *state;
-    char *cmd = cgq_xasprintf ("rm -rf '%s'", f->dir);
-    int rc = system (cmd);
-    free (cmd);
+    int rc = cgq_test_rmtree (f->dir);
     free (f);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }
 
 // s_confine makes the fixture's confinement, or skips the test (saying why)

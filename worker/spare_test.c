@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "spare.h"
+#include "tmpdir.h"
 #include "util.h"
 
 typedef struct {
@@ -29,8 +30,7 @@ static int
 s_setup (void **state)
 {
     s_fixture_t *f = cgq_xcalloc (1, sizeof *f);
-    strcpy (f->dir, "/tmp/cgq-spare-test-XXXXXX");
-    if (!mkdtemp (f->dir))
+    if (cgq_test_tmpdir (f->dir, sizeof f->dir, "spare-test") < 0)
         return -1;
     *state = f;
     return 0;
@@ -40,11 +40,9 @@ static int
 s_teardown (void **state)
 {
     s_fixture_t *f = *state;
-    char *cmd = cgq_xasprintf ("rm -rf '%s'", f->dir);
-    int rc = system (cmd);
-    free (cmd);
+    int rc = cgq_test_rmtree (f->dir);
     free (f);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }
 
 // s_wait_ready waits (2 s at most) until n spares are ready.

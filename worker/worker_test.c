@@ -22,6 +22,7 @@
 
 #include "assert_json.h"
 #include "task.h"
+#include "tmpdir.h"
 #include "util.h"
 #include "wire.h"
 
@@ -48,8 +49,7 @@ static int
 s_setup (void **state)
 {
     s_fake_t *f = cgq_xcalloc (1, sizeof *f);
-    strcpy (f->dir, "/tmp/cgq-worker-test-XXXXXX");
-    if (!mkdtemp (f->dir))
+    if (cgq_test_tmpdir (f->dir, sizeof f->dir, "worker-test") < 0)
         return -1;
     f->ctx = zmq_ctx_new ();
     f->router = zmq_socket (f->ctx, ZMQ_ROUTER);
@@ -75,11 +75,9 @@ s_teardown (void **state)
     }
     zmq_close (f->router);
     zmq_ctx_term (f->ctx);
-    char *cmd = cgq_xasprintf ("rm -rf '%s'", f->dir);
-    int rc = system (cmd);
-    free (cmd);
+    int rc = cgq_test_rmtree (f->dir);
     free (f);
-    return rc == 0 ? 0 : -1;
+    return rc;
 }
 
 // s_start runs cgq-worker against the fake with extra flags (NULL-terminated).

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (REPO, SANITIZER_MARKS, SUBREAPER, CgqTestCase, binary,  # noqa: E402
-                     main, my_children, proc_cmdline)
+                     main, my_children, proc_cmdline, proc_ppid)
 
 EXAMPLE = os.path.join("orchestration", "examples", "quickstart")
 
@@ -146,6 +146,9 @@ class RunTest(CgqTestCase):
             self.assertTrue(measuring(), "a measurement started")
             runner = [int(x) for x in os.listdir("/proc") if x.isdigit()
                       and proc_cmdline(int(x)).startswith(binary("cgq-device-runner") + " --config")]
+            # A child the runner forked shows the runner's command line until
+            # it execs: the runner is the one whose parent is not a runner.
+            runner = [x for x in runner if proc_ppid(x) not in runner]
             self.assertEqual(len(runner), 1, "one local device runner")
             os.kill(runner[0], 9)
             out, err = p.communicate(timeout=60)

@@ -480,7 +480,15 @@ class ComposeTest(CgqTestCase):
         full = 0  # trials with every report
         for t, h in trials.items():
             self.assertEqual(h.get("state"), "succeeded", h)
-            self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
+            # Run once: attempt 1, or attempt 2 after an attempt 1 that never
+            # reached its node (persisted, then the leader killed before its
+            # Assign went out: trial.requeued, docs/architecture.md).
+            requeued = [e for e in ev if e.get("trial") == str(t)
+                        and e.get("type") in ("trial.requeued", "trial.lost", "trial.retry")]
+            want = "1" if not requeued else "2"
+            self.assertTrue(all(e["type"] == "trial.requeued" for e in requeued)
+                            and len(requeued) <= 1, "trial %d was not re-run: %s" % (t, requeued))
+            self.assertEqual(h.get("attempt"), want, "trial %d was not re-run: %s" % (t, h))
             nodes.add(h.get("node"))
             reps = c.redis.xrange("cgq:job:{%d}:reports:%d" % (j, t))
             # Reports are not acked: one sent while no coordinator listened

@@ -260,10 +260,7 @@ def main():
     except (ValueError, AssertionError):
         ap.error("--gap: give it as MIN,MAX in ms, e.g. 20,40")
     stamp_name = "cgq-bench-stamp-dyn" if a.dynamic else "cgq-bench-stamp"
-    for b in ("cgq-coordinator", "cgq-worker", stamp_name):
-        if not os.access(os.path.join(harness.BIN_DIR, b), os.X_OK):
-            sys.exit("bench/dispatch.py: %s/%s is not built (run `make build`, or set "
-                     "CGQ_BIN_DIR)" % (harness.BIN_DIR, b))
+    harness.require_bins("bench/dispatch.py", ("cgq-coordinator", "cgq-worker", stamp_name))
     stamp = a.stamp = os.path.abspath(os.path.join(harness.BIN_DIR, stamp_name))
     rng = random.Random(1)
     idle = run_idle(a, stamp, rng) if a.repeat > 0 else []

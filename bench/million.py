@@ -42,10 +42,7 @@ def main():
     ap.add_argument("--cpus", type=int, default=64, help="slots per worker (64; two workers)")
     ap.add_argument("--timeout", type=float, default=300, help="give up after this many s")
     a = ap.parse_args()
-    for b in ("cgq", "cgq-coordinator", "cgq-worker"):
-        if not os.access(os.path.join(harness.BIN_DIR, b), os.X_OK):
-            sys.exit("bench/million.py: %s/%s is not built (run `make build`, or set "
-                     "CGQ_BIN_DIR)" % (harness.BIN_DIR, b))
+    harness.require_bins("bench/million.py", ("cgq", "cgq-coordinator", "cgq-worker"))
     rows = []
     with harness.BenchCluster("bench/million.py", "cgq-bench-million-", False) as run:
         c = run.c

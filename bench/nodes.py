@@ -175,10 +175,7 @@ def main():
     ap.add_argument("--cpus", type=int, default=1, help="slots each node offers (1)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directories")
     a = ap.parse_args()
-    for b in ("cgq", "cgq-coordinator", "cgq-simnodes"):
-        if not os.access(os.path.join(harness.BIN_DIR, b), os.X_OK):
-            sys.exit("bench/nodes.py: %s/%s is not built (run `make build`, or set "
-                     "CGQ_BIN_DIR)" % (harness.BIN_DIR, b))
+    harness.require_bins("bench/nodes.py", ("cgq", "cgq-coordinator", "cgq-simnodes"))
     counts = [int(x) for x in a.nodes.split(",") if x.strip()]
     print("idle nodes (cgq-simnodes, 1 s heartbeats, %d windows of %g s, %s), load average %s"
           % (a.windows, a.window, harness.BIN_DIR, loadavg()), flush=True)

@@ -62,10 +62,7 @@ def main():
     ap.add_argument("--cpus", type=int, default=4, help="the worker's slots (4)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     a = ap.parse_args()
-    for b in ("cgq", "cgq-coordinator", "cgq-worker"):
-        if not os.access(os.path.join(harness.BIN_DIR, b), os.X_OK):
-            sys.exit("bench/restart.py: %s/%s is not built (run `make build`, or set "
-                     "CGQ_BIN_DIR)" % (harness.BIN_DIR, b))
+    harness.require_bins("bench/restart.py", ("cgq", "cgq-coordinator", "cgq-worker"))
     rng = random.Random(1)
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s)", a.heartbeat)
     if not m:

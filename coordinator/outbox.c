@@ -8,6 +8,18 @@
 
 #include "log.h"
 
+// s_append puts o at the end of the list head..tail.
+static void
+s_append (out_t **head, out_t **tail, out_t *o)
+{
+    o->next = NULL;
+    if (*tail)
+        (*tail)->next = o;
+    else
+        *head = o;
+    *tail = o;
+}
+
 void
 outbox_push (coord_t *c, void *sock, const char *rid, size_t rid_len, bool delim, cgq_env_t *env)
 {
@@ -22,11 +34,7 @@ outbox_push (coord_t *c, void *sock, const char *rid, size_t rid_len, bool delim
     o->rid = cgq_xstrndup (rid, rid_len);
     o->rid_len = rid_len;
     o->delim = delim;
-    if (c->out_tail)
-        c->out_tail->next = o;
-    else
-        c->out_head = o;
-    c->out_tail = o;
+    s_append (&c->out_head, &c->out_tail, o);
 }
 
 void
@@ -58,11 +66,7 @@ outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task)
         o->rid_len = strlen (node);
         o->rid = cgq_xstrndup (node, o->rid_len);
         o->durable = c->cfg.durable_ms > 0;
-        if (c->out_tail)
-            c->out_tail->next = o;
-        else
-            c->out_head = o;
-        c->out_tail = o;
+        s_append (&c->out_head, &c->out_tail, o);
         zhashx_insert (c->acks_open, node, o);
     }
     if (o->nacks == o->capacks) {
@@ -179,12 +183,7 @@ s_send_upto (coord_t *c, out_t *last)
             s_close_ack (o);
         if (o->durable) {
             o->not_before_ms = now + c->cfg.durable_ms;
-            o->next = NULL;
-            if (c->late_tail)
-                c->late_tail->next = o;
-            else
-                c->late_head = o;
-            c->late_tail = o;
+            s_append (&c->late_head, &c->late_tail, o);
         }
         else {
             s_send_one (o);

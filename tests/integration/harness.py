@@ -96,6 +96,14 @@ def rss_kib(pid):
     return 0
 
 
+def require_bins(what, names):
+    """Exits naming the first of names not built in BIN_DIR (bench scripts)."""
+    for b in names:
+        if not os.access(os.path.join(BIN_DIR, b), os.X_OK):
+            sys.exit("%s: %s/%s is not built (run `make build`, or set CGQ_BIN_DIR)"
+                     % (what, BIN_DIR, b))
+
+
 class BenchCluster:
     """A Cluster in a temporary directory, for a bench script (bench/*.py):
 

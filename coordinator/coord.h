@@ -230,6 +230,7 @@ struct node_s {
     int64_t last_seen_ms;
     uint64_t instance;   // the node process's Hello instance (0: not said)
     uint64_t assign_seq; // of the last Assign sent to it in this epoch
+    uint64_t assign_out; // of the last of those that has left this process (outbox.c)
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
     bool stale;          // silent for --stale-after heartbeats: its tasks are stale, no new ones
     char key[41];        // CURVE key last found bound to this id ("" without CURVE)
@@ -255,6 +256,7 @@ typedef struct out_s {
     uint8_t *data;
     size_t len;
     bool durable;           // send only once the batch it confirms is durable (Acks)
+    uint64_t assign_seq;    // an Assign: its seq (the node's assign_out when sent)
     // An Ack still open to more tasks (outbox_ack): encoded by outbox_send.
     Cgq__TaskRef *acks;
     size_t nacks, capacks;

@@ -343,6 +343,8 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
     env.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     outbox_push (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
+    if (c->out_tail)
+        c->out_tail->assign_seq = seq; // n->assign_out once it has left (outbox.c)
     free (gpus);
 }
 

@@ -1097,6 +1097,48 @@ test_events_grouped_per_turn (void **state)
     ct_coord_destroy (&c);
 }
 
+// An Assign waiting in the outbox for its batch (in flight, or kept while
+// Redis is away) has not left: heartbeats that do not list its task prove
+// nothing, however many. Once it has gone out, three such heartbeats make it
+// go once more, and three more lose the attempt.
+static void
+test_unsent_assign_not_missed (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 94,
+            "space: {x: {grid: [1]}}\n"
+            "search: {algorithm: grid}\n"
+            "objective: {metric: score, mode: max}\n"
+            "trial: {kind: noop, retries: 0}\n");
+    ct_node (c, "ua", 1, 0, 0);
+    assert_int_equal (dispatch_run (c), 1);
+    trial_t *t = jobs_trial (c, 94, 0);
+    assert_non_null (t);
+    for (int i = 0; i < 10; i++)
+        s_heartbeat (c, "ua", 94, NULL, 0);
+    assert_int_equal (t->state, CGQ_TRIAL_RUNNING);
+    assert_int_equal (t->unseen_hbs, 0);
+    assert_int_equal (t->resent, 0);
+    // The batch is applied: the Assign leaves.
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    assert_int_equal (nodes_find (c, "ua")->assign_out, t->assign_seq);
+    for (int i = 0; i < SESSION_ASSIGN_LOST_HBS; i++)
+        s_heartbeat (c, "ua", 94, NULL, 0);
+    assert_int_equal (t->resent, 1);
+    assert_int_equal (t->state, CGQ_TRIAL_RUNNING);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    for (int i = 0; i < SESSION_ASSIGN_LOST_HBS; i++)
+        s_heartbeat (c, "ua", 94, NULL, 0);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0); // (t is gone: it failed)
+    char key[96];
+    char *err = s_hget (c, cgq_key_trial (key, sizeof key, 94, 0), CGQ_TF_ERROR);
+    assert_non_null (err);
+    assert_non_null (strstr (err, "its Assign never reached the node"));
+    free (err);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -1117,6 +1159,7 @@ main (void)
         cmocka_unit_test (test_keys_bound_to_node_ids),
         cmocka_unit_test (test_undelivered_assign_requeued),
         cmocka_unit_test (test_events_grouped_per_turn),
+        cmocka_unit_test (test_unsent_assign_not_missed),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

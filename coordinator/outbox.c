@@ -7,6 +7,7 @@
 #include <zmq.h>
 
 #include "log.h"
+#include "nodes.h"
 
 // s_append puts o at the end of the list head..tail.
 static void
@@ -131,8 +132,15 @@ s_free (out_t *o)
 }
 
 static void
-s_send_one (out_t *o)
+s_send_one (coord_t *c, out_t *o)
 {
+    if (o->assign_seq) {
+        // From here its node may see it: until then a heartbeat that does
+        // not list its task proves nothing (session.c, s_missing).
+        node_t *n = nodes_find (c, o->rid);
+        if (n && n->assign_out < o->assign_seq)
+            n->assign_out = o->assign_seq;
+    }
     int rc = o->sock ? zmq_send (o->sock, o->rid, o->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) : -1;
     if (rc >= 0 && o->delim)
         rc = zmq_send (o->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -160,7 +168,7 @@ outbox_send_due (coord_t *c, int64_t now)
         c->late_head = o->next;
         if (!c->late_head)
             c->late_tail = NULL;
-        s_send_one (o);
+        s_send_one (c, o);
         s_free (o);
     }
 }
@@ -186,7 +194,7 @@ s_send_upto (coord_t *c, out_t *last)
             s_append (&c->late_head, &c->late_tail, o);
         }
         else {
-            s_send_one (o);
+            s_send_one (c, o);
             s_free (o);
         }
         o = next;

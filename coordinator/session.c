@@ -346,10 +346,11 @@ s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
         } else if (t->assign_seq <= seen) {
             nodes_release (c, t);
             jobs_lost (c, t, "node no longer runs it and sent no result");
-        } else if (c->stall_ms > 0) {
-            // Read right after a stall of ours: these heartbeats queued up
-            // while the Assign itself may not have left this process (a
-            // stopped process's I/O thread sends nothing). They prove nothing.
+        } else if (c->stall_ms > 0 || t->assign_seq > n->assign_out) {
+            // The Assign has not left this process yet (its batch is still
+            // in flight or kept while Redis is away), or these heartbeats
+            // queued up during a stall of ours (a stopped process's I/O
+            // thread sends nothing): they prove nothing.
         } else if (++t->unseen_hbs >= SESSION_ASSIGN_LOST_HBS && t->resent == 0
                    && dispatch_resend (c, t) == 0) {
             // Lost in a reconnect, most likely (a stale connection of the

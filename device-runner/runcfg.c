@@ -298,13 +298,40 @@ s_unit_scale (s_ctx_t *c, const yaml_node_t *v, const char *what, bool time, dou
 #define S_REGEX_MAX_ATOMS 1000
 #define S_REGEX_MAX_DEPTH 32
 
+// s_interval reads the interval at p ('{'), as glibc does: "{n}", "{n,}",
+// "{n,m}" and "{,m}" (= "{0,m}"). *times is the copies regcomp makes of the
+// atom before it: the larger bound plus one (plus two when unbounded, where it
+// adds a star), capped just past S_REGEX_MAX_ATOMS. Returns the interval's
+// last character ('}', or where reading stopped: regcomp refuses the rest).
+static const char *
+s_interval (const char *p, unsigned long *times)
+{
+    unsigned long lo = 0, hi = 0;
+    bool comma = false, upper = false;
+    for (p++; *p && *p != '}'; p++) {
+        if (*p == ',' && !comma)
+            comma = true;
+        else if (isdigit ((unsigned char) *p)) {
+            unsigned long *n = comma ? &hi : &lo;
+            *n = *n > S_REGEX_MAX_ATOMS ? *n : *n * 10 + (unsigned long) (*p - '0');
+            upper |= comma;
+        } else
+            break;
+    }
+    unsigned long most = comma && upper ? (lo > hi ? lo : hi) : lo + comma;
+    *times = most > S_REGEX_MAX_ATOMS ? S_REGEX_MAX_ATOMS + 1 : most + 1;
+    return *p == '}' ? p : p - 1;
+}
+
 // s_regex_atoms estimates the atoms regcomp makes of an extended regex: a
 // character or class counts 1, a group the sum of its contents, and a
 // quantifier multiplies what it applies to by its largest count (+, * and ?
 // by 2: regcomp adds a node to each copy).
-// Returns at most S_REGEX_MAX_ATOMS + 1 (too big, or nested too deep).
+// Returns at most S_REGEX_MAX_ATOMS + 1 (too big, or nested too deep). Sets
+// *backref on a back-reference (\1 to \9), which makes regexec backtrack:
+// exponential in the report's length.
 static size_t
-s_regex_atoms (const char *re)
+s_regex_atoms (const char *re, bool *backref)
 {
     const size_t over = S_REGEX_MAX_ATOMS + 1;
     size_t sum[S_REGEX_MAX_DEPTH] = {0}, last = 0;
@@ -317,20 +344,16 @@ s_regex_atoms (const char *re)
             sum[d] = last = 0;
             continue;
         }
-        if (*p == '|') {
+        if (*p == '|') { // an alternative is a node of its own
             last = 0;
+            if (++sum[d] > S_REGEX_MAX_ATOMS)
+                return over;
             continue;
         }
-        if (*p == '*' || *p == '?' || *p == '+' || (*p == '{' && isdigit ((unsigned char) p[1]))) {
+        if (*p == '*' || *p == '?' || *p == '+' || *p == '{') {
             unsigned long times = 2;
-            if (*p == '{') {
-                char *end;
-                times = strtoul (p + 1, &end, 10);
-                if (*end == ',' && isdigit ((unsigned char) end[1]))
-                    times = strtoul (end + 1, &end, 10);
-                times = times > S_REGEX_MAX_ATOMS ? over : times + 1;
-                p = *end == '}' ? end : end - 1;
-            }
+            if (*p == '{')
+                p = s_interval (p, &times);
             size_t grown = last * times; // last <= S_REGEX_MAX_ATOMS: no overflow
             sum[d] += grown - last;
             last = grown;
@@ -340,8 +363,11 @@ s_regex_atoms (const char *re)
         }
         if (*p == ')' && d > 0)
             atom = sum[d--] + 1;
-        else if (*p == '\\' && p[1])
+        else if (*p == '\\' && p[1]) {
+            if (p[1] >= '1' && p[1] <= '9')
+                *backref = true;
             p++;
+        }
         else if (*p == '[') { // a bracket expression, [:class:] and all, is one atom
             const char *q = p + 1;
             q += *q == '^';
@@ -370,7 +396,17 @@ s_regex (s_ctx_t *c, const yaml_node_t *v, const char *what, char **text, regex_
     if (s_string (c, v, what, "a POSIX extended regex with one group, e.g. 'time: ([0-9.]+) ms'",
                   text) < 0)
         return -1;
-    if (s_regex_atoms (*text) > S_REGEX_MAX_ATOMS) {
+    bool backref = false;
+    size_t atoms = s_regex_atoms (*text, &backref);
+    if (backref) {
+        free (*text);
+        *text = NULL;
+        return s_err (c, v,
+                      "%s: back-references (\\1 to \\9) are not allowed: matching them takes "
+                      "time exponential in the report's length; match the text itself",
+                      what);
+    }
+    if (atoms > S_REGEX_MAX_ATOMS) {
         free (*text);
         *text = NULL;
         return s_err (c, v,

@@ -99,6 +99,13 @@ test_regex_bound (void **state)
     if (!c)
         fail_msg ("%s", err);
     cgq_runcfg_destroy (&c);
+    // Intervals in glibc's every form, and brackets holding a backslash.
+    c = s_parse ("devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, "
+                 "parse: {time: '(a{,3}|b{2,}|c{1,4}|[\\1]){,9}([0-9]+) ms'}}\n",
+                 err);
+    if (!c)
+        fail_msg ("%s", err);
+    cgq_runcfg_destroy (&c);
 }
 
 // Each bad file: the message names line and column and what is wrong.
@@ -130,6 +137,17 @@ test_errors (void **state)
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
          "{time: '(i?){3000}([0-9]+)'}}\n",
          "parse.time: the regex repeats too much"},
+        // "{,m}" is glibc's "{0,m}" and "{n,}" is n copies and a star: both count.
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: '((a{,30}){,30}){,30}([0-9]+)'}}\n",
+         "parse.time: the regex repeats too much"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: 'a{40,}{40,}([0-9]+)'}}\n",
+         "parse.time: the regex repeats too much"},
+        // Back-references make regexec exponential in the report's length.
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: '(a*)*\\1([0-9]+)'}}\n",
+         "parse.time: back-references"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timeout: soon}\n",
          "runner.yaml:3:28: timeout: 'soon' is not a duration"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, cpus: 1-0}\n",

@@ -107,6 +107,19 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         outbox_reply (c, rid, rid_len, 2, err, true);
         return;
     }
+    // While Redis is known to be down, say so at once (the INCR below would
+    // wait out its timeout first).
+    if (c->redis_retry_ms) {
+        char msg[512];
+        snprintf (msg, sizeof msg,
+                  "Redis at %s is unreachable (%s): the job was not submitted; submit it again "
+                  "once Redis is back",
+                  cgq_store_url (c->store), cgq_store_errstr (c->store));
+        cgq_searcher_destroy (&searcher);
+        cgq_spec_destroy (&spec);
+        outbox_reply (c, rid, rid_len, 1, msg, true);
+        return;
+    }
     redisReply *r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
     if (!r) // the connection may be one Redis closed (a restart): once more, on a new one
         r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);

@@ -45,6 +45,12 @@ class RedisRestartTest(CgqTestCase):
         c.stop_redis()
         time.sleep(1.5)  # trials finish meanwhile; their results cannot be recorded yet
         self.assertTrue(c.coordinator.alive(), "the coordinator survives Redis going away")
+        # A submit meanwhile is refused at once, not held: a submitter that
+        # gave up and tried again would make the job twice.
+        r = c.cgq("submit", c.write_file("later.yaml", SPEC.replace("redis-restart-itest",
+                                                                    "later")), timeout=20)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("the job was not submitted", r.stderr)
         c.restart_redis()
 
         job = c.wait_job(j, 60)
@@ -68,6 +74,8 @@ class RedisRestartTest(CgqTestCase):
             self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
         self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), 12)
         self.assertEqual(job.get("best_trial"), "11", job)
+        self.assertEqual([int(x) for x in c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)], [j],
+                         "the refused submit left nothing")
 
 
 if __name__ == "__main__":

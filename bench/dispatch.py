@@ -14,7 +14,9 @@ idle dispatch   One worker with one cpu slot (default --confine: cgroup where
                 open, no CLI process), and the wait for it to finish.
                 cgq-bench-stamp (bench/stamp.c, static: no dynamic loader;
                 --dynamic for a dynamically linked one) reads CLOCK_REALTIME
-                as its first act and reports it on fd 3. Per trial:
+                at its entry point, its first instruction (x86-64; else in
+                main), and again in main, and reports both on fd 3. Per
+                trial (the ->main twins of the first and third: to main):
                   created->exec   the job hash's `created` (the coordinator's
                                   clock when it accepted the submit) to the
                                   stamp: the coordinator's hops (create the
@@ -29,7 +31,8 @@ idle dispatch   One worker with one cpu slot (default --confine: cgroup where
                                   time.time() just before
                                   subprocess.Popen([stamp]) (stdin /dev/null,
                                   stdout and stderr piped, cwd and env given,
-                                  as a worker would) to the stamp.
+                                  as a worker would) to the stamp;
+                  submit->reply   the SubmitJob sent to its SubmitReply.
                 All on one machine, one clock. p50/p90/p99 per --repeat run
                 (after a warm-up of 10) and the median of those.
 
@@ -96,11 +99,11 @@ def load():
         return f.read().split()[0]
 
 
-def t_us_of(metrics_json):
-    i = metrics_json.find('"t_us":')
+def t_us_of(metrics_json, key="t_us"):
+    i = metrics_json.find('"%s":' % key)
     if i < 0:
-        raise AssertionError("the stamp trial reported no t_us: %r" % metrics_json)
-    return int(metrics_json[i + 7:].split(",")[0].split("}")[0])
+        raise AssertionError("the stamp trial reported no %s: %r" % (key, metrics_json))
+    return int(metrics_json[i + len(key) + 3:].split(",")[0].split("}")[0])
 
 
 class Submitter:
@@ -153,10 +156,12 @@ def run_idle(a, stamp, rng):
         env.pop("CGQ_REPORT_FD", None)
         for r in range(a.repeat + 1):  # run 0: warm-up, not counted
             n = a.trials if r else 10
-            created, assigned, peer = [], [], []
+            created, assigned, peer, c_main, p_main, replied = [], [], [], [], [], []
             for _ in range(n):
                 time.sleep(rng.uniform(*a.gap) / 1000)
+                t_sub = time.time()
                 j = sub.submit(spec, c.specdir)
+                replied.append((time.time() - t_sub) * 1000)
 
                 def done():
                     h = c.job(j)
@@ -167,6 +172,8 @@ def run_idle(a, stamp, rng):
                     raise AssertionError("job %d trial 0: %s" % (j, t))
                 t_exec = t_us_of(t["metrics"]) / 1e6
                 created.append((t_exec - float(h["created"])) * 1000)
+                c_main.append((t_us_of(t["metrics"], "t_main_us") / 1e6
+                               - float(h["created"])) * 1000)
                 assigned.append((t_exec - float(t["started"])) * 1000)
                 time.sleep(rng.uniform(0.002, 0.005))
                 t0 = time.time()
@@ -174,14 +181,18 @@ def run_idle(a, stamp, rng):
                                      stderr=subprocess.PIPE, cwd=peer_dir, env=env)
                 out, _ = p.communicate()
                 peer.append((t_us_of(out.decode()) / 1e6 - t0) * 1000)
+                p_main.append((t_us_of(out.decode(), "t_main_us") / 1e6 - t0) * 1000)
             if r == 0:
                 continue
             runs.append({"created->exec": created, "assigned->exec": assigned,
-                         "Popen peer": peer})
+                         "Popen peer": peer, "created->main": c_main,
+                         "Popen peer ->main": p_main, "submit->reply": replied})
             print("  idle run %d (%d trials, load %s): created->exec p50 %.2f p90 %.2f p99 %.2f"
                   " ms | assigned->exec p50 %.2f | Popen p50 %.2f p99 %.2f ms"
+                  " | ->main p50 %.2f, Popen %.2f"
                   % (r, n, load(), pct(created, 50), pct(created, 90), pct(created, 99),
-                     pct(assigned, 50), pct(peer, 50), pct(peer, 99)), flush=True)
+                     pct(assigned, 50), pct(peer, 50), pct(peer, 99), pct(c_main, 50),
+                     pct(p_main, 50)), flush=True)
         sub.close()
         run.ok = True
     ok = run.ok
@@ -272,7 +283,8 @@ def main():
     print("trial launch (%s, load %s): median, min, max over runs" % (harness.BIN_DIR, load()))
     print("  %-34s %9s %9s %9s   %s" % ("figure", "median", "min", "max", "target"))
     targets = {("created->exec", 50): "<= 1 ms", ("created->exec", 99): "<= 3 ms"}
-    for name in ("created->exec", "assigned->exec", "Popen peer"):
+    for name in ("created->exec", "assigned->exec", "Popen peer", "created->main",
+                 "Popen peer ->main", "submit->reply"):
         for p in (50, 90, 99):
             if idle:
                 row("%s p%d ms" % (name, p), [pct(r[name], p) for r in idle],

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 
 #include "log.h"
@@ -968,11 +969,14 @@ cgq_store_replayed (const cgq_store_t *self)
     return self->replayed;
 }
 
-// s_fence_append queues WATCH fence_key, GET fence_key, GET fence_seq_key.
+// s_fence_append queues WATCH fence_key fence_seq_key, GET fence_key, GET
+// fence_seq_key. Both keys are watched: a lease that expired is still ours
+// only while the sequence stands where we left it (s_fence_judge).
 static int
 s_fence_append (cgq_store_t *self)
 {
-    if (redisAppendCommand (self->ctx, "WATCH %s", self->fence_key) != REDIS_OK
+    if (redisAppendCommand (self->ctx, "WATCH %s %s", self->fence_key, self->fence_seq_key)
+            != REDIS_OK
         || redisAppendCommand (self->ctx, "GET %s", self->fence_key) != REDIS_OK
         || redisAppendCommand (self->ctx, "GET %s", self->fence_seq_key) != REDIS_OK) {
         s_io_error (self, "checking the lease");
@@ -1084,6 +1088,12 @@ bool
 cgq_store_fenced (const cgq_store_t *self)
 {
     return self->fenced;
+}
+
+bool
+cgq_store_lease_watched (const cgq_store_t *self)
+{
+    return self->watch_armed;
 }
 
 // s_flight_end forgets the flight (its commands stay in the batch).
@@ -1476,6 +1486,20 @@ cgq_store_fd (const cgq_store_t *self)
     return self->ctx ? self->ctx->fd : -1;
 }
 
+// s_transaction_cmd: fmt is one of the commands that a WATCH behind it
+// would confuse (MULTI, EXEC, DISCARD, WATCH, UNWATCH).
+static bool
+s_transaction_cmd (const char *fmt)
+{
+    static const char *const names[] = {"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t n = strlen (names[i]);
+        if (!strncasecmp (fmt, names[i], n) && (fmt[n] == ' ' || !fmt[n]))
+            return true;
+    }
+    return false;
+}
+
 redisReply *
 cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 {
@@ -1485,11 +1509,40 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
     self->watch_armed = false; // it may write the fence key, or EXEC
     va_list ap;
     va_start (ap, fmt);
-    redisReply *r = redisvCommand (self->ctx, fmt, ap);
+    int rc = redisvAppendCommand (self->ctx, fmt, ap);
     va_end (ap);
-    if (!r) {
+    if (rc != REDIS_OK) {
         s_io_error (self, "a command");
         return NULL;
+    }
+    // The next batch's lease check rides behind the command, in its round
+    // trip, as it rides behind an EXEC: UNWATCH (the command may have written
+    // the fence key: our own lease renewal), then WATCH and the GETs. A
+    // command, then a batch, is then two round trips, not three.
+    bool want = self->fence_key && !self->fenced && !s_transaction_cmd (fmt);
+    bool rearm = want && redisAppendCommand (self->ctx, "UNWATCH") == REDIS_OK
+                 && s_fence_append (self) == 0;
+    redisReply *r = NULL;
+    if (redisGetReply (self->ctx, (void **) &r) != REDIS_OK || !r) {
+        s_io_error (self, "a command");
+        return NULL;
+    }
+    if (want && !rearm)
+        s_disconnect (self); // queued in part (out of memory): replies would not match
+    else if (rearm) {
+        redisReply *u = NULL;
+        int frc = -1;
+        if (redisGetReply (self->ctx, (void **) &u) == REDIS_OK && u) {
+            freeReplyObject (u);
+            frc = s_fence_read (self);
+        }
+        else
+            s_io_error (self, "checking the lease");
+        if (frc == 1)
+            self->fenced = true;
+        else if (frc < 0)
+            s_disconnect (self); // replies may be left unread: a new connection
+        self->watch_armed = frc == 0;
     }
     return r;
 }

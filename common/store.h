@@ -92,8 +92,8 @@ void cgq_store_set_marker (cgq_store_t *self, const char *key, const char *field
                            const char *tag);
 
 // cgq_store_set_fence makes every batch (and every replayed one) conditional
-// on this writer still holding a lease: before MULTI it WATCHes key and reads
-// it and seq_key in the same round trip. The batch goes out only if key holds
+// on this writer still holding a lease: before MULTI it WATCHes key and
+// seq_key and reads both in the same round trip. The batch goes out only if key holds
 // value, or key is gone (expired) while seq_key still holds seq (nobody took
 // over since); a takeover after the check aborts the EXEC through WATCH.
 // Otherwise the flush fails and cgq_store_fenced turns true for good: the
@@ -117,7 +117,13 @@ uint64_t cgq_store_replayed (const cgq_store_t *self);
 // cgq_store_command runs one command synchronously (connecting if needed).
 // Returns the reply (caller frees with freeReplyObject), or NULL on an I/O
 // error (errstr says why). An error reply is returned as REDIS_REPLY_ERROR.
+// With a fence set, the next batch's lease check goes out behind the
+// command, in its round trip (but behind MULTI, EXEC, DISCARD, WATCH and
+// UNWATCH); a lease found taken makes cgq_store_fenced true.
 redisReply *cgq_store_command (cgq_store_t *self, const char *fmt, ...);
+// cgq_store_lease_watched: the next batch needs no lease check of its own
+// (one rode behind the last EXEC or command, and found the lease ours).
+bool cgq_store_lease_watched (const cgq_store_t *self);
 
 // Pipelined reads: cgq_store_append queues a command on the connection
 // (connecting if needed; returns -1 on failure), cgq_store_get_reply reads the

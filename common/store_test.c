@@ -692,9 +692,12 @@ t_fence (void **state)
     assert_false (cgq_store_fenced (st));
 
     // The WATCH that follows each EXEC (in its round trip) guards the next
-    // batch: our own renewal in between does not abort it...
+    // batch: our own renewal in between does not abort it (the renewal's
+    // command re-arms it behind itself)...
+    assert_true (cgq_store_lease_watched (st));
     r = cgq_store_command (st, "SET lease %s", "7 me");
     freeReplyObject (r);
+    assert_true (cgq_store_lease_watched (st));
     cgq_store_cmd (st, "INCR b");
     assert_int_equal (cgq_store_flush (st), 0);
     assert_int_equal (s_int (other, "GET %s", "b"), 1);
@@ -724,14 +727,32 @@ t_fence (void **state)
     assert_int_equal (cgq_store_flush (st), 0);
     assert_int_equal (s_int (st, "GET %s", "a"), 2);
 
-    // Expired and the sequence moved on (a takeover that ended): fenced.
+    // A command re-arms the check in its own round trip (the GET above did,
+    // and found the lease expired but still ours)...
+    assert_true (cgq_store_lease_watched (st));
+    // ... and the sequence is watched too: expired and the sequence moved on
+    // (a takeover that ended) aborts the EXEC, and the next check fences.
     r = cgq_store_command (other, "INCR seq");
     freeReplyObject (r);
     cgq_store_cmd (st, "INCR a");
     assert_int_equal (cgq_store_flush (st), -1);
+    assert_false (cgq_store_fenced (st));
+    assert_int_equal (cgq_store_flush (st), -1);
     assert_true (cgq_store_fenced (st));
     assert_non_null (strstr (cgq_store_errstr (st), "fenced"));
     assert_int_equal (s_int (other, "GET %s", "a"), 2);
+
+    // A takeover that a command's re-arm sees: fenced at once.
+    cgq_store_set_fence (st, "lease", "7 me", "seq", 8);
+    r = cgq_store_command (other, "SET lease %s", "8 you");
+    freeReplyObject (r);
+    r = cgq_store_command (st, "GET a");
+    assert_non_null (r);
+    freeReplyObject (r);
+    assert_true (cgq_store_fenced (st));
+    assert_false (cgq_store_lease_watched (st));
+    r = cgq_store_command (other, "DEL lease");
+    freeReplyObject (r);
 
     // Held by another writer: fenced, however often it is tried.
     cgq_store_set_fence (st, "lease", "7 me", "seq", 7);

@@ -313,7 +313,20 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
     s->out_fd = s->err_fd = -1;
     s->have = have;
     s->busy = false;
-    pthread_cond_signal (&self->cv);
+    // A chain taken is made again on cgq_spare_refill; one lost on the way
+    // at once (the caller makes its directory the plain way meanwhile).
+    if (!ok)
+        pthread_cond_signal (&self->cv);
     pthread_mutex_unlock (&self->mu);
     return ok ? 0 : -1;
+}
+
+void
+cgq_spare_refill (cgq_spare_t *self)
+{
+    if (!self)
+        return;
+    pthread_mutex_lock (&self->mu);
+    pthread_cond_signal (&self->cv);
+    pthread_mutex_unlock (&self->mu);
 }

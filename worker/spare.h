@@ -36,6 +36,13 @@ void cgq_spare_destroy (cgq_spare_t **self_p);
 // does, could leave an empty directory "t" or "a" inside X or Y.)
 int cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd);
 
+// cgq_spare_refill has the thread make what cgq_spare_take took again. The
+// caller says when: once the trial it started runs (cgq_task_start), so
+// that the new inodes' work does not compete with the start for the CPUs
+// (idle dispatch p50 -0.13 ms, its p99 from 4-5.6 to 1.6 ms on the
+// development VM). NULL-safe.
+void cgq_spare_refill (cgq_spare_t *self);
+
 // How many spares are ready now (tests).
 size_t cgq_spare_ready (cgq_spare_t *self);
 

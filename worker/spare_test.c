@@ -124,6 +124,7 @@ test_take_levels (void **state)
     s_wait_ready (s, 2);
     // A new job: the whole chain, job and trial as mkdir -p makes them.
     s_take (f, s, "job-1/trial-0/attempt-1");
+    cgq_spare_refill (s);
     char *job = cgq_xasprintf ("%s/job-1", f->dir);
     char *trial = cgq_xasprintf ("%s/job-1/trial-0", f->dir);
     assert_int_equal (s_mode (job), s_made (0755));
@@ -132,6 +133,7 @@ test_take_levels (void **state)
     // A new trial of that job; another attempt of that trial; a stage.
     s_take (f, s, "job-1/trial-1/attempt-1");
     s_take (f, s, "job-1/trial-0/attempt-2");
+    cgq_spare_refill (s);
     s_wait_ready (s, 2);
     s_take (f, s, "job-1/trial-0/attempt-2.stage-1");
     // Nothing but the attempt directories is left in the trial directories.
@@ -150,6 +152,25 @@ test_take_levels (void **state)
     cgq_spare_destroy (&s);
     // The pool's own directory goes with it.
     assert_int_equal (s_pools (f->dir), 0);
+}
+
+// What a start took is made again only when the start says so (once the
+// trial runs): not while it competes for the CPUs.
+static void
+test_refill_after_start (void **state)
+{
+    s_fixture_t *f = *state;
+    cgq_spare_t *s = cgq_spare_new (f->dir, 2);
+    assert_non_null (s);
+    s_wait_ready (s, 2);
+    s_take (f, s, "job-1/trial-0/attempt-1");
+    s_take (f, s, "job-1/trial-1/attempt-1");
+    usleep (100 * 1000);
+    assert_int_equal (cgq_spare_ready (s), 0);
+    cgq_spare_refill (s);
+    s_wait_ready (s, 2);
+    cgq_spare_refill (NULL);
+    cgq_spare_destroy (&s);
 }
 
 static void
@@ -231,6 +252,7 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_take_levels, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_refill_after_start, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_take_refused, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_sweep, s_setup, s_teardown),
     };

@@ -1198,6 +1198,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     for (int i = 0; i < 4; i++)
         close (pipes[i][1]);
     if (pid < 0) {
+        cgq_spare_refill (opts->spare);
         for (int i = 0; i < 4; i++)
             close (pipes[i][0]);
         char *e = pid == -2 ? cgq_xstrdup (jerr)
@@ -1226,6 +1227,9 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         n = read (st_p[0], fail, sizeof fail);
     while (n < 0 && errno == EINTR);
     close (st_p[0]);
+    // The trial runs: the spare directory it took is made again now, not
+    // while the start competed for the CPUs.
+    cgq_spare_refill (opts->spare);
     if (self->confined)
         cgq_confine_trial_started (self->confined, pid);
     if (n == (ssize_t) sizeof fail) {

@@ -531,9 +531,21 @@ s_nonblock (int fd)
 // Environment
 
 typedef struct {
-    char **items; // "NAME=value", owned
+    char **items;     // "NAME=value"; owned, but items[i] == s_base.items[i] (i < nbase)
     size_t count;
+    size_t nbase;     // items[0..nbase) started as the base's
 } s_env_t;
+
+// The worker's own environment and CUDA_DEVICE_ORDER, made once: a trial's
+// start copies the pointers (the worker never changes its environment).
+static s_env_t s_base;
+static bool s_base_made;
+
+static bool
+s_env_shared (const s_env_t *env, size_t i)
+{
+    return env != &s_base && i < env->nbase && env->items[i] == s_base.items[i];
+}
 
 static void
 s_env_set (s_env_t *env, const char *name, const char *value)
@@ -542,7 +554,8 @@ s_env_set (s_env_t *env, const char *name, const char *value)
     char *entry = cgq_xasprintf ("%s=%s", name, value);
     for (size_t i = 0; i < env->count; i++)
         if (!strncmp (env->items[i], name, nlen) && env->items[i][nlen] == '=') {
-            free (env->items[i]);
+            if (!s_env_shared (env, i))
+                free (env->items[i]);
             env->items[i] = entry;
             return;
         }
@@ -555,7 +568,8 @@ static void
 s_env_free (s_env_t *env)
 {
     for (size_t i = 0; i < env->count; i++)
-        free (env->items[i]);
+        if (!s_env_shared (env, i))
+            free (env->items[i]);
     free (env->items);
 }
 
@@ -564,21 +578,26 @@ s_env_free (s_env_t *env)
 static void
 s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
 {
-    env->items = cgq_xcalloc (1, sizeof *env->items);
-    env->count = 0;
-    for (char **e = environ; e && *e; e++) {
-        const char *eq = strchr (*e, '=');
-        if (!eq)
-            continue;
-        char *name = cgq_xstrndup (*e, (size_t) (eq - *e));
-        s_env_set (env, name, eq + 1);
-        free (name);
+    if (!s_base_made) {
+        s_base.items = cgq_xcalloc (1, sizeof *s_base.items);
+        for (char **e = environ; e && *e; e++) {
+            const char *eq = strchr (*e, '=');
+            if (!eq)
+                continue;
+            char *name = cgq_xstrndup (*e, (size_t) (eq - *e));
+            s_env_set (&s_base, name, eq + 1);
+            free (name);
+        }
+        // Granted GPU indices are nvidia-smi's, in PCI bus order; CUDA
+        // numbers the fastest GPU first by default, so on a host with mixed
+        // GPUs CUDA_VISIBLE_DEVICES=1 would name another GPU than the one
+        // granted. trial.env may still say otherwise.
+        s_env_set (&s_base, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        s_base_made = true;
     }
-    // Granted GPU indices are nvidia-smi's, in PCI bus order; CUDA numbers
-    // the fastest GPU first by default, so on a host with mixed GPUs
-    // CUDA_VISIBLE_DEVICES=1 would name another GPU than the one granted.
-    // trial.env may still say otherwise.
-    s_env_set (env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    env->nbase = env->count = s_base.count;
+    env->items = cgq_xmalloc ((s_base.count + 1) * sizeof *env->items);
+    memcpy (env->items, s_base.items, (s_base.count + 1) * sizeof *env->items);
     for (size_t i = 0; i < a->n_env; i++)
         if (a->env[i]->key && *a->env[i]->key)
             s_env_set (env, a->env[i]->key, a->env[i]->value ? a->env[i]->value : "");

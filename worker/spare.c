@@ -40,6 +40,7 @@ struct cgq_spare_t {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    char last_job[PATH_MAX]; // WORKDIR/job-J of the last take (the taking thread's alone)
 };
 
 // s_rm_tree removes dir and everything below it (no links followed).
@@ -275,28 +276,35 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
     if (!s)
         return -1;
 
-    char job[PATH_MAX], trial[PATH_MAX], from[PATH_MAX + 32], tmp[PATH_MAX + 8];
+    char job[PATH_MAX], trial[PATH_MAX];
+    char chain[PATH_MAX + 32], chain_t[PATH_MAX + 40], chain_a[PATH_MAX + 48];
+    char moved_t[PATH_MAX + 8], moved_a[PATH_MAX + 8];
     snprintf (job, sizeof job, "%.*s", (int) (y - dir), dir);
     snprintf (trial, sizeof trial, "%.*s", (int) (z - dir), dir);
+    snprintf (chain, sizeof chain, "%s/%u", self->root, s->n);
+    snprintf (chain_t, sizeof chain_t, "%s/t", chain);
+    snprintf (chain_a, sizeof chain_a, "%s/t/a", chain);
+    snprintf (moved_t, sizeof moved_t, "%s/t", job);
+    snprintf (moved_a, sizeof moved_a, "%s/a", trial);
+    // A job other than the last one taken for is most likely new here: the
+    // whole chain first (where job-J exists that fails, changing nothing).
+    // Else the attempt alone, then trial and attempt. A rename that fails
+    // costs a path walk; one that works, a journal entry.
+    bool fresh = strcmp (self->last_job, job) != 0;
     int have = -1; // what is left of the chain; -1: failed
-    snprintf (from, sizeof from, "%s/%u/t/a", self->root, s->n);
-    if (s_move (from, dir) == 0)
-        have = 2;
-    else if (errno == ENOENT) {
-        // No trial-T yet: the chain's t becomes it.
-        snprintf (from, sizeof from, "%s/%u/t", self->root, s->n);
-        snprintf (tmp, sizeof tmp, "%s/a", trial);
-        if (s_move (from, trial) == 0)
-            have = s_move (tmp, dir) == 0 ? 1 : -1;
-        else if (errno == ENOENT) {
-            // No job-J either: the whole chain.
-            snprintf (from, sizeof from, "%s/%u", self->root, s->n);
-            char tmp_t[PATH_MAX + 8];
-            snprintf (tmp_t, sizeof tmp_t, "%s/t", job);
-            if (s_move (from, job) == 0 && s_move (tmp_t, trial) == 0 && s_move (tmp, dir) == 0)
-                have = 0;
-        }
-    }
+    bool gone = false;
+    if (fresh && s_move (chain, job) == 0)
+        have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
+    else if ((!fresh || errno == EEXIST) && s_move (chain_a, dir) == 0)
+        have = 2; // trial-T was there
+    else if (errno == ENOENT && s_move (chain_t, trial) == 0)
+        have = s_move (moved_a, dir) == 0 ? 1 : -1; // job-J was there
+    else
+        gone = !fresh && errno == ENOENT; // job-J was not there after all
+    if (gone && s_move (chain, job) == 0)
+        have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
+    if (have >= 0)
+        snprintf (self->last_job, sizeof self->last_job, "%s", job);
     bool ok = have >= 0;
     pthread_mutex_lock (&self->mu);
     if (ok) {

@@ -136,6 +136,24 @@ test_take_levels (void **state)
     cgq_spare_refill (s);
     s_wait_ready (s, 2);
     s_take (f, s, "job-1/trial-0/attempt-2.stage-1");
+    // A job this pool never took for, whose directory is there (an earlier
+    // worker's): guessed new, found not, and taken as it is.
+    char *old_trial = cgq_xasprintf ("%s/job-4/trial-0/attempt-1", f->dir);
+    assert_int_equal (cgq_mkdir_p (old_trial), 0);
+    cgq_spare_refill (s);
+    s_wait_ready (s, 2);
+    s_take (f, s, "job-4/trial-0/attempt-2");
+    s_take (f, s, "job-4/trial-1/attempt-1");
+    cgq_spare_refill (s);
+    s_wait_ready (s, 2);
+    // The last job's directory gone meanwhile: made again.
+    char *rm = cgq_xasprintf ("rm -rf '%s/job-4'", f->dir);
+    assert_int_equal (system (rm), 0);
+    s_take (f, s, "job-4/trial-2/attempt-1");
+    free (rm);
+    free (old_trial);
+    cgq_spare_refill (s);
+    s_wait_ready (s, 2);
     // Nothing but the attempt directories is left in the trial directories.
     char *cmd = cgq_xasprintf ("test \"$(ls -a '%s' | tr '\\n' ' ')\" = "
                                "'. .. attempt-1 attempt-2 attempt-2.stage-1 '",

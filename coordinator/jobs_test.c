@@ -1139,6 +1139,45 @@ test_unsent_assign_not_missed (void **state)
     ct_coord_destroy (&c);
 }
 
+// A batch's messages go to the nodes first, then to the control socket,
+// each socket's in the order they were queued.
+static void
+test_nodes_first (void **state)
+{
+    coord_t c;
+    memset (&c, 0, sizeof c);
+    int nodes, ctl; // stand-ins: only their addresses are compared
+    c.nodes_sock = &nodes;
+    c.ctl_sock = &ctl;
+    void *socks[6] = {&ctl, &nodes, &ctl, &ctl, &nodes, &nodes};
+    out_t o[6];
+    memset (o, 0, sizeof o);
+    for (int i = 0; i < 6; i++) {
+        o[i].sock = socks[i];
+        o[i].next = i < 5 ? &o[i + 1] : NULL;
+    }
+    const int want[6] = {1, 4, 5, 0, 2, 3};
+    out_t *l = outbox_nodes_first (&c, &o[0]);
+    for (int i = 0; i < 6; i++, l = l->next) {
+        assert_non_null (l);
+        assert_int_equal (l - o, want[i]);
+    }
+    assert_null (l);
+    // Only one kind, or none: as it was.
+    o[0].next = &o[1];
+    o[1].next = NULL;
+    o[0].sock = &nodes;
+    l = outbox_nodes_first (&c, &o[0]);
+    assert_ptr_equal (l, &o[0]);
+    assert_ptr_equal (l->next, &o[1]);
+    assert_null (l->next->next);
+    o[0].sock = o[1].sock = &ctl;
+    l = outbox_nodes_first (&c, &o[0]);
+    assert_ptr_equal (l, &o[0]);
+    assert_ptr_equal (l->next, &o[1]);
+    assert_null (outbox_nodes_first (&c, NULL));
+}
+
 int
 main (void)
 {
@@ -1160,6 +1199,7 @@ main (void)
         cmocka_unit_test (test_undelivered_assign_requeued),
         cmocka_unit_test (test_events_grouped_per_turn),
         cmocka_unit_test (test_unsent_assign_not_missed),
+        cmocka_unit_test (test_nodes_first),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -173,6 +173,23 @@ outbox_send_due (coord_t *c, int64_t now)
     }
 }
 
+out_t *
+outbox_nodes_first (const coord_t *c, out_t *list)
+{
+    out_t *head = NULL, *tail = NULL, *later = NULL, *later_tail = NULL;
+    while (list) {
+        out_t *next = list->next;
+        if (list->sock == c->nodes_sock)
+            s_append (&head, &tail, list);
+        else
+            s_append (&later, &later_tail, list);
+        list = next;
+    }
+    if (tail)
+        tail->next = later;
+    return head ? head : later;
+}
+
 static void
 s_send_upto (coord_t *c, out_t *last)
 {
@@ -183,8 +200,9 @@ s_send_upto (coord_t *c, out_t *last)
         return;
     if (c->acks_open && last == c->out_tail)
         zhashx_purge (c->acks_open); // this batch's Acks are complete
-    out_t *o = c->out_head, *rest = last->next;
+    out_t *rest = last->next;
     last->next = NULL;
+    out_t *o = outbox_nodes_first (c, c->out_head);
     while (o) {
         out_t *next = o->next;
         if (o->acks)

@@ -179,9 +179,9 @@ def run_idle(a, stamp, rng):
                 t0 = time.time()
                 p = subprocess.Popen([stamp], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=peer_dir, env=env)
-                out, _ = p.communicate()
-                peer.append((t_us_of(out.decode()) / 1e6 - t0) * 1000)
-                p_main.append((t_us_of(out.decode(), "t_main_us") / 1e6 - t0) * 1000)
+                out = p.communicate()[0].decode()
+                peer.append((t_us_of(out) / 1e6 - t0) * 1000)
+                p_main.append((t_us_of(out, "t_main_us") / 1e6 - t0) * 1000)
             if r == 0:
                 continue
             runs.append({"created->exec": created, "assigned->exec": assigned,

@@ -292,16 +292,14 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
     // costs a path walk; one that works, a journal entry.
     bool fresh = strcmp (self->last_job, job) != 0;
     int have = -1; // what is left of the chain; -1: failed
-    bool gone = false;
     if (fresh && s_move (chain, job) == 0)
         have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
     else if ((!fresh || errno == EEXIST) && s_move (chain_a, dir) == 0)
         have = 2; // trial-T was there
     else if (errno == ENOENT && s_move (chain_t, trial) == 0)
         have = s_move (moved_a, dir) == 0 ? 1 : -1; // job-J was there
-    else
-        gone = !fresh && errno == ENOENT; // job-J was not there after all
-    if (gone && s_move (chain, job) == 0)
+    else if (!fresh && errno == ENOENT && s_move (chain, job) == 0)
+        // job-J was not there after all (the last job's directory went away)
         have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
     if (have >= 0)
         snprintf (self->last_job, sizeof self->last_job, "%s", job);

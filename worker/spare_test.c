@@ -54,6 +54,15 @@ s_wait_ready (cgq_spare_t *s, size_t n)
     assert_int_equal (cgq_spare_ready (s), n);
 }
 
+// s_refilled has what was taken made again, as a start does once its trial
+// runs, and waits until n spares are ready.
+static void
+s_refilled (cgq_spare_t *s, size_t n)
+{
+    cgq_spare_refill (s);
+    s_wait_ready (s, n);
+}
+
 // The mode mkdir (path, mode) gives under this umask.
 static mode_t
 s_made (mode_t mode)
@@ -124,36 +133,31 @@ test_take_levels (void **state)
     s_wait_ready (s, 2);
     // A new job: the whole chain, job and trial as mkdir -p makes them.
     s_take (f, s, "job-1/trial-0/attempt-1");
-    cgq_spare_refill (s);
     char *job = cgq_xasprintf ("%s/job-1", f->dir);
     char *trial = cgq_xasprintf ("%s/job-1/trial-0", f->dir);
     assert_int_equal (s_mode (job), s_made (0755));
     assert_int_equal (s_mode (trial), s_made (0755));
-    s_wait_ready (s, 2);
+    s_refilled (s, 2);
     // A new trial of that job; another attempt of that trial; a stage.
     s_take (f, s, "job-1/trial-1/attempt-1");
     s_take (f, s, "job-1/trial-0/attempt-2");
-    cgq_spare_refill (s);
-    s_wait_ready (s, 2);
+    s_refilled (s, 2);
     s_take (f, s, "job-1/trial-0/attempt-2.stage-1");
     // A job this pool never took for, whose directory is there (an earlier
     // worker's): guessed new, found not, and taken as it is.
-    char *old_trial = cgq_xasprintf ("%s/job-4/trial-0/attempt-1", f->dir);
+    char *job4 = cgq_xasprintf ("%s/job-4", f->dir);
+    char *old_trial = cgq_xasprintf ("%s/trial-0/attempt-1", job4);
     assert_int_equal (cgq_mkdir_p (old_trial), 0);
-    cgq_spare_refill (s);
-    s_wait_ready (s, 2);
+    s_refilled (s, 2);
     s_take (f, s, "job-4/trial-0/attempt-2");
     s_take (f, s, "job-4/trial-1/attempt-1");
-    cgq_spare_refill (s);
-    s_wait_ready (s, 2);
+    s_refilled (s, 2);
     // The last job's directory gone meanwhile: made again.
-    char *rm = cgq_xasprintf ("rm -rf '%s/job-4'", f->dir);
-    assert_int_equal (system (rm), 0);
+    assert_int_equal (cgq_test_rmtree (job4), 0);
     s_take (f, s, "job-4/trial-2/attempt-1");
-    free (rm);
     free (old_trial);
-    cgq_spare_refill (s);
-    s_wait_ready (s, 2);
+    free (job4);
+    s_refilled (s, 2);
     // Nothing but the attempt directories is left in the trial directories.
     char *cmd = cgq_xasprintf ("test \"$(ls -a '%s' | tr '\\n' ' ')\" = "
                                "'. .. attempt-1 attempt-2 attempt-2.stage-1 '",
@@ -185,8 +189,7 @@ test_refill_after_start (void **state)
     s_take (f, s, "job-1/trial-1/attempt-1");
     usleep (100 * 1000);
     assert_int_equal (cgq_spare_ready (s), 0);
-    cgq_spare_refill (s);
-    s_wait_ready (s, 2);
+    s_refilled (s, 2);
     cgq_spare_refill (NULL);
     cgq_spare_destroy (&s);
 }

@@ -76,6 +76,11 @@ class RedisRestartTest(CgqTestCase):
         self.assertEqual(job.get("best_trial"), "11", job)
         self.assertEqual([int(x) for x in c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)], [j],
                          "the refused submit left nothing")
+        # Redis back: the same submit is taken, under a new id.
+        k = c.submit(os.path.join(c.specdir, "later.yaml"))
+        self.assertGreater(k, j)
+        self.assertEqual(c.job(k).get("name"), "later")
+        self.assertEqual(c.wait_job(k, 60).get("succeeded"), "12")
 
 
 if __name__ == "__main__":

@@ -85,19 +85,21 @@ s_num (json_t *o, const char *k)
 }
 
 // The fake device sleeps uniform [20, 40] ms: mean and median 30 ms. What
-// the runner adds per run (vfork, exec, wait) is measured as the fastest of
-// 25 runs of 0 ms and subtracted. The median of 25 uniform samples has a standard deviation
-// of ~1.1 ms, so p50 and mean must land within 3 ms below 30; above, a
-// sleep on a loaded 2-core machine wakes up late (never early) by up to a
-// few ms, so up to 8 ms above is allowed. A runner that timed the wrong
-// thing (only the fork, the warm-up too, the whole measurement) misses by
-// far more.
+// the runner adds per run (vfork, exec, wait) is measured as the median of
+// 101 runs of 0 ms and subtracted. The median of 101 uniform samples has a
+// standard deviation of ~1.0 ms (20 / (2 sqrt (103))), their mean ~0.6 ms,
+// so p50 and mean must land within 3 ms below 30 (25 samples, as before,
+// gave the median ~1.9 ms and missed that bound in about one run in 20);
+// above, a sleep on a loaded 2-core machine wakes up late (never early) by
+// up to a few ms, so up to 8 ms above is allowed. A runner that timed the
+// wrong thing (only the fork, the warm-up too, the whole measurement)
+// misses by far more.
 static void
 test_known_distribution (void **state)
 {
     char *b = cgq_xasprintf ("  sleep:\n"
                              "    command: [%s, --ms, '{ms}', --jitter, '{jitter}', --alloc-mb, '{mb}']\n"
-                             "    warmup: 2\n    repeats: 25\n    timeout: 5s\n",
+                             "    warmup: 2\n    repeats: 101\n    timeout: 5s\n",
                              s_fake);
     cgq_runcfg_t *c = s_cfg (b);
     char err[1024];
@@ -114,9 +116,9 @@ test_known_distribution (void **state)
         fail_msg ("p50 %.3f, mean %.3f: not within [27, 38] ms of a uniform [20, 40] ms", p50,
                   mean);
     assert_true (s_num (m, "min_ms") >= 20);
-    assert_int_equal ((int) s_num (m, "runs"), 25);
+    assert_int_equal ((int) s_num (m, "runs"), 101);
     assert_int_equal ((int) s_num (m, "warmup_runs"), 2);
-    assert_int_equal (json_array_size (json_object_get (m, "samples_ms")), 25);
+    assert_int_equal (json_array_size (json_object_get (m, "samples_ms")), 101);
     assert_string_equal (json_string_value (json_object_get (m, "device")), "d1");
     assert_string_equal (json_string_value (
                              json_object_get (json_object_get (m, "tags"), "device")),

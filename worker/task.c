@@ -887,6 +887,8 @@ s_child (const s_spawn_t *sp)
 // clone3 with a function to call, hence these lines: the child starts with
 // the parent's registers but rax (0), rcx and r11, and rsp at the top of its
 // stack (16-aligned, so that the call leaves it as a function expects).
+// fn and arg may sit in any register the compiler chose, rbp included: both
+// are read before rbp is cleared (the end of the frame chain).
 static pid_t
 s_clone3_vm (struct clone_args *ca, void (*fn) (void *), void *arg)
 {
@@ -894,9 +896,10 @@ s_clone3_vm (struct clone_args *ca, void (*fn) (void *), void *arg)
     __asm__ volatile ("syscall\n\t"
                       "testq %%rax, %%rax\n\t"
                       "jnz 1f\n\t"
-                      "xorl %%ebp, %%ebp\n\t"
+                      "movq %[fn], %%rax\n\t"
                       "movq %[arg], %%rdi\n\t"
-                      "callq *%[fn]\n\t"
+                      "xorl %%ebp, %%ebp\n\t"
+                      "callq *%%rax\n\t"
                       "movl $60, %%eax\n\t" // SYS_exit, should fn ever return
                       "xorl %%edi, %%edi\n\t"
                       "syscall\n\t"

@@ -519,6 +519,64 @@ s_pipe (int fds[2])
     return 0;
 }
 
+// The pipes of the next trial (stdout, stderr, report), made once a trial
+// runs rather than during the next one's start (~30 us of it on the
+// development VM), and /dev/null for the trials' stdin, opened once (~30 us
+// more). Trials start from the worker's main thread alone, one at a time.
+static int s_ahead[3][2];
+static bool s_ahead_ready;
+static int s_null_fd = -1;
+
+// s_pipes fills p with the three pipes of a start: the ones made ahead,
+// else new ones. Returns 0, or -1 with errno (none left open).
+static int
+s_pipes (int p[3][2])
+{
+    if (s_ahead_ready) {
+        memcpy (p, s_ahead, sizeof s_ahead);
+        s_ahead_ready = false;
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (s_pipe (p[i]) == 0)
+            continue;
+        int e = errno;
+        for (int j = 0; j < i; j++) {
+            close (p[j][0]);
+            close (p[j][1]);
+        }
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+// s_pipes_ahead makes the next start's pipes (if it cannot, that start makes
+// its own and says why it cannot).
+static void
+s_pipes_ahead (void)
+{
+    if (!s_ahead_ready)
+        s_ahead_ready = s_pipes (s_ahead) == 0;
+}
+
+// s_devnull is /dev/null, open above fd 3 (close-on-exec), or -1: the child
+// then opens one itself.
+static int
+s_devnull (void)
+{
+    if (s_null_fd < 0) {
+        int fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && fd <= 3) {
+            int moved = fcntl (fd, F_DUPFD_CLOEXEC, 4);
+            close (fd);
+            fd = moved;
+        }
+        s_null_fd = fd;
+    }
+    return s_null_fd;
+}
+
 static void
 s_nonblock (int fd)
 {
@@ -736,14 +794,20 @@ static bool s_no_into;   // CLONE_INTO_CGROUP is missing
 
 // What the child needs; in its own memory after a fork, shared with the
 // (suspended) worker after a CLONE_VM clone, where the child must write
-// nothing but its own stack.
+// nothing but its own stack and, should it fail, `fail`.
 typedef struct {
     const cgq_task_t *self;
     char **argv;
     char **envp;
-    int out_w, err_w, rep_w, status_w;
+    int out_w, err_w, rep_w;
+    int null_fd; // /dev/null for its stdin, or -1: it opens one
     int join_fd; // -1: already in its cgroup, or none
     int max_fd;
+    // How the child says why it could not exec: the write end of a status
+    // pipe (a child of its own memory), or -1: fail[] itself (CLONE_VM; the
+    // worker is suspended until the child execs or exits, so nothing races).
+    int status_w;
+    int fail[2]; // S_FAIL_* and errno; {0, 0}: it exec'd
 } s_spawn_t;
 
 // The worker's pid, read by the child to detect a parent that died before
@@ -819,12 +883,27 @@ s_execvpe (char **argv, char **envp)
     errno = eacces ? EACCES : ENOENT;
 }
 
-// s_child runs in the new process until exec: only async-signal-safe calls
-// (the worker has ZeroMQ threads), and no writes outside its stack (it may
-// share the worker's memory). Signals are blocked on entry after a CLONE_VM
-// clone: the worker's handlers must not run here.
+// s_child_fail ends a child that could not exec, saying why (sp->status_w).
 static void __attribute__ ((noreturn))
-s_child (const s_spawn_t *sp)
+s_child_fail (s_spawn_t *sp, int stage, int err)
+{
+    if (sp->status_w >= 0) {
+        int fail[2] = {stage, err};
+        (void) !write (sp->status_w, fail, sizeof fail);
+    }
+    else {
+        sp->fail[0] = stage;
+        sp->fail[1] = err;
+    }
+    _exit (127);
+}
+
+// s_child runs in the new process until exec: only async-signal-safe calls
+// (the worker has ZeroMQ threads), and no writes outside its stack but
+// sp->fail (it may share the worker's memory). Signals are blocked on entry
+// after a CLONE_VM clone: the worker's handlers must not run here.
+static void __attribute__ ((noreturn))
+s_child (s_spawn_t *sp)
 {
     // Its own session (and so its own process group): what it starts stays in
     // the session unless it calls setsid() itself, and confine kills by it.
@@ -835,13 +914,9 @@ s_child (const s_spawn_t *sp)
     prctl (PR_SET_PDEATHSIG, SIGKILL);
     if (getppid () != s_worker_pid)
         _exit (127);
-    int fail[2] = {S_FAIL_CGROUP, 0};
     // Into the trial's own cgroup before exec, so that all it starts is there.
-    if (sp->join_fd >= 0 && write (sp->join_fd, "0", 1) < 0) {
-        fail[1] = errno;
-        (void) !write (sp->status_w, fail, sizeof fail);
-        _exit (127);
-    }
+    if (sp->join_fd >= 0 && write (sp->join_fd, "0", 1) < 0)
+        s_child_fail (sp, S_FAIL_CGROUP, errno);
     // Ignored signals stay ignored across exec; the trial gets the defaults.
     // (A CLONE_VM child has a copy of the handlers: this does not touch the
     // worker's.) Then unblocked, as the trial expects.
@@ -856,13 +931,9 @@ s_child (const s_spawn_t *sp)
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
 
-    fail[0] = S_FAIL_CHDIR;
-    if (chdir (sp->self->trial_dir) < 0) {
-        fail[1] = errno;
-        (void) !write (sp->status_w, fail, sizeof fail);
-        _exit (127);
-    }
-    int null_fd = open ("/dev/null", O_RDONLY);
+    if (chdir (sp->self->trial_dir) < 0)
+        s_child_fail (sp, S_FAIL_CHDIR, errno);
+    int null_fd = sp->null_fd >= 0 ? sp->null_fd : open ("/dev/null", O_RDONLY);
     if (null_fd >= 0 && null_fd != 0)
         dup2 (null_fd, 0);
     dup2 (sp->out_w, 1);
@@ -874,10 +945,7 @@ s_child (const s_spawn_t *sp)
         for (int fd = 4; fd < sp->max_fd; fd++)
             fcntl (fd, F_SETFD, FD_CLOEXEC);
     s_execvpe (sp->argv, sp->envp);
-    fail[0] = S_FAIL_EXEC;
-    fail[1] = errno;
-    (void) !write (sp->status_w, fail, sizeof fail);
-    _exit (127);
+    s_child_fail (sp, S_FAIL_EXEC, errno);
 }
 
 #if S_SHARED_VM
@@ -982,9 +1050,49 @@ s_clone3 (uint64_t flags, int cg_fd, s_spawn_t *sp)
     return pid;
 }
 
+// s_start starts the child one way: clone3 with flags, or fork () when
+// fork_it. A child with memory of its own says why it could not exec through
+// a status pipe, read here until its exec closes it; a CLONE_VM child writes
+// sp->fail itself (no pipe to make, close and read: ~20 us of a start on the
+// development VM). Returns the pid, or -1 with errno.
+static pid_t
+s_start (s_spawn_t *sp, bool fork_it, uint64_t flags, int cg_fd)
+{
+    sp->fail[0] = sp->fail[1] = 0;
+    bool shared = S_SHARED_VM && !fork_it && (flags & CLONE_VM);
+    int st[2] = {-1, -1};
+    if (!shared && s_pipe (st) < 0)
+        return -1;
+    sp->status_w = st[1];
+    pid_t pid;
+    if (fork_it) {
+        pid = fork ();
+        if (pid == 0)
+            s_child (sp);
+    }
+    else
+        pid = s_clone3 (flags, cg_fd, sp);
+    if (shared)
+        return pid;
+    int e = errno;
+    close (st[1]);
+    if (pid > 0) {
+        ssize_t n;
+        do
+            n = read (st[0], sp->fail, sizeof sp->fail);
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t) sizeof sp->fail)
+            sp->fail[0] = sp->fail[1] = 0; // EOF: it exec'd
+    }
+    close (st[0]);
+    errno = e;
+    return pid;
+}
+
 // s_spawn starts the child of sp (the best way that works, see above).
-// leaf_fd: the trial's cgroup (O_PATH) or -1. Returns the pid, or -1 with
-// errno; -2 when the cgroup fallback cannot open cgroup.procs (err says why).
+// leaf_fd: the trial's cgroup (O_PATH) or -1. Returns the pid (sp->fail says
+// whether it exec'd), or -1 with errno; -2 when the cgroup fallback cannot
+// open cgroup.procs (err says why).
 static pid_t
 s_spawn (s_spawn_t *sp, cgq_confine_trial_t *confined, int leaf_fd, char *err, size_t errlen)
 {
@@ -1001,9 +1109,10 @@ s_spawn (s_spawn_t *sp, cgq_confine_trial_t *confined, int leaf_fd, char *err, s
         }
         if (!vm && !into)
             break;
-        pid_t pid = s_clone3 ((vm ? CLONE_VM : 0) | (into ? CLONE_INTO_CGROUP : 0), leaf_fd, sp);
+        pid_t pid =
+            s_start (sp, false, (vm ? CLONE_VM : 0) | (into ? CLONE_INTO_CGROUP : 0), leaf_fd);
         int e = errno;
-        if (pid > 0 || e == EAGAIN || e == ENOMEM)
+        if (pid > 0 || e == EAGAIN || e == ENOMEM || e == EMFILE || e == ENFILE)
             return pid;
         if (e == ENOSYS || e == E2BIG || e == EPERM) {
             // No clone3 (Linux < 5.3), or a seccomp filter that refuses it.
@@ -1030,10 +1139,7 @@ s_spawn (s_spawn_t *sp, cgq_confine_trial_t *confined, int leaf_fd, char *err, s
                       strerror (e));
         }
     }
-    pid_t pid = fork ();
-    if (pid == 0)
-        s_child (sp);
-    return pid;
+    return s_start (sp, true, 0, -1);
 }
 
 // cgq_task_predictor_argv is the command of a "predictor" task: cgq-predictor
@@ -1151,19 +1257,10 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         free (path);
     }
 
-    int out_p[2], err_p[2], rep_p[2], st_p[2];
-    int n_pipes = 0;
-    int *pipes[4] = {out_p, err_p, rep_p, st_p};
-    for (; n_pipes < 4; n_pipes++)
-        if (s_pipe (pipes[n_pipes]) < 0)
-            break;
-    if (n_pipes < 4) {
+    int pipes[3][2]; // stdout, stderr, report
+    if (s_pipes (pipes) < 0) {
         char *e = cgq_xasprintf ("cannot create pipes: %s (raise the open file limit)",
                                  strerror (errno));
-        for (int i = 0; i < n_pipes; i++) {
-            close (pipes[i][0]);
-            close (pipes[i][1]);
-        }
         s_lost (self, e);
         free (e);
         return self;
@@ -1179,7 +1276,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         self->confined = cgq_confine_trial_new (opts->confine, name, self->trial_dir, err,
                                                 sizeof err);
         if (!self->confined) {
-            for (int i = 0; i < 4; i++) {
+            for (int i = 0; i < 3; i++) {
                 close (pipes[i][0]);
                 close (pipes[i][1]);
             }
@@ -1208,8 +1305,9 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
                                                                             : 65536;
 
     s_worker_pid = getpid ();
-    s_spawn_t sp = {.self = self, .argv = argv, .envp = env.items, .out_w = out_p[1],
-                    .err_w = err_p[1], .rep_w = rep_p[1], .status_w = st_p[1], .max_fd = max_fd};
+    s_spawn_t sp = {.self = self, .argv = argv, .envp = env.items, .out_w = pipes[0][1],
+                    .err_w = pipes[1][1], .rep_w = pipes[2][1], .null_fd = s_devnull (),
+                    .status_w = -1, .max_fd = max_fd};
     char jerr[PATH_MAX + 64] = "";
     pid_t pid = s_spawn (&sp, self->confined, leaf_fd, jerr, sizeof jerr);
     int fork_errno = errno;
@@ -1217,11 +1315,11 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         free (argv[i]);
     free (argv);
     s_env_free (&env);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 3; i++)
         close (pipes[i][1]);
     if (pid < 0) {
         cgq_spare_refill (opts->spare);
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 3; i++)
             close (pipes[i][0]);
         char *e = pid == -2 ? cgq_xstrdup (jerr)
                             : cgq_xasprintf ("cannot fork: %s", strerror (fork_errno));
@@ -1230,41 +1328,35 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         return self;
     }
     // No setpgid (pid, pid) here: it could make the child a group leader
-    // before its setsid(), which would then fail. The read of the status pipe
-    // below returns only after the child's setsid(), so a kill after
-    // cgq_task_start reaches its session and group.
+    // before its setsid(), which would then fail. s_spawn returns only after
+    // the child's exec (CLONE_VFORK, or the status pipe's EOF), so after its
+    // setsid(): a kill after cgq_task_start reaches its session and group.
     self->pid = pid;
-    self->out.fd = out_p[0];
-    self->err.fd = err_p[0];
-    self->report_fd = rep_p[0];
+    self->out.fd = pipes[0][0];
+    self->err.fd = pipes[1][0];
+    self->report_fd = pipes[2][0];
     s_nonblock (self->out.fd);
     s_nonblock (self->err.fd);
     s_nonblock (self->report_fd);
 
-    // The child is between fork and exec: this read ends at once with EOF
-    // (exec done) or with why it failed.
-    int fail[2] = {0, 0};
-    ssize_t n;
-    do
-        n = read (st_p[0], fail, sizeof fail);
-    while (n < 0 && errno == EINTR);
-    close (st_p[0]);
-    // The trial runs: the spare directory it took is made again now, not
-    // while the start competed for the CPUs.
+    // The trial runs (or failed to exec: sp.fail says which): the spare
+    // directory and the pipes it took are made again now, not while the
+    // start competed for the CPUs.
     cgq_spare_refill (opts->spare);
+    s_pipes_ahead ();
     if (self->confined)
         cgq_confine_trial_started (self->confined, pid);
-    if (n == (ssize_t) sizeof fail) {
-        self->fail_stage = fail[0];
-        self->fail_errno = fail[1];
-        if (fail[0] == S_FAIL_EXEC)
-            s_warn (self, "cannot run '%s': %s", self->argv0, strerror (fail[1]));
-        else if (fail[0] == S_FAIL_CGROUP)
+    if (sp.fail[0]) {
+        self->fail_stage = sp.fail[0];
+        self->fail_errno = sp.fail[1];
+        if (sp.fail[0] == S_FAIL_EXEC)
+            s_warn (self, "cannot run '%s': %s", self->argv0, strerror (sp.fail[1]));
+        else if (sp.fail[0] == S_FAIL_CGROUP)
             s_warn (self, "cannot move the trial into cgroup %s: %s",
-                    cgq_confine_trial_cgroup (self->confined), strerror (fail[1]));
+                    cgq_confine_trial_cgroup (self->confined), strerror (sp.fail[1]));
         else
             s_warn (self, "cannot enter trial directory %s: %s", self->trial_dir,
-                    strerror (fail[1]));
+                    strerror (sp.fail[1]));
     }
     cgq_tdebug (S_IDS (self), "started pid %d in %s", (int) pid, self->trial_dir);
     return self;

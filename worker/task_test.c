@@ -126,8 +126,9 @@ s_gone (pid_t pid)
 }
 
 // s_child_fds waits (2 s at most) until pid has exec'd /bin/sh, then returns
-// its open fds that do not point at /dev/null, ascending, comma-separated.
-// Caller frees.
+// its open fds, ascending, comma-separated, but stdin when it is /dev/null
+// (a /dev/null anywhere else is listed: the worker keeps one open). Caller
+// frees.
 static char *
 s_child_fds (pid_t pid)
 {
@@ -151,7 +152,7 @@ s_child_fds (pid_t pid)
         if (n < 0)
             continue;
         buf[n] = 0;
-        open_fd[fd] = strcmp (buf, "/dev/null") != 0;
+        open_fd[fd] = fd != 0 || strcmp (buf, "/dev/null") != 0;
     }
     cgq_buf_t b;
     cgq_buf_init (&b);
@@ -200,8 +201,10 @@ test_reports_and_env (void **state)
     assert_false (cgq_task_done (task));
     assert_true (cgq_task_pid (task) > 0);
     // Only stdout, stderr and the report pipe are inherited (besides stdin,
-    // /dev/null). Read from outside while the shell waits in its first
-    // sleep: from inside, dash's own pipeline pipes and saved fds show up.
+    // /dev/null): not the worker's /dev/null, nor the pipes it made ahead for
+    // the next start (the second run of this test takes pipes made ahead).
+    // Read from outside while the shell waits in its first sleep: from
+    // inside, dash's own pipeline pipes and saved fds show up.
     char *fds = s_child_fds (cgq_task_pid (task));
     assert_string_equal (fds, "1,2,3");
     free (fds);
@@ -716,8 +719,18 @@ test_process_as_started (void **state)
     pid_t pid = cgq_task_pid (task);
     bool running = pid > 0 && !cgq_task_done (task);
     // Read everything first, then stop the trial, then check: a failed check
-    // must not leave the process behind.
-    char *name = running ? s_proc_line (pid, "status", "Name:") : NULL;
+    // must not leave the process behind. cgq_task_start returns once the
+    // child is past its exec's point of no return (CLONE_VFORK), which may be
+    // before the kernel has renamed it and reset its caught signals: wait
+    // for the name (2 s at most).
+    char *name = NULL;
+    for (int i = 0; running && i < 200; i++) {
+        free (name);
+        name = s_proc_line (pid, "status", "Name:");
+        if (!name || !strcmp (name, "Name:\tsleep\n"))
+            break;
+        usleep (10000);
+    }
     pid_t sid = running ? getsid (pid) : -1, pgid = running ? getpgid (pid) : -1;
     char cwd[PATH_MAX] = "";
     char link[64];
@@ -753,7 +766,6 @@ test_process_as_started (void **state)
     cgq_task_destroy (&task);
 
     assert_true (running);
-    // Exec'd already: cgq_task_start returns after the exec.
     assert_non_null (name);
     assert_string_equal (name, "Name:\tsleep\n");
     assert_int_equal (sid, pid);
@@ -790,6 +802,37 @@ test_process_as_started (void **state)
     free (name);
     for (int i = 0; i < 3; i++)
         free (sig[i]);
+}
+
+// A trial that plants a link where a later job's directory goes: the trial
+// of that job is refused, whichever way its directory is made (with a spare
+// chain, the whole-chain rename meets the link, and the levels are checked).
+static void
+test_planted_job_link (void **state)
+{
+    s_fixture_t *f = *state;
+    char *target = cgq_xasprintf ("%s/elsewhere", f->dir);
+    char *link = cgq_xasprintf ("%s/job-77", f->dir);
+    assert_int_equal (mkdir (target, 0755), 0);
+    assert_int_equal (symlink (target, link), 0);
+    tt_assign_t sa;
+    tt_assign_init (&sa, 77, 0, "echo ran > ran.txt");
+    cgq_task_opts_t opts = s_opts (f);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    assert_true (cgq_task_done (task));
+    assert_int_equal (cgq_task_pid (task), 0);
+    Cgq__Result *r = cgq_task_take_result (task);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_LOST);
+    char *want = cgq_xasprintf ("%s is a symbolic link; not running a trial there", link);
+    assert_non_null (strstr (r->error, want));
+    char *ran = cgq_xasprintf ("%s/trial-0/attempt-1/ran.txt", target);
+    assert_int_equal (access (ran, F_OK), -1);
+    free (ran);
+    free (want);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+    free (link);
+    free (target);
 }
 
 static void
@@ -955,6 +998,7 @@ main (void)
         cmocka_unit_test (test_noop_and_helpers),
         cmocka_unit_test_setup_teardown (test_path_lookup, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_process_as_started, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_planted_job_link, s_setup, s_teardown),
         // The same in the other ways a trial can start.
         S_MODES (test_reports_and_env),
         S_MODES (test_killed_by_signal),
@@ -962,6 +1006,7 @@ main (void)
         S_MODES (test_missing_binary),
         S_MODES (test_path_lookup),
         S_MODES (test_process_as_started),
+        S_MODES (test_planted_job_link),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -797,6 +797,7 @@ struct cgq_confine_t {
     char *workdir;
     char *dir;        // cgroup mode: <the worker's cgroup>/cgq-worker-PID-START
     char *state_path; // WORKDIR/.cgq-confine/worker-PID-START; NULL when it cannot be written
+    int64_t state_due_ms; // when the state file is rewritten (cgq_now_ms); 0: it is current
     char *describe;
     pid_t me;
     uint64_t my_start;
@@ -973,6 +974,14 @@ s_reaper_start (cgq_confine_t *self)
 // ---------------------------------------------------------------------------
 // State files and sweeping
 
+// How long after a trial starts or ends the state file is rewritten (pgroup
+// mode): not at once, where the new inode (~1 ms on the development VM's
+// ext4) competed with the trial's exec, and once for a wave of starts. The
+// reaper hears of each trial at once; the state file only matters when the
+// worker and the reaper both die, and a trial's main process dies with the
+// worker anyway (PR_SET_PDEATHSIG).
+#define S_STATE_DELAY_MS 20
+
 // s_state_write writes the state file: who owns it and what to kill if both
 // the worker and its reaper die. A worker that starts with this workdir
 // reads it when the owner no longer runs.
@@ -1005,6 +1014,15 @@ s_state_write (cgq_confine_t *self)
         unlink (tmp);
     }
     free (tmp);
+}
+
+// s_state_changed has the state file rewritten within S_STATE_DELAY_MS
+// (cgq_confine_tick, by cgq_confine_deadline).
+static void
+s_state_changed (cgq_confine_t *self)
+{
+    if (self->state_path && !self->state_due_ms)
+        self->state_due_ms = cgq_now_ms () + S_STATE_DELAY_MS;
 }
 
 // s_owner_parse reads "cgq-worker-PID-START" (prefix "cgq-worker-") or
@@ -1485,6 +1503,16 @@ cgq_confine_tick (cgq_confine_t *self)
                        strerror (errno));
     }
     s_pending_retry (self);
+    if (self->state_due_ms && cgq_now_ms () >= self->state_due_ms) {
+        self->state_due_ms = 0;
+        s_state_write (self);
+    }
+}
+
+int64_t
+cgq_confine_deadline (const cgq_confine_t *self)
+{
+    return self ? self->state_due_ms : 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -1584,7 +1612,7 @@ cgq_confine_trial_started (cgq_confine_trial_t *t, pid_t pid)
         t->start = p.start;
     s_send (t->owner, S_REC_PID, t);
     if (!t->owner->cgroup)
-        s_state_write (t->owner);
+        s_state_changed (t->owner);
 }
 
 size_t
@@ -1637,7 +1665,7 @@ cgq_confine_trial_end (cgq_confine_trial_t **t_p)
     self->trials[t->slot] = NULL;
     self->n_trials--;
     if (!self->cgroup)
-        s_state_write (self);
+        s_state_changed (self);
     free (t->leaf);
     free (t->dir);
     free (t);

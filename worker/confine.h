@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef enum {
@@ -73,9 +74,14 @@ const char *cgq_confine_cgroup_dir (const cgq_confine_t *self);
 pid_t cgq_confine_reaper_pid (const cgq_confine_t *self);
 
 // cgq_confine_tick does the housekeeping of one loop turn: starts another
-// reaper if the last one died (it says so in the log) and retries removing
-// the leaves of ended trials that were still busy.
+// reaper if the last one died (it says so in the log), retries removing
+// the leaves of ended trials that were still busy, and rewrites the state
+// file when it is due.
 void cgq_confine_tick (cgq_confine_t *self);
+
+// cgq_confine_deadline is when cgq_confine_tick has work to do (the state
+// file, rewritten a moment after trials start or end; cgq_now_ms), or 0.
+int64_t cgq_confine_deadline (const cgq_confine_t *self);
 
 // ---------------------------------------------------------------------------
 // One trial

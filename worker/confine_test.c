@@ -486,6 +486,12 @@ s_fake_worker (s_fixture_t *f, const char *script, bool respawn, pid_t *reaper)
                 cgq_confine_tick (c);
             }
         }
+        // As the worker's loop: the state file is written a moment after
+        // the start (cgq_confine_deadline), then the loop only waits.
+        while (cgq_confine_deadline (c) > 0) {
+            usleep (5000);
+            cgq_confine_tick (c);
+        }
         pid_t info[2] = {getpid (), cgq_confine_reaper_pid (c)};
         (void) !write (p[1], info, sizeof info);
         for (;;)
@@ -586,6 +592,57 @@ test_restart_sweeps (void **state)
     cgq_confine_destroy (&c);
 }
 
+// s_state_lists: whether the state file of this process lists a trial pid.
+static bool
+s_state_lists (s_fixture_t *f, pid_t pid)
+{
+    char *cmd = cgq_xasprintf ("grep -q '^trial %d ' '%s/.cgq-confine/worker-%d-'*", (int) pid,
+                               f->dir, (int) getpid ());
+    int rc = system (cmd);
+    free (cmd);
+    return rc == 0;
+}
+
+// pgroup mode: a trial that starts (or ends) is written into the state file
+// a moment later, from the loop's tick (cgq_confine_deadline says when), not
+// during its start; a wave of starts is one write.
+static void
+test_state_file_after_start (void **state)
+{
+    s_fixture_t *f = *state;
+    cgq_confine_t *c = s_confine (f, false);
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, 6, "sleep 30");
+    cgq_task_opts_t opts = s_opts (f, c);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    assert_false (cgq_task_done (task));
+    pid_t pid = cgq_task_pid (task);
+    int64_t due = cgq_confine_deadline (c);
+    bool listed_at_start = s_state_lists (f, pid);
+    while (cgq_now_ms () < due)
+        usleep (2000);
+    cgq_confine_tick (c);
+    bool listed_after = s_state_lists (f, pid);
+    int64_t due_after = cgq_confine_deadline (c);
+    cgq_task_stop (task, "done", 300);
+    Cgq__Result *r = tt_run (task, 5000);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+    int64_t due_end = cgq_confine_deadline (c);
+    while (cgq_now_ms () < due_end)
+        usleep (2000);
+    cgq_confine_tick (c);
+    bool listed_end = s_state_lists (f, pid);
+    cgq_confine_destroy (&c);
+
+    assert_true (due > 0);
+    assert_false (listed_at_start);
+    assert_true (listed_after);
+    assert_int_equal (due_after, 0);
+    assert_true (due_end > 0);
+    assert_false (listed_end);
+}
+
 #define S_BOTH(t)                                                                                 \
     cmocka_unit_test_prestate_setup_teardown (t, s_setup, s_teardown, &s_cgroup),                \
         cmocka_unit_test_prestate_setup_teardown (t, s_setup, s_teardown, &s_pgroup)
@@ -611,6 +668,8 @@ main (void)
         S_BOTH (test_worker_killed),
         S_BOTH (test_worker_killed_after_reaper_restart),
         S_BOTH (test_restart_sweeps),
+        cmocka_unit_test_prestate_setup_teardown (test_state_file_after_start, s_setup,
+                                                  s_teardown, &s_pgroup),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

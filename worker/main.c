@@ -364,6 +364,9 @@ s_poll (s_worker_t *w, bool with_link, int64_t deadline)
         if (d >= 0 && d < deadline)
             deadline = d;
     }
+    int64_t due = cgq_confine_deadline (w->confine);
+    if (due > 0 && due < deadline)
+        deadline = due;
     long timeout = deadline <= now ? 0 : (long) (deadline - now);
     if (timeout > S_MAX_POLL_MS)
         timeout = S_MAX_POLL_MS;

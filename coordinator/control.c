@@ -37,6 +37,13 @@ s_size (char *buf, size_t len, uint64_t n)
     return buf;
 }
 
+void
+control_job_seq_at_least (coord_t *c, uint64_t id)
+{
+    cgq_store_cmd (c->store, "EVAL %s 1 %s %llu", S_SEQ_AT_LEAST, CGQ_KEY_JOB_SEQ,
+                   (unsigned long long) id);
+}
+
 uint64_t
 control_max_request (const coord_cfg_t *cfg)
 {
@@ -138,17 +145,15 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     freeReplyObject (r);
     if (id <= c->max_job_id) {
         // Redis came back older than what we handed out (a crash inside its
-        // fsync window lost the INCR; the journal replays the job itself).
+        // fsync window lost the INCR; the journal replays the job itself):
+        // the batch that creates this job raises the counter to its id.
         cgq_warn ("Redis handed out job id %" PRIu64 " again (it lost writes in a crash); using "
                   "%" PRIu64,
                   id, c->max_job_id + 1);
         id = c->max_job_id + 1;
+        control_job_seq_at_least (c, id);
     }
     c->max_job_id = id;
-    // The INCR is outside the batch, so the journal would not replay it:
-    // the batch that creates the job also raises the counter to its id.
-    cgq_store_cmd (c->store, "EVAL %s 1 %s %llu", S_SEQ_AT_LEAST, CGQ_KEY_JOB_SEQ,
-                   (unsigned long long) id);
 
     job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
     jobs_submitted (c, j, yaml, path, total);

@@ -16,6 +16,11 @@ void control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *en
 // request reaches control_too_big and gets an answer that names the limit,
 // where ZeroMQ would only close the connection.
 uint64_t control_max_request (const coord_cfg_t *cfg);
+
+// control_job_seq_at_least queues, in the turn's batch, raising cgq:seq:job
+// to at least id: where Redis came back without INCRs it had answered (a
+// crash inside its fsync window), after the journal replayed their jobs.
+void control_job_seq_at_least (coord_t *c, uint64_t id);
 int64_t control_max_message (const coord_cfg_t *cfg);
 void control_too_big (coord_t *c, const char *rid, size_t rid_len, size_t size);
 

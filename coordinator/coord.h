@@ -275,6 +275,7 @@ typedef struct coord_s {
     cgq_auth_t *auth;      // CURVE and its ZAP handler (main.c); NULL: off
     uint64_t epoch;
     uint64_t max_job_id;    // highest job id handed out or read (control.c): never again
+    uint64_t replays_seen;  // cgq_store_replayed when cgq:seq:job was last raised (loop.c)
     char lease[256];        // our cgq:leader value; "" when not leading under a lease
     int64_t next_lease_ms;  // when to renew it
     bool lease_lost;        // another coordinator took over: stop, write nothing

@@ -186,6 +186,33 @@ class RedisCrashTest(CgqTestCase):
         for name in ("job-a", "job-b", "job-c"):
             self.assertIn(name, r.stdout)
 
+    def test_job_seq_raised_by_replay(self):
+        """As above, but nothing is submitted after the crash: once the
+        journal has replayed job b, the coordinator raises cgq:seq:job past it
+        by itself, and the next INCR hands out the next id."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()
+        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
+        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
+        time.sleep(1.5)
+        before = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        c.redis_proc.kill9()
+        self.assertGreater(cut_aof(before), 0, "job b's INCR and batch were cut from the AOF")
+        c.redis.close()
+        c.restart_redis()
+        self.assertEqual(int(c.redis.cmd("GET", "cgq:seq:job")), first)
+        # The coordinator's next batch (its stats, every second) finds Redis
+        # older than its journal and replays job b, then raises the counter.
+        c.wait_for(lambda: c.job(j).get("name") == "job-b", 20, "job b to be replayed")
+        c.wait_for(lambda: int(c.redis.cmd("GET", "cgq:seq:job")) >= j, 10,
+                   "cgq:seq:job raised past the replayed job %d" % j)
+        k = c.submit(c.write_file("c.yaml", SPEC.replace("redis-crash-fault", "job-c")))
+        self.assertEqual(k, j + 1)
+        self.assertEqual(int(c.redis.cmd("GET", "cgq:seq:job")), k)
+
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,10 @@ results. Measured from the kill:
   ready           the new coordinator printed its ready line (lease taken:
                   the old holder's PID is gone, so at once; jobs reloaded;
                   endpoints bound);
-  first dispatch  the first `trial.running` event after the kill: the worker
+  first dispatch  the first `trial.running` event of a trial the new
+                  coordinator assigned (its epoch in the trial's `assign`
+                  field; the old one's last batch may land after the kill),
+                  from the kill: the worker
                   heard the new coordinator (its next heartbeat is answered
                   `unknown`, so it says Hello at once), its tasks were
                   adopted, its results applied, and a freed slot got a new
@@ -90,12 +93,24 @@ def main():
             c.start_coordinator(extra=eps, heartbeat=a.heartbeat)
             t_ready = time.time()
 
+            epoch = c.redis.cmd("GET", "cgq:seq:epoch")
+
             def first():
-                ev = c.redis.cmd("XREVRANGE", "cgq:events", "+", "(%d" % int(t_kill * 1000),
-                                 "COUNT", "2000") or []
-                ms = [ms_of(i) for i, f in ev
-                      if dict(zip(f[0::2], f[1::2])).get("type") == "trial.running"]
-                return min(ms) if ms else None
+                # The old coordinator's last batch may land just after the
+                # kill: a trial counts only if the new epoch assigned it
+                # (its hash's assign field is EPOCH:SEQ:INSTANCE).
+                ev = c.redis.cmd("XRANGE", "cgq:events", "%d" % int(t_kill * 1000 - 1000), "+",
+                                 "COUNT", "4000") or []
+                for i, f in ev:
+                    e = dict(zip(f[0::2], f[1::2]))
+                    if e.get("type") != "trial.running":
+                        continue
+                    for t in e.get("trials", "").split():
+                        key = "cgq:job:{%s}:trial:%s" % (e.get("job"), t.split(":")[0])
+                        assign = c.redis.cmd("HGET", key, "assign") or ""
+                        if assign.split(":")[0] == epoch:
+                            return ms_of(i)
+                return None
             c.wait_for(first, 60, "a dispatch after restart %d" % (r + 1), interval=0.01)
             ms = first() - t_kill * 1000
             ready.append((t_ready - t_kill) * 1000)

@@ -303,7 +303,7 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
         have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
     if (have >= 0)
         snprintf (self->last_job, sizeof self->last_job, "%s", job);
-    bool ok = have >= 0, whole = have == 0;
+    bool ok = have >= 0;
     pthread_mutex_lock (&self->mu);
     if (ok) {
         *out_fd = s->out_fd;
@@ -324,7 +324,7 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
     if (!ok)
         pthread_cond_signal (&self->cv);
     pthread_mutex_unlock (&self->mu);
-    return !ok ? -1 : whole ? 1 : 0;
+    return ok ? 0 : -1;
 }
 
 void

@@ -29,12 +29,10 @@ void cgq_spare_destroy (cgq_spare_t **self_p);
 // cgq_spare_take makes dir (WORKDIR/X/Y/Z: exactly three levels below the
 // workdir, the last one new) out of a ready spare, Z private (0700), X and Y
 // as cgq_mkdir_p would make them (0755), and hands over its two log files,
-// empty, opened O_WRONLY|O_CLOEXEC (caller closes). Returns 1 when the
-// whole chain went into place (X did not exist: every level of dir is the
-// pool's own, none can be a link planted by a trial), 0 when part of it did
-// (X, or X/Y, was there already), or -1 when no spare is ready or dir
-// cannot be had by renames (it exists already, a level is not a directory,
-// dir has another shape); the caller then makes dir the plain way. (Only a rename that fails half-way, which no case above
+// empty, opened O_WRONLY|O_CLOEXEC (caller closes). Returns 0, or -1 when
+// no spare is ready or dir cannot be had by renames (it exists already, a
+// level is not a directory, dir has another shape); the caller then makes
+// dir the plain way. (Only a rename that fails half-way, which no case above
 // does, could leave an empty directory "t" or "a" inside X or Y.)
 int cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd);
 

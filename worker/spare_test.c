@@ -82,15 +82,14 @@ s_mode (const char *path)
     return st.st_mode & 07777;
 }
 
-// s_take takes dir (WORKDIR/rel), which takes the whole chain when whole,
-// and checks what it left: the logs empty, private, open for writing; dir
-// private.
+// s_take takes dir (WORKDIR/rel) and checks what it left: the logs empty,
+// private, open for writing; dir private.
 static void
-s_take (s_fixture_t *f, cgq_spare_t *s, const char *rel, bool whole)
+s_take (s_fixture_t *f, cgq_spare_t *s, const char *rel)
 {
     char *dir = cgq_xasprintf ("%s/%s", f->dir, rel);
     int out = -1, err = -1;
-    assert_int_equal (cgq_spare_take (s, dir, &out, &err), whole ? 1 : 0);
+    assert_int_equal (cgq_spare_take (s, dir, &out, &err), 0);
     assert_int_equal (s_mode (dir), s_made (0700));
     const char *names[2] = {"stdout.log", "stderr.log"};
     int fds[2] = {out, err};
@@ -133,29 +132,29 @@ test_take_levels (void **state)
     assert_non_null (s);
     s_wait_ready (s, 2);
     // A new job: the whole chain, job and trial as mkdir -p makes them.
-    s_take (f, s, "job-1/trial-0/attempt-1", true);
+    s_take (f, s, "job-1/trial-0/attempt-1");
     char *job = cgq_xasprintf ("%s/job-1", f->dir);
     char *trial = cgq_xasprintf ("%s/job-1/trial-0", f->dir);
     assert_int_equal (s_mode (job), s_made (0755));
     assert_int_equal (s_mode (trial), s_made (0755));
     s_refilled (s, 2);
     // A new trial of that job; another attempt of that trial; a stage.
-    s_take (f, s, "job-1/trial-1/attempt-1", false);
-    s_take (f, s, "job-1/trial-0/attempt-2", false);
+    s_take (f, s, "job-1/trial-1/attempt-1");
+    s_take (f, s, "job-1/trial-0/attempt-2");
     s_refilled (s, 2);
-    s_take (f, s, "job-1/trial-0/attempt-2.stage-1", false);
+    s_take (f, s, "job-1/trial-0/attempt-2.stage-1");
     // A job this pool never took for, whose directory is there (an earlier
     // worker's): guessed new, found not, and taken as it is.
     char *job4 = cgq_xasprintf ("%s/job-4", f->dir);
     char *old_trial = cgq_xasprintf ("%s/trial-0/attempt-1", job4);
     assert_int_equal (cgq_mkdir_p (old_trial), 0);
     s_refilled (s, 2);
-    s_take (f, s, "job-4/trial-0/attempt-2", false);
-    s_take (f, s, "job-4/trial-1/attempt-1", false);
+    s_take (f, s, "job-4/trial-0/attempt-2");
+    s_take (f, s, "job-4/trial-1/attempt-1");
     s_refilled (s, 2);
     // The last job's directory gone meanwhile: made again.
     assert_int_equal (cgq_test_rmtree (job4), 0);
-    s_take (f, s, "job-4/trial-2/attempt-1", true);
+    s_take (f, s, "job-4/trial-2/attempt-1");
     free (old_trial);
     free (job4);
     s_refilled (s, 2);
@@ -186,8 +185,8 @@ test_refill_after_start (void **state)
     cgq_spare_t *s = cgq_spare_new (f->dir, 2);
     assert_non_null (s);
     s_wait_ready (s, 2);
-    s_take (f, s, "job-1/trial-0/attempt-1", true);
-    s_take (f, s, "job-1/trial-1/attempt-1", false);
+    s_take (f, s, "job-1/trial-0/attempt-1");
+    s_take (f, s, "job-1/trial-1/attempt-1");
     usleep (100 * 1000);
     assert_int_equal (cgq_spare_ready (s), 0);
     s_refilled (s, 2);
@@ -234,7 +233,7 @@ test_take_refused (void **state)
     assert_int_equal (cgq_spare_take (s, under, &out, &err), -1);
     // Still usable after each refusal.
     s_wait_ready (s, 1);
-    s_take (f, s, "job-2/trial-0/attempt-2", false);
+    s_take (f, s, "job-2/trial-0/attempt-2");
     free (under);
     free (file);
     free (keep);

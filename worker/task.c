@@ -1216,10 +1216,9 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         return self;
     }
     // Made ahead (spare.h): three renames instead of five new inodes.
-    int took = opts->spare ? cgq_spare_take (opts->spare, self->trial_dir, &self->out.log_fd,
-                                             &self->err.log_fd)
-                           : -1;
-    bool made = took >= 0;
+    bool made = opts->spare
+                && cgq_spare_take (opts->spare, self->trial_dir, &self->out.log_fd,
+                                   &self->err.log_fd) == 0;
     if (!made && cgq_mkdir_p (self->trial_dir) < 0) {
         char *e = cgq_xasprintf ("cannot create trial directory %s: %s (check --workdir)",
                                  self->trial_dir, strerror (errno));
@@ -1227,10 +1226,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         free (e);
         return self;
     }
-    // A chain of the spare pool's own that went into place whole (its job
-    // directory was not there: no link of a trial's can be on the way) is
-    // private already; else each level is checked (4 system calls).
-    char *unsafe = took == 1 ? NULL : s_confined_dir (opts->workdir, self->trial_dir);
+    char *unsafe = s_confined_dir (opts->workdir, self->trial_dir);
     if (unsafe) {
         s_lost (self, unsafe);
         free (unsafe);

@@ -212,6 +212,8 @@ struct device_s {
     char *last_error;   // of the last failure, or NULL
     bool loaded;        // failures and quarantine read from Redis (or known to be new)
     bool dirty;         // its hash needs an update this turn
+    bool listed;        // on c->dirty_devices (nodes.c, s_device_dirty)
+    device_t *dirty_next;
 };
 
 // A connected node. Owned by the registry (nodes.c).
@@ -286,6 +288,7 @@ typedef struct coord_s {
     node_t *nodes;         // registry, in join order (newest first)
     zhashx_t *node_index;  // id -> node_t (borrowed)
     node_t *dirty_nodes;   // nodes whose hash may need writing (nodes_dirty)
+    device_t *dirty_devices; // devices whose hash may need writing (nodes.c)
     zhashx_t *devices;     // id -> device_t (owned; nodes.c creates it with the first device)
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;

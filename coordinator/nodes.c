@@ -20,6 +20,19 @@ nodes_find (coord_t *c, const char *id)
     return zhashx_lookup (c->node_index, id);
 }
 
+// s_device_dirty marks d for this turn's writes: nodes_write_dirty visits
+// the devices marked, not every device of every lab on every turn.
+static void
+s_device_dirty (coord_t *c, device_t *d)
+{
+    d->dirty = true;
+    if (d->listed || !c)
+        return;
+    d->listed = true;
+    d->dirty_next = c->dirty_devices;
+    c->dirty_devices = d;
+}
+
 void
 nodes_dirty (node_t *n)
 {
@@ -77,7 +90,7 @@ s_devices_drop (node_t *n)
 {
     for (int i = 0; i < n->ndevices; i++) {
         n->devices[i]->node = NULL;
-        n->devices[i]->dirty = true;
+        s_device_dirty (n->coord, n->devices[i]);
     }
     free (n->devices);
     n->devices = NULL;
@@ -217,7 +230,7 @@ s_device_grant (node_t *n, trial_t *t)
     if (!d)
         return -1;
     d->task = t;
-    d->dirty = true;
+    s_device_dirty (n->coord, d);
     return 0;
 }
 
@@ -277,7 +290,7 @@ nodes_release (coord_t *c, trial_t *t)
     if (t->device) {
         if (t->device->task == t)
             t->device->task = NULL;
-        t->device->dirty = true;
+        s_device_dirty (c, t->device);
         t->device = NULL;
         t->holds = false;
     }
@@ -377,7 +390,7 @@ s_devices_declare (coord_t *c, node_t *n, const Cgq__Resources *res)
         json_decref (d->tags);
         d->tags = s_tags_json (dv);
         d->node = n;
-        d->dirty = true;
+        s_device_dirty (c, d);
         n->devices[n->ndevices++] = d;
     }
 }
@@ -509,11 +522,16 @@ nodes_write_dirty (coord_t *c)
             nodes_write (c, n, false);
         n = next;
     }
-    if (!c->devices)
-        return;
-    for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
+    device_t *d = c->dirty_devices;
+    c->dirty_devices = NULL;
+    while (d) {
+        device_t *next = d->dirty_next;
+        d->listed = false;
+        d->dirty_next = NULL;
         if (d->dirty)
             s_device_write (c, d);
+        d = next;
+    }
 }
 
 void
@@ -565,6 +583,7 @@ nodes_destroy_all (coord_t *c)
         zhashx_purge (c->node_index);
     c->node_rr = NULL;
     c->dirty_nodes = NULL;
+    c->dirty_devices = NULL;
     if (c->devices) {
         for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
             s_device_free (d);
@@ -664,7 +683,7 @@ nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char 
         return;
     if (status == CGQ__TASK_STATUS__TASK_SUCCEEDED) {
         d->failures = 0;
-        d->dirty = true;
+        s_device_dirty (c, d);
         return;
     }
     if (status != CGQ__TASK_STATUS__TASK_FAILED && status != CGQ__TASK_STATUS__TASK_TIMEOUT)
@@ -673,7 +692,7 @@ nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char 
     free (d->last_error);
     d->last_error = cgq_xasprintf ("%s: %s", status == CGQ__TASK_STATUS__TASK_TIMEOUT ? "timeout" : "failed",
                                    error && *error ? error : "no message");
-    d->dirty = true;
+    s_device_dirty (c, d);
     int64_t limit = c->cfg.quarantine_after > 0 ? c->cfg.quarantine_after : S_QUARANTINE_AFTER;
     if (!d->quarantined && d->failures >= (uint64_t) limit) {
         d->quarantined = true;
@@ -699,7 +718,7 @@ nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen)
     bool was = d->quarantined;
     d->quarantined = false;
     d->failures = 0;
-    d->dirty = true;
+    s_device_dirty (c, d);
     c->sched_dirty = true;
     if (was)
         cgq_model_event (c->store, "device.enabled", 0, -1, d->node ? d->node->id : NULL, 0, d->id);

@@ -307,6 +307,51 @@ test_device_quarantine (void **state)
     ct_coord_destroy (&c);
 }
 
+// A turn writes the hashes of the devices that changed, from a list of
+// them: not a walk over every device of every lab.
+static void
+test_device_writes_listed (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
+    job_t *j = ct_job (c, 1, s_spec_dev);
+    const char *devs[] = {"d0:device=x", "d1:device=x", "d2:device=x", "d3:device=y",
+                          "d4:device=y", "d5:device=y", NULL};
+    ct_runner (c, "r", devs);
+    c->sched_dirty = true;
+    assert_int_equal (dispatch_run (c), 3);
+    // Declared and granted: every device listed once, however often marked.
+    size_t listed = 0;
+    for (device_t *d = c->dirty_devices; d; d = d->dirty_next) {
+        assert_true (d->listed);
+        listed++;
+    }
+    assert_int_equal (listed, 6);
+    nodes_write_dirty (c);
+    assert_null (c->dirty_devices);
+    size_t p0 = cgq_store_pending (c->store);
+    assert_true (p0 > 0);
+    // Nothing changed: nothing written.
+    nodes_write_dirty (c);
+    assert_int_equal (cgq_store_pending (c->store), p0);
+    // One trial ends: its device alone is listed, and written.
+    trial_t *t = s_running (j, "d1");
+    assert_non_null (t);
+    ct_result (c, "r", 1, t->id, t->attempt, CGQ__TASK_STATUS__TASK_FAILED, "{}", "exit 1");
+    device_t *d1 = nodes_device_find (c, "d1");
+    assert_ptr_equal (c->dirty_devices, d1);
+    assert_null (d1->dirty_next);
+    assert_true (d1->dirty);
+    nodes_write_dirty (c);
+    assert_true (cgq_store_pending (c->store) > p0);
+    assert_false (d1->dirty);
+    assert_false (d1->listed);
+    assert_null (c->dirty_devices);
+    for (device_t *d = zhashx_first (c->devices); d; d = zhashx_next (c->devices))
+        assert_false (d->dirty);
+    ct_coord_destroy (&c);
+}
+
 static void
 test_runner_lost (void **state)
 {
@@ -509,6 +554,7 @@ main (void)
         cmocka_unit_test (test_gpu_shares_pack),
         cmocka_unit_test (test_hostile_offer),
         cmocka_unit_test (test_device_quarantine),
+        cmocka_unit_test (test_device_writes_listed),
         cmocka_unit_test (test_runner_lost),
         cmocka_unit_test (test_many_nodes),
         cmocka_unit_test (test_last_seen_coarse),

@@ -18,9 +18,16 @@
 
 #define S_PREFIX ".cgq-spare-"
 #define S_MAX_KEEP 64
+// The names of a chain's two lower levels: those of the first attempt of a
+// job's first trial. A start whose trial or attempt has that name skips its
+// rename (most starts are a first attempt; a job's first start is mostly
+// its trial 0).
+#define S_TRIAL "trial-0"
+#define S_ATTEMPT "attempt-1"
 
-// One spare chain ROOT/N/t/a. have: how many of its levels exist (N, N/t,
-// N/t/a with both logs open); busy: the thread is filling it, or a take is
+// One spare chain ROOT/N/trial-0/attempt-1 (T and A below). have: how many
+// of its levels exist (N, N/T, N/T/A with both logs open); busy: the thread
+// is filling it, or a take is
 // renaming it.
 typedef struct {
     unsigned n;
@@ -110,18 +117,19 @@ s_fill (cgq_spare_t *self, s_slot_t *s)
         have = 1;
     }
     if (have == 1) {
-        snprintf (path, sizeof path, "%s/%u/t", self->root, s->n);
+        snprintf (path, sizeof path, "%s/%u/" S_TRIAL, self->root, s->n);
         if (mkdir (path, 0755) < 0)
             return have;
         have = 2;
     }
-    snprintf (path, sizeof path, "%s/%u/t/a", self->root, s->n);
+    snprintf (path, sizeof path, "%s/%u/" S_TRIAL "/" S_ATTEMPT, self->root, s->n);
     if (mkdir (path, 0700) < 0)
         return have;
     int fds[2] = {-1, -1};
     const char *names[2] = {"stdout.log", "stderr.log"};
     for (int i = 0; i < 2; i++) {
-        snprintf (path, sizeof path, "%s/%u/t/a/%s", self->root, s->n, names[i]);
+        snprintf (path, sizeof path, "%s/%u/" S_TRIAL "/" S_ATTEMPT "/%s", self->root, s->n,
+                  names[i]);
         fds[i] = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fds[i] < 0) {
             if (i == 1)
@@ -252,6 +260,14 @@ s_move (const char *from, const char *to)
     return renameat2 (AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
 }
 
+// s_rename_to is s_move, or nothing when from already has the name of to
+// (same: their paths are equal).
+static int
+s_rename_to (const char *from, const char *to, bool same)
+{
+    return same ? 0 : s_move (from, to);
+}
+
 int
 cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
 {
@@ -277,15 +293,19 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
         return -1;
 
     char job[PATH_MAX], trial[PATH_MAX];
-    char chain[PATH_MAX + 32], chain_t[PATH_MAX + 40], chain_a[PATH_MAX + 48];
-    char moved_t[PATH_MAX + 8], moved_a[PATH_MAX + 8];
+    char chain[PATH_MAX + 32], chain_t[PATH_MAX + 48], chain_a[PATH_MAX + 64];
+    char moved_t[PATH_MAX + 16], moved_a[PATH_MAX + 16];
     snprintf (job, sizeof job, "%.*s", (int) (y - dir), dir);
     snprintf (trial, sizeof trial, "%.*s", (int) (z - dir), dir);
     snprintf (chain, sizeof chain, "%s/%u", self->root, s->n);
-    snprintf (chain_t, sizeof chain_t, "%s/t", chain);
-    snprintf (chain_a, sizeof chain_a, "%s/t/a", chain);
-    snprintf (moved_t, sizeof moved_t, "%s/t", job);
-    snprintf (moved_a, sizeof moved_a, "%s/a", trial);
+    snprintf (chain_t, sizeof chain_t, "%s/" S_TRIAL, chain);
+    snprintf (chain_a, sizeof chain_a, "%s/" S_TRIAL "/" S_ATTEMPT, chain);
+    snprintf (moved_t, sizeof moved_t, "%s/" S_TRIAL, job);
+    snprintf (moved_a, sizeof moved_a, "%s/" S_ATTEMPT, trial);
+    // Levels that already have their names stay (s_rename_to).
+    bool same_t = (size_t) (z - y - 1) == strlen (S_TRIAL)
+                  && !strncmp (y + 1, S_TRIAL, strlen (S_TRIAL));
+    bool same_a = !strcmp (z + 1, S_ATTEMPT);
     // A job other than the last one taken for is most likely new here: the
     // whole chain first (where job-J exists that fails, changing nothing).
     // Else the attempt alone, then trial and attempt. A rename that fails
@@ -293,14 +313,18 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
     bool fresh = strcmp (self->last_job, job) != 0;
     int have = -1; // what is left of the chain; -1: failed
     if (fresh && s_move (chain, job) == 0)
-        have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
+        have = s_rename_to (moved_t, trial, same_t) == 0 && s_rename_to (moved_a, dir, same_a) == 0
+                   ? 0
+                   : -1;
     else if ((!fresh || errno == EEXIST) && s_move (chain_a, dir) == 0)
         have = 2; // trial-T was there
     else if (errno == ENOENT && s_move (chain_t, trial) == 0)
-        have = s_move (moved_a, dir) == 0 ? 1 : -1; // job-J was there
+        have = s_rename_to (moved_a, dir, same_a) == 0 ? 1 : -1; // job-J was there
     else if (!fresh && errno == ENOENT && s_move (chain, job) == 0)
         // job-J was not there after all (the last job's directory went away)
-        have = s_move (moved_t, trial) == 0 && s_move (moved_a, dir) == 0 ? 0 : -1;
+        have = s_rename_to (moved_t, trial, same_t) == 0 && s_rename_to (moved_a, dir, same_a) == 0
+                   ? 0
+                   : -1;
     if (have >= 0)
         snprintf (self->last_job, sizeof self->last_job, "%s", job);
     bool ok = have >= 0;

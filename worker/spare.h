@@ -4,9 +4,12 @@
 // attempt-A) and two files (stdout.log, stderr.log): five new inodes, about
 // 0.6 ms each on the development VM's ext4 and most of a trial's start
 // (docs/performance.md, *Trial launch*). A rename costs ~20 us. So a thread
-// of this module keeps a few spare chains WORKDIR/.cgq-spare-PID/N/t/a with
-// both logs open in a/, and a trial start renames one into place: N becomes
-// job-J (if new), t becomes trial-T (if new), a the attempt directory.
+// of this module keeps a few spare chains
+// WORKDIR/.cgq-spare-PID/N/trial-0/attempt-1 with both logs open in
+// attempt-1/, and a trial start renames one into place: N becomes job-J (if
+// new), trial-0 becomes trial-T (if new, and T is not 0), attempt-1 the
+// attempt directory (if A is not 1). A new job's first trial 0, attempt 1,
+// is one rename.
 //
 // Not part of the contract: whatever goes wrong, cgq_spare_take returns -1
 // and the caller makes the directory the plain way.
@@ -33,7 +36,8 @@ void cgq_spare_destroy (cgq_spare_t **self_p);
 // no spare is ready or dir cannot be had by renames (it exists already, a
 // level is not a directory, dir has another shape); the caller then makes
 // dir the plain way. (Only a rename that fails half-way, which no case above
-// does, could leave an empty directory "t" or "a" inside X or Y.)
+// does, could leave an empty directory "trial-0" or "attempt-1" inside X or
+// Y; no trial ran there.)
 int cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd);
 
 // cgq_spare_refill has the thread make what cgq_spare_take took again. The

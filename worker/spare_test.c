@@ -158,6 +158,24 @@ test_take_levels (void **state)
     free (old_trial);
     free (job4);
     s_refilled (s, 2);
+    // A chain's levels are named trial-0 and attempt-1 (one rename fewer
+    // each where they fit): a new job whose first trial or attempt is
+    // another has them renamed, and nothing of those names is left.
+    s_take (f, s, "job-9/trial-7/attempt-3");
+    s_take (f, s, "job-10/trial-0/attempt-2");
+    s_refilled (s, 2);
+    s_take (f, s, "job-11/trial-5/attempt-1");
+    const char *only[][2] = {{"job-9", "trial-7"},           {"job-9/trial-7", "attempt-3"},
+                             {"job-10", "trial-0"},          {"job-10/trial-0", "attempt-2"},
+                             {"job-11", "trial-5"},          {"job-11/trial-5", "attempt-1"}};
+    for (size_t i = 0; i < sizeof only / sizeof *only; i++) {
+        char *ls = cgq_xasprintf ("test \"$(ls -a '%s/%s' | tr '\\n' ' ')\" = '. .. %s '", f->dir,
+                                  only[i][0], only[i][1]);
+        if (system (ls) != 0)
+            fail_msg ("%s/%s holds more than %s", f->dir, only[i][0], only[i][1]);
+        free (ls);
+    }
+    s_refilled (s, 2);
     // Nothing but the attempt directories is left in the trial directories.
     char *cmd = cgq_xasprintf ("test \"$(ls -a '%s' | tr '\\n' ' ')\" = "
                                "'. .. attempt-1 attempt-2 attempt-2.stage-1 '",

@@ -1215,7 +1215,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         s_lost (self, "assignment has no command (argv is empty)");
         return self;
     }
-    // Made ahead (spare.h): three renames instead of five new inodes.
+    // Made ahead (spare.h): one to three renames instead of five new inodes.
     bool made = opts->spare
                 && cgq_spare_take (opts->spare, self->trial_dir, &self->out.log_fd,
                                    &self->err.log_fd) == 0;

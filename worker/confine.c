@@ -796,6 +796,7 @@ struct cgq_confine_t {
     bool log_json;
     char *workdir;
     char *dir;        // cgroup mode: <the worker's cgroup>/cgq-worker-PID-START
+    int dir_fd;       // cgroup mode: dir (O_PATH), where leaves are made and opened; -1
     char *state_path; // WORKDIR/.cgq-confine/worker-PID-START; NULL when it cannot be written
     int64_t state_due_ms; // when the state file is rewritten (cgq_now_ms); 0: it is current
     char *describe;
@@ -1306,6 +1307,9 @@ s_cgroup_setup (cgq_confine_t *self, const char *base, bool no_kill_file, char *
     self->kill_file = !no_kill_file && access (kill_path, F_OK) == 0;
     free (kill_path);
     self->dir = dir;
+    // The leaves are made relative to it: no walk of the cgroup mounts'
+    // path at each start (-1: by path, as before).
+    self->dir_fd = open (dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     self->cgroup = true;
     return 0;
 }
@@ -1327,6 +1331,7 @@ cgq_confine_new (const cgq_confine_opts_t *opts, char *err, size_t errlen)
 {
     cgq_confine_t *self = cgq_xcalloc (1, sizeof *self);
     self->sock = -1;
+    self->dir_fd = -1;
     self->log_json = opts->log_json;
     self->workdir = cgq_xstrdup (opts->workdir);
     self->trials = cgq_xcalloc (S_MAX_SLOTS, sizeof *self->trials);
@@ -1447,6 +1452,8 @@ cgq_confine_destroy (cgq_confine_t **self_p)
     s_scan_release (&self->scan);
     free (self->trials);
     free (self->workdir);
+    if (self->dir_fd >= 0)
+        close (self->dir_fd);
     free (self->dir);
     free (self->state_path);
     free (self->describe);
@@ -1545,8 +1552,11 @@ cgq_confine_trial_new (cgq_confine_t *self, const char *name, const char *trial_
     if (self->cgroup) {
         // A leaf of the same name may still be waiting to be removed.
         t->leaf = cgq_xasprintf ("%s/%s", self->dir, name);
+        int at = self->dir_fd >= 0 ? self->dir_fd : AT_FDCWD;
+        size_t skip = self->dir_fd >= 0 ? strlen (self->dir) + 1 : 0;
         int rc;
-        for (int n = 2; (rc = mkdir (t->leaf, 0755)) < 0 && errno == EEXIST && n < 1000; n++) {
+        for (int n = 2; (rc = mkdirat (at, t->leaf + skip, 0755)) < 0 && errno == EEXIST && n < 1000;
+             n++) {
             free (t->leaf);
             t->leaf = cgq_xasprintf ("%s/%s.%d", self->dir, name, n);
         }
@@ -1555,7 +1565,7 @@ cgq_confine_trial_new (cgq_confine_t *self, const char *name, const char *trial_
         // write to cgroup.procs costs (the cgroup's threadgroup lock taken
         // for writing: an RCU grace period, ~10-20 ms on the development VM).
         if (rc == 0)
-            t->leaf_fd = open (t->leaf, O_PATH | O_DIRECTORY | O_CLOEXEC);
+            t->leaf_fd = openat (at, t->leaf + skip, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (t->leaf_fd < 0) {
             snprintf (err, errlen, "cannot create cgroup %s: %s", t->leaf, strerror (errno));
             if (rc == 0)

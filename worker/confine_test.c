@@ -332,6 +332,35 @@ s_trial_in_its_leaf (void **state, bool forked)
     free (leaf);
 }
 
+// A leaf of the trial's name is still there (being removed, or left by an
+// earlier run of the attempt): the trial gets NAME.2 beside it.
+static void
+test_leaf_name_taken (void **state)
+{
+    s_fixture_t *f = *state;
+    cgq_confine_t *c = s_confine (f, false);
+    char *taken = cgq_xasprintf ("%s/job-9.trial-7.attempt-1", cgq_confine_cgroup_dir (c));
+    assert_int_equal (mkdir (taken, 0755), 0);
+    tt_assign_t sa;
+    tt_assign_init (&sa, 9, 7, "");
+    char *argv[] = {"sleep", "5", NULL};
+    sa.a.argv = argv;
+    sa.a.n_argv = 2;
+    cgq_task_opts_t opts = s_opts (f, c);
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    pid_t pid = cgq_task_pid (task);
+    bool in = pid > 0 && s_in_leaf (pid, "job-9.trial-7.attempt-1.2");
+    cgq_task_stop (task, "seen", 500);
+    Cgq__Result *r = tt_run (task, 3000);
+    cgq_task_result_destroy (&r);
+    cgq_task_destroy (&task);
+    int removed = rmdir (taken);
+    cgq_confine_destroy (&c);
+    free (taken);
+    assert_true (in);
+    assert_int_equal (removed, 0);
+}
+
 static void
 test_trial_in_its_leaf (void **state)
 {
@@ -662,6 +691,8 @@ main (void)
                                                   &s_cgroup),
         cmocka_unit_test_prestate_setup_teardown (test_trial_in_its_leaf_forked, s_setup,
                                                   s_teardown, &s_cgroup),
+        cmocka_unit_test_prestate_setup_teardown (test_leaf_name_taken, s_setup, s_teardown,
+                                                  &s_cgroup),
         S_BOTH (test_timeout_kills_term_ignorers),
         cmocka_unit_test_prestate_setup_teardown (test_cgroup_without_kill_file, s_setup,
                                                   s_teardown, &s_cgroup),

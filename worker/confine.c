@@ -1617,8 +1617,11 @@ cgq_confine_trial_started (cgq_confine_trial_t *t, pid_t pid)
         close (t->leaf_fd);
     t->leaf_fd = -1;
     t->pid = pid;
+    // Its start time tells its session from a later one of the same number
+    // (pgroup mode: the reaper's records, the state file, the kill). cgroup
+    // mode goes by the leaf: no read of /proc/PID/stat per start.
     s_proc_t p;
-    if (pid > 0 && s_stat (pid, &p))
+    if (pid > 0 && !t->owner->cgroup && s_stat (pid, &p))
         t->start = p.start;
     s_send (t->owner, S_REC_PID, t);
     if (!t->owner->cgroup)

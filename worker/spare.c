@@ -27,8 +27,7 @@
 
 // One spare chain ROOT/N/trial-0/attempt-1 (T and A below). have: how many
 // of its levels exist (N, N/T, N/T/A with both logs open); busy: the thread
-// is filling it, or a take is
-// renaming it.
+// is filling it, or a take is renaming it.
 typedef struct {
     unsigned n;
     int have;

@@ -527,6 +527,16 @@ static int s_ahead[3][2];
 static bool s_ahead_ready;
 static int s_null_fd = -1;
 
+// s_pipes_close closes both ends of the first n pipes of p.
+static void
+s_pipes_close (int p[][2], int n)
+{
+    for (int i = 0; i < n; i++) {
+        close (p[i][0]);
+        close (p[i][1]);
+    }
+}
+
 // s_pipes fills p with the three pipes of a start: the ones made ahead,
 // else new ones. Returns 0, or -1 with errno (none left open).
 static int
@@ -541,10 +551,7 @@ s_pipes (int p[3][2])
         if (s_pipe (p[i]) == 0)
             continue;
         int e = errno;
-        for (int j = 0; j < i; j++) {
-            close (p[j][0]);
-            close (p[j][1]);
-        }
+        s_pipes_close (p, i);
         errno = e;
         return -1;
     }
@@ -1276,10 +1283,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         self->confined = cgq_confine_trial_new (opts->confine, name, self->trial_dir, err,
                                                 sizeof err);
         if (!self->confined) {
-            for (int i = 0; i < 3; i++) {
-                close (pipes[i][0]);
-                close (pipes[i][1]);
-            }
+            s_pipes_close (pipes, 3);
             s_lost (self, err);
             return self;
         }

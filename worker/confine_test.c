@@ -488,7 +488,8 @@ test_describe (void **state)
 // lets cgq_confine_tick start another (which must learn the running trial),
 // then waits to be killed. Returns its pid; *reaper is its reaper's.
 static pid_t
-s_fake_worker (s_fixture_t *f, const char *script, bool respawn, pid_t *reaper)
+s_fake_worker_run (s_fixture_t *f, const char *script, bool respawn, bool tick, pid_t *reaper,
+                   pid_t *trial)
 {
     int p[2];
     assert_int_equal (pipe (p), 0);
@@ -516,18 +517,19 @@ s_fake_worker (s_fixture_t *f, const char *script, bool respawn, pid_t *reaper)
             }
         }
         // As the worker's loop: the state file is written a moment after
-        // the start (cgq_confine_deadline), then the loop only waits.
-        while (cgq_confine_deadline (c) > 0) {
+        // the start (cgq_confine_deadline), then the loop only waits. Without
+        // tick, the worker is killed before that moment comes.
+        while (tick && cgq_confine_deadline (c) > 0) {
             usleep (5000);
             cgq_confine_tick (c);
         }
-        pid_t info[2] = {getpid (), cgq_confine_reaper_pid (c)};
+        pid_t info[3] = {getpid (), cgq_confine_reaper_pid (c), cgq_task_pid (task)};
         (void) !write (p[1], info, sizeof info);
         for (;;)
             pause ();
     }
     close (p[1]);
-    pid_t info[2] = {0, 0};
+    pid_t info[3] = {0, 0, 0};
     ssize_t n = read (p[0], info, sizeof info);
     close (p[0]);
     if (n != (ssize_t) sizeof info) {
@@ -537,7 +539,15 @@ s_fake_worker (s_fixture_t *f, const char *script, bool respawn, pid_t *reaper)
                   WIFEXITED (st) ? WEXITSTATUS (st) : -1);
     }
     *reaper = info[1];
+    if (trial)
+        *trial = info[2];
     return pid;
+}
+
+static pid_t
+s_fake_worker (s_fixture_t *f, const char *script, bool respawn, pid_t *reaper)
+{
+    return s_fake_worker_run (f, script, respawn, true, reaper, NULL);
 }
 
 // s_worker_killed: a worker killed with SIGKILL takes its trial's grandchild
@@ -621,12 +631,12 @@ test_restart_sweeps (void **state)
     cgq_confine_destroy (&c);
 }
 
-// s_state_lists: whether the state file of this process lists a trial pid.
+// s_state_lists: whether the state file of worker owner lists a trial pid.
 static bool
-s_state_lists (s_fixture_t *f, pid_t pid)
+s_state_lists (s_fixture_t *f, pid_t owner, pid_t pid)
 {
     char *cmd = cgq_xasprintf ("grep -q '^trial %d ' '%s/.cgq-confine/worker-%d-'*", (int) pid,
-                               f->dir, (int) getpid ());
+                               f->dir, (int) owner);
     int rc = system (cmd);
     free (cmd);
     return rc == 0;
@@ -647,11 +657,11 @@ test_state_file_after_start (void **state)
     assert_false (cgq_task_done (task));
     pid_t pid = cgq_task_pid (task);
     int64_t due = cgq_confine_deadline (c);
-    bool listed_at_start = s_state_lists (f, pid);
+    bool listed_at_start = s_state_lists (f, getpid (), pid);
     while (cgq_now_ms () < due)
         usleep (2000);
     cgq_confine_tick (c);
-    bool listed_after = s_state_lists (f, pid);
+    bool listed_after = s_state_lists (f, getpid (), pid);
     int64_t due_after = cgq_confine_deadline (c);
     cgq_task_stop (task, "done", 300);
     Cgq__Result *r = tt_run (task, 5000);
@@ -661,7 +671,7 @@ test_state_file_after_start (void **state)
     while (cgq_now_ms () < due_end)
         usleep (2000);
     cgq_confine_tick (c);
-    bool listed_end = s_state_lists (f, pid);
+    bool listed_end = s_state_lists (f, getpid (), pid);
     cgq_confine_destroy (&c);
 
     assert_true (due > 0);
@@ -670,6 +680,33 @@ test_state_file_after_start (void **state)
     assert_int_equal (due_after, 0);
     assert_true (due_end > 0);
     assert_false (listed_end);
+}
+
+// pgroup mode: the worker and its reaper killed together right after a
+// start, before the state file listed the trial (S_STATE_DELAY_MS): no one
+// is left to sweep it, and its main process still dies with the worker
+// (PR_SET_PDEATHSIG), as docs/architecture.md says.
+static void
+test_both_killed_before_state (void **state)
+{
+    s_fixture_t *f = *state;
+    cgq_confine_t *probe = s_confine (f, false); // skips where the mode cannot be had
+    cgq_confine_destroy (&probe);
+    pid_t reaper, trial = 0;
+    pid_t worker = s_fake_worker_run (f, "sleep 60", false, false, &reaper, &trial);
+    bool listed = s_state_lists (f, worker, trial);
+    assert_int_equal (kill (reaper, SIGKILL), 0);
+    bool reaper_gone = s_wait_gone (reaper, 10000);
+    assert_int_equal (kill (worker, SIGKILL), 0);
+    assert_int_equal (waitpid (worker, NULL, 0), worker);
+    bool gone = s_wait_gone (trial, 5000);
+    s_kill_now (trial);
+    assert_true (trial > 0);
+    assert_false (listed);
+    assert_true (reaper_gone);
+    if (!gone)
+        fail_msg ("trial %d outlived its worker %d and reaper %d", (int) trial, (int) worker,
+                  (int) reaper);
 }
 
 #define S_BOTH(t)                                                                                 \
@@ -700,6 +737,8 @@ main (void)
         S_BOTH (test_worker_killed_after_reaper_restart),
         S_BOTH (test_restart_sweeps),
         cmocka_unit_test_prestate_setup_teardown (test_state_file_after_start, s_setup,
+                                                  s_teardown, &s_pgroup),
+        cmocka_unit_test_prestate_setup_teardown (test_both_killed_before_state, s_setup,
                                                   s_teardown, &s_pgroup),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

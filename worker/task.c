@@ -759,6 +759,26 @@ s_lost (cgq_task_t *self, const char *error)
     self->done = true;
 }
 
+// s_lost_errno is s_lost for a start that failed with errno e: out of file
+// descriptors, the error says which limit to raise.
+static void
+s_lost_errno (cgq_task_t *self, int e, const char *error)
+{
+    struct rlimit rl;
+    char *msg = NULL;
+    if (e == ENFILE)
+        msg = cgq_xasprintf ("%s (the system's open file table is full: see fs.file-max)",
+                             error);
+    else if (e == EMFILE && getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        msg = cgq_xasprintf ("%s (the worker is at its open file limit, %llu: raise it, with "
+                             "ulimit -n or systemd's LimitNOFILE=)",
+                             error, (unsigned long long) rl.rlim_cur);
+    else if (e == EMFILE)
+        msg = cgq_xasprintf ("%s (the worker is at its open file limit: raise it)", error);
+    s_lost (self, msg ? msg : error);
+    free (msg);
+}
+
 // ---------------------------------------------------------------------------
 // Spawn
 //
@@ -1227,9 +1247,10 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
                 && cgq_spare_take (opts->spare, self->trial_dir, &self->out.log_fd,
                                    &self->err.log_fd) == 0;
     if (!made && cgq_mkdir_p (self->trial_dir) < 0) {
+        int en = errno;
         char *e = cgq_xasprintf ("cannot create trial directory %s: %s (check --workdir)",
-                                 self->trial_dir, strerror (errno));
-        s_lost (self, e);
+                                 self->trial_dir, strerror (en));
+        s_lost_errno (self, en, e);
         free (e);
         return self;
     }
@@ -1255,9 +1276,10 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         streams[i]->log_fd =
             open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (streams[i]->log_fd < 0) {
-            char *e = cgq_xasprintf ("cannot create %s: %s", path, strerror (errno));
+            int en = errno;
+            char *e = cgq_xasprintf ("cannot create %s: %s", path, strerror (en));
             free (path);
-            s_lost (self, e);
+            s_lost_errno (self, en, e);
             free (e);
             return self;
         }
@@ -1266,9 +1288,9 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
 
     int pipes[3][2]; // stdout, stderr, report
     if (s_pipes (pipes) < 0) {
-        char *e = cgq_xasprintf ("cannot create pipes: %s (raise the open file limit)",
-                                 strerror (errno));
-        s_lost (self, e);
+        int en = errno;
+        char *e = cgq_xasprintf ("cannot create pipes: %s", strerror (en));
+        s_lost_errno (self, en, e);
         free (e);
         return self;
     }
@@ -1280,11 +1302,13 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         else
             snprintf (name, sizeof name, "job-%" PRIu64 ".trial-%" PRIu64 ".attempt-%u.stage-%u",
                       self->ref.job, self->ref.trial, self->ref.attempt, self->ref.stage);
+        errno = 0;
         self->confined = cgq_confine_trial_new (opts->confine, name, self->trial_dir, err,
                                                 sizeof err);
         if (!self->confined) {
+            int en = errno;
             s_pipes_close (pipes, 3);
-            s_lost (self, err);
+            s_lost_errno (self, en, err);
             return self;
         }
     }
@@ -1327,7 +1351,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
             close (pipes[i][0]);
         char *e = pid == -2 ? cgq_xstrdup (jerr)
                             : cgq_xasprintf ("cannot fork: %s", strerror (fork_errno));
-        s_lost (self, e);
+        s_lost_errno (self, pid == -2 ? 0 : fork_errno, e);
         free (e);
         return self;
     }

@@ -949,6 +949,15 @@ s_replay_lost (cgq_store_t *self)
         }
         count++;
     }
+    // A replayed batch is only as durable as the replay: Redis may lose it
+    // again in its next fsync window (a second crash), so it stays
+    // journaled for the whole window from now, not from when it first went.
+    int64_t now = cgq_now_ms ();
+    for (size_t i = 0; i < self->jlen; i++) {
+        struct s_entry *e = &self->journal[(self->jhead + i) % self->jcap];
+        if (!ours || e->seq > have)
+            e->at_ms = now;
+    }
     self->replayed += count;
     cgq_warn ("store: Redis at %s came back older than what it acknowledged (marker %" PRIu64
               ", last %" PRIu64 "); replayed %zu journaled batch(es)",

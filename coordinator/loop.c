@@ -177,9 +177,11 @@ s_flush_failed (coord_t *c, int64_t now)
 static void
 s_flushed (coord_t *c)
 {
-    if (c->redis_retry_ms)
+    if (c->redis_retry_ms) {
         cgq_info ("Redis is back; batch persisted%s", c->buffer_full ? "; nodes send the results "
                                                                         "they held" : "");
+        outbox_rehold (c, cgq_now_ms () + c->cfg.durable_ms);
+    }
     c->buffer_full = false;
     notify_flushed (c);
     c->redis_retry_ms = 0;

@@ -163,6 +163,8 @@ outbox_seal (coord_t *c)
 void
 outbox_send_due (coord_t *c, int64_t now)
 {
+    if (c->redis_retry_ms)
+        return;
     while (c->late_head && c->late_head->not_before_ms <= now) {
         out_t *o = c->late_head;
         c->late_head = o->next;
@@ -238,10 +240,18 @@ outbox_send_sealed (coord_t *c)
     c->out_sealed = NULL;
 }
 
+void
+outbox_rehold (coord_t *c, int64_t until_ms)
+{
+    for (out_t *o = c->late_head; o; o = o->next)
+        if (o->not_before_ms < until_ms)
+            o->not_before_ms = until_ms;
+}
+
 int64_t
 outbox_next_due (const coord_t *c)
 {
-    return c->late_head ? c->late_head->not_before_ms : 0;
+    return c->late_head && !c->redis_retry_ms ? c->late_head->not_before_ms : 0;
 }
 
 static void

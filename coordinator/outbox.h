@@ -37,7 +37,15 @@ void outbox_seal (coord_t *c);
 
 // outbox_send_due sends the held Acks whose batches are durable by now
 // (--durable-after): they wait for nothing else, a batch in flight included.
+// While Redis is down (c->redis_retry_ms) none goes: Redis may have lost
+// their batches in a crash, to be replayed from the journal when it is back,
+// and a coordinator that died meanwhile would take the journal with it.
 void outbox_send_due (coord_t *c, int64_t now);
+
+// outbox_rehold holds every held Ack until until_ms at least: Redis is back
+// after an outage, and the batches the journal replayed into it are only as
+// durable as the replay.
+void outbox_rehold (coord_t *c, int64_t until_ms);
 void outbox_send_sealed (coord_t *c);
 // outbox_nodes_first reorders a list of queued messages: those for the
 // nodes first (an Assign: a trial waits to start), then the rest (the

@@ -13,12 +13,13 @@ import glob
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import CgqTestCase, main  # noqa: E402
+from harness import CgqTestCase, endpoint_port, main  # noqa: E402
 
 N = 60
 STATES = ("pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable",
@@ -213,6 +214,123 @@ class RedisCrashTest(CgqTestCase):
         self.assertEqual(k, j + 1)
         self.assertEqual(int(c.redis.cmd("GET", "cgq:seq:job")), k)
 
+
+    def test_replayed_batches_survive_a_second_crash(self):
+        """Redis crashes, stays down past the journal's window, comes back
+        without job b and gets it replayed; then it crashes again within its
+        fsync window, losing the replay too. The journal must still hold
+        job b's batch: a replayed batch is as new as the replay, not as the
+        batch it repeats, until Redis has had the time to sync it."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()
+        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
+
+        def aof_sizes():
+            return {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+
+        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
+        time.sleep(1.5)
+        before = aof_sizes()
+        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        # The coordinator waits (stopped) through the outage, so the sizes
+        # of the AOF that Redis comes back with can be read before it writes.
+        coord = c.coordinator
+        os.kill(coord.pid, signal.SIGSTOP)
+        try:
+            c.redis_proc.kill9()
+            self.assertGreater(cut_aof(before), 0, "job b's batch was cut from the AOF")
+            c.redis.close()
+            time.sleep(3.5)  # past --durable-after (3 s) since job b's batch
+            c.restart_redis()
+            loaded = aof_sizes()
+        finally:
+            os.kill(coord.pid, signal.SIGCONT)
+        c.wait_for(lambda: c.job(j).get("name") == "job-b", 20, "job b to be replayed")
+        # A batch after the replay (the stats, every second) is where the
+        # journal drops what is past its window.
+        mark = c.redis.cmd("HGET", "cgq:coordinator", "batch")
+        c.wait_for(lambda: c.redis.cmd("HGET", "cgq:coordinator", "batch") != mark, 5,
+                   "a batch after the replay")
+        # Crash two, inside Redis's fsync window: the replay is lost as well.
+        c.redis_proc.kill9()
+        self.assertGreater(cut_aof(loaded), 0, "the replay was cut from the AOF")
+        c.redis.close()
+        c.restart_redis()
+        self.assertNotEqual(c.job(j).get("name"), "job-b", "job b was lost again")
+        c.wait_for(lambda: c.job(j).get("name") == "job-b", 20, "job b to be replayed again")
+        self.assertEqual(c.job(j).get("total"), str(N))
+        self.assertEqual(c.job(first).get("name"), "job-a")
+        c.wait_for(lambda: int(c.redis.cmd("GET", "cgq:seq:job")) >= j, 10,
+                   "cgq:seq:job raised past the replayed job %d" % j)
+        k = c.submit(c.write_file("c.yaml", SPEC.replace("redis-crash-fault", "job-c")))
+        self.assertEqual(k, j + 1)
+        log = open(coord.err_path).read()
+        self.assertNotIn("no longer journaled", log)
+        self.assertEqual(len(re.findall(r"replayed \d+ journaled batch", log)), 2, log[-3000:])
+
+    def test_acks_held_while_redis_is_down(self):
+        """Redis crashes mid-job, losing its last second, and stays down past
+        --durable-after; the coordinator is killed -9 during the outage, its
+        journal with it. The results of that lost second must still be on
+        their workers: no Ack goes out while Redis is down (their batches
+        may be the lost ones), so the restarted coordinator gets them back
+        from the nodes instead of finding trials that no node runs."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()
+        for w in ("w1", "w2"):
+            c.start_worker(w, cpus=3)
+        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
+        sizes = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                snap = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+                sizes.append((time.monotonic(), snap))
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        n = 48
+        started = time.monotonic()
+        j = c.submit(c.write_counted_job("acks-held", n, 0.3))
+        # Mid-job, with more than a second of AOF sizes behind.
+        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= n // 3
+                   and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
+        crash_at = time.monotonic()
+        c.redis_proc.kill9()
+        stop.set()
+        sampler.join()
+        before = [s for t, s in sizes if t <= crash_at - 1.0]
+        self.assertTrue(before, "AOF sizes were sampled before the crash")
+        self.assertGreater(cut_aof(before[-1]), 0, "the last second was cut from the AOF")
+        c.redis.close()
+        time.sleep(3.5)  # past --durable-after: the lost second's Acks would be due
+        c.coordinator.kill9()
+        c.restart_redis()
+        # Running, as far as Redis knows: their Assigns were kept, and their
+        # results, if they finished, were in the lost second.
+        running = sorted(int(t) for t in c.redis.cmd("SMEMBERS", "cgq:job:{%d}:active" % j))
+        self.assertTrue(running, "Redis came back with trials running")
+        c.start_coordinator(extra=("--bind", "tcp://127.0.0.1:%d" % endpoint_port(c.nodes_ep),
+                                   "--control", "tcp://127.0.0.1:%d" % endpoint_port(c.control_ep)))
+        job = c.wait_job(j, 120)
+        self.assertEqual(job.get("state"), "finished", job)
+        self.assertEqual(int(job.get("succeeded", "0")), n, job)
+        for t, h in c.trials(j).items():
+            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
+        # Each of them ran once: its result waited on its worker through the
+        # outage and the restart. (A trial whose Assign was lost too is
+        # created again and runs again: its record went with the journal.)
+        runs = c.counted_runs()
+        for t in running:
+            self.assertEqual([r for r in runs if r[0] == t], [(t, 1)],
+                             "trial %d, running when Redis crashed, ran once" % t)
+            self.assertEqual(c.trial(j, t).get("attempt"), "1")
 
 if __name__ == "__main__":
     main()

@@ -110,6 +110,8 @@ cgq_wire_body_name (const cgq_env_t *env)
     case CGQ__ENVELOPE__BODY_WELCOME: return "welcome";
     case CGQ__ENVELOPE__BODY_HEARTBEAT: return "heartbeat";
     case CGQ__ENVELOPE__BODY_ASSIGN: return "assign";
+    case CGQ__ENVELOPE__BODY_ASSIGN_BATCH: return "assign_batch";
+    case CGQ__ENVELOPE__BODY_RESULT_BATCH: return "result_batch";
     case CGQ__ENVELOPE__BODY_PROGRESS: return "progress";
     case CGQ__ENVELOPE__BODY_RESULT: return "result";
     case CGQ__ENVELOPE__BODY_ACK: return "ack";

@@ -233,6 +233,11 @@ struct node_s {
     uint64_t instance;   // the node process's Hello instance (0: not said)
     uint64_t assign_seq; // of the last Assign sent to it in this epoch
     uint64_t assign_out; // of the last of those that has left this process (outbox.c)
+    bool batches;        // its Hello said it reads AssignBatch (and sends ResultBatch)
+    struct out_s *ab_head, *ab_tail; // Assigns for it waiting to go as one (outbox.c)
+    size_t ab_n, ab_bytes;
+    node_t *ab_next;     // on the send's list of nodes with waiting Assigns
+    bool ab_listed;      // (on that list)
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
     bool stale;          // silent for --stale-after heartbeats: its tasks are stale, no new ones
     char key[41];        // CURVE key last found bound to this id ("" without CURVE)

@@ -77,6 +77,7 @@ s_hello (coord_t *c, const char *id, Cgq__NodeKind kind, Cgq__Resources *res, co
         h.instance = x->instance;
         h.assign_epoch = x->assign_epoch;
         h.assign_seq = x->assign_seq;
+        h.batches = x->batches;
     }
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_HELLO;

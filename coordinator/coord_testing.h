@@ -32,6 +32,7 @@ typedef struct {
     Cgq__TaskRef **running;
     size_t nrunning;
     uint64_t instance, assign_epoch, assign_seq;
+    bool batches; // reads AssignBatch
 } ct_hello_t;
 
 // ct_hello sends worker id's Hello offering cpus, with what x says.

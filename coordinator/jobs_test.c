@@ -1139,6 +1139,205 @@ test_unsent_assign_not_missed (void **state)
     ct_coord_destroy (&c);
 }
 
+// s_recv_env receives one message on dealer (within 2 s) and decodes it.
+static cgq_env_t *
+s_recv_env (void *dealer)
+{
+    zmq_pollitem_t it = {dealer, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (&it, 1, 2000) <= 0)
+        return NULL;
+    zmq_msg_t m;
+    zmq_msg_init (&m);
+    assert_true (zmq_msg_recv (&m, dealer, 0) >= 0);
+    cgq_env_t *env = cgq_wire_decode (zmq_msg_data (&m), zmq_msg_size (&m), 0);
+    zmq_msg_close (&m);
+    assert_non_null (env);
+    return env;
+}
+
+// The Assigns of one batch for a node whose Hello says `batches` leave as
+// one AssignBatch, in the order queued, and the node's assign_out is the
+// last of them; a node that does not say so gets one Assign per message.
+// A ResultBatch is taken as its Results one by one: each applied and acked.
+static void
+test_assign_batches (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    void *zctx = zmq_ctx_new ();
+    void *router = zmq_socket (zctx, ZMQ_ROUTER);
+    assert_int_equal (zmq_bind (router, "inproc://assign-batches"), 0);
+    c->nodes_sock = router;
+    void *dealers[2];
+    const char *ids[2] = {"bw", "ow"};
+    for (int i = 0; i < 2; i++) {
+        dealers[i] = zmq_socket (zctx, ZMQ_DEALER);
+        zmq_setsockopt (dealers[i], ZMQ_ROUTING_ID, ids[i], strlen (ids[i]));
+        assert_int_equal (zmq_connect (dealers[i], "inproc://assign-batches"), 0);
+    }
+    ct_job (c, 95,
+            "space: {x: {grid: [0, 1, 2, 3, 4, 5, 6, 7]}}\n"
+            "search: {algorithm: grid}\n"
+            "objective: {metric: x, mode: max}\n"
+            "trial: {kind: noop, retries: 0}\n");
+    ct_hello_t bx = {.batches = true};
+    ct_hello (c, "bw", 5, &bx);
+    ct_hello (c, "ow", 3, NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0); // the Welcomes
+    for (int i = 0; i < 2; i++) {
+        cgq_env_t *w = s_recv_env (dealers[i]);
+        assert_non_null (w);
+        assert_int_equal (w->body_case, CGQ__ENVELOPE__BODY_WELCOME);
+        assert_true (w->welcome->batches);
+        cgq_wire_free (w);
+    }
+    assert_int_equal (dispatch_run (c), 8);
+    Cgq__TaskRef refs[8];
+    assert_int_equal (ct_assigns (c, refs, 8), 8);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+
+    cgq_env_t *b = s_recv_env (dealers[0]);
+    assert_non_null (b);
+    assert_int_equal (b->body_case, CGQ__ENVELOPE__BODY_ASSIGN_BATCH);
+    assert_int_equal (b->assign_batch->n_assigns, 5);
+    uint64_t prev_seq = 0;
+    trial_t *mine[5];
+    for (size_t i = 0; i < 5; i++) {
+        const Cgq__Assign *a = b->assign_batch->assigns[i];
+        assert_true (a->seq > prev_seq); // in the order queued
+        prev_seq = a->seq;
+        assert_string_equal (a->kind, "noop");
+        mine[i] = jobs_trial (c, 95, a->task->trial);
+        assert_non_null (mine[i]);
+        assert_int_equal (mine[i]->assign_seq, a->seq);
+    }
+    assert_int_equal (nodes_find (c, "bw")->assign_out, prev_seq);
+    cgq_wire_free (b);
+    assert_null (s_recv_env (dealers[0]) ? (void *) 1 : NULL); // nothing more
+    for (int i = 0; i < 3; i++) {
+        cgq_env_t *a = s_recv_env (dealers[1]);
+        assert_non_null (a);
+        assert_int_equal (a->body_case, CGQ__ENVELOPE__BODY_ASSIGN);
+        cgq_wire_free (a);
+    }
+
+    // Five Results in one ResultBatch: each applied, one Ack for them all.
+    Cgq__Result rs[5], *rp[5];
+    Cgq__TaskRef tr[5];
+    char metrics[5][32];
+    for (int i = 0; i < 5; i++) {
+        tr[i] = (Cgq__TaskRef) CGQ__TASK_REF__INIT;
+        tr[i].job = 95;
+        tr[i].trial = mine[i]->id;
+        tr[i].attempt = mine[i]->attempt;
+        rs[i] = (Cgq__Result) CGQ__RESULT__INIT;
+        rs[i].task = &tr[i];
+        rs[i].status = CGQ__TASK_STATUS__TASK_SUCCEEDED;
+        snprintf (metrics[i], sizeof metrics[i], "{\"x\": %d}", (int) mine[i]->id);
+        rs[i].metrics_json = metrics[i];
+        rp[i] = &rs[i];
+    }
+    Cgq__ResultBatch rb = CGQ__RESULT_BATCH__INIT;
+    rb.n_results = 5;
+    rb.results = rp;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_RESULT_BATCH;
+    env.result_batch = &rb;
+    session_message (c, "bw", 2, &env);
+    assert_int_equal (c->stat_results, 5);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    for (int i = 0; i < 5; i++) {
+        char *st = s_hget (c, cgq_key_trial (key, sizeof key, 95, tr[i].trial), CGQ_TF_STATE);
+        assert_non_null (st);
+        assert_string_equal (st, "succeeded");
+        free (st);
+    }
+    cgq_env_t *ack = s_recv_env (dealers[0]); // (--durable-after 0 here: at once)
+    assert_non_null (ack);
+    assert_int_equal (ack->body_case, CGQ__ENVELOPE__BODY_ACK);
+    assert_int_equal (ack->ack->n_tasks, 5);
+    cgq_wire_free (ack);
+
+    // A Stop between a node's Assigns keeps its place: the Assign queued
+    // before it goes first (alone), those after it go after it (together).
+    for (int i = 0; i < 4; i++) {
+        Cgq__TaskRef r = CGQ__TASK_REF__INIT;
+        r.job = 95;
+        r.trial = 100 + (uint64_t) i;
+        r.attempt = 1;
+        if (i == 1) {
+            outbox_stop (c, "bw", &r, "test");
+            continue;
+        }
+        Cgq__Assign a = CGQ__ASSIGN__INIT;
+        a.task = &r;
+        a.kind = "noop";
+        a.seq = 100 + (uint64_t) i;
+        cgq_env_t e = CGQ__ENVELOPE__INIT;
+        e.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
+        e.assign = &a;
+        outbox_push (c, router, "bw", 2, false, &e);
+        c->out_tail->assign_seq = a.seq;
+    }
+    outbox_send (c);
+    cgq_env_t *m = s_recv_env (dealers[0]);
+    assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_ASSIGN);
+    assert_int_equal (m->assign->task->trial, 100);
+    cgq_wire_free (m);
+    m = s_recv_env (dealers[0]);
+    assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_STOP);
+    assert_int_equal (m->stop->task->trial, 101);
+    cgq_wire_free (m);
+    m = s_recv_env (dealers[0]);
+    assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_ASSIGN_BATCH);
+    assert_int_equal (m->assign_batch->n_assigns, 2);
+    assert_int_equal (m->assign_batch->assigns[0]->task->trial, 102);
+    assert_int_equal (m->assign_batch->assigns[1]->task->trial, 103);
+    cgq_wire_free (m);
+    assert_int_equal (nodes_find (c, "bw")->assign_out, 103);
+    assert_false (nodes_find (c, "bw")->ab_listed);
+
+    // Big Assigns: an AssignBatch stays under 1 MiB (a node reads 4 MiB).
+    char *big = cgq_xmalloc (400 << 10);
+    memset (big, 'x', (400 << 10) - 1);
+    big[(400 << 10) - 1] = '\0';
+    for (int i = 0; i < 3; i++) {
+        Cgq__TaskRef r = CGQ__TASK_REF__INIT;
+        r.job = 95;
+        r.trial = 200 + (uint64_t) i;
+        r.attempt = 1;
+        Cgq__Assign a = CGQ__ASSIGN__INIT;
+        a.task = &r;
+        a.kind = "noop";
+        a.params_json = big;
+        a.seq = 200 + (uint64_t) i;
+        cgq_env_t e = CGQ__ENVELOPE__INIT;
+        e.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
+        e.assign = &a;
+        outbox_push (c, router, "bw", 2, false, &e);
+        c->out_tail->assign_seq = a.seq;
+    }
+    free (big);
+    outbox_send (c);
+    m = s_recv_env (dealers[0]);
+    assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_ASSIGN_BATCH);
+    assert_int_equal (m->assign_batch->n_assigns, 2);
+    assert_int_equal (m->assign_batch->assigns[1]->task->trial, 201);
+    cgq_wire_free (m);
+    m = s_recv_env (dealers[0]);
+    assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_ASSIGN);
+    assert_int_equal (m->assign->task->trial, 202);
+    cgq_wire_free (m);
+
+    for (int i = 0; i < 2; i++)
+        zmq_close (dealers[i]);
+    c->nodes_sock = NULL;
+    zmq_close (router);
+    ct_coord_destroy (&c);
+    zmq_ctx_term (zctx);
+}
+
 // A batch's messages go to the nodes first, then to the control socket,
 // each socket's in the order they were queued.
 static void
@@ -1198,6 +1397,7 @@ main (void)
         cmocka_unit_test (test_keys_bound_to_node_ids),
         cmocka_unit_test (test_undelivered_assign_requeued),
         cmocka_unit_test (test_events_grouped_per_turn),
+        cmocka_unit_test (test_assign_batches),
         cmocka_unit_test (test_unsent_assign_not_missed),
         cmocka_unit_test (test_nodes_first),
     };

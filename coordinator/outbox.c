@@ -192,6 +192,117 @@ outbox_nodes_first (const coord_t *c, out_t *list)
     return head ? head : later;
 }
 
+// Protocol Buffers framing, enough to join encoded Assigns into an
+// AssignBatch without decoding them (schemas/cgq.proto).
+static size_t
+s_varint_put (uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        p[n++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return n;
+}
+
+static bool
+s_varint_get (const uint8_t *p, size_t len, size_t *at, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; *at < len && shift < 64; shift += 7) {
+        uint8_t b = p[(*at)++];
+        *v |= (uint64_t) (b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+// s_assign_body finds the Assign inside an encoded Envelope (version, then
+// field 13), as cgq_wire_encode writes it: false when it is not laid out so.
+static bool
+s_assign_body (const out_t *o, const uint8_t **body, size_t *len)
+{
+    size_t at = 0;
+    uint64_t v;
+    if (at < o->len && o->data[at] == 0x08) { // 1: version, varint
+        at++;
+        if (!s_varint_get (o->data, o->len, &at, &v))
+            return false;
+    }
+    if (at >= o->len || o->data[at++] != ((13 << 3) | 2)) // 13: assign, bytes
+        return false;
+    if (!s_varint_get (o->data, o->len, &at, &v) || v != o->len - at)
+        return false;
+    *body = o->data + at;
+    *len = (size_t) v;
+    return true;
+}
+
+// Room for an AssignBatch envelope's header (version, tag and length).
+#define S_HEAD 24
+// An AssignBatch stays under this, far below what a node reads (4 MiB).
+#define S_BATCH_MAX (1u << 20)
+
+// s_batch_flush sends the Assigns waiting for node n: one alone as it is,
+// more as one AssignBatch, each in the order queued.
+static void
+s_batch_flush (coord_t *c, node_t *n)
+{
+    out_t *o = n->ab_head;
+    n->ab_head = n->ab_tail = NULL;
+    size_t count = n->ab_n, bytes = n->ab_bytes;
+    n->ab_n = n->ab_bytes = 0;
+    if (!o)
+        return;
+    if (count > 1) {
+        // Envelope: 1 = version, 19 = assign_batch { 1 = assign (repeated) }.
+        uint8_t *buf = cgq_xmalloc (S_HEAD + bytes), *p = buf + S_HEAD;
+        uint64_t seq = 0;
+        bool ok = true;
+        for (out_t *x = o; x && ok; x = x->next) {
+            const uint8_t *body;
+            size_t len;
+            ok = s_assign_body (x, &body, &len);
+            if (ok) {
+                *p++ = (1 << 3) | 2;
+                p += s_varint_put (p, len);
+                memcpy (p, body, len);
+                p += len;
+                if (x->assign_seq > seq)
+                    seq = x->assign_seq;
+            }
+        }
+        if (ok) {
+            size_t inner = (size_t) (p - (buf + S_HEAD));
+            uint8_t head[S_HEAD];
+            size_t h = 0;
+            head[h++] = 0x08;
+            h += s_varint_put (head + h, CGQ_WIRE_VERSION);
+            h += s_varint_put (head + h, (19 << 3) | 2);
+            h += s_varint_put (head + h, inner);
+            memcpy (buf + S_HEAD - h, head, h);
+            out_t batch = {.sock = o->sock, .rid = o->rid, .rid_len = o->rid_len,
+                           .data = buf + S_HEAD - h, .len = inner + h, .assign_seq = seq};
+            s_send_one (c, &batch);
+            free (buf);
+            while (o) {
+                out_t *next = o->next;
+                s_free (o);
+                o = next;
+            }
+            return;
+        }
+        free (buf); // not laid out as expected: each goes alone
+    }
+    while (o) {
+        out_t *next = o->next;
+        s_send_one (c, o);
+        s_free (o);
+        o = next;
+    }
+}
+
 static void
 s_send_upto (coord_t *c, out_t *last)
 {
@@ -205,6 +316,9 @@ s_send_upto (coord_t *c, out_t *last)
     out_t *rest = last->next;
     last->next = NULL;
     out_t *o = outbox_nodes_first (c, c->out_head);
+    // The Assigns for a node that reads AssignBatch wait, in order, until
+    // another kind of message goes to it or this send ends, and go as one.
+    node_t *waiting = NULL;
     while (o) {
         out_t *next = o->next;
         if (o->acks)
@@ -212,12 +326,33 @@ s_send_upto (coord_t *c, out_t *last)
         if (o->durable) {
             o->not_before_ms = now + c->cfg.durable_ms;
             s_append (&c->late_head, &c->late_tail, o);
+            o = next;
+            continue;
+        }
+        node_t *n = o->sock == c->nodes_sock ? nodes_find (c, o->rid) : NULL;
+        if (n && n->batches && o->assign_seq) {
+            if (!n->ab_listed) {
+                n->ab_listed = true;
+                n->ab_next = waiting;
+                waiting = n;
+            }
+            if (n->ab_head && n->ab_bytes + o->len + 12 > S_BATCH_MAX)
+                s_batch_flush (c, n); // a node reads frames of 4 MiB at most
+            s_append (&n->ab_head, &n->ab_tail, o);
+            n->ab_n++;
+            n->ab_bytes += o->len + 12;
         }
         else {
+            if (n && n->ab_head)
+                s_batch_flush (c, n);
             s_send_one (c, o);
             s_free (o);
         }
         o = next;
+    }
+    for (node_t *n = waiting; n; n = n->ab_next) {
+        s_batch_flush (c, n);
+        n->ab_listed = false;
     }
     c->out_head = rest;
     if (!rest)

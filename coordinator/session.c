@@ -64,6 +64,7 @@ s_welcome (coord_t *c, node_t *n)
     w.epoch = c->epoch;
     w.heartbeat_ms = (uint32_t) c->cfg.heartbeat_ms;
     w.max_frame = (uint32_t) c->cfg.max_frame;
+    w.batches = true;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_WELCOME;
     env.welcome = &w;
@@ -296,6 +297,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
         t = next;
     }
     n->instance = h->instance;
+    n->batches = h->batches;
 
     // (Re)declare resources; free capacity is recomputed from what it runs.
     nodes_declare (c, n, h->hostname, h->pid, h->kind, h->resources);
@@ -510,6 +512,10 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_RESULT:
         s_result (c, id, env->result);
+        break;
+    case CGQ__ENVELOPE__BODY_RESULT_BATCH:
+        for (size_t i = 0; i < env->result_batch->n_results; i++)
+            s_result (c, id, env->result_batch->results[i]);
         break;
     case CGQ__ENVELOPE__BODY_PROGRESS:
         if (env->progress->task && s_owns (c, n, id, env->progress->task, "Progress")

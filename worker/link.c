@@ -28,6 +28,7 @@ typedef struct s_unacked_s {
     int64_t sent_ms;     // last time it went out (alone or in a Hello)
     char key[80];        // cgq_wire_task_str of its task: the index key
     bool in_hello;       // carried by the last Hello
+    bool held;           // waits in the link's held list (cgq_link_hold)
     struct s_unacked_s *prev, *next;
 } s_unacked_t;
 
@@ -62,6 +63,11 @@ struct cgq_link_t {
     uint64_t instance;     // drawn once per link: this process's Hellos share it
     uint64_t assign_epoch; // the last Assign received: its coordinator epoch
     uint64_t assign_seq;   // and its seq
+    bool batches;          // AssignBatch is read here (said in Hello)
+    bool peer_batches;     // the coordinator reads ResultBatch (its Welcome said so)
+    bool holding;          // results wait in held until cgq_link_release
+    s_unacked_t **held;
+    size_t nheld, capheld;
 };
 
 // s_touch records that u went out at now: it moves to the list's tail.
@@ -98,6 +104,12 @@ s_unacked_drop (cgq_link_t *self, s_unacked_t *u)
     else
         self->utail = u->prev;
     zhashx_delete (self->uindex, u->key);
+    if (u->held)
+        for (size_t i = 0; i < self->nheld; i++)
+            if (self->held[i] == u) {
+                self->held[i] = self->held[--self->nheld];
+                break;
+            }
     cgq_task_result_destroy (&u->result);
     free (u);
     self->n_unacked--;
@@ -153,6 +165,7 @@ s_send_hello (cgq_link_t *self, int64_t now)
     hello.instance = self->instance;
     hello.assign_epoch = self->assign_epoch;
     hello.assign_seq = self->assign_seq;
+    hello.batches = self->batches;
     hello.resources = (Cgq__Resources *) self->resources;
     Cgq__TaskRef **running = NULL;
     hello.n_running = self->running ? self->running (self->arg, &running) : 0;
@@ -213,6 +226,18 @@ s_send_heartbeat (cgq_link_t *self, int64_t now)
 static void
 s_send_result (cgq_link_t *self, s_unacked_t *u, int64_t now)
 {
+    if (self->holding) {
+        if (u->held)
+            return;
+        u->held = true;
+        if (self->nheld == self->capheld) {
+            self->capheld = self->capheld ? 2 * self->capheld : 64;
+            self->held = cgq_xrealloc (self->held, self->capheld * sizeof *self->held);
+        }
+        self->held[self->nheld++] = u;
+        s_touch (self, u, now);
+        return;
+    }
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_RESULT;
     env.result = u->result;
@@ -331,6 +356,7 @@ cgq_link_new (void *ctx, const cgq_link_opts_t *opts, cgq_link_running_fn *runni
     self->arg = arg;
     self->heartbeat_ms = opts->heartbeat_ms > 0 ? opts->heartbeat_ms : 1000;
     self->kind = opts->kind;
+    self->batches = opts->batches;
     self->auth = opts->auth;
     // Never 0 (which means "not said"); time and pid when the kernel has no
     // entropy to give.
@@ -364,6 +390,7 @@ cgq_link_destroy (cgq_link_t **self_p)
     while (self->uhead)
         s_unacked_drop (self, self->uhead);
     zhashx_destroy (&self->uindex);
+    free (self->held);
     for (size_t i = 0; i < self->neps; i++)
         free (self->eps[i]);
     free (self->eps);
@@ -386,6 +413,7 @@ s_on_welcome (cgq_link_t *self, const Cgq__Welcome *w)
     self->welcomed = true;
     self->ever_welcomed = true;
     self->epoch = w->epoch;
+    self->peer_batches = w->batches;
     if (w->heartbeat_ms > 0)
         self->heartbeat_ms = w->heartbeat_ms;
     if (w->max_frame > 0 && w->max_frame != self->max_frame) {
@@ -421,6 +449,18 @@ s_on_ack (cgq_link_t *self, const Cgq__Ack *ack)
         s_unacked_t *u = zhashx_lookup (self->uindex, cgq_wire_task_str (key, ack->tasks[a]));
         if (u)
             s_unacked_drop (self, u);
+    }
+}
+
+// s_assign_seen records the last Assign received, said in every Hello and
+// Heartbeat: an Assign sent later may cross them (see schemas/cgq.proto).
+static void
+s_assign_seen (cgq_link_t *self, const Cgq__Assign *a)
+{
+    if (a->epoch > self->assign_epoch
+        || (a->epoch == self->assign_epoch && a->seq > self->assign_seq)) {
+        self->assign_epoch = a->epoch;
+        self->assign_seq = a->seq;
     }
 }
 
@@ -471,14 +511,11 @@ cgq_link_recv (cgq_link_t *self)
             self->hinted = true;
             break;
         case CGQ__ENVELOPE__BODY_ASSIGN:
-            // What this process has seen, said in every Hello and Heartbeat:
-            // an Assign sent later may cross them (see schemas/cgq.proto).
-            if (env->assign->epoch > self->assign_epoch
-                || (env->assign->epoch == self->assign_epoch
-                    && env->assign->seq > self->assign_seq)) {
-                self->assign_epoch = env->assign->epoch;
-                self->assign_seq = env->assign->seq;
-            }
+            s_assign_seen (self, env->assign);
+            return env;
+        case CGQ__ENVELOPE__BODY_ASSIGN_BATCH:
+            for (size_t i = 0; i < env->assign_batch->n_assigns; i++)
+                s_assign_seen (self, env->assign_batch->assigns[i]);
             return env;
         case CGQ__ENVELOPE__BODY_STOP:
             return env;
@@ -605,6 +642,52 @@ cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *repor
     env.body_case = CGQ__ENVELOPE__BODY_PROGRESS;
     env.progress = &p;
     s_send (self, &env);
+}
+
+void
+cgq_link_hold (cgq_link_t *self)
+{
+    self->holding = true;
+}
+
+void
+cgq_link_release (cgq_link_t *self)
+{
+    self->holding = false;
+    size_t n = self->nheld;
+    self->nheld = 0;
+    for (size_t i = 0; i < n; i++)
+        self->held[i]->held = false;
+    if (!n || !self->welcomed)
+        return; // not welcomed: they go after the Welcome
+    if (n == 1 || !self->peer_batches) {
+        int64_t now = cgq_now_ms ();
+        for (size_t i = 0; i < n; i++)
+            s_send_result (self, self->held[i], now);
+        return;
+    }
+    // As many per ResultBatch as fit in half a frame (each fits alone: s_fit).
+    Cgq__Result **rs = cgq_xcalloc (n, sizeof *rs);
+    for (size_t i = 0; i < n;) {
+        size_t k = 0, bytes = 0;
+        while (i + k < n) {
+            size_t size = s_result_frame (self->held[i + k]->result);
+            if (k > 0 && bytes + size > self->max_frame / 2)
+                break;
+            bytes += size;
+            rs[k] = self->held[i + k]->result;
+            k++;
+        }
+        Cgq__ResultBatch b = CGQ__RESULT_BATCH__INIT;
+        b.n_results = k;
+        b.results = rs;
+        cgq_env_t env = CGQ__ENVELOPE__INIT;
+        env.body_case = CGQ__ENVELOPE__BODY_RESULT_BATCH;
+        env.result_batch = &b;
+        s_send (self, &env);
+        i += k;
+    }
+    free (rs);
 }
 
 void

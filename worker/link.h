@@ -33,6 +33,7 @@ typedef struct {
     int64_t heartbeat_ms;             // until the Welcome says otherwise
     int kind;                         // Cgq__NodeKind: 0 worker (default), 1 device runner
     const cgq_auth_t *auth;           // CURVE keys (borrowed for the link's lifetime); NULL: off
+    bool batches;                     // say in Hello that AssignBatch is read here
 } cgq_link_opts_t;
 
 // cgq_link_new opens the socket on zmq context ctx, connects and sends Hello.
@@ -61,6 +62,12 @@ int64_t cgq_link_deadline (const cgq_link_t *self);
 // cgq_link_progress sends one report line of a task (best effort).
 void cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *report_json,
                         uint64_t seq);
+
+// cgq_link_hold makes results wait (held) until cgq_link_release, which
+// sends those that waited as one ResultBatch (one alone as a Result): a
+// worker holds them while it handles what it received at once.
+void cgq_link_hold (cgq_link_t *self);
+void cgq_link_release (cgq_link_t *self);
 
 // cgq_link_result takes ownership of result (made by cgq_task_result_new),
 // sends it now when the coordinator knows this node, and keeps it until acked.

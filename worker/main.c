@@ -383,28 +383,43 @@ s_poll (s_worker_t *w, bool with_link, int64_t deadline)
     free (owners);
 }
 
+// s_on_assigned starts one task of what came in. A wave of Assigns takes a
+// while to start (~1 ms each): trials that end meanwhile are reported at
+// once, so that their slots are refilled without waiting for the wave.
+static void
+s_on_assigned (s_worker_t *w, const Cgq__Assign *a)
+{
+    s_on_assign (w, a);
+    if (s_child_exited) {
+        s_reap (w, true);
+        cgq_link_release (w->link);
+        cgq_link_hold (w->link);
+    }
+}
+
 static void
 s_run (s_worker_t *w)
 {
     while (!s_stop) {
         s_poll (w, true, cgq_link_deadline (w->link));
+        // What ends while this turn handles what came in goes out at its
+        // end, as one ResultBatch: a wave of no-op tasks is one message.
+        cgq_link_hold (w->link);
         // Always try the socket: ZeroMQ readiness is edge-triggered.
         cgq_env_t *env;
         while (!s_stop && (env = cgq_link_recv (w->link))) {
-            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN) {
-                s_on_assign (w, env->assign);
-                // A wave of Assigns takes a while to start (~1 ms each):
-                // trials that end meanwhile are reported at once, so that
-                // their slots are refilled without waiting for the wave.
-                if (s_child_exited)
-                    s_reap (w, true);
-            }
+            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN)
+                s_on_assigned (w, env->assign);
+            else if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN_BATCH)
+                for (size_t i = 0; i < env->assign_batch->n_assigns; i++)
+                    s_on_assigned (w, env->assign_batch->assigns[i]);
             else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
                 s_on_stop (w, env->stop);
             cgq_wire_free (env);
         }
         cgq_confine_tick (w->confine);
         s_reap (w, true);
+        cgq_link_release (w->link);
         cgq_link_tick (w->link, cgq_now_ms ());
     }
 }
@@ -659,6 +674,7 @@ main (int argc, char **argv)
         .hostname = w.hostname,
         .resources = &w.resources,
         .heartbeat_ms = w.cfg.heartbeat_ms,
+        .batches = true,
     };
     w.link = cgq_link_new (ctx, &lopts, s_running, &w);
     if (!w.link) {

@@ -657,6 +657,89 @@ test_bad_options (void **state)
     assert_int_equal (WEXITSTATUS (st), 0);
 }
 
+// A worker says `batches` in its Hello and reads an AssignBatch: each
+// Assign in it runs, in order. To a coordinator whose Welcome says
+// `batches`, the no-op results of that one message go back as one
+// ResultBatch; each is acked, and kept until then, on its own.
+static void
+test_assign_batch_result_batch (void **state)
+{
+    s_fake_t *f = *state;
+    s_start (f, "--heartbeat", "200ms", NULL);
+    cgq_env_t *env = s_expect (f, CGQ__ENVELOPE__BODY_HELLO, 5000);
+    assert_true (env->hello->batches);
+    cgq_wire_free (env);
+    Cgq__Welcome w = CGQ__WELCOME__INIT;
+    w.epoch = S_EPOCH;
+    w.heartbeat_ms = 200;
+    w.batches = true;
+    cgq_env_t wel = CGQ__ENVELOPE__INIT;
+    wel.body_case = CGQ__ENVELOPE__BODY_WELCOME;
+    wel.welcome = &w;
+    s_send (f, &wel);
+    s_wait_welcomed (f);
+
+    enum { N = 3 };
+    Cgq__TaskRef refs[N];
+    Cgq__Assign as[N], *ap[N];
+    char params[N][32];
+    for (int i = 0; i < N; i++) {
+        refs[i] = (Cgq__TaskRef) CGQ__TASK_REF__INIT;
+        refs[i].job = 1;
+        refs[i].trial = 10 + i;
+        refs[i].attempt = 1;
+        as[i] = (Cgq__Assign) CGQ__ASSIGN__INIT;
+        as[i].task = &refs[i];
+        as[i].kind = "noop";
+        snprintf (params[i], sizeof params[i], "{\"x\": %d}", i);
+        as[i].params_json = params[i];
+        as[i].epoch = S_EPOCH;
+        as[i].seq = 1 + i;
+        ap[i] = &as[i];
+    }
+    Cgq__AssignBatch b = CGQ__ASSIGN_BATCH__INIT;
+    b.n_assigns = N;
+    b.assigns = ap;
+    cgq_env_t ab = CGQ__ENVELOPE__INIT;
+    ab.body_case = CGQ__ENVELOPE__BODY_ASSIGN_BATCH;
+    ab.assign_batch = &b;
+    s_send (f, &ab);
+
+    env = s_expect (f, CGQ__ENVELOPE__BODY_RESULT_BATCH, 5000);
+    assert_int_equal (env->result_batch->n_results, N);
+    for (int i = 0; i < N; i++) {
+        const Cgq__Result *r = env->result_batch->results[i];
+        assert_int_equal (r->task->trial, 10 + i); // in the order assigned
+        assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+        char want[16];
+        snprintf (want, sizeof want, "\"x\":%d", i);
+        assert_non_null (strstr (r->metrics_json, want));
+    }
+    cgq_wire_free (env);
+    // The last Assign seen is said in the heartbeats.
+    env = s_next (f, 0);
+    cgq_wire_free (env);
+    // Acked one by one: the two not acked are sent again.
+    s_send_ack (f, &refs[1]);
+    int64_t give_up = cgq_now_ms () + 8000;
+    bool seen[N] = {false};
+    while (cgq_now_ms () < give_up && !(seen[0] && seen[2])) {
+        env = s_next (f, 200);
+        if (env && env->body_case == CGQ__ENVELOPE__BODY_RESULT)
+            seen[env->result->task->trial - 10] = true;
+        if (env && env->body_case == CGQ__ENVELOPE__BODY_RESULT_BATCH)
+            for (size_t i = 0; i < env->result_batch->n_results; i++)
+                seen[env->result_batch->results[i]->task->trial - 10] = true;
+        cgq_wire_free (env);
+    }
+    assert_true (seen[0]);
+    assert_false (seen[1]);
+    assert_true (seen[2]);
+    s_send_ack (f, &refs[0]);
+    s_send_ack (f, &refs[2]);
+    s_terminate (f);
+}
+
 int
 main (void)
 {
@@ -671,6 +754,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_orphans_reaped_as_pid1, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_results_fit_the_frame_limit, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_bad_options, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_assign_batch_result_batch, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

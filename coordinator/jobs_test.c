@@ -1155,6 +1155,23 @@ s_recv_env (void *dealer)
     return env;
 }
 
+// s_push_assign queues a no-op Assign for node "bw" as dispatch does.
+static void
+s_push_assign (coord_t *c, void *sock, Cgq__TaskRef *r, uint64_t seq, char *params)
+{
+    Cgq__Assign a = CGQ__ASSIGN__INIT;
+    a.task = r;
+    a.kind = "noop";
+    if (params)
+        a.params_json = params;
+    a.seq = seq;
+    cgq_env_t e = CGQ__ENVELOPE__INIT;
+    e.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
+    e.assign = &a;
+    outbox_push (c, sock, "bw", 2, false, &e);
+    c->out_tail->assign_seq = seq;
+}
+
 // The Assigns of one batch for a node whose Hello says `batches` leave as
 // one AssignBatch, in the order queued, and the node's assign_out is the
 // last of them; a node that does not say so gets one Assign per message.
@@ -1270,15 +1287,7 @@ test_assign_batches (void **state)
             outbox_stop (c, "bw", &r, "test");
             continue;
         }
-        Cgq__Assign a = CGQ__ASSIGN__INIT;
-        a.task = &r;
-        a.kind = "noop";
-        a.seq = 100 + (uint64_t) i;
-        cgq_env_t e = CGQ__ENVELOPE__INIT;
-        e.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
-        e.assign = &a;
-        outbox_push (c, router, "bw", 2, false, &e);
-        c->out_tail->assign_seq = a.seq;
+        s_push_assign (c, router, &r, 100 + (uint64_t) i, NULL);
     }
     outbox_send (c);
     cgq_env_t *m = s_recv_env (dealers[0]);
@@ -1307,16 +1316,7 @@ test_assign_batches (void **state)
         r.job = 95;
         r.trial = 200 + (uint64_t) i;
         r.attempt = 1;
-        Cgq__Assign a = CGQ__ASSIGN__INIT;
-        a.task = &r;
-        a.kind = "noop";
-        a.params_json = big;
-        a.seq = 200 + (uint64_t) i;
-        cgq_env_t e = CGQ__ENVELOPE__INIT;
-        e.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
-        e.assign = &a;
-        outbox_push (c, router, "bw", 2, false, &e);
-        c->out_tail->assign_seq = a.seq;
+        s_push_assign (c, router, &r, 200 + (uint64_t) i, big);
     }
     free (big);
     outbox_send (c);

@@ -46,6 +46,40 @@ def cut_aof(sizes):
             cut += now - size
     return cut
 
+
+def aof_sizes(c):
+    """{path: size} of the AOF files of c's Redis."""
+    aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
+    return {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+
+
+class AofSampler:
+    """Samples the AOF files' sizes every 20 ms from start() to stop():
+    what was on disk at a given moment, to cut the files back to."""
+
+    def __init__(self, c):
+        self.c, self.sizes, self._stop = c, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.sizes.append((time.monotonic(), aof_sizes(self.c)))
+            time.sleep(0.02)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+    def before(self, t):
+        """The sizes sampled at or before monotonic time t (the last), or None."""
+        snaps = [snap for when, snap in self.sizes if when <= t]
+        return snaps[-1] if snaps else None
+
+
 class RedisCrashTest(CgqTestCase):
     def test_aof_cut_by_its_last_second(self):
         c = self.cluster
@@ -54,19 +88,7 @@ class RedisCrashTest(CgqTestCase):
         c.start_coordinator()
         for w in ("w1", "w2"):
             c.start_worker(w, cpus=3)
-        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
-
-        sizes = []  # (monotonic time, {path: size}) of the AOF files
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                snap = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
-                sizes.append((time.monotonic(), snap))
-                time.sleep(0.02)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        sampler = AofSampler(c).start()
         j = c.submit(c.write_file("crash.yaml", SPEC))
         c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= N // 3, 60,
                    "a third of the trials to succeed")
@@ -74,12 +96,11 @@ class RedisCrashTest(CgqTestCase):
         crash_at = time.monotonic()
         crash_wall = time.time()
         c.redis_proc.kill9()
-        stop.set()
-        sampler.join()
+        sampler.stop()
         # What was on disk a second before the crash: cut every AOF file back to it.
-        before = [s for t, s in sizes if t <= crash_at - 1.0]
+        before = sampler.before(crash_at - 1.0)
         self.assertTrue(before, "AOF sizes were sampled before the crash")
-        self.assertGreater(cut_aof(before[-1]), 0, "the last second of the AOF was cut off")
+        self.assertGreater(cut_aof(before), 0, "the last second of the AOF was cut off")
         c.redis.close()
         c.restart_redis()
 
@@ -159,10 +180,9 @@ class RedisCrashTest(CgqTestCase):
         c.start_redis(appendonly=True)
         c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
         c.start_coordinator()  # no worker: the jobs just wait
-        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
         first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
         time.sleep(1.5)  # job a is on disk: its AOF is what the crash keeps
-        before = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+        before = aof_sizes(c)
         j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
         self.assertEqual(c.job(j).get("name"), "job-b")
         c.redis_proc.kill9()
@@ -195,10 +215,9 @@ class RedisCrashTest(CgqTestCase):
         c.start_redis(appendonly=True)
         c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
         c.start_coordinator()
-        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
         first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
         time.sleep(1.5)
-        before = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
+        before = aof_sizes(c)
         j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
         c.redis_proc.kill9()
         self.assertGreater(cut_aof(before), 0, "job b's INCR and batch were cut from the AOF")
@@ -225,14 +244,9 @@ class RedisCrashTest(CgqTestCase):
         c.start_redis(appendonly=True)
         c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
         c.start_coordinator()
-        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
-
-        def aof_sizes():
-            return {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
-
         first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
         time.sleep(1.5)
-        before = aof_sizes()
+        before = aof_sizes(c)
         j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
         # The coordinator waits (stopped) through the outage, so the sizes
         # of the AOF that Redis comes back with can be read before it writes.
@@ -244,7 +258,7 @@ class RedisCrashTest(CgqTestCase):
             c.redis.close()
             time.sleep(3.5)  # past --durable-after (3 s) since job b's batch
             c.restart_redis()
-            loaded = aof_sizes()
+            loaded = aof_sizes(c)
         finally:
             os.kill(coord.pid, signal.SIGCONT)
         c.wait_for(lambda: c.job(j).get("name") == "job-b", 20, "job b to be replayed")
@@ -283,18 +297,7 @@ class RedisCrashTest(CgqTestCase):
         c.start_coordinator()
         for w in ("w1", "w2"):
             c.start_worker(w, cpus=3)
-        aofdir = os.path.join(os.path.dirname(c.redis_conf), "appendonlydir")
-        sizes = []
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                snap = {p: os.path.getsize(p) for p in glob.glob(os.path.join(aofdir, "*.aof"))}
-                sizes.append((time.monotonic(), snap))
-                time.sleep(0.02)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
+        sampler = AofSampler(c).start()
         n = 48
         started = time.monotonic()
         j = c.submit(c.write_counted_job("acks-held", n, 0.3))
@@ -303,11 +306,10 @@ class RedisCrashTest(CgqTestCase):
                    and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
         crash_at = time.monotonic()
         c.redis_proc.kill9()
-        stop.set()
-        sampler.join()
-        before = [s for t, s in sizes if t <= crash_at - 1.0]
+        sampler.stop()
+        before = sampler.before(crash_at - 1.0)
         self.assertTrue(before, "AOF sizes were sampled before the crash")
-        self.assertGreater(cut_aof(before[-1]), 0, "the last second was cut from the AOF")
+        self.assertGreater(cut_aof(before), 0, "the last second was cut from the AOF")
         c.redis.close()
         time.sleep(3.5)  # past --durable-after: the lost second's Acks would be due
         c.coordinator.kill9()

@@ -536,12 +536,20 @@ def pb_task(job, trial, attempt, stage=0):
 
 def pb_envelope(body_field, body, version=1):
     """Envelope{version, oneof body}: 10 Hello, 12 Heartbeat, 14 Progress,
-    15 Result, 16 Ack, 18 Bye, 30 SubmitJob, 32 CancelJob, 34 Ping."""
+    15 Result, 16 Ack, 18 Bye, 20 ResultBatch, 30 SubmitJob, 32 CancelJob,
+    34 Ping."""
     return pb_int(1, version) + pb_bytes(body_field, body)
 
 
 def pb_result(task, status=0, metrics_json="{}"):
     return pb_envelope(15, pb_bytes(1, task) + pb_int(2, status) + pb_bytes(3, metrics_json))
+
+
+def pb_result_batch(results):
+    """ResultBatch (body 20) of (task, status, metrics_json) triples."""
+    return pb_envelope(20, b"".join(
+        pb_bytes(1, pb_bytes(1, task) + pb_int(2, status) + pb_bytes(3, metrics))
+        for task, status, metrics in results))
 
 
 def pb_progress(task, report_json, seq=1):

@@ -5,7 +5,7 @@ For a bounded time and at a bounded rate it sends random bytes, random and
 truncated frames, an oversized frame, a wrong protocol version, results and
 progress for unknown tasks, forged results and progress for the real running
 tasks (without a Hello, and as a node that did say Hello but does not run
-them), and Acks a node never sends. The coordinator must stay up, the job
+them), alone and in ResultBatches, and Acks a node never sends. The coordinator must stay up, the job
 must finish with the results its trials computed (none of the forged ones),
 and every forged Result/Progress must be counted in cgq:coordinator
 `rejected`, every undecodable frame in `dropped_frames`.
@@ -19,8 +19,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (CgqTestCase, ZmtpPeer, endpoint_port, main, metrics_of,  # noqa: E402
-                     params_of, pb_envelope, pb_hello, pb_int, pb_progress, pb_result, pb_task,
-                     raw_tcp_send)
+                     params_of, pb_envelope, pb_hello, pb_int, pb_progress, pb_result,
+                     pb_result_batch, pb_task, raw_tcp_send)
 
 TRIAL = r'''
 import json, os, sys, time
@@ -96,12 +96,19 @@ class HostilePeerTest(CgqTestCase):
                 anon.send([pb_result(pb_task(j, t, attempt), 0, FORGED)])
                 anon.send([pb_progress(pb_task(j, t, attempt), FORGED)])
                 sent["rejected"] += 2
+            # the same in one ResultBatch: each result in it judged alone
+            if running:
+                anon.send([pb_result_batch([(pb_task(j, t, a), 0, FORGED) for t, a in running])])
+                sent["rejected"] += len(running)
             anon.close(0.1)
 
             for t, attempt in running:
                 named.send([pb_result(pb_task(j, t, attempt), 1, FORGED)])
                 named.send([pb_progress(pb_task(j, t, attempt), FORGED)])
                 sent["claimed"] += 2
+            if running:
+                named.send([pb_result_batch([(pb_task(j, t, a), 1, FORGED) for t, a in running])])
+                sent["claimed"] += len(running)
             time.sleep(0.2)  # a bounded rate: a few hundred messages a second at most
 
         named.close(0.1)

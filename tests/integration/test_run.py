@@ -137,15 +137,30 @@ class RunTest(CgqTestCase):
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         try:
+            # Only what this cgq run started: other tests may run device
+            # runners of the same binary at the same time.
+            def ours():
+                out = []
+                for x in os.listdir("/proc"):
+                    if not x.isdigit():
+                        continue
+                    pid = up = int(x)
+                    for _ in range(64):
+                        up = proc_ppid(up)
+                        if up in (None, 0, 1) or up == p.pid:
+                            break
+                    if up == p.pid:
+                        out.append(pid)
+                return out
+
             def measuring():
-                return [int(x) for x in os.listdir("/proc") if x.isdigit()
-                        and "cgq-device-runner measure" in proc_cmdline(int(x))]
+                return [x for x in ours() if "cgq-device-runner measure" in proc_cmdline(x)]
             deadline = time.monotonic() + 60
             while not measuring() and time.monotonic() < deadline and p.poll() is None:
                 time.sleep(0.1)
             self.assertTrue(measuring(), "a measurement started")
-            runner = [int(x) for x in os.listdir("/proc") if x.isdigit()
-                      and proc_cmdline(int(x)).startswith(binary("cgq-device-runner") + " --config")]
+            runner = [x for x in ours()
+                      if proc_cmdline(x).startswith(binary("cgq-device-runner") + " --config")]
             # A child the runner forked shows the runner's command line until
             # it execs: the runner is the one whose parent is not a runner.
             runner = [x for x in runner if proc_ppid(x) not in runner]

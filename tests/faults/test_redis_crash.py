@@ -172,18 +172,25 @@ class RedisCrashTest(CgqTestCase):
                     ("trial.succeeded", "trial.failed", "trial.cancelled")]
             self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
 
+    def _jobs_a_then_b(self):
+        """Redis with appendfsync everysec and a coordinator with no worker
+        (the jobs just wait); job a, on disk (its AOF is what a crash
+        keeps), then job b. Returns (cluster, a, AOF sizes before b, b)."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
+        c.start_coordinator()
+        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
+        time.sleep(1.5)
+        before = aof_sizes(c)
+        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        return c, first, before, j
+
     def test_job_id_not_handed_out_twice(self):
         """A job submitted right before the crash loses its INCR of cgq:seq:job
         with the AOF's last second; the journal replays the job itself. The
         next job must get a new id, and the first must stay intact."""
-        c = self.cluster
-        c.start_redis(appendonly=True)
-        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
-        c.start_coordinator()  # no worker: the jobs just wait
-        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
-        time.sleep(1.5)  # job a is on disk: its AOF is what the crash keeps
-        before = aof_sizes(c)
-        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        c, first, before, j = self._jobs_a_then_b()
         self.assertEqual(c.job(j).get("name"), "job-b")
         c.redis_proc.kill9()
         self.assertGreater(cut_aof(before), 0, "job b's INCR and batch were cut from the AOF")
@@ -211,14 +218,7 @@ class RedisCrashTest(CgqTestCase):
         """As above, but nothing is submitted after the crash: once the
         journal has replayed job b, the coordinator raises cgq:seq:job past it
         by itself, and the next INCR hands out the next id."""
-        c = self.cluster
-        c.start_redis(appendonly=True)
-        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
-        c.start_coordinator()
-        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
-        time.sleep(1.5)
-        before = aof_sizes(c)
-        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        c, first, before, j = self._jobs_a_then_b()
         c.redis_proc.kill9()
         self.assertGreater(cut_aof(before), 0, "job b's INCR and batch were cut from the AOF")
         c.redis.close()
@@ -233,21 +233,13 @@ class RedisCrashTest(CgqTestCase):
         self.assertEqual(k, j + 1)
         self.assertEqual(int(c.redis.cmd("GET", "cgq:seq:job")), k)
 
-
     def test_replayed_batches_survive_a_second_crash(self):
         """Redis crashes, stays down past the journal's window, comes back
         without job b and gets it replayed; then it crashes again within its
         fsync window, losing the replay too. The journal must still hold
         job b's batch: a replayed batch is as new as the replay, not as the
         batch it repeats, until Redis has had the time to sync it."""
-        c = self.cluster
-        c.start_redis(appendonly=True)
-        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
-        c.start_coordinator()
-        first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
-        time.sleep(1.5)
-        before = aof_sizes(c)
-        j = c.submit(c.write_file("b.yaml", SPEC.replace("redis-crash-fault", "job-b")))
+        c, first, before, j = self._jobs_a_then_b()
         # The coordinator waits (stopped) through the outage, so the sizes
         # of the AOF that Redis comes back with can be read before it writes.
         coord = c.coordinator

@@ -81,13 +81,19 @@ class AofSampler:
 
 
 class RedisCrashTest(CgqTestCase):
-    def test_aof_cut_by_its_last_second(self):
+    def _everysec(self, workers=()):
+        """Redis with AOF, appendfsync everysec (a crash loses up to its last
+        second), a coordinator, and workers of 3 slots each."""
         c = self.cluster
         c.start_redis(appendonly=True)
         c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
         c.start_coordinator()
-        for w in ("w1", "w2"):
+        for w in workers:
             c.start_worker(w, cpus=3)
+        return c
+
+    def test_aof_cut_by_its_last_second(self):
+        c = self._everysec(workers=("w1", "w2"))
         sampler = AofSampler(c).start()
         j = c.submit(c.write_file("crash.yaml", SPEC))
         c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= N // 3, 60,
@@ -140,12 +146,7 @@ class RedisCrashTest(CgqTestCase):
         """Redis killed with -9 mid-job and restarted from its AOF as it is
         (a process crash: the kernel still writes what Redis wrote). Nothing
         is lost or run twice."""
-        c = self.cluster
-        c.start_redis(appendonly=True)
-        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
-        c.start_coordinator()
-        for w in ("w1", "w2"):
-            c.start_worker(w, cpus=3)
+        c = self._everysec(workers=("w1", "w2"))
         j = c.submit(c.write_counted_job("redis-kill9-fault", 30, 0.3))
         c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= 10, 60,
                    "a third of the trials to succeed")
@@ -176,10 +177,7 @@ class RedisCrashTest(CgqTestCase):
         """Redis with appendfsync everysec and a coordinator with no worker
         (the jobs just wait); job a, on disk (its AOF is what a crash
         keeps), then job b. Returns (cluster, a, AOF sizes before b, b)."""
-        c = self.cluster
-        c.start_redis(appendonly=True)
-        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
-        c.start_coordinator()
+        c = self._everysec()
         first = c.submit(c.write_file("a.yaml", SPEC.replace("redis-crash-fault", "job-a")))
         time.sleep(1.5)
         before = aof_sizes(c)
@@ -283,12 +281,7 @@ class RedisCrashTest(CgqTestCase):
         their workers: no Ack goes out while Redis is down (their batches
         may be the lost ones), so the restarted coordinator gets them back
         from the nodes instead of finding trials that no node runs."""
-        c = self.cluster
-        c.start_redis(appendonly=True)
-        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")
-        c.start_coordinator()
-        for w in ("w1", "w2"):
-            c.start_worker(w, cpus=3)
+        c = self._everysec(workers=("w1", "w2"))
         sampler = AofSampler(c).start()
         n = 48
         started = time.monotonic()

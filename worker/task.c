@@ -759,24 +759,35 @@ s_lost (cgq_task_t *self, const char *error)
     self->done = true;
 }
 
-// s_lost_errno is s_lost for a start that failed with errno e: out of file
-// descriptors, the error says which limit to raise.
+// s_lost_errno is s_lost for a start that failed with errno e, its error
+// formatted from fmt: out of file descriptors, it says which limit to raise.
+static void s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
 static void
-s_lost_errno (cgq_task_t *self, int e, const char *error)
+s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
 {
+    va_list ap;
+    va_start (ap, fmt);
+    char *error = NULL;
+    if (vasprintf (&error, fmt, ap) < 0)
+        error = NULL;
+    va_end (ap);
+    const char *what = error ? error : fmt;
     struct rlimit rl;
     char *msg = NULL;
     if (e == ENFILE)
         msg = cgq_xasprintf ("%s (the system's open file table is full: see fs.file-max)",
-                             error);
+                             what);
     else if (e == EMFILE && getrlimit (RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
         msg = cgq_xasprintf ("%s (the worker is at its open file limit, %llu: raise it, with "
                              "ulimit -n or systemd's LimitNOFILE=)",
-                             error, (unsigned long long) rl.rlim_cur);
+                             what, (unsigned long long) rl.rlim_cur);
     else if (e == EMFILE)
-        msg = cgq_xasprintf ("%s (the worker is at its open file limit: raise it)", error);
-    s_lost (self, msg ? msg : error);
+        msg = cgq_xasprintf ("%s (the worker is at its open file limit: raise it)", what);
+    s_lost (self, msg ? msg : what);
     free (msg);
+    free (error);
 }
 
 // ---------------------------------------------------------------------------
@@ -1248,10 +1259,8 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
                                    &self->err.log_fd) == 0;
     if (!made && cgq_mkdir_p (self->trial_dir) < 0) {
         int en = errno;
-        char *e = cgq_xasprintf ("cannot create trial directory %s: %s (check --workdir)",
-                                 self->trial_dir, strerror (en));
-        s_lost_errno (self, en, e);
-        free (e);
+        s_lost_errno (self, en, "cannot create trial directory %s: %s (check --workdir)",
+                      self->trial_dir, strerror (en));
         return self;
     }
     char *unsafe = s_confined_dir (opts->workdir, self->trial_dir);
@@ -1277,10 +1286,8 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
             open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (streams[i]->log_fd < 0) {
             int en = errno;
-            char *e = cgq_xasprintf ("cannot create %s: %s", path, strerror (en));
+            s_lost_errno (self, en, "cannot create %s: %s", path, strerror (en));
             free (path);
-            s_lost_errno (self, en, e);
-            free (e);
             return self;
         }
         free (path);
@@ -1289,9 +1296,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
     int pipes[3][2]; // stdout, stderr, report
     if (s_pipes (pipes) < 0) {
         int en = errno;
-        char *e = cgq_xasprintf ("cannot create pipes: %s", strerror (en));
-        s_lost_errno (self, en, e);
-        free (e);
+        s_lost_errno (self, en, "cannot create pipes: %s", strerror (en));
         return self;
     }
     if (opts->confine) {
@@ -1308,7 +1313,7 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         if (!self->confined) {
             int en = errno;
             s_pipes_close (pipes, 3);
-            s_lost_errno (self, en, err);
+            s_lost_errno (self, en, "%s", err);
             return self;
         }
     }
@@ -1349,10 +1354,10 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
         cgq_spare_refill (opts->spare);
         for (int i = 0; i < 3; i++)
             close (pipes[i][0]);
-        char *e = pid == -2 ? cgq_xstrdup (jerr)
-                            : cgq_xasprintf ("cannot fork: %s", strerror (fork_errno));
-        s_lost_errno (self, pid == -2 ? 0 : fork_errno, e);
-        free (e);
+        if (pid == -2)
+            s_lost (self, jerr);
+        else
+            s_lost_errno (self, fork_errno, "cannot fork: %s", strerror (fork_errno));
         return self;
     }
     // No setpgid (pid, pid) here: it could make the child a group leader

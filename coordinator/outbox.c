@@ -132,15 +132,24 @@ s_free (out_t *o)
 }
 
 static void
-s_send_one (coord_t *c, out_t *o)
+s_free_list (out_t *o)
 {
-    if (o->assign_seq) {
-        // From here its node may see it: until then a heartbeat that does
-        // not list its task proves nothing (session.c, s_missing).
-        node_t *n = nodes_find (c, o->rid);
-        if (n && n->assign_out < o->assign_seq)
-            n->assign_out = o->assign_seq;
+    while (o) {
+        out_t *next = o->next;
+        s_free (o);
+        o = next;
     }
+}
+
+// s_send_one sends o; n is its node when o is an Assign (the caller looked
+// it up), else NULL.
+static void
+s_send_one (coord_t *c, out_t *o, node_t *n)
+{
+    // From here its node may see it: until then a heartbeat that does not
+    // list its task proves nothing (session.c, s_missing).
+    if (o->assign_seq && n && n->assign_out < o->assign_seq)
+        n->assign_out = o->assign_seq;
     int rc = o->sock ? zmq_send (o->sock, o->rid, o->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) : -1;
     if (rc >= 0 && o->delim)
         rc = zmq_send (o->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
@@ -170,7 +179,7 @@ outbox_send_due (coord_t *c, int64_t now)
         c->late_head = o->next;
         if (!c->late_head)
             c->late_tail = NULL;
-        s_send_one (c, o);
+        s_send_one (c, o, NULL); // Acks
         s_free (o);
     }
 }
@@ -284,20 +293,16 @@ s_batch_flush (coord_t *c, node_t *n)
             memcpy (buf + S_HEAD - h, head, h);
             out_t batch = {.sock = o->sock, .rid = o->rid, .rid_len = o->rid_len,
                            .data = buf + S_HEAD - h, .len = inner + h, .assign_seq = seq};
-            s_send_one (c, &batch);
+            s_send_one (c, &batch, n);
             free (buf);
-            while (o) {
-                out_t *next = o->next;
-                s_free (o);
-                o = next;
-            }
+            s_free_list (o);
             return;
         }
         free (buf); // not laid out as expected: each goes alone
     }
     while (o) {
         out_t *next = o->next;
-        s_send_one (c, o);
+        s_send_one (c, o, n);
         s_free (o);
         o = next;
     }
@@ -329,7 +334,11 @@ s_send_upto (coord_t *c, out_t *last)
             o = next;
             continue;
         }
-        node_t *n = o->sock == c->nodes_sock ? nodes_find (c, o->rid) : NULL;
+        // The node: for an Assign, and for another message to a node that
+        // may have Assigns waiting.
+        node_t *n = o->sock == c->nodes_sock && (o->assign_seq || waiting)
+                        ? nodes_find (c, o->rid)
+                        : NULL;
         if (n && n->batches && o->assign_seq) {
             if (!n->ab_listed) {
                 n->ab_listed = true;
@@ -345,7 +354,7 @@ s_send_upto (coord_t *c, out_t *last)
         else {
             if (n && n->ab_head)
                 s_batch_flush (c, n);
-            s_send_one (c, o);
+            s_send_one (c, o, n);
             s_free (o);
         }
         o = next;
@@ -387,16 +396,6 @@ int64_t
 outbox_next_due (const coord_t *c)
 {
     return c->late_head && !c->redis_retry_ms ? c->late_head->not_before_ms : 0;
-}
-
-static void
-s_free_list (out_t *o)
-{
-    while (o) {
-        out_t *next = o->next;
-        s_free (o);
-        o = next;
-    }
 }
 
 void

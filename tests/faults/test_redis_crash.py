@@ -99,15 +99,7 @@ class RedisCrashTest(CgqTestCase):
         c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= N // 3, 60,
                    "a third of the trials to succeed")
         time.sleep(1.2)  # let some acked results be written (but not synced) right before
-        crash_at = time.monotonic()
-        crash_wall = time.time()
-        c.redis_proc.kill9()
-        sampler.stop()
-        # What was on disk a second before the crash: cut every AOF file back to it.
-        before = sampler.before(crash_at - 1.0)
-        self.assertTrue(before, "AOF sizes were sampled before the crash")
-        self.assertGreater(cut_aof(before), 0, "the last second of the AOF was cut off")
-        c.redis.close()
+        crash_wall = self._crash_losing_last_second(c, sampler)
         c.restart_redis()
 
         job = c.wait_job(j, 120)
@@ -172,6 +164,20 @@ class RedisCrashTest(CgqTestCase):
             ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
                     ("trial.succeeded", "trial.failed", "trial.cancelled")]
             self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
+
+    def _crash_losing_last_second(self, c, sampler):
+        """Redis killed -9, then every AOF file cut back to what was on disk
+        a second before (what a power loss inside appendfsync everysec's
+        window loses). Returns the crash's wall-clock time."""
+        crash_at = time.monotonic()
+        crash_wall = time.time()
+        c.redis_proc.kill9()
+        sampler.stop()
+        before = sampler.before(crash_at - 1.0)
+        self.assertTrue(before, "AOF sizes were sampled before the crash")
+        self.assertGreater(cut_aof(before), 0, "the last second of the AOF was cut off")
+        c.redis.close()
+        return crash_wall
 
     def _jobs_a_then_b(self):
         """Redis with appendfsync everysec and a coordinator with no worker
@@ -289,13 +295,7 @@ class RedisCrashTest(CgqTestCase):
         # Mid-job, with more than a second of AOF sizes behind.
         c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= n // 3
                    and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
-        crash_at = time.monotonic()
-        c.redis_proc.kill9()
-        sampler.stop()
-        before = sampler.before(crash_at - 1.0)
-        self.assertTrue(before, "AOF sizes were sampled before the crash")
-        self.assertGreater(cut_aof(before), 0, "the last second was cut from the AOF")
-        c.redis.close()
+        self._crash_losing_last_second(c, sampler)
         time.sleep(3.5)  # past --durable-after: the lost second's Acks would be due
         c.coordinator.kill9()
         c.restart_redis()

@@ -311,16 +311,16 @@ cgq_spare_take (cgq_spare_t *self, const char *dir, int *out_fd, int *err_fd)
     // costs a path walk; one that works, a journal entry.
     bool fresh = strcmp (self->last_job, job) != 0;
     int have = -1; // what is left of the chain; -1: failed
-    if (fresh && s_move (chain, job) == 0)
-        have = s_rename_to (moved_t, trial, same_t) == 0 && s_rename_to (moved_a, dir, same_a) == 0
-                   ? 0
-                   : -1;
-    else if ((!fresh || errno == EEXIST) && s_move (chain_a, dir) == 0)
-        have = 2; // trial-T was there
-    else if (errno == ENOENT && s_move (chain_t, trial) == 0)
-        have = s_rename_to (moved_a, dir, same_a) == 0 ? 1 : -1; // job-J was there
-    else if (!fresh && errno == ENOENT && s_move (chain, job) == 0)
-        // job-J was not there after all (the last job's directory went away)
+    bool whole = fresh && s_move (chain, job) == 0;
+    if (!whole) {
+        if ((!fresh || errno == EEXIST) && s_move (chain_a, dir) == 0)
+            have = 2; // trial-T was there
+        else if (errno == ENOENT && s_move (chain_t, trial) == 0)
+            have = s_rename_to (moved_a, dir, same_a) == 0 ? 1 : -1; // job-J was there
+        else if (!fresh && errno == ENOENT && s_move (chain, job) == 0)
+            whole = true; // job-J was not there after all (the last job's directory went away)
+    }
+    if (whole) // the chain is job-J now: its two lower levels get their names
         have = s_rename_to (moved_t, trial, same_t) == 0 && s_rename_to (moved_a, dir, same_a) == 0
                    ? 0
                    : -1;

@@ -300,6 +300,9 @@ typedef struct coord_s {
     out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)
     zhashx_t *acks_open;   // node id -> its Ack of this batch, open to more (outbox.c)
     out_t *out_sealed;     // the last message the batch in flight covers (outbox_seal)
+    // For the unit tests: called with each message the outbox has just sent,
+    // in the order sent (NULL in the daemon).
+    void (*on_sent) (struct coord_s *c, const out_t *o);
     bool async_flush;      // coord_run: batches go out without waiting (loop.c)
     int64_t flight_us;     // when the batch in flight went out
     bool sched_dirty;

@@ -1172,6 +1172,22 @@ s_push_assign (coord_t *c, void *sock, Cgq__TaskRef *r, uint64_t seq, char *para
     c->out_tail->assign_seq = seq;
 }
 
+// What the outbox sent, in order (coord_t's on_sent).
+static void *s_sent_sock[8];
+static uint64_t s_sent_seq[8];
+static size_t s_sent_n;
+
+static void
+s_on_sent (coord_t *c, const out_t *o)
+{
+    (void) c;
+    if (s_sent_n < 8) {
+        s_sent_sock[s_sent_n] = o->sock;
+        s_sent_seq[s_sent_n] = o->assign_seq;
+    }
+    s_sent_n++;
+}
+
 // The Assigns of one batch for a node whose Hello says `batches` leave as
 // one AssignBatch, in the order queued, and the node's assign_out is the
 // last of them; a node that does not say so gets one Assign per message.
@@ -1328,6 +1344,29 @@ test_assign_batches (void **state)
     m = s_recv_env (dealers[0]);
     assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_ASSIGN);
     assert_int_equal (m->assign->task->trial, 202);
+    cgq_wire_free (m);
+
+    // A submit's reply is queued before its trials' Assigns, but the
+    // AssignBatch leaves first: the client's wake-up must not delay a start.
+    outbox_reply (c, "cli", 3, 0, "ok", false);
+    for (int i = 0; i < 2; i++) {
+        Cgq__TaskRef r = CGQ__TASK_REF__INIT;
+        r.job = 95;
+        r.trial = 300 + (uint64_t) i;
+        r.attempt = 1;
+        s_push_assign (c, router, &r, 300 + (uint64_t) i, NULL);
+    }
+    s_sent_n = 0;
+    c->on_sent = s_on_sent;
+    outbox_send (c);
+    c->on_sent = NULL;
+    assert_int_equal (s_sent_n, 2);
+    assert_ptr_equal (s_sent_sock[0], router); // the batch of two
+    assert_int_equal (s_sent_seq[0], 301);
+    assert_ptr_equal (s_sent_sock[1], c->ctl_sock); // then the reply
+    m = s_recv_env (dealers[0]);
+    assert_int_equal (m->body_case, CGQ__ENVELOPE__BODY_ASSIGN_BATCH);
+    assert_int_equal (m->assign_batch->n_assigns, 2);
     cgq_wire_free (m);
 
     for (int i = 0; i < 2; i++)

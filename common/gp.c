@@ -6,6 +6,7 @@
 #include "gp.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdbool.h>
@@ -769,4 +770,18 @@ cgq_gp_set_hyper (cgq_gp_t *self, const double *lengths, double signal, double n
     self->signal = signal;
     self->noise = noise;
     return 0;
+}
+
+void
+cgq_gp_blas_one_thread (void)
+{
+    if (getenv ("OPENBLAS_NUM_THREADS"))
+        return;
+    openblas_set_num_threads (1);
+    // The pthreads build's own fork and exit hook, which joins the pool's
+    // threads; looked up, not linked: the serial and OpenMP builds of
+    // libopenblas0 have none.
+    int (*shutdown) (void) = (int (*) (void)) dlsym (RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (shutdown)
+        shutdown ();
 }

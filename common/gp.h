@@ -39,6 +39,16 @@
 
 typedef struct cgq_gp_t cgq_gp_t;
 
+// cgq_gp_blas_one_thread runs BLAS in the calling thread and ends OpenBLAS's
+// thread pool, for a daemon whose only BLAS work is this model (the
+// coordinator, the device runner). The pthreads build of OpenBLAS starts one
+// thread per core as it loads, and each spins on sched_yield for ~0.1 s
+// before it sleeps, again after each threaded call: ~0.1 s of a core per
+// thread at every start (a 16-core host: 1.5 s), on the cores the workers
+// and Redis need. OPENBLAS_NUM_THREADS, where set, is left to rule. Call it
+// first in main, before any thread of the caller's own.
+void cgq_gp_blas_one_thread (void);
+
 // cgq_gp_new creates a model of dim inputs with default hyper-parameters
 // (length scales 0.5, signal 1, noise 0.01) and no observations. Returns NULL
 // if dim is not in [1, CGQ_GP_MAX_DIM]. Caller destroys.

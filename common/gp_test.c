@@ -15,8 +15,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+#include <dirent.h>
+#include <unistd.h>
+
 #include "gp.h"
 #include "util.h"
+
+// s_threads counts this process's threads.
+static int
+s_threads (void)
+{
+    DIR *d = opendir ("/proc/self/task");
+    assert_non_null (d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir (d)))
+        n += e->d_name[0] != '.';
+    closedir (d);
+    return n;
+}
+
+// OpenBLAS's pool, one thread per core from the moment it loads, is gone
+// after cgq_gp_blas_one_thread; the tests after this one run the model on
+// the calling thread, as the daemons do.
+static void
+t_one_thread (void **state)
+{
+    (void) state;
+    if (getenv ("OPENBLAS_NUM_THREADS")) {
+        printf ("t_one_thread: skipped: OPENBLAS_NUM_THREADS is set, which the call leaves "
+                "to rule\n");
+        return;
+    }
+    if (sysconf (_SC_NPROCESSORS_ONLN) > 1)
+        assert_true (s_threads () > 1); // the pool is there to end
+    cgq_gp_blas_one_thread ();
+    assert_int_equal (s_threads (), 1);
+    assert_int_equal (openblas_get_num_threads (), 1);
+}
 
 // A splitmix64 stream for the tests' own sampling.
 static double
@@ -322,6 +359,7 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test (t_one_thread),
         cmocka_unit_test (t_errors),       cmocka_unit_test (t_interpolates),
         cmocka_unit_test (t_lml_improves), cmocka_unit_test (t_expected_improvement),
         cmocka_unit_test (t_branin),       cmocka_unit_test (t_capped_cost),

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "control.h"
 #include "coord.h"
+#include "gp.h"
 #include "jobs.h"
 #include "lease.h"
 #include "log.h"
@@ -285,6 +286,7 @@ s_lead (coord_t *c)
 int
 main (int argc, char **argv)
 {
+    cgq_gp_blas_one_thread (); // the bayes searcher's model: no spinning pool beside the loop
     coord_cfg_t cfg;
     memset (&cfg, 0, sizeof cfg);
     int argi = 0;

@@ -23,6 +23,7 @@
 #include "auth.h"
 #include "config.h"
 #include "device.h"
+#include "gp.h"
 #include "invoke.h"
 #include "json.h"
 #include "link.h"
@@ -617,6 +618,9 @@ main (int argc, char **argv)
     cgq_log_init (S_PROG, CGQ_LOG_INFO, false);
     if (argc > 1 && !strcmp (argv[1], "measure"))
         return s_measure_main (argc - 1, argv + 1);
+    // The daemon runs no BLAS of its own (measurements run in a process of
+    // their own): OpenBLAS's pool would only spin at its start.
+    cgq_gp_blas_one_thread ();
 
     s_runner_t r;
     memset (&r, 0, sizeof r);

@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (SPEED, CgqTestCase, Proc, binary, free_port, main, metrics_of,  # noqa: E402
-                     pid_alive, proc_cmdline)
+                     pid_alive, proc_cmdline, read_text)
 
 
 def lines(path):
@@ -107,6 +107,25 @@ class DeviceRunnerTest(CgqTestCase):
 
     def trial_metrics(self, j):
         return [metrics_of(t) for t in self.cluster.trials(j).values()]
+
+    def test_daemons_keep_no_blas_pool(self):
+        """OpenBLAS starts a thread per core as it loads, each spinning for
+        ~0.1 s of CPU: the coordinator and the runner end that pool (their
+        threads are the main one and ZeroMQ's, which are named)."""
+        if os.cpu_count() < 2 or os.environ.get("OPENBLAS_NUM_THREADS"):
+            print("skipped: OpenBLAS starts no pool with one CPU or OPENBLAS_NUM_THREADS set")
+            return
+        c = self.start_default(workers=())
+        cfg = self.runner_yaml("r1", [("d1", {"device": "fake-board"})],
+                               "  sleep:\n    command: [FAKE, --ms, '1']\n")
+        r = self.start_runner("r1", cfg)
+        for name, pid in (("cgq-coordinator", c.coordinator.pid), ("cgq-device-runner", r.pid)):
+            tasks = os.listdir("/proc/%d/task" % pid)
+            comms = [read_text("/proc/%d/task/%s/comm" % (pid, t)).strip() for t in tasks]
+            main_comm = read_text("/proc/%d/comm" % pid).strip()
+            self.assertEqual(comms.count(main_comm), 1,
+                             "%s: threads %s; more than one has the main thread's name"
+                             % (name, comms))
 
     def test_fake_device_statistics_and_exclusive_use(self):
         c = self.start_default(workers=())

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Redis killed with -9 mid-job and restarted from its AOF, as it is and cut
-back by its last second. Also a job id handed out in that lost second.
+back by its last second. Also a job id handed out in that lost second, and
+the coordinator stopped (SIGSTOP) through the outage.
 
 Redis killed with -9 mid-job and its AOF cut back by its last second, as a
 power loss inside the appendfsync everysec window loses it, then restarted
@@ -318,6 +319,47 @@ class RedisCrashTest(CgqTestCase):
             self.assertEqual([r for r in runs if r[0] == t], [(t, 1)],
                              "trial %d, running when Redis crashed, ran once" % t)
             self.assertEqual(c.trial(j, t).get("attempt"), "1")
+
+    def test_coordinator_stopped_through_the_outage(self):
+        """Redis crashes mid-job, losing its last second; the coordinator,
+        holding Acks it could not make durable, is stopped (SIGSTOP) while
+        Redis is down, stays stopped while Redis comes back from the cut AOF
+        and past --durable-after, then continues. Its first batch then finds
+        Redis older than its journal: the lost batches are replayed and the
+        held Acks wait --durable-after again. Every trial ends once and runs
+        once: nothing a node was told is lost, nothing is run twice."""
+        c = self._everysec(workers=("w1", "w2"))
+        sampler = AofSampler(c).start()
+        n = 48
+        started = time.monotonic()
+        j = c.submit(c.write_counted_job("stopped-outage", n, 0.3))
+        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= n // 3
+                   and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
+        self._crash_losing_last_second(c, sampler)
+        time.sleep(0.6)  # results arrive, their batches fail: Acks held
+        pid = c.coordinator.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            c.restart_redis()
+            time.sleep(3.5)  # past --durable-after, the coordinator stopped throughout
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        job = c.wait_job(j, 120)
+        self.assertEqual(job.get("state"), "finished", job)
+        self.assertEqual(int(job.get("succeeded", "0")), n, job)
+        for t, h in c.trials(j).items():
+            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
+            self.assertEqual(h.get("attempt"), "1", "trial %d was not re-run: %s" % (t, h))
+        self.assertEqual(c.counted_runs(), [(t, 1) for t in range(n)],
+                         "each trial's script ran once")
+        board = c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j)
+        self.assertEqual(int(board), n, "each trial on the leaderboard once")
+        with open(c.coordinator.err_path) as f:
+            log = f.read()
+        self.assertIn("Redis is back", log)
+        self.assertRegex(log, r"replayed \d+ journaled batch", "the lost second was replayed")
+        self.assertTrue(c.coordinator.alive(), "the coordinator kept running")
+
 
 if __name__ == "__main__":
     main()

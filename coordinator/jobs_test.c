@@ -1172,6 +1172,20 @@ s_push_assign (coord_t *c, void *sock, Cgq__TaskRef *r, uint64_t seq, char *para
     c->out_tail->assign_seq = seq;
 }
 
+// s_push_assigns queues n no-op Assigns for node "bw": job 95's trials
+// first..first+n-1, attempt 1, each trial's number its seq.
+static void
+s_push_assigns (coord_t *c, void *sock, uint64_t first, int n, char *params)
+{
+    for (int i = 0; i < n; i++) {
+        Cgq__TaskRef r = CGQ__TASK_REF__INIT;
+        r.job = 95;
+        r.trial = first + (uint64_t) i;
+        r.attempt = 1;
+        s_push_assign (c, sock, &r, first + (uint64_t) i, params);
+    }
+}
+
 // What the outbox sent, in order (coord_t's on_sent).
 static void *s_sent_sock[8];
 static uint64_t s_sent_seq[8];
@@ -1327,13 +1341,7 @@ test_assign_batches (void **state)
     char *big = cgq_xmalloc (400 << 10);
     memset (big, 'x', (400 << 10) - 1);
     big[(400 << 10) - 1] = '\0';
-    for (int i = 0; i < 3; i++) {
-        Cgq__TaskRef r = CGQ__TASK_REF__INIT;
-        r.job = 95;
-        r.trial = 200 + (uint64_t) i;
-        r.attempt = 1;
-        s_push_assign (c, router, &r, 200 + (uint64_t) i, big);
-    }
+    s_push_assigns (c, router, 200, 3, big);
     free (big);
     outbox_send (c);
     m = s_recv_env (dealers[0]);
@@ -1349,13 +1357,7 @@ test_assign_batches (void **state)
     // A submit's reply is queued before its trials' Assigns, but the
     // AssignBatch leaves first: the client's wake-up must not delay a start.
     outbox_reply (c, "cli", 3, 0, "ok", false);
-    for (int i = 0; i < 2; i++) {
-        Cgq__TaskRef r = CGQ__TASK_REF__INIT;
-        r.job = 95;
-        r.trial = 300 + (uint64_t) i;
-        r.attempt = 1;
-        s_push_assign (c, router, &r, 300 + (uint64_t) i, NULL);
-    }
+    s_push_assigns (c, router, 300, 2, NULL);
     s_sent_n = 0;
     c->on_sent = s_on_sent;
     outbox_send (c);

@@ -180,6 +180,19 @@ class RedisCrashTest(CgqTestCase):
         c.redis.close()
         return crash_wall
 
+    def _crash_mid_job(self, name, n=48):
+        """Two workers of 3 slots run a counted job of n 0.3 s trials; a
+        third of them done (and more than a second of AOF sizes behind),
+        Redis crashes losing its last second. Returns (cluster, job, n)."""
+        c = self._everysec(workers=("w1", "w2"))
+        sampler = AofSampler(c).start()
+        started = time.monotonic()
+        j = c.submit(c.write_counted_job(name, n, 0.3))
+        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= n // 3
+                   and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
+        self._crash_losing_last_second(c, sampler)
+        return c, j, n
+
     def _jobs_a_then_b(self):
         """Redis with appendfsync everysec and a coordinator with no worker
         (the jobs just wait); job a, on disk (its AOF is what a crash
@@ -288,15 +301,7 @@ class RedisCrashTest(CgqTestCase):
         their workers: no Ack goes out while Redis is down (their batches
         may be the lost ones), so the restarted coordinator gets them back
         from the nodes instead of finding trials that no node runs."""
-        c = self._everysec(workers=("w1", "w2"))
-        sampler = AofSampler(c).start()
-        n = 48
-        started = time.monotonic()
-        j = c.submit(c.write_counted_job("acks-held", n, 0.3))
-        # Mid-job, with more than a second of AOF sizes behind.
-        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= n // 3
-                   and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
-        self._crash_losing_last_second(c, sampler)
+        c, j, n = self._crash_mid_job("acks-held")
         time.sleep(3.5)  # past --durable-after: the lost second's Acks would be due
         c.coordinator.kill9()
         c.restart_redis()
@@ -328,14 +333,7 @@ class RedisCrashTest(CgqTestCase):
         Redis older than its journal: the lost batches are replayed and the
         held Acks wait --durable-after again. Every trial ends once and runs
         once: nothing a node was told is lost, nothing is run twice."""
-        c = self._everysec(workers=("w1", "w2"))
-        sampler = AofSampler(c).start()
-        n = 48
-        started = time.monotonic()
-        j = c.submit(c.write_counted_job("stopped-outage", n, 0.3))
-        c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= n // 3
-                   and time.monotonic() - started > 1.3, 60, "a third of the trials to succeed")
-        self._crash_losing_last_second(c, sampler)
+        c, j, n = self._crash_mid_job("stopped-outage")
         time.sleep(0.6)  # results arrive, their batches fail: Acks held
         pid = c.coordinator.pid
         os.kill(pid, signal.SIGSTOP)

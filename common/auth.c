@@ -23,6 +23,7 @@
 
 // A watcher of one CURVE server socket's handshakes (cgq_auth_watch).
 #define S_WATCH_FDS 1024
+#define S_WATCH_QUEUE 256
 typedef struct {
     cgq_auth_t *auth;
     void *pair;              // receives the socket's monitor events
@@ -31,6 +32,13 @@ typedef struct {
     bool started;
     int stop;                // set by cgq_auth_destroy (atomic)
     char *addr[S_WATCH_FDS]; // peer address of each accepted fd (owned)
+    // Events read but not yet handled (s_watch_read): an accepted fd's
+    // address is trusted only if no disconnect of that fd is among them.
+    struct {
+        uint16_t event;
+        uint32_t value;
+    } queue[S_WATCH_QUEUE];
+    size_t qhead, qlen;
     uint32_t failed;         // a handshake failure waiting for its disconnect (its code)
     bool failed_set;
     int64_t log_second;
@@ -388,7 +396,10 @@ cgq_auth_refused (const cgq_auth_t *self)
 // and logs a failed handshake with the address of the descriptor that
 // libzmq disconnects right after it (one I/O thread emits both in a row).
 // It touches nothing of the daemon but the atomic refusal counter and the
-// logger (one write(2) a line).
+// logger (one write(2) a line). A thread that lags behind the I/O thread
+// could read an fd that was closed and given to a later peer: the address
+// is read only while no disconnect of that fd is queued, and dropped if
+// one came in meanwhile (s_watch_gone).
 
 static void
 s_watch_log (s_watch_t *w, const char *addr, uint32_t code)
@@ -424,6 +435,56 @@ s_watch_log (s_watch_t *w, const char *addr, uint32_t code)
     cgq_warn ("refused a peer from %s on the %s socket: %s", addr, w->what, why);
 }
 
+// s_watch_read appends the events waiting on the monitor socket to w's
+// queue, without waiting, until none is left or the queue is full. False
+// when the context is ending.
+static bool
+s_watch_read (s_watch_t *w)
+{
+    while (w->qlen < S_WATCH_QUEUE) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init (&ev);
+        zmq_msg_init (&ep);
+        if (zmq_msg_recv (&ev, w->pair, ZMQ_DONTWAIT) < 0) {
+            int e = zmq_errno ();
+            zmq_msg_close (&ev);
+            zmq_msg_close (&ep);
+            return e == EAGAIN || e == EINTR;
+        }
+        if (zmq_msg_more (&ev))
+            zmq_msg_recv (&ep, w->pair, 0); // the rest of an event is there with its first part
+        size_t at = (w->qhead + w->qlen) % S_WATCH_QUEUE;
+        w->queue[at].event = 0;
+        w->queue[at].value = 0;
+        if (zmq_msg_size (&ev) >= 6) {
+            memcpy (&w->queue[at].event, zmq_msg_data (&ev), 2);
+            memcpy (&w->queue[at].value, (char *) zmq_msg_data (&ev) + 2, 4);
+        }
+        w->qlen++;
+        zmq_msg_close (&ev);
+        zmq_msg_close (&ep);
+    }
+    return true;
+}
+
+// s_watch_gone: the connection of fd is closed, or may be, as far as the
+// queued events behind the one being handled tell. libzmq queues an fd's
+// DISCONNECTED before it closes the fd, so while none is queued the fd is
+// still that connection's and not yet a later one's (a full queue hides
+// what follows it: gone, to be safe).
+static bool
+s_watch_gone (const s_watch_t *w, int fd)
+{
+    if (w->qlen >= S_WATCH_QUEUE)
+        return true;
+    for (size_t i = 1; i < w->qlen; i++) {
+        size_t at = (w->qhead + i) % S_WATCH_QUEUE;
+        if (w->queue[at].event == ZMQ_EVENT_DISCONNECTED && (int) w->queue[at].value == fd)
+            return true;
+    }
+    return false;
+}
+
 static void *
 s_watch_run (void *arg)
 {
@@ -431,41 +492,33 @@ s_watch_run (void *arg)
     for (;;) {
         if (__atomic_load_n (&w->stop, __ATOMIC_ACQUIRE))
             break;
-        zmq_pollitem_t item = {w->pair, 0, ZMQ_POLLIN, 0};
-        int rc = zmq_poll (&item, 1, 100);
-        if (rc < 0 && zmq_errno () != EINTR)
-            break;
-        if (rc <= 0)
-            continue;
-        zmq_msg_t ev, ep;
-        zmq_msg_init (&ev);
-        zmq_msg_init (&ep);
-        if (zmq_msg_recv (&ev, w->pair, 0) < 0) {
-            zmq_msg_close (&ev);
-            zmq_msg_close (&ep);
-            if (zmq_errno () == EINTR)
+        if (!w->qlen) {
+            zmq_pollitem_t item = {w->pair, 0, ZMQ_POLLIN, 0};
+            int rc = zmq_poll (&item, 1, 100);
+            if (rc < 0 && zmq_errno () != EINTR)
+                break;
+            if (rc <= 0)
                 continue;
-            break; // the context is ending
+            if (!s_watch_read (w))
+                break; // the context is ending
+            if (!w->qlen)
+                continue;
         }
-        if (zmq_msg_more (&ev))
-            zmq_msg_recv (&ep, w->pair, 0);
-        uint16_t event = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size (&ev) >= 6) {
-            memcpy (&event, zmq_msg_data (&ev), 2);
-            memcpy (&value, (char *) zmq_msg_data (&ev) + 2, 4);
-        }
-        zmq_msg_close (&ev);
-        zmq_msg_close (&ep);
+        uint16_t event = w->queue[w->qhead].event;
+        uint32_t value = w->queue[w->qhead].value;
+        int fd = (int) value;
         if (event == ZMQ_EVENT_MONITOR_STOPPED)
             break;
-        int fd = (int) value;
         if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 && fd < S_WATCH_FDS) {
             struct sockaddr_storage sa;
             socklen_t len = sizeof sa;
             char host[INET6_ADDRSTRLEN] = "?", out[INET6_ADDRSTRLEN + 16];
             unsigned port = 0;
-            if (getpeername (fd, (struct sockaddr *) &sa, &len) == 0) {
+            // Read only while the fd is surely this connection's, and kept
+            // only if it still was after the read: else the address could
+            // be a later peer's, which took the number over.
+            s_watch_read (w);
+            if (!s_watch_gone (w, fd) && getpeername (fd, (struct sockaddr *) &sa, &len) == 0) {
                 if (sa.ss_family == AF_INET) {
                     struct sockaddr_in *in = (struct sockaddr_in *) &sa;
                     inet_ntop (AF_INET, &in->sin_addr, host, sizeof host);
@@ -476,6 +529,9 @@ s_watch_run (void *arg)
                     inet_ntop (AF_INET6, &in->sin6_addr, host, sizeof host);
                     port = ntohs (in->sin6_port);
                 }
+                s_watch_read (w);
+                if (s_watch_gone (w, fd))
+                    port = 0;
             }
             if (port)
                 snprintf (out, sizeof out, "%s:%u", host, port);
@@ -502,6 +558,8 @@ s_watch_run (void *arg)
                 w->addr[fd] = NULL;
             }
         }
+        w->qhead = (w->qhead + 1) % S_WATCH_QUEUE;
+        w->qlen--;
     }
     return NULL;
 }

@@ -22,8 +22,8 @@
 #define S_LOG_PER_S 10 // refusals logged per second; the rest are counted only
 
 // A watcher of one CURVE server socket's handshakes (cgq_auth_watch).
-#define S_WATCH_FDS 1024
-#define S_WATCH_QUEUE 256
+#define S_WATCH_FDS_MAX (1 << 22) // descriptors above this go unnamed
+#define S_WATCH_QUEUE_MAX 65536 // events read ahead at most (8 bytes each)
 typedef struct {
     cgq_auth_t *auth;
     void *pair;              // receives the socket's monitor events
@@ -31,14 +31,15 @@ typedef struct {
     pthread_t thread;
     bool started;
     int stop;                // set by cgq_auth_destroy (atomic)
-    char *addr[S_WATCH_FDS]; // peer address of each accepted fd (owned)
+    char **addr;             // peer address of each accepted fd (owned), naddr of them
+    size_t naddr;
     // Events read but not yet handled (s_watch_read): an accepted fd's
     // address is trusted only if no disconnect of that fd is among them.
-    struct {
+    struct s_watch_event {
         uint16_t event;
         uint32_t value;
-    } queue[S_WATCH_QUEUE];
-    size_t qhead, qlen;
+    } *queue;
+    size_t qcap, qhead, qlen;
     uint32_t failed;         // a handshake failure waiting for its disconnect (its code)
     bool failed_set;
     int64_t log_second;
@@ -436,12 +437,26 @@ s_watch_log (s_watch_t *w, const char *addr, uint32_t code)
 }
 
 // s_watch_read appends the events waiting on the monitor socket to w's
-// queue, without waiting, until none is left or the queue is full. False
-// when the context is ending.
+// queue, without waiting, until none is left or S_WATCH_QUEUE_MAX are
+// queued (a burst of accepts: thousands of nodes reconnecting). False when
+// the context is ending.
 static bool
 s_watch_read (s_watch_t *w)
 {
-    while (w->qlen < S_WATCH_QUEUE) {
+    for (;;) {
+        if (w->qlen == w->qcap) {
+            if (w->qcap >= S_WATCH_QUEUE_MAX)
+                return true;
+            // Grow, the queued events first in the new ring.
+            size_t cap = w->qcap ? w->qcap * 2 : 256;
+            struct s_watch_event *q = cgq_xmalloc (cap * sizeof *q);
+            for (size_t i = 0; i < w->qlen; i++)
+                q[i] = w->queue[(w->qhead + i) % w->qcap];
+            free (w->queue);
+            w->queue = q;
+            w->qcap = cap;
+            w->qhead = 0;
+        }
         zmq_msg_t ev, ep;
         zmq_msg_init (&ev);
         zmq_msg_init (&ep);
@@ -453,7 +468,7 @@ s_watch_read (s_watch_t *w)
         }
         if (zmq_msg_more (&ev))
             zmq_msg_recv (&ep, w->pair, 0); // the rest of an event is there with its first part
-        size_t at = (w->qhead + w->qlen) % S_WATCH_QUEUE;
+        size_t at = (w->qhead + w->qlen) % w->qcap;
         w->queue[at].event = 0;
         w->queue[at].value = 0;
         if (zmq_msg_size (&ev) >= 6) {
@@ -475,14 +490,32 @@ s_watch_read (s_watch_t *w)
 static bool
 s_watch_gone (const s_watch_t *w, int fd)
 {
-    if (w->qlen >= S_WATCH_QUEUE)
+    if (w->qlen >= S_WATCH_QUEUE_MAX)
         return true;
     for (size_t i = 1; i < w->qlen; i++) {
-        size_t at = (w->qhead + i) % S_WATCH_QUEUE;
+        size_t at = (w->qhead + i) % w->qcap;
         if (w->queue[at].event == ZMQ_EVENT_DISCONNECTED && (int) w->queue[at].value == fd)
             return true;
     }
     return false;
+}
+
+// s_watch_slot makes room for fd's address: a coordinator of thousands of
+// nodes holds descriptors past 1024. False past S_WATCH_FDS_MAX.
+static bool
+s_watch_slot (s_watch_t *w, int fd)
+{
+    if ((size_t) fd < w->naddr)
+        return true;
+    if (fd >= S_WATCH_FDS_MAX)
+        return false;
+    size_t n = w->naddr ? w->naddr : 256;
+    while (n <= (size_t) fd)
+        n *= 2;
+    w->addr = cgq_xrealloc (w->addr, n * sizeof *w->addr);
+    memset (w->addr + w->naddr, 0, (n - w->naddr) * sizeof *w->addr);
+    w->naddr = n;
+    return true;
 }
 
 static void *
@@ -509,7 +542,7 @@ s_watch_run (void *arg)
         int fd = (int) value;
         if (event == ZMQ_EVENT_MONITOR_STOPPED)
             break;
-        if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 && fd < S_WATCH_FDS) {
+        if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 && s_watch_slot (w, fd)) {
             struct sockaddr_storage sa;
             socklen_t len = sizeof sa;
             char host[INET6_ADDRSTRLEN] = "?", out[INET6_ADDRSTRLEN + 16];
@@ -548,17 +581,18 @@ s_watch_run (void *arg)
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             w->failed_set = false; // refused by ZAP, which logged it
         else if (event == ZMQ_EVENT_DISCONNECTED) {
-            const char *addr = fd >= 0 && fd < S_WATCH_FDS && w->addr[fd] ? w->addr[fd]
-                                                                          : "an unknown address";
+            const char *addr = fd >= 0 && (size_t) fd < w->naddr && w->addr[fd]
+                                   ? w->addr[fd]
+                                   : "an unknown address";
             if (w->failed_set)
                 s_watch_log (w, addr, w->failed);
             w->failed_set = false;
-            if (fd >= 0 && fd < S_WATCH_FDS) {
+            if (fd >= 0 && (size_t) fd < w->naddr) {
                 free (w->addr[fd]);
                 w->addr[fd] = NULL;
             }
         }
-        w->qhead = (w->qhead + 1) % S_WATCH_QUEUE;
+        w->qhead = (w->qhead + 1) % w->qcap;
         w->qlen--;
     }
     return NULL;
@@ -628,8 +662,10 @@ cgq_auth_destroy (cgq_auth_t **self_p)
         if (w->started)
             pthread_join (w->thread, NULL);
         zmq_close (w->pair);
-        for (int fd = 0; fd < S_WATCH_FDS; fd++)
+        for (size_t fd = 0; fd < w->naddr; fd++)
             free (w->addr[fd]);
+        free (w->addr);
+        free (w->queue);
         free (w);
     }
     if (self->zap)

@@ -333,6 +333,45 @@ class CurveTest(CgqTestCase):
             for s in held:
                 s.close()
 
+    def test_refusals_past_descriptor_1024_are_named(self):
+        """A coordinator of thousands of nodes holds descriptors past 1024:
+        a peer refused there is logged with its address too."""
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 1300
+        if hard != resource.RLIM_INFINITY and hard < want:
+            print("skipped: the open-file limit's hard value is %d, under %d" % (hard, want))
+            return
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # inherited by the cluster
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        c = self.curve_cluster()
+        port = endpoint_port(c.nodes_ep)
+        idle = []
+        try:
+            for _ in range(1100):  # accepted, waiting for a greeting
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            c.wait_for(lambda: len(os.listdir("/proc/%d/fd" % c.coordinator.pid)) > 1100, 20,
+                       "the coordinator to accept 1100 connections")
+            bad = socket.socket()
+            bad.bind(("127.0.0.2", 0))
+            bad.settimeout(5)
+            bad.connect(("127.0.0.1", port))
+            # The signature, a pause (its address is read meanwhile), then
+            # the rest of a NULL greeting: refused.
+            bad.sendall(b"\xff" + b"\0" * 8 + b"\x7f")
+            time.sleep(0.5)
+            bad.sendall(b"\x03\x00" + b"NULL" + b"\0" * 48)
+            c.wait_for(lambda: "refused a peer from" in read_text(c.coordinator.err_path), 20,
+                       "the keyless peer to be logged")
+            bad.close()
+            line = [l for l in read_text(c.coordinator.err_path).splitlines()
+                    if "refused a peer from" in l][0]
+            self.assertIn("refused a peer from 127.0.0.2:", line)
+        finally:
+            for s in idle:
+                s.close()
+
     def test_protected_mode(self):
         c = self.cluster
         c.start_redis()

@@ -124,6 +124,38 @@ class NotifyTest(CgqTestCase):
         self.assertGreaterEqual(body["duration_s"], 0)
         self.assertAlmostEqual(body["duration_s"], body["ended"] - body["created"], places=3)
 
+    def test_prompt_past_descriptor_1024(self):
+        """A coordinator of thousands of nodes holds descriptors past 1024,
+        where select()'s fd_set ends (curl_multi_fdset leaves such sockets
+        out): a notification still goes out within a second of the job's
+        end, and nothing writes past an fd_set (ASan)."""
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 1300
+        if hard != resource.RLIM_INFINITY and hard < want:
+            print("skipped: the open-file limit's hard value is %d, under %d" % (hard, want))
+            return
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # inherited by the cluster
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        c = self.start_default(workers=(("w1", 2),))
+        c.write_file("t.py", SCRIPT)
+        rx = self.receiver(fail_first=0)
+        host, port = c.nodes_ep[len("tcp://"):].rsplit(":", 1)
+        idle = []
+        self.closers.append(lambda: [s.close() for s in idle])
+        for _ in range(1100):  # accepted, waiting for a greeting
+            idle.append(socket.create_connection((host, int(port)), timeout=5))
+        c.wait_for(lambda: len(os.listdir("/proc/%d/fd" % c.coordinator.pid)) > 1100, 20,
+                   "the coordinator to accept 1100 connections")
+        j = c.submit(c.write_file("hi.yaml", spec("notify-high-fd", rx.url, ["finished"])))
+        nid = "%d:finished" % j
+        c.wait_job(j, 60)
+        ended = time.time()
+        c.wait_for(lambda: rx.delivered(nid), 30, "the notification")
+        took = time.time() - ended
+        self.assertLess(took, 1.0, "delivered %.2f s after the job's end" % took)
+
     def test_each_event_once_after_a_500(self):
         c = self.start_default(workers=(("w1", 2),))
         c.write_file("t.py", SCRIPT)

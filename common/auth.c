@@ -31,8 +31,13 @@ typedef struct {
     pthread_t thread;
     bool started;
     int stop;                // set by cgq_auth_destroy (atomic)
-    char **addr;             // peer address of each accepted fd (owned), naddr of them
-    size_t naddr;
+    // Per descriptor: the peer address of its accepted connection (owned),
+    // and how many of its DISCONNECTEDs wait in the queue; nfds of them.
+    struct s_watch_fd {
+        char *addr;
+        uint32_t closing;
+    } *fds;
+    size_t nfds;
     // Events read but not yet handled (s_watch_read): an accepted fd's
     // address is trusted only if no disconnect of that fd is among them.
     struct s_watch_event {
@@ -436,6 +441,26 @@ s_watch_log (s_watch_t *w, const char *addr, uint32_t code)
     cgq_warn ("refused a peer from %s on the %s socket: %s", addr, w->what, why);
 }
 
+// s_watch_slot makes room for fd in w->fds: a coordinator of thousands of
+// nodes holds descriptors past 1024. False past S_WATCH_FDS_MAX.
+static bool
+s_watch_slot (s_watch_t *w, int fd)
+{
+    if (fd < 0)
+        return false;
+    if ((size_t) fd < w->nfds)
+        return true;
+    if (fd >= S_WATCH_FDS_MAX)
+        return false;
+    size_t n = w->nfds ? w->nfds : 256;
+    while (n <= (size_t) fd)
+        n *= 2;
+    w->fds = cgq_xrealloc (w->fds, n * sizeof *w->fds);
+    memset (w->fds + w->nfds, 0, (n - w->nfds) * sizeof *w->fds);
+    w->nfds = n;
+    return true;
+}
+
 // s_watch_read appends the events waiting on the monitor socket to w's
 // queue, without waiting, until none is left or S_WATCH_QUEUE_MAX are
 // queued (a burst of accepts: thousands of nodes reconnecting). False when
@@ -475,6 +500,9 @@ s_watch_read (s_watch_t *w)
             memcpy (&w->queue[at].event, zmq_msg_data (&ev), 2);
             memcpy (&w->queue[at].value, (char *) zmq_msg_data (&ev) + 2, 4);
         }
+        if (w->queue[at].event == ZMQ_EVENT_DISCONNECTED
+            && s_watch_slot (w, (int) w->queue[at].value))
+            w->fds[w->queue[at].value].closing++;
         w->qlen++;
         zmq_msg_close (&ev);
         zmq_msg_close (&ep);
@@ -483,39 +511,14 @@ s_watch_read (s_watch_t *w)
 }
 
 // s_watch_gone: the connection of fd is closed, or may be, as far as the
-// queued events behind the one being handled tell. libzmq queues an fd's
+// queued events behind the one being handled (an ACCEPTED of fd) tell. libzmq queues an fd's
 // DISCONNECTED before it closes the fd, so while none is queued the fd is
 // still that connection's and not yet a later one's (a full queue hides
 // what follows it: gone, to be safe).
 static bool
 s_watch_gone (const s_watch_t *w, int fd)
 {
-    if (w->qlen >= S_WATCH_QUEUE_MAX)
-        return true;
-    for (size_t i = 1; i < w->qlen; i++) {
-        size_t at = (w->qhead + i) % w->qcap;
-        if (w->queue[at].event == ZMQ_EVENT_DISCONNECTED && (int) w->queue[at].value == fd)
-            return true;
-    }
-    return false;
-}
-
-// s_watch_slot makes room for fd's address: a coordinator of thousands of
-// nodes holds descriptors past 1024. False past S_WATCH_FDS_MAX.
-static bool
-s_watch_slot (s_watch_t *w, int fd)
-{
-    if ((size_t) fd < w->naddr)
-        return true;
-    if (fd >= S_WATCH_FDS_MAX)
-        return false;
-    size_t n = w->naddr ? w->naddr : 256;
-    while (n <= (size_t) fd)
-        n *= 2;
-    w->addr = cgq_xrealloc (w->addr, n * sizeof *w->addr);
-    memset (w->addr + w->naddr, 0, (n - w->naddr) * sizeof *w->addr);
-    w->naddr = n;
-    return true;
+    return w->qlen >= S_WATCH_QUEUE_MAX || (size_t) fd >= w->nfds || w->fds[fd].closing > 0;
 }
 
 static void *
@@ -542,7 +545,7 @@ s_watch_run (void *arg)
         int fd = (int) value;
         if (event == ZMQ_EVENT_MONITOR_STOPPED)
             break;
-        if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 && s_watch_slot (w, fd)) {
+        if (event == ZMQ_EVENT_ACCEPTED && s_watch_slot (w, fd)) {
             struct sockaddr_storage sa;
             socklen_t len = sizeof sa;
             char host[INET6_ADDRSTRLEN] = "?", out[INET6_ADDRSTRLEN + 16];
@@ -570,8 +573,8 @@ s_watch_run (void *arg)
                 snprintf (out, sizeof out, "%s:%u", host, port);
             else
                 snprintf (out, sizeof out, "an address that closed before it could be read");
-            free (w->addr[fd]);
-            w->addr[fd] = cgq_xstrdup (out);
+            free (w->fds[fd].addr);
+            w->fds[fd].addr = cgq_xstrdup (out);
         }
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
                  || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
@@ -581,15 +584,16 @@ s_watch_run (void *arg)
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             w->failed_set = false; // refused by ZAP, which logged it
         else if (event == ZMQ_EVENT_DISCONNECTED) {
-            const char *addr = fd >= 0 && (size_t) fd < w->naddr && w->addr[fd]
-                                   ? w->addr[fd]
-                                   : "an unknown address";
+            bool known = fd >= 0 && (size_t) fd < w->nfds;
+            const char *addr = known && w->fds[fd].addr ? w->fds[fd].addr : "an unknown address";
             if (w->failed_set)
                 s_watch_log (w, addr, w->failed);
             w->failed_set = false;
-            if (fd >= 0 && (size_t) fd < w->naddr) {
-                free (w->addr[fd]);
-                w->addr[fd] = NULL;
+            if (known) {
+                free (w->fds[fd].addr);
+                w->fds[fd].addr = NULL;
+                if (w->fds[fd].closing)
+                    w->fds[fd].closing--; // this one, counted when it was queued
             }
         }
         w->qhead = (w->qhead + 1) % w->qcap;
@@ -662,9 +666,9 @@ cgq_auth_destroy (cgq_auth_t **self_p)
         if (w->started)
             pthread_join (w->thread, NULL);
         zmq_close (w->pair);
-        for (size_t fd = 0; fd < w->naddr; fd++)
-            free (w->addr[fd]);
-        free (w->addr);
+        for (size_t fd = 0; fd < w->nfds; fd++)
+            free (w->fds[fd].addr);
+        free (w->fds);
         free (w->queue);
         free (w);
     }

@@ -511,10 +511,10 @@ s_watch_read (s_watch_t *w)
 }
 
 // s_watch_gone: the connection of fd is closed, or may be, as far as the
-// queued events behind the one being handled (an ACCEPTED of fd) tell. libzmq queues an fd's
-// DISCONNECTED before it closes the fd, so while none is queued the fd is
-// still that connection's and not yet a later one's (a full queue hides
-// what follows it: gone, to be safe).
+// queued events behind the one being handled (an ACCEPTED of fd) tell.
+// libzmq queues an fd's DISCONNECTED before it closes the fd, so while none
+// is queued the fd is still that connection's and not yet a later one's (a
+// full queue hides what follows it: gone, to be safe).
 static bool
 s_watch_gone (const s_watch_t *w, int fd)
 {

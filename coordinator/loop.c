@@ -381,7 +381,7 @@ coord_run (coord_t *c)
             cgq_auth_zap_handle (c->auth);
         if (http >= 0)
             metrics_run (c); // also its connection timeouts, so every turn
-        notify_run (c, cgq_now_ms ());
+        notify_run (c, cgq_now_ms (), items + nfixed, ncurl);
         now = cgq_now_ms ();
         s_tick (c, now, 0);
         // Liveness is judged only after the sockets are drained, and only by

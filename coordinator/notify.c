@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/select.h>
 
 #include "coord.h"
 #include "json.h"
@@ -35,14 +34,70 @@ typedef struct notice_s {
     struct notice_s *next;
 } notice_t;
 
+// libcurl's socket interface: curl says which sockets to watch for what
+// (s_on_socket) and when to call it back (s_on_timer); the loop polls them
+// beside its ZeroMQ sockets and hands what is ready to
+// curl_multi_socket_action. (curl_multi_fdset would leave out every
+// descriptor past select()'s 1024, which a coordinator of thousands of
+// nodes holds.)
 struct notify_s {
     CURLM *multi;
     notice_t *head;
     uint32_t in_flight;
     uint64_t delivered, failed, retried, posts;
+    struct {
+        curl_socket_t fd;
+        short events; // ZMQ_POLLIN | ZMQ_POLLOUT
+    } socks[NOTIFY_POLL_MAX];
+    int nsocks;
+    int64_t timer_ms; // when curl wants its timeout action; 0: no timer
+    int64_t kick_ms;  // the last timeout action (one at least every second)
 };
 
 static bool s_curl_ready;
+
+static int
+s_on_socket (CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    (void)socketp;
+    struct notify_s *n = userp;
+    int i = 0;
+    while (i < n->nsocks && n->socks[i].fd != fd)
+        i++;
+    if (what == CURL_POLL_REMOVE) {
+        if (i < n->nsocks)
+            n->socks[i] = n->socks[--n->nsocks];
+        return 0;
+    }
+    if (i == n->nsocks) {
+        if (n->nsocks == NOTIFY_POLL_MAX)
+            return 0; // not polled: the once-a-second timeout action moves it on
+        n->socks[n->nsocks++].fd = fd;
+    }
+    n->socks[i].events = (short)((what & CURL_POLL_IN ? ZMQ_POLLIN : 0) |
+                                 (what & CURL_POLL_OUT ? ZMQ_POLLOUT : 0));
+    return 0;
+}
+
+static int
+s_on_timer (CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    struct notify_s *n = userp;
+    n->timer_ms = timeout_ms < 0 ? 0 : cgq_now_ms () + timeout_ms;
+    return 0;
+}
+
+// s_kick runs curl's timeout action: new transfers start, timeouts fire.
+static void
+s_kick (struct notify_s *n, int64_t now)
+{
+    int running = 0;
+    n->timer_ms = 0; // the call may set the next one
+    n->kick_ms = now;
+    curl_multi_socket_action (n->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+}
 
 static struct notify_s *
 s_get (coord_t *c)
@@ -58,6 +113,10 @@ s_get (coord_t *c)
             fprintf (stderr, "cgq-coordinator: curl_multi_init failed\n");
             abort ();
         }
+        curl_multi_setopt (c->notify->multi, CURLMOPT_SOCKETFUNCTION, s_on_socket);
+        curl_multi_setopt (c->notify->multi, CURLMOPT_SOCKETDATA, c->notify);
+        curl_multi_setopt (c->notify->multi, CURLMOPT_TIMERFUNCTION, s_on_timer);
+        curl_multi_setopt (c->notify->multi, CURLMOPT_TIMERDATA, c->notify);
     }
     return c->notify;
 }
@@ -271,14 +330,22 @@ s_finished (coord_t *c, notice_t *x, CURLcode rc, int64_t now)
 }
 
 void
-notify_run (coord_t *c, int64_t now)
+notify_run (coord_t *c, int64_t now, const zmq_pollitem_t *items, int nitems)
 {
     struct notify_s *n = c->notify;
     if (!n || !n->head)
         return;
-    int running = 0;
     if (n->in_flight) {
-        curl_multi_perform (n->multi, &running);
+        int running = 0;
+        for (int i = 0; i < nitems; i++) {
+            short r = items[i].revents;
+            int ev = (r & ZMQ_POLLIN ? CURL_CSELECT_IN : 0) | (r & ZMQ_POLLOUT ? CURL_CSELECT_OUT : 0) |
+                     (r & ZMQ_POLLERR ? CURL_CSELECT_ERR : 0);
+            if (ev)
+                curl_multi_socket_action (n->multi, items[i].fd, ev, &running);
+        }
+        if ((n->timer_ms && now >= n->timer_ms) || now - n->kick_ms >= 1000)
+            s_kick (n, now);
         CURLMsg *m;
         int left;
         while ((m = curl_multi_info_read (n->multi, &left))) {
@@ -301,30 +368,19 @@ notify_run (coord_t *c, int64_t now)
             started = true;
         }
     if (started)
-        curl_multi_perform (n->multi, &running);
+        s_kick (n, now);
 }
 
 int
 notify_poll_items (coord_t *c, zmq_pollitem_t *items, int max)
 {
     struct notify_s *n = c->notify;
-    if (!n || !n->in_flight || max <= 0)
-        return 0;
-    fd_set r, w, e;
-    FD_ZERO (&r);
-    FD_ZERO (&w);
-    FD_ZERO (&e);
-    int maxfd = -1;
-    if (curl_multi_fdset (n->multi, &r, &w, &e, &maxfd) != CURLM_OK)
+    if (!n || !n->in_flight)
         return 0;
     int k = 0;
-    for (int fd = 0; fd <= maxfd && k < max; fd++) {
-        short ev =
-            (short)((FD_ISSET (fd, &r) ? ZMQ_POLLIN : 0) | (FD_ISSET (fd, &w) ? ZMQ_POLLOUT : 0) |
-                    (FD_ISSET (fd, &e) ? ZMQ_POLLERR : 0));
-        if (ev)
-            items[k++] = (zmq_pollitem_t){NULL, fd, ev, 0};
-    }
+    for (int i = 0; i < n->nsocks && k < max; i++)
+        if (n->socks[i].events)
+            items[k++] = (zmq_pollitem_t){NULL, n->socks[i].fd, n->socks[i].events, 0};
     return k;
 }
 
@@ -339,15 +395,12 @@ notify_next_ms (coord_t *c, int64_t now)
         if (x->durable && !x->easy && (!due || x->due_ms < due))
             due = x->due_ms;
     if (n->in_flight) {
-        long ms = -1;
-        curl_multi_timeout (n->multi, &ms);
-        // No timer yet (a name being resolved in curl's thread): look again
-        // soon; otherwise at curl's timer, and at least once a second.
-        if (ms < 0)
-            ms = 100;
-        else if (ms > 1000)
-            ms = 1000;
-        int64_t t = now + ms;
+        // At curl's timer, and at least once a second.
+        int64_t t = n->kick_ms + 1000;
+        if (n->timer_ms && n->timer_ms < t)
+            t = n->timer_ms;
+        if (t < now)
+            t = now;
         if (!due || t < due)
             due = t;
     }

@@ -27,8 +27,10 @@
 #include "util.h"
 
 #define NOTIFY_MAX_ATTEMPTS 6
-// The most of curl's sockets the loop polls (more wait for curl's timer).
-#define NOTIFY_POLL_MAX 16
+// The most of curl's sockets the loop polls (more wait for the
+// once-a-second timeout action): 8 transfers at once, two sockets each
+// while a connection is raced over IPv4 and IPv6, and their resolvers.
+#define NOTIFY_POLL_MAX 32
 
 struct coord_s;
 
@@ -50,9 +52,10 @@ void notify_flushed (struct coord_s *c);
 // which notify_run must run again (0: none).
 int notify_poll_items (struct coord_s *c, zmq_pollitem_t *items, int max);
 int64_t notify_next_ms (struct coord_s *c, int64_t now);
-// notify_run moves the transfers on, handles the finished ones and starts
-// those that are due. Never blocks.
-void notify_run (struct coord_s *c, int64_t now);
+// notify_run moves the transfers on (items: the nitems notify_poll_items
+// added, as zmq_poll left them), handles the finished ones and starts those
+// that are due. Never blocks.
+void notify_run (struct coord_s *c, int64_t now, const zmq_pollitem_t *items, int nitems);
 // notify_fini drops what is in memory (the records stay in Redis).
 void notify_fini (struct coord_s *c);
 // notify_render_metrics appends the notification metrics to b.

@@ -310,6 +310,7 @@ typedef struct coord_s {
     int64_t redis_backoff_ms;
     int64_t next_liveness_ms;
     int64_t next_stats_ms;
+    int64_t next_fd_check_ms, fd_warned_ms; // loop.c, s_check_open_files
     int64_t adopt_deadline_ms; // earliest recovered-trial adoption deadline, 0 = none
     // Nodes last seen alive by the coordinator before us (recovery.c): told
     // at once that we do not know them, so they say Hello without waiting

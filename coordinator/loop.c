@@ -1,10 +1,12 @@
 // loop: poll, read, hand on, timers, flush, send.
 #include "loop.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <zmq.h>
 
 #include "control.h"
@@ -127,6 +129,41 @@ s_stats (coord_t *c)
         cgq_hset_u64 (&h, CGQ_CF_REFUSED_IDS, c->stat_refused_ids);
     }
     cgq_hset_queue (&h, c->store);
+}
+
+// s_check_open_files warns, at most every 10 s, while fewer than 32 open
+// files are left: at the limit ZeroMQ cannot accept a connection, and a
+// node or CLI that connects waits unanswered, with nothing said anywhere.
+static void
+s_check_open_files (coord_t *c, int64_t now)
+{
+    if (now < c->next_fd_check_ms)
+        return;
+    c->next_fd_check_ms = now + 5000;
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+        return;
+    unsigned long open = 0;
+    DIR *d = opendir ("/proc/self/fd");
+    if (d) {
+        for (struct dirent *e; (e = readdir (d));)
+            open += e->d_name[0] != '.';
+        closedir (d);
+        open--; // the directory's own
+    }
+    else if (errno == EMFILE)
+        open = (unsigned long) rl.rlim_cur; // not one left, not even for this
+    else
+        return;
+    if (open + 32 < rl.rlim_cur)
+        return;
+    if (now < c->fd_warned_ms + 10000)
+        return;
+    c->fd_warned_ms = now;
+    cgq_warn ("%lu of this coordinator's %llu open files are in use: nodes and CLIs that connect "
+              "now wait unanswered; raise its limit (ulimit -n, systemd's LimitNOFILE=, docker's "
+              "--ulimit nofile=): each node holds one",
+              open, (unsigned long long) rl.rlim_cur);
 }
 
 // s_lease_lost makes the loop end without another write or send.
@@ -398,6 +435,7 @@ coord_run (coord_t *c)
             s_stats (c);
             c->next_stats_ms = now + 1000;
         }
+        s_check_open_files (c, now);
         // While Redis is down, do not start new work whose record could not be kept.
         if (!c->redis_retry_ms)
             dispatch_run (c);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -283,6 +284,24 @@ s_lead (coord_t *c)
     return 0;
 }
 
+// s_raise_open_files lifts the open-file limit's soft value to its hard
+// one: each node and each CLI holds a connection, and a login shell's 1024
+// would stop a coordinator short of a thousand nodes, who would then wait
+// unanswered (loop.c watches what is left: s_check_open_files).
+static void
+s_raise_open_files (void)
+{
+    struct rlimit rl;
+    if (getrlimit (RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? (rlim_t) 1 << 20 : rl.rlim_max;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit (RLIMIT_NOFILE, &rl) == 0)
+        cgq_info ("open-file limit raised from %llu to %llu (a connection per node and CLI)",
+                  (unsigned long long) was, (unsigned long long) want);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -307,6 +326,7 @@ main (int argc, char **argv)
         cgq_config_free (s_opts, &cfg);
         return 2;
     }
+    s_raise_open_files ();
     // A submitted spec is held to --max-spec before it is parsed
     // (control.c); the parser's own bound is the flag's largest value, so
     // that specs accepted under a larger --max-spec are still recovered

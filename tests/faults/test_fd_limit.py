@@ -7,15 +7,19 @@ The limit is lowered from outside (prlimit on the worker's pid) to the
 worker's lowest free fd number, so no new fd can be had: not for a trial's log
 files, its pipes (the three made ahead are already there), its cgroup leaf,
 nor a spare directory. Each attempt that cannot start is reported lost by the
-worker; with `retries: 0` the trial fails at once, its error saying why."""
+worker; with `retries: 0` the trial fails at once, its error saying why.
+
+The coordinator: it lifts a low soft limit to the hard one at start, and at
+its hard limit (where ZeroMQ can accept no node or CLI) it says so."""
 
 import os
 import resource
+import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from harness import CgqTestCase, main  # noqa: E402
+from harness import CgqTestCase, main, read_text  # noqa: E402
 
 SPEC = '''name: {name}
 space:
@@ -108,6 +112,53 @@ class FdLimitTest(CgqTestCase):
         self.assertGreater(len(lines), 0, "the worker logged the failed starts")
         self.assertLess(len(lines), 50, "one line per failed start, not a flood:\n%s"
                         % "".join(lines[:60]))
+
+
+class CoordinatorFdLimitTest(CgqTestCase):
+    def test_raises_its_soft_limit(self):
+        """A coordinator started under a soft open-file limit below its hard
+        one (a login shell's 1024) lifts it: each node holds a connection."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard <= 256:
+            print("skipped: the hard open-file limit is %d" % hard)
+            return
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited by the cluster
+        try:
+            c = self.cluster
+            c.start_redis()
+            c.start_coordinator()
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        with open("/proc/%d/limits" % c.coordinator.pid) as f:
+            line = [l for l in f if l.startswith("Max open files")][0].split()
+        want = str(hard) if hard != resource.RLIM_INFINITY else str(1 << 20)
+        self.assertEqual(line[3], want, line)
+        with open(c.coordinator.err_path) as f:
+            self.assertIn("open-file limit raised from 256 to %s" % want, f.read())
+
+    def test_says_so_at_its_limit(self):
+        """At its hard limit the coordinator cannot accept a connection, and
+        a node or CLI that connects waits unanswered: it says so, naming the
+        limit and how to raise it, and keeps running."""
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        pid = c.coordinator.pid
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (64, 64))
+        host, port = c.nodes_ep[len("tcp://"):].rsplit(":", 1)
+        idle = []
+        try:
+            for _ in range(100):  # the kernel queues those it cannot accept
+                idle.append(socket.create_connection((host, int(port)), timeout=5))
+            c.wait_for(lambda: "open files are in use" in read_text(c.coordinator.err_path), 20,
+                       "the coordinator to say it is at its limit")
+            log = read_text(c.coordinator.err_path)
+            self.assertRegex(log, r"\d+ of this coordinator's 64 open files are in use")
+            self.assertIn("ulimit -n", log)
+            self.assertTrue(c.coordinator.alive())
+        finally:
+            for s in idle:
+                s.close()
 
 
 if __name__ == "__main__":

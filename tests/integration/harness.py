@@ -78,6 +78,21 @@ def noop_spec(name, samples):
             "trial:\n  kind: noop\n  resources: {cpu: 1}\n" % (name, samples))
 
 
+def open_files_at_least(test, want):
+    """Lifts this process's soft open-file limit to want until test ends,
+    for a test that opens that many sockets (what it starts inherits it).
+    False, printing why, where the hard limit is lower: the test skips."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < want:
+        print("skipped: the open-file limit's hard value is %d, under %d" % (hard, want))
+        return False
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        test.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+    return True
+
+
 def proc_cpu_s(pid, tid=None):
     """CPU seconds (user + system) of process pid (all its threads), or of its
     thread tid; from /proc."""

@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (CgqTestCase, binary, endpoint_port, main, metrics_of, params_of,  # noqa: E402
-                     read_text)
+                     open_files_at_least, read_text)
 
 MARKER = "zebra7741quokka"  # a param value: must never cross the wire in clear with CURVE
 
@@ -336,15 +336,8 @@ class CurveTest(CgqTestCase):
     def test_refusals_past_descriptor_1024_are_named(self):
         """A coordinator of thousands of nodes holds descriptors past 1024:
         a peer refused there is logged with its address too."""
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        want = 1300
-        if hard != resource.RLIM_INFINITY and hard < want:
-            print("skipped: the open-file limit's hard value is %d, under %d" % (hard, want))
+        if not open_files_at_least(self, 1300):  # 1,100 sockets here
             return
-        if soft != resource.RLIM_INFINITY and soft < want:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # inherited by the cluster
-            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
         c = self.curve_cluster()
         port = endpoint_port(c.nodes_ep)
         idle = []

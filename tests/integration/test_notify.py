@@ -15,7 +15,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import CgqTestCase, free_port, main  # noqa: E402
+from harness import CgqTestCase, free_port, main, open_files_at_least  # noqa: E402
 
 SCRIPT = r'''
 import json, os, sys
@@ -131,15 +131,8 @@ class NotifyTest(CgqTestCase):
         (its socket interface, not curl_multi_fdset, which leaves them out),
         so a quiet coordinator (no node, nothing else to wake it) takes a
         receiver's answer when it comes, not at a once-a-second timer."""
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        want = 1300
-        if hard != resource.RLIM_INFINITY and hard < want:
-            print("skipped: the open-file limit's hard value is %d, under %d" % (hard, want))
+        if not open_files_at_least(self, 1300):  # 1,100 sockets here
             return
-        if soft != resource.RLIM_INFINITY and soft < want:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # inherited by the cluster
-            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
         c = self.start_default(workers=())
         c.write_file("t.py", SCRIPT)
         rx = self.receiver(fail_first=0, delay=0.3)

@@ -235,7 +235,7 @@ struct node_s {
     uint64_t assign_out; // of the last of those that has left this process (outbox.c)
     bool batches;        // its Hello said it reads AssignBatch (and sends ResultBatch)
     struct out_s *ab_head, *ab_tail; // Assigns for it waiting to go as one (outbox.c)
-    size_t ab_n, ab_bytes;
+    size_t ab_bytes;     // their encoded size, with room for each one's framing
     node_t *ab_next;     // on the send's list of nodes with waiting Assigns
     bool ab_listed;      // (on that list)
     bool draining;       // shutting down: no new tasks (a heartbeat said so)

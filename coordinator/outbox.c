@@ -262,11 +262,11 @@ s_batch_flush (coord_t *c, node_t *n)
 {
     out_t *o = n->ab_head;
     n->ab_head = n->ab_tail = NULL;
-    size_t count = n->ab_n, bytes = n->ab_bytes;
-    n->ab_n = n->ab_bytes = 0;
+    size_t bytes = n->ab_bytes;
+    n->ab_bytes = 0;
     if (!o)
         return;
-    if (count > 1) {
+    if (o->next) {
         // Envelope: 1 = version, 19 = assign_batch { 1 = assign (repeated) }.
         uint8_t *buf = cgq_xmalloc (S_HEAD + bytes), *p = buf + S_HEAD;
         uint64_t seq = 0;
@@ -367,7 +367,6 @@ s_send_upto (coord_t *c, out_t *last)
             if (n->ab_head && n->ab_bytes + o->len + 12 > S_BATCH_MAX)
                 s_batch_flush (c, n); // a node reads frames of 4 MiB at most
             s_append (&n->ab_head, &n->ab_tail, o);
-            n->ab_n++;
             n->ab_bytes += o->len + 12;
         }
         else {

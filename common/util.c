@@ -62,15 +62,21 @@ cgq_xstrndup (const char *s, size_t n)
 }
 
 char *
+cgq_xvasprintf (const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    if (vasprintf (&s, fmt, ap) < 0)
+        s_oom (strlen (fmt));
+    return s;
+}
+
+char *
 cgq_xasprintf (const char *fmt, ...)
 {
     va_list ap;
     va_start (ap, fmt);
-    char *s = NULL;
-    int n = vasprintf (&s, fmt, ap);
+    char *s = cgq_xvasprintf (fmt, ap);
     va_end (ap);
-    if (n < 0)
-        s_oom (strlen (fmt));
     return s;
 }
 

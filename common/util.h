@@ -3,6 +3,7 @@
 #ifndef CGQ_UTIL_H
 #define CGQ_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,8 +15,10 @@ void *cgq_xcalloc (size_t n, size_t size);
 void *cgq_xrealloc (void *p, size_t size);
 char *cgq_xstrdup (const char *s);
 char *cgq_xstrndup (const char *s, size_t n);
-// cgq_xasprintf returns a new string; caller frees.
+// cgq_xasprintf returns a new string; caller frees. cgq_xvasprintf is the
+// same for a va_list (a printf-like function's own arguments).
 char *cgq_xasprintf (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
+char *cgq_xvasprintf (const char *fmt, va_list ap) __attribute__ ((format (printf, 1, 0)));
 
 // Monotonic milliseconds (for timers) and microseconds (for latencies), and
 // wall-clock seconds (for Redis).

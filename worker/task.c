@@ -769,11 +769,8 @@ s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
 {
     va_list ap;
     va_start (ap, fmt);
-    char *error = NULL;
-    if (vasprintf (&error, fmt, ap) < 0)
-        error = NULL;
+    char *what = cgq_xvasprintf (fmt, ap);
     va_end (ap);
-    const char *what = error ? error : fmt;
     struct rlimit rl;
     char *msg = NULL;
     if (e == ENFILE)
@@ -787,7 +784,7 @@ s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
         msg = cgq_xasprintf ("%s (the worker is at its open file limit: raise it)", what);
     s_lost (self, msg ? msg : what);
     free (msg);
-    free (error);
+    free (what);
 }
 
 // ---------------------------------------------------------------------------

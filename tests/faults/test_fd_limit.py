@@ -139,7 +139,8 @@ class CoordinatorFdLimitTest(CgqTestCase):
     def test_says_so_at_its_limit(self):
         """At its hard limit the coordinator cannot accept a connection, and
         a node or CLI that connects waits unanswered: it says so, naming the
-        limit and how to raise it, and keeps running."""
+        limit and how to raise it, keeps running, and accepts again once
+        connections go."""
         c = self.cluster
         c.start_redis()
         c.start_coordinator()
@@ -159,6 +160,9 @@ class CoordinatorFdLimitTest(CgqTestCase):
         finally:
             for s in idle:
                 s.close()
+        # Once those connections go, it accepts again: a CLI's submit works.
+        j = c.submit(c.write_counted_job("after-the-limit", 1, 0.1))
+        self.assertTrue(c.job(j), "the job was recorded")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // cli: what the files of the cgq command share: the parsed command line, the
 // lookup of a command's options, one-line errors, and the signal that
-// interrupted a long-running command (run, submit --follow).
+// interrupted a long-running command (run, submit --follow). The helpers live
+// in cli.c; the commands (cgq_cmd_*, at the end) in the files each names.
 #ifndef CGQ_CLI_H
 #define CGQ_CLI_H
 
@@ -87,6 +88,12 @@ void cgq_cli_catch_signals (void);
 
 // cgq_cli_sleep_ms sleeps ms milliseconds, less when a signal arrives.
 void cgq_cli_sleep_ms (int ms);
+
+// A progress line (progress.c) is drawn on stderr with '\r' and no newline:
+// cgq_cli_line_opened says one is open, cgq_cli_line_break ends it so that the
+// next message starts on a line of its own. cgq_cli_error calls the latter.
+void cgq_cli_line_opened (void);
+void cgq_cli_line_break (void);
 
 // cgq_devices_load reads every device of cgq:devices with pipelined HGETALLs,
 // sorted by id (devices.c). Returns 0 with *out (free each with

@@ -124,18 +124,6 @@ s_term_width (void)
     return 79;
 }
 
-// Whether a progress line is drawn on the terminal without its newline yet.
-static bool s_line_open = false;
-
-void
-cgq_progress_break (void)
-{
-    if (s_line_open) {
-        fputc ('\n', stderr);
-        s_line_open = false;
-    }
-}
-
 int
 cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
                      cgq_progress_check_fn check, void *arg,
@@ -190,7 +178,7 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
                               ? job->blocked
                               : NULL;
         if (why && !terminal && (!blocked || strcmp (blocked, why))) {
-            cgq_progress_break ();
+            cgq_cli_line_break ();
             fprintf (stderr,
                      "cgq: job %" PRIu64 " waits: %s (it waits for a node that can run it; "
                      "Ctrl-C stops waiting, cgq cancel %" PRIu64 " cancels the job)\n",
@@ -206,7 +194,7 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
             cgq_progress_line (line, sizeof line, job, elapsed, s_term_width ());
             fprintf (stderr, "\r%s\033[K", line);
             fflush (stderr);
-            s_line_open = true;
+            cgq_cli_line_opened ();
         }
         else {
             char key[128];
@@ -237,6 +225,6 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
         cgq_cli_sleep_ms (CGQ_PROGRESS_POLL_MS);
     }
     free (blocked);
-    cgq_progress_break ();
+    cgq_cli_line_break ();
     return rc;
 }

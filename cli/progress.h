@@ -30,10 +30,6 @@ int cgq_progress_follow (cgq_store_t *store, uint64_t job, bool show_waits,
                          cgq_progress_check_fn check, void *arg,
                          cgq_job_rec_t **final);
 
-// cgq_progress_break ends a progress line left open on the terminal, so that
-// the next message starts on a line of its own. cgq_cli_error calls it.
-void cgq_progress_break (void);
-
 // cgq_progress_line formats the one-line summary of a job into buf:
 // "[#####.....]  12/24  running 2  failed 0  best val=0.93 (trial 7)  0:12  ETA 0:30".
 // width bounds the text (0: no bound): the least useful pieces (the bar, the

@@ -378,12 +378,6 @@ s_start (coord_t *c, node_t *n, trial_t *t)
     s_rendered_fini (&r);
     t->assign_seq = seq;
     jobs_started (c, t, n, gl.data);
-    if (t->device) {
-        char tkey[128];
-        cgq_key_trial (tkey, sizeof tkey, j->id, t->id);
-        cgq_store_cmd (c->store, "HSET %s %s %s", tkey, CGQ_TF_DEVICE, t->device->id);
-    }
-    t->assign_seq = seq;
     cgq_buf_fini (&gl);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "early_stop.h"
+#include "hist.h"
 #include "json.h"
 #include "log.h"
 #include "notify.h"
@@ -763,13 +764,15 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
             *w++ = ':';
         w += strlen (cgq_fmt_u64 (w, parts[k]));
     }
-    const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE,    n->id,   CGQ_TF_GPUS,
-                        gpus,           CGQ_TF_STARTED, started, CGQ_TF_ASSIGN, assign};
+    // A device trial also names its device (the last pair), in the same HSET.
+    const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE,    n->id,
+                        CGQ_TF_GPUS,    gpus,    CGQ_TF_STARTED, started,
+                        CGQ_TF_ASSIGN,  assign,  CGQ_TF_DEVICE,  t->device ? t->device->id : NULL};
     if (t->pending_since_ms)
-        metrics_hist_observe (&c->hist_dispatch,
+        hist_observe (&c->hist_dispatch,
                               (double) (cgq_now_ms () - t->pending_since_ms) / 1000.0);
     t->pending_since_ms = 0;
-    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 10);
+    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, t->device ? 12 : 10);
     s_event_group (&j->ev_running, t, n->id);
     cgq_tdebug (j->id, t->id, t->attempt, "started on %s", n->id);
     c->stat_assigns++;

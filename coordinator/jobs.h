@@ -70,7 +70,8 @@ void jobs_set_state (coord_t *c, trial_t *t, tstate_t s, const char **kv, int nk
 void jobs_set_stale (coord_t *c, trial_t *t, bool stale, const char *why);
 
 // jobs_started records that t's attempt t->attempt now runs on n (t already
-// attached there); gpus lists the granted GPU indices ("0,1").
+// attached there); gpus lists the granted GPU indices ("0,1"). A device
+// trial's hash also gets its device, in the same HSET.
 void jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus);
 
 // jobs_failed ends one failed attempt of t (which holds no node any more):

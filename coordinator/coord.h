@@ -1,24 +1,29 @@
-// coord: the coordinator's types, and which file owns each noun. Calls go
-// down this list, never up, so no two files call each other:
+// coord: the coordinator's types (coord_t, job_t, trial_t, node_t ...) and
+// nothing else: no function is declared here. Which file owns each noun;
+// calls go down this list, never up, so no two files call each other:
 //
-//   main.c      flags, signals, sockets, start-up; then coord_run
-//   loop.c      the event loop: poll, read messages, hand them on, run
-//               timers, flush the Redis batch, then send (coord_run)
-//   session.c   what nodes say: Hello and adoption, heartbeats, results,
-//               progress, Bye, and liveness
-//   control.c   what the CLI says: submit, cancel, ping
-//   recovery.c  rebuilds jobs and trials from Redis at start-up
-//   dispatch.c  starts trials: asks the scheduler where, renders the Assign
-//   scheduler.c chooses, and only chooses: which node fits, why none can
-//   jobs.c      the job and trial state machine: every transition changes
-//               memory and queues its Redis commands in the same call
-//   nodes.c     the node registry: lookup, resources, grant and release of
-//               what each trial holds (the GPU-share rule lives there)
-//   outbox.c    messages that wait until the Redis batch they depend on is
-//               flushed
-//   notify.c    the spec's notify: POSTs (libcurl multi, polled by the loop)
-//   metrics.c   /metrics (libmicrohttpd, polled by the loop) and histograms
-//   coord.c     the coord_t's lifetime (init, fini)
+//   main.c       flags, signals, sockets, start-up; then coord_run
+//   loop.c       the coordinator's lifetime (coord_init, coord_fini) and the
+//                event loop: poll, read messages, hand them on, run timers,
+//                flush the Redis batch, then send (coord_run)
+//   session.c    what nodes say: Hello and adoption, heartbeats, results,
+//                progress, Bye, and liveness
+//   control.c    what the CLI says: submit, cancel, ping
+//   metrics.c    /metrics (libmicrohttpd, polled by the loop), rendered
+//                from the live jobs, nodes, notifications and histograms
+//   recovery.c   rebuilds jobs and trials from Redis at start-up
+//   dispatch.c   starts trials: asks the scheduler where, renders the Assign
+//   scheduler.c  chooses, and only chooses: which node fits, why none can
+//   jobs.c       the job and trial state machine: every transition changes
+//                memory and queues its Redis commands in the same call
+//   early_stop.c the early stopping rules as pure decisions (no I/O)
+//   outbox.c     messages that wait until the Redis batch they depend on is
+//                flushed
+//   nodes.c      the node registry: lookup, resources, grant and release of
+//                what each trial holds (the GPU-share rule lives there)
+//   notify.c     the spec's notify: POSTs (libcurl multi, polled by the loop)
+//   hist.c       the latency histograms (plain counting; metrics.c renders)
+//   lease.c      the leader lease in Redis (standby coordinators)
 //
 // Redis key and field names come from common/model.h, never literals.
 #ifndef CGQ_COORD_H
@@ -31,7 +36,7 @@
 #include <stdint.h>
 
 #include "auth.h"
-#include "metrics.h"
+#include "hist.h"
 #include "model.h"
 #include "searcher.h"
 #include "spec.h"
@@ -335,21 +340,11 @@ typedef struct coord_s {
     // trials that reached each terminal state in this process's lifetime.
     struct metrics_srv_s *metrics;
     struct notify_s *notify;      // notify.c: job-end POSTs; NULL until the first
-    metrics_hist_t hist_dispatch; // pending -> Assign, seconds
-    metrics_hist_t hist_redis;    // one Redis batch flush, seconds
+    hist_t hist_dispatch; // pending -> Assign, seconds
+    hist_t hist_redis;    // one Redis batch flush, seconds
     uint64_t stat_ended[CGQ_TRIAL_NSTATES];
     uint64_t lease_holder_epoch;  // standby: the epoch of the leader it waits on
     bool standby;                 // waiting for the lease (main.c)
 } coord_t;
-
-// coord.c: coord_init zeroes c, takes cfg's values (the caller keeps
-// ownership of cfg's strings: they are borrowed until coord_fini) and
-// creates the registries. coord_fini frees every job, trial, node and
-// queued message and the store (c->store, owned once set).
-void coord_init (coord_t *c, const coord_cfg_t *cfg);
-void coord_fini (coord_t *c);
-
-// loop.c: set by a signal handler; the loop stops after its turn.
-extern volatile sig_atomic_t coord_stop;
 
 #endif

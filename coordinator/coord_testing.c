@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "jobs.h"
+#include "loop.h"
 #include "nodes.h"
 #include "outbox.h"
 #include "session.h"

@@ -1,3 +1,4 @@
+// loop: the coordinator's lifetime (coord_init, coord_fini) and its event
 // loop: poll, read, hand on, timers, flush, send.
 #include "loop.h"
 
@@ -11,6 +12,7 @@
 
 #include "control.h"
 #include "dispatch.h"
+#include "hist.h"
 #include "jobs.h"
 #include "lease.h"
 #include "log.h"
@@ -21,6 +23,34 @@
 #include "session.h"
 
 volatile sig_atomic_t coord_stop = 0;
+
+void
+coord_init (coord_t *c, const coord_cfg_t *cfg)
+{
+    memset (c, 0, sizeof *c);
+    if (cfg)
+        c->cfg = *cfg;
+    c->node_index = zhashx_new ();
+    hist_init_dispatch (&c->hist_dispatch);
+    hist_init_redis (&c->hist_redis);
+}
+
+void
+coord_fini (coord_t *c)
+{
+    metrics_stop (c);
+    notify_fini (c);
+    jobs_destroy_all (c);
+    nodes_destroy_all (c);
+    zhashx_destroy (&c->node_index);
+    outbox_free (c);
+    for (size_t i = 0; i < c->npoke; i++)
+        free (c->poke[i]);
+    free (c->poke);
+    c->poke = NULL;
+    c->npoke = 0;
+    cgq_store_destroy (&c->store);
+}
 
 // Longer than this without listening (stopped, or busy within one turn) is a
 // stall, credited to the nodes (session_stalled).
@@ -246,7 +276,7 @@ s_flush (coord_t *c, int64_t now)
     notify_covered (c);
     int frc = cgq_store_flush (c->store);
     if (pending && frc == 0)
-        metrics_hist_observe (&c->hist_redis, (double) (cgq_now_us () - t0) / 1e6);
+        hist_observe (&c->hist_redis, (double) (cgq_now_us () - t0) / 1e6);
     if (frc < 0) {
         s_flush_failed (c, now);
         return -1;
@@ -264,7 +294,7 @@ s_collect (coord_t *c, int64_t now)
 {
     int rc = cgq_store_flush_poll (c->store, false);
     if (rc == CGQ_FLUSH_DONE) {
-        metrics_hist_observe (&c->hist_redis, (double) (cgq_now_us () - c->flight_us) / 1e6);
+        hist_observe (&c->hist_redis, (double) (cgq_now_us () - c->flight_us) / 1e6);
         s_flushed (c);
         outbox_send_sealed (c);
     }

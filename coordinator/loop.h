@@ -8,6 +8,17 @@
 
 #include "coord.h"
 
+// coord_init zeroes c, takes cfg's values (the caller keeps ownership of
+// cfg's strings: they are borrowed until coord_fini) and creates the
+// registries. coord_fini frees every job, trial, node and queued message and
+// the store (c->store, owned once set). The loop's lifetime is the
+// coordinator's: both live here, at the top of the call order.
+void coord_init (coord_t *c, const coord_cfg_t *cfg);
+void coord_fini (coord_t *c);
+
+// Set by a signal handler (main.c); the loop stops after its turn.
+extern volatile sig_atomic_t coord_stop;
+
 // coord_run loops until coord_stop is set. Returns 0, -1 if polling fails, or
 // 2 when the lease was lost to another coordinator (nothing more was written).
 int coord_run (coord_t *c);

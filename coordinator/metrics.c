@@ -29,45 +29,6 @@ struct metrics_srv_s {
 #define S_MAX_CONNECTIONS 16
 #define S_CONN_TIMEOUT_S 10
 
-static const double s_dispatch_bounds[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
-                                           5,     10,    30,   60,   300, 1800};
-static const double s_redis_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                        0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5};
-
-static void
-s_hist_init (metrics_hist_t *h, const double *bounds, int n)
-{
-    memset (h, 0, sizeof *h);
-    h->bounds = bounds;
-    h->nbounds = n;
-}
-
-void
-metrics_hist_init_dispatch (metrics_hist_t *h)
-{
-    s_hist_init (h, s_dispatch_bounds, (int)(sizeof s_dispatch_bounds / sizeof (double)));
-}
-
-void
-metrics_hist_init_redis (metrics_hist_t *h)
-{
-    s_hist_init (h, s_redis_bounds, (int)(sizeof s_redis_bounds / sizeof (double)));
-}
-
-void
-metrics_hist_observe (metrics_hist_t *h, double seconds)
-{
-    if (!h->bounds || !(seconds >= 0))
-        seconds = 0;
-    int i = 0;
-    while (i < h->nbounds && seconds > h->bounds[i])
-        i++;
-    if (i < h->nbounds)
-        h->counts[i]++;
-    h->count++;
-    h->sum += seconds;
-}
-
 // --- rendering --------------------------------------------------------------
 
 static void
@@ -93,7 +54,7 @@ s_label_value (cgq_buf_t *b, const char *v)
 }
 
 static void
-s_hist (cgq_buf_t *b, const char *name, const char *help, const metrics_hist_t *h)
+s_hist (cgq_buf_t *b, const char *name, const char *help, const hist_t *h)
 {
     s_head (b, name, "histogram", help);
     uint64_t cum = 0;

@@ -7,8 +7,7 @@
 // state at that moment, so it can never be stale or torn. docs/operations.md
 // lists the metrics; docs/architecture.md says why no thread.
 //
-// Also the histograms the loop fills (metrics_hist_t): kept in coord_t,
-// observed where the thing happens, rendered here.
+// Also renders the histograms (hist.h) that jobs.c and loop.c fill.
 #ifndef CGQ_METRICS_H
 #define CGQ_METRICS_H
 
@@ -17,23 +16,6 @@
 #include <stdint.h>
 
 #include "util.h"
-
-// A Prometheus histogram over fixed upper bounds (seconds), cumulative when
-// rendered. bounds points at a static array of nbounds increasing values.
-#define METRICS_MAX_BUCKETS 20
-typedef struct {
-    const double *bounds;
-    int nbounds;
-    uint64_t counts[METRICS_MAX_BUCKETS]; // per bucket, not cumulative
-    uint64_t count;
-    double sum;
-} metrics_hist_t;
-
-// The bucket sets: dispatch latency (a trial pending until its Assign) and
-// one Redis batch's round trip.
-void metrics_hist_init_dispatch (metrics_hist_t *h);
-void metrics_hist_init_redis (metrics_hist_t *h);
-void metrics_hist_observe (metrics_hist_t *h, double seconds);
 
 struct coord_s;
 

@@ -19,13 +19,13 @@ static void
 t_hist (void **state)
 {
     (void)state;
-    metrics_hist_t h;
-    metrics_hist_init_dispatch (&h);
-    metrics_hist_observe (&h, 0);     // first bucket
-    metrics_hist_observe (&h, 0.001); // == the first bound: still the first
-    metrics_hist_observe (&h, 0.002); // the second
-    metrics_hist_observe (&h, 1e9);   // past every bound: only +Inf
-    metrics_hist_observe (&h, -1);    // nonsense counts as 0
+    hist_t h;
+    hist_init_dispatch (&h);
+    hist_observe (&h, 0);     // first bucket
+    hist_observe (&h, 0.001); // == the first bound: still the first
+    hist_observe (&h, 0.002); // the second
+    hist_observe (&h, 1e9);   // past every bound: only +Inf
+    hist_observe (&h, -1);    // nonsense counts as 0
     assert_int_equal (h.counts[0], 3);
     assert_int_equal (h.counts[1], 1);
     assert_int_equal (h.count, 5);

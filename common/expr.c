@@ -22,31 +22,65 @@ typedef enum {
     S_SUB,
     S_MUL,
     S_DIV,
-    S_POW, // '^' and pow()
+    S_POW, // '^', '**', pow() and power()
+    S_LT,  // comparisons: 1 when true, 0 when false
+    S_LE,
+    S_GT,
+    S_GE,
+    S_EQ,
+    S_NE,
     S_FUNC,
 } s_op_t;
 
-typedef enum { S_LOG, S_LOG10, S_EXP, S_SQRT, S_ABS, S_FPOW, S_MIN, S_MAX } s_fn_t;
+typedef enum {
+    S_LOG,
+    S_LOG10,
+    S_LOG2,
+    S_EXP,
+    S_SQRT,
+    S_ABS,
+    S_FPOW,
+    S_MIN,
+    S_MAX,
+    S_CLIP,
+    S_WHERE,
+} s_fn_t;
 
+// The functions, by the names a spec may call them. NumPy's spellings of the
+// same (power, minimum, maximum) are here too, and so is any of these written
+// np.NAME, numpy.NAME or math.NAME (s_call strips the prefix), so that an
+// objective copied from a Python script (seed 001's
+// np.power(100, acc)/(np.log10(latency_gpu+1)+1)) reads as written.
 static const struct {
     const char *name;
+    s_fn_t fn;
     int min_args, max_args; // max_args 0: no limit
     const char *usage;      // what to write, for arity errors
 } s_functions[] = {
-    [S_LOG] = {"log", 1, 1, "log(x), the natural logarithm"},
-    [S_LOG10] = {"log10", 1, 1, "log10(x)"},
-    [S_EXP] = {"exp", 1, 1, "exp(x)"},
-    [S_SQRT] = {"sqrt", 1, 1, "sqrt(x)"},
-    [S_ABS] = {"abs", 1, 1, "abs(x)"},
-    [S_FPOW] = {"pow", 2, 2, "pow(base, exponent)"},
-    [S_MIN] = {"min", 1, 0, "min(a, b, ...)"},
-    [S_MAX] = {"max", 1, 0, "max(a, b, ...)"},
+    {"log", S_LOG, 1, 1, "log(x), the natural logarithm"},
+    {"log10", S_LOG10, 1, 1, "log10(x)"},
+    {"log2", S_LOG2, 1, 1, "log2(x)"},
+    {"exp", S_EXP, 1, 1, "exp(x)"},
+    {"pow", S_FPOW, 2, 2, "pow(base, exponent)"},
+    {"power", S_FPOW, 2, 2, "power(base, exponent)"},
+    {"sqrt", S_SQRT, 1, 1, "sqrt(x)"},
+    {"abs", S_ABS, 1, 1, "abs(x)"},
+    {"min", S_MIN, 1, 0, "min(a, b, ...)"},
+    {"max", S_MAX, 1, 0, "max(a, b, ...)"},
+    {"minimum", S_MIN, 2, 2, "minimum(a, b)"},
+    {"maximum", S_MAX, 2, 2, "maximum(a, b)"},
+    {"clip", S_CLIP, 3, 3, "clip(x, low, high)"},
+    {"where", S_WHERE, 3, 3, "where(condition, if_true, if_false)"},
 };
 #define S_NFUNCTIONS (sizeof s_functions / sizeof s_functions[0])
+#define S_FUNCTION_LIST                                                                           \
+    "log, log10, log2, exp, pow, power, sqrt, abs, min, max, minimum, maximum, clip, where; "     \
+    "also as np.NAME, numpy.NAME or math.NAME"
+static const char *const s_prefixes[] = {"np.", "numpy.", "math."};
 
 typedef struct {
     s_op_t op;
-    s_fn_t fn;    // S_FUNC
+    size_t fn;    // S_FUNC: index into s_functions
     int nargs;    // S_FUNC
     size_t name;  // S_NAME: index into names
     double value; // S_NUM
@@ -82,7 +116,7 @@ typedef enum {
     T_END,
     T_NUM,
     T_NAME,
-    T_OP, // + - * / ^
+    T_OP, // + - * / ^ ** < <= > >= == != (s_tok_t.op)
     T_LP,
     T_RP,
     T_COMMA,
@@ -94,6 +128,7 @@ typedef struct {
     s_tok_type_t type;
     size_t start, end; // byte offsets into the text
     double value;      // T_NUM
+    s_op_t op;         // T_OP
 } s_tok_t;
 
 typedef struct {
@@ -193,6 +228,29 @@ s_scan_number (const char *text, size_t at, s_tok_t *tok)
     }
 }
 
+// s_lex_op reads the operator at t, if one starts there: sets tok's type, op
+// and, for the two-character ones, end (relative to start).
+static bool
+s_lex_op (const char *t, s_tok_t *tok)
+{
+    static const struct {
+        const char *text;
+        s_op_t op;
+    } ops[] = {{"**", S_POW}, {"<=", S_LE}, {">=", S_GE}, {"==", S_EQ}, {"!=", S_NE},
+               {"+", S_ADD},  {"-", S_SUB}, {"*", S_MUL}, {"/", S_DIV}, {"^", S_POW},
+               {"<", S_LT},   {">", S_GT}};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t n = strlen (ops[i].text);
+        if (strncmp (t, ops[i].text, n) == 0) {
+            tok->type = T_OP;
+            tok->op = ops[i].op;
+            tok->end = tok->start + n;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void
 s_lex (s_parser_t *p, size_t at)
 {
@@ -215,8 +273,9 @@ s_lex (s_parser_t *p, size_t at)
         tok->type = T_NAME;
         tok->end = i;
     }
-    else if (strchr ("+-*/^", t[at]))
-        tok->type = T_OP;
+    else if (s_lex_op (t + at, tok)) {
+        // type, op and end are set
+    }
     else if (t[at] == '(')
         tok->type = T_LP;
     else if (t[at] == ')')
@@ -238,9 +297,15 @@ s_advance (s_parser_t *p)
 }
 
 static bool
-s_is_op (const s_parser_t *p, char c)
+s_is_op (const s_parser_t *p, s_op_t op)
 {
-    return p->tok.type == T_OP && p->text[p->tok.start] == c;
+    return p->tok.type == T_OP && p->tok.op == op;
+}
+
+static bool
+s_is_comparison (const s_parser_t *p)
+{
+    return p->tok.type == T_OP && p->tok.op >= S_LT && p->tok.op <= S_NE;
 }
 
 // --- errors while parsing ----------------------------------------------------
@@ -360,21 +425,35 @@ s_enter (s_parser_t *p, size_t at)
     return true;
 }
 
-static bool s_sum (s_parser_t *p);
+static bool s_compare (s_parser_t *p);
 static bool s_unary (s_parser_t *p);
+
+// s_find_function looks name up, without an np., numpy. or math. prefix.
+static size_t
+s_find_function (const char *name, size_t len)
+{
+    for (size_t k = 0; k < sizeof s_prefixes / sizeof s_prefixes[0]; k++) {
+        size_t n = strlen (s_prefixes[k]);
+        if (len > n && memcmp (name, s_prefixes[k], n) == 0) {
+            name += n;
+            len -= n;
+            break;
+        }
+    }
+    size_t fn = 0;
+    while (fn < S_NFUNCTIONS &&
+           !(strlen (s_functions[fn].name) == len && memcmp (s_functions[fn].name, name, len) == 0))
+        fn++;
+    return fn;
+}
 
 static bool
 s_call (s_parser_t *p)
 {
     size_t name_at = p->tok.start, name_len = p->tok.end - p->tok.start;
-    size_t fn = 0;
-    while (fn < S_NFUNCTIONS && !(strlen (s_functions[fn].name) == name_len &&
-                                  memcmp (s_functions[fn].name, p->text + name_at, name_len) == 0))
-        fn++;
+    size_t fn = s_find_function (p->text + name_at, name_len);
     if (fn == S_NFUNCTIONS)
-        return s_fail_at (p, name_at,
-                          "unknown function '%.*s' (expected one of: log, log10, exp, pow, sqrt, "
-                          "abs, min, max)",
+        return s_fail_at (p, name_at, "unknown function '%.*s' (expected one of: " S_FUNCTION_LIST ")",
                           (int) (name_len > 32 ? 32 : name_len), p->text + name_at);
     const char *fname = s_functions[fn].name;
     if (!s_enter (p, name_at))
@@ -387,7 +466,7 @@ s_call (s_parser_t *p)
         if (p->tok.type == T_RP && nargs == 0)
             return s_fail_at (p, p->tok.start, "%s needs an argument (write %s)", fname,
                               s_functions[fn].usage);
-        if (!s_sum (p))
+        if (!s_compare (p))
             return false;
         nargs++;
         if (p->tok.type == T_RP)
@@ -414,7 +493,7 @@ s_call (s_parser_t *p)
         return s_fail_at (p, p->tok.start, "%s takes %d arguments, got %d (write %s)", fname,
                           s_functions[fn].min_args, nargs, s_functions[fn].usage);
     s_node_t *n = s_emit (p, S_FUNC, name_at);
-    n->fn = (s_fn_t) fn;
+    n->fn = fn;
     n->nargs = nargs;
     p->stack -= (size_t) nargs - 1;
     s_advance (p); // ')'
@@ -448,7 +527,7 @@ s_primary (s_parser_t *p)
         if (!s_enter (p, lp_at))
             return false;
         s_advance (p);
-        if (!s_sum (p))
+        if (!s_compare (p))
             return false;
         p->depth--;
         if (p->tok.type == T_RP) {
@@ -474,7 +553,7 @@ s_power (s_parser_t *p)
 {
     if (!s_primary (p))
         return false;
-    if (!s_is_op (p, '^'))
+    if (!s_is_op (p, S_POW))
         return true;
     size_t at = p->tok.start;
     if (!s_enter (p, at))
@@ -492,9 +571,9 @@ s_power (s_parser_t *p)
 static bool
 s_unary (s_parser_t *p)
 {
-    if (!(s_is_op (p, '-') || s_is_op (p, '+')))
+    if (!(s_is_op (p, S_SUB) || s_is_op (p, S_ADD)))
         return s_power (p);
-    bool neg = s_is_op (p, '-');
+    bool neg = s_is_op (p, S_SUB);
     size_t at = p->tok.start;
     if (!s_enter (p, at))
         return false;
@@ -511,8 +590,8 @@ s_product (s_parser_t *p)
 {
     if (!s_unary (p))
         return false;
-    while (s_is_op (p, '*') || s_is_op (p, '/')) {
-        s_op_t op = s_is_op (p, '*') ? S_MUL : S_DIV;
+    while (s_is_op (p, S_MUL) || s_is_op (p, S_DIV)) {
+        s_op_t op = s_is_op (p, S_MUL) ? S_MUL : S_DIV;
         size_t at = p->tok.start;
         s_advance (p);
         if (!s_unary (p))
@@ -527,14 +606,37 @@ s_sum (s_parser_t *p)
 {
     if (!s_product (p))
         return false;
-    while (s_is_op (p, '+') || s_is_op (p, '-')) {
-        s_op_t op = s_is_op (p, '+') ? S_ADD : S_SUB;
+    while (s_is_op (p, S_ADD) || s_is_op (p, S_SUB)) {
+        s_op_t op = s_is_op (p, S_ADD) ? S_ADD : S_SUB;
         size_t at = p->tok.start;
         s_advance (p);
         if (!s_product (p))
             return false;
         s_emit (p, op, at);
     }
+    return true;
+}
+
+// s_compare is the loosest level: one comparison of two sums at most, so
+// that where(latency < 10, acc, 0) reads. Comparisons do not chain: a < b < c
+// means something else in Python than in C, so it is refused.
+static bool
+s_compare (s_parser_t *p)
+{
+    if (!s_sum (p))
+        return false;
+    if (!s_is_comparison (p))
+        return true;
+    s_op_t op = p->tok.op;
+    size_t at = p->tok.start;
+    s_advance (p);
+    if (!s_sum (p))
+        return false;
+    s_emit (p, op, at);
+    if (s_is_comparison (p))
+        return s_fail_at (p, p->tok.start,
+                          "comparisons do not chain (write one comparison, e.g. a < b, and "
+                          "combine two with *: (a < b) * (b < c))");
     return true;
 }
 
@@ -555,7 +657,7 @@ cgq_expr_parse (const char *text, int *column, char *err, size_t errlen)
     s_parser_t p = {.text = text, .len = len, .err = err, .errlen = errlen};
     p.expr = cgq_xcalloc (1, sizeof *p.expr);
     s_lex (&p, 0);
-    if (s_sum (&p) && p.tok.type != T_END) {
+    if (s_compare (&p) && p.tok.type != T_END) {
         char tb[32];
         if (p.tok.type == T_RP)
             s_fail_at (&p, p.tok.start, "unmatched ')' (remove it or add a '(' before it)");
@@ -686,7 +788,8 @@ s_not_finite (const s_node_t *node, const double *args, int nargs, double r, cha
     if (nargs > 1)
         cgq_fmt_double (b, args[1]);
     int col = node->column;
-    bool is_pow = node->op == S_POW || (node->op == S_FUNC && node->fn == S_FPOW);
+    s_fn_t fn = node->op == S_FUNC ? s_functions[node->fn].fn : S_LOG;
+    bool is_pow = node->op == S_POW || (node->op == S_FUNC && fn == S_FPOW);
     if (node->op == S_DIV && args[1] == 0)
         s_errf (err, errlen,
                 "division by zero at column %d (%s / 0; guard the divisor, e.g. with "
@@ -702,10 +805,10 @@ s_not_finite (const s_node_t *node, const double *args, int nargs, double r, cha
                 "negative base %s to the fractional power %s at column %d is not a real number "
                 "(use abs() or an integer exponent)",
                 a, b, col);
-    else if (node->op == S_FUNC && (node->fn == S_LOG || node->fn == S_LOG10) && args[0] <= 0)
+    else if (node->op == S_FUNC && (fn == S_LOG || fn == S_LOG10 || fn == S_LOG2) && args[0] <= 0)
         s_errf (err, errlen, "%s of %s at column %d is not finite (it needs a value > 0)",
                 s_functions[node->fn].name, a, col);
-    else if (node->op == S_FUNC && node->fn == S_SQRT && args[0] < 0)
+    else if (node->op == S_FUNC && fn == S_SQRT && args[0] < 0)
         s_errf (err, errlen,
                 "sqrt of the negative value %s at column %d is not a real number (use abs() or "
                 "max(x, 0))",
@@ -717,6 +820,83 @@ s_not_finite (const s_node_t *node, const double *args, int nargs, double r, cha
                 node->op == S_FUNC ? s_functions[node->fn].name : "the operator", col);
 }
 
+// s_apply computes function fn of a[0..nargs).
+static double
+s_apply (s_fn_t fn, const double *a, int nargs)
+{
+    double r = a[0];
+    switch (fn) {
+    case S_LOG: return log (a[0]);
+    case S_LOG10: return log10 (a[0]);
+    case S_LOG2: return log2 (a[0]);
+    case S_EXP: return exp (a[0]);
+    case S_SQRT: return sqrt (a[0]);
+    case S_ABS: return fabs (a[0]);
+    case S_FPOW: return pow (a[0], a[1]);
+    case S_MIN:
+    case S_MAX:
+        for (int k = 1; k < nargs; k++)
+            r = fn == S_MIN ? fmin (r, a[k]) : fmax (r, a[k]);
+        return r;
+    case S_CLIP: return fmin (fmax (a[0], a[1]), a[2]); // NumPy's: high wins over low
+    case S_WHERE: return a[0] != 0 ? a[1] : a[2];
+    }
+    return r;
+}
+
+// s_binary computes a op b for the operators.
+static double
+s_binary (s_op_t op, double a, double b)
+{
+    switch (op) {
+    case S_ADD: return a + b;
+    case S_SUB: return a - b;
+    case S_MUL: return a * b;
+    case S_DIV: return a / b;
+    case S_POW: return pow (a, b);
+    case S_LT: return a < b;
+    case S_LE: return a <= b;
+    case S_GT: return a > b;
+    case S_GE: return a >= b;
+    case S_EQ: return a == b;
+    case S_NE: return a != b;
+    default: return NAN;
+    }
+}
+
+// Evaluation carries, beside each value on the stack, the first error that
+// went into it (a missing metric, a division by zero), as an index into the
+// errors met so far, or -1. An error fails the expression only if it reaches
+// the result, so that where(lat > 0, acc / lat, 0) guards its division; every
+// operator and function but where passes the first error of its operands on,
+// which is the one evaluation met first, so the message is the same as if
+// evaluation had stopped there.
+typedef struct {
+    double *v;
+    int *err; // per slot: index into msgs, or -1
+    char **msgs;
+    int nmsgs;
+} s_eval_t;
+
+static int
+s_record (s_eval_t *ev, const char *msg)
+{
+    ev->msgs = cgq_xrealloc (ev->msgs, (size_t) (ev->nmsgs + 1) * sizeof *ev->msgs);
+    ev->msgs[ev->nmsgs] = cgq_xstrdup (msg);
+    return ev->nmsgs++;
+}
+
+// s_first_error is the first error among slots [from, from + n), or -1.
+static int
+s_first_error (const s_eval_t *ev, size_t from, int n)
+{
+    int e = -1;
+    for (int k = 0; k < n; k++)
+        if (ev->err[from + (size_t) k] >= 0 && (e < 0 || ev->err[from + (size_t) k] < e))
+            e = ev->err[from + (size_t) k];
+    return e;
+}
+
 int
 cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char *err, size_t errlen)
 {
@@ -724,58 +904,67 @@ cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char 
         s_errf (err, errlen, "the result is not a JSON object of metrics");
         return -1;
     }
-    double small[32];
-    double *st = self->max_stack <= 32 ? small : cgq_xmalloc (self->max_stack * sizeof *st);
+    double small_v[32];
+    int small_err[32];
+    bool heap = self->max_stack > 32;
+    s_eval_t ev = {
+        .v = heap ? cgq_xmalloc (self->max_stack * sizeof *ev.v) : small_v,
+        .err = heap ? cgq_xmalloc (self->max_stack * sizeof *ev.err) : small_err,
+    };
     size_t sp = 0;
-    int rc = 0;
-    for (size_t i = 0; i < self->ncode && rc == 0; i++) {
+    char msg[256];
+    for (size_t i = 0; i < self->ncode; i++) {
         const s_node_t *n = &self->code[i];
         double r = 0;
-        int nargs = 0; // operands popped
+        int nargs = 2; // operands popped
         switch (n->op) {
-        case S_NUM: st[sp++] = n->value; continue;
+        case S_NUM:
+            ev.v[sp] = n->value;
+            ev.err[sp++] = -1;
+            continue;
         case S_NAME:
-            if (s_metric (metrics, self->names[n->name], &st[sp], err, errlen) < 0)
-                rc = -1;
+            ev.err[sp] = -1;
+            if (s_metric (metrics, self->names[n->name], &ev.v[sp], msg, sizeof msg) < 0) {
+                ev.v[sp] = 0;
+                ev.err[sp] = s_record (&ev, msg);
+            }
             sp++;
             continue;
-        case S_NEG: st[sp - 1] = -st[sp - 1]; continue;
-        case S_ADD: nargs = 2, r = st[sp - 2] + st[sp - 1]; break;
-        case S_SUB: nargs = 2, r = st[sp - 2] - st[sp - 1]; break;
-        case S_MUL: nargs = 2, r = st[sp - 2] * st[sp - 1]; break;
-        case S_DIV: nargs = 2, r = st[sp - 2] / st[sp - 1]; break;
-        case S_POW: nargs = 2, r = pow (st[sp - 2], st[sp - 1]); break;
-        case S_FUNC: {
+        case S_NEG: ev.v[sp - 1] = -ev.v[sp - 1]; continue;
+        case S_FUNC:
             nargs = n->nargs;
-            const double *a = &st[sp - (size_t) nargs];
-            switch (n->fn) {
-            case S_LOG: r = log (a[0]); break;
-            case S_LOG10: r = log10 (a[0]); break;
-            case S_EXP: r = exp (a[0]); break;
-            case S_SQRT: r = sqrt (a[0]); break;
-            case S_ABS: r = fabs (a[0]); break;
-            case S_FPOW: r = pow (a[0], a[1]); break;
-            case S_MIN:
-            case S_MAX:
-                r = a[0];
-                for (int k = 1; k < nargs; k++)
-                    r = n->fn == S_MIN ? fmin (r, a[k]) : fmax (r, a[k]);
-                break;
-            }
+            r = s_apply (s_functions[n->fn].fn, &ev.v[sp - (size_t) nargs], nargs);
             break;
+        default: r = s_binary (n->op, ev.v[sp - 2], ev.v[sp - 1]); break;
         }
+        size_t base = sp - (size_t) nargs;
+        int e;
+        if (n->op == S_FUNC && s_functions[n->fn].fn == S_WHERE)
+            e = ev.err[base] >= 0 ? ev.err[base] : ev.err[base + (ev.v[base] != 0 ? 1 : 2)];
+        else
+            e = s_first_error (&ev, base, nargs);
+        if (e < 0 && !isfinite (r)) {
+            s_not_finite (n, &ev.v[base], nargs, r, msg, sizeof msg);
+            e = s_record (&ev, msg);
+            r = 0; // what follows computes on; the error goes with it
         }
-        const double *args = &st[sp - (size_t) nargs];
-        if (!isfinite (r)) {
-            s_not_finite (n, args, nargs, r, err, errlen);
-            rc = -1;
-        }
-        sp -= (size_t) nargs;
-        st[sp++] = r;
+        sp = base;
+        ev.v[sp] = r;
+        ev.err[sp++] = e;
     }
-    if (rc == 0)
-        *out = st[0];
-    if (st != small)
-        free (st);
+    int rc = 0;
+    if (ev.err[0] >= 0) {
+        s_errf (err, errlen, "%s", ev.msgs[ev.err[0]]);
+        rc = -1;
+    }
+    else
+        *out = ev.v[0];
+    for (int k = 0; k < ev.nmsgs; k++)
+        free (ev.msgs[k]);
+    free (ev.msgs);
+    if (heap) {
+        free (ev.v);
+        free (ev.err);
+    }
     return rc;
 }

@@ -4,16 +4,25 @@
 // postfix program that each result is evaluated against without recursion.
 //
 // Grammar, loosest first:
+//   compare := sum (('<' | '<=' | '>' | '>=' | '==' | '!=') sum)?
+//                                          1 when true, 0 when false; no chains
 //   sum     := product (('+' | '-') product)*
 //   product := unary (('*' | '/') unary)*
 //   unary   := ('-' | '+') unary | power
-//   power   := primary ('^' unary)?        right-assoc, tighter than unary minus:
+//   power   := primary (('^' | '**') unary)?  right-assoc, tighter than unary minus:
 //                                          -2^2 = -4, 2^3^2 = 512, 2^-1 = 0.5
-//   primary := number | name | function '(' sum (',' sum)* ')' | '(' sum ')'
+//   primary := number | name | function '(' compare (',' compare)* ')' | '(' compare ')'
 // Numbers: 3, 0.5, .5, 5., 1e-3, 2.5E+4. Names: [A-Za-z_][A-Za-z0-9_.]*, the
-// metrics of the result. Functions: log (natural), log10, exp, sqrt, abs (one
-// argument), pow(a, b), min(a, ...), max(a, ...) (one or more). A name is a
-// function only when '(' follows it, so a metric may be called "exp".
+// metrics of the result. Functions: log (natural), log10, log2, exp, sqrt, abs
+// (one argument), pow(a, b) and power(a, b), min(a, ...), max(a, ...) (one or
+// more), minimum(a, b), maximum(a, b), clip(x, low, high), where(cond, a, b)
+// (a when cond is not 0, else b). Each may also be written np.NAME,
+// numpy.NAME or math.NAME, as a Python script spells it. A name is a function
+// only when '(' follows it, so a metric may be called "exp".
+//
+// An error (a missing metric, a division by zero) fails the expression only
+// when it reaches the result: the branch where() does not take may hold one,
+// so where(lat > 0, acc / lat, 0) guards its division.
 #ifndef CGQ_EXPR_H
 #define CGQ_EXPR_H
 

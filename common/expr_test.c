@@ -127,6 +127,94 @@ t_functions (void **state)
         s_assert_near (s_eval (cases[i].text, m), cases[i].want, cases[i].text);
 }
 
+// The spellings of a Python script: NumPy's and math's names and prefixes,
+// '**', comparisons and where() as a guard.
+static void
+t_python_spellings (void **state)
+{
+    const char *m = "{\"a\": 4, \"b\": -2.5, \"c\": 100, \"zero\": 0}";
+    struct {
+        const char *text;
+        double want;
+    } cases[] = {
+        {"np.power(2, 10)", 1024},
+        {"numpy.power(a, 0.5)", 2},
+        {"math.pow(a, 2)", 16},
+        {"np.log10(c)", 2},
+        {"math.log(exp(3))", 3},
+        {"np.log(a)", log (4)},
+        {"np.log2(a)", 2},
+        {"log2(1024)", 10},
+        {"np.sqrt(a) + math.sqrt(c)", 12},
+        {"np.exp(0) + np.abs(b)", 3.5},
+        {"np.minimum(a, b)", -2.5},
+        {"np.maximum(a, c)", 100},
+        {"minimum(a, b) + maximum(a, b)", 1.5},
+        {"np.clip(c, 0, 10)", 10},
+        {"clip(b, 0, 10)", 0},
+        {"clip(a, 0, 10)", 4},
+        {"clip(a, 5, 3)", 3}, // NumPy's: high wins when low > high
+        {"a ** 2", 16},
+        {"2 ** 3 ** 2", 512}, // right-assoc, as '^'
+        {"-2 ** 2", -4},      // tighter than unary minus, as in Python
+        {"2 ** -1", 0.5},
+        {"a < c", 1},
+        {"a > c", 0},
+        {"a <= 4", 1},
+        {"a >= 4.5", 0},
+        {"a == 4", 1},
+        {"a != 4", 0},
+        {"1 + 2 < 4", 1},     // arithmetic first
+        {"(a < c) * 10", 10}, // a comparison is 1 or 0
+        {"(a < c) * (c < a)", 0},
+        {"np.where(a > 3, 1, 2)", 1},
+        {"where(a > 5, 1, 2)", 2},
+        {"where(b, 7, 8)", 7}, // any non-zero number is true
+        {"where(zero, 7, 8)", 8},
+        {"np.where(a < c, a, c) * 2", 8},
+        {"max(a < c, 0.5)", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        s_assert_near (s_eval (cases[i].text, m), cases[i].want, cases[i].text);
+    // A prefixed name that is not called is a metric, as before.
+    s_assert_near (s_eval ("np.x + 1", "{\"np\": {\"x\": 2}}"), 3, "np.x + 1");
+    s_assert_near (s_eval ("exp", "{\"exp\": 5}"), 5, "exp");
+}
+
+// where() guards: the branch not taken may divide by zero or lack its
+// metric; the taken one, or the condition, still fails the expression.
+static void
+t_where_guards (void **state)
+{
+    s_assert_near (s_eval ("where(lat > 0, acc / lat, 0)", "{\"acc\": 1, \"lat\": 0}"), 0,
+                   "guarded division");
+    s_assert_near (s_eval ("where(lat > 0, acc / lat, 0)", "{\"acc\": 1, \"lat\": 4}"), 0.25,
+                   "guarded division, taken");
+    s_assert_near (s_eval ("where(1, acc, missing)", "{\"acc\": 3}"), 3, "missing, not taken");
+    assert_string_equal (s_eval_error ("where(lat >= 0, acc / lat, 0)",
+                                       "{\"acc\": 1, \"lat\": 0}"),
+                         "division by zero at column 21 (1 / 0; guard the divisor, e.g. with "
+                         "max(x, 1e-9))");
+    assert_string_equal (s_eval_error ("where(1 / x, 1, 2)", "{\"x\": 0}"),
+                         "division by zero at column 9 (1 / 0; guard the divisor, e.g. with "
+                         "max(x, 1e-9))");
+    assert_string_equal (s_eval_error ("where(0, 1, y)", "{\"x\": 0}"),
+                         "metric 'y' is missing from the result (metrics: x)");
+    // Outside where, the first error met is the one reported, whatever
+    // follows it, as when evaluation stopped there.
+    assert_string_equal (s_eval_error ("max(1, 2/x) + y + log(-1)", "{\"x\": 0}"),
+                         "division by zero at column 9 (2 / 0; guard the divisor, e.g. with "
+                         "max(x, 1e-9))");
+    assert_string_equal (s_eval_error ("y + 2/x", "{\"x\": 0}"),
+                         "metric 'y' is missing from the result (metrics: x)");
+    assert_string_equal (s_eval_error ("np.log2(x)", "{\"x\": 0}"),
+                         "log2 of 0 at column 1 is not finite (it needs a value > 0)");
+    // min() of an error and a number is still an error (no NumPy-style inf).
+    assert_string_equal (s_eval_error ("min(1 / x, 3)", "{\"x\": 0}"),
+                         "division by zero at column 7 (1 / 0; guard the divisor, e.g. with "
+                         "max(x, 1e-9))");
+}
+
 static void
 t_names (void **state)
 {
@@ -244,11 +332,45 @@ t_parse_errors (void **state)
          "column 1: empty expression (write a metric name, a number or a formula, e.g. acc or "
          "(acc*100)/latency_gpu)"},
         {"foo(acc)", 1,
-         "column 1: unknown function 'foo' (expected one of: log, log10, exp, pow, sqrt, abs, "
-         "min, max)"},
+         "column 1: unknown function 'foo' (expected one of: log, log10, log2, exp, pow, power, "
+         "sqrt, abs, min, max, minimum, maximum, clip, where; also as np.NAME, numpy.NAME or "
+         "math.NAME)"},
         {"acc * lgo (x)", 7,
-         "column 7: unknown function 'lgo' (expected one of: log, log10, exp, pow, sqrt, abs, "
-         "min, max)"},
+         "column 7: unknown function 'lgo' (expected one of: log, log10, log2, exp, pow, power, "
+         "sqrt, abs, min, max, minimum, maximum, clip, where; also as np.NAME, numpy.NAME or "
+         "math.NAME)"},
+        {"np.foo(acc)", 1,
+         "column 1: unknown function 'np.foo' (expected one of: log, log10, log2, exp, pow, "
+         "power, sqrt, abs, min, max, minimum, maximum, clip, where; also as np.NAME, numpy.NAME "
+         "or math.NAME)"},
+        {"torch.log(acc)", 1,
+         "column 1: unknown function 'torch.log' (expected one of: log, log10, log2, exp, pow, "
+         "power, sqrt, abs, min, max, minimum, maximum, clip, where; also as np.NAME, numpy.NAME "
+         "or math.NAME)"},
+        {"np.(acc)", 1,
+         "column 1: unknown function 'np.' (expected one of: log, log10, log2, exp, pow, power, "
+         "sqrt, abs, min, max, minimum, maximum, clip, where; also as np.NAME, numpy.NAME or "
+         "math.NAME)"},
+        {"a < b < c", 7,
+         "column 7: comparisons do not chain (write one comparison, e.g. a < b, and combine two "
+         "with *: (a < b) * (b < c))"},
+        {"a == b != c", 8,
+         "column 8: comparisons do not chain (write one comparison, e.g. a < b, and combine two "
+         "with *: (a < b) * (b < c))"},
+        {"a <", 4,
+         "column 4: the expression ends early (complete it with a number, metric name, function "
+         "or '(')"},
+        {"a = b", 3,
+         "column 3: unexpected character '=' (metric names use letters, digits, '_' and '.'; "
+         "operators are + - * / ^)"},
+        {"minimum(a)", 10, "column 10: minimum takes 2 arguments, got 1 (write minimum(a, b))"},
+        {"np.clip(a, 0)", 13,
+         "column 13: clip takes 3 arguments, got 2 (write clip(x, low, high))"},
+        {"where(a, b, c, d)", 14,
+         "column 14: where takes 3 arguments (write where(condition, if_true, if_false))"},
+        {"a ** * 2", 6,
+         "column 6: expected a number, metric name, function or '(' but found '*' (write an "
+         "operand before it)"},
         {"(acc*100", 9, "column 9: missing ')' to close the '(' at column 1 (add ')')"},
         {"((acc*100)/latency", 19, "column 19: missing ')' to close the '(' at column 1 (add ')')"},
         {"(a b)", 4,
@@ -424,6 +546,9 @@ t_bounds (void **state)
 static void
 t_seed_expressions (void **state)
 {
+    // Seed 001's own spelling, as its script writes it.
+    const char *seed1 = "np.power(100, acc)/(np.log10(latency_gpu+1)+1)";
+    s_assert_near (s_eval (seed1, "{\"acc\": 0.5, \"latency_gpu\": 9}"), 5, seed1);
     // 0.9 * 100 / 3 = 30
     s_assert_near (s_eval ("(acc*100)/latency_gpu", "{\"acc\": 0.9, \"latency_gpu\": 3}"), 30,
                    "(acc*100)/latency_gpu");
@@ -455,6 +580,7 @@ main (void)
         cmocka_unit_test (t_names),      cmocka_unit_test (t_metrics),
         cmocka_unit_test (t_not_finite), cmocka_unit_test (t_parse_errors),
         cmocka_unit_test (t_bounds),     cmocka_unit_test (t_seed_expressions),
+        cmocka_unit_test (t_python_spellings), cmocka_unit_test (t_where_guards),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

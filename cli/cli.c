@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "local.h"
 #include "util.h"
 #include "view.h"
 
@@ -112,10 +114,10 @@ cgq_cli_parse_id (const char *what, const char *text, uint64_t *id)
 }
 
 int
-cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store)
+cgq_cli_store_url (const char *url, cgq_store_t **store)
 {
     char err[512];
-    cgq_store_t *s = cgq_store_new (cli->redis, 2000, err, sizeof err);
+    cgq_store_t *s = cgq_store_new (url, 2000, err, sizeof err);
     if (!s) {
         cgq_cli_error ("%s (check --redis / CGQ_REDIS)", err);
         return CGQ_EXIT_BAD;
@@ -127,6 +129,27 @@ cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store)
     }
     *store = s;
     return CGQ_EXIT_OK;
+}
+
+int
+cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store)
+{
+    if (cli->redis_given)
+        return cgq_cli_store_url (cli->redis, store);
+    char err[512];
+    bool started;
+    char *url = cgq_local_open (&started, err, sizeof err);
+    if (!url && *err) {
+        cgq_cli_error ("%s", err);
+        return CGQ_EXIT_FAIL;
+    }
+    if (!url)
+        return cgq_cli_store_url (cli->redis, store);
+    fprintf (stderr, "cgq: reading the state of the cgq run in ./%s%s (--redis URL reads another)\n",
+             CGQ_LOCAL_DIR, started ? "" : ", which is running");
+    int rc = cgq_cli_store_url (url, store);
+    free (url);
+    return rc;
 }
 
 int

@@ -44,6 +44,7 @@ typedef struct {
 
 struct cgq_cli_t {
     const char *redis;       // --redis, else $CGQ_REDIS, else the default
+    bool redis_given;        // by --redis or $CGQ_REDIS (else a cgq run's state may be read)
     const char *coordinator; // --coordinator, else $CGQ_COORDINATOR, else the default
     const char *curve_secret; // --curve-secret, else $CGQ_CURVE_SECRET, else NULL (CURVE off)
     const char *curve_server; // --curve-server, else $CGQ_CURVE_SERVER
@@ -68,10 +69,17 @@ int cgq_cli_parse_id (const char *what, const char *text, uint64_t *id);
 // cgq_cli_error prints "cgq: MESSAGE" as one line on stderr.
 void cgq_cli_error (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
-// cgq_cli_store connects to cli->redis (2 s bound on connect and on every
-// command). Returns an exit status: 0 with *store set (caller destroys), 2 for a
-// malformed URL, 1 when Redis cannot be reached; the error is printed.
+// cgq_cli_store connects to the Redis a read command reads: cli->redis when
+// given (--redis, $CGQ_REDIS), else the state a `cgq run` left in this
+// directory (local.h; one line on stderr says so), else the default URL.
+// 2 s bound on connect and on every command. Returns an exit status: 0 with
+// *store set (caller destroys), 2 for a malformed URL, 1 when Redis cannot be
+// reached; the error is printed.
 int cgq_cli_store (const cgq_cli_t *cli, cgq_store_t **store);
+
+// cgq_cli_store_url connects to url alone, as cgq_cli_store does: for a
+// command that also talks to that Redis's coordinator (submit --follow).
+int cgq_cli_store_url (const char *url, cgq_store_t **store);
 
 // cgq_cli_load_job parses text as a job id, connects (cgq_cli_store) and
 // loads that job. Returns CGQ_EXIT_OK with *store and *job set (caller

@@ -788,6 +788,53 @@ class RunTest(TmpCase):
         self.assertEqual(lines[0].split(), ["rank", "trial", "score", "x", "y", "duration"])
         self.assertEqual(len(lines), 3, out)
 
+    def test_reads_after_run(self):
+        # Issue 23: after a cgq run, the read commands run from the same
+        # directory read its state, with no --keep decided in advance.
+        rc, out, err, _ = cgq("run", self.spec(NOOP), "--cpus", "1", "--gpus", "none",
+                              cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("cgq results 1", err, "the run says how to read its state again")
+        sock = os.path.join(self.cwd, ".cgq", "redis.sock")
+        self.assertFalse(os.path.exists(sock), "the run's Redis is stopped")
+        rc, out, err, _ = cgq("results", "1", "--format", "json", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(out)
+        self.assertEqual((doc["job"], doc["state"], len(doc["trials"])), (1, "finished", 6))
+        self.assertIn("reading the state of the cgq run in ./.cgq", err)
+        for args in (("status",), ("status", "1"), ("pareto", "1"), ("logs", "1", "0"),
+                     ("workers",), ("plot", "1", "--out", "p.svg")):
+            rc, out, err, _ = cgq(*args, cwd=self.cwd)
+            if args[0] == "pareto":  # one objective: pareto says so, from the state
+                self.assertEqual(rc, 2, err)
+                self.assertIn("one objective", err)
+                continue
+            self.assertEqual(rc, 0, "%s: %s" % (args, err))
+        self.assertTrue(os.path.getsize(os.path.join(self.cwd, "p.svg")) > 0)
+        self.assertIn("noop-run", cgq("status", cwd=self.cwd)[1])
+        # nothing is left running, and the data was only read: a second run
+        # continues the numbering and the first job reads the same
+        self.assertFalse(os.path.exists(sock) and my_children())
+        rc, _, err, _ = cgq("run", self.spec(NOOP), cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("job 2 ", err)
+        rc, out, err, _ = cgq("results", "1", "--format", "json", cwd=self.cwd)
+        self.assertEqual(json.loads(out)["trials"], doc["trials"])
+        # --redis or CGQ_REDIS name another Redis: the state here is not read
+        rc, out, err, _ = cgq("status", env={"CGQ_REDIS": "redis://127.0.0.1:1/0"}, cwd=self.cwd)
+        self.assertEqual(rc, 1)
+        self.assertNotIn("./.cgq", err)
+        self.assertIn("127.0.0.1:1", err)
+        # state that redis-server cannot load: the command says so, and why
+        aof = os.path.join(self.cwd, ".cgq", "redis", "appendonlydir")
+        manifest = [f for f in os.listdir(aof) if f.endswith(".manifest")][0]
+        with open(os.path.join(aof, manifest), "w") as f:
+            f.write("this is no manifest\n")
+        rc, out, err, _ = cgq("results", "1", cwd=self.cwd)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("could not open the state of a cgq run in ./.cgq/redis", err)
+        self.assertIn("redis-read.log", err)
+
     def test_failing(self):
         rc, out, err, _ = cgq("run", self.spec(FAIL), "--cpus", "1", cwd=self.cwd, timeout=60)
         self.assertEqual(rc, 1, err)

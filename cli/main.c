@@ -251,8 +251,10 @@ s_parse (cgq_cli_t *cli, const cgq_cli_cmd_t *cmd, int argc, char **argv)
             break;
         if (c >= 0 && c < nopts)
             cli->vals[c] = optarg ? optarg : "";
-        else if (c == S_OPT_REDIS)
+        else if (c == S_OPT_REDIS) {
             cli->redis = optarg;
+            cli->redis_given = true;
+        }
         else if (c == S_OPT_COORDINATOR)
             cli->coordinator = optarg;
         else if (c == S_OPT_CURVE_SECRET)
@@ -301,7 +303,8 @@ main (int argc, char **argv)
     cgq_cli_t cli;
     memset (&cli, 0, sizeof cli);
     cli.redis = getenv ("CGQ_REDIS");
-    if (!cli.redis || !*cli.redis)
+    cli.redis_given = cli.redis && *cli.redis;
+    if (!cli.redis_given)
         cli.redis = CGQ_CLI_DEFAULT_REDIS;
     cli.coordinator = getenv ("CGQ_COORDINATOR");
     if (!cli.coordinator || !*cli.coordinator)
@@ -340,8 +343,10 @@ main (int argc, char **argv)
             cgq_cli_error ("option %s needs a value (see cgq --help)", a);
             return CGQ_EXIT_BAD;
         }
-        if (is_redis)
+        if (is_redis) {
             cli.redis = val;
+            cli.redis_given = true;
+        }
         else if (is_coord)
             cli.coordinator = val;
         else if (is_secret)

@@ -285,7 +285,7 @@ cgq_cmd_submit (cgq_cli_t *cli)
         return CGQ_EXIT_OK;
 
     cgq_store_t *store = NULL;
-    rc = cgq_cli_store (cli, &store);
+    rc = cgq_cli_store_url (cli->redis, &store);
     if (rc != CGQ_EXIT_OK)
         return rc;
     cgq_cli_catch_signals ();
@@ -341,28 +341,6 @@ s_nap_ms (int ms)
     nanosleep (&ts, NULL);
 }
 
-// s_which finds name in PATH. Caller frees; NULL when absent.
-static char *
-s_which (const char *name)
-{
-    const char *path = getenv ("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    const char *p = path;
-    while (*p) {
-        const char *colon = strchr (p, ':');
-        size_t len = colon ? (size_t) (colon - p) : strlen (p);
-        char *cand = cgq_xasprintf ("%.*s/%s", (int) len, len ? p : ".", name);
-        if (access (cand, X_OK) == 0)
-            return cand;
-        free (cand);
-        p += len;
-        if (*p == ':')
-            p++;
-    }
-    return NULL;
-}
-
 // s_find_binary looks next to the cgq executable first, then on PATH.
 static char *
 s_find_binary (const char *name)
@@ -375,7 +353,7 @@ s_find_binary (const char *name)
             return cand;
         free (cand);
     }
-    return s_which (name);
+    return cgq_which (name);
 }
 
 static void
@@ -779,7 +757,7 @@ s_gpu_plan (const char *gpus, size_t n)
     char **plan = cgq_xcalloc (n, sizeof *plan);
     char *list = NULL;
     if (!strcmp (gpus, "auto") && n > 1) {
-        char *smi = s_which ("nvidia-smi");
+        char *smi = cgq_which ("nvidia-smi");
         if (smi) {
             FILE *p = popen ("nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null", "r");
             cgq_buf_t b;
@@ -1170,7 +1148,7 @@ cgq_cmd_run (cgq_cli_t *cli)
     l.nworkers = (size_t) nworkers;
     l.nnodes = l.nworkers;
     l.workers = cgq_xcalloc (l.nworkers + 1, sizeof *l.workers); // + a device runner
-    char *redis_bin = s_which ("redis-server");
+    char *redis_bin = cgq_which ("redis-server");
     char *coord_bin = s_find_binary ("cgq-coordinator");
     char *worker_bin = s_find_binary ("cgq-worker");
     int rc = CGQ_EXIT_FAIL;
@@ -1232,8 +1210,14 @@ cgq_cmd_run (cgq_cli_t *cli)
     int fr = cgq_progress_follow (l.store, l.job, false, s_check, &l, &final);
     if (fr == 0) {
         rc = cgq_run_report (l.store, final, !strcmp (format, "json"), top,
-                       cgq_cli_opt (cli, "top") != NULL);
+                             cgq_cli_opt (cli, "top") != NULL);
         followed = true;
+        if (!l.keep)
+            fprintf (stderr,
+                     "cgq: its state stays in ./.cgq; from this directory `cgq results %" PRIu64
+                     "`, `cgq logs %" PRIu64 " TRIAL` and `cgq plot %" PRIu64
+                     " --out FILE` read it\n",
+                     l.job, l.job, l.job);
     }
     else {
         rc = CGQ_EXIT_FAIL;

@@ -481,3 +481,24 @@ cgq_self_dir (void)
     *slash = 0;
     return cgq_xstrdup (path);
 }
+
+char *
+cgq_which (const char *name)
+{
+    const char *path = getenv ("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    const char *p = path;
+    while (*p) {
+        const char *colon = strchr (p, ':');
+        size_t len = colon ? (size_t) (colon - p) : strlen (p);
+        char *cand = cgq_xasprintf ("%.*s/%s", (int) len, len ? p : ".", name);
+        if (access (cand, X_OK) == 0)
+            return cand;
+        free (cand);
+        p += len;
+        if (*p == ':')
+            p++;
+    }
+    return NULL;
+}

@@ -89,4 +89,8 @@ int cgq_mkdir_p (const char *dir);
 // /proc/self/exe), or NULL. Caller frees. Used to find sibling binaries.
 char *cgq_self_dir (void);
 
+// cgq_which finds the executable name on $PATH (a default path when it is
+// unset). Caller frees; NULL when absent.
+char *cgq_which (const char *name);
+
 #endif

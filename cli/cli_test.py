@@ -835,6 +835,62 @@ class RunTest(TmpCase):
         self.assertIn("could not open the state of a cgq run in ./.cgq/redis", err)
         self.assertIn("redis-read.log", err)
 
+    def test_several_objectives_everywhere(self):
+        # Issue 23: a job with several objectives shows its front wherever a
+        # leaderboard appears, not "top 10" by trial id and "objective none".
+        spec = self.spec("""name: two-objectives
+space:
+  x: {uniform: [0, 1]}
+  y: {uniform: [0, 1]}
+search: {algorithm: random, samples: 16, seed: 3}
+objectives: [{metric: x, mode: min}, {metric: y, mode: max}]
+trial: {kind: noop}
+""")
+        rc, out, err, _ = cgq("run", spec, "--cpus", "1", "--gpus", "none", cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        rc, js, err, _ = cgq("results", "1", "--format", "json", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        pts = {t["id"]: (t["metrics"]["x"], t["metrics"]["y"]) for t in json.loads(js)["trials"]}
+        self.assertEqual(len(pts), 16)
+
+        def dominated(a):
+            return any(b[0] <= a[0] and b[1] >= a[1] and b != a for b in pts.values())
+        front = sorted((i for i, p in pts.items() if not dominated(p)), key=lambda i: pts[i][0])
+        self.assertGreater(len(front), 1)
+        self.assertIn("Pareto front: %d of 16 succeeded trials (objectives x (min), y (max))"
+                      % len(front), out)
+        rows = out[out.index("trial "):].splitlines()[1:1 + len(front)]
+        self.assertEqual([int(r.split()[0]) for r in rows], front, out)
+        self.assertIn("cgq pareto 1", out)
+
+        rc, out, err, _ = cgq("status", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"two-objectives\s+finished\s+16/16\s+0\s+0\s+front of %d\s"
+                         % len(front))
+        rc, out, err, _ = cgq("status", "1", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("objectives  x (min), y (max)", out)
+        self.assertRegex(out, r"front\s+%d trials \(cgq pareto 1\)" % len(front))
+        self.assertNotIn("objective   none", out)
+        rows = out[out.index("trial "):].splitlines()[1:]
+        self.assertEqual([int(r.split()[0]) for r in rows[:min(5, len(front))]], front[:5], out)
+
+        svg = os.path.join(self.cwd, "front.svg")
+        rc, out, err, _ = cgq("plot", "1", "--out", svg, cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("the Pareto front, %d of 16 succeeded trials" % len(front), out)
+        import xml.etree.ElementTree as ET
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        plots = ET.parse(svg).getroot().findall("s:svg", ns)
+        self.assertEqual(len(plots), 2, "the front, then the hypervolume")
+        series = {g.get("data-name"): g for g in plots[0].findall("s:g", ns)}
+        self.assertEqual(len(series["Pareto front"].findall("s:circle", ns)), len(front))
+        self.assertEqual(len(series["dominated"].findall("s:circle", ns)), 16 - len(front))
+        hv = {g.get("data-name"): g for g in plots[1].findall("s:g", ns)}["hypervolume so far"]
+        ys = [float(p.split(",")[1]) for p in hv.find("s:polyline", ns).get("points").split()]
+        self.assertEqual(ys, sorted(ys, reverse=True), "the hypervolume never shrinks")
+        self.assertLess(ys[-1], ys[0], "and grows")
+
     def test_failing(self):
         rc, out, err, _ = cgq("run", self.spec(FAIL), "--cpus", "1", cwd=self.cwd, timeout=60)
         self.assertEqual(rc, 1, err)

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "front.h"
 #include "svg.h"
 #include "util.h"
 #include "view.h"
@@ -89,6 +90,32 @@ s_curve_metric (const cgq_job_rec_t *job, json_t *const *reports, size_t n, cons
     return NULL;
 }
 
+// s_plot_front draws a job with several objectives: its front among every
+// succeeded trial, and the front's hypervolume as the trials finished.
+static int
+s_plot_front (cgq_store_t *store, const cgq_job_rec_t *job, const char *out)
+{
+    char err[1024];
+    cgq_front_t f;
+    int rc = cgq_front_load (store, job, true, &f, NULL, err, sizeof err);
+    if (rc == 1) {
+        cgq_cli_error ("job %" PRIu64 " has no objective: nothing to plot (cgq results %" PRIu64
+                       " --format csv gives its metrics)",
+                       job->id, job->id);
+        return CGQ_EXIT_BAD;
+    }
+    if (rc == 0 && cgq_front_plot (&f, job, out, true, err, sizeof err) == 0)
+        printf ("wrote %s: the Pareto front, %zu of %zu succeeded trials, and its hypervolume as "
+                "they finished (cgq pareto %" PRIu64 " lists it)\n",
+                out, f.front.n, f.all.n, job->id);
+    else {
+        cgq_cli_error ("%s", err);
+        rc = CGQ_EXIT_FAIL;
+    }
+    cgq_front_fini (&f);
+    return rc;
+}
+
 int
 cgq_cmd_plot (cgq_cli_t *cli)
 {
@@ -108,12 +135,10 @@ cgq_cmd_plot (cgq_cli_t *cli)
         return rc;
     char err[512];
     if (!job->metric) {
-        cgq_cli_error ("job %" PRIu64 " has no objective: nothing to plot (cgq results %" PRIu64
-                       " --format csv gives its metrics)",
-                       job->id, job->id);
+        rc = s_plot_front (store, job, out);
         cgq_job_rec_destroy (&job);
         cgq_store_destroy (&store);
-        return CGQ_EXIT_BAD;
+        return rc;
     }
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;

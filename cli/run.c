@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "ctl.h"
+#include "front.h"
 #include "progress.h"
 #include "space.h"
 #include "show.h"
@@ -217,10 +218,22 @@ s_print_indented (const char *text, int max)
 int
 cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_t top, bool top_given)
 {
+    char err[512], clock[32];
+    cgq_front_t front;
+    int lr = !json && !job->metric ? cgq_front_load (store, job, false, &front, NULL, err, sizeof err)
+                                   : 1;
+    if (lr < 0) {
+        cgq_cli_error ("%s", err);
+        return CGQ_EXIT_FAIL;
+    }
+    if (lr == 0) { // several objectives: the front is the leaderboard
+        cgq_front_print_summary (&front, job, top, stdout);
+        cgq_front_fini (&front);
+    }
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
-    char err[512], clock[32];
-    int vr = json && !top_given
+    int vr = lr == 0 ? CGQ_VIEW_OK
+             : json && !top_given
                  ? cgq_view_trials_all (store, job, &trials, &n, err, sizeof err)
                  : cgq_view_trials_best (store, job, top, &trials, &n, err, sizeof err);
     if (vr != CGQ_VIEW_OK) {
@@ -229,7 +242,7 @@ cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_
     }
     if (json)
         cgq_show_results_json (stdout, job, trials, n);
-    else
+    else if (lr != 0)
         cgq_show_leaderboard (stdout, job, trials, n);
     fflush (stdout);
     cgq_view_trials_free (trials, n);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "front.h"
 #include "json.h"
 #include "util.h"
 
@@ -955,6 +956,21 @@ s_best_text (const cgq_job_rec_t *j, bool with_metric)
                           j->best_trial);
 }
 
+// s_front_size is the size of the front the coordinator keeps for a job with
+// several objectives (cgq:job:{J}:pareto), or -1 for a job with one or none.
+static long long
+s_front_size (cgq_store_t *store, const cgq_job_rec_t *j)
+{
+    if (j->metric || cgq_front_nobjectives (j) < 2)
+        return -1;
+    char key[64];
+    redisReply *r = cgq_store_command (store, "HLEN %s", cgq_key_pareto (key, sizeof key, j->id));
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    if (r)
+        freeReplyObject (r);
+    return n;
+}
+
 static char *
 s_done_text (const cgq_job_rec_t *j)
 {
@@ -1035,7 +1051,11 @@ s_status_list (cgq_cli_t *cli)
         else
             cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_RUNNING]);
         cgq_table_addf (&t, "%" PRIu64, j->counts[CGQ_TRIAL_FAILED]);
-        cgq_table_add (&t, s_best_text (j, true));
+        long long front = s_front_size (store, j);
+        if (front >= 0)
+            cgq_table_addf (&t, "front of %lld", front);
+        else
+            cgq_table_add (&t, s_best_text (j, true));
         cgq_table_add (&t, cgq_xstrdup (s_ago (buf, sizeof buf, j->created)));
         cgq_job_rec_destroy (&j);
     }
@@ -1089,8 +1109,20 @@ s_status_job (cgq_cli_t *cli)
     const char *alg = json_string_value (json_object_get (ss, "algorithm"));
     printf ("%-11s %s\n", "searcher", alg ? alg : *j->searcher ? j->searcher : "-");
     json_decref (ss);
+    char err[512];
+    cgq_front_t front;
+    int lr = j->metric ? 1 : cgq_front_load (store, j, false, &front, NULL, err, sizeof err);
+    if (lr < 0) {
+        cgq_cli_error ("%s", err);
+        cgq_job_rec_destroy (&j);
+        cgq_store_destroy (&store);
+        return CGQ_EXIT_FAIL;
+    }
+    char objs[512];
     if (j->metric)
         printf ("%-11s %s (%s)\n", "objective", j->metric, j->mode > 0 ? "max" : "min");
+    else if (lr == 0)
+        printf ("%-11s %s\n", "objectives", cgq_front_objectives (front.spec, objs, sizeof objs));
     else
         printf ("%-11s none\n", "objective");
     char *done = s_done_text (j);
@@ -1100,16 +1132,25 @@ s_status_job (cgq_cli_t *cli)
     for (int s = 0; s < CGQ_TRIAL_NSTATES; s++)
         printf (" %s %" PRIu64 "%s", cgq_tstate_names[s], j->counts[s],
                 s + 1 < CGQ_TRIAL_NSTATES ? "," : "\n");
-    char *best = s_best_text (j, true);
-    printf ("%-11s %s\n", "best", best);
-    free (best);
+    if (lr == 0)
+        printf ("%-11s %zu trial%s (cgq pareto %" PRIu64 ")\n", "front", front.front.n,
+                front.front.n == 1 ? "" : "s", j->id);
+    else {
+        char *best = s_best_text (j, true);
+        printf ("%-11s %s\n", "best", best);
+        free (best);
+    }
     if (j->blocked)
         printf ("unschedulable: %s\n", j->blocked);
 
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
-    char err[512];
-    if (cgq_view_trials_best (store, j, 5, &trials, &n, err, sizeof err) != CGQ_VIEW_OK) {
+    if (lr == 0) {
+        printf ("\n");
+        cgq_front_print_summary (&front, j, 5, stdout);
+        cgq_front_fini (&front);
+    }
+    else if (cgq_view_trials_best (store, j, 5, &trials, &n, err, sizeof err) != CGQ_VIEW_OK) {
         cgq_cli_error ("%s", err);
         rc = CGQ_EXIT_FAIL;
     }

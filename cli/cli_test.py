@@ -857,7 +857,7 @@ trial: {kind: noop}
             return any(b[0] <= a[0] and b[1] >= a[1] and b != a for b in pts.values())
         front = sorted((i for i, p in pts.items() if not dominated(p)), key=lambda i: pts[i][0])
         self.assertGreater(len(front), 1)
-        self.assertIn("Pareto front: %d of 16 succeeded trials (objectives x (min), y (max))"
+        self.assertIn("Pareto front: %d of 16 succeeded trials (objectives x (minimize), y (maximize))"
                       % len(front), out)
         rows = out[out.index("trial "):].splitlines()[1:1 + len(front)]
         self.assertEqual([int(r.split()[0]) for r in rows], front, out)
@@ -869,7 +869,7 @@ trial: {kind: noop}
                          % len(front))
         rc, out, err, _ = cgq("status", "1", cwd=self.cwd)
         self.assertEqual(rc, 0, err)
-        self.assertIn("objectives  x (min), y (max)", out)
+        self.assertIn("objectives  x (minimize), y (maximize)", out)
         self.assertRegex(out, r"front\s+%d trials \(cgq pareto 1\)" % len(front))
         self.assertNotIn("objective   none", out)
         rows = out[out.index("trial "):].splitlines()[1:]
@@ -890,6 +890,81 @@ trial: {kind: noop}
         ys = [float(p.split(",")[1]) for p in hv.find("s:polyline", ns).get("points").split()]
         self.assertEqual(ys, sorted(ys, reverse=True), "the hypervolume never shrinks")
         self.assertLess(ys[-1], ys[0], "and grows")
+
+    def test_plot_what_researchers_report(self):
+        # Issue 23, item 6: curves when the objective comes only at the end,
+        # the x axis named after what it is, early-stopped trials drawn, and
+        # a legend that covers no point.
+        with open(os.path.join(self.cwd, "lc.py"), "w") as f:
+            f.write("""import json, os, sys, time
+q, once = int(sys.argv[1]), sys.argv[2] == "once"
+epochs = 1 if once else 9
+for e in range(1, epochs + 1):
+    rep = {"epoch": e, "loss": (q + 1) + 3.0 / e}
+    if e == epochs:
+        rep["val"] = 10.0 - q - (0 if once else 3.0 / e)
+    os.write(3, (json.dumps(rep) + "\\n").encode())
+    time.sleep(0.05)
+""")
+        base = """name: curves
+space:
+  q: {grid: [0, 1, 2, 3, 4, 5]}
+search: {algorithm: grid, concurrency: 1}
+objective: {metric: %s, mode: %s}
+%s
+trial: {command: "python3 {spec_dir}/lc.py {q} %s"}
+"""
+        # the objective only in the last report: the curves are of loss, over epochs
+        rc, _, err, _ = cgq("run", self.spec(base % ("val", "max", "", "each")), "--cpus", "1",
+                            "--gpus", "none", cwd=self.cwd, timeout=120)
+        self.assertEqual(rc, 0, err)
+        svg = os.path.join(self.cwd, "a.svg")
+        rc, out, err, _ = cgq("plot", "1", "--out", svg, cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("learning curves (loss) of 5", out)
+        import xml.etree.ElementTree as ET
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        plots = ET.parse(svg).getroot().findall("s:svg", ns)
+        self.assertEqual(len(plots), 2)
+        self.assertEqual(plots[1].find("s:text[@class='xlabel']", ns).text, "epoch")
+        for g in plots[1].findall("s:g[@class='series']", ns):
+            self.assertEqual(len(g.find("s:polyline", ns).get("points").split()), 9)
+        # the legend sits where no point is
+        for plot in plots:
+            box = plot.find("s:rect[@class='legend']", ns)
+            x0, y0 = float(box.get("x")), float(box.get("y"))
+            x1, y1 = x0 + float(box.get("width")), y0 + float(box.get("height"))
+            pts = [(float(c.get("cx")), float(c.get("cy")))
+                   for g in plot.findall("s:g[@class='series']", ns)
+                   for c in g.findall("s:circle", ns)]
+            pts += [tuple(map(float, p.split(",")))
+                    for g in plot.findall("s:g[@class='series']", ns)
+                    for l in g.findall("s:polyline", ns) for p in l.get("points").split()]
+            inside = [p for p in pts if x0 <= p[0] <= x1 and y0 <= p[1] <= y1]
+            self.assertEqual(inside, [], "points under the legend")
+
+        # each trial reports once: no curves, and the reason
+        rc, _, err, _ = cgq("run", self.spec(base % ("val", "max", "", "once")), "--cpus", "1",
+                            "--gpus", "none", cwd=self.cwd, timeout=120)
+        self.assertEqual(rc, 0, err)
+        rc, out, err, _ = cgq("plot", "2", "--out", svg, cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("no learning curves: the top trials reported each metric at most once", out)
+
+        # ASHA stops trials: they are on the plot, as their own series
+        asha = "early_stop: {algorithm: asha, attribute: epoch, grace: 1, reduction: 3, max: 9}"
+        rc, _, err, _ = cgq("run", self.spec(base % ("loss", "min", asha, "each")), "--cpus", "1",
+                            "--gpus", "none", cwd=self.cwd, timeout=120)
+        self.assertEqual(rc, 0, err)
+        rc, js, err, _ = cgq("results", "3", "--format", "json", cwd=self.cwd)
+        stopped = [t for t in json.loads(js)["trials"] if t["state"] == "stopped"]
+        self.assertTrue(stopped, js)
+        rc, out, err, _ = cgq("plot", "3", "--out", svg, cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        first = ET.parse(svg).getroot().findall("s:svg", ns)[0]
+        series = {g.get("data-name"): g for g in first.findall("s:g[@class='series']", ns)}
+        self.assertEqual(len(series["stopped early"].findall("s:circle", ns)), len(stopped))
+        self.assertEqual(len(series["each trial"].findall("s:circle", ns)), 6 - len(stopped))
 
     def test_failing(self):
         rc, out, err, _ = cgq("run", self.spec(FAIL), "--cpus", "1", cwd=self.cwd, timeout=60)

@@ -219,7 +219,7 @@ cgq_front_objectives (const cgq_spec_t *spec, char *buf, size_t n)
     for (size_t k = 0; k < spec->nobjectives && off < n; k++) {
         const cgq_objective_t *o = cgq_spec_objective (spec, k);
         off += (size_t) snprintf (buf + off, n - off, "%s%s (%s)", k ? ", " : "", o->metric,
-                                  o->mode > 0 ? "max" : "min");
+                                  o->mode > 0 ? "maximize" : "minimize");
     }
     return buf;
 }
@@ -246,7 +246,7 @@ cgq_front_print_table (const cgq_front_list_t *l, size_t top, FILE *f)
     cells[0] = cgq_xstrdup ("trial");
     for (int k = 0; k < l->m; k++) {
         const cgq_objective_t *o = cgq_spec_objective (spec, (size_t) k);
-        cells[1 + k] = cgq_xasprintf ("%s (%s)", o->metric, o->mode > 0 ? "max" : "min");
+        cells[1 + k] = cgq_xasprintf ("%s (%s)", o->metric, o->mode > 0 ? "maximize" : "minimize");
     }
     for (size_t p = 0; p < np; p++)
         cells[1 + (size_t) l->m + p] = cgq_xstrdup (spec->params[p].name);
@@ -311,8 +311,8 @@ s_front_plot (const cgq_front_t *f, const cgq_job_rec_t *job)
     char title[256], xl[160], yl[160];
     snprintf (title, sizeof title, "job %" PRIu64 " (%s): Pareto front, %zu of %zu trials%s",
               job->id, job->name, front->n, all->n, all->m > 2 ? " (first two objectives)" : "");
-    snprintf (xl, sizeof xl, "%s (%s)", ox->metric, ox->mode > 0 ? "max" : "min");
-    snprintf (yl, sizeof yl, "%s (%s)", oy->metric, oy->mode > 0 ? "max" : "min");
+    snprintf (xl, sizeof xl, "%s (%s)", ox->metric, ox->mode > 0 ? "maximize" : "minimize");
+    snprintf (yl, sizeof yl, "%s (%s)", oy->metric, oy->mode > 0 ? "maximize" : "minimize");
     cgq_svg_plot_t *p = cgq_svg_plot_new (title, xl, yl);
     size_t n = all->n, nf = front->n;
     double *x = cgq_xcalloc (n + nf + 1, sizeof *x), *y = cgq_xcalloc (n + nf + 1, sizeof *y);

@@ -33,45 +33,89 @@ s_by_finish (const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+// s_ranked: a trial with a value on the leaderboard, succeeded or stopped
+// early (its last report is its value, as the coordinator ranks it).
 static bool
 s_ranked (const cgq_job_rec_t *job, const cgq_trial_rec_t *t)
 {
     return job->metric && t->has_value && isfinite (t->value) &&
-           !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
+           (!strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]) ||
+            !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STOPPED]));
 }
+
+static bool
+s_stopped (const cgq_trial_rec_t *t)
+{
+    return !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STOPPED]);
+}
+
+static const char *const s_xkeys[] = {"epoch", "step", "iteration", "iter"};
+#define S_NXKEYS (sizeof s_xkeys / sizeof s_xkeys[0])
 
 // s_report_x picks the x of report i: the field xkey, else the first of
 // epoch, step, iteration that is a number, else i + 1.
 static double
 s_report_x (const json_t *r, const char *xkey, size_t i)
 {
-    const char *keys[] = {"epoch", "step", "iteration", "iter"};
     if (xkey) {
         const json_t *v = json_object_get (r, xkey);
         return json_is_number (v) ? json_number_value (v) : NAN;
     }
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        const json_t *v = json_object_get (r, keys[k]);
+    for (size_t k = 0; k < S_NXKEYS; k++) {
+        const json_t *v = json_object_get (r, s_xkeys[k]);
         if (json_is_number (v))
             return json_number_value (v);
     }
     return (double) (i + 1);
 }
 
-// s_curve_metric chooses the y of the learning curves: the objective metric
-// when some report holds it, else the first numeric field of the first
-// report that is not an x field.
+// s_x_label names the x axis after what s_report_x read: xkey, else the one
+// x field every report with a y holds, else "report number".
 static const char *
-s_curve_metric (const cgq_job_rec_t *job, json_t *const *reports, size_t n, const char *xkey)
+s_x_label (json_t *const *reports, size_t n, const char *xkey, const char *metric)
 {
+    if (xkey)
+        return xkey;
+    const char *seen = NULL;
     for (size_t t = 0; t < n; t++) {
         size_t i;
         json_t *r;
         json_array_foreach (reports[t], i, r) {
-            if (job->metric && json_is_number (json_object_get (r, job->metric)))
-                return job->metric;
+            if (!json_is_number (json_object_get (r, metric)))
+                continue;
+            const char *used = NULL;
+            for (size_t k = 0; k < S_NXKEYS && !used; k++)
+                if (json_is_number (json_object_get (r, s_xkeys[k])))
+                    used = s_xkeys[k];
+            if (!used || (seen && strcmp (seen, used)))
+                return used ? "epoch, step or iteration" : "report number";
+            seen = used;
         }
     }
+    return seen ? seen : "report number";
+}
+
+// s_times counts the reports of one trial that hold metric as a number.
+static size_t
+s_times (const json_t *reports, const char *metric)
+{
+    size_t i, n = 0;
+    json_t *r;
+    json_array_foreach (reports, i, r)
+        n += json_is_number (json_object_get (r, metric));
+    return n;
+}
+
+// s_curve_metric chooses the y of the learning curves: the objective metric
+// when some trial reported it at least twice (a curve, not a dot), else the
+// first numeric field, not an x field, that some trial reported twice. NULL
+// when no trial reported any metric twice: then there is no curve to draw.
+static const char *
+s_curve_metric (const cgq_job_rec_t *job, json_t *const *reports, size_t n, const char *xkey)
+{
+    for (size_t t = 0; t < n && job->metric; t++)
+        if (s_times (reports[t], job->metric) >= 2)
+            return job->metric;
     for (size_t t = 0; t < n; t++) {
         size_t i;
         json_t *r;
@@ -79,15 +123,27 @@ s_curve_metric (const cgq_job_rec_t *job, json_t *const *reports, size_t n, cons
             const char *k;
             json_t *v;
             json_object_foreach (r, k, v) {
-                bool is_x = xkey ? !strcmp (k, xkey)
-                                 : !strcmp (k, "epoch") || !strcmp (k, "step") ||
-                                       !strcmp (k, "iteration") || !strcmp (k, "iter");
-                if (json_is_number (v) && !is_x)
+                bool is_x = false;
+                for (size_t x = 0; x < S_NXKEYS && !xkey; x++)
+                    is_x = is_x || !strcmp (k, s_xkeys[x]);
+                if (xkey)
+                    is_x = !strcmp (k, xkey);
+                if (json_is_number (v) && !is_x && s_times (reports[t], k) >= 2)
                     return k;
             }
         }
     }
     return NULL;
+}
+
+// s_any_report says whether any of the trials has a report.
+static bool
+s_any_report (json_t *const *reports, size_t n)
+{
+    for (size_t t = 0; t < n; t++)
+        if (json_array_size (reports[t]))
+            return true;
+    return false;
 }
 
 // s_plot_front draws a job with several objectives: its front among every
@@ -180,11 +236,30 @@ cgq_cmd_plot (cgq_cli_t *cli)
         best[i] = better ? y[i] : best[i - 1];
     }
     char *title = cgq_xasprintf ("job %" PRIu64 " %s: best %s so far (%s)", job->id, job->name,
-                                 job->metric, job->mode > 0 ? "max" : "min");
+                                 job->metric, job->mode > 0 ? "maximize" : "minimize");
     cgq_svg_plot_t *plots[2] = {cgq_svg_plot_new (title, "trials finished", job->metric), NULL};
     free (title);
     cgq_svg_plot_integer_x (plots[0]);
-    cgq_svg_plot_series (plots[0], x, y, nr, CGQ_SVG_MARKERS, "#9ab", "each trial");
+    // Trials an early stopper ended are dots of their own colour.
+    double *sx = cgq_xcalloc (nr ? nr : 1, sizeof *sx), *sy = cgq_xcalloc (nr ? nr : 1, sizeof *sy);
+    size_t ns = 0, nd = 0;
+    for (size_t i = 0; i < nr; i++) {
+        if (s_stopped (order[i])) {
+            sx[ns] = x[i];
+            sy[ns++] = y[i];
+        }
+        else {
+            x[nd] = x[i];
+            y[nd++] = y[i];
+        }
+    }
+    cgq_svg_plot_series (plots[0], x, y, nd, CGQ_SVG_MARKERS, "#9ab", "each trial");
+    if (ns)
+        cgq_svg_plot_series (plots[0], sx, sy, ns, CGQ_SVG_MARKERS, "#e377c2", "stopped early");
+    free (sx);
+    free (sy);
+    for (size_t i = 0; i < nr; i++)
+        x[i] = (double) (i + 1);
     cgq_svg_plot_series (plots[0], x, best, nr, CGQ_SVG_STEPS, "#1f77b4", "best so far");
 
     // learning curves
@@ -193,7 +268,7 @@ cgq_cmd_plot (cgq_cli_t *cli)
     if (metric) {
         title = cgq_xasprintf ("job %" PRIu64 " %s: learning curves of the top %zu", job->id,
                                job->name, ncurves);
-        plots[1] = cgq_svg_plot_new (title, xkey ? xkey : "report", metric);
+        plots[1] = cgq_svg_plot_new (title, s_x_label (reports, ncurves, xkey, metric), metric);
         free (title);
         for (size_t t = 0; t < ncurves; t++) {
             size_t m = json_array_size (reports[t]), k = 0;
@@ -211,8 +286,9 @@ cgq_cmd_plot (cgq_cli_t *cli)
             if (k) {
                 char legend[64];
                 snprintf (legend, sizeof legend, "trial %" PRIu64, curve_ids[t]);
-                cgq_svg_plot_series (plots[1], cx, cy, k, CGQ_SVG_LINE, s_colors[t % S_NCOLORS],
-                                     legend);
+                // One report is a dot: a line through one point draws nothing.
+                cgq_svg_plot_series (plots[1], cx, cy, k, k == 1 ? CGQ_SVG_MARKERS : CGQ_SVG_LINE,
+                                     s_colors[t % S_NCOLORS], legend);
                 drawn++;
             }
             free (cx);
@@ -228,8 +304,11 @@ cgq_cmd_plot (cgq_cli_t *cli)
             printf ("wrote %s: best %s over %zu finished trials; learning curves (%s) of %zu\n",
                     out, job->metric, nr, metric, drawn);
         else
-            printf ("wrote %s: best %s over %zu finished trials (no trial reported progress)\n",
-                    out, job->metric, nr);
+            printf ("wrote %s: best %s over %zu finished trials (%s)\n", out, job->metric, nr,
+                    s_any_report (reports, ncurves)
+                        ? "no learning curves: the top trials reported each metric at most once; "
+                          "report progress each epoch (cgq.report in Python) for curves"
+                        : "no trial reported progress");
     }
     cgq_svg_plot_destroy (&plots[0]);
     cgq_svg_plot_destroy (&plots[1]);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,13 +244,40 @@ s_write (const cgq_svg_plot_t *self, FILE *f, bool nested, double y)
         }
         fputs ("</g>\n", f);
     }
-    // The legend, top right inside the plot area.
-    double ly = S_TOP + 16;
+    // The legend, in the corner of the plot area that covers the fewest
+    // points (top right on a tie), on a white ground.
+    size_t nl = 0;
+    for (size_t i = 0; i < self->ns; i++)
+        nl += self->s[i].legend != NULL;
+    const double bw = 176, bh = 18 * (double) nl + 6;
+    const double corners[4][2] = {{S_LEFT + pw - bw - 4, S_TOP + 4},
+                                  {S_LEFT + 4, S_TOP + 4},
+                                  {S_LEFT + pw - bw - 4, S_TOP + ph - bh - 4},
+                                  {S_LEFT + 4, S_TOP + ph - bh - 4}};
+    size_t best = 0, best_n = SIZE_MAX;
+    for (size_t c = 0; c < 4 && nl; c++) {
+        size_t n = 0;
+        for (size_t i = 0; i < self->ns; i++)
+            for (size_t k = 0; k < self->s[i].n; k++) {
+                double px = S_PX (self->s[i].x[k]), py = S_PY (self->s[i].y[k]);
+                n += px >= corners[c][0] - 4 && px <= corners[c][0] + bw + 4
+                     && py >= corners[c][1] - 4 && py <= corners[c][1] + bh + 4;
+            }
+        if (n < best_n) {
+            best = c;
+            best_n = n;
+        }
+    }
+    if (nl)
+        fprintf (f,
+                 "<rect class=\"legend\" x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" "
+                 "fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ddd\"/>\n",
+                 corners[best][0], corners[best][1], bw, bh);
+    double lx = corners[best][0] + 6, ly = corners[best][1] + 16;
     for (size_t i = 0; i < self->ns; i++) {
         const s_series_t *s = &self->s[i];
         if (!s->legend)
             continue;
-        double lx = S_LEFT + pw - 170;
         if (s->style == CGQ_SVG_MARKERS)
             fprintf (f, "<circle cx=\"%g\" cy=\"%g\" r=\"4\" fill=\"", lx + 8, ly - 4);
         else

@@ -137,7 +137,7 @@ class Seed002Test(CgqTestCase):
         r = c.cgq("pareto", j, "--plot", svg)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.strip().splitlines()
-        self.assertRegex(lines[0], r"^\s*trial\s+time \(min\)\s+memory \(min\)\s+backends")
+        self.assertRegex(lines[0], r"^\s*trial\s+time \(minimize\)\s+memory \(minimize\)\s+backends")
         self.assertEqual(len(lines), 1 + len(want), r.stdout)
         tree = ET.parse(svg)
         ns = {"s": "http://www.w3.org/2000/svg"}
@@ -146,8 +146,8 @@ class Seed002Test(CgqTestCase):
         self.assertEqual(len(groups["dominated"].findall("s:circle", ns)), 32 - len(want))
         self.assertEqual(len(groups["Pareto front"].findall("s:circle", ns)), len(want))
         texts = [t.text for t in tree.getroot().iter("{http://www.w3.org/2000/svg}text")]
-        self.assertIn("time (min)", texts)
-        self.assertIn("memory (min)", texts)
+        self.assertIn("time (minimize)", texts)
+        self.assertIn("memory (minimize)", texts)
 
         # An unknown job: exit 2.
         r = c.cgq("pareto", j + 1)

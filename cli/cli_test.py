@@ -570,6 +570,18 @@ class ErrorTest(TmpCase):
         p = subprocess.run([os.path.join(BIN, "cgq-coordinator"), "--help"], capture_output=True,
                            timeout=10)
         self.assertIn("(1K to 1G)", p.stdout.decode())
+        # no printf escape shows through in any program's --help (issue 23:
+        # cgq-predictor printed "+-10 %%")
+        for prog in ("cgq-coordinator", "cgq-worker", "cgq-device-runner", "cgq-cg",
+                     "cgq-predictor"):
+            path = os.path.join(BIN, prog)
+            if not os.access(path, os.X_OK):
+                continue
+            p = subprocess.run([path, "--help"], capture_output=True, timeout=10)
+            self.assertEqual(p.returncode, 0, "%s --help: %s" % (prog, p.stderr))
+            text = p.stdout.decode()
+            self.assertIn("usage", text.lower(), prog)
+            self.assertNotRegex(text, r"%%|%[-0-9.]*[sdgfzlu]\b", "%s --help: %s" % (prog, text))
         rc, _, err, _ = cgq()
         self.assertEqual(rc, 2)
         self.assertIn("usage: cgq", err)

@@ -49,7 +49,7 @@ s_usage (FILE *f)
            "\n"
            "Trains a GNN that predicts a model's latency from its computational graph, on\n"
            "a CG dataset (OGB raw CSV layout, cg/README.md), and reports validation MAE,\n"
-           "MAPE, RMSE, SRCC and +-10 %% accuracy every epoch; at the end the best epoch's\n"
+           "MAPE, RMSE, SRCC and +-10 % accuracy every epoch; at the end the best epoch's\n"
            "test metrics. --out (train) or the trial directory (trial) receives the best\n"
            "model: model.json (config, scalings, metrics) and model.f32 (weights).\n"
            "\n"
@@ -63,7 +63,7 @@ s_usage (FILE *f)
            "predict applies a saved model (--model: its model.json or the directory holding\n"
            "it, e.g. the best trial's) to --data: a CG dataset directory or one CG model\n"
            "(model.json of cgq-cg gen). It prints each graph's predicted latency and, where\n"
-           "the dataset has it, the measured one, then MAE, MAPE, RMSE, SRCC and +-10 %%\n"
+           "the dataset has it, the measured one, then MAE, MAPE, RMSE, SRCC and +-10 %\n"
            "accuracy over the labelled graphs.\n"
            "\n"
            "hyper-parameters (KEY, default, meaning):\n",

@@ -608,3 +608,22 @@ out:
         cgq_cg_dataset_destroy (&self);
     return self;
 }
+
+int
+cgq_cg_dataset_write_families (const char *dir, const char *const *names, int n, char *err,
+                               size_t err_len)
+{
+    char *path = cgq_xasprintf ("%s/%s", dir, CGQ_CG_FAMILY_FILE);
+    gzFile f = gzopen (path, "wb6");
+    int rc = f ? 0 : -1;
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (gzprintf (f, "%s\n", names[i]) <= 0)
+            rc = -1;
+    if (f && gzclose (f) != Z_OK)
+        rc = -1;
+    if (rc < 0)
+        snprintf (err, err_len, "cannot write %s: %s", path,
+                  errno ? strerror (errno) : "zlib error");
+    free (path);
+    return rc;
+}

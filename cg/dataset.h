@@ -56,6 +56,16 @@ int cgq_cg_dataset_append_graph (cgq_cg_dataset_t *self, const cgq_cg_graph_t *g
 // cgq_cg_dataset_write writes the five files into dir (made if missing,
 // files replaced). Returns 0, or -1 with a reason naming the file in err.
 int cgq_cg_dataset_write (const cgq_cg_dataset_t *self, const char *dir, char *err, size_t err_len);
+// The optional sixth file of a dataset dir: each graph's family, one name
+// per line, gzipped (cgq-cg gen --count and cgq-predictor export write it;
+// the predictor's test_family reads it).
+#define CGQ_CG_FAMILY_FILE "graph-family.csv.gz"
+
+// cgq_cg_dataset_write_families writes dir's family file: names[i] is graph
+// i's family (no newline in it). Returns 0, or -1 with a reason in err.
+int cgq_cg_dataset_write_families (const char *dir, const char *const *names, int n, char *err,
+                                   size_t err_len);
+
 // cgq_cg_dataset_read reads the five files of dir and checks that they agree
 // (counts, edges inside their graph, the same number of features on every
 // line). Returns a dataset (caller destroys), or NULL with a reason naming

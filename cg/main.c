@@ -100,7 +100,8 @@ static const s_cmd_t s_cmds[] = {
     {"gen", "", "generate a model (model.json) or a CG dataset (--count N)",
      "Same options, same model: the seed decides widths, depths, kernel sizes and the\n"
      "resolution. A dataset directory holds edge.csv.gz, node-feat.csv.gz,\n"
-     "num-node-list.csv.gz, num-edge-list.csv.gz and graph-label.csv.gz (cg/README.md).",
+     "num-node-list.csv.gz, num-edge-list.csv.gz, graph-label.csv.gz and\n"
+     "graph-family.csv.gz (cg/README.md).",
      s_gen_opts, s_gen, 0},
     {"info", "MODEL|DIR", "print a model's ops, shapes, FLOPs and parameters, or a dataset's size",
      NULL, s_info_opts, s_info, 1},
@@ -314,12 +315,14 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
     cgq_cg_engine_opts_default (&eo);
     eo.threads = (int) threads;
     double *ms = cgq_xmalloc (sizeof (double) * (size_t) repeats);
+    const char **fams = cgq_xcalloc ((size_t) count, sizeof *fams);
     int rc = S_OK;
     for (long long i = 0; i < count && rc == S_OK; i++) {
         cgq_cg_gen_opts_t gi = go;
         gi.seed = go.seed + (uint64_t) i;
         if (mixed)
             gi.family = (cgq_cg_family_t) (gi.seed % CGQ_CG_FAMILY_COUNT);
+        fams[i] = cgq_cg_family_name (gi.family);
         cgq_cg_graph_t *g = cgq_cg_gen (&gi, err, sizeof err);
         if (!g) {
             s_error ("%s", err);
@@ -359,13 +362,17 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
         }
         cgq_cg_graph_destroy (&g);
     }
-    if (rc == S_OK && cgq_cg_dataset_write (ds, out, err, sizeof err) < 0) {
+    // The family of each graph, so that a predictor can hold a family out
+    // (test_family) on a generated dataset as on an exported one.
+    if (rc == S_OK && (cgq_cg_dataset_write (ds, out, err, sizeof err) < 0 ||
+                       cgq_cg_dataset_write_families (out, fams, (int) count, err, sizeof err) < 0)) {
         s_error ("%s", err);
         rc = S_FAIL;
     }
     if (rc == S_OK)
         fprintf (stderr, "cgq-cg: wrote %lld graphs to %s\n", count, out);
     free (ms);
+    free (fams);
     free (models_dir);
     cgq_cg_dataset_destroy (&ds);
     return rc;

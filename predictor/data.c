@@ -71,7 +71,7 @@ cgq_pred_agg_parse (const char *name, cgq_pred_agg_t *agg)
 static int
 s_read_families (cgq_pred_data_t *self, const char *dir, int count, char *err, size_t err_len)
 {
-    char *path = cgq_xasprintf ("%s/%s", dir, CGQ_PRED_FAMILY_FILE);
+    char *path = cgq_xasprintf ("%s/%s", dir, CGQ_CG_FAMILY_FILE);
     gzFile f = gzopen (path, "rb");
     if (!f) {
         free (path);
@@ -104,25 +104,6 @@ s_read_families (cgq_pred_data_t *self, const char *dir, int count, char *err, s
         rc = -1;
     }
     gzclose (f);
-    free (path);
-    return rc;
-}
-
-int
-cgq_pred_data_write_families (const char *dir, const char *const *names, int n, char *err,
-                              size_t err_len)
-{
-    char *path = cgq_xasprintf ("%s/%s", dir, CGQ_PRED_FAMILY_FILE);
-    gzFile f = gzopen (path, "wb6");
-    int rc = f ? 0 : -1;
-    for (int i = 0; rc == 0 && i < n; i++)
-        if (gzprintf (f, "%s\n", names[i]) <= 0)
-            rc = -1;
-    if (f && gzclose (f) != Z_OK)
-        rc = -1;
-    if (rc < 0)
-        snprintf (err, err_len, "cannot write %s: %s", path,
-                  errno ? strerror (errno) : "zlib error");
     free (path);
     return rc;
 }
@@ -361,7 +342,7 @@ cgq_pred_data_split (cgq_pred_data_t *self, uint64_t seed, double val_frac, doub
             snprintf (err, err_len,
                       "test_family '%s': the dataset has no %s (regenerate it with the "
                       "exporter, or leave test_family out)",
-                      test_family, CGQ_PRED_FAMILY_FILE);
+                      test_family, CGQ_CG_FAMILY_FILE);
             free (perm);
             return -1;
         }

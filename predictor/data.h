@@ -18,9 +18,6 @@
 #define CGQ_PRED_NUM_OPS 16   // op codes 0..15 (cg/graph.h)
 #define CGQ_PRED_NUM_SHAPE 16 // the shape numbers after the op code
 #define CGQ_PRED_IN_DIM (CGQ_PRED_NUM_OPS + CGQ_PRED_NUM_SHAPE)
-// The optional per-graph family file a dataset dir may hold beside the OGB
-// files (one name per line, gzipped), written by the exporter.
-#define CGQ_PRED_FAMILY_FILE "graph-family.csv.gz"
 
 // How message passing aggregates a node's neighbours (edges both ways).
 typedef enum {
@@ -68,10 +65,6 @@ cgq_pred_data_t *cgq_pred_data_read (const char *path, int label, char *err, siz
 int cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean,
                                const float *feat_std, double y_mean, double y_std,
                                bool log_target, char *err, size_t err_len);
-// cgq_pred_data_write_families writes dir's family file: names[i] is graph
-// i's family (no newline in it). Returns 0, or -1 with a reason in err.
-int cgq_pred_data_write_families (const char *dir, const char *const *names, int n, char *err,
-                                  size_t err_len);
 
 // NULL-safe; sets *self_p = NULL.
 void cgq_pred_data_destroy (cgq_pred_data_t **self_p);

@@ -95,7 +95,7 @@ cgq_pred_export (const json_t *results, const char *dir, char *err, size_t err_l
     if (rc == 0)
         snprintf (err, err_len, "no succeeded trial with a metric time in the results");
     if (rc > 0 && (cgq_cg_dataset_write (ds, dir, err, err_len) < 0 ||
-                   cgq_pred_data_write_families (dir, fams, (int)k, err, err_len) < 0))
+                   cgq_cg_dataset_write_families (dir, fams, (int)k, err, err_len) < 0))
         rc = -1;
     cgq_cg_dataset_destroy (&ds);
     free (fams);

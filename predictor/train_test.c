@@ -47,7 +47,7 @@ s_setup (void **state)
         cgq_cg_graph_destroy (&g);
     }
     assert_int_equal (cgq_cg_dataset_write (ds, s_dir, err, sizeof err), 0);
-    assert_int_equal (cgq_pred_data_write_families (s_dir, fam, COUNT, err, sizeof err), 0);
+    assert_int_equal (cgq_cg_dataset_write_families (s_dir, fam, COUNT, err, sizeof err), 0);
     cgq_cg_dataset_destroy (&ds);
     return 0;
 }

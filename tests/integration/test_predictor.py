@@ -77,6 +77,26 @@ class PredictorTest(CgqTestCase):
             self.assertEqual(left, [], "left running: %s" % [proc_cmdline(x)[:150] for x in left])
         return p.returncode, out, err
 
+    def test_generated_dataset_holds_families_out(self):
+        # Issue 23: cgq-cg gen --count wrote no graph-family.csv.gz, so a
+        # generated dataset could not hold a family out (test_family).
+        d = os.path.join(self.cluster.tmp, "gen")
+        p = subprocess.run([binary("cgq-cg"), "gen", "--count", "20", "--family", "mixed",
+                            "--label", "flops", "--out", d], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with gzip.open(os.path.join(d, "graph-family.csv.gz"), "rt") as f:
+            fams = f.read().split()
+        self.assertEqual(len(fams), 20)
+        self.assertEqual(fams[:5], ["mobilenetv2", "resnet", "vgg", "shufflenetv2", "shufflenet"])
+        for i in range(20):  # the family file agrees with the models written beside it
+            with open(os.path.join(d, "models", "%06d.json" % i)) as f:
+                self.assertTrue(json.load(f)["name"].startswith(fams[i] + "-"), i)
+        p = subprocess.run([binary("cgq-predictor"), "train", "--data", d,
+                            "--set", "test_family=vgg", "--set", "epochs=2", "--set", "hidden=8",
+                            "--set", "layers=1"], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("(train 14, val 2, test 4 graphs;", p.stdout.decode())  # the 4 vgg
+
     def test_predictor_kind(self):
         work = os.path.join(self.tmp, "work")
         os.makedirs(work)

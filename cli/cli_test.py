@@ -231,6 +231,20 @@ class ShowTest(TmpCase):
         self.assertTrue(err.startswith("cgq: no job 9"), err)
         self.assertEqual(len(err.splitlines()), 1, err)
 
+    def test_cancelled_and_stopped_are_said(self):
+        # Issue 23: a cancelled job read "10/10 done", as if all ran.
+        self.redis.hset("cgq:job:{4}", {
+            "id": "4", "name": "cut-short", "state": "cancelled", "created": repr(self.now - 50),
+            "finished": repr(self.now - 45), "total": "10", "suggested": "4",
+            "objective_metric": "val", "objective_mode": "max", "succeeded": "2", "failed": "1",
+            "stopped": "1", "cancelled": "6", "best_trial": "0", "best_value": "0.5"})
+        out = self.ok("status", "4")
+        self.assertIn("trials      10/10 (6 cancelled) done", out)
+        rc, out, err, _ = cgq("watch", "4", env=self.env, timeout=30)
+        self.assertEqual(rc, 1, err)  # a cancelled job
+        self.assertRegex(out.splitlines()[0],
+                         r"10/10  running 0  failed 1  stopped 1  cancelled 6  best val=0\.5")
+
     def test_results_json(self):
         out = self.ok("results", "1", "--format", "json")
         doc = json.loads(out, object_pairs_hook=lambda kv: kv)
@@ -968,6 +982,7 @@ trial: {command: "python3 {spec_dir}/lc.py {q} %s"}
         rc, _, err, _ = cgq("run", self.spec(base % ("loss", "min", asha, "each")), "--cpus", "1",
                             "--gpus", "none", cwd=self.cwd, timeout=120)
         self.assertEqual(rc, 0, err)
+        self.assertRegex(err, r"job 3 finished: \d trials? succeeded, \d stopped early in ")
         rc, js, err, _ = cgq("results", "3", "--format", "json", cwd=self.cwd)
         stopped = [t for t in json.loads(js)["trials"] if t["state"] == "stopped"]
         self.assertTrue(stopped, js)
@@ -991,6 +1006,7 @@ trial: {command: "python3 {spec_dir}/lc.py {q} %s"}
                                  timeout=60)
         self.assertEqual(rc, 1, err)
         self.assertRegex(err, r"cgq: trial 0 is unschedulable: .*gpu")
+        self.assertIn("cgq run --gpus fake:N gives them N pretend GPUs", err)  # issue 23
         self.assertLess(took, 20)
 
     def test_interrupt(self):

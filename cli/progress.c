@@ -37,7 +37,7 @@ char *
 cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed_s, int width)
 {
     uint64_t done = cgq_job_rec_done (job);
-    s_piece_t p[10];
+    s_piece_t p[12];
     size_t np = 0;
     char bar[S_BAR + 3];
     bar[0] = '[';
@@ -64,6 +64,17 @@ cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed
     p[np++].keep = 8;
     snprintf (p[np].text, sizeof p[np].text, "failed %" PRIu64, job->counts[CGQ_TRIAL_FAILED]);
     p[np++].keep = 7;
+    // What "done" holds besides successes and failures, so that a cancelled
+    // job does not read as 10/10 done and all well.
+    if (job->counts[CGQ_TRIAL_STOPPED]) { // ended by an early stopper
+        snprintf (p[np].text, sizeof p[np].text, "stopped %" PRIu64, job->counts[CGQ_TRIAL_STOPPED]);
+        p[np++].keep = 7;
+    }
+    if (job->counts[CGQ_TRIAL_CANCELLED]) {
+        snprintf (p[np].text, sizeof p[np].text, "cancelled %" PRIu64,
+                  job->counts[CGQ_TRIAL_CANCELLED]);
+        p[np++].keep = 7;
+    }
     if (job->counts[CGQ_TRIAL_STALE]) { // on a node gone silent, not yet given up
         snprintf (p[np].text, sizeof p[np].text, "stale %" PRIu64, job->counts[CGQ_TRIAL_STALE]);
         p[np++].keep = 8;
@@ -86,7 +97,7 @@ cgq_progress_line (char *buf, size_t n, const cgq_job_rec_t *job, double elapsed
         snprintf (p[np].text, sizeof p[np].text, "ETA %s", cgq_show_clock (clock, sizeof clock, eta));
         p[np++].keep = 3;
     }
-    bool in[10];
+    bool in[12];
     for (size_t i = 0; i < np; i++)
         in[i] = true;
     for (;;) {

@@ -248,20 +248,26 @@ cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_
     cgq_view_trials_free (trials, n);
 
     uint64_t ok = job->counts[CGQ_TRIAL_SUCCEEDED], failed = job->counts[CGQ_TRIAL_FAILED];
+    uint64_t stopped = job->counts[CGQ_TRIAL_STOPPED];
+    char also[64] = ""; // trials an early stopper ended: ranked, but not run to the end
+    if (stopped)
+        snprintf (also, sizeof also, ", %" PRIu64 " stopped early", stopped);
     double took = job->finished > job->created && job->created > 0 ? job->finished - job->created : 0;
     bool cancelled = !strcmp (job->state, cgq_jstate_names[CGQ_JOB_CANCELLED]);
     if (cancelled)
-        cgq_cli_error ("job %" PRIu64 " was cancelled (%" PRIu64 " succeeded, %" PRIu64 " failed)",
-                       job->id, ok, failed);
+        cgq_cli_error ("job %" PRIu64 " was cancelled (%" PRIu64 " succeeded, %" PRIu64
+                       " failed%s, %" PRIu64 " cancelled)",
+                       job->id, ok, failed, also, job->counts[CGQ_TRIAL_CANCELLED]);
     else if (failed == 0)
-        cgq_cli_error ("job %" PRIu64 " finished: %" PRIu64 " trial%s succeeded in %s", job->id, ok,
-                       ok == 1 ? "" : "s", cgq_show_clock (clock, sizeof clock, took));
+        cgq_cli_error ("job %" PRIu64 " finished: %" PRIu64 " trial%s succeeded%s in %s", job->id,
+                       ok, ok == 1 ? "" : "s", also, cgq_show_clock (clock, sizeof clock, took));
     if (failed > 0) {
         cgq_trial_rec_t *first = NULL;
         int fr = cgq_view_trial_find (store, job, "failed", false, &first, err, sizeof err);
         if (!cancelled)
-            cgq_cli_error ("job %" PRIu64 " finished%s: %" PRIu64 " succeeded, %" PRIu64 " failed%s",
-                           job->id, ok ? "" : " with no succeeded trial", ok, failed,
+            cgq_cli_error ("job %" PRIu64 " finished%s: %" PRIu64 " succeeded, %" PRIu64
+                           " failed%s%s",
+                           job->id, ok ? "" : " with no succeeded trial", ok, failed, also,
                            fr == CGQ_VIEW_OK ? "; first error:" : "");
         if (fr == CGQ_VIEW_OK) {
             fprintf (stderr, "  trial %" PRIu64 " (cgq logs %" PRIu64 " %" PRIu64 "):\n", first->id,
@@ -1022,6 +1028,13 @@ s_check (void *arg, const cgq_job_rec_t *job)
     else
         cgq_cli_error ("job %" PRIu64 " is blocked: %s", job->id,
                        job->blocked ? job->blocked : "trials are unschedulable");
+    // The usual cause on a first day: a spec that asks for a GPU, run on a
+    // laptop. Say how to try it anyway.
+    const char *why = t && t->error ? t->error : job->blocked;
+    if (why && strstr (why, "needs gpu"))
+        fprintf (stderr, "cgq: the local workers offer too few GPUs for it: cgq run --gpus "
+                         "fake:N gives them N pretend GPUs to try the spec, --gpus 0,1 names "
+                         "real ones (nvidia-smi's indices)\n");
     cgq_trial_rec_destroy (&t);
     return 1;
 }

@@ -974,9 +974,13 @@ s_front_size (cgq_store_t *store, const cgq_job_rec_t *j)
 static char *
 s_done_text (const cgq_job_rec_t *j)
 {
+    char cancelled[48] = "";
+    if (j->counts[CGQ_TRIAL_CANCELLED]) // done, but not run to its end
+        snprintf (cancelled, sizeof cancelled, " (%" PRIu64 " cancelled)",
+                  j->counts[CGQ_TRIAL_CANCELLED]);
     if (j->total < 0)
-        return cgq_xasprintf ("%" PRIu64 "/?", cgq_job_rec_done (j));
-    return cgq_xasprintf ("%" PRIu64 "/%" PRId64, cgq_job_rec_done (j), j->total);
+        return cgq_xasprintf ("%" PRIu64 "/?%s", cgq_job_rec_done (j), cancelled);
+    return cgq_xasprintf ("%" PRIu64 "/%" PRId64 "%s", cgq_job_rec_done (j), j->total, cancelled);
 }
 
 static int

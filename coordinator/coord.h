@@ -323,6 +323,15 @@ typedef struct coord_s {
     char **poke;
     size_t npoke;
     int64_t next_poke_ms, poke_until_ms;
+    // Nodes expected back: alive before a restart (recovery.c) or lost in
+    // this run (session.c), id -> until when (ms, a boxed int64_t). What they
+    // send before their Hello (reports and results queued across the
+    // reconnect) is dropped quietly, not counted as rejected: the node
+    // resends its results after its Hello. A stranger's is rejected.
+    // Values are the expiry itself, cast: (void *) (intptr_t) ms.
+    zhashx_t *returning;
+    int64_t returning_prune_ms;
+#define RETURNING_MS(c) ((c)->cfg.dead_after * (c)->cfg.heartbeat_ms * 4 + 60000)
     uint64_t stat_results, stat_assigns;
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
     uint64_t stat_refused_ids; // messages whose CURVE key may not claim their node id

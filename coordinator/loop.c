@@ -31,6 +31,7 @@ coord_init (coord_t *c, const coord_cfg_t *cfg)
     if (cfg)
         c->cfg = *cfg;
     c->node_index = zhashx_new ();
+    c->returning = zhashx_new (); // values: the expiry in ms, as (void *) (intptr_t)
     hist_init_dispatch (&c->hist_dispatch);
     hist_init_redis (&c->hist_redis);
 }
@@ -43,6 +44,7 @@ coord_fini (coord_t *c)
     jobs_destroy_all (c);
     nodes_destroy_all (c);
     zhashx_destroy (&c->node_index);
+    zhashx_destroy (&c->returning);
     outbox_free (c);
     for (size_t i = 0; i < c->npoke; i++)
         free (c->poke[i]);

@@ -37,6 +37,8 @@ recovery_nodes (coord_t *c)
             cgq_hset_queue (&h, c->store);
             c->poke = cgq_xrealloc (c->poke, (c->npoke + 1) * sizeof *c->poke);
             c->poke[c->npoke++] = cgq_xstrdup (ids->element[i]->str);
+            zhashx_update (c->returning, ids->element[i]->str,
+                           (void *) (intptr_t) (cgq_now_ms () + RETURNING_MS (c)));
         }
         freeReplyObject (st);
     }

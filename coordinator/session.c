@@ -26,7 +26,27 @@ s_node_lost (coord_t *c, node_t *n, const char *state, const char *why)
         nodes_release (c, t);
         jobs_lost (c, t, why);
     }
+    zhashx_update (c->returning, n->id, (void *) (intptr_t) (cgq_now_ms () + RETURNING_MS (c)));
     nodes_remove (c, n, state, why);
+}
+
+// s_returning says whether id is a node expected back (c->returning), and
+// forgets the expired ones now and then, so the set stays as small as the
+// nodes that come and go within a few minutes.
+static bool
+s_returning (coord_t *c, const char *id)
+{
+    int64_t now = cgq_now_ms ();
+    if (now >= c->returning_prune_ms) {
+        c->returning_prune_ms = now + 10000;
+        zlistx_t *keys = zhashx_keys (c->returning);
+        for (const char *k = zlistx_first (keys); k; k = zlistx_next (keys))
+            if ((int64_t) (intptr_t) zhashx_lookup (c->returning, k) <= now)
+                zhashx_delete (c->returning, k);
+        zlistx_destroy (&keys);
+    }
+    void *until = zhashx_lookup (c->returning, id);
+    return until && (int64_t) (intptr_t) until > now;
 }
 
 // s_node_stale marks n's running tasks stale: it has been silent for
@@ -101,6 +121,14 @@ static bool
 s_owns (coord_t *c, node_t *n, const char *id, const Cgq__TaskRef *ref, const char *what)
 {
     const char *why = NULL;
+    if (!n && s_returning (c, id)) {
+        char buf[80];
+        cgq_tdebug (ref->job, ref->trial, ref->attempt,
+                    "dropped a %s for task %s from '%s' before its Hello (it reconnects; it "
+                    "sends its results again after its Hello)",
+                    what, cgq_wire_task_str (buf, ref), id);
+        return false;
+    }
     if (!n)
         why = "the sender never said Hello";
     else {
@@ -269,6 +297,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     bool fresh = !n;
     if (!n)
         n = nodes_add (c, rid);
+    zhashx_delete (c->returning, rid); // back
     // Results that finished while we were apart come first: they may end
     // tasks that the running list below no longer holds.
     for (size_t i = 0; i < h->n_unacked; i++)

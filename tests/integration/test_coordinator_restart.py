@@ -6,6 +6,7 @@ runs exactly once), and every trial ends exactly once."""
 
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CgqTestCase, endpoint_port, main  # noqa: E402
@@ -56,6 +57,38 @@ class CoordinatorRestartTest(CgqTestCase):
         self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0)
         for w in ("w1", "w2"):  # the real nodes are alive again after their Hello
             self.assertEqual(c.redis.hgetall("cgq:node:" + w).get("state"), "alive", w)
+
+    def test_reconnect_after_restart_is_quiet(self):
+        # Issue 23: a restarted coordinator warned "the sender never said
+        # Hello" for the reports and results of nodes that were reconnecting
+        # as they should. Those are expected, not rejections.
+        c = self.start_default(workers=(("w1", 2),))
+        c.write_file("chatty.py", """import json, os, sys, time
+for k in range(40):
+    os.write(3, (json.dumps({"k": k, "v": k}) + "\\n").encode())
+    time.sleep(0.05)
+""")
+        j = c.submit(c.write_file("chatty.yaml", """name: chatty
+space: {i: {grid: [0, 1, 2, 3]}}
+objective: {metric: v, mode: max}
+trial: {command: "python3 {spec_dir}/chatty.py", resources: {cpu: 1}}
+"""))
+        c.wait_value(lambda: sum(h.get("state") == "running" for h in c.trials(j).values()),
+                     lambda n: n == 2, 30, "2 trials to run")
+        time.sleep(0.3)
+        c.coordinator.kill9()
+        time.sleep(0.6)  # the nodes keep reporting into the void meanwhile
+        with open(c.coordinator.err_path, "rb") as f:
+            before = len(f.read())
+        nodes_port, control_port = endpoint_port(c.nodes_ep), endpoint_port(c.control_ep)
+        c.start_coordinator(extra=("--bind", "tcp://127.0.0.1:%d" % nodes_port,
+                                   "--control", "tcp://127.0.0.1:%d" % control_port))
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("succeeded"), "4", job)
+        with open(c.coordinator.err_path, "rb") as f:
+            log = f.read()[before:].decode("utf-8", "replace")
+        self.assertNotIn("never said Hello", log)
+        self.assertIn(c.redis.hgetall("cgq:coordinator").get("rejected", "0"), ("0", ""))
 
 
 if __name__ == "__main__":

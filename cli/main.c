@@ -55,7 +55,7 @@ static const cgq_cli_opt_t s_devices_opts[] = {
     {NULL}};
 
 static const cgq_cli_opt_t s_pareto_opts[] = {
-    {"format", "FMT", "table, json, csv or seed002 (default table)"},
+    {"format", "FMT", "table, json, csv, seed002 or seed002-sampler (default table)"},
     {"plot", "FILE", "also draw the front among all succeeded trials as an SVG"},
     {"all", NULL, "list every succeeded trial, not only the front"},
     {NULL}};
@@ -108,7 +108,11 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "csv:     id,<objectives>,<params>\n"
      "seed002: {\"oplist\": [items], \"solutions\": [{\"id\", \"time\", \"memory\"}]} for a space with\n"
      "         one assignment param (id: the assignment id; time and memory: those metrics,\n"
-     "         else the first and second objective), ordered by trial id.",
+     "         else the first and second objective), ordered by trial id; memory a whole\n"
+     "         number when it is one.\n"
+     "seed002-sampler: seed 002's random sampler dump: {\"configs\": {ID: \"BACKENDS=\\\"c1;c2\\\"\n"
+     "         OP_BACKEND_item=choice ...\"}, \"oplist\", \"solutions\": [{\"exec_time\",\n"
+     "         \"max_rss\", \"id\"}], \"mode\": \"name\"}.",
      1, 1, s_pareto_opts, cgq_cmd_pareto},
     {"watch", "JOB", "a live view of a job until it ends (q quits)",
      "On a terminal: the progress line of `cgq run` with an ETA, the trials by state, the\n"

@@ -83,17 +83,51 @@ s_print_json (const cgq_front_list_t *l, const cgq_job_rec_t *job, FILE *f)
     json_decref (doc);
 }
 
-// s_seed002_value is t's metric name as reported (a JSON number, new
-// reference) if it has it, else objective k's value.
+// s_seed002_value is t's metric name as reported if it has it, else
+// objective k's value (a new reference). A whole number is written as an
+// integer (78900, not 78900.0), as seed 002's tools write memory.
 static json_t *
 s_seed002_value (const cgq_front_row_t *r, const char *name, int k)
 {
     json_t *v = json_object_get (r->rec->metrics, name);
-    return json_is_number (v) ? json_incref (v) : json_real (r->v[k]);
+    double x = json_is_number (v) ? json_number_value (v) : r->v[k];
+    if (json_is_integer (v))
+        return json_incref (v);
+    if (x == floor (x) && fabs (x) < 9007199254740992.0) // 2^53: exact as a double
+        return json_integer ((json_int_t) x);
+    return json_real (x);
 }
 
+// s_sampler_config is the line seed 002's random sampler writes for one
+// assignment: BACKENDS="c1;c2" OP_BACKEND_item=choice ... (each followed by
+// a space, as it writes them).
+static json_t *
+s_sampler_config (const cgq_param_t *asg, const json_t *value)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    cgq_buf_puts (&b, "BACKENDS=\"");
+    size_t i;
+    json_t *c;
+    json_array_foreach (asg->values, i, c)
+        cgq_buf_printf (&b, "%s%s", i ? ";" : "", json_string_value (c));
+    cgq_buf_puts (&b, "\" ");
+    const json_t *map = json_object_get (value, "map");
+    json_array_foreach (asg->items, i, c) {
+        const char *item = json_string_value (c);
+        const char *choice = json_string_value (json_object_get (map, item));
+        cgq_buf_printf (&b, "OP_BACKEND_%s=%s ", item, choice ? choice : "");
+    }
+    json_t *s = json_string (b.data);
+    cgq_buf_fini (&b);
+    return s;
+}
+
+// s_print_seed002 writes seed 002's brute-force profiler dump
+// ({oplist, solutions: [{id, time, memory}]}), or with sampler its random
+// sampler's ({configs, oplist, solutions: [{exec_time, max_rss, id}], mode}).
 static int
-s_print_seed002 (const cgq_front_list_t *l, FILE *f)
+s_print_seed002 (const cgq_front_list_t *l, bool sampler, FILE *f)
 {
     const cgq_param_t *asg = NULL;
     for (size_t i = 0; i < l->spec->nparams; i++)
@@ -114,16 +148,31 @@ s_print_seed002 (const cgq_front_list_t *l, FILE *f)
     // The dump lists solutions by id, as seed 002's profiler writes them.
     cgq_front_row_t *rows = cgq_xcalloc (l->n ? l->n : 1, sizeof *rows);
     memcpy (rows, l->rows, l->n * sizeof *rows);
-    json_t *doc = json_object (), *sol = json_array ();
+    json_t *doc = json_object (), *sol = json_array (), *configs = json_object ();
+    if (sampler)
+        json_object_set_new (doc, "configs", configs);
+    else
+        json_decref (configs);
     json_object_set (doc, "oplist", asg->items);
     for (size_t i = 0; i < l->n; i++) {
         json_t *a = json_object_get (rows[i].rec->params, asg->name);
         json_t *id = json_object_get (a, "id");
-        json_array_append_new (sol, json_pack ("{s:O, s:o, s:o}", "id", id ? id : json_null (),
-                                               "time", s_seed002_value (&rows[i], "time", 0),
-                                               "memory", s_seed002_value (&rows[i], "memory", 1)));
+        json_t *t = s_seed002_value (&rows[i], "time", 0), *m = s_seed002_value (&rows[i], "memory", 1);
+        if (sampler) {
+            char key[32];
+            snprintf (key, sizeof key, "%" JSON_INTEGER_FORMAT,
+                      json_is_integer (id) ? json_integer_value (id) : (json_int_t) -1);
+            json_object_set_new (configs, key, s_sampler_config (asg, a));
+            json_array_append_new (sol, json_pack ("{s:o, s:o, s:O}", "exec_time", t, "max_rss", m,
+                                                   "id", id ? id : json_null ()));
+        }
+        else
+            json_array_append_new (sol, json_pack ("{s:O, s:o, s:o}", "id", id ? id : json_null (),
+                                                   "time", t, "memory", m));
     }
     json_object_set_new (doc, "solutions", sol);
+    if (sampler)
+        json_object_set_new (doc, "mode", json_string ("name"));
     char *text = cgq_json_dumps (doc);
     fprintf (f, "%s\n", text);
     free (text);
@@ -141,8 +190,9 @@ cgq_cmd_pareto (cgq_cli_t *cli)
     if (!format)
         format = "table";
     if (strcmp (format, "table") && strcmp (format, "csv") && strcmp (format, "json")
-        && strcmp (format, "seed002")) {
-        cgq_cli_error ("bad --format '%s' (expected table, json, csv or seed002)", format);
+        && strcmp (format, "seed002") && strcmp (format, "seed002-sampler")) {
+        cgq_cli_error ("bad --format '%s' (expected table, json, csv, seed002 or seed002-sampler)",
+                       format);
         return CGQ_EXIT_BAD;
     }
     cgq_store_t *store = NULL;
@@ -168,13 +218,14 @@ cgq_cmd_pareto (cgq_cli_t *cli)
     if (rc != CGQ_EXIT_OK)
         goto done;
     cgq_front_list_t *out = everything ? &f.all : &f.front;
-    cgq_front_sort (out, !strcmp (format, "seed002"));
+    bool seed002 = !strncmp (format, "seed002", 7);
+    cgq_front_sort (out, seed002);
     if (!strcmp (format, "json"))
         s_print_json (out, job, stdout);
     else if (!strcmp (format, "csv"))
         s_print_csv (out, stdout);
-    else if (!strcmp (format, "seed002"))
-        rc = s_print_seed002 (out, stdout);
+    else if (seed002)
+        rc = s_print_seed002 (out, !strcmp (format, "seed002-sampler"), stdout);
     else if (out->n == 0)
         printf ("job %" PRIu64 " has no succeeded trial yet\n", id);
     else

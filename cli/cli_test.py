@@ -490,6 +490,59 @@ class ShowTest(TmpCase):
         self.assertEqual(rc, 2)
         self.assertIn("'nosuch'", err)
 
+    def test_results_paper_tables(self):
+        # Issue 23, item 7: column selection, digits that follow the std, no
+        # float noise on constants, Markdown and LaTeX.
+        import math
+        doc = json.loads(self.ok("results", "31", "--group-by", "family,dataset", "--format", "json"))
+
+        def cell(st):  # the rule, written again here: the std to two significant digits
+            if st["n"] < 2 or not st["std"]:
+                m = st["mean"]
+                return "%.0f" % m if m == int(m) else "%.6g" % m
+            d = 1 - math.floor(math.log10(st["std"]))
+            if d >= 0:
+                return "%.*f ± %.*f" % (d, st["mean"], d, st["std"])
+            u = 10 ** -d
+            return "%.0f ± %.0f" % (round(st["mean"] / u) * u, round(st["std"] / u) * u)
+
+        out = self.ok("results", "31", "--group-by", "family,dataset", "--format", "markdown",
+                      "--columns", "acc,lat_ms,peak_bytes")
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "| family | dataset | n | acc | lat_ms | peak_bytes |")
+        self.assertEqual(lines[1], "|---|---|---:|---:|---:|---:|")
+        self.assertEqual(len(lines), 2 + len(doc["groups"]), out)
+        for line, g in zip(lines[2:], doc["groups"]):
+            st = g["stats"]
+            want = "| %s | %s | %d | %s | %s | %s |" % (
+                g["key"]["family"], g["key"]["dataset"], g["n"], cell(st["acc"]),
+                cell(st["lat_ms"]), cell(st["peak_bytes"]))
+            self.assertEqual(line, want)
+        self.assertIn("| 1572864 |", lines[2], "a constant: no ± 5e-19")
+        self.assertRegex(lines[2], r"\| 0\.\d{3} ± 0\.0\d{2} \|", "acc to the std's digits")
+
+        out = self.ok("results", "31", "--group-by", "family", "--format", "latex",
+                      "--columns", "acc")
+        lines = out.splitlines()
+        self.assertEqual(lines[:3], ["\\begin{tabular}{lrr}", "\\hline", "family & $n$ & acc \\\\"])
+        self.assertRegex(lines[4], r"^gcn & 6 & \$0\.\d+ \\pm 0\.\d+\$ \\\\$")
+        self.assertEqual(lines[-2:], ["\\hline", "\\end{tabular}"])
+
+        # the terminal table: the same digits, then [min, max]; only the columns asked
+        out = self.ok("results", "31", "--group-by", "family,dataset", "--columns", "lat_ms,acc")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["family", "dataset", "n", "lat_ms", "acc"])
+        acc = doc["groups"][0]["stats"]["acc"]
+        self.assertIn(cell(acc) + " [", lines[1])
+
+        rc, _, err, _ = cgq("results", "31", "--group-by", "family", "--columns", "acc,nope",
+                            env=self.env)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--columns: no numeric metric or param 'nope' to summarise (columns: acc", err)
+        rc, _, err, _ = cgq("results", "31", "--format", "latex", env=self.env)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--group-by", err)
+
     def test_workers(self):
         out = self.ok("workers")
         rows = {l.split()[0]: l for l in out.splitlines()[1:]}

@@ -45,9 +45,10 @@ static const cgq_cli_opt_t s_status_opts[] = {
     {NULL}};
 
 static const cgq_cli_opt_t s_results_opts[] = {
-    {"format", "FMT", "table, csv or json (default table)"},
+    {"format", "FMT", "table, csv or json (default table); with --group-by also markdown or latex"},
     {"top", "K", "only the K best trials (default: all)"},
     {"group-by", "KEYS", "per group of params (family,dataset): n, mean, std, min, max"},
+    {"columns", "NAMES", "with --group-by: only these metrics/params, in this order (acc,lat_ms)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_devices_opts[] = {

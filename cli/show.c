@@ -701,11 +701,213 @@ s_stats_of (const double *v, size_t n, double *mean, double *sd, double *lo, dou
     for (size_t i = 0; i < n; i++)
         ss += (v[i] - *mean) * (v[i] - *mean);
     *sd = n > 1 ? sqrt (ss / (double) (n - 1)) : NAN;
+    // A constant has no spread; the sum above can leave 5e-19 of it.
+    if (n > 1 && *lo == *hi) {
+        *mean = *lo;
+        *sd = 0;
+    }
+}
+
+// s_decimals is the number of decimals that shows sd to two significant
+// digits (a negative count rounds to tens, hundreds ...); -99 when sd is 0
+// or missing: then numbers are written in full.
+static int
+s_decimals (double sd, size_t n)
+{
+    if (n < 2 || !(sd > 0) || !isfinite (sd))
+        return -99;
+    return 1 - (int) floor (log10 (sd));
+}
+
+// s_fixed writes v with d decimals (see s_decimals; -99: a whole number in
+// full, else as %.6g).
+static char *
+s_fixed (char *buf, size_t n, double v, int d)
+{
+    if (d == -99 && v == floor (v) && fabs (v) < 1e15) { // a whole number in full: 1572864
+        snprintf (buf, n, "%.0f", v);
+        return buf;
+    }
+    if (d == -99)
+        return cgq_show_number (buf, n, v);
+    if (d >= 0)
+        snprintf (buf, n, "%.*f", d > 15 ? 15 : d, v);
+    else {
+        double unit = pow (10, -d);
+        snprintf (buf, n, "%.0f", round (v / unit) * unit);
+    }
+    if (!strcmp (buf, "-0") || strspn (buf, "-0.") == strlen (buf)) // -0.00 is 0.00
+        if (buf[0] == '-')
+            memmove (buf, buf + 1, strlen (buf));
+    return buf;
+}
+
+// s_pick_columns keeps, in the order listed, the stat columns named in the
+// comma-separated list (by column name or key). Returns the new count, or -1
+// with err set naming the unknown one and the choices.
+static long
+s_pick_columns (s_stat_col_t *cols, size_t ncols, const char *list, char *err, size_t errlen)
+{
+    s_stat_col_t *out = cgq_xcalloc (ncols + 1, sizeof *out);
+    bool *used = cgq_xcalloc (ncols + 1, sizeof *used);
+    size_t nout = 0;
+    long rc = 0;
+    char *copy = cgq_xstrdup (list);
+    for (char *save = NULL, *k = strtok_r (copy, ",", &save); k && rc == 0;
+         k = strtok_r (NULL, ",", &save)) {
+        while (*k == ' ')
+            k++;
+        size_t len = strlen (k);
+        while (len && k[len - 1] == ' ')
+            k[--len] = 0;
+        size_t c = 0;
+        while (c < ncols && strcmp (cols[c].name, k) && strcmp (cols[c].key, k))
+            c++;
+        if (c == ncols) {
+            cgq_buf_t names;
+            cgq_buf_init (&names);
+            for (size_t i = 0; i < ncols; i++)
+                cgq_buf_printf (&names, "%s%s", i ? ", " : "", cols[i].name);
+            snprintf (err, errlen, "--columns: no numeric metric or param '%s' to summarise (columns: %s)",
+                      k, ncols ? names.data : "none");
+            cgq_buf_fini (&names);
+            rc = -1;
+        }
+        else if (!used[c]) {
+            used[c] = true;
+            out[nout++] = cols[c];
+        }
+    }
+    free (copy);
+    if (rc == 0) {
+        for (size_t c = 0; c < ncols; c++)
+            if (!used[c])
+                free (cols[c].name);
+        memcpy (cols, out, nout * sizeof *out);
+        rc = (long) nout;
+    }
+    free (out);
+    free (used);
+    return rc;
+}
+
+// s_tex appends s with LaTeX's special characters escaped.
+static void
+s_tex (cgq_buf_t *b, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '\\': cgq_buf_puts (b, "\\textbackslash{}"); break;
+        case '~': cgq_buf_puts (b, "\\textasciitilde{}"); break;
+        case '^': cgq_buf_puts (b, "\\textasciicircum{}"); break;
+        case '&': case '%': case '$': case '#': case '_': case '{': case '}':
+            cgq_buf_printf (b, "\\%c", *s);
+            break;
+        default: cgq_buf_append (b, s, 1);
+        }
+    }
+}
+
+// s_md appends s for a Markdown table cell ('|' escaped, lines joined).
+static void
+s_md (cgq_buf_t *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '|')
+            cgq_buf_puts (b, "\\|");
+        else if (*s == '\n' || *s == '\r')
+            cgq_buf_puts (b, " ");
+        else
+            cgq_buf_append (b, s, 1);
+    }
+}
+
+// s_paper_table writes the groups as a Markdown or LaTeX table: the keys, n,
+// and "mean ± std" of each column to the std's two significant digits.
+static void
+s_paper_table (FILE *f, bool latex, char **keys, size_t nkeys, const s_stat_col_t *cols,
+               size_t ncols, const s_group_t *groups, size_t ng)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    if (latex) {
+        cgq_buf_puts (&b, "\\begin{tabular}{");
+        for (size_t k = 0; k < nkeys; k++)
+            cgq_buf_puts (&b, "l");
+        for (size_t c = 0; c <= ncols; c++)
+            cgq_buf_puts (&b, "r");
+        cgq_buf_puts (&b, "}\n\\hline\n");
+    }
+    else
+        cgq_buf_puts (&b, "|");
+    for (size_t k = 0; k < nkeys + 1 + ncols; k++) {
+        const char *h = k < nkeys ? keys[k] : k == nkeys ? "n" : cols[k - nkeys - 1].name;
+        if (latex) {
+            cgq_buf_puts (&b, k ? " & " : "");
+            if (k == nkeys)
+                cgq_buf_puts (&b, "$n$");
+            else
+                s_tex (&b, h);
+        }
+        else {
+            cgq_buf_puts (&b, " ");
+            s_md (&b, h);
+            cgq_buf_puts (&b, " |");
+        }
+    }
+    if (latex)
+        cgq_buf_puts (&b, " \\\\\n\\hline\n");
+    else {
+        cgq_buf_puts (&b, "\n|");
+        for (size_t k = 0; k < nkeys + 1 + ncols; k++)
+            cgq_buf_puts (&b, k < nkeys ? "---|" : "---:|");
+        cgq_buf_puts (&b, "\n");
+    }
+    for (size_t j = 0; j < ng; j++) {
+        const s_group_t *g = &groups[j];
+        if (!latex)
+            cgq_buf_puts (&b, "|");
+        for (size_t k = 0; k < nkeys; k++) {
+            char *v = g->key[k] ? s_value_text (g->key[k], false) : cgq_xstrdup ("-");
+            if (latex) {
+                cgq_buf_puts (&b, k ? " & " : "");
+                s_tex (&b, v);
+            }
+            else {
+                cgq_buf_puts (&b, " ");
+                s_md (&b, v);
+                cgq_buf_puts (&b, " |");
+            }
+            free (v);
+        }
+        if (latex)
+            cgq_buf_printf (&b, "%s%zu", nkeys ? " & " : "", g->n);
+        else
+            cgq_buf_printf (&b, " %zu |", g->n);
+        for (size_t c = 0; c < ncols; c++) {
+            double mean, sd, lo, hi;
+            s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
+            int d = s_decimals (sd, g->cnt[c]);
+            char a[48], e[48];
+            if (g->cnt[c] == 0)
+                cgq_buf_puts (&b, latex ? " & --" : " - |");
+            else if (g->cnt[c] == 1 || d == -99)
+                cgq_buf_printf (&b, latex ? " & $%s$" : " %s |", s_fixed (a, sizeof a, mean, d));
+            else
+                cgq_buf_printf (&b, latex ? " & $%s \\pm %s$" : " %s ± %s |",
+                                s_fixed (a, sizeof a, mean, d), s_fixed (e, sizeof e, sd, d));
+        }
+        cgq_buf_puts (&b, latex ? " \\\\\n" : "\n");
+    }
+    if (latex)
+        cgq_buf_puts (&b, "\\hline\n\\end{tabular}\n");
+    fputs (b.data, f);
+    cgq_buf_fini (&b);
 }
 
 int
 cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
-                 size_t n, const char *by, char *err, size_t errlen)
+                 size_t n, const char *by, const char *columns, char *err, size_t errlen)
 {
     // the group-by keys
     size_t nkeys = 0;
@@ -775,6 +977,20 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
             cols[ncols].name = clash ? cgq_xasprintf ("params.%s", ks[k]) : cgq_xstrdup (ks[k]);
             ncols++;
         }
+    }
+    if (columns) {
+        long picked = s_pick_columns (cols, ncols, columns, err, errlen);
+        if (picked < 0) {
+            for (size_t c = 0; c < ncols; c++)
+                free (cols[c].name);
+            free (cols);
+            free (pk);
+            free (mk);
+            free (keys);
+            free (list);
+            return -1;
+        }
+        ncols = (size_t) picked;
     }
     // the groups
     s_group_t *groups = cgq_xcalloc (nok + 1, sizeof *groups);
@@ -886,6 +1102,12 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
             fprintf (f, "%s\n", b.data);
         }
     }
+    else if (!strcmp (format, "markdown") || !strcmp (format, "latex")) {
+        if (ng == 0)
+            fprintf (f, "job %" PRIu64 " has no succeeded trial to group\n", job->id);
+        else
+            s_paper_table (f, !strcmp (format, "latex"), keys, nkeys, cols, ncols, groups, ng);
+    }
     else {
         if (ng == 0)
             fprintf (f, "job %" PRIu64 " has no succeeded trial to group\n", job->id);
@@ -905,16 +1127,17 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
                 for (size_t c = 0; c < ncols; c++) {
                     double mean, sd, lo, hi;
                     s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
-                    char a[32], d[32], l[32], h[32];
+                    char a[48], d[48], l[48], h[48];
+                    int dec = s_decimals (sd, g->cnt[c]); // the std's two digits
                     if (g->cnt[c] == 0)
                         cgq_table_add (&t, cgq_xstrdup ("-"));
                     else if (g->cnt[c] == 1)
                         cgq_table_add (&t, cgq_xstrdup (cgq_show_number (a, sizeof a, mean)));
                     else
-                        cgq_table_addf (&t, "%s ± %s [%s, %s]", cgq_show_number (a, sizeof a, mean),
-                                        cgq_show_number (d, sizeof d, sd),
-                                        cgq_show_number (l, sizeof l, lo),
-                                        cgq_show_number (h, sizeof h, hi));
+                        cgq_table_addf (&t, "%s ± %s [%s, %s]", s_fixed (a, sizeof a, mean, dec),
+                                        s_fixed (d, sizeof d, sd, dec),
+                                        s_fixed (l, sizeof l, lo, dec),
+                                        s_fixed (h, sizeof h, hi, dec));
                 }
             }
             cgq_table_print (&t, f, "");
@@ -1180,14 +1403,24 @@ cgq_cmd_results (cgq_cli_t *cli)
     const char *format = cgq_cli_opt (cli, "format");
     if (!format)
         format = "table";
-    if (strcmp (format, "table") && strcmp (format, "csv") && strcmp (format, "json")) {
-        cgq_cli_error ("bad --format '%s' (expected table, csv or json)", format);
+    const char *by = cgq_cli_opt (cli, "group-by");
+    bool paper = !strcmp (format, "markdown") || !strcmp (format, "latex");
+    if (strcmp (format, "table") && strcmp (format, "csv") && strcmp (format, "json") && !paper) {
+        cgq_cli_error ("bad --format '%s' (expected table, csv, json, or with --group-by markdown "
+                       "or latex)",
+                       format);
+        return CGQ_EXIT_BAD;
+    }
+    if (paper && !by) {
+        cgq_cli_error ("--format %s is for the tables of --group-by (e.g. --group-by "
+                       "family,dataset); the trials themselves: table, csv or json",
+                       format);
         return CGQ_EXIT_BAD;
     }
     uint64_t top;
     if (cgq_cli_opt_u64 (cli, "top", 0, 1, UINT32_MAX, &top) < 0)
         return CGQ_EXIT_BAD;
-    const char *by = cgq_cli_opt (cli, "group-by");
+    const char *columns = cgq_cli_opt (cli, "columns");
     cgq_store_t *store = NULL;
     cgq_job_rec_t *j = NULL;
     int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &j);
@@ -1203,7 +1436,7 @@ cgq_cmd_results (cgq_cli_t *cli)
         rc = CGQ_EXIT_FAIL;
     }
     else if (by) {
-        if (cgq_show_groups (stdout, format, j, trials, n, by, err, sizeof err) < 0) {
+        if (cgq_show_groups (stdout, format, j, trials, n, by, columns, err, sizeof err) < 0) {
             cgq_cli_error ("%s", err);
             rc = CGQ_EXIT_BAD;
         }

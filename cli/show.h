@@ -53,12 +53,15 @@ void cgq_table_fini (cgq_table_t *t);
 // cgq_show_groups prints, for the succeeded trials grouped by the values of
 // the comma-separated params (or metrics) in by, each group's n and the mean,
 // sample standard deviation (n - 1), min and max of every numeric metric and
-// every numeric param not grouped on; format is table, csv or json. Groups are
-// sorted by their key values. It may reorder trials[] (the caller still frees
-// all n). Returns 0, or -1 with err set (no such key, empty list).
+// every numeric param not grouped on (columns, if not NULL: only those
+// named, in that order); format is table, csv, json, markdown or latex (the
+// last two: mean ± std to the std's two significant digits, for a paper).
+// Groups are sorted by their key values. It may reorder trials[] (the caller
+// still frees all n). Returns 0, or -1 with err set (no such key or column,
+// empty list).
 int cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job,
-                     cgq_trial_rec_t **trials, size_t n, const char *by, char *err,
-                     size_t errlen);
+                     cgq_trial_rec_t **trials, size_t n, const char *by, const char *columns,
+                     char *err, size_t errlen);
 
 // cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or
 // "2h03m" into buf (n bytes). Returns buf.

@@ -1,15 +1,7 @@
-// spec: tune.yaml → cgq_spec_t. libyaml's event parser feeds a small tree of
-// our own (s_node_t, with the marks every message needs); this file then walks
-// it once, in the order written, and stops at the first error so that the user
-// sees one precise message.
-//
-// Why events and not yaml_parser_load: libyaml's loader reads the whole text
-// before we can look at it, and its scanner does work proportional to the
-// flow nesting for every token, so a 160 KB "[[[[..." stalled a coordinator
-// for half a minute. Building the tree ourselves lets the size, NUL and depth
-// limits stop the parse the moment they are reached: libyaml then has looked
-// at most 64 levels (and ~1 KB of lookahead) deep, and all other work is
-// linear in the text.
+// spec: tune.yaml → cgq_spec_t. yamldoc.c reads the text into a tree (bounded
+// in size, depth and nodes, with the marks every message needs); this file
+// then walks it once, in the order written, and stops at the first error so
+// that the user sees one precise message.
 #include "spec.h"
 
 #include <ctype.h>
@@ -20,17 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
-#include "space.h"
 #include "json.h"
+#include "space.h"
 #include "util.h"
-
-// A spec is small; a deeper text is a mistake or an attack on the parser, a
-// bigger tree an alias bomb (&a [*b, *b, ...]), and these bounds keep both
-// reading the text and converting it to JSON cheap.
-#define S_MAX_DEPTH 64
-#define S_MAX_NODES 200000
+#include "yamldoc.h"
 
 // randint bounds stay where a double holds every integer exactly.
 #define S_MAX_EXACT 9007199254740992.0 // 2^53
@@ -38,6 +24,8 @@
 // The limit of a spec's text (cgq_spec_set_max_bytes): set once at start,
 // before any parse.
 static size_t s_max_bytes = CGQ_SPEC_MAX_BYTES;
+static const char *s_size_hint = "raise it with --max-spec of cgq and of the coordinator; a spec "
+                                 "describes a search: keep data in files that the trial reads";
 
 void
 cgq_spec_set_max_bytes (size_t max)
@@ -53,152 +41,15 @@ cgq_spec_max_bytes (void)
 
 static const char *s_builtins[] = {"job_id", "trial_id", "spec_dir"};
 
-typedef enum { S_SCALAR, S_SEQ, S_MAP } s_type_t;
-
-// One node of the document as written. An alias is not a node: the
-// collection that holds it refers to the anchored node's id, as libyaml's
-// own document does, so an alias may lead back into its own anchor.
 typedef struct {
-    s_type_t type;
-    bool plain;     // scalar written without quotes or |, >: YAML 1.1 typing applies
-    bool quoted;    // scalar written in '...' or "...": its text starts one column in
-    int line, col;  // 1-based, where the node starts
-    int eline, ecol; // scalar: 1-based, just past its end
-    char *text;     // scalar: its text, NUL-terminated (a \0 escape may hold more)
-    size_t len;     // scalar: bytes of text; collection: number of kids
-    uint32_t *kids; // collection: node ids; a mapping's are key, value, key, value, ...
-} s_node_t;
-
-// An open collection while the tree is built: the ids of its kids so far.
-typedef struct {
-    uint32_t node;
-    uint32_t *kids;
-    size_t n, cap;
-} s_frame_t;
-
-typedef struct {
-    const char *path;
-    char *err;
-    size_t errlen;
-    bool failed;
-    s_node_t *nodes; // the tree; ids index it
-    size_t nnodes, cap;
-    size_t budget;       // nodes that s_to_json may still visit, in the whole spec
-    const s_node_t *top; // the value s_to_json was called on, for messages
+    cgq_yamldoc_t *y;    // the text's tree, and the first error
     const char *dir;     // the spec's directory: search.file may be read; NULL: it may not
-    const s_node_t *alg_node, *points_node, *file_key, *file_node, *objective_key,
+    const cgq_yamldoc_node_t *alg_node, *points_node, *file_key, *file_node, *objective_key,
         *objectives_key, *early_key;
     size_t *point_lines; // search.file: the file's line of each point
-    const s_node_t *reduction_key;
+    const cgq_yamldoc_node_t *reduction_key;
     bool es_mode_given;
 } s_ctx_t;
-
-typedef enum { S_NULL, S_BOOL, S_INT, S_REAL, S_STR } s_kind_t;
-
-// The YAML 1.1 reading of one scalar.
-typedef struct {
-    s_kind_t kind;
-    bool b;
-    long long i;
-    double d;
-} s_scalar_t;
-
-static int s_fail_at (s_ctx_t *c, int line, int col, const char *fmt, ...)
-    __attribute__ ((format (printf, 4, 5)));
-static int s_fail (s_ctx_t *c, const s_node_t *at, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-// s_fail_at keeps the first error only: later checks that fail because of the
-// first one would only add noise.
-static int
-s_fail_at (s_ctx_t *c, int line, int col, const char *fmt, ...)
-{
-    if (c->failed)
-        return -1;
-    c->failed = true;
-    if (!c->err || !c->errlen)
-        return -1;
-    char msg[768];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (msg, sizeof msg, fmt, ap);
-    va_end (ap);
-    snprintf (c->err, c->errlen, "%s:%d:%d: %s", c->path, line, col, msg);
-    return -1;
-}
-
-static int
-s_fail (s_ctx_t *c, const s_node_t *at, const char *fmt, ...)
-{
-    if (c->failed)
-        return -1;
-    char msg[768];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (msg, sizeof msg, fmt, ap);
-    va_end (ap);
-    int line = at ? at->line : 1;
-    int col = at ? at->col : 1;
-    return s_fail_at (c, line, col, "%s", msg);
-}
-
-static const s_node_t *
-s_node (s_ctx_t *c, uint32_t id)
-{
-    return &c->nodes[id];
-}
-
-static const char *
-s_text (const s_node_t *n)
-{
-    return n->text;
-}
-
-static size_t
-s_nitems (const s_node_t *seq)
-{
-    return seq->len;
-}
-
-static const s_node_t *
-s_item (s_ctx_t *c, const s_node_t *seq, size_t i)
-{
-    return s_node (c, seq->kids[i]);
-}
-
-static size_t
-s_npairs (const s_node_t *map)
-{
-    return map->len / 2;
-}
-
-static const s_node_t *
-s_key (s_ctx_t *c, const s_node_t *map, size_t i)
-{
-    return s_node (c, map->kids[2 * i]);
-}
-
-static const s_node_t *
-s_val (s_ctx_t *c, const s_node_t *map, size_t i)
-{
-    return s_node (c, map->kids[2 * i + 1]);
-}
-
-// s_text_pos finds the line and column (1-based, in characters as libyaml
-// counts them) of byte off of text.
-static void
-s_text_pos (const char *text, size_t len, size_t off, int *line, int *col)
-{
-    int l = 1, k = 1;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n')
-            l++, k = 1;
-        else if (((unsigned char) text[i] & 0xc0) != 0x80) // not a UTF-8 continuation byte
-            k++;
-    }
-    *line = l;
-    *col = k;
-}
 
 static bool
 s_is_ident (const char *s, size_t n)
@@ -211,356 +62,6 @@ s_is_ident (const char *s, size_t n)
     return true;
 }
 
-// s_copy_digits copies s without '_' separators into buf; false if too long.
-static bool
-s_copy_digits (const char *s, char *buf, size_t len)
-{
-    size_t j = 0;
-    for (; *s; s++) {
-        if (*s == '_')
-            continue;
-        if (j + 1 >= len)
-            return false;
-        buf[j++] = *s;
-    }
-    buf[j] = 0;
-    return true;
-}
-
-// s_read_int reads the YAML 1.1 integer forms: decimal, 0x hex, 0o and 0NNN
-// octal, 0b binary, '_' allowed between digits. Out of int64 range → false.
-static bool
-s_read_int (const char *s, long long *out)
-{
-    char buf[80];
-    if (!s_copy_digits (s, buf, sizeof buf))
-        return false;
-    const char *p = buf;
-    bool neg = false;
-    if (*p == '+' || *p == '-')
-        neg = *p++ == '-';
-    if (!isdigit ((unsigned char) *p) || s[0] == '_' || s[strlen (s) - 1] == '_')
-        return false;
-    int base = 10;
-    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
-        base = 16, p += 2;
-    else if (p[0] == '0' && (p[1] == 'o' || p[1] == 'O'))
-        base = 8, p += 2;
-    else if (p[0] == '0' && (p[1] == 'b' || p[1] == 'B'))
-        base = 2, p += 2;
-    else if (p[0] == '0' && p[1])
-        base = 8, p += 1;
-    if (!*p)
-        return false;
-    for (const char *q = p; *q; q++) {
-        int d = isdigit ((unsigned char) *q)    ? *q - '0'
-                : isxdigit ((unsigned char) *q) ? tolower ((unsigned char) *q) - 'a' + 10
-                                                : 99;
-        if (d >= base)
-            return false;
-    }
-    errno = 0;
-    unsigned long long v = strtoull (p, NULL, base);
-    if (errno || v > (unsigned long long) LLONG_MAX + (neg ? 1 : 0))
-        return false;
-    *out = neg ? (long long) (0 - v) : (long long) v;
-    return true;
-}
-
-// s_read_real reads [-+]?(.D+|D[D_]*(.[D_]*)?)([eE][-+]?D+)? with a '.' or an
-// exponent (YAML 1.2 spelling, so 1e-4 is a number as users expect), or with
-// neither when plain_ok (for integers too large for int64).
-static bool
-s_read_real (const char *s, bool plain_ok, double *out)
-{
-    const char *p = s;
-    if (*p == '+' || *p == '-')
-        p++;
-    size_t digits = 0;
-    bool dot = false, exp = false;
-    if (!isdigit ((unsigned char) *p) && *p != '.')
-        return false;
-    while (isdigit ((unsigned char) *p) || (*p == '_' && digits))
-        digits += isdigit ((unsigned char) *p++) ? 1 : 0;
-    if (*p == '.') {
-        dot = true;
-        p++;
-        while (isdigit ((unsigned char) *p) || (*p == '_' && digits))
-            digits += isdigit ((unsigned char) *p++) ? 1 : 0;
-    }
-    if (!digits)
-        return false;
-    if (*p == 'e' || *p == 'E') {
-        exp = true;
-        p++;
-        if (*p == '+' || *p == '-')
-            p++;
-        if (!isdigit ((unsigned char) *p))
-            return false;
-        while (isdigit ((unsigned char) *p))
-            p++;
-    }
-    if (*p || !(dot || exp || plain_ok))
-        return false;
-    char buf[128];
-    if (!s_copy_digits (s, buf, sizeof buf))
-        return false;
-    double v = strtod (buf, NULL);
-    if (!isfinite (v))
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool
-s_one_of (const char *s, const char *const *words)
-{
-    for (; *words; words++)
-        if (!strcmp (s, *words))
-            return true;
-    return false;
-}
-
-static void
-s_resolve (const s_node_t *n, s_scalar_t *out)
-{
-    static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
-    static const char *const trues[] = {"true", "True", "TRUE", "yes", "Yes",
-                                        "YES",  "on",   "On",   "ON",  NULL};
-    static const char *const falses[] = {"false", "False", "FALSE", "no",  "No",
-                                         "NO",    "off",   "Off",   "OFF", NULL};
-    memset (out, 0, sizeof *out);
-    out->kind = S_STR;
-    if (!n->plain)
-        return;
-    const char *s = s_text (n);
-    if (strlen (s) != n->len)
-        return;
-    if (s_one_of (s, nulls))
-        out->kind = S_NULL;
-    else if (s_one_of (s, trues))
-        out->kind = S_BOOL, out->b = true;
-    else if (s_one_of (s, falses))
-        out->kind = S_BOOL, out->b = false;
-    else if (s_read_int (s, &out->i))
-        out->kind = S_INT, out->d = (double) out->i;
-    else if (s_read_real (s, false, &out->d))
-        out->kind = S_REAL;
-    else if (s_read_real (s, true, &out->d))
-        out->kind = S_REAL; // an integer beyond int64: keep its magnitude
-}
-
-static bool
-s_is_null (const s_node_t *n)
-{
-    if (!n || n->type != S_SCALAR)
-        return false;
-    s_scalar_t v;
-    s_resolve (n, &v);
-    return v.kind == S_NULL;
-}
-
-// s_what describes a node for "must be X, not Y" messages.
-static const char *
-s_what (const s_node_t *n, char *buf, size_t len)
-{
-    if (n->type == S_MAP)
-        return "a mapping";
-    if (n->type == S_SEQ)
-        return "a list";
-    s_scalar_t v;
-    s_resolve (n, &v);
-    const char *s = s_text (n);
-    int w = (int) strlen (s) > 40 ? 40 : (int) strlen (s);
-    const char *more = (int) strlen (s) > 40 ? "..." : "";
-    switch (v.kind) {
-    case S_NULL:
-        return "empty (null)";
-    case S_BOOL:
-        snprintf (buf, len, "the boolean %s", s);
-        break;
-    case S_INT:
-        snprintf (buf, len, "the integer %s", s);
-        break;
-    case S_REAL:
-        snprintf (buf, len, "the number %s", s);
-        break;
-    case S_STR:
-        snprintf (buf, len, "the string '%.*s%s'", w, s, more);
-        break;
-    }
-    return buf;
-}
-
-// s_check_keys rejects non-scalar and duplicate keys of a mapping; every
-// mapping the walk enters goes through it, so duplicates are found anywhere.
-static int
-s_check_keys (s_ctx_t *c, const s_node_t *map)
-{
-    json_t *seen = json_object ();
-    int rc = 0;
-    for (size_t pi = 0; pi < s_npairs (map); pi++) {
-        const s_node_t *k = s_key (c, map, pi);
-        if (k->type != S_SCALAR) {
-            char buf[80];
-            rc = s_fail (c, k, "a key must be a plain name, not %s (write name: value)",
-                         s_what (k, buf, sizeof buf));
-            break;
-        }
-        json_t *first = json_object_get (seen, s_text (k));
-        if (first) {
-            const s_node_t *f = s_node (c, (uint32_t) json_integer_value (first));
-            rc = s_fail (c, k, "duplicate key '%s' (first written at %d:%d; keep only one of them)",
-                         s_text (k), f->line, f->col);
-            break;
-        }
-        json_object_set_new (seen, s_text (k), json_integer (map->kids[2 * pi]));
-    }
-    json_decref (seen);
-    return rc;
-}
-
-// s_expect_map checks that v is a mapping and that its keys are sound. Callers
-// test for null first: "search:" alone means the defaults.
-static int
-s_expect_map (s_ctx_t *c, const s_node_t *v, const char *what, const char *hint)
-{
-    if (v->type != S_MAP) {
-        char buf[80];
-        return s_fail (c, v, "%s must be a mapping, not %s (%s)", what, s_what (v, buf, sizeof buf),
-                       hint);
-    }
-    return s_check_keys (c, v);
-}
-
-static int
-s_unknown_key (s_ctx_t *c, const s_node_t *k, const char *where, const char *known)
-{
-    return s_fail (c, k, "unknown key '%s' in %s (known keys: %s)", s_text (k), where, known);
-}
-
-static int
-s_get_int (s_ctx_t *c, const s_node_t *v, const char *what, long long min, long long max,
-           const char *hint, long long *out)
-{
-    char buf[96];
-    s_scalar_t s = {0};
-    if (v->type == S_SCALAR)
-        s_resolve (v, &s);
-    if (s.kind == S_REAL && v->type == S_SCALAR && s.d == floor (s.d) && fabs (s.d) >= 9.2e18)
-        // an integer too large for int64 (10^20): say that, not "must be an integer"
-        return s_fail (c, v, "%s must be at most %lld, not %s (%s)", what, max, s_text (v), hint);
-    if (s.kind != S_INT)
-        return s_fail (c, v, "%s must be an integer >= %lld, not %s (%s)", what, min,
-                       s_what (v, buf, sizeof buf), hint);
-    if (s.i < min)
-        return s_fail (c, v, "%s must be an integer >= %lld, not %lld (%s)", what, min, s.i, hint);
-    if (s.i > max)
-        return s_fail (c, v, "%s must be at most %lld, not %lld (%s)", what, max, s.i, hint);
-    *out = s.i;
-    return 0;
-}
-
-static int
-s_get_number (s_ctx_t *c, const s_node_t *v, const char *what, const char *hint, double *out)
-{
-    char buf[96];
-    s_scalar_t s = {0};
-    if (v->type == S_SCALAR)
-        s_resolve (v, &s);
-    if (v->type != S_SCALAR || (s.kind != S_INT && s.kind != S_REAL))
-        return s_fail (c, v, "%s must be a number, not %s (%s)", what, s_what (v, buf, sizeof buf),
-                       hint);
-    *out = s.d;
-    return 0;
-}
-
-// s_get_text returns the text of a non-empty scalar (any YAML type: a command
-// or a name is text whatever it looks like).
-static int
-s_get_text (s_ctx_t *c, const s_node_t *v, const char *what, const char *hint, const char **out)
-{
-    char buf[96];
-    if (v->type != S_SCALAR || s_is_null (v) || strlen (s_text (v)) != v->len)
-        return s_fail (c, v, "%s must be a string, not %s (%s)", what,
-                       v->type == S_SCALAR && !s_is_null (v) ? "text with a NUL byte"
-                                                             : s_what (v, buf, sizeof buf),
-                       hint);
-    *out = s_text (v);
-    return 0;
-}
-
-static json_t *
-s_to_json (s_ctx_t *c, const s_node_t *n, int depth)
-{
-    if (depth > S_MAX_DEPTH)
-        return s_fail (c, n,
-                       "value nested more than %d levels deep (flatten it; an alias cannot contain "
-                       "itself)",
-                       S_MAX_DEPTH),
-               NULL;
-    if (depth == 0)
-        c->top = n;
-    // Report at the value being converted: the node reached through an alias
-    // may be written anywhere.
-    if (c->budget == 0)
-        return s_fail (c, c->top,
-                       "the values of the spec have more than %d elements (aliases that "
-                       "expand too much?)",
-                       S_MAX_NODES),
-               NULL;
-    c->budget--;
-    if (n->type == S_SCALAR) {
-        s_scalar_t s;
-        s_resolve (n, &s);
-        switch (s.kind) {
-        case S_NULL:
-            return json_null ();
-        case S_BOOL:
-            return json_boolean (s.b);
-        case S_INT:
-            return json_integer (s.i);
-        case S_REAL:
-            return json_real (s.d);
-        case S_STR:
-            break;
-        }
-        if (strlen (s_text (n)) != n->len)
-            return s_fail (c, n,
-                           "text with a NUL byte cannot be passed to a trial (remove the \\0)"),
-                   NULL;
-        json_t *j = json_stringn (s_text (n), n->len);
-        if (!j)
-            s_fail (c, n, "text is not valid UTF-8 (save the file as UTF-8)");
-        return j;
-    }
-    if (n->type == S_SEQ) {
-        json_t *a = json_array ();
-        for (size_t i = 0; i < s_nitems (n); i++) {
-            json_t *e = s_to_json (c, s_item (c, n, i), depth + 1);
-            if (!e) {
-                json_decref (a);
-                return NULL;
-            }
-            json_array_append_new (a, e);
-        }
-        return a;
-    }
-    if (s_check_keys (c, n) < 0)
-        return NULL;
-    json_t *o = json_object ();
-    for (size_t pi = 0; pi < s_npairs (n); pi++) {
-        const s_node_t *k = s_key (c, n, pi);
-        json_t *e = s_to_json (c, s_val (c, n, pi), depth + 1);
-        if (!e) {
-            json_decref (o);
-            return NULL;
-        }
-        json_object_set_new (o, s_text (k), e);
-    }
-    return o;
-}
-
 // --- space ------------------------------------------------------------------
 
 static const char *s_dists = "choice, uniform, loguniform, quniform, qloguniform, randint, grid, "
@@ -570,51 +71,57 @@ static const char *s_inner_dists = "choice, uniform, loguniform, quniform, qlogu
 
 // s_bounds reads [lo, hi] of uniform / loguniform / randint.
 static int
-s_bounds (s_ctx_t *c, const char *pname, const char *dist, const s_node_t *v, bool integers,
-          double *lo, double *hi)
+s_bounds (s_ctx_t *c, const char *pname, const char *dist, const cgq_yamldoc_node_t *v,
+          bool integers, double *lo, double *hi)
 {
     char hint[128], buf[96];
     snprintf (hint, sizeof hint, "write %s: {%s: [%s]}", pname, dist,
               !strcmp (dist, "loguniform") ? "1.0e-4, 1.0e-1"
               : integers                   ? "2, 6"
                                            : "0.0, 0.5");
-    if (v->type != S_SEQ || s_nitems (v) != 2)
-        return s_fail (c, v, "%s of space.%s must be a list [lo, hi] of two numbers, not %s (%s)",
-                       dist, pname,
-                       v->type == S_SEQ ? "a list of another length" : s_what (v, buf, sizeof buf),
-                       hint);
+    if (v->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (v) != 2)
+        return cgq_yamldoc_fail (
+            c->y, v, "%s of space.%s must be a list [lo, hi] of two numbers, not %s (%s)", dist,
+            pname,
+            v->type == CGQ_YAMLDOC_SEQ ? "a list of another length"
+                                       : cgq_yamldoc_what (v, buf, sizeof buf),
+            hint);
     double b[2];
     for (int i = 0; i < 2; i++) {
-        const s_node_t *e = s_item (c, v, i);
-        s_scalar_t s = {0};
-        if (e->type == S_SCALAR)
-            s_resolve (e, &s);
-        if (integers && s.kind != S_INT)
-            return s_fail (c, e, "randint bounds of space.%s must be integers, not %s (%s)", pname,
-                           s_what (e, buf, sizeof buf), hint);
-        if (s.kind != S_INT && s.kind != S_REAL)
-            return s_fail (c, e, "%s bounds of space.%s must be numbers, not %s (%s)", dist, pname,
-                           s_what (e, buf, sizeof buf), hint);
+        const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, i);
+        cgq_yamldoc_scalar_t s = {0};
+        if (e->type == CGQ_YAMLDOC_SCALAR)
+            cgq_yamldoc_resolve (e, &s);
+        if (integers && s.kind != CGQ_YAMLDOC_INT)
+            return cgq_yamldoc_fail (c->y, e,
+                                     "randint bounds of space.%s must be integers, not %s (%s)",
+                                     pname, cgq_yamldoc_what (e, buf, sizeof buf), hint);
+        if (s.kind != CGQ_YAMLDOC_INT && s.kind != CGQ_YAMLDOC_REAL)
+            return cgq_yamldoc_fail (c->y, e, "%s bounds of space.%s must be numbers, not %s (%s)",
+                                     dist, pname, cgq_yamldoc_what (e, buf, sizeof buf), hint);
         if (integers && fabs (s.d) > S_MAX_EXACT)
-            return s_fail (c, e, "randint bounds of space.%s must lie within +-2^53, not %s (%s)",
-                           pname, s_text (e), hint);
+            return cgq_yamldoc_fail (
+                c->y, e, "randint bounds of space.%s must lie within +-2^53, not %s (%s)", pname,
+                cgq_yamldoc_text (e), hint);
         b[i] = s.d;
     }
     char l[32], h[32];
     cgq_fmt_double (l, b[0]);
     cgq_fmt_double (h, b[1]);
     if (integers && b[0] > b[1])
-        return s_fail (c, v, "randint bounds of space.%s are inverted: %s > %s (write [%s, %s])",
-                       pname, l, h, h, l);
+        return cgq_yamldoc_fail (
+            c->y, v, "randint bounds of space.%s are inverted: %s > %s (write [%s, %s])", pname, l,
+            h, h, l);
     if (!integers && b[0] >= b[1])
-        return s_fail (c, v, "%s bounds of space.%s need lo < hi, got [%s, %s] (write [%s, %s]%s)",
-                       dist, pname, l, h, h, l,
-                       b[0] == b[1] ? ", or a constant for a single value" : "");
+        return cgq_yamldoc_fail (
+            c->y, v, "%s bounds of space.%s need lo < hi, got [%s, %s] (write [%s, %s]%s)", dist,
+            pname, l, h, h, l, b[0] == b[1] ? ", or a constant for a single value" : "");
     if (!strcmp (dist, "loguniform") && b[0] <= 0)
-        return s_fail (c, v,
-                       "loguniform bounds of space.%s must be > 0, got [%s, %s] (use uniform "
-                       "for ranges that include 0, or write e.g. [1.0e-6, %s])",
-                       pname, l, h, h);
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "loguniform bounds of space.%s must be > 0, got [%s, %s] (use uniform "
+            "for ranges that include 0, or write e.g. [1.0e-6, %s])",
+            pname, l, h, h);
     *lo = b[0];
     *hi = b[1];
     return 0;
@@ -629,31 +136,34 @@ s_is_whole (double v)
 // s_qbounds reads [lo, hi, q] of quniform / qloguniform. The values are the
 // multiples of q in [lo, hi], so there must be at least one.
 static int
-s_qbounds (s_ctx_t *c, const char *pname, const char *dist, const s_node_t *v, cgq_param_t *p)
+s_qbounds (s_ctx_t *c, const char *pname, const char *dist, const cgq_yamldoc_node_t *v,
+           cgq_param_t *p)
 {
     bool log = !strcmp (dist, "qloguniform");
     char hint[128], buf[96];
     snprintf (hint, sizeof hint, "write %s: {%s: [%s]}", pname, dist,
               log ? "16, 1024, 16" : "0, 100, 5");
-    if (v->type != S_SEQ || s_nitems (v) != 3)
-        return s_fail (c, v,
-                       "%s of space.%s must be a list [lo, hi, q] of three numbers, not %s (%s)",
-                       dist, pname,
-                       v->type == S_SEQ ? "a list of another length" : s_what (v, buf, sizeof buf),
-                       hint);
+    if (v->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (v) != 3)
+        return cgq_yamldoc_fail (
+            c->y, v, "%s of space.%s must be a list [lo, hi, q] of three numbers, not %s (%s)",
+            dist, pname,
+            v->type == CGQ_YAMLDOC_SEQ ? "a list of another length"
+                                       : cgq_yamldoc_what (v, buf, sizeof buf),
+            hint);
     double b[3];
     for (int i = 0; i < 3; i++) {
-        const s_node_t *e = s_item (c, v, (size_t) i);
-        s_scalar_t s = {0};
-        if (e->type == S_SCALAR)
-            s_resolve (e, &s);
-        if (s.kind != S_INT && s.kind != S_REAL)
-            return s_fail (c, e, "%s %s of space.%s must be %s, not %s (%s)", dist,
-                           i < 2 ? "bounds" : "step q", pname, i < 2 ? "numbers" : "a number",
-                           s_what (e, buf, sizeof buf), hint);
+        const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, (size_t)i);
+        cgq_yamldoc_scalar_t s = {0};
+        if (e->type == CGQ_YAMLDOC_SCALAR)
+            cgq_yamldoc_resolve (e, &s);
+        if (s.kind != CGQ_YAMLDOC_INT && s.kind != CGQ_YAMLDOC_REAL)
+            return cgq_yamldoc_fail (c->y, e, "%s %s of space.%s must be %s, not %s (%s)", dist,
+                                     i < 2 ? "bounds" : "step q", pname,
+                                     i < 2 ? "numbers" : "a number",
+                                     cgq_yamldoc_what (e, buf, sizeof buf), hint);
         if (i == 2 && !(s.d > 0))
-            return s_fail (c, e, "%s step q of space.%s must be > 0, not %s (%s)", dist, pname,
-                           s_text (e), hint);
+            return cgq_yamldoc_fail (c->y, e, "%s step q of space.%s must be > 0, not %s (%s)",
+                                     dist, pname, cgq_yamldoc_text (e), hint);
         b[i] = s.d;
     }
     char l[32], h[32], q[32];
@@ -661,73 +171,81 @@ s_qbounds (s_ctx_t *c, const char *pname, const char *dist, const s_node_t *v, c
     cgq_fmt_double (h, b[1]);
     cgq_fmt_double (q, b[2]);
     if (b[0] >= b[1])
-        return s_fail (c, v,
-                       "%s bounds of space.%s need lo < hi, got [%s, %s] (write [%s, %s, %s]%s)",
-                       dist, pname, l, h, h, l, q,
-                       b[0] == b[1] ? ", or a constant for a single value" : "");
+        return cgq_yamldoc_fail (
+            c->y, v, "%s bounds of space.%s need lo < hi, got [%s, %s] (write [%s, %s, %s]%s)",
+            dist, pname, l, h, h, l, q, b[0] == b[1] ? ", or a constant for a single value" : "");
     if (log && b[0] <= 0)
-        return s_fail (c, v,
-                       "qloguniform bounds of space.%s must be > 0, got [%s, %s] (use quniform "
-                       "for ranges that include 0, or write e.g. [%s, %s, %s])",
-                       pname, l, h, q, h, q);
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "qloguniform bounds of space.%s must be > 0, got [%s, %s] (use quniform "
+            "for ranges that include 0, or write e.g. [%s, %s, %s])",
+            pname, l, h, q, h, q);
     p->lo = b[0];
     p->hi = b[1];
     p->q = b[2];
     p->integral = s_is_whole (b[0]) && s_is_whole (b[1]) && s_is_whole (b[2]);
     uint64_t n;
     if (cgq_space_param_size (p, &n) == 0 && n == 0)
-        return s_fail (c, v,
-                       "%s range [%s, %s] of space.%s holds no multiple of q = %s (widen the "
-                       "range or use a smaller q)",
-                       dist, l, h, pname, q);
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "%s range [%s, %s] of space.%s holds no multiple of q = %s (widen the "
+            "range or use a smaller q)",
+            dist, l, h, pname, q);
     return 0;
 }
 
 // s_names reads the items or the choices of an assignment: a non-empty list
 // of distinct names (scalars, taken as the text written), at most max if max.
 static int
-s_names (s_ctx_t *c, const char *pname, const char *what, const s_node_t *v, size_t max,
+s_names (s_ctx_t *c, const char *pname, const char *what, const cgq_yamldoc_node_t *v, size_t max,
          json_t **out)
 {
     char hint[160], buf[96];
     snprintf (hint, sizeof hint,
               "write %s: {assignment: {items: [Conv2D, Pool2D], choices: [cpu, acl_cl]}}", pname);
-    if (v->type != S_SEQ)
-        return s_fail (c, v, "%s of space.%s must be a list of names, not %s (%s)", what, pname,
-                       s_what (v, buf, sizeof buf), hint);
-    if (s_nitems (v) == 0)
-        return s_fail (c, v, "%s of space.%s is an empty list (%s)", what, pname, hint);
-    if (max && s_nitems (v) > max)
-        return s_fail (c, v, "%s of space.%s has %zu names, more than %zu (split the assignment)",
-                       what, pname, s_nitems (v), max);
+    if (v->type != CGQ_YAMLDOC_SEQ)
+        return cgq_yamldoc_fail (c->y, v, "%s of space.%s must be a list of names, not %s (%s)",
+                                 what, pname, cgq_yamldoc_what (v, buf, sizeof buf), hint);
+    if (cgq_yamldoc_nitems (v) == 0)
+        return cgq_yamldoc_fail (c->y, v, "%s of space.%s is an empty list (%s)", what, pname,
+                                 hint);
+    if (max && cgq_yamldoc_nitems (v) > max)
+        return cgq_yamldoc_fail (
+            c->y, v, "%s of space.%s has %zu names, more than %zu (split the assignment)", what,
+            pname, cgq_yamldoc_nitems (v), max);
     json_t *names = json_array (), *seen = json_object ();
     *out = names; // the caller's param owns it, even if a name is bad
     int rc = 0;
-    for (size_t i = 0; i < s_nitems (v) && rc == 0; i++) {
-        const s_node_t *e = s_item (c, v, i);
-        if (e->type != S_SCALAR || s_is_null (e) || strlen (s_text (e)) != e->len) {
-            rc = s_fail (c, e, "%s of space.%s must be names, not %s (%s)", what, pname,
-                         e->type == S_SCALAR && !s_is_null (e) ? "text with a NUL byte"
-                                                               : s_what (e, buf, sizeof buf),
-                         hint);
+    for (size_t i = 0; i < cgq_yamldoc_nitems (v) && rc == 0; i++) {
+        const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, i);
+        if (e->type != CGQ_YAMLDOC_SCALAR || cgq_yamldoc_is_null (e) ||
+            strlen (cgq_yamldoc_text (e)) != e->len) {
+            rc =
+                cgq_yamldoc_fail (c->y, e, "%s of space.%s must be names, not %s (%s)", what, pname,
+                                  e->type == CGQ_YAMLDOC_SCALAR && !cgq_yamldoc_is_null (e)
+                                      ? "text with a NUL byte"
+                                      : cgq_yamldoc_what (e, buf, sizeof buf),
+                                  hint);
             break;
         }
-        json_t *name = json_stringn (s_text (e), e->len);
+        json_t *name = json_stringn (cgq_yamldoc_text (e), e->len);
         if (!name) {
-            rc = s_fail (c, e, "text is not valid UTF-8 (save the file as UTF-8)");
+            rc = cgq_yamldoc_fail (c->y, e, "text is not valid UTF-8 (save the file as UTF-8)");
             break;
         }
-        json_t *first = json_object_get (seen, s_text (e));
+        json_t *first = json_object_get (seen, cgq_yamldoc_text (e));
         if (first) {
-            const s_node_t *f = s_node (c, (uint32_t) json_integer_value (first));
+            const cgq_yamldoc_node_t *f =
+                cgq_yamldoc_node (c->y, (uint32_t)json_integer_value (first));
             json_decref (name);
-            rc = s_fail (c, e,
-                         "duplicate name '%s' in %s of space.%s (first written at %d:%d; keep "
-                         "only one of them)",
-                         s_text (e), what, pname, f->line, f->col);
+            rc = cgq_yamldoc_fail (
+                c->y, e,
+                "duplicate name '%s' in %s of space.%s (first written at %d:%d; keep "
+                "only one of them)",
+                cgq_yamldoc_text (e), what, pname, f->line, f->col);
             break;
         }
-        json_object_set_new (seen, s_text (e), json_integer (v->kids[i]));
+        json_object_set_new (seen, cgq_yamldoc_text (e), json_integer (v->kids[i]));
         json_array_append_new (names, name);
     }
     json_decref (seen);
@@ -737,25 +255,26 @@ s_names (s_ctx_t *c, const char *pname, const char *what, const s_node_t *v, siz
 // s_assignment_env reads an assignment's env template, NAME=VALUE with
 // {item} in NAME (one variable per item) and {item}, {choice} anywhere.
 static int
-s_assignment_env (s_ctx_t *c, const char *pname, const s_node_t *e, cgq_param_t *p)
+s_assignment_env (s_ctx_t *c, const char *pname, const cgq_yamldoc_node_t *e, cgq_param_t *p)
 {
     const char *hint = "write env: \"OP_BACKEND_{item}={choice}\"";
     const char *t;
     char what[160];
     snprintf (what, sizeof what, "space.%s.assignment.env", pname);
-    if (s_get_text (c, e, what, hint, &t) < 0)
+    if (cgq_yamldoc_get_text (c->y, e, what, hint, &t) < 0)
         return -1;
     const char *eq = strchr (t, '=');
     if (!eq)
-        return s_fail (c, e, "%s '%s' has no '=' (NAME=VALUE; %s)", what, t, hint);
+        return cgq_yamldoc_fail (c->y, e, "%s '%s' has no '=' (NAME=VALUE; %s)", what, t, hint);
     char *name = cgq_xstrndup (t, (size_t) (eq - t));
     bool has_item = strstr (name, "{item}") != NULL;
     free (name);
     if (!has_item)
-        return s_fail (c, e,
-                       "%s: the name before '=' has no {item}, so every item would set the same "
-                       "variable (%s)",
-                       what, hint);
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "%s: the name before '=' has no {item}, so every item would set the same "
+            "variable (%s)",
+            what, hint);
     // Only {item} and {choice} (and {{ }}): checked as a template of a spec
     // whose params are those two.
     for (const char *q = t; (q = strchr (q, '{'));) {
@@ -764,10 +283,11 @@ s_assignment_env (s_ctx_t *c, const char *pname, const s_node_t *e, cgq_param_t 
             continue;
         }
         if (strncmp (q, "{item}", 6) && strncmp (q, "{choice}", 8))
-            return s_fail (c, e,
-                           "%s: unknown placeholder at byte %zu (only {item} and {choice}; "
-                           "write {{ for a literal brace)",
-                           what, (size_t) (q - t));
+            return cgq_yamldoc_fail (
+                c->y, e,
+                "%s: unknown placeholder at byte %zu (only {item} and {choice}; "
+                "write {{ for a literal brace)",
+                what, (size_t)(q - t));
         q++;
     }
     free (p->env);
@@ -776,77 +296,81 @@ s_assignment_env (s_ctx_t *c, const char *pname, const s_node_t *e, cgq_param_t 
 }
 
 static int
-s_parse_assignment (s_ctx_t *c, const char *pname, const s_node_t *v, cgq_param_t *p)
+s_parse_assignment (s_ctx_t *c, const char *pname, const cgq_yamldoc_node_t *v, cgq_param_t *p)
 {
     char buf[96];
     const char *hint = "write e.g. {assignment: {items: [Conv2D, Pool2D], choices: [cpu, acl_cl]}}";
-    if (v->type != S_MAP)
-        return s_fail (c, v,
-                       "assignment of space.%s must be a mapping {items: [...], choices: "
-                       "[...]}, not %s (%s)",
-                       pname, s_what (v, buf, sizeof buf), hint);
-    if (s_check_keys (c, v) < 0)
+    if (v->type != CGQ_YAMLDOC_MAP)
+        return cgq_yamldoc_fail (c->y, v,
+                                 "assignment of space.%s must be a mapping {items: [...], choices: "
+                                 "[...]}, not %s (%s)",
+                                 pname, cgq_yamldoc_what (v, buf, sizeof buf), hint);
+    if (cgq_yamldoc_check_keys (c->y, v) < 0)
         return -1;
     p->kind = CGQ_PARAM_ASSIGNMENT;
     char where[160];
     snprintf (where, sizeof where, "space.%s.assignment", pname);
-    for (size_t i = 0; i < s_npairs (v); i++) {
-        const s_node_t *k = s_key (c, v, i), *e = s_val (c, v, i);
+    for (size_t i = 0; i < cgq_yamldoc_npairs (v); i++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, i),
+                                 *e = cgq_yamldoc_val (c->y, v, i);
         int rc;
-        if (!strcmp (s_text (k), "items"))
+        if (!strcmp (cgq_yamldoc_text (k), "items"))
             rc = s_names (c, pname, "items", e, CGQ_PARAM_MAX_ITEMS, &p->items);
-        else if (!strcmp (s_text (k), "choices"))
+        else if (!strcmp (cgq_yamldoc_text (k), "choices"))
             rc = s_names (c, pname, "choices", e, 0, &p->values);
-        else if (!strcmp (s_text (k), "env"))
+        else if (!strcmp (cgq_yamldoc_text (k), "env"))
             rc = s_assignment_env (c, pname, e, p);
         else
-            rc = s_unknown_key (c, k, where, "items, choices, env");
+            rc = cgq_yamldoc_unknown_key (c->y, k, where, "items, choices, env");
         if (rc < 0)
             return -1;
     }
     if (!p->items || !p->values)
-        return s_fail (c, v, "assignment of space.%s has no %s (%s)", pname,
-                       p->items ? "choices" : "items", hint);
+        return cgq_yamldoc_fail (c->y, v, "assignment of space.%s has no %s (%s)", pname,
+                                 p->items ? "choices" : "items", hint);
     uint64_t ids;
     if (cgq_space_param_size (p, &ids) < 0)
-        return s_fail (c, v,
-                       "assignment of space.%s has %zu^%zu ids, more than 2^63 (use fewer "
-                       "items or fewer choices)",
-                       pname, json_array_size (p->values), json_array_size (p->items));
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "assignment of space.%s has %zu^%zu ids, more than 2^63 (use fewer "
+            "items or fewer choices)",
+            pname, json_array_size (p->values), json_array_size (p->items));
     return 0;
 }
 
 // s_parse_dist reads one distribution, dk: dv, into p. inner: p is the
 // element of a repeat, which is one draw of a sampled distribution.
 static int
-s_parse_dist (s_ctx_t *c, const char *name, const s_node_t *dk, const s_node_t *dv, cgq_param_t *p,
-              bool inner)
+s_parse_dist (s_ctx_t *c, const char *name, const cgq_yamldoc_node_t *dk,
+              const cgq_yamldoc_node_t *dv, cgq_param_t *p, bool inner)
 {
-    const char *d = s_text (dk);
+    const char *d = cgq_yamldoc_text (dk);
     char buf[96];
     if (inner && (!strcmp (d, "value") || !strcmp (d, "grid") || !strcmp (d, "repeat") ||
                   !strcmp (d, "of") || !strcmp (d, "assignment")))
-        return s_fail (c, dk,
-                       "a repeat draws each element from one of: %s, not %s (write %s: {repeat: "
-                       "5, of: {choice: [2, 3, 4]}})",
-                       s_inner_dists, !strcmp (d, "of") ? "repeat" : d, name);
+        return cgq_yamldoc_fail (
+            c->y, dk,
+            "a repeat draws each element from one of: %s, not %s (write %s: {repeat: "
+            "5, of: {choice: [2, 3, 4]}})",
+            s_inner_dists, !strcmp (d, "of") ? "repeat" : d, name);
     if (!strcmp (d, "value")) {
         p->kind = CGQ_PARAM_CONST;
-        p->value = s_to_json (c, dv, 0);
+        p->value = cgq_yamldoc_to_json (c->y, dv);
         return p->value ? 0 : -1;
     }
     if (!strcmp (d, "choice") || !strcmp (d, "grid")) {
         p->kind = !strcmp (d, "choice") ? CGQ_PARAM_CHOICE : CGQ_PARAM_GRID;
-        if (dv->type != S_SEQ)
-            return s_fail (c, dv,
-                           "%s of space.%s must be a list, not %s (write %s: {%s: [64, 128]})", d,
-                           name, s_what (dv, buf, sizeof buf), name, d);
-        if (s_nitems (dv) == 0)
-            return s_fail (c, dv,
-                           "%s of space.%s is an empty list (give at least one value, e.g. "
-                           "%s: {%s: [64, 128]})",
-                           d, name, name, d);
-        p->values = s_to_json (c, dv, 0);
+        if (dv->type != CGQ_YAMLDOC_SEQ)
+            return cgq_yamldoc_fail (
+                c->y, dv, "%s of space.%s must be a list, not %s (write %s: {%s: [64, 128]})", d,
+                name, cgq_yamldoc_what (dv, buf, sizeof buf), name, d);
+        if (cgq_yamldoc_nitems (dv) == 0)
+            return cgq_yamldoc_fail (
+                c->y, dv,
+                "%s of space.%s is an empty list (give at least one value, e.g. "
+                "%s: {%s: [64, 128]})",
+                d, name, name, d);
+        p->values = cgq_yamldoc_to_json (c->y, dv);
         return p->values ? 0 : -1;
     }
     if (!strcmp (d, "uniform") || !strcmp (d, "loguniform") || !strcmp (d, "randint")) {
@@ -862,64 +386,69 @@ s_parse_dist (s_ctx_t *c, const char *name, const s_node_t *dk, const s_node_t *
     if (!strcmp (d, "assignment"))
         return s_parse_assignment (c, name, dv, p);
     if (inner)
-        return s_fail (c, dk, "unknown distribution '%s' in space.%s.of (expected one of: %s)", d,
-                       name, s_inner_dists);
-    return s_fail (c, dk, "unknown distribution '%s' (expected one of: %s)", d, s_dists);
+        return cgq_yamldoc_fail (c->y, dk,
+                                 "unknown distribution '%s' in space.%s.of (expected one of: %s)",
+                                 d, name, s_inner_dists);
+    return cgq_yamldoc_fail (c->y, dk, "unknown distribution '%s' (expected one of: %s)", d,
+                             s_dists);
 }
 
 // s_parse_repeat reads {repeat: N, of: DIST}.
 static int
-s_parse_repeat (s_ctx_t *c, const char *name, const s_node_t *v, cgq_param_t *p)
+s_parse_repeat (s_ctx_t *c, const char *name, const cgq_yamldoc_node_t *v, cgq_param_t *p)
 {
     char hint[128], buf[96], where[96];
     snprintf (hint, sizeof hint, "write %s: {repeat: 5, of: {choice: [2, 3, 4]}}", name);
     snprintf (where, sizeof where, "space.%s", name);
-    const s_node_t *rk = NULL, *rv = NULL, *ok = NULL, *ov = NULL;
-    for (size_t i = 0; i < s_npairs (v); i++) {
-        const s_node_t *k = s_key (c, v, i);
-        if (!strcmp (s_text (k), "repeat"))
-            rk = k, rv = s_val (c, v, i);
-        else if (!strcmp (s_text (k), "of"))
-            ok = k, ov = s_val (c, v, i);
+    const cgq_yamldoc_node_t *rk = NULL, *rv = NULL, *ok = NULL, *ov = NULL;
+    for (size_t i = 0; i < cgq_yamldoc_npairs (v); i++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, i);
+        if (!strcmp (cgq_yamldoc_text (k), "repeat"))
+            rk = k, rv = cgq_yamldoc_val (c->y, v, i);
+        else if (!strcmp (cgq_yamldoc_text (k), "of"))
+            ok = k, ov = cgq_yamldoc_val (c->y, v, i);
         else
-            return s_unknown_key (c, k, where, "repeat, of");
+            return cgq_yamldoc_unknown_key (c->y, k, where, "repeat, of");
     }
     if (!rk)
-        return s_fail (c, ok, "space.%s has 'of' but no 'repeat', the length of the list (%s)",
-                       name, hint);
+        return cgq_yamldoc_fail (
+            c->y, ok, "space.%s has 'of' but no 'repeat', the length of the list (%s)", name, hint);
     if (!ok)
-        return s_fail (c, rk,
-                       "repeat of space.%s has no 'of', the distribution of each element (%s)",
-                       name, hint);
+        return cgq_yamldoc_fail (
+            c->y, rk, "repeat of space.%s has no 'of', the distribution of each element (%s)", name,
+            hint);
     char what[96];
     snprintf (what, sizeof what, "repeat of space.%s", name);
     long long n;
-    if (s_get_int (c, rv, what, 1, CGQ_PARAM_MAX_REPEAT, hint, &n) < 0)
+    if (cgq_yamldoc_get_int (c->y, rv, what, 1, CGQ_PARAM_MAX_REPEAT, hint, &n) < 0)
         return -1;
-    if (ov->type != S_MAP)
-        return s_fail (c, ov,
-                       "space.%s.of must be a distribution like {choice: [2, 3, 4]}, not %s (%s)",
-                       name, s_what (ov, buf, sizeof buf), hint);
-    if (s_check_keys (c, ov) < 0)
+    if (ov->type != CGQ_YAMLDOC_MAP)
+        return cgq_yamldoc_fail (
+            c->y, ov, "space.%s.of must be a distribution like {choice: [2, 3, 4]}, not %s (%s)",
+            name, cgq_yamldoc_what (ov, buf, sizeof buf), hint);
+    if (cgq_yamldoc_check_keys (c->y, ov) < 0)
         return -1;
-    for (size_t i = 0; i < s_npairs (ov); i++) {
-        const s_node_t *k = s_key (c, ov, i);
-        if (!strcmp (s_text (k), "repeat") || !strcmp (s_text (k), "of"))
-            return s_fail (c, k,
-                           "a repeat draws each element from one of: %s, not repeat (write a "
-                           "repeat of a choice whose values are lists instead)",
-                           s_inner_dists);
+    for (size_t i = 0; i < cgq_yamldoc_npairs (ov); i++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, ov, i);
+        if (!strcmp (cgq_yamldoc_text (k), "repeat") || !strcmp (cgq_yamldoc_text (k), "of"))
+            return cgq_yamldoc_fail (
+                c->y, k,
+                "a repeat draws each element from one of: %s, not repeat (write a "
+                "repeat of a choice whose values are lists instead)",
+                s_inner_dists);
     }
-    if (s_npairs (ov) != 1)
-        return s_fail (c, s_npairs (ov) ? s_key (c, ov, 1) : ov,
-                       "space.%s.of must have exactly one distribution key, found %zu (%s)", name,
-                       s_npairs (ov), hint);
+    if (cgq_yamldoc_npairs (ov) != 1)
+        return cgq_yamldoc_fail (
+            c->y, cgq_yamldoc_npairs (ov) ? cgq_yamldoc_key (c->y, ov, 1) : ov,
+            "space.%s.of must have exactly one distribution key, found %zu (%s)", name,
+            cgq_yamldoc_npairs (ov), hint);
     p->kind = CGQ_PARAM_REPEAT;
     p->repeat = (uint32_t) n;
     p->of = cgq_xcalloc (1, sizeof *p->of);
     p->of->line = ov->line;
     p->of->col = ov->col;
-    return s_parse_dist (c, name, s_key (c, ov, 0), s_val (c, ov, 0), p->of, true);
+    return s_parse_dist (c, name, cgq_yamldoc_key (c->y, ov, 0), cgq_yamldoc_val (c->y, ov, 0),
+                         p->of, true);
 }
 
 static void
@@ -938,49 +467,54 @@ s_param_fini (cgq_param_t *p)
 }
 
 static int
-s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v)
+s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *k,
+               const cgq_yamldoc_node_t *v)
 {
-    const char *name = s_text (k);
+    const char *name = cgq_yamldoc_text (k);
     if (!s_is_ident (name, k->len))
-        return s_fail (c, k,
-                       "bad parameter name '%s' (a name is a letter or _ followed by letters, "
-                       "digits or _, e.g. learning_rate)",
-                       name);
+        return cgq_yamldoc_fail (
+            c->y, k,
+            "bad parameter name '%s' (a name is a letter or _ followed by letters, "
+            "digits or _, e.g. learning_rate)",
+            name);
     for (size_t i = 0; i < sizeof s_builtins / sizeof *s_builtins; i++)
         if (!strcmp (name, s_builtins[i]))
-            return s_fail (c, k,
-                           "parameter name '%s' is taken by a built-in (job_id, trial_id, "
-                           "spec_dir are always defined; rename the parameter)",
-                           name);
+            return cgq_yamldoc_fail (
+                c->y, k,
+                "parameter name '%s' is taken by a built-in (job_id, trial_id, "
+                "spec_dir are always defined; rename the parameter)",
+                name);
 
     cgq_param_t *p = &spec->params[spec->nparams];
     memset (p, 0, sizeof *p);
     p->line = k->line;
     p->col = k->col;
     int rc = 0;
-    if (v->type != S_MAP) {
+    if (v->type != CGQ_YAMLDOC_MAP) {
         p->kind = CGQ_PARAM_CONST;
-        p->value = s_to_json (c, v, 0);
+        p->value = cgq_yamldoc_to_json (c->y, v);
         rc = p->value ? 0 : -1;
     }
-    else if (s_check_keys (c, v) < 0)
+    else if (cgq_yamldoc_check_keys (c->y, v) < 0)
         rc = -1;
     else {
         bool repeat = false;
-        for (size_t i = 0; i < s_npairs (v); i++) {
-            const char *d = s_text (s_key (c, v, i));
+        for (size_t i = 0; i < cgq_yamldoc_npairs (v); i++) {
+            const char *d = cgq_yamldoc_text (cgq_yamldoc_key (c->y, v, i));
             repeat |= !strcmp (d, "repeat") || !strcmp (d, "of");
         }
-        size_t nkeys = s_npairs (v);
+        size_t nkeys = cgq_yamldoc_npairs (v);
         if (repeat)
             rc = s_parse_repeat (c, name, v, p);
         else if (nkeys != 1)
-            rc = s_fail (c, nkeys ? s_key (c, v, 1) : v,
-                         "space.%s must have exactly one distribution key, found %zu (write "
-                         "%s: {choice: [a, b]}, or %s: {value: {...}} for a mapping constant)",
-                         name, nkeys, name, name);
+            rc = cgq_yamldoc_fail (
+                c->y, nkeys ? cgq_yamldoc_key (c->y, v, 1) : v,
+                "space.%s must have exactly one distribution key, found %zu (write "
+                "%s: {choice: [a, b]}, or %s: {value: {...}} for a mapping constant)",
+                name, nkeys, name, name);
         else
-            rc = s_parse_dist (c, name, s_key (c, v, 0), s_val (c, v, 0), p, false);
+            rc = s_parse_dist (c, name, cgq_yamldoc_key (c->y, v, 0), cgq_yamldoc_val (c->y, v, 0),
+                               p, false);
     }
     if (rc < 0) {
         s_param_fini (p);
@@ -993,17 +527,19 @@ s_parse_param (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *
 }
 
 static int
-s_parse_space (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_space (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "space", "write space: {lr: {loguniform: [1.0e-4, 1.0e-1]}}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "space",
+                                "write space: {lr: {loguniform: [1.0e-4, 1.0e-1]}}") < 0)
         return -1;
-    size_t n = s_npairs (v);
+    size_t n = cgq_yamldoc_npairs (v);
     spec->params = cgq_xcalloc (n, sizeof *spec->params);
     spec->param_index = json_object ();
-    for (size_t pi = 0; pi < s_npairs (v); pi++)
-        if (s_parse_param (c, spec, s_key (c, v, pi), s_val (c, v, pi)) < 0)
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++)
+        if (s_parse_param (c, spec, cgq_yamldoc_key (c->y, v, pi), cgq_yamldoc_val (c->y, v, pi)) <
+            0)
             return -1;
     return 0;
 }
@@ -1068,62 +604,66 @@ s_readers (const char *key, char *buf, size_t len)
 }
 
 static int
-s_get_u32 (s_ctx_t *c, const s_node_t *e, const char *what, long long min, const char *hint,
-           uint32_t *out)
+s_get_u32 (s_ctx_t *c, const cgq_yamldoc_node_t *e, const char *what, long long min,
+           const char *hint, uint32_t *out)
 {
     long long n;
-    if (s_get_int (c, e, what, min, 1000000, hint, &n) < 0)
+    if (cgq_yamldoc_get_int (c->y, e, what, min, 1000000, hint, &n) < 0)
         return -1;
     *out = (uint32_t) n;
     return 0;
 }
 
 static int
-s_get_prob (s_ctx_t *c, const s_node_t *e, const char *what, const char *hint, double *out)
+s_get_prob (s_ctx_t *c, const cgq_yamldoc_node_t *e, const char *what, const char *hint,
+            double *out)
 {
     double d;
-    if (s_get_number (c, e, what, hint, &d) < 0)
+    if (cgq_yamldoc_get_number (c->y, e, what, hint, &d) < 0)
         return -1;
     if (d < 0 || d > 1)
-        return s_fail (c, e, "%s must be a probability in [0, 1], not %s (%s)", what, s_text (e),
-                       hint);
+        return cgq_yamldoc_fail (c->y, e, "%s must be a probability in [0, 1], not %s (%s)", what,
+                                 cgq_yamldoc_text (e), hint);
     *out = d;
     return 0;
 }
 
-static int s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e);
+static int s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e);
 
 static int
-s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "search", "write search: {algorithm: random, samples: 16}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "search",
+                                "write search: {algorithm: random, samples: 16}") < 0)
         return -1;
     // The algorithm first: it decides which other keys mean something.
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        if (strcmp (s_text (k), "algorithm"))
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        if (strcmp (cgq_yamldoc_text (k), "algorithm"))
             continue;
         const char *a;
         char hint[128];
         snprintf (hint, sizeof hint, "write e.g. algorithm: random; one of: %s", s_alg_names);
-        if (s_get_text (c, e, "search.algorithm", hint, &a) < 0)
+        if (cgq_yamldoc_get_text (c->y, e, "search.algorithm", hint, &a) < 0)
             return -1;
         size_t i = 0;
         while (i < S_NALGS && strcmp (a, s_search_algs[i].name))
             i++;
         if (i == S_NALGS)
-            return s_fail (c, e, "unknown search.algorithm '%s' (expected one of: %s)", a,
-                           s_alg_names);
+            return cgq_yamldoc_fail (c->y, e, "unknown search.algorithm '%s' (expected one of: %s)",
+                                     a, s_alg_names);
         spec->search.algorithm = s_search_algs[i].alg;
         c->alg_node = e;
     }
     cgq_search_alg_t alg = spec->search.algorithm;
     const char *aname = cgq_spec_search_name (alg);
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *key = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *key = cgq_yamldoc_text (k);
         long long n;
         if (!strcmp (key, "algorithm"))
             continue;
@@ -1131,27 +671,30 @@ s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
             char who[128];
             s_readers (key, who, sizeof who);
             if (*who)
-                return s_fail (c, k,
-                               "search.%s applies to algorithm %s, not %s (remove it, or set "
-                               "algorithm: %.*s)",
-                               key, who, aname, (int) strcspn (who, ","), who);
+                return cgq_yamldoc_fail (
+                    c->y, k,
+                    "search.%s applies to algorithm %s, not %s (remove it, or set "
+                    "algorithm: %.*s)",
+                    key, who, aname, (int)strcspn (who, ","), who);
             for (size_t i = 0; i < S_NALGS; i++)
                 if (s_search_algs[i].alg == alg)
-                    return s_unknown_key (c, k, "search", s_search_algs[i].keys);
+                    return cgq_yamldoc_unknown_key (c->y, k, "search", s_search_algs[i].keys);
         }
         if (!strcmp (key, "samples")) {
-            if (s_get_int (c, e, "search.samples", 1, LLONG_MAX, "write e.g. samples: 16", &n) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "search.samples", 1, LLONG_MAX,
+                                     "write e.g. samples: 16", &n) < 0)
                 return -1;
             spec->search.samples = (uint64_t) n;
         }
         else if (!strcmp (key, "concurrency")) {
-            if (s_get_int (c, e, "search.concurrency", 0, UINT32_MAX,
-                           "write e.g. concurrency: 8, or 0 for no limit", &n) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "search.concurrency", 0, UINT32_MAX,
+                                     "write e.g. concurrency: 8, or 0 for no limit", &n) < 0)
                 return -1;
             spec->search.concurrency = (uint32_t) n;
         }
         else if (!strcmp (key, "seed")) {
-            if (s_get_int (c, e, "search.seed", 0, LLONG_MAX, "write e.g. seed: 1", &n) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "search.seed", 0, LLONG_MAX, "write e.g. seed: 1",
+                                     &n) < 0)
                 return -1;
             spec->search.seed = (uint64_t) n;
         }
@@ -1193,39 +736,45 @@ s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
         }
         else if (!strcmp (key, "points")) {
             if (c->file_key)
-                return s_fail (c, k, "search has both points and file (keep one of them)");
+                return cgq_yamldoc_fail (c->y, k,
+                                         "search has both points and file (keep one of them)");
             char buf[96];
-            if (e->type != S_SEQ || s_nitems (e) == 0)
-                return s_fail (c, e,
-                               "search.points must be a non-empty list of points, not %s (write "
-                               "points: [{lr: 0.01, hidden: 64}, {lr: 0.1, hidden: 128}])",
-                               e->type == S_SEQ ? "an empty list" : s_what (e, buf, sizeof buf));
-            for (size_t i = 0; i < s_nitems (e); i++) {
-                const s_node_t *pt = s_item (c, e, i);
-                if (pt->type != S_MAP)
-                    return s_fail (c, pt,
-                                   "search.points[%zu] must be a mapping of param values, not %s "
-                                   "(write {lr: 0.01, hidden: 64})",
-                                   i, s_what (pt, buf, sizeof buf));
+            if (e->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (e) == 0)
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "search.points must be a non-empty list of points, not %s (write "
+                    "points: [{lr: 0.01, hidden: 64}, {lr: 0.1, hidden: 128}])",
+                    e->type == CGQ_YAMLDOC_SEQ ? "an empty list"
+                                               : cgq_yamldoc_what (e, buf, sizeof buf));
+            for (size_t i = 0; i < cgq_yamldoc_nitems (e); i++) {
+                const cgq_yamldoc_node_t *pt = cgq_yamldoc_item (c->y, e, i);
+                if (pt->type != CGQ_YAMLDOC_MAP)
+                    return cgq_yamldoc_fail (
+                        c->y, pt,
+                        "search.points[%zu] must be a mapping of param values, not %s "
+                        "(write {lr: 0.01, hidden: 64})",
+                        i, cgq_yamldoc_what (pt, buf, sizeof buf));
             }
             json_decref (spec->search.points);
-            spec->search.points = s_to_json (c, e, 0);
+            spec->search.points = cgq_yamldoc_to_json (c->y, e);
             if (!spec->search.points)
                 return -1;
             c->points_node = e;
         }
         else if (!strcmp (key, "file")) {
             if (c->points_node)
-                return s_fail (c, k, "search has both points and file (keep one of them)");
+                return cgq_yamldoc_fail (c->y, k,
+                                         "search has both points and file (keep one of them)");
             c->file_key = k;
             if (s_read_points_file (c, spec, e) < 0)
                 return -1;
         }
     }
     if (alg == CGQ_SEARCH_LIST && !c->points_node && !c->file_key)
-        return s_fail (c, c->alg_node,
-                       "algorithm list needs the points to try (write points: [{lr: 0.01}, "
-                       "...] or file: points.jsonl)");
+        return cgq_yamldoc_fail (
+            c->y, c->alg_node,
+            "algorithm list needs the points to try (write points: [{lr: 0.01}, "
+            "...] or file: points.jsonl)");
     // Defaults that depend on the algorithm.
     bool evo = alg == CGQ_SEARCH_EVOLUTION, ns = alg == CGQ_SEARCH_NSGA2;
     if (!spec->search.population)
@@ -1239,11 +788,12 @@ s_parse_search (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
     if (!spec->search.candidates)
         spec->search.candidates = 1000;
     if (evo && spec->search.tournament > spec->search.population)
-        return s_fail (c, v,
-                       "search.tournament %u is larger than search.population %u (a tournament "
-                       "draws from the population; write e.g. tournament: %u)",
-                       spec->search.tournament, spec->search.population,
-                       spec->search.population < 5 ? spec->search.population : 5);
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "search.tournament %u is larger than search.population %u (a tournament "
+            "draws from the population; write e.g. tournament: %u)",
+            spec->search.tournament, spec->search.population,
+            spec->search.population < 5 ? spec->search.population : 5);
     (void) ns;
     return 0;
 }
@@ -1319,10 +869,11 @@ s_csv_field (const char **p, bool *bad)
 // spec->search.points: .jsonl / .ndjson (one JSON object a line), .json (one
 // array of objects) or .csv (a header of param names, then one point a line).
 static int
-s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
+s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e)
 {
     const char *name;
-    if (s_get_text (c, e, "search.file", "write file: points.jsonl (or .csv, .json)", &name) < 0)
+    if (cgq_yamldoc_get_text (c->y, e, "search.file", "write file: points.jsonl (or .csv, .json)",
+                              &name) < 0)
         return -1;
     c->file_node = e;
     free (spec->search.file);
@@ -1334,22 +885,25 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
               : !strcmp (ext, "csv")                            ? 3
                                                                 : 0;
     if (!fmt)
-        return s_fail (c, e,
-                       "search.file '%s' must end in .jsonl, .ndjson, .json or .csv (the format "
-                       "of the points)",
-                       name);
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "search.file '%s' must end in .jsonl, .ndjson, .json or .csv (the format "
+            "of the points)",
+            name);
     if (!c->dir)
-        return s_fail (c, e,
-                       "search.file '%s' is read where the spec file is, by cgq validate and "
-                       "cgq submit, which send its points inline (write points: [...] to pass "
-                       "them in the text)",
-                       name);
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "search.file '%s' is read where the spec file is, by cgq validate and "
+            "cgq submit, which send its points inline (write points: [...] to pass "
+            "them in the text)",
+            name);
     char *path = name[0] == '/' ? cgq_xstrdup (name) : cgq_xasprintf ("%s/%s", c->dir, name);
     FILE *f = fopen (path, "rb");
     if (!f) {
-        int rc = s_fail (c, e, "search.file '%s': cannot read %s: %s (the path is relative to "
-                               "the spec's directory)",
-                         name, path, strerror (errno));
+        int rc = cgq_yamldoc_fail (c->y, e,
+                                   "search.file '%s': cannot read %s: %s (the path is relative to "
+                                   "the spec's directory)",
+                                   name, path, strerror (errno));
         free (path);
         return rc;
     }
@@ -1363,15 +917,17 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
     fclose (f);
     if (b.len > s_max_bytes) {
         cgq_buf_fini (&b);
-        return s_fail (c, e,
-                       "search.file '%s' is longer than %lu bytes (the points travel inside the "
-                       "spec, which has that limit; split the search)",
-                       name, (unsigned long) s_max_bytes);
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "search.file '%s' is longer than %lu bytes (the points travel inside the "
+            "spec, which has that limit; split the search)",
+            name, (unsigned long)s_max_bytes);
     }
     const char *text = b.data ? b.data : "";
     if (b.len && memchr (text, 0, b.len)) {
         cgq_buf_fini (&b);
-        return s_fail (c, e, "search.file '%s' holds a NUL byte (points are UTF-8 text)", name);
+        return cgq_yamldoc_fail (c->y, e,
+                                 "search.file '%s' holds a NUL byte (points are UTF-8 text)", name);
     }
     json_t *points = json_array ();
     size_t cap = 0, lineno = 0;
@@ -1381,11 +937,12 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
         json_error_t je;
         json_t *all = json_loadb (text, b.len, 0, &je);
         if (!json_is_array (all))
-            rc = s_fail (c, e, "search.file %s:%d: %s (write a JSON array of objects)", name,
-                         je.line, all ? "not a JSON array" : je.text);
+            rc = cgq_yamldoc_fail (c->y, e, "search.file %s:%d: %s (write a JSON array of objects)",
+                                   name, je.line, all ? "not a JSON array" : je.text);
         for (size_t i = 0; rc == 0 && i < json_array_size (all); i++) {
             if (!json_is_object (json_array_get (all, i)))
-                rc = s_fail (c, e, "search.file %s: point %zu is not a JSON object", name, i);
+                rc = cgq_yamldoc_fail (c->y, e, "search.file %s: point %zu is not a JSON object",
+                                       name, i);
             json_array_append (points, json_array_get (all, i));
         }
         json_decref (all);
@@ -1410,8 +967,9 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
             json_error_t je;
             pt = json_loads (l, 0, &je);
             if (!json_is_object (pt))
-                rc = s_fail (c, e, "search.file %s:%zu: %s (write one JSON object a line)", name,
-                             lineno, pt ? "not a JSON object" : je.text);
+                rc = cgq_yamldoc_fail (c->y, e,
+                                       "search.file %s:%zu: %s (write one JSON object a line)",
+                                       name, lineno, pt ? "not a JSON object" : je.text);
         }
         else if (!header) {
             header = json_array ();
@@ -1422,8 +980,8 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
                     json_array_append_new (header, h);
             }
             if (bad)
-                rc = s_fail (c, e, "search.file %s:%zu: unterminated quote in the header", name,
-                             lineno);
+                rc = cgq_yamldoc_fail (
+                    c->y, e, "search.file %s:%zu: unterminated quote in the header", name, lineno);
             free (l);
             continue;
         }
@@ -1438,9 +996,9 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
                 json_t *h = json_array_get (header, i);
                 if (!h) {
                     json_decref (val);
-                    rc = s_fail (c, e,
-                                 "search.file %s:%zu: more fields than the header's %zu names",
-                                 name, lineno, json_array_size (header));
+                    rc = cgq_yamldoc_fail (
+                        c->y, e, "search.file %s:%zu: more fields than the header's %zu names",
+                        name, lineno, json_array_size (header));
                     break;
                 }
                 char *hs = cgq_space_value_str (h);
@@ -1448,10 +1006,12 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
                 free (hs);
             }
             if (bad)
-                rc = s_fail (c, e, "search.file %s:%zu: unterminated quote", name, lineno);
+                rc = cgq_yamldoc_fail (c->y, e, "search.file %s:%zu: unterminated quote", name,
+                                       lineno);
             else if (rc == 0 && i != json_array_size (header))
-                rc = s_fail (c, e, "search.file %s:%zu: %zu fields, the header has %zu names",
-                             name, lineno, i, json_array_size (header));
+                rc = cgq_yamldoc_fail (c->y, e,
+                                       "search.file %s:%zu: %zu fields, the header has %zu names",
+                                       name, lineno, i, json_array_size (header));
         }
         free (l);
         if (rc < 0) {
@@ -1469,7 +1029,8 @@ s_read_points_file (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *e)
     json_decref (header);
     cgq_buf_fini (&b);
     if (rc == 0 && json_array_size (points) == 0)
-        rc = s_fail (c, e, "search.file '%s' holds no points (write one point a line)", name);
+        rc = cgq_yamldoc_fail (c->y, e, "search.file '%s' holds no points (write one point a line)",
+                               name);
     if (rc < 0) {
         json_decref (points);
         return -1;
@@ -1486,7 +1047,8 @@ s_check_points (s_ctx_t *c, cgq_spec_t *spec)
 {
     for (size_t i = 0; i < json_array_size (spec->search.points); i++) {
         json_t *pt = json_array_get (spec->search.points, i);
-        const s_node_t *at = c->points_node ? s_item (c, c->points_node, i) : c->file_node;
+        const cgq_yamldoc_node_t *at =
+            c->points_node ? cgq_yamldoc_item (c->y, c->points_node, i) : c->file_node;
         char where[512];
         if (c->points_node)
             snprintf (where, sizeof where, "search.points[%zu]", i);
@@ -1501,22 +1063,25 @@ s_check_points (s_ctx_t *c, cgq_spec_t *spec)
         {
             const cgq_param_t *p = cgq_spec_param (spec, key);
             if (!p)
-                return s_fail (c, at,
-                               "%s names '%s', which is not a param of space (declare it in "
-                               "space, e.g. %s: {choice: [...]}, or remove it)",
-                               where, key, key);
+                return cgq_yamldoc_fail (
+                    c->y, at,
+                    "%s names '%s', which is not a param of space (declare it in "
+                    "space, e.g. %s: {choice: [...]}, or remove it)",
+                    where, key, key);
             if (p->kind == CGQ_PARAM_CONST)
-                return s_fail (c, at,
-                               "%s sets '%s', a constant of space (remove it from the point, or "
-                               "make the param a distribution)",
-                               where, key);
+                return cgq_yamldoc_fail (
+                    c->y, at,
+                    "%s sets '%s', a constant of space (remove it from the point, or "
+                    "make the param a distribution)",
+                    where, key);
         }
         for (size_t j = 0; j < spec->nparams; j++) {
             const cgq_param_t *p = &spec->params[j];
             if (p->kind != CGQ_PARAM_CONST && !json_object_get (pt, p->name))
-                return s_fail (c, at, "%s has no value for param '%s' (every point sets every "
-                                      "param that is not a constant)",
-                               where, p->name);
+                return cgq_yamldoc_fail (c->y, at,
+                                         "%s has no value for param '%s' (every point sets every "
+                                         "param that is not a constant)",
+                                         where, p->name);
         }
     }
     return 0;
@@ -1535,31 +1100,34 @@ s_objective_fini (cgq_objective_t *o)
 // s_parse_one_objective reads {metric: NAME | expr: TEXT, mode: max | min}
 // into o; where names it in messages ("objective", "objectives[1]").
 static int
-s_parse_one_objective (s_ctx_t *c, const char *where, const s_node_t *key, const s_node_t *v,
-                       cgq_objective_t *o)
+s_parse_one_objective (s_ctx_t *c, const char *where, const cgq_yamldoc_node_t *key,
+                       const cgq_yamldoc_node_t *v, cgq_objective_t *o)
 {
     char hint[128], what[96];
     snprintf (hint, sizeof hint, "write %s: {metric: val_loss, mode: min}", where);
-    if (s_expect_map (c, v, where, hint) < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, where, hint) < 0)
         return -1;
     const char *metric = NULL;
-    const s_node_t *first = NULL;
+    const cgq_yamldoc_node_t *first = NULL;
     int mode = 0;
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         if (!strcmp (kt, "metric") || !strcmp (kt, "expr")) {
             if (first)
-                return s_fail (c, k,
-                               "%s has both metric and expr (keep one: metric: NAME, or expr: "
-                               "\"(acc*100)/latency\")",
-                               where);
+                return cgq_yamldoc_fail (
+                    c->y, k,
+                    "%s has both metric and expr (keep one: metric: NAME, or expr: "
+                    "\"(acc*100)/latency\")",
+                    where);
             first = k;
             snprintf (what, sizeof what, "%s.%s", where, kt);
-            if (s_get_text (c, e, what,
-                            !strcmp (kt, "metric") ? "write metric: val_loss"
-                                                   : "write expr: \"(acc*100)/latency_gpu\"",
-                            &metric) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, what,
+                                      !strcmp (kt, "metric")
+                                          ? "write metric: val_loss"
+                                          : "write expr: \"(acc*100)/latency_gpu\"",
+                                      &metric) < 0)
                 return -1;
             if (!strcmp (kt, "expr")) {
                 int column = 1;
@@ -1569,48 +1137,53 @@ s_parse_one_objective (s_ctx_t *c, const char *where, const s_node_t *key, const
                     const char *m = strstr (msg, ": ");
                     m = m ? m + 2 : msg;
                     int col = e->col + (e->quoted ? 1 : 0) + column - 1;
-                    return s_fail_at (c, e->line, col, "%s: %s", what, m);
+                    return cgq_yamldoc_fail_at (c->y, e->line, col, "%s: %s", what, m);
                 }
             }
         }
         else if (!strcmp (kt, "mode")) {
             const char *m;
             snprintf (what, sizeof what, "%s.mode", where);
-            if (s_get_text (c, e, what, "write mode: max or mode: min", &m) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, what, "write mode: max or mode: min", &m) < 0)
                 return -1;
             if (!strcmp (m, "max"))
                 mode = 1;
             else if (!strcmp (m, "min"))
                 mode = -1;
             else
-                return s_fail (c, e, "%s must be max or min, not '%s' (write mode: max or mode: min)",
-                               what, m);
+                return cgq_yamldoc_fail (
+                    c->y, e, "%s must be max or min, not '%s' (write mode: max or mode: min)", what,
+                    m);
         }
         else
-            return s_unknown_key (c, k, where, "metric, expr, mode");
+            return cgq_yamldoc_unknown_key (c->y, k, where, "metric, expr, mode");
     }
     if (!metric)
-        return s_fail (c, key,
-                       "%s.metric is missing (write metric: NAME, a metric that the trial "
-                       "reports, or expr: \"(acc*100)/latency\")",
-                       where);
+        return cgq_yamldoc_fail (
+            c->y, key,
+            "%s.metric is missing (write metric: NAME, a metric that the trial "
+            "reports, or expr: \"(acc*100)/latency\")",
+            where);
     if (!mode)
-        return s_fail (c, key, "%s.mode is missing (write mode: max or mode: min)", where);
+        return cgq_yamldoc_fail (c->y, key, "%s.mode is missing (write mode: max or mode: min)",
+                                 where);
     o->metric = cgq_xstrdup (metric);
     o->mode = mode;
     return 0;
 }
 
 static int
-s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
+                   const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
     if (c->objectives_key)
-        return s_fail (c, key,
-                       "objective and objectives are exclusive (objectives written at %d:%d; "
-                       "keep one of them)",
-                       c->objectives_key->line, c->objectives_key->col);
+        return cgq_yamldoc_fail (
+            c->y, key,
+            "objective and objectives are exclusive (objectives written at %d:%d; "
+            "keep one of them)",
+            c->objectives_key->line, c->objectives_key->col);
     c->objective_key = key;
     if (s_parse_one_objective (c, "objective", key, v, &spec->objective) < 0)
         return -1;
@@ -1619,28 +1192,32 @@ s_parse_objective (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_no
 }
 
 static int
-s_parse_objectives (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+s_parse_objectives (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
+                    const cgq_yamldoc_node_t *v)
 {
     char buf[96];
     if (c->objective_key)
-        return s_fail (c, key,
-                       "objective and objectives are exclusive (objective written at %d:%d; "
-                       "keep one of them)",
-                       c->objective_key->line, c->objective_key->col);
+        return cgq_yamldoc_fail (
+            c->y, key,
+            "objective and objectives are exclusive (objective written at %d:%d; "
+            "keep one of them)",
+            c->objective_key->line, c->objective_key->col);
     c->objectives_key = key;
     const char *hint = "write objectives: [{metric: time, mode: min}, {metric: memory, mode: min}]";
-    if (v->type != S_SEQ)
-        return s_fail (c, v, "objectives must be a list of 2 to %d objectives, not %s (%s)",
-                       CGQ_SPEC_MAX_OBJECTIVES, s_what (v, buf, sizeof buf), hint);
-    if (s_nitems (v) < 2 || s_nitems (v) > CGQ_SPEC_MAX_OBJECTIVES)
-        return s_fail (c, v,
-                       "objectives must list 2 to %d objectives, not %zu (%s; write objective: "
-                       "{...} for one)",
-                       CGQ_SPEC_MAX_OBJECTIVES, s_nitems (v), hint);
-    for (size_t i = 0; i < s_nitems (v); i++) {
+    if (v->type != CGQ_YAMLDOC_SEQ)
+        return cgq_yamldoc_fail (
+            c->y, v, "objectives must be a list of 2 to %d objectives, not %s (%s)",
+            CGQ_SPEC_MAX_OBJECTIVES, cgq_yamldoc_what (v, buf, sizeof buf), hint);
+    if (cgq_yamldoc_nitems (v) < 2 || cgq_yamldoc_nitems (v) > CGQ_SPEC_MAX_OBJECTIVES)
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "objectives must list 2 to %d objectives, not %zu (%s; write objective: "
+            "{...} for one)",
+            CGQ_SPEC_MAX_OBJECTIVES, cgq_yamldoc_nitems (v), hint);
+    for (size_t i = 0; i < cgq_yamldoc_nitems (v); i++) {
         char where[48];
         snprintf (where, sizeof where, "objectives[%zu]", i);
-        const s_node_t *e = s_item (c, v, i);
+        const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, i);
         if (s_parse_one_objective (c, where, e, e, &spec->objectives[i]) < 0)
             return -1;
         spec->nobjectives = i + 1;
@@ -1667,72 +1244,79 @@ cgq_notify_event_name (unsigned event)
 }
 
 static int
-s_notify_event (s_ctx_t *c, const s_node_t *e, unsigned *on)
+s_notify_event (s_ctx_t *c, const cgq_yamldoc_node_t *e, unsigned *on)
 {
     const char *t;
-    if (s_get_text (c, e, "notify.on", "write on: [finished, failed]", &t) < 0)
+    if (cgq_yamldoc_get_text (c->y, e, "notify.on", "write on: [finished, failed]", &t) < 0)
         return -1;
     for (size_t i = 0; i < sizeof s_notify_events / sizeof s_notify_events[0]; i++)
         if (!strcmp (t, s_notify_events[i].name)) {
             *on |= s_notify_events[i].bit;
             return 0;
         }
-    return s_fail (c, e, "unknown notify event '%s' (expected one of: finished, failed, cancelled)",
-                   t);
+    return cgq_yamldoc_fail (
+        c->y, e, "unknown notify event '%s' (expected one of: finished, failed, cancelled)", t);
 }
 
 static int
-s_parse_notify (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+s_parse_notify (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
+                const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "notify",
-                      "write notify: {url: http://host:port/path, on: [finished, failed]}") < 0)
+    if (cgq_yamldoc_expect_map (
+            c->y, v, "notify",
+            "write notify: {url: http://host:port/path, on: [finished, failed]}") < 0)
         return -1;
     bool on_given = false;
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         if (!strcmp (kt, "url")) {
             const char *t;
-            if (s_get_text (c, e, "notify.url", "write url: http://host:port/path", &t) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "notify.url", "write url: http://host:port/path",
+                                      &t) < 0)
                 return -1;
             const char *rest = !strncmp (t, "http://", 7)    ? t + 7
                                : !strncmp (t, "https://", 8) ? t + 8
                                                              : NULL;
             if (!rest)
-                return s_fail (c, e,
-                               "notify.url '%s' is not an http:// or https:// URL (write url: "
-                               "http://host:port/path)",
-                               t);
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "notify.url '%s' is not an http:// or https:// URL (write url: "
+                    "http://host:port/path)",
+                    t);
             if (!*rest || *rest == '/' || strpbrk (t, " \t\r\n"))
-                return s_fail (c, e,
-                               "notify.url '%s' has no host or holds a space (write url: "
-                               "http://host:port/path)",
-                               t);
+                return cgq_yamldoc_fail (c->y, e,
+                                         "notify.url '%s' has no host or holds a space (write url: "
+                                         "http://host:port/path)",
+                                         t);
             free (spec->notify.url);
             spec->notify.url = cgq_xstrdup (t);
         }
         else if (!strcmp (kt, "on")) {
             on_given = true;
             spec->notify.on = 0;
-            if (e->type == S_SEQ) {
-                if (!s_nitems (e))
-                    return s_fail (c, e,
-                                   "notify.on is empty (write on: [finished, failed], or remove "
-                                   "notify)");
-                for (size_t i = 0; i < s_nitems (e); i++)
-                    if (s_notify_event (c, s_item (c, e, i), &spec->notify.on) < 0)
+            if (e->type == CGQ_YAMLDOC_SEQ) {
+                if (!cgq_yamldoc_nitems (e))
+                    return cgq_yamldoc_fail (
+                        c->y, e,
+                        "notify.on is empty (write on: [finished, failed], or remove "
+                        "notify)");
+                for (size_t i = 0; i < cgq_yamldoc_nitems (e); i++)
+                    if (s_notify_event (c, cgq_yamldoc_item (c->y, e, i), &spec->notify.on) < 0)
                         return -1;
             }
             else if (s_notify_event (c, e, &spec->notify.on) < 0)
                 return -1;
         }
         else
-            return s_unknown_key (c, k, "notify", "url, on");
+            return cgq_yamldoc_unknown_key (c->y, k, "notify", "url, on");
     }
     if (!spec->notify.url)
-        return s_fail (c, key, "notify.url is missing (write url: http://host:port/path)");
+        return cgq_yamldoc_fail (c->y, key,
+                                 "notify.url is missing (write url: http://host:port/path)");
     if (!on_given)
         spec->notify.on = CGQ_NOTIFY_FINISHED | CGQ_NOTIFY_FAILED;
     return 0;
@@ -1741,102 +1325,112 @@ s_parse_notify (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_
 // --- early_stop -------------------------------------------------------------------
 
 static int
-s_parse_early_stop (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *key, const s_node_t *v)
+s_parse_early_stop (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
+                    const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
     c->early_key = key;
-    if (s_expect_map (c, v, "early_stop",
-                      "write early_stop: {algorithm: asha, attribute: epoch, grace: 1, "
-                      "reduction: 3, max: 100}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "early_stop",
+                                "write early_stop: {algorithm: asha, attribute: epoch, grace: 1, "
+                                "reduction: 3, max: 100}") < 0)
         return -1;
     spec->early_stop.grace = 1;
     spec->early_stop.reduction = 3;
     spec->early_stop.max = 100;
-    const s_node_t *max_node = NULL;
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    const cgq_yamldoc_node_t *max_node = NULL;
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         const char *t;
         long long n;
         if (!strcmp (kt, "algorithm")) {
-            if (s_get_text (c, e, "early_stop.algorithm", "write algorithm: asha or median", &t) <
-                0)
+            if (cgq_yamldoc_get_text (c->y, e, "early_stop.algorithm",
+                                      "write algorithm: asha or median", &t) < 0)
                 return -1;
             if (!strcmp (t, "asha"))
                 spec->early_stop.algorithm = CGQ_EARLY_STOP_ASHA;
             else if (!strcmp (t, "median"))
                 spec->early_stop.algorithm = CGQ_EARLY_STOP_MEDIAN;
             else
-                return s_fail (c, e,
-                               "unknown early_stop.algorithm '%s' (expected one of: asha, "
-                               "median)",
-                               t);
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "unknown early_stop.algorithm '%s' (expected one of: asha, "
+                    "median)",
+                    t);
         }
         else if (!strcmp (kt, "attribute") || !strcmp (kt, "metric")) {
             char what[64];
             snprintf (what, sizeof what, "early_stop.%s", kt);
-            if (s_get_text (c, e, what,
-                            !strcmp (kt, "metric") ? "write metric: val_loss"
-                                                   : "write attribute: epoch",
-                            &t) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, what,
+                                      !strcmp (kt, "metric") ? "write metric: val_loss"
+                                                             : "write attribute: epoch",
+                                      &t) < 0)
                 return -1;
             char **dst = !strcmp (kt, "metric") ? &spec->early_stop.metric
                                                 : &spec->early_stop.attribute;
             *dst = cgq_xstrdup (t);
         }
         else if (!strcmp (kt, "mode")) {
-            if (s_get_text (c, e, "early_stop.mode", "write mode: max or mode: min", &t) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "early_stop.mode", "write mode: max or mode: min",
+                                      &t) < 0)
                 return -1;
             if (strcmp (t, "max") && strcmp (t, "min"))
-                return s_fail (c, e,
-                               "early_stop.mode must be max or min, not '%s' (write mode: max "
-                               "or mode: min)",
-                               t);
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "early_stop.mode must be max or min, not '%s' (write mode: max "
+                    "or mode: min)",
+                    t);
             spec->early_stop.mode = !strcmp (t, "max") ? 1 : -1;
             c->es_mode_given = true;
         }
         else if (!strcmp (kt, "grace")) {
-            if (s_get_int (c, e, "early_stop.grace", 1, LLONG_MAX, "write e.g. grace: 1", &n) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "early_stop.grace", 1, LLONG_MAX,
+                                     "write e.g. grace: 1", &n) < 0)
                 return -1;
             spec->early_stop.grace = (uint64_t) n;
         }
         else if (!strcmp (kt, "max")) {
-            if (s_get_int (c, e, "early_stop.max", 1, LLONG_MAX, "write e.g. max: 100", &n) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "early_stop.max", 1, LLONG_MAX, "write e.g. max: 100",
+                                     &n) < 0)
                 return -1;
             spec->early_stop.max = (uint64_t) n;
             max_node = e;
         }
         else if (!strcmp (kt, "reduction")) {
             double d;
-            if (s_get_number (c, e, "early_stop.reduction", "write e.g. reduction: 3", &d) < 0)
+            if (cgq_yamldoc_get_number (c->y, e, "early_stop.reduction", "write e.g. reduction: 3",
+                                        &d) < 0)
                 return -1;
             if (!(d > 1) || !isfinite (d))
-                return s_fail (c, e,
-                               "early_stop.reduction must be a number > 1, not %s (write e.g. "
-                               "reduction: 3: a third of the trials go on at each rung)",
-                               s_text (e));
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "early_stop.reduction must be a number > 1, not %s (write e.g. "
+                    "reduction: 3: a third of the trials go on at each rung)",
+                    cgq_yamldoc_text (e));
             spec->early_stop.reduction = d;
             c->reduction_key = k;
         }
         else
-            return s_unknown_key (c, k, "early_stop",
-                                  "algorithm, attribute, metric, mode, grace, reduction, max");
+            return cgq_yamldoc_unknown_key (
+                c->y, k, "early_stop", "algorithm, attribute, metric, mode, grace, reduction, max");
     }
     if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
-        return s_fail (c, key,
-                       "early_stop.algorithm is missing (write algorithm: asha or algorithm: "
-                       "median)");
+        return cgq_yamldoc_fail (
+            c->y, key,
+            "early_stop.algorithm is missing (write algorithm: asha or algorithm: "
+            "median)");
     if (c->reduction_key && spec->early_stop.algorithm != CGQ_EARLY_STOP_ASHA)
-        return s_fail (c, c->reduction_key,
-                       "early_stop.reduction applies to algorithm asha only (remove it)");
+        return cgq_yamldoc_fail (c->y, c->reduction_key,
+                                 "early_stop.reduction applies to algorithm asha only (remove it)");
     if (spec->early_stop.max < spec->early_stop.grace)
-        return s_fail (c, max_node ? max_node : key,
-                       "early_stop.max %llu is below early_stop.grace %llu (no trial could be "
-                       "stopped; write max: %llu or more)",
-                       (unsigned long long) spec->early_stop.max,
-                       (unsigned long long) spec->early_stop.grace,
-                       (unsigned long long) spec->early_stop.grace);
+        return cgq_yamldoc_fail (
+            c->y, max_node ? max_node : key,
+            "early_stop.max %llu is below early_stop.grace %llu (no trial could be "
+            "stopped; write max: %llu or more)",
+            (unsigned long long)spec->early_stop.max, (unsigned long long)spec->early_stop.grace,
+            (unsigned long long)spec->early_stop.grace);
     if (!spec->early_stop.attribute)
         spec->early_stop.attribute = cgq_xstrdup ("epoch");
     return 0;
@@ -1852,10 +1446,11 @@ s_check_early_stop (s_ctx_t *c, cgq_spec_t *spec)
     const cgq_objective_t *o = spec->nobjectives == 1 ? &spec->objective : NULL;
     if (!spec->early_stop.metric) {
         if (!o)
-            return s_fail (c, c->early_key,
-                           "early_stop.metric is missing and the spec has %s (write metric: NAME "
-                           "and mode: max or min)",
-                           spec->nobjectives ? "several objectives" : "no objective");
+            return cgq_yamldoc_fail (
+                c->y, c->early_key,
+                "early_stop.metric is missing and the spec has %s (write metric: NAME "
+                "and mode: max or min)",
+                spec->nobjectives ? "several objectives" : "no objective");
         spec->early_stop.metric = cgq_xstrdup (o->metric);
         spec->early_stop.expr = o->expr;
         if (!c->es_mode_given)
@@ -1863,10 +1458,11 @@ s_check_early_stop (s_ctx_t *c, cgq_spec_t *spec)
     }
     else if (!c->es_mode_given) {
         if (!o || strcmp (o->metric, spec->early_stop.metric))
-            return s_fail (c, c->early_key,
-                           "early_stop.mode is missing (write mode: max or mode: min: which way "
-                           "early_stop.metric '%s' is better)",
-                           spec->early_stop.metric);
+            return cgq_yamldoc_fail (
+                c->y, c->early_key,
+                "early_stop.mode is missing (write mode: max or mode: min: which way "
+                "early_stop.metric '%s' is better)",
+                spec->early_stop.metric);
         spec->early_stop.mode = o->mode;
         spec->early_stop.expr = o->expr;
     }
@@ -1878,135 +1474,146 @@ static int
 s_check_search (s_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
-    const s_node_t *at = c->alg_node;
+    const cgq_yamldoc_node_t *at = c->alg_node;
     if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES) && spec->nobjectives != 1)
-        return s_fail (c, at,
-                       "algorithm %s optimises one objective, and the spec has %s (write "
-                       "objective: {metric: NAME, mode: max}%s)",
-                       cgq_spec_search_name (alg),
-                       spec->nobjectives ? "several (objectives: [...])" : "none",
-                       spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "algorithm %s optimises one objective, and the spec has %s (write "
+            "objective: {metric: NAME, mode: max}%s)",
+            cgq_spec_search_name (alg), spec->nobjectives ? "several (objectives: [...])" : "none",
+            spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
     if (alg == CGQ_SEARCH_NSGA2 && spec->nobjectives == 0)
-        return s_fail (c, at,
-                       "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
-                       "mode: min}, {metric: memory, mode: min}])");
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
+            "mode: min}, {metric: memory, mode: min}])");
     if (alg == CGQ_SEARCH_LIST)
         return s_check_points (c, spec);
     return 0;
 }
 
 static int
-s_parse_resources (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_resources (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "trial.resources", "write resources: {cpu: 1, gpu: 0.5, memory: 4G}") <
-        0)
+    if (cgq_yamldoc_expect_map (c->y, v, "trial.resources",
+                                "write resources: {cpu: 1, gpu: 0.5, memory: 4G}") < 0)
         return -1;
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         double d;
         char buf[96];
         if (!strcmp (kt, "cpu")) {
-            if (s_get_number (c, e, "trial.resources.cpu", "write e.g. cpu: 2 or cpu: 0.5", &d) < 0)
+            if (cgq_yamldoc_get_number (c->y, e, "trial.resources.cpu",
+                                        "write e.g. cpu: 2 or cpu: 0.5", &d) < 0)
                 return -1;
             if (d < 0)
-                return s_fail (c, e, "trial.resources.cpu must be >= 0, not %s (write e.g. cpu: 1)",
-                               s_text (e));
+                return cgq_yamldoc_fail (
+                    c->y, e, "trial.resources.cpu must be >= 0, not %s (write e.g. cpu: 1)",
+                    cgq_yamldoc_text (e));
             spec->trial.cpu = d;
         }
         else if (!strcmp (kt, "gpu")) {
-            if (s_get_number (c, e, "trial.resources.gpu", "write e.g. gpu: 1 or gpu: 0.5", &d) < 0)
+            if (cgq_yamldoc_get_number (c->y, e, "trial.resources.gpu",
+                                        "write e.g. gpu: 1 or gpu: 0.5", &d) < 0)
                 return -1;
             if (d < 0)
-                return s_fail (c, e, "trial.resources.gpu must be >= 0, not %s (write e.g. gpu: 1)",
-                               s_text (e));
+                return cgq_yamldoc_fail (
+                    c->y, e, "trial.resources.gpu must be >= 0, not %s (write e.g. gpu: 1)",
+                    cgq_yamldoc_text (e));
             if (d > 1 && d != floor (d))
-                return s_fail (c, e,
-                               "trial.resources.gpu %s is neither a share of one GPU (<= 1) "
-                               "nor a whole number of GPUs (write gpu: %.0f or gpu: %.0f)",
-                               s_text (e), floor (d), ceil (d));
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "trial.resources.gpu %s is neither a share of one GPU (<= 1) "
+                    "nor a whole number of GPUs (write gpu: %.0f or gpu: %.0f)",
+                    cgq_yamldoc_text (e), floor (d), ceil (d));
             spec->trial.gpu = d;
         }
         else if (!strcmp (kt, "memory")) {
             uint64_t bytes;
-            if (e->type != S_SCALAR || s_is_null (e) || cgq_parse_bytes (s_text (e), &bytes) < 0)
-                return s_fail (c, e,
-                               "trial.resources.memory must be a size like 4G, 512M or a "
-                               "number of bytes, not %s (write e.g. memory: 4G)",
-                               s_what (e, buf, sizeof buf));
+            if (e->type != CGQ_YAMLDOC_SCALAR || cgq_yamldoc_is_null (e) ||
+                cgq_parse_bytes (cgq_yamldoc_text (e), &bytes) < 0)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "trial.resources.memory must be a size like 4G, 512M or a "
+                                         "number of bytes, not %s (write e.g. memory: 4G)",
+                                         cgq_yamldoc_what (e, buf, sizeof buf));
             spec->trial.memory = bytes;
         }
         else
-            return s_unknown_key (c, k, "trial.resources", "cpu, gpu, memory");
+            return cgq_yamldoc_unknown_key (c->y, k, "trial.resources", "cpu, gpu, memory");
     }
     return 0;
 }
 
 static int
-s_parse_env (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_env (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "trial.env", "write env: {DATA_DIR: /data}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "trial.env", "write env: {DATA_DIR: /data}") < 0)
         return -1;
-    size_t n = s_npairs (v);
+    size_t n = cgq_yamldoc_npairs (v);
     spec->trial.env_keys = cgq_xcalloc (n, sizeof (char *));
     spec->trial.env_vals = cgq_xcalloc (n, sizeof (char *));
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         char buf[96];
         if (!s_is_ident (kt, k->len))
-            return s_fail (c, k,
-                           "bad environment variable name '%s' in trial.env (use letters, "
-                           "digits and _, e.g. DATA_DIR)",
-                           kt);
-        if (e->type != S_SCALAR || strlen (s_text (e)) != e->len)
-            return s_fail (c, e, "trial.env.%s must be a string, not %s (write %s: \"value\")", kt,
-                           e->type == S_SCALAR ? "text with a NUL byte"
-                                               : s_what (e, buf, sizeof buf),
-                           kt);
+            return cgq_yamldoc_fail (
+                c->y, k,
+                "bad environment variable name '%s' in trial.env (use letters, "
+                "digits and _, e.g. DATA_DIR)",
+                kt);
+        if (e->type != CGQ_YAMLDOC_SCALAR || strlen (cgq_yamldoc_text (e)) != e->len)
+            return cgq_yamldoc_fail (
+                c->y, e, "trial.env.%s must be a string, not %s (write %s: \"value\")", kt,
+                e->type == CGQ_YAMLDOC_SCALAR ? "text with a NUL byte"
+                                              : cgq_yamldoc_what (e, buf, sizeof buf),
+                kt);
         spec->trial.env_keys[spec->trial.nenv] = cgq_xstrdup (kt);
-        spec->trial.env_vals[spec->trial.nenv] = cgq_xstrdup (s_text (e));
+        spec->trial.env_vals[spec->trial.nenv] = cgq_xstrdup (cgq_yamldoc_text (e));
         spec->trial.nenv++;
     }
     return 0;
 }
 
 static int
-s_parse_command (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_command (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
     const char *hint = "write command: python3 train.py --lr {lr}, or a list of arguments";
     char buf[96];
-    if (v->type == S_SEQ) {
-        size_t n = s_nitems (v);
+    if (v->type == CGQ_YAMLDOC_SEQ) {
+        size_t n = cgq_yamldoc_nitems (v);
         if (n == 0)
-            return s_fail (c, v, "trial.command is an empty list (%s)", hint);
+            return cgq_yamldoc_fail (c->y, v, "trial.command is an empty list (%s)", hint);
         spec->trial.argv = cgq_xcalloc (n + 1, sizeof (char *));
         for (size_t i = 0; i < n; i++) {
-            const s_node_t *e = s_item (c, v, i);
-            if (e->type != S_SCALAR || strlen (s_text (e)) != e->len)
-                return s_fail (c, e,
-                               "trial.command[%zu] must be a string, not %s (quote it: \"...\")", i,
-                               e->type == S_SCALAR ? "text with a NUL byte"
-                                                   : s_what (e, buf, sizeof buf));
-            spec->trial.argv[i] = cgq_xstrdup (s_text (e));
+            const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, i);
+            if (e->type != CGQ_YAMLDOC_SCALAR || strlen (cgq_yamldoc_text (e)) != e->len)
+                return cgq_yamldoc_fail (
+                    c->y, e, "trial.command[%zu] must be a string, not %s (quote it: \"...\")", i,
+                    e->type == CGQ_YAMLDOC_SCALAR ? "text with a NUL byte"
+                                                  : cgq_yamldoc_what (e, buf, sizeof buf));
+            spec->trial.argv[i] = cgq_xstrdup (cgq_yamldoc_text (e));
             spec->trial.argc++;
         }
         if (!*spec->trial.argv[0])
-            return s_fail (c, v, "trial.command[0], the program, is empty (%s)", hint);
+            return cgq_yamldoc_fail (c->y, v, "trial.command[0], the program, is empty (%s)", hint);
         return 0;
     }
     const char *t;
-    if (s_get_text (c, v, "trial.command", hint, &t) < 0)
+    if (cgq_yamldoc_get_text (c->y, v, "trial.command", hint, &t) < 0)
         return -1;
     const char *q = t;
     while (isspace ((unsigned char) *q))
         q++;
     if (!*q)
-        return s_fail (c, v, "trial.command is blank (%s)", hint);
+        return cgq_yamldoc_fail (c->y, v, "trial.command is blank (%s)", hint);
     spec->trial.command = cgq_xstrdup (t);
     return 0;
 }
@@ -2028,38 +1635,45 @@ s_is_word (const char *s, size_t n)
 // must all have. Values are text (numbers as written) without blanks, ','
 // or '=', so "device=odroid-xu4, os=tizen" reads back unambiguously.
 static int
-s_parse_on (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_on (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
     const char *hint = "write on: {device: odroid-xu4}";
-    if (s_expect_map (c, v, "trial.on", hint) < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "trial.on", hint) < 0)
         return -1;
-    if (s_npairs (v) == 0)
-        return s_fail (c, v, "trial.on is empty (%s)", hint);
-    if (s_npairs (v) > CGQ_STAGE_MAX_TAGS)
-        return s_fail (c, v, "trial.on has %zu tags, more than %d (match on fewer tags)",
-                       s_npairs (v), CGQ_STAGE_MAX_TAGS);
+    if (cgq_yamldoc_npairs (v) == 0)
+        return cgq_yamldoc_fail (c->y, v, "trial.on is empty (%s)", hint);
+    if (cgq_yamldoc_npairs (v) > CGQ_STAGE_MAX_TAGS)
+        return cgq_yamldoc_fail (c->y, v,
+                                 "trial.on has %zu tags, more than %d (match on fewer tags)",
+                                 cgq_yamldoc_npairs (v), CGQ_STAGE_MAX_TAGS);
     spec->trial.on = json_object ();
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         char buf[96];
         if (!s_is_word (kt, k->len))
-            return s_fail (c, k,
-                           "bad tag name '%s' in trial.on (use letters, digits, '_', '-' and "
-                           "'.', e.g. device)",
-                           kt);
-        if (e->type != S_SCALAR || s_is_null (e) || strlen (s_text (e)) != e->len)
-            return s_fail (c, e, "trial.on.%s must be a tag value, not %s (write %s: odroid-xu4)",
-                           kt, e->type == S_SCALAR && !s_is_null (e) ? "text with a NUL byte"
-                                                                     : s_what (e, buf, sizeof buf),
-                           kt);
-        const char *val = s_text (e);
+            return cgq_yamldoc_fail (
+                c->y, k,
+                "bad tag name '%s' in trial.on (use letters, digits, '_', '-' and "
+                "'.', e.g. device)",
+                kt);
+        if (e->type != CGQ_YAMLDOC_SCALAR || cgq_yamldoc_is_null (e) ||
+            strlen (cgq_yamldoc_text (e)) != e->len)
+            return cgq_yamldoc_fail (
+                c->y, e, "trial.on.%s must be a tag value, not %s (write %s: odroid-xu4)", kt,
+                e->type == CGQ_YAMLDOC_SCALAR && !cgq_yamldoc_is_null (e)
+                    ? "text with a NUL byte"
+                    : cgq_yamldoc_what (e, buf, sizeof buf),
+                kt);
+        const char *val = cgq_yamldoc_text (e);
         for (const char *q = val; *q; q++)
             if (isspace ((unsigned char) *q) || *q == ',' || *q == '=' || iscntrl ((unsigned char) *q))
-                return s_fail (c, e,
-                               "trial.on.%s '%s' holds a blank, ',' or '=' (a tag value is one "
-                               "word, e.g. odroid-xu4)",
-                               kt, val);
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "trial.on.%s '%s' holds a blank, ',' or '=' (a tag value is one "
+                    "word, e.g. odroid-xu4)",
+                    kt, val);
         json_object_set_new (spec->trial.on, kt, json_string (val));
     }
     return 0;
@@ -2116,67 +1730,72 @@ cgq_spec_check_artifact (const char *url, char *sha256, char *err, size_t errlen
 // placeholders (checked with the other templates once the space is known); a
 // literal pair is checked here.
 static int
-s_parse_artifact (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v)
+s_parse_artifact (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
 {
     const char *hint = "write artifact: {url: http://host/model.tflite, sha256: <64 hex digits>}";
-    if (s_expect_map (c, v, "trial.artifact", hint) < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "trial.artifact", hint) < 0)
         return -1;
-    const s_node_t *url = NULL, *sha = NULL;
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k), *t;
+    const cgq_yamldoc_node_t *url = NULL, *sha = NULL;
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k), *t;
         if (!strcmp (kt, "url")) {
-            if (s_get_text (c, e, "trial.artifact.url", hint, &t) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "trial.artifact.url", hint, &t) < 0)
                 return -1;
             spec->trial.artifact_url = cgq_xstrdup (t);
             url = e;
         }
         else if (!strcmp (kt, "sha256")) {
-            if (s_get_text (c, e, "trial.artifact.sha256", hint, &t) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "trial.artifact.sha256", hint, &t) < 0)
                 return -1;
             spec->trial.artifact_sha256 = cgq_xstrdup (t);
             sha = e;
         }
         else
-            return s_unknown_key (c, k, "trial.artifact", "url, sha256");
+            return cgq_yamldoc_unknown_key (c->y, k, "trial.artifact", "url, sha256");
     }
     if (!url)
-        return s_fail (c, v, "trial.artifact.url is missing (%s)", hint);
+        return cgq_yamldoc_fail (c->y, v, "trial.artifact.url is missing (%s)", hint);
     if (!sha)
-        return s_fail (c, v,
-                       "trial.artifact.sha256 is missing (a runner measures only an artifact "
-                       "it has verified; write sha256: followed by the output of sha256sum FILE)");
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "trial.artifact.sha256 is missing (a runner measures only an artifact "
+            "it has verified; write sha256: followed by the output of sha256sum FILE)");
     char err[512];
     if (!strchr (spec->trial.artifact_url, '{') &&
         s_check_url (spec->trial.artifact_url, err, sizeof err) < 0)
-        return s_fail (c, url, "trial.%s", err);
+        return cgq_yamldoc_fail (c->y, url, "trial.%s", err);
     if (!strchr (spec->trial.artifact_sha256, '{') &&
         s_check_sha (spec->trial.artifact_sha256, err, sizeof err) < 0)
-        return s_fail (c, sha, "trial.%s", err);
+        return cgq_yamldoc_fail (c->y, sha, "trial.%s", err);
     return 0;
 }
 
 // s_check_predictor: kind: predictor needs data: (and no command); data:
 // belongs to kind: predictor only.
 static int
-s_check_predictor (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind, const s_node_t *command,
-                   const s_node_t *data)
+s_check_predictor (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *kind,
+                   const cgq_yamldoc_node_t *command, const cgq_yamldoc_node_t *data)
 {
     if (spec->trial.kind != CGQ_TRIAL_PREDICTOR) {
         if (data)
-            return s_fail (c, data,
-                           "trial.data is read by kind: predictor only (write kind: predictor, "
-                           "or pass the data to your command)");
+            return cgq_yamldoc_fail (
+                c->y, data,
+                "trial.data is read by kind: predictor only (write kind: predictor, "
+                "or pass the data to your command)");
         return 0;
     }
     if (command)
-        return s_fail (c, command,
-                       "trial.command does not go with kind: predictor, which runs the built-in "
-                       "GNN predictor (remove command, or kind)");
+        return cgq_yamldoc_fail (
+            c->y, command,
+            "trial.command does not go with kind: predictor, which runs the built-in "
+            "GNN predictor (remove command, or kind)");
     if (!data)
-        return s_fail (c, kind,
-                       "kind: predictor needs trial.data, the CG dataset directory (write data: "
-                       "\"{spec_dir}/data/cpu-local\", quoted: a bare { starts a mapping)");
+        return cgq_yamldoc_fail (
+            c->y, kind,
+            "kind: predictor needs trial.data, the CG dataset directory (write data: "
+            "\"{spec_dir}/data/cpu-local\", quoted: a bare { starts a mapping)");
     return 0;
 }
 
@@ -2185,35 +1804,41 @@ s_check_predictor (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind, const s_n
 // command or noop trial has no device keys. The nodes are the keys seen
 // (NULL: absent); device_key is any of on, artifact, repeats, warmup.
 static int
-s_check_device (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind,
-                const s_node_t *command, const s_node_t *resources, const s_node_t *bench,
-                const s_node_t *on, const s_node_t *device_key)
+s_check_device (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *kind,
+                const cgq_yamldoc_node_t *command, const cgq_yamldoc_node_t *resources,
+                const cgq_yamldoc_node_t *bench, const cgq_yamldoc_node_t *on,
+                const cgq_yamldoc_node_t *device_key)
 {
     if (!bench) {
         if (device_key)
-            return s_fail (c, device_key,
-                           "trial.%s belongs to a device trial, which names a benchmark (write "
-                           "benchmark: NAME, one of the runner's benchmarks, or remove %s)",
-                           s_text (device_key), s_text (device_key));
+            return cgq_yamldoc_fail (
+                c->y, device_key,
+                "trial.%s belongs to a device trial, which names a benchmark (write "
+                "benchmark: NAME, one of the runner's benchmarks, or remove %s)",
+                cgq_yamldoc_text (device_key), cgq_yamldoc_text (device_key));
         return 0;
     }
     if (kind)
-        return s_fail (c, kind,
-                       "trial.kind does not go with benchmark: a device trial runs the runner's "
-                       "benchmark (remove kind, or benchmark)");
+        return cgq_yamldoc_fail (
+            c->y, kind,
+            "trial.kind does not go with benchmark: a device trial runs the runner's "
+            "benchmark (remove kind, or benchmark)");
     if (command)
-        return s_fail (c, command,
-                       "trial.command does not go with benchmark: a runner runs only the "
-                       "benchmarks of its own config, never a command from a spec (remove "
-                       "command, or benchmark)");
+        return cgq_yamldoc_fail (
+            c->y, command,
+            "trial.command does not go with benchmark: a runner runs only the "
+            "benchmarks of its own config, never a command from a spec (remove "
+            "command, or benchmark)");
     if (resources)
-        return s_fail (c, resources,
-                       "trial.resources does not apply to a device trial: a device runs one "
-                       "measurement at a time (remove resources; choose devices with on:)");
+        return cgq_yamldoc_fail (
+            c->y, resources,
+            "trial.resources does not apply to a device trial: a device runs one "
+            "measurement at a time (remove resources; choose devices with on:)");
     if (!on)
-        return s_fail (c, bench,
-                       "a device trial needs trial.on, the tags of the devices that may run it "
-                       "(write on: {device: odroid-xu4})");
+        return cgq_yamldoc_fail (
+            c->y, bench,
+            "a device trial needs trial.on, the tags of the devices that may run it "
+            "(write on: {device: odroid-xu4})");
     spec->trial.kind = CGQ_TRIAL_DEVICE;
     spec->trial.cpu = 0;
     return 0;
@@ -2221,37 +1846,40 @@ s_check_device (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *kind,
 
 // Where the keys of one stage are written, for the checks after parsing.
 typedef struct {
-    const s_node_t *cmd, *env, *art; // values (NULL: absent)
-    const s_node_t *at;              // the stage's mapping (or the trial key)
+    const cgq_yamldoc_node_t *cmd, *env, *art; // values (NULL: absent)
+    const cgq_yamldoc_node_t *at;              // the stage's mapping (or the trial key)
 } s_stage_nodes_t;
 
-static int s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v,
-                           s_stage_nodes_t *nodes);
+static int s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *k,
+                           const cgq_yamldoc_node_t *v, s_stage_nodes_t *nodes);
 
 // s_parse_trial reads trial: into spec->trial, or one element of
 // trial.stages into it (in_stage: name is allowed, stages is not).
 // stages_nodes (room for CGQ_SPEC_MAX_STAGES) receives where each stage's
 // templates are written when trial.stages is given.
 static int
-s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t **cmd_node,
-               const s_node_t **env_node, const s_node_t **art_node, bool in_stage,
-               s_stage_nodes_t *stages_nodes)
+s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
+               const cgq_yamldoc_node_t **cmd_node, const cgq_yamldoc_node_t **env_node,
+               const cgq_yamldoc_node_t **art_node, bool in_stage, s_stage_nodes_t *stages_nodes)
 {
-    if (s_is_null (v))
+    if (cgq_yamldoc_is_null (v))
         return 0;
-    if (s_expect_map (c, v, "trial", "write trial: {command: python3 train.py --lr {lr}}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, v, "trial",
+                                "write trial: {command: python3 train.py --lr {lr}}") < 0)
         return -1;
-    const s_node_t *stages_k = NULL, *stages_v = NULL, *first_k = NULL;
-    const s_node_t *data_k = NULL;
-    const s_node_t *kind_k = NULL, *cmd_k = NULL, *res_k = NULL, *bench_k = NULL, *on_k = NULL,
-                   *device_k = NULL;
-    for (size_t pi = 0; pi < s_npairs (v); pi++) {
-        const s_node_t *k = s_key (c, v, pi), *e = s_val (c, v, pi);
-        const char *kt = s_text (k);
+    const cgq_yamldoc_node_t *stages_k = NULL, *stages_v = NULL, *first_k = NULL;
+    const cgq_yamldoc_node_t *data_k = NULL;
+    const cgq_yamldoc_node_t *kind_k = NULL, *cmd_k = NULL, *res_k = NULL, *bench_k = NULL,
+                             *on_k = NULL, *device_k = NULL;
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
         long long n;
         if (!strcmp (kt, "kind")) {
             const char *kind;
-            if (s_get_text (c, e, "trial.kind", "write kind: command or kind: noop", &kind) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "trial.kind", "write kind: command or kind: noop",
+                                      &kind) < 0)
                 return -1;
             kind_k = k;
             if (!strcmp (kind, "command"))
@@ -2261,15 +1889,15 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
             else if (!strcmp (kind, "predictor"))
                 spec->trial.kind = CGQ_TRIAL_PREDICTOR;
             else
-                return s_fail (c, e,
-                               "unknown trial.kind '%s' (expected one of: command, noop, "
-                               "predictor)",
-                               kind);
+                return cgq_yamldoc_fail (c->y, e,
+                                         "unknown trial.kind '%s' (expected one of: command, noop, "
+                                         "predictor)",
+                                         kind);
         }
         else if (!strcmp (kt, "data")) {
             const char *d;
-            if (s_get_text (c, e, "trial.data", "write data: \"{spec_dir}/data/cpu-local\"",
-                            &d) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "trial.data",
+                                      "write data: \"{spec_dir}/data/cpu-local\"", &d) < 0)
                 return -1;
             free (spec->trial.data);
             spec->trial.data = cgq_xstrdup (d);
@@ -2289,16 +1917,18 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
         else if (!strcmp (kt, "timeout")) {
             double s;
             char buf[96];
-            if (e->type != S_SCALAR || s_is_null (e) || cgq_parse_duration (s_text (e), &s) < 0 ||
-                !(s > 0) || !isfinite (s))
-                return s_fail (c, e,
-                               "trial.timeout must be a duration > 0 like 30m, 90s, 2h or a "
-                               "number of seconds, not %s (write e.g. timeout: 30m)",
-                               s_what (e, buf, sizeof buf));
+            if (e->type != CGQ_YAMLDOC_SCALAR || cgq_yamldoc_is_null (e) ||
+                cgq_parse_duration (cgq_yamldoc_text (e), &s) < 0 || !(s > 0) || !isfinite (s))
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "trial.timeout must be a duration > 0 like 30m, 90s, 2h or a "
+                    "number of seconds, not %s (write e.g. timeout: 30m)",
+                    cgq_yamldoc_what (e, buf, sizeof buf));
             spec->trial.timeout_s = s;
         }
         else if (!strcmp (kt, "retries")) {
-            if (s_get_int (c, e, "trial.retries", 0, UINT32_MAX, "write e.g. retries: 2", &n) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "trial.retries", 0, UINT32_MAX,
+                                     "write e.g. retries: 2", &n) < 0)
                 return -1;
             spec->trial.retries = (uint32_t) n;
         }
@@ -2310,13 +1940,14 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
         else if (!strcmp (kt, "benchmark")) {
             const char *b;
             const char *hint = "write benchmark: NAME, a benchmark of the runner's config";
-            if (s_get_text (c, e, "trial.benchmark", hint, &b) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "trial.benchmark", hint, &b) < 0)
                 return -1;
             if (!s_is_word (b, e->len))
-                return s_fail (c, e,
-                               "bad benchmark name '%s' (use letters, digits, '_', '-' and '.'; "
-                               "%s)",
-                               b, hint);
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "bad benchmark name '%s' (use letters, digits, '_', '-' and '.'; "
+                    "%s)",
+                    b, hint);
             spec->trial.benchmark = cgq_xstrdup (b);
             bench_k = k;
         }
@@ -2332,15 +1963,17 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
             device_k = k;
         }
         else if (!strcmp (kt, "repeats")) {
-            if (s_get_int (c, e, "trial.repeats", 1, 1000000,
-                           "write e.g. repeats: 50, or leave it out for the runner's default", &n) < 0)
+            if (cgq_yamldoc_get_int (
+                    c->y, e, "trial.repeats", 1, 1000000,
+                    "write e.g. repeats: 50, or leave it out for the runner's default", &n) < 0)
                 return -1;
             spec->trial.repeats = (uint32_t) n;
             device_k = k;
         }
         else if (!strcmp (kt, "warmup")) {
-            if (s_get_int (c, e, "trial.warmup", 1, 1000000,
-                           "write e.g. warmup: 5, or leave it out for the runner's default", &n) < 0)
+            if (cgq_yamldoc_get_int (
+                    c->y, e, "trial.warmup", 1, 1000000,
+                    "write e.g. warmup: 5, or leave it out for the runner's default", &n) < 0)
                 return -1;
             spec->trial.warmup = (uint32_t) n;
             device_k = k;
@@ -2351,36 +1984,40 @@ s_parse_trial (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *v, const s_node_t *
         }
         else if (!strcmp (kt, "name") && in_stage) {
             const char *name;
-            if (s_get_text (c, e, "trial.stages[].name", "write name: train", &name) < 0)
+            if (cgq_yamldoc_get_text (c->y, e, "trial.stages[].name", "write name: train", &name) <
+                0)
                 return -1;
             if (!s_is_ident (name, e->len))
-                return s_fail (c, e,
-                               "bad stage name '%s' (use letters, digits and _, not starting "
-                               "with a digit, e.g. name: train: later stages write "
-                               "{%s.METRIC})",
-                               name, "train");
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "bad stage name '%s' (use letters, digits and _, not starting "
+                    "with a digit, e.g. name: train: later stages write "
+                    "{%s.METRIC})",
+                    name, "train");
             free (spec->trial.name);
             spec->trial.name = cgq_xstrdup (name);
         }
         else
-            return s_unknown_key (c, k, in_stage ? "trial.stages[]" : "trial",
-                                  in_stage ? "name, kind, command, data, resources, timeout, "
-                                             "retries, env, on, benchmark, artifact, repeats, "
-                                             "warmup"
-                                           : "kind, command, data, resources, timeout, retries, "
-                                             "env, on, benchmark, artifact, repeats, warmup, "
-                                             "stages");
+            return cgq_yamldoc_unknown_key (
+                c->y, k, in_stage ? "trial.stages[]" : "trial",
+                in_stage ? "name, kind, command, data, resources, timeout, "
+                           "retries, env, on, benchmark, artifact, repeats, "
+                           "warmup"
+                         : "kind, command, data, resources, timeout, retries, "
+                           "env, on, benchmark, artifact, repeats, warmup, "
+                           "stages");
         if (strcmp (kt, "stages") && strcmp (kt, "timeout") && strcmp (kt, "retries") &&
             strcmp (kt, "env") && !first_k)
             first_k = k; // a key that belongs to one stage
     }
     if (stages_k) {
         if (first_k)
-            return s_fail (c, first_k,
-                           "trial.%s does not go with trial.stages: each stage says what it "
-                           "runs (move %s into a stage; beside stages: only env, timeout and "
-                           "retries, the defaults of every stage)",
-                           s_text (first_k), s_text (first_k));
+            return cgq_yamldoc_fail (
+                c->y, first_k,
+                "trial.%s does not go with trial.stages: each stage says what it "
+                "runs (move %s into a stage; beside stages: only env, timeout and "
+                "retries, the defaults of every stage)",
+                cgq_yamldoc_text (first_k), cgq_yamldoc_text (first_k));
         return s_parse_stages (c, spec, stages_k, stages_v, stages_nodes);
     }
     if (s_check_predictor (c, spec, kind_k, cmd_k, data_k) < 0)
@@ -2416,56 +2053,58 @@ s_stage_fini (cgq_stage_t *st)
 // timeout and retries (read before, whatever the key order: see the caller)
 // are each stage's defaults.
 static int
-s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t *v,
-                s_stage_nodes_t *nodes)
+s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *k,
+                const cgq_yamldoc_node_t *v, s_stage_nodes_t *nodes)
 {
     char buf[96];
     const char *hint = "write stages: [{name: train, command: ./train.sh}, {name: measure, "
                        "on: {device: odroid}, benchmark: run}]";
-    if (v->type != S_SEQ)
-        return s_fail (c, v, "trial.stages must be a list of stages, not %s (%s)",
-                       s_what (v, buf, sizeof buf), hint);
+    if (v->type != CGQ_YAMLDOC_SEQ)
+        return cgq_yamldoc_fail (c->y, v, "trial.stages must be a list of stages, not %s (%s)",
+                                 cgq_yamldoc_what (v, buf, sizeof buf), hint);
     if (v->len == 0)
-        return s_fail (c, v, "trial.stages is empty (%s, or write trial.command for one stage)",
-                       hint);
+        return cgq_yamldoc_fail (
+            c->y, v, "trial.stages is empty (%s, or write trial.command for one stage)", hint);
     if (v->len > CGQ_SPEC_MAX_STAGES)
-        return s_fail (c, s_item (c, v, CGQ_SPEC_MAX_STAGES),
-                       "trial.stages has %zu stages, more than %d (merge some of them)",
-                       (size_t) v->len, CGQ_SPEC_MAX_STAGES);
+        return cgq_yamldoc_fail (c->y, cgq_yamldoc_item (c->y, v, CGQ_SPEC_MAX_STAGES),
+                                 "trial.stages has %zu stages, more than %d (merge some of them)",
+                                 (size_t)v->len, CGQ_SPEC_MAX_STAGES);
     cgq_stage_t outer = spec->trial;
     spec->stages = cgq_xcalloc (v->len, sizeof *spec->stages);
     int rc = 0;
     for (size_t i = 0; i < v->len && rc == 0; i++) {
-        const s_node_t *e = s_item (c, v, i);
+        const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, i);
         memset (&spec->trial, 0, sizeof spec->trial);
         spec->trial.kind = CGQ_TRIAL_COMMAND;
         spec->trial.cpu = 1;
         spec->trial.timeout_s = outer.timeout_s;
         spec->trial.retries = outer.retries;
         nodes[i].at = e;
-        if (e->type != S_MAP)
-            rc = s_fail (c, e, "trial.stages[%zu] must be a mapping, not %s (%s)", i,
-                         s_what (e, buf, sizeof buf), hint);
+        if (e->type != CGQ_YAMLDOC_MAP)
+            rc = cgq_yamldoc_fail (c->y, e, "trial.stages[%zu] must be a mapping, not %s (%s)", i,
+                                   cgq_yamldoc_what (e, buf, sizeof buf), hint);
         else
             rc = s_parse_trial (c, spec, e, &nodes[i].cmd, &nodes[i].env, &nodes[i].art, true,
                                 NULL);
         if (rc == 0 && !spec->trial.name)
-            rc = s_fail (c, e, "trial.stages[%zu] has no name (write name: %s; later stages "
-                         "read its metrics as {NAME.METRIC})",
-                         i, i ? "measure" : "train");
+            rc = cgq_yamldoc_fail (c->y, e,
+                                   "trial.stages[%zu] has no name (write name: %s; later stages "
+                                   "read its metrics as {NAME.METRIC})",
+                                   i, i ? "measure" : "train");
         if (rc == 0 && spec->trial.kind == CGQ_TRIAL_COMMAND && !spec->trial.command &&
             !spec->trial.argc)
-            rc = s_fail (c, e,
-                         "stage '%s' has no command (write command: ./run.sh {lr}, kind: noop, "
-                         "or benchmark: with on: for a device stage)",
-                         spec->trial.name);
+            rc = cgq_yamldoc_fail (
+                c->y, e,
+                "stage '%s' has no command (write command: ./run.sh {lr}, kind: noop, "
+                "or benchmark: with on: for a device stage)",
+                spec->trial.name);
         for (size_t p = 0; rc == 0 && p < spec->nstages; p++)
             if (!strcmp (spec->stages[p].name, spec->trial.name)) {
-                const s_node_t *prev = nodes[p].at;
-                rc = s_fail (c, e,
-                             "duplicate stage name '%s' (the stage at %d:%d has it; give "
-                             "each stage its own name)",
-                             spec->trial.name, prev->line, prev->col);
+                const cgq_yamldoc_node_t *prev = nodes[p].at;
+                rc = cgq_yamldoc_fail (c->y, e,
+                                       "duplicate stage name '%s' (the stage at %d:%d has it; give "
+                                       "each stage its own name)",
+                                       spec->trial.name, prev->line, prev->col);
             }
         spec->stages[spec->nstages++] = spec->trial; // the last one too, to be freed
     }
@@ -2478,7 +2117,7 @@ s_parse_stages (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *k, const s_node_t 
 // s_check_tmpl reports the first bad placeholder of one template, with the
 // names that would have been accepted.
 static int
-s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, size_t stage, const s_node_t *at,
+s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, size_t stage, const cgq_yamldoc_node_t *at,
               const char *tmpl, const char *where)
 {
     size_t off;
@@ -2492,38 +2131,43 @@ s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, size_t stage, const s_node_t *
                                ? spec->stages[stage].name
                                : "";
         if (k >= 0 && spec->nstages && strncmp (where, "trial.stages", 12))
-            return s_fail (c, at,
-                           "'{%s}' in %s names a metric of stage '%s', but trial.env is given "
-                           "to every stage, the first included (move it into the env of a stage "
-                           "after '%s')",
-                           name, where, spec->stages[k].name, spec->stages[k].name);
+            return cgq_yamldoc_fail (
+                c->y, at,
+                "'{%s}' in %s names a metric of stage '%s', but trial.env is given "
+                "to every stage, the first included (move it into the env of a stage "
+                "after '%s')",
+                name, where, spec->stages[k].name, spec->stages[k].name);
         if (k >= 0 && (size_t) k == stage)
-            return s_fail (c, at,
-                           "'{%s}' in %s names this stage's own metric '%s' (a stage sees the "
-                           "metrics of the stages before it only)",
-                           name, where, dot + 1);
+            return cgq_yamldoc_fail (
+                c->y, at,
+                "'{%s}' in %s names this stage's own metric '%s' (a stage sees the "
+                "metrics of the stages before it only)",
+                name, where, dot + 1);
         if (k >= 0)
-            return s_fail (c, at,
-                           "'{%s}' in %s names a metric of stage '%s', which runs after stage "
-                           "'%s' (a stage sees the metrics of the stages before it only; "
-                           "reorder trial.stages)",
-                           name, where, spec->stages[k].name, self);
+            return cgq_yamldoc_fail (
+                c->y, at,
+                "'{%s}' in %s names a metric of stage '%s', which runs after stage "
+                "'%s' (a stage sees the metrics of the stages before it only; "
+                "reorder trial.stages)",
+                name, where, spec->stages[k].name, self);
         if (spec->nstages)
-            return s_fail (c, at,
-                           "'{%s}' in %s names no stage before this one (write "
-                           "{STAGE.METRIC} with STAGE one of the earlier stages' names)",
-                           name, where);
-        return s_fail (c, at,
-                       "'{%s}' in %s: {STAGE.METRIC} reads an earlier stage's metric, and "
-                       "this trial has no stages (write trial.stages, or a param name)",
-                       name, where);
+            return cgq_yamldoc_fail (c->y, at,
+                                     "'{%s}' in %s names no stage before this one (write "
+                                     "{STAGE.METRIC} with STAGE one of the earlier stages' names)",
+                                     name, where);
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "'{%s}' in %s: {STAGE.METRIC} reads an earlier stage's metric, and "
+            "this trial has no stages (write trial.stages, or a param name)",
+            name, where);
     }
     if (tmpl[off] == '}')
-        return s_fail (c, at, "stray '}' at byte %zu of %s (write }} for a literal brace)", off,
-                       where);
+        return cgq_yamldoc_fail (
+            c->y, at, "stray '}' at byte %zu of %s (write }} for a literal brace)", off, where);
     if (!strchr (tmpl + off, '}'))
-        return s_fail (c, at, "unterminated '{' at byte %zu of %s (write {{ for a literal brace)",
-                       off ? off - 1 : 0, where);
+        return cgq_yamldoc_fail (
+            c->y, at, "unterminated '{' at byte %zu of %s (write {{ for a literal brace)",
+            off ? off - 1 : 0, where);
     cgq_buf_t names;
     cgq_buf_init (&names);
     for (size_t i = 0; i < spec->nparams && i < 12; i++)
@@ -2532,10 +2176,10 @@ s_check_tmpl (s_ctx_t *c, const cgq_spec_t *spec, size_t stage, const s_node_t *
         cgq_buf_puts (&names, ", ...");
     if (!spec->nparams)
         cgq_buf_puts (&names, "none");
-    s_fail (c, at,
-            "unknown placeholder '{%s}' in %s (params: %s; built-ins: job_id, trial_id, "
-            "spec_dir; write {{ for a literal brace)",
-            name, where, names.data);
+    cgq_yamldoc_fail (c->y, at,
+                      "unknown placeholder '{%s}' in %s (params: %s; built-ins: job_id, trial_id, "
+                      "spec_dir; write {{ for a literal brace)",
+                      name, where, names.data);
     cgq_buf_fini (&names);
     return -1;
 }
@@ -2555,21 +2199,21 @@ s_check_stage_templates (s_ctx_t *c, const cgq_spec_t *spec, const cgq_stage_t *
     }
     for (size_t i = 0; i < st->argc; i++) {
         snprintf (where, sizeof where, "%s.command[%zu]", prefix, i);
-        const s_node_t *at = s_item (c, n->cmd, i);
+        const cgq_yamldoc_node_t *at = cgq_yamldoc_item (c->y, n->cmd, i);
         if (s_check_tmpl (c, spec, k, at, st->argv[i], where) < 0)
             return -1;
     }
     for (size_t i = 0; i < st->nenv; i++) {
         snprintf (where, sizeof where, "%s.env.%s", prefix, st->env_keys[i]);
-        const s_node_t *at = s_val (c, n->env, i);
+        const cgq_yamldoc_node_t *at = cgq_yamldoc_val (c->y, n->env, i);
         if (s_check_tmpl (c, spec, k, at, st->env_vals[i], where) < 0)
             return -1;
     }
-    for (size_t pi = 0; n->art && pi < s_npairs (n->art); pi++) {
-        const s_node_t *key = s_key (c, n->art, pi);
-        bool url = !strcmp (s_text (key), "url");
-        snprintf (where, sizeof where, "%s.artifact.%s", prefix, s_text (key));
-        if (s_check_tmpl (c, spec, k, s_val (c, n->art, pi),
+    for (size_t pi = 0; n->art && pi < cgq_yamldoc_npairs (n->art); pi++) {
+        const cgq_yamldoc_node_t *key = cgq_yamldoc_key (c->y, n->art, pi);
+        bool url = !strcmp (cgq_yamldoc_text (key), "url");
+        snprintf (where, sizeof where, "%s.artifact.%s", prefix, cgq_yamldoc_text (key));
+        if (s_check_tmpl (c, spec, k, cgq_yamldoc_val (c->y, n->art, pi),
                           url ? st->artifact_url : st->artifact_sha256, where) < 0)
             return -1;
     }
@@ -2577,8 +2221,9 @@ s_check_stage_templates (s_ctx_t *c, const cgq_spec_t *spec, const cgq_stage_t *
 }
 
 static int
-s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const s_node_t *cmd, const s_node_t *env,
-                   const s_node_t *art, const s_stage_nodes_t *stages)
+s_check_templates (s_ctx_t *c, const cgq_spec_t *spec, const cgq_yamldoc_node_t *cmd,
+                   const cgq_yamldoc_node_t *env, const cgq_yamldoc_node_t *art,
+                   const s_stage_nodes_t *stages)
 {
     // trial: itself (with stages: its env only, given to every stage: params only).
     s_stage_nodes_t n = {cmd, env, art, cmd};
@@ -2608,209 +2253,6 @@ s_default_name (const char *path)
     return n ? cgq_xstrndup (base, n) : cgq_xstrdup ("job");
 }
 
-// s_syntax_error turns libyaml's complaint into our one-line form.
-static void
-s_syntax_error (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len)
-{
-    int line, col;
-    if (parser->error == YAML_READER_ERROR) // the reader reports a byte offset only
-        s_text_pos (text, len, parser->problem_offset, &line, &col);
-    else {
-        line = (int) parser->problem_mark.line + 1;
-        col = (int) parser->problem_mark.column + 1;
-    }
-    // Tabs are the most common cause, and libyaml's words do not say so.
-    const char *bol = text;
-    for (int l = 1; l < line && bol; l++) {
-        bol = memchr (bol, '\n', len - (size_t) (bol - text));
-        bol = bol ? bol + 1 : NULL;
-    }
-    bool tab = false;
-    while (bol && bol < text + len && (*bol == ' ' || *bol == '\t'))
-        tab |= *bol++ == '\t';
-    const char *hint = tab ? "indent with spaces: YAML does not allow tabs there"
-                           : "check the indentation, colons and quotes there";
-    const char *problem = parser->problem ? parser->problem : "malformed YAML";
-    if (parser->context)
-        s_fail_at (c, line, col, "YAML syntax error: %s %s at %d:%d (%s)", problem, parser->context,
-                   (int) parser->context_mark.line + 1, (int) parser->context_mark.column + 1,
-                   hint);
-    else
-        s_fail_at (c, line, col, "YAML syntax error: %s (%s)", problem, hint);
-}
-
-static uint32_t
-s_add_node (s_ctx_t *c, s_type_t type, const yaml_mark_t *at)
-{
-    if (c->nnodes == c->cap) {
-        c->cap = c->cap ? 2 * c->cap : 64;
-        c->nodes = cgq_xrealloc (c->nodes, c->cap * sizeof *c->nodes);
-    }
-    s_node_t *n = &c->nodes[c->nnodes];
-    memset (n, 0, sizeof *n);
-    n->type = type;
-    n->line = (int) at->line + 1;
-    n->col = (int) at->column + 1;
-    return (uint32_t) c->nnodes++;
-}
-
-static void
-s_add_kid (s_frame_t *f, uint32_t id)
-{
-    if (f->n == f->cap) {
-        f->cap = f->cap ? 2 * f->cap : 8;
-        f->kids = cgq_xrealloc (f->kids, f->cap * sizeof *f->kids);
-    }
-    f->kids[f->n++] = id;
-}
-
-// s_event_anchor is the anchor (&name) an event puts on its node, or NULL.
-static const char *
-s_event_anchor (const yaml_event_t *ev)
-{
-    const yaml_char_t *a = ev->type == YAML_SCALAR_EVENT           ? ev->data.scalar.anchor
-                           : ev->type == YAML_SEQUENCE_START_EVENT ? ev->data.sequence_start.anchor
-                           : ev->type == YAML_MAPPING_START_EVENT  ? ev->data.mapping_start.anchor
-                                                                   : NULL;
-    return (const char *) a;
-}
-
-// s_load reads the events of the first document into c's tree and sets *root
-// to the id of its top node, or -1 for a stream without a document. Every
-// limit is checked on the event that crosses it, before libyaml reads on.
-// Anchors are registered when their node starts, as libyaml's loader does, so
-// an alias inside its own anchor makes a cycle; s_to_json's depth limit and
-// node budget are what stop such a value. Returns 0, or -1 with the error set.
-static int
-s_load (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len, long *root)
-{
-    s_frame_t stack[S_MAX_DEPTH];
-    memset (stack, 0, sizeof stack);
-    size_t depth = 0;
-    json_t *anchors = json_object ();
-    int rc = 0;
-    bool done = false;
-    *root = -1;
-    while (!done && rc == 0) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse (parser, &ev)) {
-            s_syntax_error (c, parser, text, len);
-            rc = -1;
-            break;
-        }
-        int line = (int) ev.start_mark.line + 1, col = (int) ev.start_mark.column + 1;
-        long id = -1; // the node this event adds to the open collection
-        switch (ev.type) {
-        case YAML_STREAM_END_EVENT:
-        case YAML_DOCUMENT_END_EVENT:
-            done = true;
-            break;
-        case YAML_ALIAS_EVENT: {
-            const char *name = (const char *) ev.data.alias.anchor;
-            json_t *to = json_object_get (anchors, name);
-            if (to)
-                id = (long) json_integer_value (to);
-            else
-                rc = s_fail_at (c, line, col,
-                                "unknown alias '*%s' (write the anchor &%s on a value before "
-                                "the alias)",
-                                name, name);
-            break;
-        }
-        case YAML_SCALAR_EVENT: {
-            id = s_add_node (c, S_SCALAR, &ev.start_mark);
-            s_node_t *n = &c->nodes[id];
-            n->plain = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-            n->quoted = ev.data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
-                        ev.data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
-            n->eline = (int) ev.end_mark.line + 1;
-            n->ecol = (int) ev.end_mark.column + 1;
-            n->len = ev.data.scalar.length;
-            n->text = cgq_xmalloc (n->len + 1);
-            memcpy (n->text, ev.data.scalar.value, n->len);
-            n->text[n->len] = 0;
-            break;
-        }
-        case YAML_SEQUENCE_START_EVENT:
-        case YAML_MAPPING_START_EVENT:
-            if (depth == S_MAX_DEPTH) {
-                rc = s_fail_at (c, line, col,
-                                "value nested more than %d levels deep, counting from the top "
-                                "of the spec (flatten it)",
-                                S_MAX_DEPTH);
-                break;
-            }
-            id = s_add_node (c, ev.type == YAML_SEQUENCE_START_EVENT ? S_SEQ : S_MAP,
-                             &ev.start_mark);
-            break;
-        case YAML_SEQUENCE_END_EVENT:
-        case YAML_MAPPING_END_EVENT: {
-            s_frame_t *f = &stack[--depth];
-            s_node_t *n = &c->nodes[f->node];
-            n->len = f->n;
-            if (f->n) {
-                n->kids = cgq_xmalloc (f->n * sizeof *n->kids);
-                memcpy (n->kids, f->kids, f->n * sizeof *n->kids);
-            }
-            f->n = 0; // the frame's buffer serves the next collection at this depth
-            break;
-        }
-        default: // stream and document start
-            break;
-        }
-        const char *anchor = rc == 0 && id >= 0 ? s_event_anchor (&ev) : NULL;
-        if (anchor) {
-            json_t *first = json_object_get (anchors, anchor);
-            if (first) {
-                const s_node_t *f = s_node (c, (uint32_t) json_integer_value (first));
-                rc = s_fail_at (c, line, col,
-                                "duplicate anchor '&%s' (first written at %d:%d; give each "
-                                "anchor its own name)",
-                                anchor, f->line, f->col);
-            }
-            else
-                json_object_set_new (anchors, anchor, json_integer (id));
-        }
-        if (rc == 0 && id >= 0) {
-            if (depth)
-                s_add_kid (&stack[depth - 1], (uint32_t) id);
-            else
-                *root = id;
-            if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
-                stack[depth++].node = (uint32_t) id;
-        }
-        yaml_event_delete (&ev);
-    }
-    for (size_t i = 0; i < S_MAX_DEPTH; i++)
-        free (stack[i].kids);
-    json_decref (anchors);
-    return rc;
-}
-
-// s_second_doc refuses a second document after the first one, which would
-// otherwise be ignored silently. It reads no further than that document's
-// first node.
-static int
-s_second_doc (s_ctx_t *c, yaml_parser_t *parser, const char *text, size_t len)
-{
-    for (;;) {
-        yaml_event_t ev;
-        if (!yaml_parser_parse (parser, &ev)) {
-            s_syntax_error (c, parser, text, len);
-            return -1;
-        }
-        yaml_event_type_t type = ev.type;
-        yaml_mark_t at = ev.start_mark;
-        yaml_event_delete (&ev);
-        if (type == YAML_STREAM_END_EVENT)
-            return 0;
-        if (type != YAML_DOCUMENT_START_EVENT)
-            return s_fail_at (c, (int) at.line + 1, (int) at.column + 1,
-                              "a second YAML document (a spec is one document; remove the "
-                              "'---' line)");
-    }
-}
-
 // s_size_d approximates the number of values of a discrete param where that
 // number is too large for cgq_space_param_size, for messages.
 static double
@@ -2832,28 +2274,31 @@ s_size_d (const cgq_param_t *p)
 }
 
 static int
-s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
+s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
 {
     char buf[96];
     if (!root)
-        return s_fail_at (c, 1, 1, "the spec is empty (write at least trial: {command: ...})");
-    if (root->type != S_MAP)
-        return s_fail (c, root,
-                       "the spec must be a mapping of name, space, search, objective, "
-                       "trial, not %s (write e.g. trial: {command: ./train.sh})",
-                       s_what (root, buf, sizeof buf));
-    if (s_check_keys (c, root) < 0)
+        return cgq_yamldoc_fail_at (c->y, 1, 1,
+                                    "the spec is empty (write at least trial: {command: ...})");
+    if (root->type != CGQ_YAMLDOC_MAP)
+        return cgq_yamldoc_fail (c->y, root,
+                                 "the spec must be a mapping of name, space, search, objective, "
+                                 "trial, not %s (write e.g. trial: {command: ./train.sh})",
+                                 cgq_yamldoc_what (root, buf, sizeof buf));
+    if (cgq_yamldoc_check_keys (c->y, root) < 0)
         return -1;
-    const s_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL, *art = NULL;
+    const cgq_yamldoc_node_t *space_key = NULL, *trial_key = NULL, *cmd = NULL, *env = NULL,
+                             *art = NULL;
     s_stage_nodes_t stage_nodes[CGQ_SPEC_MAX_STAGES];
     memset (stage_nodes, 0, sizeof stage_nodes);
-    for (size_t pi = 0; pi < s_npairs (root); pi++) {
-        const s_node_t *k = s_key (c, root, pi), *v = s_val (c, root, pi);
-        const char *kt = s_text (k);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (root); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, root, pi),
+                                 *v = cgq_yamldoc_val (c->y, root, pi);
+        const char *kt = cgq_yamldoc_text (k);
         int rc = 0;
         if (!strcmp (kt, "name")) {
             const char *name;
-            rc = s_get_text (c, v, "name", "write name: my-search", &name);
+            rc = cgq_yamldoc_get_text (c->y, v, "name", "write name: my-search", &name);
             if (rc == 0) {
                 free (spec->name);
                 spec->name = cgq_xstrdup (name);
@@ -2878,21 +2323,22 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
         else if (!strcmp (kt, "notify"))
             rc = s_parse_notify (c, spec, k, v);
         else
-            rc = s_unknown_key (c, k, "the spec",
-                                "name, space, search, objective, objectives, early_stop, trial, "
-                                "notify");
+            rc = cgq_yamldoc_unknown_key (
+                c->y, k, "the spec",
+                "name, space, search, objective, objectives, early_stop, trial, "
+                "notify");
         if (rc < 0)
             return -1;
     }
     if (!spec->nstages && spec->trial.kind == CGQ_TRIAL_COMMAND && !spec->trial.command &&
         !spec->trial.argc) {
         if (trial_key)
-            return s_fail (c, trial_key,
-                           "trial.command is missing (write command: python3 train.py "
-                           "--lr {lr}, or kind: noop)");
-        return s_fail (c, root,
-                       "trial is missing (write trial: {command: python3 train.py --lr "
-                       "{lr}})");
+            return cgq_yamldoc_fail (c->y, trial_key,
+                                     "trial.command is missing (write command: python3 train.py "
+                                     "--lr {lr}, or kind: noop)");
+        return cgq_yamldoc_fail (c->y, root,
+                                 "trial is missing (write trial: {command: python3 train.py --lr "
+                                 "{lr}})");
     }
     if (s_check_templates (c, spec, cmd, env, art, stage_nodes) < 0 || s_check_search (c, spec) < 0 ||
         s_check_early_stop (c, spec) < 0)
@@ -2903,37 +2349,10 @@ s_parse_doc (s_ctx_t *c, cgq_spec_t *spec, const s_node_t *root)
         for (size_t i = 0; i < spec->nparams; i++)
             if (cgq_space_is_axis (spec, &spec->params[i]))
                 g *= s_size_d (&spec->params[i]);
-        return s_fail (c, space_key ? space_key : root,
-                       "the search has %.3g trials, more than "
-                       "2^63 (use fewer grid values or fewer samples)",
-                       g);
-    }
-    return 0;
-}
-
-// s_check_text refuses text that libyaml must not see: too long to be a spec,
-// or with a NUL byte (which would end the text early for anything that reads
-// it as a C string, and silently drop what follows).
-static int
-s_check_text (s_ctx_t *c, const char *text, size_t len)
-{
-    int line, col;
-    if (len > s_max_bytes) {
-        s_text_pos (text, len, s_max_bytes, &line, &col);
-        return s_fail_at (c, line, col,
-                          "the spec is longer than %lu bytes here (the limit: raise it with "
-                          "--max-spec of cgq and of the coordinator; a spec describes a "
-                          "search: keep data in files that the trial reads)",
-                          (unsigned long) s_max_bytes);
-    }
-    const char *nul = len ? memchr (text, 0, len) : NULL;
-    if (nul) {
-        size_t off = (size_t) (nul - text);
-        s_text_pos (text, len, off, &line, &col);
-        return s_fail_at (c, line, col,
-                          "spec contains a NUL byte at byte %zu (a spec is UTF-8 text; remove "
-                          "the byte, or write \\0 in a double-quoted string)",
-                          off);
+        return cgq_yamldoc_fail (c->y, space_key ? space_key : root,
+                                 "the search has %.3g trials, more than "
+                                 "2^63 (use fewer grid values or fewer samples)",
+                                 g);
     }
     return 0;
 }
@@ -2959,46 +2378,36 @@ static cgq_spec_t *
 s_parse (const char *text, size_t len, const char *path, const char *dir, char *err,
          size_t errlen, s_marks_t *marks)
 {
-    if (err && errlen)
-        err[0] = 0;
     const char *given = path;
     if (!path)
         path = "spec";
     if (!text)
         text = "", len = 0;
-    s_ctx_t c = {.path = path, .err = err, .errlen = errlen, .budget = S_MAX_NODES, .dir = dir};
-    if (s_check_text (&c, text, len) < 0)
-        return NULL;
-    cgq_spec_t *spec = cgq_xcalloc (1, sizeof *spec);
-    spec->path = cgq_xstrdup (path);
-    spec->text = cgq_xstrndup (text, len);
-    spec->name = s_default_name (given);
-    spec->search.algorithm = CGQ_SEARCH_RANDOM;
-    spec->search.samples = 1;
-    spec->trial.kind = CGQ_TRIAL_COMMAND;
-    spec->trial.cpu = 1;
-
-    yaml_parser_t parser;
-    yaml_parser_initialize (&parser);
-    yaml_parser_set_input_string (&parser, (const unsigned char *) spec->text, len);
-    long root = -1;
-    int rc = s_load (&c, &parser, spec->text, len, &root);
-    if (rc == 0)
-        rc = s_parse_doc (&c, spec, root >= 0 ? s_node (&c, (uint32_t) root) : NULL);
-    if (rc == 0 && root >= 0)
-        rc = s_second_doc (&c, &parser, spec->text, len);
-    yaml_parser_delete (&parser);
+    s_ctx_t c = {.y = cgq_yamldoc_new (path, "spec", err, errlen), .dir = dir};
+    // The text is kept whole (spec->text) only once it is known to be small.
+    const cgq_yamldoc_node_t *root = NULL;
+    cgq_spec_t *spec = NULL;
+    int rc = cgq_yamldoc_load (c.y, text, len, s_max_bytes, s_size_hint, &root);
+    if (rc == 0) {
+        spec = cgq_xcalloc (1, sizeof *spec);
+        spec->path = cgq_xstrdup (path);
+        spec->text = cgq_xstrndup (text, len);
+        spec->name = s_default_name (given);
+        spec->search.algorithm = CGQ_SEARCH_RANDOM;
+        spec->search.samples = 1;
+        spec->trial.kind = CGQ_TRIAL_COMMAND;
+        spec->trial.cpu = 1;
+        rc = s_parse_doc (&c, spec, root);
+    }
+    if (rc == 0 && root)
+        rc = cgq_yamldoc_end (c.y);
     if (marks && rc == 0 && c.file_key) {
         marks->has = true;
         marks->kline = c.file_key->line, marks->kcol = c.file_key->col;
         marks->eline = c.file_node->eline, marks->ecol = c.file_node->ecol;
     }
     free (c.point_lines);
-    for (size_t i = 0; i < c.nnodes; i++) {
-        free (c.nodes[i].text);
-        free (c.nodes[i].kids);
-    }
-    free (c.nodes);
+    cgq_yamldoc_destroy (&c.y);
     if (rc < 0) {
         cgq_spec_destroy (&spec);
         return NULL;
@@ -3062,33 +2471,12 @@ s_inline_points (cgq_spec_t *spec, const s_marks_t *m, char *err, size_t errlen)
 cgq_spec_t *
 cgq_spec_load (const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen (path, "rb");
-    if (!f) {
-        if (err && errlen)
-            snprintf (err, errlen, "%s: cannot read: %s", path, strerror (errno));
-        return NULL;
-    }
     // One byte past the limit is enough for cgq_spec_parse to refuse the file.
     cgq_buf_t b;
     cgq_buf_init (&b);
-    char chunk[16384];
-    bool failed = false;
-    while (b.len <= s_max_bytes) {
-        size_t want = s_max_bytes + 1 - b.len;
-        if (want > sizeof chunk)
-            want = sizeof chunk;
-        size_t got = fread (chunk, 1, want, f);
-        cgq_buf_append (&b, chunk, got);
-        if (got < want) {
-            failed = ferror (f) != 0;
-            break;
-        }
-    }
-    int saved = errno;
-    fclose (f);
-    if (failed) {
+    if (cgq_yamldoc_read_file (path, s_max_bytes, &b) < 0) {
         if (err && errlen)
-            snprintf (err, errlen, "%s: cannot read: %s", path, strerror (saved));
+            snprintf (err, errlen, "%s: cannot read: %s", path, strerror (errno));
         cgq_buf_fini (&b);
         return NULL;
     }

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "json.h"
-#include "space.h"
 #include "spec_impl.h"
+#include "template.h"
 #include "util.h"
 
 static const struct {
@@ -474,7 +474,7 @@ s_read_points_file (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e
                         name, lineno, json_array_size (header));
                     break;
                 }
-                char *hs = cgq_space_value_str (h);
+                char *hs = cgq_template_value_str (h);
                 json_object_set_new (pt, hs, val);
                 free (hs);
             }

@@ -15,12 +15,11 @@
 #include "json.h"
 #include "space.h"
 #include "spec_impl.h"
+#include "template.h"
 #include "util.h"
 
 // randint bounds stay where a double holds every integer exactly.
 #define S_MAX_EXACT 9007199254740992.0 // 2^53
-
-static const char *s_builtins[] = {"job_id", "trial_id", "spec_dir"};
 
 static const char *s_dists = "choice, uniform, loguniform, quniform, qloguniform, randint, grid, "
                              "repeat, assignment, value";
@@ -435,13 +434,11 @@ s_parse_param (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *k,
             "bad parameter name '%s' (a name is a letter or _ followed by letters, "
             "digits or _, e.g. learning_rate)",
             name);
-    for (size_t i = 0; i < sizeof s_builtins / sizeof *s_builtins; i++)
-        if (!strcmp (name, s_builtins[i]))
-            return cgq_yamldoc_fail (
-                c->y, k,
-                "parameter name '%s' is taken by a built-in (job_id, trial_id, "
-                "spec_dir are always defined; rename the parameter)",
-                name);
+    if (cgq_template_is_builtin (name, strlen (name)))
+        return cgq_yamldoc_fail (c->y, k,
+                                 "parameter name '%s' is taken by a built-in (job_id, trial_id, "
+                                 "spec_dir are always defined; rename the parameter)",
+                                 name);
 
     cgq_param_t *p = &spec->params[spec->nparams];
     memset (p, 0, sizeof *p);

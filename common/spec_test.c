@@ -14,6 +14,7 @@
 
 #include "space.h"
 #include "spec.h"
+#include "template.h"
 #include "util.h"
 
 static const char *s_full =
@@ -1289,7 +1290,7 @@ t_stages (void **state)
     assert_int_equal (cgq_spec_stage_index (s, "nope", 4), -1);
     // A later stage renders an earlier stage's metric as STAGE.METRIC.
     json_t *p = json_pack ("{s:f, s:f}", "lr", 0.1, "train.acc", 0.75);
-    char *out = cgq_space_render ("{train.acc} {lr}", p, 1, 2, "", 0, err, sizeof err);
+    char *out = cgq_template_render ("{train.acc} {lr}", p, 1, 2, "", 0, err, sizeof err);
     assert_string_equal (out, "0.75 0.1");
     free (out);
     json_decref (p);

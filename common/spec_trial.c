@@ -16,6 +16,7 @@
 #include "json.h"
 #include "space.h"
 #include "spec_impl.h"
+#include "template.h"
 #include "util.h"
 
 static int
@@ -636,6 +637,32 @@ s_parse_stages (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *k,
     return rc;
 }
 
+// What a template of stage (0 for trial:) may name besides the built-ins:
+// the spec's params, and STAGE.METRIC of a stage before it.
+typedef struct {
+    const cgq_spec_t *spec;
+    size_t stage;
+} s_known_t;
+
+static bool
+s_known (const char *s, size_t n, void *arg)
+{
+    const s_known_t *k = arg;
+    const cgq_spec_t *spec = k->spec;
+    const char *dot = memchr (s, '.', n);
+    if (dot) {
+        int i = cgq_spec_stage_index (spec, s, (size_t)(dot - s));
+        if (i >= 0 && (size_t)i < k->stage && !memchr (dot + 1, '.', n - (size_t)(dot - s) - 1))
+            return true;
+    }
+    if (spec->param_index)
+        return json_object_getn (spec->param_index, s, n) != NULL;
+    for (size_t i = 0; i < spec->nparams; i++)
+        if (strlen (spec->params[i].name) == n && !memcmp (spec->params[i].name, s, n))
+            return true;
+    return false;
+}
+
 // s_check_tmpl reports the first bad placeholder of one template, with the
 // names that would have been accepted.
 static int
@@ -644,7 +671,8 @@ s_check_tmpl (spec_ctx_t *c, const cgq_spec_t *spec, size_t stage, const cgq_yam
 {
     size_t off;
     char name[128];
-    if (cgq_space_check_template (spec, stage, tmpl, &off, name, sizeof name) == 0)
+    s_known_t k = {spec, stage};
+    if (cgq_template_check (tmpl, s_known, &k, &off, name, sizeof name) == 0)
         return 0;
     char *dot = strchr (name, '.');
     if (dot && tmpl[off] != '}' && strchr (tmpl + off, '}')) {

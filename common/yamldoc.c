@@ -376,22 +376,22 @@ s_distance (const char *a, size_t na, const char *b, size_t nb, size_t max)
 {
     if (na > nb + max || nb > na + max || na > 62 || nb > 62)
         return max + 1;
-    size_t d[64][64];
+    unsigned char d[64][64]; // distances stay below 64: 4 KiB of stack
     for (size_t i = 0; i <= na; i++)
-        d[i][0] = i;
+        d[i][0] = (unsigned char) i;
     for (size_t j = 0; j <= nb; j++)
-        d[0][j] = j;
+        d[0][j] = (unsigned char) j;
     for (size_t i = 1; i <= na; i++)
         for (size_t j = 1; j <= nb; j++) {
-            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
+            unsigned best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1u : 0u);
+            if (d[i - 1][j] + 1u < best)
+                best = d[i - 1][j] + 1u;
+            if (d[i][j - 1] + 1u < best)
+                best = d[i][j - 1] + 1u;
             if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
+                d[i - 2][j - 2] + 1u < best)
+                best = d[i - 2][j - 2] + 1u;
+            d[i][j] = (unsigned char) best;
         }
     return d[na][nb];
 }

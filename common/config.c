@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <yaml.h>
 
 #include "util.h"
+#include "yamldoc.h"
 
 // One value read from a flag, waiting to be applied after the config file and
 // the environment (flags win, but --config must be known before they apply).
@@ -212,77 +212,86 @@ s_clear (const cgq_opt_t *opt, void *cfg)
     }
 }
 
-// s_load_file applies a YAML mapping of option names to scalars.
+// s_unknown_option reports key k, which names no option, with the option it
+// most likely misspells.
+static int
+s_unknown_option (cgq_yamldoc_t *y, const cgq_opt_t *opts, const cgq_yamldoc_node_t *k)
+{
+    cgq_buf_t names;
+    cgq_buf_init (&names);
+    for (const cgq_opt_t *o = opts; o->name; o++)
+        cgq_buf_printf (&names, "%s%s", o == opts ? "" : ", ", o->name);
+    char *word = cgq_xstrdup (cgq_yamldoc_text (k)); // dead_afer: spelt as the table does
+    for (char *p = word; *p; p++)
+        if (*p == '_')
+            *p = '-';
+    char near[64];
+    const char *guess = cgq_yamldoc_suggest (word, names.data ? names.data : "", near, sizeof near);
+    cgq_yamldoc_fail (y, k, "unknown option '%s' (%s%s%ssee --help)", cgq_yamldoc_text (k),
+                      guess ? "did you mean '" : "", guess ? guess : "", guess ? "'? " : "");
+    free (word);
+    cgq_buf_fini (&names);
+    return -1;
+}
+
+// s_apply_file applies the mapping of option names to scalars at root.
+static int
+s_apply_file (cgq_yamldoc_t *y, const cgq_opt_t *opts, void *cfg, const cgq_yamldoc_node_t *root)
+{
+    if (!root || cgq_yamldoc_is_null (root))
+        return 0; // a file holding only comments
+    if (root->type != CGQ_YAMLDOC_MAP)
+        return cgq_yamldoc_fail (y, root,
+                                 "expected a mapping of option names to values (e.g. redis: "
+                                 "redis://host:6379/0)");
+    if (cgq_yamldoc_check_keys (y, root) < 0)
+        return -1;
+    for (size_t i = 0; i < cgq_yamldoc_npairs (root); i++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (y, root, i),
+                                 *v = cgq_yamldoc_val (y, root, i);
+        const char *key = cgq_yamldoc_text (k);
+        const cgq_opt_t *opt = s_find_long (opts, key, k->len);
+        if (!opt)
+            return s_unknown_option (y, opts, k);
+        if (v->type != CGQ_YAMLDOC_SCALAR)
+            return cgq_yamldoc_fail (
+                y, v, "option '%s' needs a single value, not a list or mapping", key);
+        if (strlen (cgq_yamldoc_text (v)) != v->len)
+            return cgq_yamldoc_fail (y, v, "option '%s' holds a NUL byte (remove the \\0)", key);
+        char err[512];
+        if (s_set (opt, cfg, cgq_yamldoc_text (v), err, sizeof err) < 0)
+            return cgq_yamldoc_fail (y, v, "%s: %s", key, err);
+    }
+    return 0;
+}
+
+// s_load_file applies a config file. It is read through the bounded reader
+// that specs go through: a hostile or broken file (160 KB of '[') is refused
+// at once, at its line and column, rather than stalling the daemon's start.
 static int
 s_load_file (const cgq_opt_t *opts, void *cfg, const char *prog, const char *path)
 {
-    FILE *f = fopen (path, "rb");
-    if (!f) {
+    cgq_buf_t text;
+    cgq_buf_init (&text);
+    if (cgq_yamldoc_read_file (path, CGQ_YAMLDOC_MAX_BYTES, &text) < 0) {
         fprintf (stderr, "%s: cannot read config file '%s': %s (check --config)\n", prog, path,
                  strerror (errno));
+        cgq_buf_fini (&text);
         return -1;
     }
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize (&parser)) {
-        fclose (f);
-        fprintf (stderr, "%s: out of memory reading config file '%s'\n", prog, path);
-        return -1;
-    }
-    yaml_parser_set_input_file (&parser, f);
-    int rc = 0;
-    if (!yaml_parser_load (&parser, &doc)) {
-        fprintf (stderr, "%s:%zu:%zu: %s%s%s (the config file must be a YAML mapping)\n", path,
-                 parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-                 parser.problem ? parser.problem : "YAML error",
-                 parser.context ? " " : "", parser.context ? parser.context : "");
-        yaml_parser_delete (&parser);
-        fclose (f);
-        return -1;
-    }
-    yaml_node_t *root = yaml_document_get_root_node (&doc);
-    if (root && root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)
-        root = NULL; // a file holding only comments
-    if (root && root->type != YAML_MAPPING_NODE) {
-        fprintf (stderr, "%s:%zu:%zu: expected a mapping of option names to values (e.g. redis: redis://host:6379/0)\n",
-                 path, root->start_mark.line + 1, root->start_mark.column + 1);
-        rc = -1;
-    }
-    for (yaml_node_pair_t *p = root && rc == 0 ? root->data.mapping.pairs.start : NULL;
-         p && p < root->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node (&doc, p->key);
-        yaml_node_t *v = yaml_document_get_node (&doc, p->value);
-        if (!k || k->type != YAML_SCALAR_NODE) {
-            fprintf (stderr, "%s:%zu:%zu: expected an option name\n", path,
-                     k ? k->start_mark.line + 1 : 0, k ? k->start_mark.column + 1 : 0);
-            rc = -1;
-            break;
-        }
-        const char *key = (const char *) k->data.scalar.value;
-        const cgq_opt_t *opt = s_find_long (opts, key, k->data.scalar.length);
-        if (!opt) {
-            fprintf (stderr, "%s:%zu:%zu: unknown option '%s' (see --help)\n", path,
-                     k->start_mark.line + 1, k->start_mark.column + 1, key);
-            rc = -1;
-            break;
-        }
-        if (!v || v->type != YAML_SCALAR_NODE) {
-            fprintf (stderr, "%s:%zu:%zu: option '%s' needs a single value, not a list or mapping\n",
-                     path, v ? v->start_mark.line + 1 : 0, v ? v->start_mark.column + 1 : 0, key);
-            rc = -1;
-            break;
-        }
-        char err[512];
-        if (s_set (opt, cfg, (const char *) v->data.scalar.value, err, sizeof err) < 0) {
-            fprintf (stderr, "%s:%zu:%zu: %s: %s\n", path, v->start_mark.line + 1,
-                     v->start_mark.column + 1, key, err);
-            rc = -1;
-            break;
-        }
-    }
-    yaml_document_delete (&doc);
-    yaml_parser_delete (&parser);
-    fclose (f);
+    char err[1024];
+    cgq_yamldoc_t *y = cgq_yamldoc_new (path, "config file", err, sizeof err);
+    const cgq_yamldoc_node_t *root;
+    int rc = cgq_yamldoc_load (y, text.data, text.len, 0,
+                               "a config file holds option: value lines; check --config", &root);
+    if (rc == 0)
+        rc = s_apply_file (y, opts, cfg, root);
+    if (rc == 0 && root)
+        rc = cgq_yamldoc_end (y);
+    if (rc < 0)
+        fprintf (stderr, "%s\n", err);
+    cgq_yamldoc_destroy (&y);
+    cgq_buf_fini (&text);
     return rc;
 }
 

@@ -1,5 +1,6 @@
 // config_test: precedence (default < file < env < flag), every value type,
-// flag forms, positional arguments, and the messages of every kind of error.
+// flag forms, positional arguments, the messages of every kind of error, and
+// hostile config files refused at once.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -230,7 +231,8 @@ t_config_file_errors (void **state)
     t_cfg_t c;
     char *path = s_write_file ("bad1.yaml", "redis: redis://x:1/0\n  \nheartbat: 2s\n");
     assert_int_equal (s_parse (&c, "--config", path), -1);
-    char *want = cgq_xasprintf ("%s:3:1: unknown option 'heartbat' (see --help)\n", path);
+    char *want = cgq_xasprintf (
+        "%s:3:1: unknown option 'heartbat' (did you mean 'heartbeat'? see --help)\n", path);
     assert_string_equal (s_err, want);
     assert_null (c.redis); // freed on error
     free (want);
@@ -270,6 +272,76 @@ t_config_file_errors (void **state)
                                 "file or directory (check --config)\n");
     assert_int_equal (s_parse (&c, "--config"), -1);
     assert_non_null (strstr (s_err, "--config needs a value"));
+}
+
+// A config file goes through the spec's bounded reader: a hostile or broken
+// file is refused at once, at its line and column, and a typo gets the option
+// it most likely means.
+static void
+t_config_file_hostile (void **state)
+{
+    t_cfg_t c;
+    // 160 KB of '[': libyaml's document loader, which read config files
+    // before, works in proportion to the nesting for every token (as a spec,
+    // this text stalled a coordinator for half a minute).
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    for (int i = 0; i < 160 * 1024; i++)
+        cgq_buf_puts (&b, "[");
+    char *path = s_write_file ("brackets.yaml", b.data);
+    int64_t t0 = cgq_thread_cpu_ms ();
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_true (cgq_thread_cpu_ms () - t0 < 1000);
+    char *want = cgq_xasprintf ("%s:1:65: value nested more than 64 levels deep, counting from "
+                                "the top of the config file (flatten it)\n",
+                                path);
+    assert_string_equal (s_err, want);
+    free (want);
+    free (path);
+
+    // 1,000 levels of block mappings: stopped at the 65th, line 65 column 65.
+    cgq_buf_reset (&b);
+    for (int i = 0; i < 1000; i++)
+        cgq_buf_printf (&b, "%*sa:\n", i, "");
+    path = s_write_file ("deep.yaml", b.data);
+    t0 = cgq_thread_cpu_ms ();
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_true (cgq_thread_cpu_ms () - t0 < 1000);
+    assert_non_null (strstr (s_err, ":65:65: value nested more than 64 levels deep"));
+    free (path);
+
+    // Larger than any config file: refused before it is parsed.
+    cgq_buf_reset (&b);
+    while (b.len <= 1024 * 1024)
+        cgq_buf_puts (&b, "# a long comment, line after line, that no config file has\n");
+    path = s_write_file ("huge.yaml", b.data);
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_non_null (strstr (s_err, "the config file is longer than 1048576 bytes here"));
+    free (path);
+    cgq_buf_fini (&b);
+
+    // A key given twice, and a second document, which were silently
+    // resolved (the last key won, the document was ignored).
+    path = s_write_file ("dup.yaml", "redis: redis://a:1/0\nredis: redis://b:1/0\n");
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_non_null (strstr (s_err, ":2:1: duplicate key 'redis' (first written at 1:1"));
+    free (path);
+    path = s_write_file ("two.yaml", "redis: redis://a:1/0\n---\nbind: tcp://*:1\n");
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_non_null (strstr (s_err, ":3:1: a second YAML document"));
+    free (path);
+
+    // A typo gets the option it most likely means, written either way;
+    // nothing near gets no guess.
+    path = s_write_file ("typo.yaml", "dead_afer: 3\n");
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_non_null (
+        strstr (s_err, ":1:1: unknown option 'dead_afer' (did you mean 'dead-after'? see --help)"));
+    free (path);
+    path = s_write_file ("far.yaml", "colour: blue\n");
+    assert_int_equal (s_parse (&c, "--config", path), -1);
+    assert_non_null (strstr (s_err, ":1:1: unknown option 'colour' (see --help)"));
+    free (path);
 }
 
 static void
@@ -414,6 +486,7 @@ main (void)
         cmocka_unit_test_setup (t_env_over_default_flag_over_env, s_setup),
         cmocka_unit_test_setup (t_config_file, s_setup),
         cmocka_unit_test_setup (t_config_file_errors, s_setup),
+        cmocka_unit_test_setup (t_config_file_hostile, s_setup),
         cmocka_unit_test_setup (t_flag_forms, s_setup),
         cmocka_unit_test_setup (t_value_errors, s_setup),
         cmocka_unit_test_setup (t_unknown_flag, s_setup),

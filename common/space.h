@@ -64,27 +64,4 @@ bool cgq_space_without_replacement (const cgq_spec_t *spec);
 // a repeat is a JSON array and an assignment {"id": ID, "map": {ITEM: CHOICE}}.
 json_t *cgq_space_point (const cgq_spec_t *spec, uint64_t index);
 
-// cgq_space_render expands a template: "{name}" becomes the value of param
-// name (a key of params: a later stage's render passes the params with
-// "STAGE.METRIC" keys added), "{job_id}", "{trial_id}" and "{spec_dir}" the built-ins, "{{" and "}}"
-// literal braces. Strings appear as they are, numbers as cgq_fmt_double writes
-// them, true/false, lists and mappings as compact JSON. With shell != 0 every
-// substituted value is quoted with cgq_shell_quote. Returns a new string (caller
-// frees), or NULL with err set if a placeholder names no param.
-char *cgq_space_render (const char *tmpl, const json_t *params, uint64_t job, uint64_t trial,
-                        const char *spec_dir, int shell, char *err, size_t errlen);
-
-// cgq_space_value_str writes one value the way cgq_space_render substitutes
-// it (before any shell quoting): strings as they are, integers in decimal,
-// reals as cgq_fmt_double writes them, true/false/null, lists and mappings as
-// compact JSON. NULL reads as null. Returns a new string; caller frees.
-char *cgq_space_value_str (const json_t *v);
-
-// cgq_space_check_template returns 0 if every placeholder of tmpl names a param
-// of spec, a built-in, or STAGE.METRIC where STAGE is one of the stages
-// before stage (cgq_spec_stage; its metrics are known only when it has run),
-// else -1 with the offending name's byte offset in *at.
-int cgq_space_check_template (const cgq_spec_t *spec, size_t stage, const char *tmpl, size_t *at,
-                              char *name, size_t namelen);
-
 #endif

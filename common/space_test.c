@@ -1,7 +1,7 @@
 // space_test: the lazy search space and the searchers over it. Points are a
 // pure function of (spec, seed, index); grids are enumerated in mixed-radix
-// order; templates render and quote values; searchers resume from their state
-// and never materialise the space.
+// order; searchers resume from their state and never materialise the space.
+// (Templates, which render points' values: template_test.)
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +17,7 @@
 #include "searcher.h"
 #include "space.h"
 #include "spec.h"
+#include "template.h"
 #include "util.h"
 
 static cgq_spec_t *
@@ -225,65 +226,6 @@ t_count_overflow (void **state)
     assert_int_equal (json_integer_value (json_object_get (p, "a")), 2);
     assert_int_equal (json_integer_value (json_object_get (p, "b")), 1); // (2^42 + 5) mod 6 = 3
     json_decref (p);
-    cgq_spec_destroy (&s);
-}
-
-static void
-t_render (void **state)
-{
-    json_t *params = json_pack ("{s:f, s:i, s:s, s:s, s:b, s:[i,f], s:{s:i}, s:f, s:n}", "lr",
-                                0.001, "hidden", 128, "name", "it's a test", "plain", "GATv2Conv",
-                                "flag", 1, "list", 1, 0.5, "map", "a", 1, "big", 1e-20, "none");
-    char err[512] = "";
-    char *r = cgq_space_render ("--lr {lr} --hidden {hidden} --name {name} {plain}", params, 7, 12,
-                                "/specs", 0, err, sizeof err);
-    assert_string_equal (r, "--lr 0.001 --hidden 128 --name it's a test GATv2Conv");
-    free (r);
-
-    r = cgq_space_render ("--lr {lr} --name {name} {plain} {list} {flag}", params, 7, 12, "/specs",
-                          1, err, sizeof err);
-    assert_string_equal (r, "--lr 0.001 --name 'it'\\''s a test' GATv2Conv '[1,0.5]' true");
-    free (r);
-
-    r = cgq_space_render ("{job_id}/{trial_id} {spec_dir} {map} {big} {none}", params, 7, 12,
-                          "/my specs", 1, err, sizeof err);
-    assert_string_equal (r, "7/12 '/my specs' '{\"a\":1}' 1e-20 null");
-    free (r);
-
-    r = cgq_space_render ("{{literal}} {{{hidden}}} a}}b", params, 7, 12, "/s", 1, err, sizeof err);
-    assert_string_equal (r, "{literal} {128} a}b");
-    free (r);
-
-    err[0] = 0;
-    assert_null (cgq_space_render ("x {lrr} y", params, 7, 12, "/s", 0, err, sizeof err));
-    assert_non_null (strstr (err, "unknown placeholder '{lrr}' at byte 2"));
-    assert_null (cgq_space_render ("x {lr", params, 7, 12, "/s", 0, err, sizeof err));
-    assert_non_null (strstr (err, "bad placeholder"));
-    assert_null (cgq_space_render ("x } y", params, 7, 12, "/s", 0, err, sizeof err));
-    assert_non_null (strstr (err, "stray '}' at byte 2"));
-    json_decref (params);
-
-    // Sampled values print as their shortest text after rounding.
-    cgq_spec_t *s =
-        s_parse ("space: {lr: {loguniform: [0.001, 0.1]}, c: 0.1}\ntrial:\n  command: x {lr}\n");
-    json_t *p = cgq_space_point (s, 0);
-    r = cgq_space_render ("{lr} {c}", p, 1, 0, NULL, 0, err, sizeof err);
-    char expect[64], a[32];
-    snprintf (expect, sizeof expect, "%s 0.1",
-              cgq_fmt_double (a, json_real_value (json_object_get (p, "lr"))));
-    assert_string_equal (r, expect);
-    assert_true (strlen (r) <= 23); // "0.00" and at most 15 digits, then " 0.1"
-    free (r);
-    json_decref (p);
-
-    size_t at = 99;
-    char name[32];
-    assert_int_equal (cgq_space_check_template (s, 0, "a {lr} {job_id} {{x}} {trial_id}{spec_dir}",
-                                                &at, name, sizeof name),
-                      0);
-    assert_int_equal (cgq_space_check_template (s, 0, "a {lr} {lrr}", &at, name, sizeof name), -1);
-    assert_int_equal (at, 8);
-    assert_string_equal (name, "lrr");
     cgq_spec_destroy (&s);
 }
 
@@ -556,7 +498,7 @@ t_repeat (void **state)
             assert_true (seen[k][v]);
     // The template text of a list is compact JSON.
     json_t *p = cgq_space_point (s, 0);
-    char *t = cgq_space_value_str (json_object_get (p, "n"));
+    char *t = cgq_template_value_str (json_object_get (p, "n"));
     assert_true (strlen (t) == 5 && t[0] == '[' && t[2] == ',' && t[4] == ']');
     free (t);
     json_decref (p);
@@ -615,7 +557,7 @@ t_assignment (void **state)
             assert_string_equal (c, (id >> k) & 1 ? "c1" : "c0");
         }
         if (id == 13) {
-            char *t = cgq_space_value_str (b);
+            char *t = cgq_template_value_str (b);
             assert_string_equal (
                 t, "{\"id\":13,\"map\":{\"i0\":\"c1\",\"i1\":\"c0\",\"i2\":\"c1\",\"i3\":\"c1\","
                    "\"i4\":\"c0\"}}");
@@ -866,24 +808,6 @@ t_searcher_without_replacement (void **state)
     cgq_spec_destroy (&s);
 }
 
-static void
-t_value_str (void **state)
-{
-    json_t *v = json_pack ("[s, i, f, f, b, n, [i, f], {s:s}]", "it's", -3, 0.1, 1e-20, 1, 7, 0.5,
-                           "k", "v");
-    const char *expect[] = {"it's", "-3",   "0.1",     "1e-20",
-                            "true", "null", "[7,0.5]", "{\"k\":\"v\"}"};
-    for (size_t i = 0; i < json_array_size (v); i++) {
-        char *t = cgq_space_value_str (json_array_get (v, i));
-        assert_string_equal (t, expect[i]);
-        free (t);
-    }
-    json_decref (v);
-    char *t = cgq_space_value_str (NULL);
-    assert_string_equal (t, "null");
-    free (t);
-}
-
 int
 main (void)
 {
@@ -893,7 +817,6 @@ main (void)
         cmocka_unit_test (t_grid_cross_product),
         cmocka_unit_test (t_grid_algorithm),
         cmocka_unit_test (t_count_overflow),
-        cmocka_unit_test (t_render),
         cmocka_unit_test (t_searcher),
         cmocka_unit_test (t_searcher_resume),
         cmocka_unit_test (t_searcher_bad_state),
@@ -905,7 +828,6 @@ main (void)
         cmocka_unit_test (t_without_replacement),
         cmocka_unit_test (t_with_replacement),
         cmocka_unit_test (t_searcher_without_replacement),
-        cmocka_unit_test (t_value_str),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-// spec: the job spec (tune.yaml), parsed with libyaml into one struct. Every
+// spec: the job spec (tune.yaml), read by common/yamldoc.c into one struct. Every
 // error names FILE:LINE:COL, says what is wrong and what to write instead;
 // unknown keys are errors, so a typo never silently changes a search.
 // The reference is docs/spec.md.

@@ -14,6 +14,7 @@
 
 #include "space.h"
 #include "spec.h"
+#include "template.h"
 #include "util.h"
 
 static const char *s_full =
@@ -473,10 +474,9 @@ t_err_top (void **state)
     s_expect_error ("# only a comment\n", 1, 1, "the spec is empty");
     s_expect_error ("- a\n- b\n", 1, 1, "must be a mapping");
     s_expect_error ("just text\n", 1, 1, "must be a mapping");
-    s_expect_error (
-        TRIAL "serch: {samples: 3}\n", 2, 1,
-        "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
-        "objectives, early_stop, trial, notify)");
+    s_expect_error (TRIAL "serch: {samples: 3}\n", 2, 1,
+                    "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
+                    "objectives, early_stop, trial, notify); did you mean 'search'?");
     s_expect_error (TRIAL "---\nname: x\n", 3, 1, "second YAML document");
 }
 
@@ -485,9 +485,11 @@ t_err_nested_key (void **state)
 {
     s_expect_error (
         TRIAL "search:\n  samples: 3\n  samplez: 4\n", 4, 3,
-        "unknown key 'samplez' in search (known keys: algorithm, samples, concurrency, seed)");
+        "unknown key 'samplez' in search (known keys: algorithm, samples, concurrency, seed); "
+        "did you mean 'samples'?");
     s_expect_error ("trial: {command: x, resources: {cpus: 2}}\n", 1, 33,
                     "unknown key 'cpus' in trial.resources");
+    s_expect_error ("trial: {command: x, resources: {cpus: 2}}\n", 1, 33, "did you mean 'cpu'?");
     s_expect_error (TRIAL "objective: {metric: a, mode: max, expr: b}\n", 2, 35,
                     "objective has both metric and expr");
 }
@@ -1288,7 +1290,7 @@ t_stages (void **state)
     assert_int_equal (cgq_spec_stage_index (s, "nope", 4), -1);
     // A later stage renders an earlier stage's metric as STAGE.METRIC.
     json_t *p = json_pack ("{s:f, s:f}", "lr", 0.1, "train.acc", 0.75);
-    char *out = cgq_space_render ("{train.acc} {lr}", p, 1, 2, "", 0, err, sizeof err);
+    char *out = cgq_template_render ("{train.acc} {lr}", p, 1, 2, "", 0, err, sizeof err);
     assert_string_equal (out, "0.75 0.1");
     free (out);
     json_decref (p);

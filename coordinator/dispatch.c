@@ -14,7 +14,7 @@
 #include "nodes.h"
 #include "outbox.h"
 #include "scheduler.h"
-#include "space.h"
+#include "template.h"
 
 // What an Assign carries that must be rendered from the trial's params.
 typedef struct {
@@ -119,7 +119,7 @@ s_stage_env (const trial_t *t, const cgq_stage_t *st, s_rendered_t *r, size_t *c
     json_object_foreach (t->stage_metrics, sk, sm)
     {
         json_object_foreach (sm, mk, mv)
-            s_env_add (r, cap, s_env_name ("CGQ_STAGE_", sk, mk), cgq_space_value_str (mv));
+            s_env_add (r, cap, s_env_name ("CGQ_STAGE_", sk, mk), cgq_template_value_str (mv));
     }
 }
 
@@ -141,8 +141,8 @@ s_assignment_env (const trial_t *t, s_rendered_t *r, size_t *cap, char *err, siz
         {
             json_t *v = json_pack ("{s:s, s:O}", "item", item, "choice", choice);
             char why[256];
-            char *line = cgq_space_render (p->env, v, t->job->id, t->id, t->job->spec_dir, 0, why,
-                                           sizeof why);
+            char *line = cgq_template_render (p->env, v, t->job->id, t->id, t->job->spec_dir, 0,
+                                              why, sizeof why);
             json_decref (v);
             char *eq = line ? strchr (line, '=') : NULL;
             if (!eq) {
@@ -167,8 +167,8 @@ s_env_render (const trial_t *t, const cgq_stage_t *st, const json_t *vars, const
     const job_t *j = t->job;
     for (size_t i = 0; i < st->nenv; i++) {
         char why[256] = "";
-        char *v = cgq_space_render (st->env_vals[i], vars, j->id, t->id, j->spec_dir, 0, why,
-                                    sizeof why);
+        char *v = cgq_template_render (st->env_vals[i], vars, j->id, t->id, j->spec_dir, 0, why,
+                                       sizeof why);
         if (!v) {
             snprintf (err, errlen, "cannot render %s.env.%s: %s", where, st->env_keys[i], why);
             return -1;
@@ -190,7 +190,7 @@ s_render_stage (const trial_t *t, const cgq_stage_t *st, const json_t *vars, s_r
         r->argc = 1;
         r->argv = cgq_xcalloc (2, sizeof *r->argv);
         r->argv[0] =
-            cgq_space_render (st->data, vars, j->id, t->id, j->spec_dir, 0, why, sizeof why);
+            cgq_template_render (st->data, vars, j->id, t->id, j->spec_dir, 0, why, sizeof why);
         if (!r->argv[0]) {
             snprintf (err, errlen, "cannot render trial.data: %s", why);
             return -1;
@@ -202,8 +202,8 @@ s_render_stage (const trial_t *t, const cgq_stage_t *st, const json_t *vars, s_r
             r->argv = cgq_xcalloc (r->argc, sizeof *r->argv);
             r->argv[0] = cgq_xstrdup ("/bin/sh");
             r->argv[1] = cgq_xstrdup ("-c");
-            r->argv[2] =
-                cgq_space_render (st->command, vars, j->id, t->id, j->spec_dir, 1, why, sizeof why);
+            r->argv[2] = cgq_template_render (st->command, vars, j->id, t->id, j->spec_dir, 1, why,
+                                              sizeof why);
             if (!r->argv[2]) {
                 snprintf (err, errlen, "cannot render trial.command: %s", why);
                 return -1;
@@ -213,8 +213,8 @@ s_render_stage (const trial_t *t, const cgq_stage_t *st, const json_t *vars, s_r
             r->argc = st->argc;
             r->argv = cgq_xcalloc (r->argc + 1, sizeof *r->argv);
             for (size_t i = 0; i < r->argc; i++) {
-                r->argv[i] = cgq_space_render (st->argv[i], vars, j->id, t->id, j->spec_dir, 0,
-                                               why, sizeof why);
+                r->argv[i] = cgq_template_render (st->argv[i], vars, j->id, t->id, j->spec_dir, 0,
+                                                  why, sizeof why);
                 if (!r->argv[i]) {
                     snprintf (err, errlen, "cannot render trial.command[%zu]: %s", i, why);
                     return -1;
@@ -239,12 +239,12 @@ s_render_stage (const trial_t *t, const cgq_stage_t *st, const json_t *vars, s_r
     if (st->kind == CGQ_TRIAL_DEVICE && st->artifact_url) {
         // The spec checked literal values; rendered ones are checked here, so
         // a runner never gets a hash it could not compare.
-        r->artifact_url =
-            cgq_space_render (st->artifact_url, vars, j->id, t->id, j->spec_dir, 0, why, sizeof why);
-        r->artifact_sha256 = r->artifact_url ? cgq_space_render (st->artifact_sha256, vars, j->id,
-                                                                 t->id, j->spec_dir, 0, why,
-                                                                 sizeof why)
-                                             : NULL;
+        r->artifact_url = cgq_template_render (st->artifact_url, vars, j->id, t->id, j->spec_dir, 0,
+                                               why, sizeof why);
+        r->artifact_sha256 = r->artifact_url
+                                 ? cgq_template_render (st->artifact_sha256, vars, j->id, t->id,
+                                                        j->spec_dir, 0, why, sizeof why)
+                                 : NULL;
         if (!r->artifact_url || !r->artifact_sha256) {
             snprintf (err, errlen, "cannot render trial.artifact: %s", why);
             return -1;

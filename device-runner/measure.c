@@ -16,8 +16,8 @@
 #include "invoke.h"
 #include "json.h"
 #include "log.h"
-#include "space.h"
 #include "stats.h"
+#include "template.h"
 #include "util.h"
 
 // The output of one run that a parse: benchmark reads; more is cut.
@@ -86,7 +86,7 @@ s_render (const char *tmpl, const json_t *vars, uint64_t job, uint64_t trial, in
           char *err, size_t errlen)
 {
     char why[256] = "";
-    char *out = cgq_space_render (tmpl, vars, job, trial, "", shell, why, sizeof why);
+    char *out = cgq_template_render (tmpl, vars, job, trial, "", shell, why, sizeof why);
     if (!out)
         snprintf (err, errlen, "%s", why);
     return out;

@@ -1,82 +1,46 @@
-// runcfg: runner.yaml → cgq_runcfg_t. The file is the operator's own, so
-// libyaml's document loader is enough (a spec from the network goes through
-// common/spec.c's bounded parser instead). Every error names FILE:LINE:COL,
-// says what is wrong and what to write; unknown keys are errors, so that a
-// typo cannot silently change how a device is measured.
+// runcfg: runner.yaml → cgq_runcfg_t, read through common/yamldoc.c, the
+// bounded reader of specs: a broken or hostile file (160 KB of '[') is
+// refused at once rather than stalling the runner's start. Every error names
+// FILE:LINE:COL, says what is wrong and what to write; unknown keys are
+// errors (with the key most likely meant), so that a typo cannot silently
+// change how a device is measured.
 #include "runcfg.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "util.h"
+#include "yamldoc.h"
 
 #define S_DEFAULT_CACHE_DIR "./.cgq/artifacts"
 #define S_DEFAULT_CACHE_MAX (1ull << 30)
 #define S_DEFAULT_MAX_SAMPLES 1000
 
 typedef struct {
-    const char *path;
-    yaml_document_t *doc;
-    char *err;
-    size_t errlen;
-    bool failed;
+    cgq_yamldoc_t *y; // the file's tree, and the first error
 } s_ctx_t;
-
-static int
-s_err (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static int
-s_err (s_ctx_t *c, const yaml_node_t *at, const char *fmt, ...)
-{
-    if (c->failed)
-        return -1;
-    c->failed = true;
-    char msg[512];
-    va_list ap;
-    va_start (ap, fmt);
-    vsnprintf (msg, sizeof msg, fmt, ap);
-    va_end (ap);
-    snprintf (c->err, c->errlen, "%s:%zu:%zu: %s", c->path, at ? at->start_mark.line + 1 : 1,
-              at ? at->start_mark.column + 1 : 1, msg);
-    return -1;
-}
-
-static yaml_node_t *
-s_node (s_ctx_t *c, int id)
-{
-    return yaml_document_get_node (c->doc, id);
-}
-
-static const char *
-s_text (const yaml_node_t *n)
-{
-    return (const char *) n->data.scalar.value;
-}
 
 // s_scalar checks that n is a non-empty scalar and returns its text.
 static const char *
-s_scalar (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint)
+s_scalar (s_ctx_t *c, const cgq_yamldoc_node_t *n, const char *what, const char *hint)
 {
-    if (!n || n->type != YAML_SCALAR_NODE || n->data.scalar.length == 0) {
-        s_err (c, n, "%s needs a value (%s)", what, hint);
+    if (n->type != CGQ_YAMLDOC_SCALAR || n->len == 0) {
+        cgq_yamldoc_fail (c->y, n, "%s needs a value (%s)", what, hint);
         return NULL;
     }
-    if (strlen (s_text (n)) != n->data.scalar.length) {
-        s_err (c, n, "%s holds a NUL byte", what);
+    if (strlen (n->text) != n->len) {
+        cgq_yamldoc_fail (c->y, n, "%s holds a NUL byte", what);
         return NULL;
     }
-    return s_text (n);
+    return n->text;
 }
 
 static int
-s_string (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint, char **out)
+s_string (s_ctx_t *c, const cgq_yamldoc_node_t *n, const char *what, const char *hint, char **out)
 {
     const char *t = s_scalar (c, n, what, hint);
     if (!t)
@@ -87,57 +51,41 @@ s_string (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint, 
 }
 
 static int
-s_duration (s_ctx_t *c, const yaml_node_t *n, const char *what, double *out)
+s_duration (s_ctx_t *c, const cgq_yamldoc_node_t *n, const char *what, double *out)
 {
     const char *t = s_scalar (c, n, what, "a duration such as 500ms, 2s or 1m");
     if (!t)
         return -1;
     double v;
     if (cgq_parse_duration (t, &v) < 0 || v < 0 || !isfinite (v))
-        return s_err (c, n, "%s: '%s' is not a duration (write e.g. 500ms, 2s, 1m)", what, t);
+        return cgq_yamldoc_fail (c->y, n, "%s: '%s' is not a duration (write e.g. 500ms, 2s, 1m)",
+                                 what, t);
     *out = v;
     return 0;
 }
 
 static int
-s_count (s_ctx_t *c, const yaml_node_t *n, const char *what, uint64_t max, uint64_t *out)
+s_count (s_ctx_t *c, const cgq_yamldoc_node_t *n, const char *what, uint64_t max, uint64_t *out)
 {
     const char *t = s_scalar (c, n, what, "a whole number");
     if (!t)
         return -1;
     uint64_t v;
     if (cgq_parse_u64 (t, &v) < 0 || v > max)
-        return s_err (c, n, "%s: '%s' is not a whole number from 0 to %llu", what, t,
-                      (unsigned long long) max);
+        return cgq_yamldoc_fail (c->y, n, "%s: '%s' is not a whole number from 0 to %llu", what, t,
+                                 (unsigned long long)max);
     *out = v;
     return 0;
 }
 
 static int
-s_u32 (s_ctx_t *c, const yaml_node_t *n, const char *what, uint32_t *out)
+s_u32 (s_ctx_t *c, const cgq_yamldoc_node_t *n, const char *what, uint32_t *out)
 {
     uint64_t v;
     if (s_count (c, n, what, 1000000000, &v) < 0)
         return -1;
     *out = (uint32_t) v;
     return 0;
-}
-
-static int
-s_expect_map (s_ctx_t *c, const yaml_node_t *n, const char *what, const char *hint)
-{
-    if (!n || n->type != YAML_MAPPING_NODE)
-        return s_err (c, n, "%s must be a mapping (%s)", what, hint);
-    return 0;
-}
-
-// s_unknown reports key k of section, listing the keys that exist there.
-static int
-s_unknown (s_ctx_t *c, const yaml_node_t *k, const char *section, const char *known)
-{
-    if (!k || k->type != YAML_SCALAR_NODE)
-        return s_err (c, k, "%s: keys must be plain names", section);
-    return s_err (c, k, "%s: unknown key '%s' (expected one of: %s)", section, s_text (k), known);
 }
 
 static void
@@ -164,25 +112,25 @@ s_kv_add (cgq_kv_t *kv, const char *k, const char *v)
 // s_kv reads a mapping of scalars (tags, env). An empty value is allowed
 // for env (a variable set to ""), not for tags.
 static int
-s_kv (s_ctx_t *c, const yaml_node_t *n, const char *what, bool env, cgq_kv_t *out)
+s_kv (s_ctx_t *c, const cgq_yamldoc_node_t *n, const char *what, bool env, cgq_kv_t *out)
 {
-    if (s_expect_map (c, n, what, env ? "NAME: value" : "tag: value, e.g. device: odroid-xu4") < 0)
+    if (cgq_yamldoc_expect_map (c->y, n, what,
+                                env ? "NAME: value" : "tag: value, e.g. device: odroid-xu4") < 0)
         return -1;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (n); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, n, pi),
+                                 *v = cgq_yamldoc_val (c->y, n, pi);
         const char *key = s_scalar (c, k, what, "a name");
         if (!key)
             return -1;
-        for (size_t i = 0; i < out->n; i++)
-            if (!strcmp (out->keys[i], key))
-                return s_err (c, k, "%s: '%s' is given twice", what, key);
         if (env && (strchr (key, '=') || isdigit ((unsigned char) key[0])))
-            return s_err (c, k, "%s: '%s' is not a variable name", what, key);
-        if (!v || v->type != YAML_SCALAR_NODE)
-            return s_err (c, v, "%s.%s must be a single value, not a list or mapping", what, key);
-        if (!env && v->data.scalar.length == 0)
-            return s_err (c, v, "%s.%s needs a value", what, key);
-        s_kv_add (out, key, s_text (v));
+            return cgq_yamldoc_fail (c->y, k, "%s: '%s' is not a variable name", what, key);
+        if (!v || v->type != CGQ_YAMLDOC_SCALAR)
+            return cgq_yamldoc_fail (c->y, v, "%s.%s must be a single value, not a list or mapping",
+                                     what, key);
+        if (!env && v->len == 0)
+            return cgq_yamldoc_fail (c->y, v, "%s.%s needs a value", what, key);
+        s_kv_add (out, key, v->text);
     }
     return 0;
 }
@@ -230,20 +178,21 @@ cgq_runcfg_parse_cpus (const char *text, cpu_set_t *set)
 }
 
 static int
-s_device (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_device_t *d)
+s_device (s_ctx_t *c, const cgq_yamldoc_node_t *n, cgq_runcfg_device_t *d)
 {
     const char *known = "id, tags, env, setup, check, reset";
-    if (s_expect_map (c, n, "a device", "id: ..., tags: {...}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, n, "a device", "id: ..., tags: {...}") < 0)
         return -1;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
-        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (n); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, n, pi),
+                                 *v = cgq_yamldoc_val (c->y, n, pi);
+        const char *key = k->text;
         int rc;
         if (!strcmp (key, "id")) {
             rc = s_string (c, v, "devices[].id", "a name such as odroid-1", &d->id);
             if (rc == 0 && !s_is_word (d->id))
-                rc = s_err (c, v, "bad device id '%s' (use letters, digits, '_', '-' and '.')",
-                            d->id);
+                rc = cgq_yamldoc_fail (
+                    c->y, v, "bad device id '%s' (use letters, digits, '_', '-' and '.')", d->id);
         } else if (!strcmp (key, "tags"))
             rc = s_kv (c, v, "tags", false, &d->tags);
         else if (!strcmp (key, "env"))
@@ -255,17 +204,17 @@ s_device (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_device_t *d)
         else if (!strcmp (key, "reset"))
             rc = s_string (c, v, "reset", "a shell command", &d->reset);
         else
-            rc = s_unknown (c, k, "device", known);
+            rc = cgq_yamldoc_unknown_key (c->y, k, "device", known);
         if (rc < 0)
             return -1;
     }
     if (!d->id)
-        return s_err (c, n, "a device needs an id (write id: NAME)");
+        return cgq_yamldoc_fail (c->y, n, "a device needs an id (write id: NAME)");
     return 0;
 }
 
 static int
-s_unit_scale (s_ctx_t *c, const yaml_node_t *v, const char *what, bool time, double *scale)
+s_unit_scale (s_ctx_t *c, const cgq_yamldoc_node_t *v, const char *what, bool time, double *scale)
 {
     const char *t = s_scalar (c, v, what, time ? "us, ms or s" : "B, KiB, MiB or GiB");
     if (!t)
@@ -284,8 +233,8 @@ s_unit_scale (s_ctx_t *c, const yaml_node_t *v, const char *what, bool time, dou
             *scale = units[i].scale;
             return 0;
         }
-    return s_err (c, v, "%s: unknown unit '%s' (expected one of: %s)", what, t,
-                  time ? "ns, us, ms, s" : "B, KiB (= kB, KB), MiB (= MB), GiB");
+    return cgq_yamldoc_fail (c->y, v, "%s: unknown unit '%s' (expected one of: %s)", what, t,
+                             time ? "ns, us, ms, s" : "B, KiB (= kB, KB), MiB (= MB), GiB");
 }
 
 // The most atoms a report regex may expand to. glibc's regcomp copies an atom
@@ -391,7 +340,7 @@ s_regex_atoms (const char *re, bool *backref)
 }
 
 static int
-s_regex (s_ctx_t *c, const yaml_node_t *v, const char *what, char **text, regex_t *re)
+s_regex (s_ctx_t *c, const cgq_yamldoc_node_t *v, const char *what, char **text, regex_t *re)
 {
     if (s_string (c, v, what, "a POSIX extended regex with one group, e.g. 'time: ([0-9.]+) ms'",
                   text) < 0)
@@ -401,19 +350,21 @@ s_regex (s_ctx_t *c, const yaml_node_t *v, const char *what, char **text, regex_
     if (backref) {
         free (*text);
         *text = NULL;
-        return s_err (c, v,
-                      "%s: back-references (\\1 to \\9) are not allowed: matching them takes "
-                      "time exponential in the report's length; match the text itself",
-                      what);
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "%s: back-references (\\1 to \\9) are not allowed: matching them takes "
+            "time exponential in the report's length; match the text itself",
+            what);
     }
     if (atoms > S_REGEX_MAX_ATOMS) {
         free (*text);
         *text = NULL;
-        return s_err (c, v,
-                      "%s: the regex repeats too much (more than %d atoms once its repetitions "
-                      "are expanded, or groups nested %d deep): write a{2}b+ rather than "
-                      "(a{99}){99} or a+++",
-                      what, S_REGEX_MAX_ATOMS, S_REGEX_MAX_DEPTH);
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "%s: the regex repeats too much (more than %d atoms once its repetitions "
+            "are expanded, or groups nested %d deep): write a{2}b+ rather than "
+            "(a{99}){99} or a+++",
+            what, S_REGEX_MAX_ATOMS, S_REGEX_MAX_DEPTH);
     }
     int rc = regcomp (re, *text, REG_EXTENDED);
     if (rc != 0) {
@@ -421,28 +372,31 @@ s_regex (s_ctx_t *c, const yaml_node_t *v, const char *what, char **text, regex_
         regerror (rc, re, msg, sizeof msg);
         free (*text);
         *text = NULL;
-        return s_err (c, v, "%s: bad regex: %s", what, msg);
+        return cgq_yamldoc_fail (c->y, v, "%s: bad regex: %s", what, msg);
     }
     if (re->re_nsub < 1) {
         regfree (re);
         free (*text);
         *text = NULL;
-        return s_err (c, v, "%s: the regex needs a group around the number, e.g. "
-                            "'latency: ([0-9.]+)'", what);
+        return cgq_yamldoc_fail (c->y, v,
+                                 "%s: the regex needs a group around the number, e.g. "
+                                 "'latency: ([0-9.]+)'",
+                                 what);
     }
     return 0;
 }
 
 static int
-s_parse_section (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_bench_t *b)
+s_parse_section (s_ctx_t *c, const cgq_yamldoc_node_t *n, cgq_runcfg_bench_t *b)
 {
     const char *known = "time, time_unit, memory, memory_unit";
-    if (s_expect_map (c, n, "parse", "time: REGEX, time_unit: ms, memory: REGEX") < 0)
+    if (cgq_yamldoc_expect_map (c->y, n, "parse", "time: REGEX, time_unit: ms, memory: REGEX") < 0)
         return -1;
-    const yaml_node_t *time_node = NULL;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
-        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+    const cgq_yamldoc_node_t *time_node = NULL;
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (n); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, n, pi),
+                                 *v = cgq_yamldoc_val (c->y, n, pi);
+        const char *key = k->text;
         int rc;
         if (!strcmp (key, "time") && !b->time_re_text) {
             rc = s_regex (c, v, "parse.time", &b->time_re_text, &b->time_re);
@@ -454,12 +408,13 @@ s_parse_section (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_bench_t *b)
         else if (!strcmp (key, "memory_unit"))
             rc = s_unit_scale (c, v, "parse.memory_unit", false, &b->memory_scale);
         else
-            rc = s_unknown (c, k, "parse", known);
+            rc = cgq_yamldoc_unknown_key (c->y, k, "parse", known);
         if (rc < 0)
             return -1;
     }
     if (!time_node)
-        return s_err (c, n, "parse needs time: REGEX (its group 1 is one run's time)");
+        return cgq_yamldoc_fail (c->y, n,
+                                 "parse needs time: REGEX (its group 1 is one run's time)");
     return 0;
 }
 
@@ -480,26 +435,28 @@ s_bench_defaults (cgq_runcfg_bench_t *b, const char *name, double cooldown)
 }
 
 static int
-s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_bench_t *b)
+s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
+         cgq_runcfg_bench_t *b)
 {
     const char *known = "command, env, timing, parse, builtin, warmup, warmup_min_time, repeats, "
                         "min_time, max_time, timeout, cpus, cooldown, max_samples";
     bool builtin = b->timing == CGQ_TIMING_BUILTIN;
-    if (s_expect_map (c, n, "a benchmark", "command: ..., timing: per-run") < 0)
+    if (cgq_yamldoc_expect_map (c->y, n, "a benchmark", "command: ..., timing: per-run") < 0)
         return -1;
-    const yaml_node_t *timing_node = NULL, *parse_node = NULL, *cmd_node = NULL;
+    const cgq_yamldoc_node_t *timing_node = NULL, *parse_node = NULL, *cmd_node = NULL;
     bool timing_parse = false;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
-        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (n); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, n, pi),
+                                 *v = cgq_yamldoc_val (c->y, n, pi);
+        const char *key = k->text;
         int rc = 0;
         uint64_t u;
         if (!strcmp (key, "command")) {
             cmd_node = v;
-            if (v && v->type == YAML_SEQUENCE_NODE) {
-                for (yaml_node_item_t *it = v->data.sequence.items.start;
-                     it < v->data.sequence.items.top && rc == 0; it++) {
-                    const char *a = s_scalar (c, s_node (c, *it), "command[]", "an argument");
+            if (v && v->type == CGQ_YAMLDOC_SEQ) {
+                for (size_t i = 0; i < cgq_yamldoc_nitems (v) && rc == 0; i++) {
+                    const char *a =
+                        s_scalar (c, cgq_yamldoc_item (c->y, v, i), "command[]", "an argument");
                     if (!a)
                         return -1;
                     b->argv = cgq_xrealloc (b->argv, (b->argc + 2) * sizeof *b->argv);
@@ -507,8 +464,9 @@ s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_ben
                     b->argv[b->argc] = NULL;
                 }
                 if (b->argc == 0)
-                    rc = s_err (c, v, "command: an empty list runs nothing");
-            } else
+                    rc = cgq_yamldoc_fail (c->y, v, "command: an empty list runs nothing");
+            }
+            else
                 rc = s_string (c, v, "command", "a shell command, or a list [program, args...]",
                                &b->command);
         } else if (!strcmp (key, "env"))
@@ -523,8 +481,11 @@ s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_ben
             else if (!strcmp (t, "parse"))
                 timing_parse = true;
             else
-                rc = s_err (c, v, "timing: unknown '%s' (expected per-run: the runner times each "
-                                  "run, or parse: regexes read the tool's report)", t);
+                rc = cgq_yamldoc_fail (
+                    c->y, v,
+                    "timing: unknown '%s' (expected per-run: the runner times each "
+                    "run, or parse: regexes read the tool's report)",
+                    t);
         } else if (!strcmp (key, "parse")) {
             parse_node = v;
             rc = s_parse_section (c, v, b);
@@ -533,8 +494,10 @@ s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_ben
             if (!t)
                 return -1;
             if (strcmp (t, CGQ_RUNCFG_CPU_LOCAL) != 0)
-                rc = s_err (c, v, "builtin: unknown '%s' (the built-in benchmark is "
-                                  CGQ_RUNCFG_CPU_LOCAL ")", t);
+                rc = cgq_yamldoc_fail (
+                    c->y, v,
+                    "builtin: unknown '%s' (the built-in benchmark is " CGQ_RUNCFG_CPU_LOCAL ")",
+                    t);
             builtin = true;
         } else if (!strcmp (key, "warmup"))
             rc = s_u32 (c, v, "warmup", &b->warmup);
@@ -543,7 +506,7 @@ s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_ben
         else if (!strcmp (key, "repeats")) {
             rc = s_u32 (c, v, "repeats", &b->repeats);
             if (rc == 0 && b->repeats == 0)
-                rc = s_err (c, v, "repeats must be at least 1");
+                rc = cgq_yamldoc_fail (c->y, v, "repeats must be at least 1");
         } else if (!strcmp (key, "min_time"))
             rc = s_duration (c, v, "min_time", &b->min_time_s);
         else if (!strcmp (key, "max_time"))
@@ -558,47 +521,59 @@ s_bench (s_ctx_t *c, const yaml_node_t *kn, const yaml_node_t *n, cgq_runcfg_ben
         } else if (!strcmp (key, "cpus")) {
             rc = s_string (c, v, "cpus", "CPU numbers such as 0,2-3", &b->cpus_text);
             if (rc == 0 && cgq_runcfg_parse_cpus (b->cpus_text, &b->cpus) < 0)
-                rc = s_err (c, v, "cpus: '%s' is not a CPU list (write e.g. 2 or 0,2-3)",
-                            b->cpus_text);
+                rc = cgq_yamldoc_fail (
+                    c->y, v, "cpus: '%s' is not a CPU list (write e.g. 2 or 0,2-3)", b->cpus_text);
             b->pin = rc == 0;
         } else
-            rc = s_unknown (c, k, "benchmark", known);
+            rc = cgq_yamldoc_unknown_key (c->y, k, "benchmark", known);
         if (rc < 0)
             return -1;
     }
     if (b->max_time_s > 0 && b->min_time_s > b->max_time_s)
-        return s_err (c, n, "min_time is longer than max_time: no measurement could meet both");
+        return cgq_yamldoc_fail (
+            c->y, n, "min_time is longer than max_time: no measurement could meet both");
     if (builtin) {
         if (strcmp (b->name, CGQ_RUNCFG_CPU_LOCAL) != 0)
-            return s_err (c, kn, "builtin: " CGQ_RUNCFG_CPU_LOCAL " goes under the name "
-                                 CGQ_RUNCFG_CPU_LOCAL ", not '%s'", b->name);
+            return cgq_yamldoc_fail (c->y, kn,
+                                     "builtin: " CGQ_RUNCFG_CPU_LOCAL
+                                     " goes under the name " CGQ_RUNCFG_CPU_LOCAL ", not '%s'",
+                                     b->name);
         if (cmd_node || timing_node || parse_node)
-            return s_err (c, cmd_node ? cmd_node : timing_node ? timing_node : parse_node,
-                          "the built-in " CGQ_RUNCFG_CPU_LOCAL " runs the CG engine in-process: "
-                          "it takes no command, timing or parse");
+            return cgq_yamldoc_fail (c->y,
+                                     cmd_node      ? cmd_node
+                                     : timing_node ? timing_node
+                                                   : parse_node,
+                                     "the built-in " CGQ_RUNCFG_CPU_LOCAL
+                                     " runs the CG engine in-process: "
+                                     "it takes no command, timing or parse");
         b->timing = CGQ_TIMING_BUILTIN;
         return 0;
     }
     if (!cmd_node)
-        return s_err (c, n, "benchmark '%s' needs a command (write command: nnpackage_run "
-                            "--nnpackage {artifact}, or a list)", b->name);
+        return cgq_yamldoc_fail (c->y, n,
+                                 "benchmark '%s' needs a command (write command: nnpackage_run "
+                                 "--nnpackage {artifact}, or a list)",
+                                 b->name);
     if (timing_parse && !parse_node)
-        return s_err (c, timing_node, "timing: parse needs a parse: {time: REGEX} section");
+        return cgq_yamldoc_fail (c->y, timing_node,
+                                 "timing: parse needs a parse: {time: REGEX} section");
     if (parse_node && !timing_parse)
-        return s_err (c, parse_node, "parse: goes with timing: parse (add it, or remove parse)");
+        return cgq_yamldoc_fail (c->y, parse_node,
+                                 "parse: goes with timing: parse (add it, or remove parse)");
     b->timing = timing_parse ? CGQ_TIMING_PARSE : CGQ_TIMING_PER_RUN;
     return 0;
 }
 
 static int
-s_cache (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_t *cfg)
+s_cache (s_ctx_t *c, const cgq_yamldoc_node_t *n, cgq_runcfg_t *cfg)
 {
     const char *known = "dir, max_size, max_artifact, connect_timeout, timeout, retries";
-    if (s_expect_map (c, n, "cache", "dir: PATH, max_size: 2G") < 0)
+    if (cgq_yamldoc_expect_map (c->y, n, "cache", "dir: PATH, max_size: 2G") < 0)
         return -1;
-    for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
-        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (n); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, n, pi),
+                                 *v = cgq_yamldoc_val (c->y, n, pi);
+        const char *key = k->text;
         int rc;
         if (!strcmp (key, "dir"))
             rc = s_string (c, v, "cache.dir", "a directory", &cfg->cache_dir);
@@ -607,15 +582,17 @@ s_cache (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_t *cfg)
             if (!t)
                 return -1;
             rc = cgq_parse_bytes (t, &cfg->cache_max) < 0 || cfg->cache_max == 0
-                     ? s_err (c, v, "cache.max_size: '%s' is not a size (write e.g. 512M, 2G)", t)
+                     ? cgq_yamldoc_fail (
+                           c->y, v, "cache.max_size: '%s' is not a size (write e.g. 512M, 2G)", t)
                      : 0;
         } else if (!strcmp (key, "max_artifact")) {
             const char *t = s_scalar (c, v, "cache.max_artifact", "a size such as 256M");
             if (!t)
                 return -1;
             rc = cgq_parse_bytes (t, &cfg->max_artifact) < 0 || cfg->max_artifact == 0
-                     ? s_err (c, v, "cache.max_artifact: '%s' is not a size (write e.g. 256M, 2G)",
-                              t)
+                     ? cgq_yamldoc_fail (
+                           c->y, v, "cache.max_artifact: '%s' is not a size (write e.g. 256M, 2G)",
+                           t)
                      : 0;
         } else if (!strcmp (key, "connect_timeout"))
             rc = s_duration (c, v, "cache.connect_timeout", &cfg->connect_timeout_s);
@@ -624,7 +601,7 @@ s_cache (s_ctx_t *c, const yaml_node_t *n, cgq_runcfg_t *cfg)
         else if (!strcmp (key, "retries"))
             rc = s_u32 (c, v, "cache.retries", &cfg->retries);
         else
-            rc = s_unknown (c, k, "cache", known);
+            rc = cgq_yamldoc_unknown_key (c->y, k, "cache", known);
         if (rc < 0)
             return -1;
     }
@@ -641,20 +618,22 @@ s_add_bench (cgq_runcfg_t *cfg, const char *name)
 }
 
 static int
-s_root (s_ctx_t *c, const yaml_node_t *root, cgq_runcfg_t *cfg)
+s_root (s_ctx_t *c, const cgq_yamldoc_node_t *root, cgq_runcfg_t *cfg)
 {
     const char *known = "coordinator, id, cache, cooldown, devices, benchmarks";
-    if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0))
-        return s_err (c, root, "the file is empty (write devices: and benchmarks:, see "
-                               "docs/devices.md)");
-    if (s_expect_map (c, root, "runner.yaml", "coordinator:, devices:, benchmarks:") < 0)
+    if (!root || (root->type == CGQ_YAMLDOC_SCALAR && root->len == 0))
+        return cgq_yamldoc_fail (c->y, root,
+                                 "the file is empty (write devices: and benchmarks:, see "
+                                 "docs/devices.md)");
+    if (cgq_yamldoc_expect_map (c->y, root, "runner.yaml", "coordinator:, devices:, benchmarks:") <
+        0)
         return -1;
-    const yaml_node_t *devices = NULL, *benches = NULL;
+    const cgq_yamldoc_node_t *devices = NULL, *benches = NULL;
     // cooldown first: it is every benchmark's default.
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
-        const char *key = k && k->type == YAML_SCALAR_NODE ? s_text (k) : "";
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (root); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, root, pi),
+                                 *v = cgq_yamldoc_val (c->y, root, pi);
+        const char *key = k->text;
         int rc = 0;
         if (!strcmp (key, "coordinator"))
             rc = s_string (c, v, "coordinator", "an endpoint such as tcp://host:7700",
@@ -670,47 +649,48 @@ s_root (s_ctx_t *c, const yaml_node_t *root, cgq_runcfg_t *cfg)
         else if (!strcmp (key, "benchmarks"))
             benches = v;
         else
-            rc = s_unknown (c, k, "runner.yaml", known);
+            rc = cgq_yamldoc_unknown_key (c->y, k, "runner.yaml", known);
         if (rc < 0)
             return -1;
     }
     if (!devices)
-        return s_err (c, root, "no devices: (write devices: [{id: NAME, tags: {device: KIND}}])");
-    if (devices->type != YAML_SEQUENCE_NODE || devices->data.sequence.items.top
-                                                   == devices->data.sequence.items.start)
-        return s_err (c, devices, "devices must be a non-empty list of {id, tags, ...}");
-    for (yaml_node_item_t *it = devices->data.sequence.items.start;
-         it < devices->data.sequence.items.top; it++) {
+        return cgq_yamldoc_fail (c->y, root,
+                                 "no devices: (write devices: [{id: NAME, tags: {device: KIND}}])");
+    if (devices->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (devices) == 0)
+        return cgq_yamldoc_fail (c->y, devices,
+                                 "devices must be a non-empty list of {id, tags, ...}");
+    for (size_t i = 0; i < cgq_yamldoc_nitems (devices); i++) {
         cfg->devices = cgq_xrealloc (cfg->devices, (cfg->ndevices + 1) * sizeof *cfg->devices);
         cgq_runcfg_device_t *d = &cfg->devices[cfg->ndevices++];
         memset (d, 0, sizeof *d);
-        yaml_node_t *dn = s_node (c, *it);
+        const cgq_yamldoc_node_t *dn = cgq_yamldoc_item (c->y, devices, i);
         if (s_device (c, dn, d) < 0)
             return -1;
         for (size_t i = 0; i + 1 < cfg->ndevices; i++)
             if (!strcmp (cfg->devices[i].id, d->id))
-                return s_err (c, dn, "device id '%s' is given twice", d->id);
+                return cgq_yamldoc_fail (c->y, dn, "device id '%s' is given twice", d->id);
     }
     // The built-in first, so that a cpu-local: entry adjusts it.
     s_add_bench (cfg, CGQ_RUNCFG_CPU_LOCAL)->timing = CGQ_TIMING_BUILTIN;
     if (!benches)
         return 0;
-    if (s_expect_map (c, benches, "benchmarks", "NAME: {command: ..., timing: per-run}") < 0)
+    if (cgq_yamldoc_expect_map (c->y, benches, "benchmarks",
+                                "NAME: {command: ..., timing: per-run}") < 0)
         return -1;
     bool cpu_local_seen = false;
-    for (yaml_node_pair_t *p = benches->data.mapping.pairs.start;
-         p < benches->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = s_node (c, p->key), *v = s_node (c, p->value);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (benches); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, benches, pi),
+                                 *v = cgq_yamldoc_val (c->y, benches, pi);
         const char *name = s_scalar (c, k, "benchmarks", "a benchmark name");
         if (!name)
             return -1;
         if (!s_is_word (name))
-            return s_err (c, k, "bad benchmark name '%s' (use letters, digits, '_', '-' and '.')",
-                          name);
+            return cgq_yamldoc_fail (
+                c->y, k, "bad benchmark name '%s' (use letters, digits, '_', '-' and '.')", name);
         cgq_runcfg_bench_t *b = (cgq_runcfg_bench_t *) cgq_runcfg_bench (cfg, name);
         bool is_builtin = !strcmp (name, CGQ_RUNCFG_CPU_LOCAL);
         if (b && (!is_builtin || cpu_local_seen))
-            return s_err (c, k, "benchmark '%s' is given twice", name);
+            return cgq_yamldoc_fail (c->y, k, "benchmark '%s' is given twice", name);
         cpu_local_seen = cpu_local_seen || is_builtin;
         if (b) {
             // Redefine cpu-local's settings from scratch (builtin implied).
@@ -734,26 +714,16 @@ cgq_runcfg_parse (const char *text, size_t len, const char *path, char *err, siz
     cfg->connect_timeout_s = 10;
     cfg->transfer_timeout_s = 600;
     cfg->retries = 2;
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize (&parser)) {
-        snprintf (err, errlen, "%s: out of memory", path);
-        cgq_runcfg_destroy (&cfg);
-        return NULL;
-    }
-    yaml_parser_set_input_string (&parser, (const unsigned char *) text, len);
-    if (!yaml_parser_load (&parser, &doc)) {
-        snprintf (err, errlen, "%s:%zu:%zu: %s%s%s", path, parser.problem_mark.line + 1,
-                  parser.problem_mark.column + 1, parser.problem ? parser.problem : "YAML error",
-                  parser.context ? " " : "", parser.context ? parser.context : "");
-        yaml_parser_delete (&parser);
-        cgq_runcfg_destroy (&cfg);
-        return NULL;
-    }
-    s_ctx_t c = {.path = path, .doc = &doc, .err = err, .errlen = errlen};
-    int rc = s_root (&c, yaml_document_get_root_node (&doc), cfg);
-    yaml_document_delete (&doc);
-    yaml_parser_delete (&parser);
+    s_ctx_t c = {.y = cgq_yamldoc_new (path, "runner file", err, errlen)};
+    const cgq_yamldoc_node_t *root;
+    int rc = cgq_yamldoc_load (
+        c.y, text, len, 0, "a runner.yaml names devices and benchmarks: is this the right file?",
+        &root);
+    if (rc == 0)
+        rc = s_root (&c, root, cfg);
+    if (rc == 0)
+        rc = cgq_yamldoc_end (c.y);
+    cgq_yamldoc_destroy (&c.y);
     if (rc < 0) {
         cgq_runcfg_destroy (&cfg);
         return NULL;
@@ -768,18 +738,11 @@ cgq_runcfg_parse (const char *text, size_t len, const char *path, char *err, siz
 cgq_runcfg_t *
 cgq_runcfg_load (const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen (path, "rb");
-    if (!f) {
-        snprintf (err, errlen, "cannot read %s: %s (check --config)", path, strerror (errno));
-        return NULL;
-    }
+    // One byte past the limit is enough for cgq_runcfg_parse to refuse it.
     cgq_buf_t b;
     cgq_buf_init (&b);
-    int rc = cgq_buf_read (&b, f);
-    int saved = errno;
-    fclose (f);
-    if (rc < 0) {
-        snprintf (err, errlen, "cannot read %s: %s", path, strerror (saved));
+    if (cgq_yamldoc_read_file (path, CGQ_YAMLDOC_MAX_BYTES, &b) < 0) {
+        snprintf (err, errlen, "cannot read %s: %s (check --config)", path, strerror (errno));
         cgq_buf_fini (&b);
         return NULL;
     }

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "runcfg.h"
+#include "util.h"
 
 static cgq_runcfg_t *
 s_parse (const char *text, char *err)
@@ -116,8 +117,25 @@ test_errors (void **state)
         const char *text, *want;
     } cases[] = {
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, repeat: 3}\n",
-         "runner.yaml:3:19: benchmark: unknown key 'repeat'"},
-        {"devicez: []\n", "runner.yaml:1:1: runner.yaml: unknown key 'devicez'"},
+         "runner.yaml:3:19: unknown key 'repeat' in benchmark (known keys: command, env, timing, "
+         "parse, builtin, warmup, warmup_min_time, repeats, min_time, max_time, timeout, cpus, "
+         "cooldown, max_samples); did you mean 'repeats'?"},
+        {"devicez: []\n",
+         "runner.yaml:1:1: unknown key 'devicez' in runner.yaml (known keys: coordinator, id, "
+         "cache, cooldown, devices, benchmarks); did you mean 'devices'?"},
+        {"devices: [{id: a, tagz: {d: x}}]\n",
+         "runner.yaml:1:19: unknown key 'tagz' in device (known keys: id, tags, env, setup, check, "
+         "reset); did you mean 'tags'?"},
+        {"devices: [{id: a}]\ncache: {colour: blue}\n",
+         "runner.yaml:2:9: unknown key 'colour' in cache (known keys: dir, max_size, max_artifact, "
+         "connect_timeout, timeout, retries)"},
+        // Keys given twice, and a second document, are refused, not resolved.
+        {"devices: [{id: a, tags: {d: x, d: y}}]\n",
+         "runner.yaml:1:32: duplicate key 'd' (first written at 1:26"},
+        {"devices: [{id: a}]\ndevices: [{id: b}]\n",
+         "runner.yaml:2:1: duplicate key 'devices' (first written at 1:1"},
+        {"devices: [{id: a}]\n---\ndevices: [{id: b}]\n",
+         "runner.yaml:3:1: a second YAML document (a runner file is one document"},
         {"benchmarks: {}\n", "runner.yaml:1:1: no devices:"},
         {"devices: [{id: a}, {id: a}]\n", "runner.yaml:1:20: device id 'a' is given twice"},
         {"devices: [{tags: {d: x}}]\n", "runner.yaml:1:11: a device needs an id"},
@@ -161,8 +179,7 @@ test_errors (void **state)
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, min_time: 5s, max_time: 1s}\n",
          "min_time is longer than max_time"},
         {"devices: [{id: a}]\ncache: {max_size: lots}\n", "cache.max_size: 'lots' is not a size"},
-        {"devices: [{id: a}]\ncache: {max_artifact: 0}\n",
-         "cache.max_artifact: '0' is not a size"},
+        {"devices: [{id: a}]\ncache: {max_artifact: 0}\n", "cache.max_artifact: '0' is not a size"},
         {"devices: [{id: a}\n", "runner.yaml:2:1: "},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -174,14 +191,67 @@ test_errors (void **state)
     }
 }
 
+// A hostile runner.yaml is refused as fast as a hostile spec, at the line
+// and column where it crosses a limit (libyaml's document loader, which read
+// runner.yaml before, stalled a coordinator for half a minute on a spec of
+// 160 KB of '[').
+static void
+test_hostile (void **state)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    for (int i = 0; i < 160 * 1024; i++)
+        cgq_buf_puts (&b, "[");
+    char err[512] = "";
+    int64_t t0 = cgq_thread_cpu_ms ();
+    cgq_runcfg_t *c = cgq_runcfg_parse (b.data, b.len, "runner.yaml", err, sizeof err);
+    assert_true (cgq_thread_cpu_ms () - t0 < 1000);
+    assert_null (c);
+    assert_string_equal (err, "runner.yaml:1:65: value nested more than 64 levels deep, counting "
+                              "from the top of the runner file (flatten it)");
+
+    // 1,000 levels, flow mappings and block mappings.
+    cgq_buf_reset (&b);
+    cgq_buf_puts (&b, "devices: ");
+    for (int i = 0; i < 1000; i++)
+        cgq_buf_puts (&b, "{a: ");
+    for (int i = 0; i < 1000; i++)
+        cgq_buf_puts (&b, "}");
+    t0 = cgq_thread_cpu_ms ();
+    c = cgq_runcfg_parse (b.data, b.len, "runner.yaml", err, sizeof err);
+    assert_true (cgq_thread_cpu_ms () - t0 < 1000);
+    assert_null (c);
+    // The top mapping is level 1, the first "{a: " (1:10) level 2.
+    assert_non_null (strstr (err, "runner.yaml:1:262: value nested more than 64 levels deep"));
+    cgq_buf_reset (&b);
+    for (int i = 0; i < 1000; i++)
+        cgq_buf_printf (&b, "%*sa:\n", i, "");
+    t0 = cgq_thread_cpu_ms ();
+    c = cgq_runcfg_parse (b.data, b.len, "runner.yaml", err, sizeof err);
+    assert_true (cgq_thread_cpu_ms () - t0 < 1000);
+    assert_null (c);
+    assert_non_null (strstr (err, "runner.yaml:65:65: value nested more than 64 levels deep"));
+
+    // Past 1 MiB: refused before libyaml reads it; and a NUL byte.
+    cgq_buf_reset (&b);
+    while (b.len <= 1024 * 1024)
+        cgq_buf_puts (&b, "# a runner.yaml is never this long, whatever its comments\n");
+    c = cgq_runcfg_parse (b.data, b.len, "runner.yaml", err, sizeof err);
+    assert_null (c);
+    assert_non_null (strstr (err, "the runner file is longer than 1048576 bytes here"));
+    c = cgq_runcfg_parse ("devices: [{id: a}]\n\0x", 21, "runner.yaml", err, sizeof err);
+    assert_null (c);
+    assert_non_null (strstr (err, "runner.yaml:2:1: runner file contains a NUL byte at byte 19"));
+    cgq_buf_fini (&b);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_full),
-        cmocka_unit_test (test_builtin_always_there),
-        cmocka_unit_test (test_errors),
-        cmocka_unit_test (test_regex_bound),
+        cmocka_unit_test (test_full),    cmocka_unit_test (test_builtin_always_there),
+        cmocka_unit_test (test_errors),  cmocka_unit_test (test_regex_bound),
+        cmocka_unit_test (test_hostile),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -24,7 +24,7 @@
 #include "confine.h"
 #include "json.h"
 #include "log.h"
-#include "space.h"
+#include "template.h"
 #include "util.h"
 #include "wire.h"
 
@@ -684,7 +684,7 @@ s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
         json_object_foreach (params, key, value) {
             char *name = cgq_task_env_name (key);
             // Exactly as "{name}" reads in the command (before shell quoting).
-            char *text = cgq_space_value_str (value);
+            char *text = cgq_template_value_str (value);
             s_env_set (env, name, text);
             free (text);
             free (name);

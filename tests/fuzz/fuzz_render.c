@@ -1,4 +1,4 @@
-// fuzz_render: the template renderer (common/space.c): trial.command, env and
+// fuzz_render: the template renderer (common/template.c): trial.command, env and
 // artifact templates are written in a spec and rendered by the coordinator
 // for every trial, shell-quoted or not. The first byte picks the shell mode,
 // the rest is the template; the params are fixed and cover every kind of
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "space.h"
+#include "template.h"
 
 static json_t *s_params;
 
@@ -29,8 +29,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     int shell = data[0] & 1;
     char *tmpl = fuzz_str (data + 1, size - 1);
     char err[256];
-    free (cgq_space_render (tmpl, s_params, 18446744073709551615ull, 0, "/a dir/'q'", shell, err,
-                            sizeof err));
+    free (cgq_template_render (tmpl, s_params, 18446744073709551615ull, 0, "/a dir/'q'", shell, err,
+                               sizeof err));
     free (tmpl);
     return 0;
 }

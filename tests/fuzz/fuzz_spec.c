@@ -1,7 +1,7 @@
 // fuzz_spec: the job spec parser (common/spec.c) and what the coordinator does
 // next with a spec that a CLI user submits: count the space, start the
 // searcher, draw the first trials' params, render their command, env and
-// artifact templates (common/space.c) and compute objectives from them. All
+// artifact templates (common/template.c) and compute objectives from them. All
 // of this runs inside the coordinator on text that anyone who can reach its
 // control socket sends, so it must be bounded in time and memory.
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "searcher.h"
 #include "space.h"
 #include "spec.h"
+#include "template.h"
 
 static FILE *s_null;
 
@@ -29,7 +30,7 @@ s_render (const char *tmpl, const json_t *params, int shell)
     if (!tmpl)
         return;
     char err[256];
-    free (cgq_space_render (tmpl, params, 7, 3, "/spec/dir", shell, err, sizeof err));
+    free (cgq_template_render (tmpl, params, 7, 3, "/spec/dir", shell, err, sizeof err));
 }
 
 // s_trial does with one suggested point what dispatch and a result would.

@@ -1,0 +1,225 @@
+// spec_describe: `cgq validate`'s printout of a parsed spec
+// (cgq_spec_describe): every param with its domain, the search and its size,
+// the objectives and each stage of the trial.
+#include "spec.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "space.h"
+#include "util.h"
+
+static void
+s_describe_json (FILE *f, const json_t *v)
+{
+    char *s = cgq_json_dumps (v);
+    fputs (s, f);
+    free (s);
+}
+
+static const char *
+s_bytes (char *buf, size_t len, uint64_t b)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double) b;
+    int u = 0;
+    while (v >= 1024 && u < 5)
+        v /= 1024, u++;
+    char num[32];
+    snprintf (buf, len, "%s %s", cgq_fmt_double (num, cgq_round15 (round (v * 100) / 100)),
+              units[u]);
+    return buf;
+}
+
+// s_describe_param writes a param's domain on one line, without a newline.
+static void
+s_describe_param (FILE *f, const cgq_param_t *p)
+{
+    char a[32], b[32], q[32];
+    switch (p->kind) {
+    case CGQ_PARAM_CONST:
+        fputs ("= ", f);
+        s_describe_json (f, p->value);
+        break;
+    case CGQ_PARAM_CHOICE:
+    case CGQ_PARAM_GRID:
+        fprintf (f, "%s ", p->kind == CGQ_PARAM_GRID ? "grid" : "choice");
+        s_describe_json (f, p->values);
+        break;
+    case CGQ_PARAM_UNIFORM:
+    case CGQ_PARAM_LOGUNIFORM:
+    case CGQ_PARAM_RANDINT:
+        fprintf (f, "%s [%s, %s]%s",
+                 p->kind == CGQ_PARAM_UNIFORM      ? "uniform"
+                 : p->kind == CGQ_PARAM_LOGUNIFORM ? "loguniform"
+                                                   : "randint",
+                 cgq_fmt_double (a, p->lo), cgq_fmt_double (b, p->hi),
+                 p->kind == CGQ_PARAM_RANDINT ? " (inclusive)" : "");
+        break;
+    case CGQ_PARAM_QUNIFORM:
+    case CGQ_PARAM_QLOGUNIFORM:
+        fprintf (f, "%s [%s, %s] in steps of %s",
+                 p->kind == CGQ_PARAM_QUNIFORM ? "quniform" : "qloguniform",
+                 cgq_fmt_double (a, p->lo), cgq_fmt_double (b, p->hi), cgq_fmt_double (q, p->q));
+        break;
+    case CGQ_PARAM_REPEAT:
+        fprintf (f, "repeat %u x ", p->repeat);
+        s_describe_param (f, p->of);
+        break;
+    case CGQ_PARAM_ASSIGNMENT:
+        fputs ("assignment of ", f);
+        s_describe_json (f, p->items);
+        fputs (" to ", f);
+        s_describe_json (f, p->values);
+        break;
+    }
+}
+
+// s_describe_stage writes one stage (label: "trial" or "stage NAME").
+static void
+s_describe_stage (const cgq_stage_t *st, const char *label, FILE *f)
+{
+    char on[256];
+    if (st->kind == CGQ_TRIAL_NOOP)
+        fprintf (f, "%s: noop (reports the numeric params as metrics)\n", label);
+    else if (st->kind == CGQ_TRIAL_PREDICTOR)
+        fprintf (f, "%s: predictor (built-in GNN latency predictor) on %s\n", label, st->data);
+    else if (st->kind == CGQ_TRIAL_DEVICE) {
+        char rep[32], warm[32];
+        snprintf (rep, sizeof rep, "%u", st->repeats);
+        snprintf (warm, sizeof warm, "%u", st->warmup);
+        fprintf (f, "%s: benchmark %s on a device with %s, repeats %s, warmup %s\n",
+                 label, st->benchmark, cgq_spec_stage_on (st, on, sizeof on),
+                 st->repeats ? rep : "the runner's", st->warmup ? warm : "the runner's");
+        if (st->artifact_url)
+            fprintf (f, "  artifact: %s (sha256 %s)\n", st->artifact_url,
+                     st->artifact_sha256);
+    }
+    else if (st->command)
+        fprintf (f, "%s: sh -c %s\n", label, st->command);
+    else {
+        fprintf (f, "%s: exec", label);
+        for (size_t i = 0; i < st->argc; i++)
+            fprintf (f, " [%s]", st->argv[i]);
+        fputc ('\n', f);
+    }
+    char mem[48], a[32], b[32];
+    if (st->kind != CGQ_TRIAL_DEVICE)
+        fprintf (f, "  resources: cpu %s, gpu %s, memory %s\n", cgq_fmt_double (a, st->cpu),
+             cgq_fmt_double (b, st->gpu),
+             st->memory ? s_bytes (mem, sizeof mem, st->memory) : "not set");
+    if (st->timeout_s > 0) {
+        char t[32];
+        fprintf (f, "  timeout: %s s, retries: %u\n", cgq_fmt_double (t, st->timeout_s),
+                 st->retries);
+    }
+    else
+        fprintf (f, "  timeout: none, retries: %u\n", st->retries);
+    for (size_t i = 0; i < st->nenv; i++)
+        fprintf (f, "  env: %s=%s\n", st->env_keys[i], st->env_vals[i]);
+}
+
+void
+cgq_spec_describe (const cgq_spec_t *self, FILE *f)
+{
+    char a[32];
+    bool grid = self->search.algorithm == CGQ_SEARCH_GRID;
+    fprintf (f, "job: %s (%s)\n", self->name, self->path);
+    int w = 4;
+    for (size_t i = 0; i < self->nparams; i++)
+        if ((int) strlen (self->params[i].name) > w)
+            w = (int) strlen (self->params[i].name);
+    fprintf (f, "params (%zu):\n", self->nparams);
+    for (size_t i = 0; i < self->nparams; i++) {
+        const cgq_param_t *p = &self->params[i];
+        fprintf (f, "  %-*s  ", w, p->name);
+        s_describe_param (f, p);
+        uint64_t n;
+        bool axis = cgq_space_is_axis (self, p);
+        if ((axis || p->kind == CGQ_PARAM_CHOICE || p->kind == CGQ_PARAM_ASSIGNMENT) &&
+            cgq_space_param_size (p, &n) == 0)
+            fprintf (f, "  (%s%llu %s)", axis && p->kind != CGQ_PARAM_GRID ? "grid axis, " : "",
+                     (unsigned long long) n, p->kind == CGQ_PARAM_ASSIGNMENT ? "ids" : "values");
+        fputc ('\n', f);
+    }
+    char conc[32] = "unlimited";
+    if (self->search.concurrency)
+        snprintf (conc, sizeof conc, "%u", self->search.concurrency);
+    cgq_search_alg_t alg = self->search.algorithm;
+    if (alg == CGQ_SEARCH_RANDOM || alg == CGQ_SEARCH_GRID)
+        fprintf (f, "search: %s, %llu %s, seed %llu, concurrency %s\n", grid ? "grid" : "random",
+                 (unsigned long long) self->search.samples,
+                 grid ? "repeat(s) of the grid" : "sample(s) per grid point",
+                 (unsigned long long) self->search.seed, conc);
+    else if (alg == CGQ_SEARCH_LIST)
+        fprintf (f, "search: list, %zu point(s)%s%s, concurrency %s\n",
+                 json_array_size (self->search.points), self->search.file ? " from " : "",
+                 self->search.file ? self->search.file : "", conc);
+    else {
+        fprintf (f, "search: %s, %llu trial(s), seed %llu, concurrency %s\n",
+                 cgq_spec_search_name (alg), (unsigned long long) self->search.samples,
+                 (unsigned long long) self->search.seed, conc);
+        if (alg == CGQ_SEARCH_EVOLUTION)
+            fprintf (f, "  population %u, tournament %u, %u random first, %u in flight\n",
+                     self->search.population, self->search.tournament, self->search.initial,
+                     self->search.batch);
+        else if (alg == CGQ_SEARCH_NSGA2)
+            fprintf (f, "  population %u, %u random first, %u in flight, crossover %s\n",
+                     self->search.population, self->search.initial, self->search.batch,
+                     cgq_fmt_double (a, self->search.crossover));
+        else
+            fprintf (f, "  %u random first, %u candidates per suggestion\n",
+                     self->search.initial, self->search.candidates);
+    }
+    uint64_t d;
+    if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
+        fprintf (f, "  sampled without replacement: no repeats among %llu combinations\n",
+                 (unsigned long long) d);
+    if (self->nobjectives == 1)
+        fprintf (f, "objective: %s %s%s\n", self->objective.mode > 0 ? "maximize" : "minimize",
+                 self->objective.expr ? "expr " : "", self->objective.metric);
+    else if (self->nobjectives > 1) {
+        fprintf (f, "objectives (Pareto front):");
+        for (size_t i = 0; i < self->nobjectives; i++)
+            fprintf (f, "%s %s %s", i ? "," : "",
+                     self->objectives[i].mode > 0 ? "maximize" : "minimize",
+                     self->objectives[i].metric);
+        fputc ('\n', f);
+    }
+    else
+        fputs ("objective: none (no leaderboard)\n", f);
+    if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
+        fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
+                 self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",
+                 self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
+                 self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
+                 (unsigned long long) self->early_stop.max);
+    if (!self->nstages)
+        s_describe_stage (&self->trial, "trial", f);
+    for (size_t k = 0; k < self->nstages; k++) {
+        char label[96];
+        snprintf (label, sizeof label, "stage %zu %s", k + 1, self->stages[k].name);
+        s_describe_stage (&self->stages[k], label, f);
+    }
+    if (self->nstages)
+        for (size_t i = 0; i < self->trial.nenv; i++)
+            fprintf (f, "  env (every stage): %s=%s\n", self->trial.env_keys[i],
+                     self->trial.env_vals[i]);
+    uint64_t total = 0;
+    uint64_t points = self->search.samples ? self->search.samples : 1;
+    if (cgq_space_count (self, &total) == 0)
+        points = total / points;
+    if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID && cgq_space_count (self, &total) == 0)
+        fprintf (f, "trials: %llu\n", (unsigned long long) total);
+    else if (cgq_space_count (self, &total) == 0)
+        fprintf (f, "trials: %llu (%llu grid point(s) x %llu)\n", (unsigned long long) total,
+                 (unsigned long long) points, (unsigned long long) self->search.samples);
+    else
+        fputs ("trials: more than 2^63\n", f);
+}

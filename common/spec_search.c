@@ -1,0 +1,584 @@
+// spec_search: the search: section of a spec (the algorithm and the keys
+// each one reads), the points of algorithm list, inline or from a CSV or
+// JSON-lines file (search.file, read only where the spec's directory is
+// known: cgq submit and validate, never the coordinator), and the checks of
+// what an algorithm needs from the rest of the spec. Part of the spec parser
+// (spec.c; shared internals in spec_impl.h).
+#include "spec.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "spec_impl.h"
+#include "template.h"
+#include "util.h"
+
+static const struct {
+    cgq_search_alg_t alg;
+    const char *name;
+    const char *keys; // the keys of search that this algorithm reads
+} s_search_algs[] = {
+    {CGQ_SEARCH_RANDOM, "random", "algorithm, samples, concurrency, seed"},
+    {CGQ_SEARCH_GRID, "grid", "algorithm, samples, concurrency, seed"},
+    {CGQ_SEARCH_EVOLUTION, "evolution",
+     "algorithm, samples, concurrency, seed, population, tournament, initial, batch"},
+    {CGQ_SEARCH_NSGA2, "nsga2",
+     "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation"},
+    {CGQ_SEARCH_BAYES, "bayes", "algorithm, samples, concurrency, seed, initial, candidates"},
+    {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency"},
+};
+#define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
+static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, list";
+
+const char *
+cgq_spec_search_name (cgq_search_alg_t alg)
+{
+    for (size_t i = 0; i < S_NALGS; i++)
+        if (s_search_algs[i].alg == alg)
+            return s_search_algs[i].name;
+    return "?";
+}
+
+// s_alg_reads is true when algorithm alg reads search.key. An empty key (a
+// YAML key written as "" or as an anchor alone) reads nothing: strstr would
+// find it everywhere, and the loop below would never advance.
+static bool
+s_alg_reads (cgq_search_alg_t alg, const char *key)
+{
+    if (!*key)
+        return false;
+    for (size_t i = 0; i < S_NALGS; i++) {
+        if (s_search_algs[i].alg != alg)
+            continue;
+        size_t n = strlen (key);
+        for (const char *p = s_search_algs[i].keys; (p = strstr (p, key)); p += n)
+            if ((p == s_search_algs[i].keys || p[-1] == ' ') && (p[n] == ',' || p[n] == 0))
+                return true;
+    }
+    return false;
+}
+
+// s_readers lists the algorithms that read search.key, for messages.
+static void
+s_readers (const char *key, char *buf, size_t len)
+{
+    buf[0] = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < S_NALGS; i++)
+        if (s_alg_reads (s_search_algs[i].alg, key) && at < len)
+            at += (size_t) snprintf (buf + at, len - at, "%s%s", at ? ", " : "",
+                                     s_search_algs[i].name);
+}
+
+static int
+s_get_u32 (spec_ctx_t *c, const cgq_yamldoc_node_t *e, const char *what, long long min,
+           const char *hint, uint32_t *out)
+{
+    long long n;
+    if (cgq_yamldoc_get_int (c->y, e, what, min, 1000000, hint, &n) < 0)
+        return -1;
+    *out = (uint32_t) n;
+    return 0;
+}
+
+static int
+s_get_prob (spec_ctx_t *c, const cgq_yamldoc_node_t *e, const char *what, const char *hint,
+            double *out)
+{
+    double d;
+    if (cgq_yamldoc_get_number (c->y, e, what, hint, &d) < 0)
+        return -1;
+    if (d < 0 || d > 1)
+        return cgq_yamldoc_fail (c->y, e, "%s must be a probability in [0, 1], not %s (%s)", what,
+                                 cgq_yamldoc_text (e), hint);
+    *out = d;
+    return 0;
+}
+
+static int s_read_points_file (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e);
+
+int
+spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
+{
+    if (cgq_yamldoc_is_null (v))
+        return 0;
+    if (cgq_yamldoc_expect_map (c->y, v, "search",
+                                "write search: {algorithm: random, samples: 16}") < 0)
+        return -1;
+    // The algorithm first: it decides which other keys mean something.
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        if (strcmp (cgq_yamldoc_text (k), "algorithm"))
+            continue;
+        const char *a;
+        char hint[128];
+        snprintf (hint, sizeof hint, "write e.g. algorithm: random; one of: %s", s_alg_names);
+        if (cgq_yamldoc_get_text (c->y, e, "search.algorithm", hint, &a) < 0)
+            return -1;
+        size_t i = 0;
+        while (i < S_NALGS && strcmp (a, s_search_algs[i].name))
+            i++;
+        if (i == S_NALGS)
+            return cgq_yamldoc_fail (c->y, e, "unknown search.algorithm '%s' (expected one of: %s)",
+                                     a, s_alg_names);
+        spec->search.algorithm = s_search_algs[i].alg;
+        c->alg_node = e;
+    }
+    cgq_search_alg_t alg = spec->search.algorithm;
+    const char *aname = cgq_spec_search_name (alg);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *key = cgq_yamldoc_text (k);
+        long long n;
+        if (!strcmp (key, "algorithm"))
+            continue;
+        if (!s_alg_reads (alg, key)) {
+            char who[128];
+            s_readers (key, who, sizeof who);
+            if (*who)
+                return cgq_yamldoc_fail (
+                    c->y, k,
+                    "search.%s applies to algorithm %s, not %s (remove it, or set "
+                    "algorithm: %.*s)",
+                    key, who, aname, (int)strcspn (who, ","), who);
+            for (size_t i = 0; i < S_NALGS; i++)
+                if (s_search_algs[i].alg == alg)
+                    return cgq_yamldoc_unknown_key (c->y, k, "search", s_search_algs[i].keys);
+        }
+        if (!strcmp (key, "samples")) {
+            if (cgq_yamldoc_get_int (c->y, e, "search.samples", 1, LLONG_MAX,
+                                     "write e.g. samples: 16", &n) < 0)
+                return -1;
+            spec->search.samples = (uint64_t) n;
+        }
+        else if (!strcmp (key, "concurrency")) {
+            if (cgq_yamldoc_get_int (c->y, e, "search.concurrency", 0, UINT32_MAX,
+                                     "write e.g. concurrency: 8, or 0 for no limit", &n) < 0)
+                return -1;
+            spec->search.concurrency = (uint32_t) n;
+        }
+        else if (!strcmp (key, "seed")) {
+            if (cgq_yamldoc_get_int (c->y, e, "search.seed", 0, LLONG_MAX, "write e.g. seed: 1",
+                                     &n) < 0)
+                return -1;
+            spec->search.seed = (uint64_t) n;
+        }
+        else if (!strcmp (key, "population")) {
+            if (s_get_u32 (c, e, "search.population", 2, "write e.g. population: 50",
+                           &spec->search.population) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "tournament")) {
+            if (s_get_u32 (c, e, "search.tournament", 1, "write e.g. tournament: 5",
+                           &spec->search.tournament) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "initial")) {
+            if (s_get_u32 (c, e, "search.initial", 1, "write e.g. initial: 50",
+                           &spec->search.initial) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "batch")) {
+            if (s_get_u32 (c, e, "search.batch", 1, "write e.g. batch: 50", &spec->search.batch) <
+                0)
+                return -1;
+        }
+        else if (!strcmp (key, "candidates")) {
+            if (s_get_u32 (c, e, "search.candidates", 1, "write e.g. candidates: 1000",
+                           &spec->search.candidates) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "crossover")) {
+            if (s_get_prob (c, e, "search.crossover", "write e.g. crossover: 0.9",
+                            &spec->search.crossover) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "mutation")) {
+            if (s_get_prob (c, e, "search.mutation",
+                            "write e.g. mutation: 0.1, or leave it out for 1/(number of genes)",
+                            &spec->search.mutation) < 0)
+                return -1;
+        }
+        else if (!strcmp (key, "points")) {
+            if (c->file_key)
+                return cgq_yamldoc_fail (c->y, k,
+                                         "search has both points and file (keep one of them)");
+            char buf[96];
+            if (e->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (e) == 0)
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "search.points must be a non-empty list of points, not %s (write "
+                    "points: [{lr: 0.01, hidden: 64}, {lr: 0.1, hidden: 128}])",
+                    e->type == CGQ_YAMLDOC_SEQ ? "an empty list"
+                                               : cgq_yamldoc_what (e, buf, sizeof buf));
+            for (size_t i = 0; i < cgq_yamldoc_nitems (e); i++) {
+                const cgq_yamldoc_node_t *pt = cgq_yamldoc_item (c->y, e, i);
+                if (pt->type != CGQ_YAMLDOC_MAP)
+                    return cgq_yamldoc_fail (
+                        c->y, pt,
+                        "search.points[%zu] must be a mapping of param values, not %s "
+                        "(write {lr: 0.01, hidden: 64})",
+                        i, cgq_yamldoc_what (pt, buf, sizeof buf));
+            }
+            json_decref (spec->search.points);
+            spec->search.points = cgq_yamldoc_to_json (c->y, e);
+            if (!spec->search.points)
+                return -1;
+            c->points_node = e;
+        }
+        else if (!strcmp (key, "file")) {
+            if (c->points_node)
+                return cgq_yamldoc_fail (c->y, k,
+                                         "search has both points and file (keep one of them)");
+            c->file_key = k;
+            if (s_read_points_file (c, spec, e) < 0)
+                return -1;
+        }
+    }
+    if (alg == CGQ_SEARCH_LIST && !c->points_node && !c->file_key)
+        return cgq_yamldoc_fail (
+            c->y, c->alg_node,
+            "algorithm list needs the points to try (write points: [{lr: 0.01}, "
+            "...] or file: points.jsonl)");
+    // Defaults that depend on the algorithm.
+    bool evo = alg == CGQ_SEARCH_EVOLUTION, ns = alg == CGQ_SEARCH_NSGA2;
+    if (!spec->search.population)
+        spec->search.population = 50;
+    if (!spec->search.tournament)
+        spec->search.tournament = 5;
+    if (!spec->search.initial)
+        spec->search.initial = alg == CGQ_SEARCH_BAYES ? 10 : spec->search.population;
+    if (!spec->search.batch)
+        spec->search.batch = spec->search.population;
+    if (!spec->search.candidates)
+        spec->search.candidates = 1000;
+    if (evo && spec->search.tournament > spec->search.population)
+        return cgq_yamldoc_fail (
+            c->y, v,
+            "search.tournament %u is larger than search.population %u (a tournament "
+            "draws from the population; write e.g. tournament: %u)",
+            spec->search.tournament, spec->search.population,
+            spec->search.population < 5 ? spec->search.population : 5);
+    (void) ns;
+    return 0;
+}
+
+// --- algorithm list: points ---------------------------------------------------
+
+// s_csv_field reads one field of a CSV line at *p (comma separated, "..."
+// quoting with "" for a quote) into a new JSON value: an integer, a real,
+// true/false, or else text. Returns NULL with *bad set on a malformed quote.
+static json_t *
+s_csv_field (const char **p, bool *bad)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    const char *s = *p;
+    bool quoted = *s == '"';
+    if (quoted) {
+        s++;
+        for (;;) {
+            if (!*s) {
+                *bad = true;
+                cgq_buf_fini (&b);
+                return NULL;
+            }
+            if (*s == '"' && s[1] == '"')
+                cgq_buf_append (&b, "\"", 1), s += 2;
+            else if (*s == '"') {
+                s++;
+                break;
+            }
+            else
+                cgq_buf_append (&b, s++, 1);
+        }
+        if (*s && *s != ',') {
+            *bad = true;
+            cgq_buf_fini (&b);
+            return NULL;
+        }
+    }
+    else {
+        size_t n = strcspn (s, ",");
+        cgq_buf_append (&b, s, n);
+        s += n;
+    }
+    if (*s == ',')
+        s++;
+    *p = s;
+    char *t = b.data ? b.data : (char *) "";
+    json_t *v = NULL;
+    if (!quoted && *t) {
+        char *end;
+        errno = 0;
+        long long i = strtoll (t, &end, 10);
+        if (!*end && !errno)
+            v = json_integer (i);
+        else {
+            double d = strtod (t, &end);
+            if (!*end && isfinite (d))
+                v = json_real (d);
+            else if (!strcmp (t, "true") || !strcmp (t, "false"))
+                v = json_boolean (!strcmp (t, "true"));
+        }
+    }
+    if (!v)
+        v = json_string (t);
+    if (!v)
+        v = json_string (""); // not UTF-8: the point check names the param
+    cgq_buf_fini (&b);
+    return v;
+}
+
+// s_read_points_file reads search.file (relative to c->dir) into
+// spec->search.points: .jsonl / .ndjson (one JSON object a line), .json (one
+// array of objects) or .csv (a header of param names, then one point a line).
+static int
+s_read_points_file (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e)
+{
+    const char *name;
+    if (cgq_yamldoc_get_text (c->y, e, "search.file", "write file: points.jsonl (or .csv, .json)",
+                              &name) < 0)
+        return -1;
+    c->file_node = e;
+    free (spec->search.file);
+    spec->search.file = cgq_xstrdup (name);
+    const char *dot = strrchr (name, '.');
+    const char *ext = dot && !strchr (dot, '/') ? dot + 1 : "";
+    int fmt = !strcmp (ext, "jsonl") || !strcmp (ext, "ndjson") ? 1
+              : !strcmp (ext, "json")                           ? 2
+              : !strcmp (ext, "csv")                            ? 3
+                                                                : 0;
+    if (!fmt)
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "search.file '%s' must end in .jsonl, .ndjson, .json or .csv (the format "
+            "of the points)",
+            name);
+    if (!c->dir)
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "search.file '%s' is read where the spec file is, by cgq validate and "
+            "cgq submit, which send its points inline (write points: [...] to pass "
+            "them in the text)",
+            name);
+    char *path = name[0] == '/' ? cgq_xstrdup (name) : cgq_xasprintf ("%s/%s", c->dir, name);
+    FILE *f = fopen (path, "rb");
+    if (!f) {
+        int rc = cgq_yamldoc_fail (c->y, e,
+                                   "search.file '%s': cannot read %s: %s (the path is relative to "
+                                   "the spec's directory)",
+                                   name, path, strerror (errno));
+        free (path);
+        return rc;
+    }
+    free (path);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    char chunk[16384];
+    size_t got;
+    while (b.len <= cgq_spec_max_bytes () && (got = fread (chunk, 1, sizeof chunk, f)) > 0)
+        cgq_buf_append (&b, chunk, got);
+    fclose (f);
+    if (b.len > cgq_spec_max_bytes ()) {
+        cgq_buf_fini (&b);
+        return cgq_yamldoc_fail (
+            c->y, e,
+            "search.file '%s' is longer than %lu bytes (the points travel inside the "
+            "spec, which has that limit; split the search)",
+            name, (unsigned long)cgq_spec_max_bytes ());
+    }
+    const char *text = b.data ? b.data : "";
+    if (b.len && memchr (text, 0, b.len)) {
+        cgq_buf_fini (&b);
+        return cgq_yamldoc_fail (c->y, e,
+                                 "search.file '%s' holds a NUL byte (points are UTF-8 text)", name);
+    }
+    json_t *points = json_array ();
+    size_t cap = 0, lineno = 0;
+    int rc = 0;
+    json_t *header = NULL;
+    if (fmt == 2) {
+        json_error_t je;
+        json_t *all = json_loadb (text, b.len, 0, &je);
+        if (!json_is_array (all))
+            rc = cgq_yamldoc_fail (c->y, e, "search.file %s:%d: %s (write a JSON array of objects)",
+                                   name, je.line, all ? "not a JSON array" : je.text);
+        for (size_t i = 0; rc == 0 && i < json_array_size (all); i++) {
+            if (!json_is_object (json_array_get (all, i)))
+                rc = cgq_yamldoc_fail (c->y, e, "search.file %s: point %zu is not a JSON object",
+                                       name, i);
+            json_array_append (points, json_array_get (all, i));
+        }
+        json_decref (all);
+    }
+    for (const char *line = text; fmt != 2 && rc == 0 && line < text + b.len;) {
+        const char *nl = memchr (line, '\n', (size_t) (text + b.len - line));
+        size_t n = nl ? (size_t) (nl - line) : (size_t) (text + b.len - line);
+        char *l = cgq_xstrndup (line, n);
+        line += n + 1;
+        lineno++;
+        if (n && l[n - 1] == '\r')
+            l[--n] = 0;
+        const char *q = l;
+        while (isspace ((unsigned char) *q))
+            q++;
+        if (!*q) {
+            free (l);
+            continue;
+        }
+        json_t *pt = NULL;
+        if (fmt == 1) {
+            json_error_t je;
+            pt = json_loads (l, 0, &je);
+            if (!json_is_object (pt))
+                rc = cgq_yamldoc_fail (c->y, e,
+                                       "search.file %s:%zu: %s (write one JSON object a line)",
+                                       name, lineno, pt ? "not a JSON object" : je.text);
+        }
+        else if (!header) {
+            header = json_array ();
+            bool bad = false;
+            for (const char *p = l; !bad && *p;) {
+                json_t *h = s_csv_field (&p, &bad);
+                if (h)
+                    json_array_append_new (header, h);
+            }
+            if (bad)
+                rc = cgq_yamldoc_fail (
+                    c->y, e, "search.file %s:%zu: unterminated quote in the header", name, lineno);
+            free (l);
+            continue;
+        }
+        else {
+            pt = json_object ();
+            bool bad = false;
+            size_t i = 0;
+            for (const char *p = l; !bad && *p; i++) {
+                json_t *val = s_csv_field (&p, &bad);
+                if (!val)
+                    break;
+                json_t *h = json_array_get (header, i);
+                if (!h) {
+                    json_decref (val);
+                    rc = cgq_yamldoc_fail (
+                        c->y, e, "search.file %s:%zu: more fields than the header's %zu names",
+                        name, lineno, json_array_size (header));
+                    break;
+                }
+                char *hs = cgq_template_value_str (h);
+                json_object_set_new (pt, hs, val);
+                free (hs);
+            }
+            if (bad)
+                rc = cgq_yamldoc_fail (c->y, e, "search.file %s:%zu: unterminated quote", name,
+                                       lineno);
+            else if (rc == 0 && i != json_array_size (header))
+                rc = cgq_yamldoc_fail (c->y, e,
+                                       "search.file %s:%zu: %zu fields, the header has %zu names",
+                                       name, lineno, i, json_array_size (header));
+        }
+        free (l);
+        if (rc < 0) {
+            json_decref (pt);
+            break;
+        }
+        size_t at = json_array_size (points);
+        if (at == cap) {
+            cap = cap ? 2 * cap : 64;
+            c->point_lines = cgq_xrealloc (c->point_lines, cap * sizeof *c->point_lines);
+        }
+        c->point_lines[at] = lineno;
+        json_array_append_new (points, pt);
+    }
+    json_decref (header);
+    cgq_buf_fini (&b);
+    if (rc == 0 && json_array_size (points) == 0)
+        rc = cgq_yamldoc_fail (c->y, e, "search.file '%s' holds no points (write one point a line)",
+                               name);
+    if (rc < 0) {
+        json_decref (points);
+        return -1;
+    }
+    json_decref (spec->search.points);
+    spec->search.points = points;
+    return 0;
+}
+
+// s_check_points checks every point of algorithm list against the space: a
+// value for each param that is not a constant, and no other names.
+static int
+s_check_points (spec_ctx_t *c, cgq_spec_t *spec)
+{
+    for (size_t i = 0; i < json_array_size (spec->search.points); i++) {
+        json_t *pt = json_array_get (spec->search.points, i);
+        const cgq_yamldoc_node_t *at =
+            c->points_node ? cgq_yamldoc_item (c->y, c->points_node, i) : c->file_node;
+        char where[512];
+        if (c->points_node)
+            snprintf (where, sizeof where, "search.points[%zu]", i);
+        else if (c->point_lines)
+            snprintf (where, sizeof where, "point of %s:%zu", spec->search.file,
+                      c->point_lines[i]);
+        else
+            snprintf (where, sizeof where, "point %zu of %s", i, spec->search.file);
+        const char *key;
+        json_t *val;
+        json_object_foreach (pt, key, val)
+        {
+            const cgq_param_t *p = cgq_spec_param (spec, key);
+            if (!p)
+                return cgq_yamldoc_fail (
+                    c->y, at,
+                    "%s names '%s', which is not a param of space (declare it in "
+                    "space, e.g. %s: {choice: [...]}, or remove it)",
+                    where, key, key);
+            if (p->kind == CGQ_PARAM_CONST)
+                return cgq_yamldoc_fail (
+                    c->y, at,
+                    "%s sets '%s', a constant of space (remove it from the point, or "
+                    "make the param a distribution)",
+                    where, key);
+        }
+        for (size_t j = 0; j < spec->nparams; j++) {
+            const cgq_param_t *p = &spec->params[j];
+            if (p->kind != CGQ_PARAM_CONST && !json_object_get (pt, p->name))
+                return cgq_yamldoc_fail (c->y, at,
+                                         "%s has no value for param '%s' (every point sets every "
+                                         "param that is not a constant)",
+                                         where, p->name);
+        }
+    }
+    return 0;
+}
+
+// spec_check_search checks what the algorithm needs from the rest of the spec.
+int
+spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
+{
+    cgq_search_alg_t alg = spec->search.algorithm;
+    const cgq_yamldoc_node_t *at = c->alg_node;
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES) && spec->nobjectives != 1)
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "algorithm %s optimises one objective, and the spec has %s (write "
+            "objective: {metric: NAME, mode: max}%s)",
+            cgq_spec_search_name (alg), spec->nobjectives ? "several (objectives: [...])" : "none",
+            spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
+    if (alg == CGQ_SEARCH_NSGA2 && spec->nobjectives == 0)
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
+            "mode: min}, {metric: memory, mode: min}])");
+    if (alg == CGQ_SEARCH_LIST)
+        return s_check_points (c, spec);
+    return 0;
+}

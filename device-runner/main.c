@@ -29,8 +29,8 @@
 #include "link.h"
 #include "log.h"
 #include "measure.h"
+#include "result.h"
 #include "runcfg.h"
-#include "task.h"
 #include "util.h"
 #include "wire.h"
 
@@ -141,7 +141,7 @@ s_find_task (s_runner_t *r, const Cgq__TaskRef *ref)
 {
     for (size_t i = 0; i < r->ndevices; i++) {
         const Cgq__TaskRef *t = cgq_device_task (r->devices[i]);
-        if (t && cgq_task_ref_equal (t, ref))
+        if (t && cgq_result_ref_equal (t, ref))
             return r->devices[i];
     }
     return NULL;
@@ -151,7 +151,7 @@ static void
 s_lost (s_runner_t *r, const Cgq__TaskRef *ref, const char *why)
 {
     cgq_twarn (ref->job, ref->trial, ref->attempt, "not measured: %s", why);
-    cgq_link_result (r->link, cgq_task_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
+    cgq_link_result (r->link, cgq_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
 }
 
 static void
@@ -227,7 +227,7 @@ s_reap (s_runner_t *r, bool report)
         if (report)
             cgq_link_result (r->link, res);
         else
-            cgq_task_result_destroy (&res);
+            cgq_result_destroy (&res);
     }
 }
 

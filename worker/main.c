@@ -149,7 +149,7 @@ static cgq_task_t *
 s_find_task (s_worker_t *w, const Cgq__TaskRef *ref)
 {
     for (size_t i = 0; i < w->n_tasks; i++)
-        if (cgq_task_ref_equal (cgq_task_ref (w->tasks[i]), ref))
+        if (cgq_result_ref_equal (cgq_task_ref (w->tasks[i]), ref))
             return w->tasks[i];
     return NULL;
 }
@@ -220,13 +220,13 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
     }
     const char *kind = a->kind ? a->kind : "";
     if (!strcmp (kind, "noop")) {
-        cgq_link_result (w->link, cgq_task_noop_result (a));
+        cgq_link_result (w->link, cgq_result_noop (a));
         return;
     }
     if (strcmp (kind, "command") != 0 && strcmp (kind, "predictor") != 0) {
         char *e = cgq_xasprintf (
             "unknown task kind '%s' (this worker runs: command, noop, predictor)", kind);
-        cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
+        cgq_link_result (w->link, cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
                                                        NULL, e));
         free (e);
         return;
@@ -235,7 +235,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
                                                   : s_predictor_allowed (w, a);
     if (refused) {
         cgq_twarn (jid, tid, att, "%s", refused);
-        cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
+        cgq_link_result (w->link, cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
                                                        NULL, refused));
         free (refused);
         return;
@@ -317,7 +317,7 @@ s_reap (s_worker_t *w, bool report)
         if (report)
             cgq_link_result (w->link, r);
         else
-            cgq_task_result_destroy (&r);
+            cgq_result_destroy (&r);
         cgq_task_destroy (&w->tasks[i]);
         w->tasks[i] = w->tasks[--w->n_tasks];
     }

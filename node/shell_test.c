@@ -28,6 +28,9 @@
 #define S_EPOCH 9
 #define S_TASKS 3
 #define S_GIVE_UP_MS 20000
+// Heartbeats this often: silence of 5 of them reconnects (link.h), so not
+// so short that a loaded machine's stall makes the node say Hello again.
+#define S_HEARTBEAT_MS 200
 
 typedef struct {
     Cgq__TaskRef *ref; // NULL: not started
@@ -44,8 +47,9 @@ typedef struct {
     char endpoint[256];
     uint8_t rid[256];
     size_t rid_len;
-    bool welcomed;
+    bool assigned; // the tasks went out (after the first Hello)
     size_t hellos, results, acks_sent, byes;
+    size_t results_of[S_TASKS + 1]; // by trial id
     size_t hb_with_task3; // heartbeats that listed task 3 as running
     bool draining_seen;
     // The program.
@@ -92,20 +96,34 @@ s_coord_ack (s_fix_t *f, Cgq__TaskRef *task)
     f->acks_sent++;
 }
 
-// s_coord_welcome answers the first Hello: Welcome, then tasks 1 and 2 in
-// one AssignBatch and task 3 alone, then a Stop for task 2.
+static void
+s_coord_result (s_fix_t *f, const Cgq__Result *r)
+{
+    assert_non_null (r->task);
+    assert_true (r->task->trial >= 1 && r->task->trial <= S_TASKS);
+    f->results++;
+    f->results_of[r->task->trial]++;
+    assert_int_equal (r->status, r->task->trial == 1 ? CGQ__TASK_STATUS__TASK_SUCCEEDED
+                                                     : CGQ__TASK_STATUS__TASK_STOPPED);
+    s_coord_ack (f, r->task);
+}
+
+// s_coord_welcome answers a Hello with a Welcome; the first one also with
+// tasks 1 and 2 in one AssignBatch and task 3 alone, then a Stop for task 2.
 static void
 s_coord_welcome (s_fix_t *f)
 {
     Cgq__Welcome w = CGQ__WELCOME__INIT;
     w.epoch = S_EPOCH;
-    w.heartbeat_ms = 50;
+    w.heartbeat_ms = S_HEARTBEAT_MS;
     w.batches = true;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_WELCOME;
     env.welcome = &w;
     s_coord_send (f, &env);
-    f->welcomed = true;
+    if (f->assigned)
+        return;
+    f->assigned = true;
 
     Cgq__Assign a[S_TASKS];
     Cgq__TaskRef refs[S_TASKS];
@@ -160,8 +178,7 @@ s_coord_pump (s_fix_t *f, long wait_ms)
             f->hellos++;
             assert_string_equal (env->hello->node_id, S_NODE);
             assert_true (env->hello->batches);
-            if (!f->welcomed)
-                s_coord_welcome (f);
+            s_coord_welcome (f);
             break;
         case CGQ__ENVELOPE__BODY_HEARTBEAT: {
             Cgq__Heartbeat *hb = env->heartbeat;
@@ -179,14 +196,11 @@ s_coord_pump (s_fix_t *f, long wait_ms)
             break;
         }
         case CGQ__ENVELOPE__BODY_RESULT:
-            f->results++;
-            s_coord_ack (f, env->result->task);
+            s_coord_result (f, env->result);
             break;
         case CGQ__ENVELOPE__BODY_RESULT_BATCH:
-            for (size_t i = 0; i < env->result_batch->n_results; i++) {
-                f->results++;
-                s_coord_ack (f, env->result_batch->results[i]->task);
-            }
+            for (size_t i = 0; i < env->result_batch->n_results; i++)
+                s_coord_result (f, env->result_batch->results[i]);
             break;
         case CGQ__ENVELOPE__BODY_BYE:
             f->byes++;
@@ -285,7 +299,7 @@ s_turn (void *arg)
     s_fix_t *f = arg;
     f->turns++;
     s_coord_pump (f, 0);
-    bool settled = f->results == 2 && f->hb_with_task3 > 0;
+    bool settled = f->results_of[1] && f->results_of[2] && f->hb_with_task3 > 0;
     if (!f->raised && (settled || cgq_now_ms () > f->give_up)) {
         f->raised = true;
         raise (SIGTERM);
@@ -377,7 +391,7 @@ test_one_life (void **state)
         .node_id = S_NODE,
         .hostname = "localhost",
         .resources = &res,
-        .heartbeat_ms = 50,
+        .heartbeat_ms = S_HEARTBEAT_MS,
         .batches = true,
     };
     assert_int_equal (cgq_shell_connect (f->shell, &lopts), 0);
@@ -386,10 +400,12 @@ test_one_life (void **state)
 
     assert_int_equal (cgq_shell_run (f->shell), SIGTERM);
     assert_true (cgq_now_ms () <= f->give_up); // it settled: not the give-up
-    assert_int_equal (f->hellos, 1);
+    assert_true (f->hellos >= 1); // more only if this machine stalled for a second
     assert_int_equal (f->assigns, 3); // the AssignBatch's two, and one alone
     assert_int_equal (f->stops, 1);
-    assert_int_equal (f->results, 2); // task 1 succeeded, task 2 stopped
+    assert_true (f->results_of[1] >= 1); // succeeded
+    assert_true (f->results_of[2] >= 1); // stopped
+    assert_int_equal (f->results_of[3], 0); // still running
     assert_true (f->readables >= 2);
     assert_true (f->hb_with_task3 > 0);
     assert_true (f->turns > 1);
@@ -410,7 +426,7 @@ test_one_life (void **state)
         s_coord_pump (f, 100);
     assert_true (f->draining_seen);
     assert_int_equal (f->byes, 1);
-    assert_int_equal (f->results, 2); // task 3's was dropped
+    assert_int_equal (f->results_of[3], 0); // its result was dropped
 
     cgq_shell_destroy (&f->shell);
     assert_null (f->shell);

@@ -5,7 +5,7 @@
 // (a worker with --cpus slots), and once welcomed sends a Heartbeat every
 // interval the Welcome names, the nodes' phases spread evenly over it as
 // independent machines' would be. It speaks the real protocol (common/wire,
-// schemas/cgq.proto) the way worker/link.c does: a Heartbeat answered
+// schemas/cgq.proto) the way node/link.c does: a Heartbeat answered
 // `unknown` or with another epoch means Hello again; an Assign of a noop
 // trial is answered at once with its Result (the same one cgq-worker sends);
 // anything else is answered with a Result of status LOST, so a job never
@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "task.h"
+#include "result.h"
 #include "util.h"
 #include "wire.h"
 
@@ -134,15 +134,15 @@ s_answer_assign (sim_node_t *n, const Cgq__Assign *a, sim_stats_t *st)
         return;
     Cgq__Result *r;
     if (a->kind && strcmp (a->kind, "noop") == 0)
-        r = cgq_task_noop_result (a);
+        r = cgq_result_noop (a);
     else
-        r = cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST, NULL,
+        r = cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST, NULL,
                                  "cgq-simnodes runs noop trials only");
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_RESULT;
     env.result = r;
     s_send (n, &env, st);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     st->results++;
 }
 
@@ -334,7 +334,7 @@ main (int argc, char **argv)
         // The heartbeat cycle runs from the start: node i's turn comes at
         // phase i * interval / nodes of each interval. A welcomed node sends
         // a Heartbeat then; one waiting for its Welcome over a second says
-        // Hello again (as worker/link.c does); one not opened yet waits.
+        // Hello again (as node/link.c does); one not opened yet waits.
         // Once the first Welcome names another interval, the cycle restarts
         // with it.
         if (s_hb_ms != hb_ms) {

@@ -14,7 +14,7 @@
 
 #include "invoke.h"
 #include "log.h"
-#include "task.h"
+#include "result.h"
 #include "util.h"
 #include "wire.h"
 
@@ -206,7 +206,7 @@ cgq_device_start (cgq_device_t *self, const Cgq__Assign *a, char *err, size_t er
     fcntl (p[0], F_SETFL, O_NONBLOCK);
     self->pid = pid;
     self->fd = p[0];
-    self->task = cgq_task_ref_dup (a->task);
+    self->task = cgq_result_ref_dup (a->task);
     self->started_ms = cgq_now_ms ();
     self->timeout_ms = a->timeout_ms;
     self->deadline_ms = a->timeout_ms ? self->started_ms + a->timeout_ms : -1;
@@ -306,7 +306,7 @@ s_result (cgq_device_t *self, int wst, int64_t now)
                                      "result (see the runner's log)",
                                      WIFEXITED (wst) ? WEXITSTATUS (wst) : -1);
     }
-    Cgq__Result *r = cgq_task_result_new (self->task, status, metrics, error);
+    Cgq__Result *r = cgq_result_new (self->task, status, metrics, error);
     r->duration_s = (double) (now - self->started_ms) / 1000.0;
     r->exit_code = WIFSIGNALED (wst) ? -WTERMSIG (wst) : WIFEXITED (wst) ? WEXITSTATUS (wst) : 0;
     free (metrics_owned);

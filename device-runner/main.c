@@ -1,13 +1,14 @@
 // cgq-device-runner: serves the devices of its runner.yaml to a coordinator
 // and measures, on each, the benchmarks of that same file (never a command
-// from a spec). One single-threaded zmq_poll loop over the coordinator link,
-// the measuring processes' pipes and a signal self-pipe, as cgq-worker's.
+// from a spec). The loop, the link and the shutdown are every node's
+// (node/shell.h), as cgq-worker's; what is the runner's own is here: its
+// options and runner.yaml, its devices (device.h) behind the shell's
+// callbacks, and the `measure` mode.
 //
 //   cgq-device-runner --config runner.yaml [options]        the daemon
 //   cgq-device-runner measure --config runner.yaml --device ID --benchmark B ...
 //                                     one measurement, its JSON on stdout
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -16,9 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <curl/curl.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "auth.h"
 #include "config.h"
@@ -29,15 +28,14 @@
 #include "link.h"
 #include "log.h"
 #include "measure.h"
+#include "result.h"
 #include "runcfg.h"
-#include "task.h"
+#include "shell.h"
 #include "util.h"
 #include "wire.h"
 
 #define S_PROG "cgq-device-runner"
-#define S_MAX_POLL_MS 1000
 #define S_SETUP_TIMEOUT_S 600
-#define S_SHUTDOWN_ACK_MS 5000
 
 typedef struct {
     char *coordinator;
@@ -84,20 +82,6 @@ static const cgq_opt_t s_opts[] = {
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
-static volatile sig_atomic_t s_stop = 0;
-static int s_sig_pipe[2] = {-1, -1};
-
-static void
-s_on_signal (int sig)
-{
-    int saved = errno;
-    if (sig == SIGTERM || sig == SIGINT)
-        s_stop = sig;
-    char c = (char) sig;
-    (void) !write (s_sig_pipe[1], &c, 1);
-    errno = saved;
-}
-
 typedef struct {
     s_cfg_t cfg;
     cgq_runcfg_t *rc;
@@ -109,7 +93,8 @@ typedef struct {
     size_t ndevices;
     Cgq__Device **device_msgs;
     Cgq__Resources resources;
-    cgq_link_t *link;
+    cgq_shell_t *shell;
+    cgq_link_t *link; // the shell's (cgq_shell_link), borrowed
     cgq_auth_t *auth; // CURVE keys, or NULL
     Cgq__TaskRef **running; // scratch for s_running
 } s_runner_t;
@@ -141,7 +126,7 @@ s_find_task (s_runner_t *r, const Cgq__TaskRef *ref)
 {
     for (size_t i = 0; i < r->ndevices; i++) {
         const Cgq__TaskRef *t = cgq_device_task (r->devices[i]);
-        if (t && cgq_task_ref_equal (t, ref))
+        if (t && cgq_result_ref_equal (t, ref))
             return r->devices[i];
     }
     return NULL;
@@ -151,12 +136,13 @@ static void
 s_lost (s_runner_t *r, const Cgq__TaskRef *ref, const char *why)
 {
     cgq_twarn (ref->job, ref->trial, ref->attempt, "not measured: %s", why);
-    cgq_link_result (r->link, cgq_task_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
+    cgq_link_result (r->link, cgq_result_new (ref, CGQ__TASK_STATUS__TASK_LOST, NULL, why));
 }
 
 static void
-s_on_assign (s_runner_t *r, const Cgq__Assign *a)
+s_on_assign (void *arg, const Cgq__Assign *a)
 {
+    s_runner_t *r = arg;
     char err[512];
     if (!a->task) {
         cgq_warn ("ignoring an Assign without a task");
@@ -204,8 +190,9 @@ s_on_assign (s_runner_t *r, const Cgq__Assign *a)
 }
 
 static void
-s_on_stop (s_runner_t *r, const Cgq__Stop *s)
+s_on_stop (void *arg, const Cgq__Stop *s)
 {
+    s_runner_t *r = arg;
     cgq_device_t *d = s->task ? s_find_task (r, s->task) : NULL;
     if (!d) {
         cgq_tdebug (s->task ? s->task->job : 0, s->task ? s->task->trial : 0,
@@ -216,9 +203,22 @@ s_on_stop (s_runner_t *r, const Cgq__Stop *s)
     cgq_device_stop (d, s->reason && *s->reason ? s->reason : "stopped by the coordinator");
 }
 
-static void
-s_reap (s_runner_t *r, bool report)
+// s_busy counts the devices measuring now.
+static size_t
+s_busy (const s_runner_t *r)
 {
+    size_t busy = 0;
+    for (size_t i = 0; i < r->ndevices; i++)
+        busy += cgq_device_task (r->devices[i]) != NULL;
+    return busy;
+}
+
+// s_reap hands each finished measurement's result to the link (report) or
+// drops it (shutdown). Returns how many devices still measure.
+static size_t
+s_reap (void *arg, bool report)
+{
+    s_runner_t *r = arg;
     int64_t now = cgq_now_ms ();
     for (size_t i = 0; i < r->ndevices; i++) {
         Cgq__Result *res = cgq_device_tick (r->devices[i], now);
@@ -227,76 +227,36 @@ s_reap (s_runner_t *r, bool report)
         if (report)
             cgq_link_result (r->link, res);
         else
-            cgq_task_result_destroy (&res);
+            cgq_result_destroy (&res);
     }
+    return s_busy (r);
 }
 
+// s_watch gives the shell each measuring process's stdout and timers.
 static void
-s_poll (s_runner_t *r, bool with_link, int64_t deadline)
+s_watch (void *arg, cgq_shell_t *shell)
 {
-    zmq_pollitem_t *items = cgq_xcalloc (r->ndevices + 2, sizeof *items);
-    cgq_device_t **owners = cgq_xcalloc (r->ndevices + 2, sizeof *owners);
-    size_t n = 0;
-    if (with_link && cgq_link_socket (r->link)) {
-        items[n].socket = cgq_link_socket (r->link);
-        items[n++].events = ZMQ_POLLIN;
-    }
-    items[n].fd = s_sig_pipe[0];
-    items[n++].events = ZMQ_POLLIN;
-    size_t first = n;
-    int64_t now = cgq_now_ms ();
+    s_runner_t *r = arg;
     for (size_t i = 0; i < r->ndevices; i++) {
         int fd = cgq_device_fd (r->devices[i]);
-        if (fd >= 0) {
-            items[n].fd = fd;
-            items[n].events = ZMQ_POLLIN;
-            owners[n++] = r->devices[i];
-        }
-        int64_t dl = cgq_device_deadline (r->devices[i]);
-        if (dl >= 0 && dl < deadline)
-            deadline = dl;
-    }
-    long timeout = deadline <= now ? 0 : (long) (deadline - now);
-    if (timeout > S_MAX_POLL_MS)
-        timeout = S_MAX_POLL_MS;
-    int rc = zmq_poll (items, (int) n, timeout);
-    if (rc < 0 && errno != EINTR)
-        cgq_warn ("zmq_poll: %s", zmq_strerror (errno));
-    if (rc > 0) {
-        char junk[64];
-        while (read (s_sig_pipe[0], junk, sizeof junk) > 0)
-            ;
-        for (size_t i = first; i < n; i++)
-            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
-                cgq_device_on_readable (owners[i]);
-    }
-    free (items);
-    free (owners);
-}
-
-static void
-s_run (s_runner_t *r)
-{
-    while (!s_stop) {
-        s_poll (r, true, cgq_link_deadline (r->link));
-        cgq_env_t *env;
-        while (!s_stop && (env = cgq_link_recv (r->link))) {
-            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN)
-                s_on_assign (r, env->assign);
-            else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
-                s_on_stop (r, env->stop);
-            cgq_wire_free (env);
-        }
-        s_reap (r, true);
-        cgq_link_tick (r->link, cgq_now_ms ());
+        if (fd >= 0)
+            cgq_shell_watch (shell, fd, r->devices[i]);
+        cgq_shell_due (shell, cgq_device_deadline (r->devices[i]));
     }
 }
 
-// s_shutdown stops the measurements in flight (the coordinator requeues
-// them on Bye), waits briefly for the Acks of results it holds, says Bye.
 static void
-s_shutdown (s_runner_t *r)
+s_readable (void *arg, void *owner, int fd)
 {
+    cgq_device_on_readable (owner);
+}
+
+// s_stop_all stops the measurements in flight at shutdown (the coordinator
+// requeues them on Bye); each device has its own grace (--kill-grace).
+static size_t
+s_stop_all (void *arg, int64_t grace_ms)
+{
+    s_runner_t *r = arg;
     size_t busy = 0;
     for (size_t i = 0; i < r->ndevices; i++)
         if (cgq_device_task (r->devices[i])) {
@@ -305,49 +265,18 @@ s_shutdown (s_runner_t *r)
         }
     if (busy)
         cgq_info ("stopping %zu measurement(s)", busy);
-    int64_t give_up = cgq_now_ms () + r->cfg.kill_grace_ms + 2000;
-    while (busy && cgq_now_ms () < give_up) {
-        s_poll (r, false, cgq_now_ms () + 100);
-        s_reap (r, false);
-        busy = 0;
-        for (size_t i = 0; i < r->ndevices; i++)
-            busy += cgq_device_task (r->devices[i]) != NULL;
-    }
-    int64_t ack_by = cgq_now_ms () + S_SHUTDOWN_ACK_MS;
-    while (cgq_link_unacked (r->link) > 0 && cgq_link_welcomed (r->link)
-           && cgq_now_ms () < ack_by) {
-        s_poll (r, true, cgq_now_ms () + 100);
-        cgq_env_t *env;
-        while ((env = cgq_link_recv (r->link)))
-            cgq_wire_free (env);
-        cgq_link_tick (r->link, cgq_now_ms ());
-    }
-    if (cgq_link_unacked (r->link) > 0)
-        cgq_warn ("exiting with %zu result(s) not acknowledged; their trials will be measured "
-                  "again",
-                  cgq_link_unacked (r->link));
-    cgq_link_bye (r->link, "shutdown");
+    return busy;
 }
 
-static int
-s_install_signals (void)
-{
-    if (pipe2 (s_sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        fprintf (stderr, S_PROG ": cannot create the signal pipe: %s\n", strerror (errno));
-        return -1;
-    }
-    struct sigaction sa;
-    memset (&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset (&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction (SIGTERM, &sa, NULL);
-    sigaction (SIGINT, &sa, NULL);
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigaction (SIGCHLD, &sa, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    return 0;
-}
+static const cgq_shell_ops_t s_ops = {
+    .assign = s_on_assign,
+    .stop = s_on_stop,
+    .running = s_running,
+    .watch = s_watch,
+    .readable = s_readable,
+    .reap = s_reap,
+    .stop_all = s_stop_all,
+};
 
 // s_take_config removes --config FILE / --config=FILE from argv (the daemon's
 // config is runner.yaml, not a mapping of options) and returns FILE.
@@ -607,9 +536,8 @@ s_cleanup (s_runner_t *r)
     free (r->hostname);
     cgq_runcfg_destroy (&r->rc);
     cgq_config_free (s_opts, &r->cfg);
-    for (int i = 0; i < 2; i++)
-        if (s_sig_pipe[i] >= 0)
-            close (s_sig_pipe[i]);
+    // Last: a measurement killed above is a SIGCHLD.
+    cgq_shell_destroy (&r->shell);
 }
 
 int
@@ -639,7 +567,7 @@ main (int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     rc = s_setup (&r, config);
-    if (rc == 0 && s_install_signals () < 0)
+    if (rc == 0 && !(r.shell = cgq_shell_new (S_PROG, &s_ops, &r)))
         rc = 1;
     if (rc != 0) {
         s_cleanup (&r);
@@ -657,7 +585,6 @@ main (int argc, char **argv)
     }
     if (r.auth)
         cgq_info ("CURVE on: this runner's public key is %s", cgq_auth_public_txt (r.auth));
-    void *ctx = zmq_ctx_new ();
     cgq_link_opts_t lopts = {
         .auth = r.auth,
         .endpoint = r.cfg.coordinator,
@@ -667,17 +594,14 @@ main (int argc, char **argv)
         .heartbeat_ms = r.cfg.heartbeat_ms,
         .kind = CGQ__NODE_KIND__NODE_DEVICE_RUNNER,
     };
-    r.link = cgq_link_new (ctx, &lopts, s_running, &r);
-    if (!r.link) {
-        zmq_ctx_term (ctx);
+    if (cgq_shell_connect (r.shell, &lopts) < 0) {
         s_cleanup (&r);
         return 2;
     }
-    s_run (&r);
-    cgq_info ("received %s; shutting down", s_stop == SIGINT ? "SIGINT" : "SIGTERM");
-    s_shutdown (&r);
-    cgq_link_destroy (&r.link);
-    zmq_ctx_term (ctx);
+    r.link = cgq_shell_link (r.shell);
+    cgq_shell_run (r.shell);
+    cgq_shell_shutdown (r.shell, r.cfg.kill_grace_ms);
+    r.link = NULL;
     s_cleanup (&r);
     cgq_info ("stopped");
     return 0;

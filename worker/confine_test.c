@@ -232,7 +232,7 @@ test_unconfined_grandchild_survives (void **state)
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     pid_t gc = s_read_pid (r->trial_dir, "gc.pid", 1000);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     bool survived = !s_wait_gone (gc, 300);
     s_kill_now (gc);
@@ -262,7 +262,7 @@ test_exit_kills_setsid_grandchild (void **state)
     if (!gc_gone || !bg_gone)
         fail_msg ("left running after the trial ended: %s%s", gc_gone ? "" : "the grandchild ",
                   bg_gone ? "" : "the background child");
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     if (f->mode == CGQ_CONFINE_CGROUP) {
         // The trial's leaf is gone (at once, or by the next tick).
@@ -324,7 +324,7 @@ s_trial_in_its_leaf (void **state, bool forked)
     Cgq__Result *r = tt_run (task, 3000);
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_STOPPED);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     cgq_confine_destroy (&c);
     if (!in)
@@ -352,7 +352,7 @@ test_leaf_name_taken (void **state)
     bool in = pid > 0 && s_in_leaf (pid, "job-9.trial-7.attempt-1.2");
     cgq_task_stop (task, "seen", 500);
     Cgq__Result *r = tt_run (task, 3000);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     int removed = rmdir (taken);
     cgq_confine_destroy (&c);
@@ -412,7 +412,7 @@ test_timeout_kills_term_ignorers (void **state)
     if (!gc_gone || !bg_gone)
         fail_msg ("left running after the timeout: %s%s", gc_gone ? "" : "the grandchild ",
                   bg_gone ? "" : "the background child");
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     cgq_confine_destroy (&c);
 }
@@ -438,7 +438,7 @@ test_cgroup_without_kill_file (void **state)
     s_kill_now (gc);
     s_kill_now (bg);
     assert_true (gone);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     cgq_confine_destroy (&c);
 }
@@ -665,7 +665,7 @@ test_state_file_after_start (void **state)
     int64_t due_after = cgq_confine_deadline (c);
     cgq_task_stop (task, "done", 300);
     Cgq__Result *r = tt_run (task, 5000);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     int64_t due_end = cgq_confine_deadline (c);
     while (cgq_now_ms () < due_end)

@@ -1,8 +1,9 @@
 // cgq-worker: runs the tasks a coordinator assigns, as child processes within
-// the resources it offers. One single-threaded zmq_poll loop over the
-// coordinator socket, every task's pipes and a signal self-pipe.
+// the resources it offers. The loop, the link and the shutdown are every
+// node's (node/shell.h); what is the worker's own is here: its options and
+// resources, its tasks (task.h) behind the shell's callbacks, their
+// confinement (confine.h) and the orphans they leave.
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "allow.h"
 #include "auth.h"
@@ -20,13 +20,14 @@
 #include "gpu.h"
 #include "link.h"
 #include "log.h"
+#include "result.h"
+#include "shell.h"
 #include "task.h"
 #include "util.h"
 #include "wire.h"
 
 #define S_PROG "cgq-worker"
 #define S_SHUTDOWN_GRACE_MS 2000 // at most this much SIGTERM grace on shutdown
-#define S_MAX_POLL_MS 1000       // reap children even if a SIGCHLD got lost
 
 typedef struct {
     char *coordinator;
@@ -92,23 +93,6 @@ static const cgq_opt_t s_opts[] = {
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
 
-static volatile sig_atomic_t s_stop = 0;
-static volatile sig_atomic_t s_child_exited = 0; // a SIGCHLD since the last s_reap
-static int s_sig_pipe[2] = {-1, -1};
-
-static void
-s_on_signal (int sig)
-{
-    int saved = errno;
-    if (sig == SIGTERM || sig == SIGINT)
-        s_stop = sig;
-    if (sig == SIGCHLD)
-        s_child_exited = 1;
-    char c = (char) sig;
-    (void) !write (s_sig_pipe[1], &c, 1);
-    errno = saved;
-}
-
 typedef struct {
     s_cfg_t cfg;
     cgq_confine_mode_t confine_mode;
@@ -120,7 +104,8 @@ typedef struct {
     Cgq__Resources resources;
     Cgq__Gpu *gpu_msgs;
     Cgq__Gpu **gpu_ptrs;
-    cgq_link_t *link;
+    cgq_shell_t *shell;
+    cgq_link_t *link; // the shell's (cgq_shell_link), borrowed
     cgq_auth_t *auth; // CURVE keys, or NULL
     cgq_task_t **tasks;
     size_t n_tasks;
@@ -149,7 +134,7 @@ static cgq_task_t *
 s_find_task (s_worker_t *w, const Cgq__TaskRef *ref)
 {
     for (size_t i = 0; i < w->n_tasks; i++)
-        if (cgq_task_ref_equal (cgq_task_ref (w->tasks[i]), ref))
+        if (cgq_result_ref_equal (cgq_task_ref (w->tasks[i]), ref))
             return w->tasks[i];
     return NULL;
 }
@@ -193,8 +178,9 @@ s_predictor_allowed (s_worker_t *w, const Cgq__Assign *a)
 }
 
 static void
-s_on_assign (s_worker_t *w, const Cgq__Assign *a)
+s_on_assign (void *arg, const Cgq__Assign *a)
 {
+    s_worker_t *w = arg;
     if (!a->task) {
         cgq_warn ("ignoring an Assign without a task");
         return;
@@ -220,13 +206,13 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
     }
     const char *kind = a->kind ? a->kind : "";
     if (!strcmp (kind, "noop")) {
-        cgq_link_result (w->link, cgq_task_noop_result (a));
+        cgq_link_result (w->link, cgq_result_noop (a));
         return;
     }
     if (strcmp (kind, "command") != 0 && strcmp (kind, "predictor") != 0) {
         char *e = cgq_xasprintf (
             "unknown task kind '%s' (this worker runs: command, noop, predictor)", kind);
-        cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
+        cgq_link_result (w->link, cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_LOST,
                                                        NULL, e));
         free (e);
         return;
@@ -235,7 +221,7 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
                                                   : s_predictor_allowed (w, a);
     if (refused) {
         cgq_twarn (jid, tid, att, "%s", refused);
-        cgq_link_result (w->link, cgq_task_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
+        cgq_link_result (w->link, cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED,
                                                        NULL, refused));
         free (refused);
         return;
@@ -260,8 +246,9 @@ s_on_assign (s_worker_t *w, const Cgq__Assign *a)
 }
 
 static void
-s_on_stop (s_worker_t *w, const Cgq__Stop *s)
+s_on_stop (void *arg, const Cgq__Stop *s)
 {
+    s_worker_t *w = arg;
     cgq_task_t *task = s->task ? s_find_task (w, s->task) : NULL;
     if (!task) {
         cgq_tdebug (s->task ? s->task->job : 0, s->task ? s->task->trial : 0,
@@ -301,11 +288,12 @@ s_reap_orphans (s_worker_t *w)
 }
 
 // s_reap ticks every task and hands finished ones to the link (report) or
-// drops their results (shutdown), then reaps orphans.
-static void
-s_reap (s_worker_t *w, bool report)
+// drops their results (shutdown), then reaps orphans. Returns how many tasks
+// still run.
+static size_t
+s_reap (void *arg, bool report)
 {
-    s_child_exited = 0;
+    s_worker_t *w = arg;
     int64_t now = cgq_now_ms ();
     for (size_t i = 0; i < w->n_tasks;) {
         cgq_task_tick (w->tasks[i], now);
@@ -317,159 +305,80 @@ s_reap (s_worker_t *w, bool report)
         if (report)
             cgq_link_result (w->link, r);
         else
-            cgq_task_result_destroy (&r);
+            cgq_result_destroy (&r);
         cgq_task_destroy (&w->tasks[i]);
         w->tasks[i] = w->tasks[--w->n_tasks];
     }
     s_reap_orphans (w);
+    return w->n_tasks;
 }
 
+// s_watch gives the shell every task's pipes and timers, and the
+// confinement's (its state file, rewritten a moment after trials start or
+// end).
 static void
-s_drain_sig_pipe (void)
+s_watch (void *arg, cgq_shell_t *shell)
 {
-    char junk[64];
-    while (read (s_sig_pipe[0], junk, sizeof junk) > 0)
-        ;
-}
-
-// s_poll waits for the link socket (when with_link), the signal pipe and the
-// tasks' pipes until deadline, then reads the pipes that are ready.
-static void
-s_poll (s_worker_t *w, bool with_link, int64_t deadline)
-{
-    size_t cap = 2 + w->n_tasks * 3;
-    zmq_pollitem_t *items = cgq_xcalloc (cap, sizeof *items);
-    cgq_task_t **owners = cgq_xcalloc (cap, sizeof *owners);
-    size_t n = 0;
-    // The socket is NULL for a moment when a reconnect could not open one.
-    if (with_link && cgq_link_socket (w->link)) {
-        items[n].socket = cgq_link_socket (w->link);
-        items[n++].events = ZMQ_POLLIN;
-    }
-    items[n].fd = s_sig_pipe[0];
-    items[n++].events = ZMQ_POLLIN;
-    size_t first_task = n;
+    s_worker_t *w = arg;
     for (size_t i = 0; i < w->n_tasks; i++) {
         int fds[3];
         size_t k = cgq_task_fds (w->tasks[i], fds);
-        for (size_t j = 0; j < k; j++) {
-            items[n].fd = fds[j];
-            items[n].events = ZMQ_POLLIN;
-            owners[n++] = w->tasks[i];
-        }
-    }
-    int64_t now = cgq_now_ms ();
-    for (size_t i = 0; i < w->n_tasks; i++) {
-        int64_t d = cgq_task_deadline (w->tasks[i]);
-        if (d >= 0 && d < deadline)
-            deadline = d;
+        for (size_t j = 0; j < k; j++)
+            cgq_shell_watch (shell, fds[j], w->tasks[i]);
+        cgq_shell_due (shell, cgq_task_deadline (w->tasks[i]));
     }
     int64_t due = cgq_confine_deadline (w->confine);
-    if (due > 0 && due < deadline)
-        deadline = due;
-    long timeout = deadline <= now ? 0 : (long) (deadline - now);
-    if (timeout > S_MAX_POLL_MS)
-        timeout = S_MAX_POLL_MS;
-    int rc = zmq_poll (items, (int) n, timeout);
-    if (rc < 0 && errno != EINTR)
-        cgq_warn ("zmq_poll: %s", zmq_strerror (errno));
-    if (rc > 0) {
-        s_drain_sig_pipe ();
-        for (size_t i = first_task; i < n; i++)
-            if (items[i].revents & (ZMQ_POLLIN | ZMQ_POLLERR))
-                cgq_task_on_readable (owners[i], items[i].fd);
-    }
-    free (items);
-    free (owners);
-}
-
-// s_on_assigned starts one task of what came in. A wave of Assigns takes a
-// while to start (~1 ms each): trials that end meanwhile are reported at
-// once, so that their slots are refilled without waiting for the wave.
-static void
-s_on_assigned (s_worker_t *w, const Cgq__Assign *a)
-{
-    s_on_assign (w, a);
-    if (s_child_exited) {
-        s_reap (w, true);
-        cgq_link_release (w->link);
-        cgq_link_hold (w->link);
-    }
+    if (due > 0)
+        cgq_shell_due (shell, due);
 }
 
 static void
-s_run (s_worker_t *w)
+s_readable (void *arg, void *owner, int fd)
 {
-    while (!s_stop) {
-        s_poll (w, true, cgq_link_deadline (w->link));
-        // What ends while this turn handles what came in goes out at its
-        // end, as one ResultBatch: a wave of no-op tasks is one message.
-        cgq_link_hold (w->link);
-        // Always try the socket: ZeroMQ readiness is edge-triggered.
-        cgq_env_t *env;
-        while (!s_stop && (env = cgq_link_recv (w->link))) {
-            if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN)
-                s_on_assigned (w, env->assign);
-            else if (env->body_case == CGQ__ENVELOPE__BODY_ASSIGN_BATCH)
-                for (size_t i = 0; i < env->assign_batch->n_assigns; i++)
-                    s_on_assigned (w, env->assign_batch->assigns[i]);
-            else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
-                s_on_stop (w, env->stop);
-            cgq_wire_free (env);
-        }
-        cgq_confine_tick (w->confine);
-        s_reap (w, true);
-        cgq_link_release (w->link);
-        cgq_link_tick (w->link, cgq_now_ms ());
-    }
+    cgq_task_on_readable (owner, fd);
 }
 
-// How long a stopping worker waits for the Acks of results it still holds.
-// The coordinator acks a result only once Redis has had its --durable-after
-// (default 3 s) to put it on disk, so wait a little longer than that.
-#define S_SHUTDOWN_ACK_MS 5000
-
-// s_shutdown stops every task (their results are not reported: the
-// coordinator requeues them on Bye), waits briefly for pending Acks, and
-// says Bye.
 static void
-s_shutdown (s_worker_t *w)
+s_turn (void *arg)
 {
-    int64_t grace = w->cfg.kill_grace_ms < S_SHUTDOWN_GRACE_MS ? w->cfg.kill_grace_ms
-                                                              : S_SHUTDOWN_GRACE_MS;
-    // First of all: no new tasks. An Assign already on its way is dropped
-    // below; the coordinator sees it missing from our heartbeats and
-    // requeues it.
-    cgq_link_drain (w->link);
+    s_worker_t *w = arg;
+    cgq_confine_tick (w->confine);
+}
+
+// s_stop_all stops every task at shutdown; their results are not reported
+// (the coordinator requeues them on Bye).
+static size_t
+s_stop_all (void *arg, int64_t grace_ms)
+{
+    s_worker_t *w = arg;
     if (w->n_tasks > 0)
         cgq_info ("stopping %zu running task(s)", w->n_tasks);
     for (size_t i = 0; i < w->n_tasks; i++)
-        cgq_task_stop (w->tasks[i], "worker shutting down", grace);
-    int64_t give_up = cgq_now_ms () + grace + 2000;
-    while (w->n_tasks > 0 && cgq_now_ms () < give_up) {
-        s_poll (w, false, cgq_now_ms () + 100);
-        s_reap (w, false);
-    }
+        cgq_task_stop (w->tasks[i], "worker shutting down", grace_ms);
+    return w->n_tasks;
+}
+
+// s_abandon kills what the stopped tasks left after the wait (SIGKILL).
+static void
+s_abandon (void *arg)
+{
+    s_worker_t *w = arg;
     for (size_t i = 0; i < w->n_tasks; i++)
         cgq_task_destroy (&w->tasks[i]);
     w->n_tasks = 0;
-    // Results that finished before the signal are real work: give the
-    // coordinator a moment to acknowledge them, or their trials run again.
-    int64_t ack_by = cgq_now_ms () + S_SHUTDOWN_ACK_MS;
-    while (cgq_link_unacked (w->link) > 0 && cgq_link_welcomed (w->link)
-           && cgq_now_ms () < ack_by) {
-        s_poll (w, true, cgq_now_ms () + 100);
-        cgq_env_t *env;
-        while ((env = cgq_link_recv (w->link))) // Acks are handled inside; no new work
-            cgq_wire_free (env);
-        cgq_link_tick (w->link, cgq_now_ms ());
-    }
-    if (cgq_link_unacked (w->link) > 0)
-        cgq_warn ("exiting with %zu result(s) not acknowledged; unless the coordinator recorded "
-                  "them, their trials will run again",
-                  cgq_link_unacked (w->link));
-    cgq_link_bye (w->link, "shutdown");
 }
+
+static const cgq_shell_ops_t s_ops = {
+    .assign = s_on_assign,
+    .stop = s_on_stop,
+    .running = s_running,
+    .watch = s_watch,
+    .readable = s_readable,
+    .turn = s_turn,
+    .reap = s_reap,
+    .stop_all = s_stop_all,
+    .abandon = s_abandon,
+};
 
 static uint64_t
 s_default_memory (void)
@@ -559,26 +468,6 @@ s_setup (s_worker_t *w)
     return 0;
 }
 
-static int
-s_install_signals (void)
-{
-    if (pipe2 (s_sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        fprintf (stderr, S_PROG ": cannot create the signal pipe: %s\n", strerror (errno));
-        return -1;
-    }
-    struct sigaction sa;
-    memset (&sa, 0, sizeof sa);
-    sa.sa_handler = s_on_signal;
-    sigemptyset (&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction (SIGTERM, &sa, NULL);
-    sigaction (SIGINT, &sa, NULL);
-    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    sigaction (SIGCHLD, &sa, NULL);
-    signal (SIGPIPE, SIG_IGN);
-    return 0;
-}
-
 // s_confine sets up trial confinement (before any thread exists, so that the
 // reaper is forked from a single-threaded process) and logs how it is done.
 static int
@@ -616,9 +505,8 @@ s_cleanup (s_worker_t *w)
     free (w->hostname);
     cgq_config_free (s_opts, &w->cfg);
     cgq_auth_destroy (&w->auth);
-    for (int i = 0; i < 2; i++)
-        if (s_sig_pipe[i] >= 0)
-            close (s_sig_pipe[i]);
+    // Last: the reaper's exit (cgq_confine_destroy) is a SIGCHLD.
+    cgq_shell_destroy (&w->shell);
 }
 
 int
@@ -640,7 +528,7 @@ main (int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     rc = s_setup (&w);
-    if (rc == 0 && s_install_signals () < 0)
+    if (rc == 0 && !(w.shell = cgq_shell_new (S_PROG, &s_ops, &w)))
         rc = 1;
     if (rc != 0) {
         s_cleanup (&w);
@@ -666,7 +554,6 @@ main (int argc, char **argv)
     }
     if (w.auth)
         cgq_info ("CURVE on: this node's public key is %s", cgq_auth_public_txt (w.auth));
-    void *ctx = zmq_ctx_new ();
     cgq_link_opts_t lopts = {
         .auth = w.auth,
         .endpoint = w.cfg.coordinator,
@@ -676,17 +563,16 @@ main (int argc, char **argv)
         .heartbeat_ms = w.cfg.heartbeat_ms,
         .batches = true,
     };
-    w.link = cgq_link_new (ctx, &lopts, s_running, &w);
-    if (!w.link) {
-        zmq_ctx_term (ctx);
+    if (cgq_shell_connect (w.shell, &lopts) < 0) {
         s_cleanup (&w);
         return 2;
     }
-    s_run (&w);
-    cgq_info ("received %s; shutting down", s_stop == SIGINT ? "SIGINT" : "SIGTERM");
-    s_shutdown (&w);
-    cgq_link_destroy (&w.link);
-    zmq_ctx_term (ctx);
+    w.link = cgq_shell_link (w.shell);
+    cgq_shell_run (w.shell);
+    int64_t grace = w.cfg.kill_grace_ms < S_SHUTDOWN_GRACE_MS ? w.cfg.kill_grace_ms
+                                                             : S_SHUTDOWN_GRACE_MS;
+    cgq_shell_shutdown (w.shell, grace);
+    w.link = NULL;
     s_cleanup (&w);
     cgq_info ("stopped");
     return 0;

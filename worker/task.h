@@ -17,6 +17,7 @@
 
 #include "cgq.pb-c.h"
 #include "confine.h"
+#include "result.h"
 #include "spare.h"
 
 typedef struct cgq_task_t cgq_task_t;
@@ -94,23 +95,8 @@ void cgq_task_stop (cgq_task_t *self, const char *reason, int64_t grace_ms);
 bool cgq_task_done (const cgq_task_t *self);
 
 // cgq_task_take_result hands over the result of a done task (caller destroys
-// it with cgq_task_result_destroy); NULL when not done or already taken.
+// it with cgq_result_destroy, node/result.h); NULL when not done or already taken.
 Cgq__Result *cgq_task_take_result (cgq_task_t *self);
-
-// cgq_task_noop_result answers a "noop" assignment: metrics are the numeric
-// params plus "score", their sum. Caller destroys.
-Cgq__Result *cgq_task_noop_result (const Cgq__Assign *assign);
-
-// cgq_task_result_new makes a result whose strings are all owned by it
-// (metrics_json NULL: "{}", error NULL: ""). Caller destroys.
-Cgq__Result *cgq_task_result_new (const Cgq__TaskRef *ref, Cgq__TaskStatus status,
-                                  const char *metrics_json, const char *error);
-// Frees a result made by this module. NULL-safe; sets *res_p = NULL.
-void cgq_task_result_destroy (Cgq__Result **res_p);
-
-// TaskRef helpers: a deep copy (caller frees with free()), and equality.
-Cgq__TaskRef *cgq_task_ref_dup (const Cgq__TaskRef *ref);
-bool cgq_task_ref_equal (const Cgq__TaskRef *a, const Cgq__TaskRef *b);
 
 // cgq_task_env_name turns a param name into its variable, "lr-max" ->
 // "CGQ_PARAM_LR_MAX". Caller frees.

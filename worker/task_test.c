@@ -262,7 +262,7 @@ test_reports_and_env (void **state)
     free (trial_dir_var);
     free (envs);
     free (dir);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     assert_null (r);
     cgq_task_destroy (&task);
     assert_null (task);
@@ -284,7 +284,7 @@ test_result_json_wins (void **state)
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     cgq_assert_json (r->metrics_json, "{\"acc\": 0.9, \"loss\": 0.1}");
     assert_int_equal (r->reports, 1);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -303,7 +303,7 @@ test_huge_result_json_fails (void **state)
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_string_equal (r->metrics_json, "{}");
     assert_non_null (strstr (r->error, "result metrics are 1100008 bytes, more than the limit"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 
     // Past twice the limit the file is not even read (it could be gigabytes).
@@ -316,7 +316,7 @@ test_huge_result_json_fails (void **state)
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_string_equal (r->metrics_json, "{}");
     assert_non_null (strstr (r->error, "result metrics are 3000009 bytes, more than the limit"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -337,7 +337,7 @@ test_no_reports_empty_metrics (void **state)
     char *err = s_read_file (r->trial_dir, "stderr.log");
     assert_non_null (strstr (err, "cgq: ignoring result.json: not a JSON object"));
     free (err);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -368,7 +368,7 @@ test_malformed_report_ignored (void **state)
     char *out = s_read_file (r->trial_dir, "stdout.log");
     assert_string_equal (out, "still-running\n");
     free (out);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -391,7 +391,7 @@ test_overlong_report_line (void **state)
                                   "(--max-report-line of the worker): aaaa"));
     assert_true (strlen (err) < 400);
     free (err);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -413,7 +413,7 @@ test_exit_failure_has_stderr_tail (void **state)
     assert_non_null (strstr (r->error, "line-30"));
     assert_null (strstr (r->error, "line-10"));
     assert_non_null (strstr (r->log_tail, "line-01"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -430,7 +430,7 @@ test_killed_by_signal (void **state)
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_int_equal (r->exit_code, -SIGSEGV);
     assert_string_equal (r->error, "killed by signal 11 (SIGSEGV)\nabout to crash");
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -471,7 +471,7 @@ test_timeout_kills_group (void **state)
             usleep (20000);
     }
     assert_true (gone);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -491,7 +491,7 @@ test_stop (void **state)
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_STOPPED);
     assert_int_equal (r->exit_code, -SIGTERM);
     assert_string_equal (r->error, "stopped: job cancelled");
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -523,7 +523,7 @@ test_log_cap (void **state)
     // The tail still has the latest output of both streams.
     assert_true (strlen (r->log_tail) <= 4096);
     assert_non_null (strstr (r->log_tail, "line99\ne1\ne2\ne3\n"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -547,7 +547,7 @@ test_missing_binary (void **state)
     char *err = s_read_file (r->trial_dir, "stderr.log");
     assert_non_null (strstr (err, "cannot run 'cgq-no-such-binary-xyz'"));
     free (err);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 
     // No argv at all: the task is lost at once, nothing is forked.
@@ -557,7 +557,7 @@ test_missing_binary (void **state)
     assert_int_equal (cgq_task_pid (task), 0);
     r = cgq_task_take_result (task);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_LOST);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -624,7 +624,7 @@ test_path_lookup (void **state)
     char *out = s_read_file (r->trial_dir, "stdout.log");
     assert_string_equal (out, "from-bin2 a1\n");
     free (out);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
 
     char *plain[] = {"cgq-plain", "b1", NULL};
     r = s_run_argv (f, 2, plain, path);
@@ -632,14 +632,14 @@ test_path_lookup (void **state)
     out = s_read_file (r->trial_dir, "stdout.log");
     assert_string_equal (out, "plain-ran b1\n");
     free (out);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
 
     char *noexec[] = {"cgq-noexec", NULL};
     r = s_run_argv (f, 3, noexec, path);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
     assert_int_equal (r->exit_code, 127);
     assert_string_equal (r->error, "cannot run 'cgq-noexec': Permission denied");
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
 
     // With a path, PATH is not consulted; a relative one is the trial
     // directory's.
@@ -649,7 +649,7 @@ test_path_lookup (void **state)
     out = s_read_file (r->trial_dir, "stdout.log");
     assert_string_equal (out, "abs\n");
     free (out);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     free (path);
     free (bin1);
     free (bin2);
@@ -762,7 +762,7 @@ test_process_as_started (void **state)
     cgq_task_stop (task, "done looking", 1000);
     Cgq__Result *r = tt_run (task, 3000);
     int status = r ? (int) r->status : -1, exit_code = r ? r->exit_code : 0;
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 
     assert_true (running);
@@ -829,7 +829,7 @@ test_planted_job_link (void **state)
     assert_int_equal (access (ran, F_OK), -1);
     free (ran);
     free (want);
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     free (link);
     free (target);
@@ -846,7 +846,7 @@ test_unwritable_workdir (void **state)
     Cgq__Result *r = cgq_task_take_result (task);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_LOST);
     assert_non_null (strstr (r->error, "cannot create trial directory /proc/cgq-cannot-be-here"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
@@ -886,7 +886,7 @@ test_endless_background_writer (void **state)
     assert_non_null (r);
     assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
     assert_non_null (strstr (r->log_tail, "y\ny\n"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
     bool gone = false;
     for (int i = 0; i < 100 && !gone; i++) {
@@ -929,45 +929,20 @@ test_invalid_utf8_output_is_cleaned (void **state)
         fail_msg ("log_tail is not valid UTF-8: %s", r->log_tail);
     // Every bad byte becomes '?'; the good characters stay.
     assert_non_null (strstr (r->error, "a???b ??? ???? ???? ???? ? é€😀"));
-    cgq_task_result_destroy (&r);
+    cgq_result_destroy (&r);
     cgq_task_destroy (&task);
 }
 
 static void
-test_noop_and_helpers (void **state)
+test_helpers (void **state)
 {
-    Cgq__Assign a = CGQ__ASSIGN__INIT;
-    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
-    ref.job = 1;
-    ref.trial = 2;
-    ref.attempt = 1;
-    a.task = &ref;
-    a.kind = "noop";
-    a.params_json = "{\"a\": 1, \"b\": 2.5, \"c\": \"x\", \"d\": true}";
-    Cgq__Result *r = cgq_task_noop_result (&a);
-    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
-    cgq_assert_json (r->metrics_json, "{\"a\": 1, \"b\": 2.5, \"score\": 3.5}");
-    assert_true (cgq_task_ref_equal (r->task, &ref));
-    cgq_task_result_destroy (&r);
-    a.params_json = "{\"a\": 1, \"b\": 2}";
-    r = cgq_task_noop_result (&a);
-    assert_string_equal (r->metrics_json, "{\"a\":1,\"b\":2,\"score\":3}");
-    cgq_task_result_destroy (&r);
-    a.params_json = "";
-    r = cgq_task_noop_result (&a);
-    cgq_assert_json (r->metrics_json, "{\"score\": 0}");
-    cgq_task_result_destroy (&r);
-    cgq_task_result_destroy (&r); // NULL-safe
+    // The noop answer and the TaskRef/Result helpers are node/result.c's
+    // (node/result_test.c).
     cgq_task_destroy (NULL);
 
     char *name = cgq_task_env_name ("lr-max.v2");
     assert_string_equal (name, "CGQ_PARAM_LR_MAX_V2");
     free (name);
-
-    Cgq__TaskRef other = ref;
-    assert_true (cgq_task_ref_equal (&ref, &other));
-    other.attempt = 2;
-    assert_false (cgq_task_ref_equal (&ref, &other));
 }
 
 #define S_MODES(t)                                                                                \
@@ -995,7 +970,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_endless_background_writer, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_invalid_utf8_output_is_cleaned, s_setup,
                                          s_teardown),
-        cmocka_unit_test (test_noop_and_helpers),
+        cmocka_unit_test (test_helpers),
         cmocka_unit_test_setup_teardown (test_path_lookup, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_process_as_started, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_planted_job_link, s_setup, s_teardown),

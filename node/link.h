@@ -69,7 +69,7 @@ void cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *
 void cgq_link_hold (cgq_link_t *self);
 void cgq_link_release (cgq_link_t *self);
 
-// cgq_link_result takes ownership of result (made by cgq_task_result_new),
+// cgq_link_result takes ownership of result (made by cgq_result_new),
 // sends it now when the coordinator knows this node, and keeps it until acked.
 void cgq_link_result (cgq_link_t *self, Cgq__Result *result);
 

@@ -11,7 +11,7 @@
 #include <zmq.h>
 
 #include "log.h"
-#include "task.h"
+#include "result.h"
 #include "util.h"
 
 #define S_VERSION "0.1.0"
@@ -110,7 +110,7 @@ s_unacked_drop (cgq_link_t *self, s_unacked_t *u)
                 self->held[i] = self->held[--self->nheld];
                 break;
             }
-    cgq_task_result_destroy (&u->result);
+    cgq_result_destroy (&u->result);
     free (u);
     self->n_unacked--;
 }

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "keyspace.h"
 #include "store.h"
 
 #define CGQ_CLI_VERSION CGQ_VERSION // from the project version in CMakeLists.txt

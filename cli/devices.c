@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "ctl.h"
-#include "model.h"
+#include "keyspace.h"
 #include "util.h"
 
 #define S_COLS 7

@@ -11,11 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "keyspace.h"
 #include "store.h"
 
 // The records (cgq_job_rec_t, cgq_trial_rec_t, cgq_node_rec_t) and the
-// state names are the data model's (common/model.h).
+// state names are the data model's (common/keyspace.h).
 
 // Results of the loaders: found, absent (unknown job or trial), or an I/O
 // error with err set to one line.

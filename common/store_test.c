@@ -14,7 +14,7 @@
 
 #include "log.h"
 #include "redis_fixture.h"
-#include "model.h"
+#include "keyspace.h"
 #include "store.h"
 #include "util.h"
 

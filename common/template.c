@@ -179,7 +179,7 @@ cgq_template_render (const char *tmpl, const json_t *params, uint64_t job, uint6
             goto fail;
         }
         if (shell) {
-            char *q = cgq_shell_quote (val.data);
+            char *q = cgq_sh_quote (val.data);
             cgq_buf_puts (&out, q);
             free (q);
         }

@@ -20,7 +20,7 @@
 // key name (a later stage's render passes the params with "STAGE.METRIC" keys
 // added), the built-ins job, trial and spec_dir (NULL reads as ""), "{{" and
 // "}}" literal braces. Values are written as cgq_template_value_str writes
-// them; with shell != 0 each is quoted with cgq_shell_quote. Returns a new
+// them; with shell != 0 each is quoted with cgq_sh_quote. Returns a new
 // string (caller frees), or NULL with err set if a placeholder names nothing
 // in params or is malformed (an unclosed '{', a stray '}').
 char *cgq_template_render (const char *tmpl, const json_t *params, uint64_t job, uint64_t trial,

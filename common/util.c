@@ -313,7 +313,7 @@ cgq_buf_take (cgq_buf_t *b)
 }
 
 char *
-cgq_shell_quote (const char *s)
+cgq_sh_quote (const char *s)
 {
     bool plain = *s != 0;
     for (const char *p = s; *p && plain; p++)

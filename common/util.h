@@ -62,9 +62,9 @@ int cgq_buf_read (cgq_buf_t *b, FILE *f);
 // cgq_buf_take returns the data (caller frees) and leaves b empty.
 char *cgq_buf_take (cgq_buf_t *b);
 
-// cgq_shell_quote returns s quoted for /bin/sh: unchanged when it holds only
+// cgq_sh_quote returns s quoted for /bin/sh: unchanged when it holds only
 // [A-Za-z0-9._,:/=+@%-] (and is not empty), else in single quotes. Caller frees.
-char *cgq_shell_quote (const char *s);
+char *cgq_sh_quote (const char *s);
 
 // cgq_parse_duration reads "90", "90s", "500ms", "30m", "2h", "1.5h", "1d"
 // into seconds (a bare number is seconds). Returns 0, or -1 if malformed.

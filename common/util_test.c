@@ -217,7 +217,7 @@ t_shell_quote (void **state)
         {"''", "''\\'''\\'''"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *q = cgq_shell_quote (cases[i].in);
+        char *q = cgq_sh_quote (cases[i].in);
         assert_string_equal (q, cases[i].out);
         free (q);
     }

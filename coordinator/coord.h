@@ -25,7 +25,7 @@
 //   hist.c       the latency histograms (plain counting; metrics.c renders)
 //   lease.c      the leader lease in Redis (standby coordinators)
 //
-// Redis key and field names come from common/model.h, never literals.
+// Redis key and field names come from common/keyspace.h, never literals.
 #ifndef CGQ_COORD_H
 #define CGQ_COORD_H
 
@@ -37,7 +37,7 @@
 
 #include "auth.h"
 #include "hist.h"
-#include "model.h"
+#include "keyspace.h"
 #include "searcher.h"
 #include "spec.h"
 
@@ -188,7 +188,7 @@ struct job_s {
     double *lb_vals;
     // The turn's trial.succeeded and trial.running events, not queued yet:
     // "TRIAL:ATTEMPT[@NODE] " items. Each goes out as one XADD per job
-    // (cgq_model_event_trials) at the turn's end, or before any other event
+    // (cgq_keyspace_event_trials) at the turn's end, or before any other event
     // of the job, so the stream keeps the order of every job's transitions.
     cgq_buf_t ev_succeeded, ev_running;
     size_t unwritten;       // trials created this turn whose hash is not queued yet

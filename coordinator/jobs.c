@@ -56,7 +56,7 @@ s_events_flush (coord_t *c, job_t *j)
     for (int k = 0; k < 2; k++) {
         if (!bufs[k]->len)
             continue;
-        cgq_model_event_trials (c->store, types[k], j->id, bufs[k]->data, bufs[k]->len - 1);
+        cgq_keyspace_event_trials (c->store, types[k], j->id, bufs[k]->data, bufs[k]->len - 1);
         cgq_buf_reset (bufs[k]);
     }
 }
@@ -85,7 +85,7 @@ s_event (coord_t *c, job_t *j, const char *type, int64_t trial, const char *node
          uint32_t attempt, const char *detail)
 {
     s_events_flush (c, j);
-    cgq_model_event (c->store, type, j->id, trial, node, attempt, detail);
+    cgq_keyspace_event (c->store, type, j->id, trial, node, attempt, detail);
 }
 
 job_t *

@@ -1,6 +1,6 @@
 // jobs: the job and trial state machine. Owns every job_t and trial_t. Each
 // transition changes memory and queues its Redis commands (through
-// common/model.h) in the same call, so memory and the next flushed batch
+// common/keyspace.h) in the same call, so memory and the next flushed batch
 // always agree. Only trials that are not terminal live in memory; a job whose
 // last trial ended is marked ended and freed by jobs_reap at the end of the
 // turn, never inside a caller that may still hold it.

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model.h"
+#include "keyspace.h"
 
 // KEYS: leader, epoch sequence. ARGV: id, lease ms.
 static const char *S_ACQUIRE

@@ -544,7 +544,7 @@ nodes_remove (coord_t *c, node_t *n, const char *state, const char *why)
     cgq_hset_str (&h, CGQ_NF_STATE, state);
     cgq_hset_u64 (&h, CGQ_NF_RUNNING, 0);
     cgq_hset_queue (&h, c->store);
-    cgq_model_event (c->store, strcmp (state, CGQ_NODE_DEAD) == 0 ? "node.dead" : "node.left", 0,
+    cgq_keyspace_event (c->store, strcmp (state, CGQ_NODE_DEAD) == 0 ? "node.dead" : "node.left", 0,
                      -1, n->id, 0, why);
     node_t **pp = &c->nodes;
     while (*pp != n)
@@ -701,7 +701,7 @@ nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char 
                   d->last_error);
         cgq_warn ("device %s quarantined: %s; no trial goes there until cgq devices enable %s",
                   d->id, why, d->id);
-        cgq_model_event (c->store, "device.quarantined", 0, -1, d->node ? d->node->id : NULL, 0,
+        cgq_keyspace_event (c->store, "device.quarantined", 0, -1, d->node ? d->node->id : NULL, 0,
                          why);
         c->sched_dirty = true;
     }
@@ -721,7 +721,7 @@ nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen)
     s_device_dirty (c, d);
     c->sched_dirty = true;
     if (was)
-        cgq_model_event (c->store, "device.enabled", 0, -1, d->node ? d->node->id : NULL, 0, d->id);
+        cgq_keyspace_event (c->store, "device.enabled", 0, -1, d->node ? d->node->id : NULL, 0, d->id);
     snprintf (msg, msglen, was ? "device %s is back in service" : "device %s was not quarantined",
               d->id);
     return 0;

@@ -10,7 +10,7 @@
 #include "coord.h"
 #include "json.h"
 #include "log.h"
-#include "model.h"
+#include "keyspace.h"
 
 // One POST's limits: a receiver that accepts and never answers costs a
 // transfer slot this long, never the loop's time.
@@ -324,7 +324,7 @@ s_finished (coord_t *c, notice_t *x, CURLcode rc, int64_t now)
     char detail[CURL_ERROR_SIZE + 128];
     snprintf (detail, sizeof detail, "%s: %s", x->id, why);
     uint64_t job = strtoull (x->id, NULL, 10);
-    cgq_model_event (c->store, "notify.failed", job, -1, NULL, 0, detail);
+    cgq_keyspace_event (c->store, "notify.failed", job, -1, NULL, 0, detail);
     n->failed++;
     s_done (c, x);
 }

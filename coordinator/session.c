@@ -352,7 +352,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     n->last_seen_ms = cgq_now_ms ();
     nodes_write (c, n, true);
     if (fresh)
-        cgq_model_event (c->store, "node.joined", 0, -1, n->id, 0, NULL);
+        cgq_keyspace_event (c->store, "node.joined", 0, -1, n->id, 0, NULL);
     cgq_info ("node %s joined: cpus %g, %d GPU(s), memory %llu MiB, %u running", n->id, n->cpus,
               n->ngpus, (unsigned long long) (n->memory >> 20), n->ntasks);
     s_welcome (c, n);

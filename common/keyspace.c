@@ -1,5 +1,5 @@
-// model: keys, field names, states and records of cgq's Redis data model.
-#include "model.h"
+// keyspace: keys, field names, states and records of cgq's Redis data model.
+#include "keyspace.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -185,7 +185,7 @@ cgq_hset_queue (cgq_hset_t *h, cgq_store_t *store)
 }
 
 void
-cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
+cgq_keyspace_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
                  const char *node, uint32_t attempt, const char *detail)
 {
     char jobbuf[24], trialbuf[24], attbuf[24], maxlen[24];
@@ -227,7 +227,7 @@ cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t tri
 }
 
 void
-cgq_model_event_trials (cgq_store_t *store, const char *type, uint64_t job, const char *trials,
+cgq_keyspace_event_trials (cgq_store_t *store, const char *type, uint64_t job, const char *trials,
                         size_t len)
 {
     char maxlen[24];

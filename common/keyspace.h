@@ -1,11 +1,12 @@
-// model: cgq's Redis data model, in one place. It owns the key names, the
-// field names of every hash, the state names, and the mapping between those
+// keyspace: cgq's Redis data model, in one place (named for Redis's keyspace:
+// "model" in this project means a trained predictor). It owns the key names,
+// the field names of every hash, the state names, and the mapping between those
 // hashes and C records: the coordinator writes through it (the only writer)
 // and the CLI and recovery read through it. A field renamed here is renamed
 // for every program. docs/architecture.md ("Redis data model") is the
 // reference for operators reading it with redis-cli.
-#ifndef CGQ_MODEL_H
-#define CGQ_MODEL_H
+#ifndef CGQ_KEYSPACE_H
+#define CGQ_KEYSPACE_H
 
 #include <hiredis/hiredis.h>
 #include <jansson.h>
@@ -215,15 +216,15 @@ void cgq_hset_dbl (cgq_hset_t *h, const char *field, double value);
 // cgq_hset_queue adds the HSET to store's batch (nothing when no field was set).
 void cgq_hset_queue (cgq_hset_t *h, cgq_store_t *store);
 
-// cgq_model_event queues one XADD to cgq:events (capped). trial < 0, attempt 0,
+// cgq_keyspace_event queues one XADD to cgq:events (capped). trial < 0, attempt 0,
 // node NULL and detail NULL leave their field out.
-void cgq_model_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
+void cgq_keyspace_event (cgq_store_t *store, const char *type, uint64_t job, int64_t trial,
                       const char *node, uint32_t attempt, const char *detail);
-// cgq_model_event_trials queues one XADD to cgq:events for several trials of
+// cgq_keyspace_event_trials queues one XADD to cgq:events for several trials of
 // job that made the same transition in one loop turn: fields type, job and
 // trials, the space-separated list "TRIAL:ATTEMPT" or "TRIAL:ATTEMPT@NODE"
 // (docs/architecture.md, "Events").
-void cgq_model_event_trials (cgq_store_t *store, const char *type, uint64_t job,
+void cgq_keyspace_event_trials (cgq_store_t *store, const char *type, uint64_t job,
                              const char *trials, size_t len);
 
 // --- reading: records built from HGETALL replies ---------------------------

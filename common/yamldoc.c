@@ -552,6 +552,23 @@ cgq_yamldoc_to_json (cgq_yamldoc_t *self, const cgq_yamldoc_node_t *n)
     return s_to_json (self, n, 0);
 }
 
+// s_has_placeholder says whether line (n bytes) holds a template placeholder
+// such as {spec_dir} or {lr}: '{', a name, '}'.
+static bool
+s_has_placeholder (const char *line, size_t n)
+{
+    for (size_t i = 0; i + 2 < n; i++) {
+        if (line[i] != '{' || !(isalpha ((unsigned char)line[i + 1]) || line[i + 1] == '_'))
+            continue;
+        size_t j = i + 1;
+        while (j < n && (isalnum ((unsigned char)line[j]) || line[j] == '_' || line[j] == '.'))
+            j++;
+        if (j < n && line[j] == '}')
+            return true;
+    }
+    return false;
+}
+
 // s_syntax_error turns libyaml's complaint into our one-line form.
 static void
 s_syntax_error (cgq_yamldoc_t *self, yaml_parser_t *parser, const char *text, size_t len)
@@ -574,6 +591,13 @@ s_syntax_error (cgq_yamldoc_t *self, yaml_parser_t *parser, const char *text, si
         tab |= *bol++ == '\t';
     const char *hint = tab ? "indent with spaces: YAML does not allow tabs there"
                            : "check the indentation, colons and quotes there";
+    // Inside {...} or [...], a template's braces end the collection early:
+    // trial: {command: python3 {spec_dir}/train.py} needs the value quoted.
+    const char *eol = bol ? memchr (bol, '\n', len - (size_t)(bol - text)) : NULL;
+    if (!tab && bol && parser->context && strstr (parser->context, "flow")
+        && s_has_placeholder (bol, eol ? (size_t)(eol - bol) : len - (size_t)(bol - text)))
+        hint = "quote a value that holds {placeholders} inside { } or [ ]: "
+               "{command: \"python3 {spec_dir}/train.py --lr {lr}\"}";
     const char *problem = parser->problem ? parser->problem : "malformed YAML";
     if (parser->context)
         cgq_yamldoc_fail_at (self, line, col, "YAML syntax error: %s %s at %d:%d (%s)", problem,

@@ -84,6 +84,22 @@ t_limits (void **state)
     assert_int_equal (cgq_yamldoc_load (y, "a:\n\tb: 1\n", 9, 0, NULL, &root), -1);
     assert_non_null (strstr (err, "indent with spaces"));
     cgq_yamldoc_destroy (&y);
+
+    // A template's braces inside a flow mapping end it early: say to quote.
+    const char *flow = "name: x\ntrial: {command: python3 {spec_dir}/train.py {lr}}\n";
+    y = cgq_yamldoc_new ("t.yaml", "test file", err, sizeof err);
+    assert_int_equal (cgq_yamldoc_load (y, flow, strlen (flow), 0, NULL, &root), -1);
+    assert_string_equal (err, "t.yaml:2:26: YAML syntax error: did not find expected ',' or '}' "
+                              "while parsing a flow mapping at 2:8 (quote a value that holds "
+                              "{placeholders} inside { } or [ ]: {command: \"python3 "
+                              "{spec_dir}/train.py --lr {lr}\"})");
+    cgq_yamldoc_destroy (&y);
+    // ... and not for a flow mapping broken some other way
+    const char *other = "trial: {command: a b: c}\n";
+    y = cgq_yamldoc_new ("t.yaml", "test file", err, sizeof err);
+    assert_int_equal (cgq_yamldoc_load (y, other, strlen (other), 0, NULL, &root), -1);
+    assert_null (strstr (err, "placeholders"));
+    cgq_yamldoc_destroy (&y);
 }
 
 static void

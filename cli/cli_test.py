@@ -1054,6 +1054,75 @@ trial: {command: "python3 {spec_dir}/lc.py {q} %s"}
         self.assertIn("exit status 3", err)
         self.assertIn("about to fail", err)
 
+    def test_fail_fast(self):
+        # Issue 23, item 3: a typo in the objective's metric made every trial
+        # fail the same way; the job stops after search.fail_fast (5) of them.
+        spec = """name: typo
+space:
+  x: {grid: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]}
+search: {algorithm: grid, concurrency: 1%s}
+objective: {metric: scroe, mode: max}
+trial: {command: "echo '{{\\"score\\": {x}, \\"loss\\": 1}}' >&3", resources: {cpu: 0.5}}
+"""
+        rc, out, err, _ = cgq("run", self.spec(spec % ""), "--cpus", "1", "--gpus", "none",
+                              cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("job 1 failed: its first 5 trials failed and none succeeded "
+                      "(search.fail_fast: 5; 0 runs them all); the last error: result has no "
+                      "numeric metric 'scroe' (metrics: score, loss); did you mean 'score'? "
+                      "report it, or fix objective.metric", err)
+        doc = json.loads(cgq("results", "1", "--format", "json", cwd=self.cwd)[1])
+        self.assertEqual(doc["state"], "failed")
+        states = [t["state"] for t in doc["trials"]]
+        self.assertEqual(states.count("failed"), 5, states)
+        self.assertEqual(len([t for t in doc["trials"] if t["state"] not in ("failed", "cancelled")]),
+                         0, states)
+        failed = [t for t in doc["trials"] if t["state"] == "failed"]
+        for t in failed:  # the metrics a re-ranking needs are kept, and named in the error
+            self.assertEqual(t["metrics"], {"score": t["params"]["x"], "loss": 1}, t)
+        out = cgq("status", "1", cwd=self.cwd)[1]
+        self.assertRegex(out, r"job 1  typo  failed")
+        self.assertIn("error       its first 5 trials failed", out)
+        self.assertIn("20/20 (15 cancelled) done", out)
+        # fail_fast: 0 runs them all
+        rc, out, err, _ = cgq("run", self.spec(spec % ", fail_fast: 0"), "--cpus", "1",
+                              "--gpus", "none", cwd=self.cwd, timeout=120)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("0 succeeded, 20 failed", err)
+        # one success is enough to keep going: the failures are the trials' own
+        ok_once = spec.replace("scroe", "score").replace(
+            "echo '", "test {x} = 3 || exit 1; echo '")
+        rc, out, err, _ = cgq("run", self.spec(ok_once % ""), "--cpus", "1", "--gpus", "none",
+                              cwd=self.cwd, timeout=120)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("1 succeeded, 19 failed", err)
+
+    def test_missing_script(self):
+        # a typo in the script's name: refused before anything starts
+        with open(os.path.join(self.cwd, "train.py"), "w") as f:
+            f.write("print('hi')\n")
+        spec = self.spec("""name: typo
+trial: {command: "python3 {spec_dir}/trian.py --x 1"}
+""")
+        for cmd in ("validate", "run"):
+            rc, out, err, took = cgq(cmd, spec, cwd=self.cwd, timeout=60)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("spec.yaml: trial.command runs {spec_dir}/trian.py, but there is no "
+                          "%s/trian.py (did you mean train.py?) (every trial would fail: fix the "
+                          "path)" % os.path.realpath(self.cwd), err)
+            self.assertLess(took, 10)
+        self.assertFalse(os.path.exists(os.path.join(self.cwd, ".cgq")), "run started nothing")
+        # submit only warns: the workers may see another file system there
+        rc, out, err, _ = cgq("submit", spec, "--coordinator", "tcp://127.0.0.1:1", cwd=self.cwd,
+                              timeout=30)
+        self.assertIn("warning: trial.command runs {spec_dir}/trian.py", err)
+        # a path with a placeholder is not checked; an existing one passes
+        for cmd in ("python3 {spec_dir}/{script}.py", "python3 {spec_dir}/train.py"):
+            spec = self.spec("name: ok\nspace: {script: {choice: [a]}}\ntrial: {command: \"%s\"}\n"
+                             % cmd)
+            rc, out, err, _ = cgq("validate", spec, cwd=self.cwd)
+            self.assertEqual(rc, 0, err)
+
     def test_unschedulable(self):
         rc, out, err, took = cgq("run", self.spec(GPU), "--gpus", "none", cwd=self.cwd,
                                  timeout=60)

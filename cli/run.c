@@ -3,6 +3,7 @@
 // private redis-server (Unix socket only, AOF on, data in ./.cgq/redis), a
 // coordinator and workers, submits the spec, follows the job, prints the
 // leaderboard and stops everything it started, also on Ctrl-C.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -27,6 +28,7 @@
 #include "spec.h"
 #include "util.h"
 #include "view.h"
+#include "yamldoc.h"
 
 #define S_START_TIMEOUT_MS 10000 // Redis PING, coordinator ready line
 #define S_STOP_TIMEOUT_MS 10000  // SIGTERM -> SIGKILL
@@ -86,6 +88,86 @@ s_relative_script (const cgq_stage_t *st)
     return found;
 }
 
+// s_missing_script finds, in the stage's command, a word {spec_dir}/PATH
+// (no other placeholder in it) whose file is not in spec_dir: a typo that
+// would fail every trial. Returns the message (caller frees), or NULL.
+static char *
+s_missing_script (const cgq_stage_t *st, const char *spec_dir)
+{
+    if (st->kind != CGQ_TRIAL_COMMAND || !spec_dir)
+        return NULL;
+    cgq_buf_t all; // the command's words, one per line
+    cgq_buf_init (&all);
+    if (st->argv)
+        for (size_t i = 0; i < st->argc; i++)
+            cgq_buf_printf (&all, "%s\n", st->argv[i]);
+    else if (st->command)
+        cgq_buf_puts (&all, st->command);
+    char *msg = NULL;
+    const char *mark = "{spec_dir}/";
+    for (const char *p = all.data ? strstr (all.data, mark) : NULL; p && !msg;
+         p = strstr (p + 1, mark)) {
+        const char *rel = p + strlen (mark);
+        size_t n = strcspn (rel, " \t\n;&|()'\"`<>");
+        if (n == 0 || memchr (rel, '{', n) || memchr (rel, '$', n) || memchr (rel, '*', n))
+            continue; // another placeholder, a variable or a glob: not ours to check
+        char *file = cgq_xasprintf ("%s/%.*s", spec_dir, (int) n, rel);
+        if (access (file, F_OK) != 0) {
+            // The likely typo: a name in that directory one or two edits away.
+            char *dir = cgq_xstrdup (file), *slash = strrchr (dir, '/');
+            *slash = 0;
+            cgq_buf_t names;
+            cgq_buf_init (&names);
+            DIR *d = opendir (dir);
+            for (struct dirent *e; d && (e = readdir (d));)
+                if (e->d_name[0] != '.')
+                    cgq_buf_printf (&names, "%s%s", names.len ? "," : "", e->d_name);
+            if (d)
+                closedir (d);
+            char guess[256];
+            const char *g = names.len ? cgq_yamldoc_suggest (slash + 1, names.data, guess,
+                                                             sizeof guess)
+                                      : NULL;
+            msg = cgq_xasprintf ("trial.command runs {spec_dir}/%.*s, but there is no %s%s%s%s "
+                                 "(every trial would fail: fix the path)",
+                                 (int) n, rel, file, g ? " (did you mean " : "", g ? g : "",
+                                 g ? "?)" : "");
+            cgq_buf_fini (&names);
+            free (dir);
+        }
+        free (file);
+    }
+    cgq_buf_fini (&all);
+    return msg;
+}
+
+static char *s_spec_dir (const char *path);
+
+// s_check_scripts checks every stage's {spec_dir}/ scripts (s_missing_script):
+// prints what is missing, as an error (returns -1) unless warn_only.
+static int
+s_check_scripts (const cgq_spec_t *spec, const char *path, bool warn_only)
+{
+    char *abs = s_spec_dir (path);
+    int rc = 0;
+    for (size_t k = 0; k < cgq_spec_nstages (spec) && rc == 0; k++) {
+        char *msg = s_missing_script (cgq_spec_stage (spec, k), abs);
+        if (msg) {
+            fflush (stdout);
+            if (warn_only)
+                fprintf (stderr, "%s: warning: %s, unless the workers see another file there\n",
+                         path, msg);
+            else {
+                fprintf (stderr, "%s: %s\n", path, msg);
+                rc = -1;
+            }
+            free (msg);
+        }
+    }
+    free (abs);
+    return rc;
+}
+
 // s_load_spec parses path; on error prints the parser's FILE:LINE:COL line.
 // A command that names its script by a relative path gets a warning: the
 // trial runs in its own directory, not beside the spec.
@@ -119,6 +201,10 @@ cgq_cmd_validate (cgq_cli_t *cli)
     cgq_spec_t *spec = s_load_spec (cli->pos[0]);
     if (!spec)
         return CGQ_EXIT_BAD;
+    if (s_check_scripts (spec, cli->pos[0], false) < 0) {
+        cgq_spec_destroy (&spec);
+        return CGQ_EXIT_BAD;
+    }
     cgq_spec_describe (spec, stdout);
     // The coordinator's check (it may run with a larger --max-trials).
     char err[512];
@@ -254,7 +340,11 @@ cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_
         snprintf (also, sizeof also, ", %" PRIu64 " stopped early", stopped);
     double took = job->finished > job->created && job->created > 0 ? job->finished - job->created : 0;
     bool cancelled = !strcmp (job->state, cgq_jstate_names[CGQ_JOB_CANCELLED]);
-    if (cancelled)
+    bool gave_up = !strcmp (job->state, cgq_jstate_names[CGQ_JOB_FAILED]);
+    if (gave_up) // it stopped itself: say why, and that nothing more ran
+        cgq_cli_error ("job %" PRIu64 " failed: %s", job->id,
+                       job->error ? job->error : "it stopped itself");
+    else if (cancelled)
         cgq_cli_error ("job %" PRIu64 " was cancelled (%" PRIu64 " succeeded, %" PRIu64
                        " failed%s, %" PRIu64 " cancelled)",
                        job->id, ok, failed, also, job->counts[CGQ_TRIAL_CANCELLED]);
@@ -264,7 +354,7 @@ cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_
     if (failed > 0) {
         cgq_trial_rec_t *first = NULL;
         int fr = cgq_view_trial_find (store, job, "failed", false, &first, err, sizeof err);
-        if (!cancelled)
+        if (!cancelled && !gave_up)
             cgq_cli_error ("job %" PRIu64 " finished%s: %" PRIu64 " succeeded, %" PRIu64
                            " failed%s%s",
                            job->id, ok ? "" : " with no succeeded trial", ok, failed, also,
@@ -276,7 +366,7 @@ cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_
         }
         cgq_trial_rec_destroy (&first);
     }
-    return !cancelled && ok > 0 ? CGQ_EXIT_OK : CGQ_EXIT_FAIL;
+    return !cancelled && !gave_up && ok > 0 ? CGQ_EXIT_OK : CGQ_EXIT_FAIL;
 }
 
 // ---------------------------------------------------------------- submit
@@ -287,6 +377,7 @@ cgq_cmd_submit (cgq_cli_t *cli)
     cgq_spec_t *spec = s_load_spec (cli->pos[0]);
     if (!spec)
         return CGQ_EXIT_BAD;
+    s_check_scripts (spec, cli->pos[0], true); // the workers may see another file system
     uint64_t job = 0, trials = 0;
     int rc = s_submit (cli->coordinator, spec, cli->pos[0], &job, &trials);
     cgq_spec_destroy (&spec);
@@ -1167,6 +1258,10 @@ cgq_cmd_run (cgq_cli_t *cli)
     cgq_spec_t *spec = s_load_spec (path);
     if (!spec)
         return CGQ_EXIT_BAD;
+    if (s_check_scripts (spec, path, false) < 0) { // every trial would fail: start nothing
+        cgq_spec_destroy (&spec);
+        return CGQ_EXIT_BAD;
+    }
 
     s_local_t l;
     memset (&l, 0, sizeof l);

@@ -1369,6 +1369,8 @@ s_status_job (cgq_cli_t *cli)
     }
     if (j->blocked)
         printf ("unschedulable: %s\n", j->blocked);
+    if (j->error)
+        printf ("%-11s %s\n", "error", j->error);
 
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;

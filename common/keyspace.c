@@ -13,7 +13,8 @@
 
 const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES] = {
     "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable", "stale"};
-const char *const cgq_jstate_names[CGQ_JOB_NSTATES] = {"running", "finished", "cancelled"};
+const char *const cgq_jstate_names[CGQ_JOB_NSTATES] = {"running", "finished", "cancelled",
+                                                        "failed"};
 
 int
 cgq_tstate_parse (const char *s)
@@ -357,6 +358,7 @@ cgq_job_rec_from (uint64_t id, const redisReply *r)
     const char *mode = cgq_hash_get (r, CGQ_JF_MODE);
     j->mode = mode && (!strcmp (mode, "min") || !strcmp (mode, "-1")) ? -1 : 1;
     j->blocked = s_dup_nonempty (r, CGQ_JF_BLOCKED);
+    j->error = s_dup_nonempty (r, CGQ_JF_ERROR);
     cgq_hash_num (r, CGQ_JF_CREATED, &j->created);
     cgq_hash_num (r, CGQ_JF_FINISHED, &j->finished);
     double total;
@@ -391,6 +393,7 @@ cgq_job_rec_destroy (cgq_job_rec_t **self_p)
     free (j->searcher);
     free (j->metric);
     free (j->blocked);
+    free (j->error);
     free (j);
     *self_p = NULL;
 }
@@ -406,7 +409,8 @@ bool
 cgq_job_rec_terminal (const cgq_job_rec_t *job)
 {
     return !strcmp (job->state, cgq_jstate_names[CGQ_JOB_FINISHED])
-           || !strcmp (job->state, cgq_jstate_names[CGQ_JOB_CANCELLED]);
+           || !strcmp (job->state, cgq_jstate_names[CGQ_JOB_CANCELLED])
+           || !strcmp (job->state, cgq_jstate_names[CGQ_JOB_FAILED]);
 }
 
 cgq_trial_rec_t *

@@ -73,7 +73,15 @@ int cgq_tstate_parse (const char *s);
 // Terminal: succeeded, failed, stopped, cancelled.
 bool cgq_tstate_terminal (cgq_tstate_t s);
 
-typedef enum { CGQ_JOB_RUNNING, CGQ_JOB_FINISHED, CGQ_JOB_CANCELLED, CGQ_JOB_NSTATES } cgq_jstate_t;
+// A job is failed when it stopped itself (search.fail_fast): the field
+// error says why.
+typedef enum {
+    CGQ_JOB_RUNNING,
+    CGQ_JOB_FINISHED,
+    CGQ_JOB_CANCELLED,
+    CGQ_JOB_FAILED,
+    CGQ_JOB_NSTATES
+} cgq_jstate_t;
 extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 
 // Node states: alive; dead (silent too long); gone (said Bye); unknown (a
@@ -248,6 +256,7 @@ typedef struct {
     char *metric;    // objective metric, NULL when the job has no objective
     int mode;        // +1 max, -1 min
     char *blocked;   // why trials are unschedulable, NULL when not blocked
+    char *error;     // why the job stopped itself (state failed), else NULL
     double created, finished; // Unix seconds, 0 when unknown
     int64_t total;            // trials the search will produce, -1 when unbounded
     uint64_t suggested;       // trials created so far

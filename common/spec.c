@@ -302,6 +302,7 @@ s_parse (const char *text, size_t len, const char *path, const char *dir, char *
         spec->name = s_default_name (given);
         spec->search.algorithm = CGQ_SEARCH_RANDOM;
         spec->search.samples = 1;
+        spec->search.fail_fast = CGQ_SPEC_FAIL_FAST;
         spec->trial.kind = CGQ_TRIAL_COMMAND;
         spec->trial.cpu = 1;
         rc = s_parse_doc (&c, spec, root);

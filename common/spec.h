@@ -112,6 +112,8 @@ typedef struct {
     uint32_t warmup;        // untimed runs before them, >= 1; 0 (not given): the runner's default
 } cgq_stage_t;
 
+#define CGQ_SPEC_FAIL_FAST 5 // search.fail_fast's default
+
 typedef struct {
     char *name;  // job name (default: the file name without .yaml)
     char *path;  // as given, for messages
@@ -125,6 +127,9 @@ typedef struct {
         cgq_search_alg_t algorithm; // default random
         uint64_t samples;           // default 1; random: points per grid point; grid: repeats
         uint32_t concurrency;       // max running trials of this job; 0 = no limit (default)
+        // The job stops (state failed) when this many trials have failed and
+        // none has succeeded yet: a typo fails 5 trials, not 10,000. 0: never.
+        uint32_t fail_fast; // default CGQ_SPEC_FAIL_FAST
         uint64_t seed;              // default 0
         // evolution, nsga2: population (default 50); evolution: tournament
         // (default 5); evolution, nsga2, bayes: initial random points

@@ -152,6 +152,10 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     if (self->search.concurrency)
         snprintf (conc, sizeof conc, "%u", self->search.concurrency);
     cgq_search_alg_t alg = self->search.algorithm;
+    if (self->search.fail_fast)
+        fprintf (f, "fails fast: the job stops when %u trial(s) have failed before any succeeds "
+                    "(search.fail_fast; 0: never)\n",
+                 self->search.fail_fast);
     if (alg == CGQ_SEARCH_RANDOM || alg == CGQ_SEARCH_GRID)
         fprintf (f, "search: %s, %llu %s, seed %llu, concurrency %s\n", grid ? "grid" : "random",
                  (unsigned long long) self->search.samples,

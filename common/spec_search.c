@@ -24,14 +24,16 @@ static const struct {
     const char *name;
     const char *keys; // the keys of search that this algorithm reads
 } s_search_algs[] = {
-    {CGQ_SEARCH_RANDOM, "random", "algorithm, samples, concurrency, seed"},
-    {CGQ_SEARCH_GRID, "grid", "algorithm, samples, concurrency, seed"},
+    {CGQ_SEARCH_RANDOM, "random", "algorithm, samples, concurrency, seed, fail_fast"},
+    {CGQ_SEARCH_GRID, "grid", "algorithm, samples, concurrency, seed, fail_fast"},
     {CGQ_SEARCH_EVOLUTION, "evolution",
-     "algorithm, samples, concurrency, seed, population, tournament, initial, batch"},
+     "algorithm, samples, concurrency, seed, population, tournament, initial, batch, fail_fast"},
     {CGQ_SEARCH_NSGA2, "nsga2",
-     "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation"},
-    {CGQ_SEARCH_BAYES, "bayes", "algorithm, samples, concurrency, seed, initial, candidates"},
-    {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency"},
+     "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation, "
+     "fail_fast"},
+    {CGQ_SEARCH_BAYES, "bayes",
+     "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
+    {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
 static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, list";
@@ -164,6 +166,14 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                                      "write e.g. concurrency: 8, or 0 for no limit", &n) < 0)
                 return -1;
             spec->search.concurrency = (uint32_t) n;
+        }
+        else if (!strcmp (key, "fail_fast")) {
+            if (cgq_yamldoc_get_int (c->y, e, "search.fail_fast", 0, UINT32_MAX,
+                                     "write e.g. fail_fast: 5, or 0 to run every trial whatever "
+                                     "fails",
+                                     &n) < 0)
+                return -1;
+            spec->search.fail_fast = (uint32_t) n;
         }
         else if (!strcmp (key, "seed")) {
             if (cgq_yamldoc_get_int (c->y, e, "search.seed", 0, LLONG_MAX, "write e.g. seed: 1",

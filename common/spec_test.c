@@ -144,6 +144,8 @@ t_defaults (void **state)
     assert_int_equal (s->search.samples, 1);
     assert_int_equal (s->search.concurrency, 0);
     assert_int_equal (s->search.seed, 0);
+    assert_int_equal (s->search.fail_fast, CGQ_SPEC_FAIL_FAST);
+    assert_int_equal (CGQ_SPEC_FAIL_FAST, 5);
     assert_null (s->objective.metric);
     assert_null (s->trial.command);
     assert_int_equal (s->trial.argc, 4);
@@ -485,7 +487,7 @@ t_err_nested_key (void **state)
 {
     s_expect_error (
         TRIAL "search:\n  samples: 3\n  samplez: 4\n", 4, 3,
-        "unknown key 'samplez' in search (known keys: algorithm, samples, concurrency, seed); "
+        "unknown key 'samplez' in search (known keys: algorithm, samples, concurrency, seed, fail_fast); "
         "did you mean 'samples'?");
     s_expect_error ("trial: {command: x, resources: {cpus: 2}}\n", 1, 33,
                     "unknown key 'cpus' in trial.resources");
@@ -507,7 +509,47 @@ t_err_wrong_type (void **state)
     s_expect_error (TRIAL "search: {seed: 1.5}\n", 2, 16,
                     "search.seed must be an integer >= 0, not the number 1.5");
     s_expect_error ("trial: {command: x, retries: -1}\n", 1, 30,
-                    "trial.retries must be an integer >= 0, not -1");
+                    "trial.retries must be an integer >= 0, not -1");    s_expect_error (TRIAL "search: {fail_fast: -1}\n", 2, 21,
+                    "search.fail_fast must be an integer >= 0, not -1");
+    s_expect_error (TRIAL "search: {fail_fats: 3}\n", 2, 10,
+                    "unknown key 'fail_fats' in search");
+}
+
+// search.fail_fast: any algorithm reads it; 0 turns it off; validate says it.
+static void
+t_fail_fast (void **state)
+{
+    const char *algs[] = {"random", "grid", "evolution", "bayes"};
+    char err[512], y[256];
+    for (size_t i = 0; i < sizeof algs / sizeof algs[0]; i++) {
+        snprintf (y, sizeof y, TRIAL "search: {algorithm: %s, fail_fast: 0}\n"
+                  "space: {x: {choice: [1, 2]}}\nobjective: {metric: m, mode: max}\n", algs[i]);
+        cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+        if (!s)
+            fail_msg ("%s: %s", algs[i], err);
+        assert_int_equal (s->search.fail_fast, 0);
+        char *out = NULL;
+        size_t outlen = 0;
+        FILE *f = open_memstream (&out, &outlen);
+        cgq_spec_describe (s, f);
+        fclose (f);
+        assert_null (strstr (out, "fails fast"));
+        free (out);
+        cgq_spec_destroy (&s);
+    }
+    const char *y2 = TRIAL "search: {fail_fast: 12}\n";
+    cgq_spec_t *s = cgq_spec_parse (y2, strlen (y2), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->search.fail_fast, 12);
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (strstr (out, "fails fast: the job stops when 12 trial(s) have failed before "
+                                  "any succeeds (search.fail_fast; 0: never)"));
+    free (out);
+    cgq_spec_destroy (&s);
 }
 
 static void
@@ -926,7 +968,7 @@ t_err_search_new (void **state)
                     2, 32, "search.candidates applies to algorithm bayes, not evolution");
     s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
                     "unknown key 'populashun' in search (known keys: algorithm, samples, "
-                    "concurrency, seed, population, tournament, initial, batch)");
+                    "concurrency, seed, population, tournament, initial, batch, fail_fast)");
     s_expect_error (TRIAL "search: {algorithm: evolution, population: 1}\n", 2, 44,
                     "search.population must be an integer >= 2, not 1");
     s_expect_error (TRIAL "search: {algorithm: evolution, population: 4, tournament: 5}\n", 2, 9,
@@ -1376,6 +1418,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (t_full),
         cmocka_unit_test (t_defaults),
+        cmocka_unit_test (t_fail_fast),
         cmocka_unit_test (t_scalar_types),
         cmocka_unit_test (t_err_syntax),
         cmocka_unit_test (t_err_limits),

@@ -15,6 +15,7 @@
 #include "nodes.h"
 #include "outbox.h"
 #include "pareto.h"
+#include "yamldoc.h"
 
 // --- trial table: id -> trial, keyed by a pointer to the trial's own id ----
 
@@ -778,6 +779,67 @@ jobs_started (coord_t *c, trial_t *t, node_t *n, const char *gpus)
     c->stat_assigns++;
 }
 
+// s_end_early ends running job j before its search is over, in state
+// (cancelled by an operator, or failed with error by its own fail_fast):
+// pending trials are dropped, running ones stopped on their nodes (they hold
+// their resources until the node says they ended), never-created ones
+// counted as cancelled. *stopped and *dropped say how many of each.
+static void
+s_end_early (coord_t *c, job_t *j, jstate_t state, const char *error, uint64_t *stopped,
+             uint64_t *dropped)
+{
+    uint64_t never = jobs_unsuggested (j);
+    j->state = state;
+    j->dropped = never;
+    c->stat_ended[CGQ_TRIAL_CANCELLED] += never;
+    j->dirty = true;
+    *stopped = 0;
+    *dropped = never;
+    for (uint32_t k = 0; k < j->nstages; k++)
+        while (s_dequeue (j, k))
+            ;
+    char now[32];
+    cgq_fmt_double (now, cgq_wall_s ());
+    size_t n;
+    trial_t **all = s_trials_list (j, &n);
+    for (size_t i = 0; i < n; i++) {
+        trial_t *t = all[i];
+        if (t->state == CGQ_TRIAL_STOPPED)
+            continue; // early-stopped already; its Stop is on its way
+        bool on_node = t->state == CGQ_TRIAL_RUNNING && t->node;
+        const char *kv[] = {CGQ_TF_FINISHED, now};
+        jobs_set_state (c, t, CGQ_TRIAL_CANCELLED, kv, 2);
+        s_event (c, j, "trial.cancelled", (int64_t) t->id,
+                         t->node ? t->node->id : NULL, t->attempt, NULL);
+        if (on_node) {
+            // It stays in memory, holding its resources, until the node reports it stopped.
+            s_stop_on_node (c, t, state == CGQ_JOB_FAILED ? "job failed" : "job cancelled");
+            (*stopped)++;
+        }
+        else {
+            if (t->node)
+                nodes_release (c, t);
+            zhashx_delete (j->trials, &t->id);
+            s_trial_free (t);
+            (*dropped)++;
+        }
+    }
+    free (all);
+    char jkey[64];
+    cgq_key_job (jkey, sizeof jkey, j->id);
+    cgq_hset_t h;
+    cgq_hset_init (&h, jkey);
+    cgq_hset_str (&h, CGQ_JF_STATE, cgq_jstate_names[state]);
+    cgq_hset_str (&h, CGQ_JF_FINISHED, now);
+    if (error)
+        cgq_hset_str (&h, CGQ_JF_ERROR, error);
+    cgq_hset_queue (&h, c->store);
+    cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
+    s_event (c, j, state == CGQ_JOB_FAILED ? "job.failed" : "job.cancelled", -1, NULL, 0, error);
+    s_notify (c, j, cgq_wall_s ());
+    jobs_check_done (c, j);
+}
+
 jobs_cancel_t
 jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
 {
@@ -799,58 +861,13 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
         freeReplyObject (r);
         return rc;
     }
-    uint64_t never = jobs_unsuggested (j);
-    j->state = CGQ_JOB_CANCELLED;
-    j->dropped = never;
-    c->stat_ended[CGQ_TRIAL_CANCELLED] += never;
-    j->dirty = true;
-    uint64_t stopped = 0, dropped = never;
-    for (uint32_t k = 0; k < j->nstages; k++)
-        while (s_dequeue (j, k))
-            ;
-    char now[32];
-    cgq_fmt_double (now, cgq_wall_s ());
-    size_t n;
-    trial_t **all = s_trials_list (j, &n);
-    for (size_t i = 0; i < n; i++) {
-        trial_t *t = all[i];
-        if (t->state == CGQ_TRIAL_STOPPED)
-            continue; // early-stopped already; its Stop is on its way
-        bool on_node = t->state == CGQ_TRIAL_RUNNING && t->node;
-        const char *kv[] = {CGQ_TF_FINISHED, now};
-        jobs_set_state (c, t, CGQ_TRIAL_CANCELLED, kv, 2);
-        s_event (c, j, "trial.cancelled", (int64_t) t->id,
-                         t->node ? t->node->id : NULL, t->attempt, NULL);
-        if (on_node) {
-            // It stays in memory, holding its resources, until the node reports it stopped.
-            s_stop_on_node (c, t, "job cancelled");
-            stopped++;
-        }
-        else {
-            if (t->node)
-                nodes_release (c, t);
-            zhashx_delete (j->trials, &t->id);
-            s_trial_free (t);
-            dropped++;
-        }
-    }
-    free (all);
-    char jkey[64];
-    cgq_key_job (jkey, sizeof jkey, j->id);
-    cgq_hset_t h;
-    cgq_hset_init (&h, jkey);
-    cgq_hset_str (&h, CGQ_JF_STATE, cgq_jstate_names[CGQ_JOB_CANCELLED]);
-    cgq_hset_str (&h, CGQ_JF_FINISHED, now);
-    cgq_hset_queue (&h, c->store);
-    cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
-    s_event (c, j, "job.cancelled", -1, NULL, 0, NULL);
-    s_notify (c, j, cgq_wall_s ());
+    uint64_t stopped, dropped;
+    s_end_early (c, j, CGQ_JOB_CANCELLED, NULL, &stopped, &dropped);
     snprintf (msg, msglen,
               "cancelled job %llu: %llu running trial(s) stopped, %llu pending dropped",
               (unsigned long long) id, (unsigned long long) stopped,
               (unsigned long long) dropped);
     cgq_info ("%s", msg);
-    jobs_check_done (c, j);
     return JOBS_CANCEL_DONE;
 }
 
@@ -898,7 +915,26 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
     jobs_set_state (c, t, CGQ_TRIAL_FAILED, kv, 4);
     s_event (c, j, "trial.failed", (int64_t) t->id, NULL, t->attempt, error);
     cgq_searcher_observe (j->searcher, t->id, NULL, NAN, false);
+    // Fail fast: so many failures and not one success is a broken spec (a
+    // typo in the script's name or the metric's), not bad luck; stop before
+    // the other 10,000 trials fail the same way.
+    uint32_t ff = j->spec->search.fail_fast;
+    char *why = NULL;
+    if (ff && j->counts[CGQ_TRIAL_FAILED] >= ff
+        && j->counts[CGQ_TRIAL_SUCCEEDED] + j->counts[CGQ_TRIAL_STOPPED] == 0) {
+        size_t len = strcspn (error, "\n");
+        why = cgq_xasprintf ("its first %u trials failed and none succeeded (search.fail_fast: "
+                             "%u; 0 runs them all); the last error: %.*s",
+                             (unsigned) j->counts[CGQ_TRIAL_FAILED], (unsigned) ff,
+                             (int) (len > 300 ? 300 : len), error);
+    }
     s_trial_end (c, t);
+    if (why && j->state == CGQ_JOB_RUNNING) { // not finished by that last trial
+        uint64_t stopped, dropped;
+        cgq_warn ("job %" PRIu64 " (%s) failed: %s", j->id, j->name, why);
+        s_end_early (c, j, CGQ_JOB_FAILED, why, &stopped, &dropped);
+    }
+    free (why);
 }
 
 // s_rank puts t on the leaderboard with value (formatted into vbuf, 32
@@ -1223,8 +1259,14 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         json_t *v = json_object_get (metrics, metric);
         if (!v || !json_is_number (v) || !isfinite (json_number_value (v))) {
             cgq_buf_printf (&why, "result has no numeric metric '%s' (metrics: ", metric);
+            size_t from = why.len;
             s_metric_names (&why, metrics);
-            cgq_buf_puts (&why, "); report it, or fix objective.metric");
+            char guess[128]; // a typo in objective.metric is the usual cause
+            const char *g = cgq_yamldoc_suggest (metric, why.data + from, guess, sizeof guess);
+            if (g)
+                cgq_buf_printf (&why, "); did you mean '%s'? report it, or fix objective.metric", g);
+            else
+                cgq_buf_puts (&why, "); report it, or fix objective.metric");
             fail = why.data;
             retryable = false;
         }

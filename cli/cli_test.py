@@ -718,6 +718,10 @@ class ErrorTest(TmpCase):
             self.assertIn("rel.yaml: warning: trial.command names '%s' by a relative path" % script,
                           err)
             self.assertIn("write {spec_dir}/%s" % script.lstrip("./"), err)
+        # {spec_dir}/train.py must exist beside the spec (test_missing_script)
+        with open(os.path.join(os.path.dirname(self.spec_file("abs.yaml", "")), "train.py"),
+                  "w") as f:
+            f.write("print(1)\n")
         for command in ("python3 {spec_dir}/train.py", "python3 /opt/x/train.py", "echo hi",
                         "python3 -c 'print(1)'"):
             path = self.spec_file("abs.yaml", "name: abs\nspace: {lr: 0.1}\ntrial:\n  command: \"%s\"\n"
@@ -1096,6 +1100,32 @@ trial: {command: "echo '{{\\"score\\": {x}, \\"loss\\": 1}}' >&3", resources: {c
                               cwd=self.cwd, timeout=120)
         self.assertEqual(rc, 0, err)
         self.assertIn("1 succeeded, 19 failed", err)
+
+    def test_leaderboard_shows_what_the_objective_is_made_of(self):
+        # Issue 23: an expression objective showed only its value; now its
+        # metrics too, under the expression's short name.
+        spec = self.spec("""name: expr
+space:
+  acc: {grid: [0.5, 0.9, 0.7]}
+  lat: {grid: [9]}
+search: {algorithm: grid}
+objective: {expr: "np.power(100, acc)/(np.log10(lat+1)+1)", name: score, mode: max}
+trial: {kind: noop}
+""")
+        rc, out, err, _ = cgq("validate", spec, cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("objective: maximize score = expr np.power(100, acc)/(np.log10(lat+1)+1)", out)
+        rc, out, err, _ = cgq("run", spec, "--cpus", "1", "--gpus", "none", cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        lines = out.splitlines()
+        # a noop trial reports its params as metrics: the names clash, so say which is which
+        self.assertEqual(lines[0].split()[:7], ["rank", "trial", "score", "metrics.acc",
+                                                "metrics.lat", "acc", "lat"])
+        top = lines[1].split()
+        self.assertEqual(top[3:5], ["0.9", "9"], out)
+        self.assertAlmostEqual(float(top[2]), 100 ** 0.9 / 2, places=3)
+        self.assertIn("score=31.5479 (trial 1)", cgq("status", cwd=self.cwd)[1])
+        self.assertIn("objective   score (max)", cgq("status", "1", cwd=self.cwd)[1])
 
     def test_missing_script(self):
         # a typo in the script's name: refused before anything starts

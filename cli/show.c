@@ -12,8 +12,10 @@
 #include <time.h>
 
 #include "cli.h"
+#include "expr.h"
 #include "front.h"
 #include "json.h"
+#include "spec.h"
 #include "util.h"
 
 // Table cells longer than this are cut, so that one long param value (a list,
@@ -320,6 +322,33 @@ s_unit_cell (const char *name, const json_t *v)
 
 // ---------------------------------------------------------------- trials
 
+// s_board_metrics lists, into out (room for max), the metrics a leaderboard
+// shows beside the objective: those an expression objective is made of, and
+// for a predictor trial its test scores. The names are borrowed from *spec
+// (parsed here; the caller destroys it). *predictor says the trial kind.
+static size_t
+s_board_metrics (const cgq_job_rec_t *job, cgq_spec_t **spec, const char **out, size_t max,
+                 bool *predictor)
+{
+    static const char *const test[] = {"test_srcc", "test_acc10", "test_mape"};
+    char err[512];
+    *spec = *job->spec ? cgq_spec_parse (job->spec, strlen (job->spec), "spec", err, sizeof err)
+                       : NULL;
+    *predictor = false;
+    size_t n = 0;
+    if (!*spec)
+        return 0;
+    const cgq_objective_t *o = (*spec)->nobjectives == 1 ? &(*spec)->objective : NULL;
+    for (size_t i = 0; o && o->expr && i < cgq_expr_nnames (o->expr) && n < max; i++)
+        out[n++] = cgq_expr_name (o->expr, i);
+    for (size_t k = 0; k < cgq_spec_nstages (*spec); k++)
+        *predictor |= cgq_spec_stage (*spec, k)->kind == CGQ_TRIAL_PREDICTOR;
+    for (size_t i = 0; *predictor && i < sizeof test / sizeof *test && n < max; i++)
+        if (!job->metric || strcmp (job->metric, test[i]))
+            out[n++] = test[i];
+    return n;
+}
+
 void
 cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
 {
@@ -330,8 +359,12 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     size_t np;
     const char **pk = s_keys (trials, n, false, &np);
     bool ranked = job->metric != NULL;
-    // [rank, value,] trial, params..., duration
-    size_t ncols = 2 + np + (ranked ? 2 : 0);
+    cgq_spec_t *spec = NULL;
+    const char *mk[32];
+    bool predictor;
+    size_t nm = s_board_metrics (job, &spec, mk, 32, &predictor);
+    // [rank, value,] trial, [metrics...,] params..., duration
+    size_t ncols = 2 + nm + np + (ranked ? 2 : 0);
     cgq_table_t t;
     cgq_table_init (&t, ncols);
     size_t c = 0;
@@ -340,6 +373,14 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     cgq_table_head (&t, c++, "trial", true);
     if (ranked)
         cgq_table_head (&t, c++, job->metric, true);
+    for (size_t k = 0; k < nm; k++) {
+        bool clash = false; // a param of the same name: say which is which
+        for (size_t q = 0; q < np && !clash; q++)
+            clash = !strcmp (pk[q], mk[k]);
+        char *h = clash ? cgq_xasprintf ("metrics.%s", mk[k]) : cgq_xstrdup (mk[k]);
+        cgq_table_head (&t, c++, h, true);
+        free (h);
+    }
     for (size_t k = 0; k < np; k++)
         cgq_table_head (&t, c++, pk[k], false);
     cgq_table_head (&t, c++, "duration", true);
@@ -352,12 +393,21 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         if (ranked)
             cgq_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
                                                         : "-"));
+        for (size_t k = 0; k < nm; k++) {
+            const json_t *v = json_object_get (tr->metrics, mk[k]);
+            cgq_table_add (&t, v ? s_unit_cell (mk[k], v) : cgq_xstrdup ("-"));
+        }
         for (size_t k = 0; k < np; k++)
             cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
         cgq_table_add (&t, s_duration_cell (tr));
     }
     cgq_table_print (&t, f, "");
     cgq_table_fini (&t);
+    // A predictor job's product is its best model: say where it is.
+    if (predictor && ranked && trials[0]->trial_dir)
+        fprintf (f, "best model: %s/model.json (+ model.f32; cgq-predictor predict --model)\n",
+                 trials[0]->trial_dir);
+    cgq_spec_destroy (&spec);
     free (pk);
 }
 

@@ -59,7 +59,9 @@ typedef enum {
 
 // One objective: a metric the trial reports, or an expression over metrics.
 typedef struct {
-    char *metric;     // the metric's name, or the expression's text (for people); owned
+    char *metric;     // the metric's name, else the expression's name: (its short name
+                      // in tables, plots and Redis) or text; owned
+    char *text;       // expr: the expression's text (owned); NULL for metric:
     cgq_expr_t *expr; // expr: the compiled expression (owned); NULL for metric:
     int mode;         // +1 max, -1 min
 } cgq_objective_t;

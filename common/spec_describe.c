@@ -185,7 +185,12 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
         fprintf (f, "  sampled without replacement: no repeats among %llu combinations\n",
                  (unsigned long long) d);
-    if (self->nobjectives == 1)
+    if (self->nobjectives == 1 && self->objective.text && strcmp (self->objective.text,
+                                                                   self->objective.metric))
+        fprintf (f, "objective: %s %s = expr %s\n",
+                 self->objective.mode > 0 ? "maximize" : "minimize", self->objective.metric,
+                 self->objective.text);
+    else if (self->nobjectives == 1)
         fprintf (f, "objective: %s %s%s\n", self->objective.mode > 0 ? "maximize" : "minimize",
                  self->objective.expr ? "expr " : "", self->objective.metric);
     else if (self->nobjectives > 1) {

@@ -20,11 +20,26 @@ void
 spec_objective_fini (cgq_objective_t *o)
 {
     free (o->metric);
+    free (o->text);
     cgq_expr_destroy (&o->expr);
     memset (o, 0, sizeof *o);
 }
 
-// s_parse_one_objective reads {metric: NAME | expr: TEXT, mode: max | min}
+// s_name_ok says whether name may name an expression objective: a word of
+// letters, digits, '_', '-' and '.', as metric names are.
+static bool
+s_name_ok (const char *name)
+{
+    size_t n = strlen (name);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum ((unsigned char) name[i]) && !strchr ("_-.", name[i]))
+            return false;
+    return true;
+}
+
+// s_parse_one_objective reads {metric: NAME | expr: TEXT [, name: NAME], mode: max | min}
 // into o; where names it in messages ("objective", "objectives[1]").
 static int
 s_parse_one_objective (spec_ctx_t *c, const char *where, const cgq_yamldoc_node_t *key,
@@ -34,8 +49,8 @@ s_parse_one_objective (spec_ctx_t *c, const char *where, const cgq_yamldoc_node_
     snprintf (hint, sizeof hint, "write %s: {metric: val_loss, mode: min}", where);
     if (cgq_yamldoc_expect_map (c->y, v, where, hint) < 0)
         return -1;
-    const char *metric = NULL;
-    const cgq_yamldoc_node_t *first = NULL;
+    const char *metric = NULL, *name = NULL;
+    const cgq_yamldoc_node_t *first = NULL, *name_node = NULL;
     int mode = 0;
     for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
         const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
@@ -82,8 +97,19 @@ s_parse_one_objective (spec_ctx_t *c, const char *where, const cgq_yamldoc_node_
                     c->y, e, "%s must be max or min, not '%s' (write mode: max or mode: min)", what,
                     m);
         }
+        else if (!strcmp (kt, "name")) {
+            snprintf (what, sizeof what, "%s.name", where);
+            if (cgq_yamldoc_get_text (c->y, e, what, "write name: score", &name) < 0)
+                return -1;
+            if (!s_name_ok (name))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "%s '%s' must be a word of letters, digits, '_', '-' and "
+                                         "'.', at most 64 (write name: score)",
+                                         what, name);
+            name_node = k;
+        }
         else
-            return cgq_yamldoc_unknown_key (c->y, k, where, "metric, expr, mode");
+            return cgq_yamldoc_unknown_key (c->y, k, where, "metric, expr, name, mode");
     }
     if (!metric)
         return cgq_yamldoc_fail (
@@ -94,7 +120,13 @@ s_parse_one_objective (spec_ctx_t *c, const char *where, const cgq_yamldoc_node_
     if (!mode)
         return cgq_yamldoc_fail (c->y, key, "%s.mode is missing (write mode: max or mode: min)",
                                  where);
-    o->metric = cgq_xstrdup (metric);
+    if (name_node && !o->expr)
+        return cgq_yamldoc_fail (c->y, name_node,
+                                 "%s.name applies to expr: a metric: objective is named by its "
+                                 "metric (remove name, or write expr:)",
+                                 where);
+    o->text = o->expr ? cgq_xstrdup (metric) : NULL;
+    o->metric = cgq_xstrdup (name ? name : metric);
     o->mode = mode;
     return 0;
 }
@@ -331,7 +363,7 @@ s_objective_eval (const cgq_objective_t *o, const json_t *metrics, double *out, 
     if (o->expr) {
         char e[512];
         if (cgq_expr_eval (o->expr, metrics, out, e, sizeof e) < 0) {
-            snprintf (err, errlen, "objective expr \"%s\": %s", o->metric, e);
+            snprintf (err, errlen, "objective expr \"%s\": %s", o->text, e);
             return -1;
         }
         return 0;

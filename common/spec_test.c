@@ -1,6 +1,7 @@
 // spec_test: the parser of tune.yaml. A full spec parses into every field;
 // each class of mistake is reported at its exact line:col with a message that
 // says what to write instead.
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -913,6 +914,32 @@ t_search_new (void **state)
     assert_int_equal (s->early_stop.grace, 2);
     assert_true (s->early_stop.reduction == 3);
     assert_int_equal (s->early_stop.max, 100);
+    assert_string_equal (s->objective.text, "(acc*100)/latency_gpu");
+    cgq_spec_destroy (&s);
+    // An expression named: the name goes where the metric's would, the text stays.
+    const char *yn = TRIAL "objective: {expr: \"np.power(100, acc)/(np.log10(lat+1)+1)\", "
+                           "name: score, mode: max}\nearly_stop: {algorithm: asha}\n";
+    s = cgq_spec_parse (yn, strlen (yn), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_string_equal (s->objective.metric, "score");
+    assert_string_equal (s->objective.text, "np.power(100, acc)/(np.log10(lat+1)+1)");
+    assert_string_equal (s->early_stop.metric, "score");
+    assert_ptr_equal (s->early_stop.expr, s->objective.expr);
+    m = json_pack ("{s:f, s:f}", "acc", 1.0, "lat", 99.0);
+    assert_int_equal (cgq_spec_objective_value (s, m, &v, err, sizeof err), 0);
+    assert_true (fabs (v - 100.0 / 3) < 1e-12);
+    json_object_del (m, "lat");
+    assert_int_equal (cgq_spec_objective_value (s, m, &v, err, sizeof err), -1);
+    assert_non_null (strstr (err, "objective expr \"np.power(100, acc)"));
+    json_decref (m);
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (strstr (out, "objective: maximize score = expr np.power(100, acc)/"));
+    free (out);
     cgq_spec_destroy (&s);
 
     y = "space:\n  x: {uniform: [0, 1]}\n"
@@ -1018,7 +1045,12 @@ t_err_objectives (void **state)
                     "objective has both metric and expr");
     s_expect_error (TRIAL "objective: {expr: a}\n", 2, 1, "objective.mode is missing");
     s_expect_error (TRIAL "objective: {mode: max, metrc: a}\n", 2, 24,
-                    "unknown key 'metrc' in objective (known keys: metric, expr, mode)");
+                    "unknown key 'metrc' in objective (known keys: metric, expr, name, mode)");
+    // name: a short name for an expression (issue 23), only for an expression
+    s_expect_error (TRIAL "objective: {metric: a, mode: max, name: b}\n", 2, 35,
+                    "objective.name applies to expr: a metric: objective is named by its metric");
+    s_expect_error (TRIAL "objective: {expr: a*2, mode: max, name: \"a b\"}\n", 2, 41,
+                    "objective.name 'a b' must be a word of letters, digits");
     s_expect_error (TRIAL "objective: {metric: a, mode: max}\nobjectives: [{metric: a, mode: "
                           "min}, {metric: b, mode: min}]\n",
                     3, 1, "objective and objectives are exclusive (objective written at 2:1");

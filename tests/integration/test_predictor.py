@@ -97,6 +97,36 @@ class PredictorTest(CgqTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("(train 14, val 2, test 4 graphs;", p.stdout.decode())  # the 4 vgg
 
+    def test_leaderboard_names_the_model(self):
+        # Issue 23: cgq run's own leaderboard shows a predictor's test scores
+        # and where the best model is, as the README promises.
+        work = os.path.join(self.tmp, "board")
+        os.makedirs(work)
+        shutil.copytree(DATA, os.path.join(work, "data"))
+        spec = os.path.join(work, "tune.yaml")
+        with open(spec, "w") as f:
+            f.write("""name: board
+space: {lr: {loguniform: [3.0e-3, 1.0e-2]}, epochs: 2, max_graphs: 60, hidden: 8}
+search: {algorithm: random, samples: 2, seed: 3}
+objective: {metric: val_srcc, mode: max}
+trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}}
+""")
+        env = dict(os.environ)
+        for k in ("CGQ_REDIS", "CGQ_COORDINATOR"):
+            env.pop(k, None)
+        p = subprocess.run([binary("cgq"), "run", spec], cwd=work, env=env, capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=150 * SPEED)
+        out = p.stdout.decode()
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split()[:6], ["rank", "trial", "val_srcc", "test_srcc",
+                                                "test_acc10", "test_mape"])
+        best = [l for l in lines if l.startswith("best model: ")]
+        self.assertEqual(len(best), 1, out)
+        path = best[0].split()[2]
+        self.assertTrue(path.endswith("/model.json") and os.path.isfile(path), best)
+        self.assertIn("/trial-%s/" % lines[1].split()[1], path, "the best trial's")
+
     def test_predictor_kind(self):
         work = os.path.join(self.tmp, "work")
         os.makedirs(work)

@@ -490,6 +490,48 @@ class ShowTest(TmpCase):
         self.assertEqual(rc, 2)
         self.assertIn("'nosuch'", err)
 
+    def test_results_fit_and_columns(self):
+        # Issue 23, item 4: a results table about 400 columns wide. --columns
+        # picks; on a terminal the params and metrics that do not fit are
+        # left out, and the table says so.
+        out = self.ok("results", "31", "--columns", "lat_ms,seed")
+        lines = out.splitlines()
+        # params first, then metrics, each in the order listed
+        self.assertEqual(lines[0].split(), ["trial", "state", "acc", "seed", "lat_ms", "attempts",
+                                            "node", "duration", "error"])
+        rc, _, err, _ = cgq("results", "31", "--columns", "seed,nope", env=self.env)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("--columns: no param or metric 'nope' (the trials have: family, dataset, "
+                      "seed, lr, ", err)
+        import pty
+        master, slave = pty.openpty()
+        env = dict(os.environ, CGQ_REDIS=self.redis.url, COLUMNS="72")
+        p = subprocess.Popen([CGQ, "results", "31"], stdout=slave, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                b = os.read(master, 65536)
+            except OSError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        p.wait(10)
+        os.close(master)
+        text = b"".join(chunks).decode().replace("\r\n", "\n")
+        lines = text.splitlines()
+        self.assertEqual(p.returncode, 0, p.stderr.read())
+        self.assertRegex(lines[-1], r"^\(\d+ more columns left out to fit the terminal: "
+                                    r"--columns NAMES picks them")
+        for l in lines[:-1]:
+            if "boom" not in l:  # the error column may run past the edge
+                self.assertLessEqual(len(l.rstrip()), 72, l)
+        self.assertEqual(lines[0].split()[:4], ["trial", "state", "acc", "family"])
+        # a pipe gets every column
+        self.assertNotIn("left out", self.ok("results", "31"))
+
     def test_results_paper_tables(self):
         # Issue 23, item 7: column selection, digits that follow the std, no
         # float noise on constants, Markdown and LaTeX.
@@ -1126,6 +1168,55 @@ trial: {kind: noop}
         self.assertAlmostEqual(float(top[2]), 100 ** 0.9 / 2, places=3)
         self.assertIn("score=31.5479 (trial 1)", cgq("status", cwd=self.cwd)[1])
         self.assertIn("objective   score (max)", cgq("status", "1", cwd=self.cwd)[1])
+
+    def test_stages_inspected(self):
+        # Issue 23, item 4: per-stage runs, logs and times; both values of a
+        # metric two stages report; attempts that say 1 when nothing retried.
+        spec = self.spec("""name: staged
+space: {x: {grid: [1, 2]}}
+search: {algorithm: grid}
+objective: {metric: loss, mode: min}
+trial:
+  stages:
+    - name: train
+      command: "echo train-out-{x}; sleep 0.2; echo '{{\\"loss\\": {x}, \\"acc\\": 0.5}}' >&3"
+      resources: {cpu: 0.5}
+    - name: measure
+      command: "echo measure-out-{x}; echo '{{\\"loss\\": 1{x}, \\"ms\\": 3}}' >&3"
+      resources: {cpu: 0.5}
+""")
+        rc, out, err, _ = cgq("run", spec, "--cpus", "1", "--gpus", "none", cwd=self.cwd, timeout=60)
+        self.assertEqual(rc, 0, err)
+        doc = json.loads(cgq("results", "1", "--format", "json", cwd=self.cwd)[1])
+        for t in doc["trials"]:
+            x = t["params"]["x"]
+            self.assertEqual(t["metrics"]["loss"], 10 + x, "the later stage's, for the objective")
+            self.assertEqual((t["metrics"]["train.loss"], t["metrics"]["measure.loss"]), (x, 10 + x))
+            self.assertNotIn("train.acc", t["metrics"], "no clash, no prefix")
+            self.assertEqual(t["attempts"], 1, "never retried, two stages")
+            self.assertEqual(sorted(t["runs"]), ["measure", "train"])
+            tr, me = t["runs"]["train"], t["runs"]["measure"]
+            self.assertEqual((tr["attempt"], me["attempt"]), (1, 2))
+            self.assertLessEqual(tr["finished"], me["started"] + 0.01)
+            self.assertGreaterEqual(tr["duration"], 0.2)
+            self.assertTrue(os.path.isdir(tr["trial_dir"]) and tr["trial_dir"] != me["trial_dir"])
+        rc, out, err, _ = cgq("results", "1", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        row = out.splitlines()[1].split()
+        self.assertEqual(row[:2], ["0", "succeeded"])
+        self.assertIn("1", row, "attempts 1")
+        rc, out, err, _ = cgq("logs", "1", "0", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(out, r"=== stage train: succeeded, attempt 1 on local-1, [\d.]+s\n")
+        self.assertLess(out.index("train-out-1"), out.index("=== stage measure"))
+        self.assertIn("measure-out-1", out)
+        rc, out, err, _ = cgq("logs", "1", "0", "--stage", "measure", cwd=self.cwd)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("measure-out-1", out)
+        self.assertNotIn("train-out-1", out)
+        rc, out, err, _ = cgq("logs", "1", "0", "--stage", "nope", cwd=self.cwd)
+        self.assertEqual(rc, 2, err)
+        self.assertIn("trial 0 has no stage 'nope' (stages: train, measure)", err)
 
     def test_missing_script(self):
         # a typo in the script's name: refused before anything starts

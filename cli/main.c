@@ -48,7 +48,11 @@ static const cgq_cli_opt_t s_results_opts[] = {
     {"format", "FMT", "table, csv or json (default table); with --group-by also markdown or latex"},
     {"top", "K", "only the K best trials (default: all)"},
     {"group-by", "KEYS", "per group of params (family,dataset): n, mean, std, min, max"},
-    {"columns", "NAMES", "with --group-by: only these metrics/params, in this order (acc,lat_ms)"},
+    {"columns", "NAMES", "only these params/metrics, in this order (acc,lat_ms); a table on a terminal otherwise drops what does not fit"},
+    {NULL}};
+
+static const cgq_cli_opt_t s_logs_opts[] = {
+    {"stage", "NAME", "a multi-stage trial: only this stage's run and output"},
     {NULL}};
 
 static const cgq_cli_opt_t s_devices_opts[] = {
@@ -133,8 +137,10 @@ static const cgq_cli_cmd_t s_cmds[] = {
      1, 1, s_plot_opts, cgq_cmd_plot},
     {"logs", "JOB TRIAL", "a trial's state, error and output",
      "Prints the trial's stdout.log and stderr.log when its directory is on this\n"
-     "machine, else the log tail the worker sent with the result.",
-     2, 2, s_no_opts, cgq_cmd_logs},
+     "machine, else the log tail the worker sent with the result. A multi-stage\n"
+     "trial's stages come one after the other, each with its attempt, node and\n"
+     "time (--stage NAME: that stage only).",
+     2, 2, s_logs_opts, cgq_cmd_logs},
     {"cancel", "JOB", "cancel a job (its running trials are stopped)", NULL, 1, 1, s_no_opts,
      cgq_cmd_cancel},
     {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},

@@ -8,8 +8,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "expr.h"
@@ -174,24 +176,45 @@ cgq_table_addf (cgq_table_t *t, const char *fmt, ...)
     cgq_table_add (t, s ? s : cgq_xstrdup ("?"));
 }
 
+size_t
+cgq_table_width (const cgq_table_t *t, size_t col)
+{
+    size_t w = s_utf8_len (t->head[col] ? t->head[col] : "");
+    for (size_t i = col; i < t->ncells; i += t->ncols) {
+        size_t len = s_utf8_len (t->cells[i]);
+        if (len > w)
+            w = len;
+    }
+    return w;
+}
+
+void
+cgq_table_hide (cgq_table_t *t, size_t col)
+{
+    if (!t->hidden)
+        t->hidden = cgq_xcalloc (t->ncols, sizeof *t->hidden);
+    t->hidden[col] = true;
+}
+
 void
 cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent)
 {
     size_t *w = cgq_xcalloc (t->ncols, sizeof *w);
-    for (size_t c = 0; c < t->ncols; c++)
-        w[c] = s_utf8_len (t->head[c] ? t->head[c] : "");
-    for (size_t i = 0; i < t->ncells; i++) {
-        size_t len = s_utf8_len (t->cells[i]);
-        if (len > w[i % t->ncols])
-            w[i % t->ncols] = len;
+    size_t lastc = 0; // the last column shown: it gets no padding
+    for (size_t c = 0; c < t->ncols; c++) {
+        w[c] = cgq_table_width (t, c);
+        if (!t->hidden || !t->hidden[c])
+            lastc = c;
     }
     size_t nrows = t->ncells / t->ncols;
     for (size_t r = 0; r <= nrows; r++) {
         fputs (indent, f);
         for (size_t c = 0; c < t->ncols; c++) {
+            if (t->hidden && t->hidden[c])
+                continue;
             const char *s = r == 0 ? (t->head[c] ? t->head[c] : "") : t->cells[(r - 1) * t->ncols + c];
             size_t pad = w[c] - s_utf8_len (s);
-            bool last = c + 1 == t->ncols;
+            bool last = c == lastc;
             if (t->right[c])
                 fprintf (f, "%*s%s", (int) pad, "", s);
             else
@@ -213,6 +236,7 @@ cgq_table_fini (cgq_table_t *t)
         free (t->cells[i]);
     free (t->head);
     free (t->right);
+    free (t->hidden);
     free (t->cells);
     memset (t, 0, sizeof *t);
 }
@@ -246,13 +270,15 @@ s_keys (cgq_trial_rec_t **trials, size_t n, bool metrics, size_t *nkeys)
     return keys;
 }
 
+// s_duration_cell is the time the trial ran (every stage's, summed).
 static char *
 s_duration_cell (const cgq_trial_rec_t *t)
 {
     char buf[32];
-    if (!t->has_duration)
+    double d;
+    if (!cgq_trial_rec_run_time (t, &d))
         return cgq_xstrdup ("-");
-    return cgq_xstrdup (cgq_show_duration (buf, sizeof buf, t->duration));
+    return cgq_xstrdup (cgq_show_duration (buf, sizeof buf, d));
 }
 
 // s_col_name returns the column name of a param (metric false) or metric
@@ -411,13 +437,32 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     free (pk);
 }
 
-void
-cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
-                        size_t n)
+// s_pick keeps, of the n names in keys, those among the nlisted names, in
+// the order listed; used[l] marks each listed name found.
+static size_t
+s_pick (const char **keys, size_t n, bool *used, size_t nlisted, char **listed)
+{
+    const char **out = cgq_xcalloc (n + 1, sizeof *out);
+    size_t m = 0;
+    for (size_t l = 0; l < nlisted; l++)
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp (keys[k], listed[l])) {
+                out[m++] = keys[k];
+                used[l] = true;
+                break;
+            }
+    memcpy (keys, out, m * sizeof *out);
+    free (out);
+    return m;
+}
+
+int
+cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n,
+                        const char *columns, int width, char *err, size_t errlen)
 {
     if (n == 0) {
         fprintf (f, "job %" PRIu64 " has no trials yet\n", job->id);
-        return;
+        return 0;
     }
     size_t np, nm;
     const char **pk = s_keys (trials, n, false, &np);
@@ -430,6 +475,46 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         if (!job->metric || strcmp (mk[k], job->metric))
             mk[nshown++] = mk[k];
     nm = nshown;
+    if (columns) { // only the params and metrics named, in that order
+        char *copy = cgq_xstrdup (columns);
+        char **listed = cgq_xcalloc (strlen (columns) + 1, sizeof *listed);
+        size_t nl = 0;
+        for (char *save = NULL, *w = strtok_r (copy, ", ", &save); w; w = strtok_r (NULL, ", ", &save))
+            listed[nl++] = w;
+        bool *up = cgq_xcalloc (nl + 1, sizeof *up), *um = cgq_xcalloc (nl + 1, sizeof *um);
+        size_t allp = np, allm = nm;
+        const char **keep_p = cgq_xcalloc (np + 1, sizeof *keep_p);
+        const char **keep_m = cgq_xcalloc (nm + 1, sizeof *keep_m);
+        memcpy (keep_p, pk, np * sizeof *pk);
+        memcpy (keep_m, mk, nm * sizeof *mk);
+        np = s_pick (pk, np, up, nl, listed);
+        nm = s_pick (mk, nm, um, nl, listed);
+        int rc = 0;
+        for (size_t l = 0; l < nl && rc == 0; l++)
+            if (!up[l] && !um[l]) {
+                cgq_buf_t names;
+                cgq_buf_init (&names);
+                for (size_t k = 0; k < allp; k++)
+                    cgq_buf_printf (&names, "%s%s", names.len ? ", " : "", keep_p[k]);
+                for (size_t k = 0; k < allm; k++)
+                    cgq_buf_printf (&names, "%s%s", names.len ? ", " : "", keep_m[k]);
+                snprintf (err, errlen, "--columns: no param or metric '%s' (the trials have: %s)",
+                          listed[l], names.len ? names.data : "none");
+                cgq_buf_fini (&names);
+                rc = -1;
+            }
+        free (up);
+        free (um);
+        free (keep_p);
+        free (keep_m);
+        free (listed);
+        free (copy);
+        if (rc < 0) {
+            free (pk);
+            free (mk);
+            return -1;
+        }
+    }
     // trial, state, value, params..., metrics..., attempts, node, duration, error
     size_t ncols = 7 + np + nm;
     cgq_table_t t;
@@ -465,17 +550,35 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
             const json_t *v = json_object_get (tr->metrics, mk[k]);
             cgq_table_add (&t, v ? s_unit_cell (mk[k], v) : cgq_xstrdup ("-"));
         }
-        cgq_table_addf (&t, "%u", tr->attempt);
+        cgq_table_addf (&t, "%u", cgq_trial_rec_tries (tr));
         cgq_table_add (&t, cgq_xstrdup (tr->node ? tr->node : "-"));
         cgq_table_add (&t, s_duration_cell (tr));
         cgq_table_add (&t, tr->error     ? cgq_xstrdup (tr->error)
                            : tr->warning ? cgq_xasprintf ("warning: %s", tr->warning)
                                          : cgq_xstrdup (""));
     }
+    // On a terminal, the params and metrics that do not fit are left out,
+    // the last ones first; the error column may run past the edge.
+    size_t hidden = 0;
+    if (width > 0 && !columns) {
+        size_t total = strlen ("error"); // the last column: its header, its text may run on
+        for (size_t k = 0; k + 1 < ncols; k++)
+            total += cgq_table_width (&t, k) + 2;
+        for (size_t k = 3 + np + nm; k > 3 && total > (size_t) width; k--) {
+            total -= cgq_table_width (&t, k - 1) + 2;
+            cgq_table_hide (&t, k - 1);
+            hidden++;
+        }
+    }
     cgq_table_print (&t, f, "");
+    if (hidden)
+        fprintf (f, "(%zu more column%s left out to fit the terminal: --columns NAMES picks them; "
+                    "--format csv or json has them all)\n",
+                 hidden, hidden == 1 ? "" : "s");
     cgq_table_fini (&t);
     free (pk);
     free (mk);
+    return 0;
 }
 
 // s_csv_field appends s quoted as RFC 4180 asks: in double quotes when it
@@ -546,10 +649,11 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
             s_csv_value (&b, json_object_get (t->params, pk[k]));
         for (size_t k = 0; k < nm; k++)
             s_csv_value (&b, json_object_get (t->metrics, mk[k]));
-        cgq_buf_printf (&b, ",%u", t->attempt);
+        cgq_buf_printf (&b, ",%u", cgq_trial_rec_tries (t));
         s_csv_field (&b, t->node ? t->node : "", false);
-        if (t->has_duration)
-            cgq_buf_printf (&b, ",%.3f", t->duration);
+        double d;
+        if (cgq_trial_rec_run_time (t, &d))
+            cgq_buf_printf (&b, ",%.3f", d);
         else
             cgq_buf_puts (&b, ",");
         s_csv_field (&b, t->error ? t->error : "", false);
@@ -653,7 +757,7 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
             cgq_json_append (&b, t->metrics, true);
         else
             cgq_buf_puts (&b, "null");
-        cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", t->attempt);
+        cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", cgq_trial_rec_tries (t));
         s_json_str_or_null (&b, t->node);
         cgq_buf_puts (&b, ", \"started\": ");
         s_json_num_or_null (&b, t->has_started, t->started);
@@ -666,6 +770,10 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
         if (t->stages) { // a multi-stage trial: where it is, each stage's own metrics
             cgq_buf_printf (&b, ", \"stage\": %u, \"stages\": ", t->stage);
             cgq_json_append (&b, t->stages, true);
+        }
+        if (t->runs) { // ... and each finished stage's run: attempt, node, times, directory
+            cgq_buf_puts (&b, ", \"runs\": ");
+            cgq_json_append (&b, t->runs, true);
         }
         cgq_buf_puts (&b, "}");
     }
@@ -1449,6 +1557,22 @@ cgq_cmd_status (cgq_cli_t *cli)
     return cli->npos == 0 ? s_status_list (cli) : s_status_job (cli);
 }
 
+// s_stdout_width is the terminal's width when stdout is one ($COLUMNS
+// first, as shells set it), else 0: no limit for a pipe or a file.
+static int
+s_stdout_width (void)
+{
+    if (!isatty (STDOUT_FILENO))
+        return 0;
+    const char *cols = getenv ("COLUMNS");
+    if (cols && atoi (cols) > 0)
+        return atoi (cols);
+    struct winsize ws;
+    if (ioctl (STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    return 0;
+}
+
 int
 cgq_cmd_results (cgq_cli_t *cli)
 {
@@ -1497,8 +1621,11 @@ cgq_cmd_results (cgq_cli_t *cli)
         cgq_show_results_json (stdout, j, trials, n);
     else if (!strcmp (format, "csv"))
         cgq_show_results_csv (stdout, j, trials, n);
-    else
-        cgq_show_results_table (stdout, j, trials, n);
+    else if (cgq_show_results_table (stdout, j, trials, n, columns, s_stdout_width (), err,
+                                     sizeof err) < 0) {
+        cgq_cli_error ("%s", err);
+        rc = CGQ_EXIT_BAD;
+    }
     cgq_view_trials_free (trials, n);
     cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);
@@ -1582,12 +1709,96 @@ s_cat (const char *path)
     return 0;
 }
 
+// s_print_output prints a run's stdout.log and stderr.log from dir when it
+// is on this machine, else the log tail the worker sent (log, may be NULL).
+static void
+s_print_output (const char *dir, const char *log, bool live)
+{
+    struct stat st;
+    if (dir && stat (dir, &st) == 0 && S_ISDIR (st.st_mode)) {
+        const char *names[] = {"stdout.log", "stderr.log"};
+        for (int i = 0; i < 2; i++) {
+            char *path = cgq_xasprintf ("%s/%s", dir, names[i]);
+            printf ("==> %s <==\n", path);
+            fflush (stdout);
+            if (s_cat (path) < 0)
+                printf ("(cannot read: %s)\n", strerror (errno));
+            free (path);
+        }
+    }
+    else if (log) {
+        if (dir)
+            printf ("==> log tail sent by the worker (%s is not on this machine) <==\n", dir);
+        else
+            printf ("==> log tail sent by the worker <==\n");
+        fputs (log, stdout);
+        if (*log && log[strlen (log) - 1] != '\n')
+            putchar ('\n');
+    }
+    else if (dir)
+        printf ("(%s is not on this machine, and no log tail was sent)\n", dir);
+    else
+        printf ("(no output recorded%s)\n", live ? " yet" : "");
+}
+
+// s_stage_logs prints each finished stage's run of a multi-stage trial (or
+// the one named only), then the attempt of the stage it is at, if not one
+// of them. Returns 0, or -1 after printing why (no such stage).
+static int
+s_stage_logs (const cgq_job_rec_t *j, const cgq_trial_rec_t *t, const char *only, bool live)
+{
+    char err[512];
+    cgq_spec_t *spec = cgq_spec_parse (j->spec, strlen (j->spec), "spec", err, sizeof err);
+    cgq_buf_t names;
+    cgq_buf_init (&names);
+    bool found = false;
+    uint32_t last = 0;
+    for (size_t k = 0; spec && k < cgq_spec_nstages (spec); k++) {
+        const char *name = cgq_spec_stage (spec, k)->name;
+        cgq_buf_printf (&names, "%s%s", k ? ", " : "", name);
+        const json_t *run = json_object_get (t->runs, name);
+        json_int_t at = json_integer_value (json_object_get (run, "attempt"));
+        if (at > last)
+            last = (uint32_t) at;
+        if (only && strcmp (only, name))
+            continue;
+        found = true;
+        char dur[32];
+        if (run) {
+            const char *node = json_string_value (json_object_get (run, "node"));
+            printf ("=== stage %s: succeeded, attempt %lld%s%s, %s\n", name, (long long) at,
+                    node ? " on " : "", node ? node : "",
+                    cgq_show_duration (dur, sizeof dur,
+                                       json_number_value (json_object_get (run, "duration"))));
+            s_print_output (json_string_value (json_object_get (run, "trial_dir")), NULL, false);
+        }
+        else if (k == t->stage && t->attempt > last) {
+            printf ("=== stage %s: %s, attempt %u%s%s\n", name, t->state, t->attempt,
+                    t->node ? " on " : "", t->node ? t->node : "");
+            s_print_output (t->trial_dir, t->log, live);
+        }
+        else if (only)
+            printf ("=== stage %s: has not run\n", name);
+    }
+    if (only && !found) {
+        cgq_cli_error ("trial %" PRIu64 " has no stage '%s' (stages: %s)", t->id, only,
+                       names.len ? names.data : "none");
+        cgq_buf_fini (&names);
+        cgq_spec_destroy (&spec);
+        return -1;
+    }
+    cgq_buf_fini (&names);
+    cgq_spec_destroy (&spec);
+    return 0;
+}
+
 int
 cgq_cmd_logs (cgq_cli_t *cli)
 {
     uint64_t tid;
     if (cgq_cli_parse_id ("trial", cli->pos[1], &tid) < 0)
         return CGQ_EXIT_BAD;
+    const char *only = cgq_cli_opt (cli, "stage");
     cgq_store_t *store = NULL;
     cgq_job_rec_t *j = NULL;
     int rc = cgq_cli_load_job (cli, cli->pos[0], &store, &j);
@@ -1603,13 +1814,14 @@ cgq_cmd_logs (cgq_cli_t *cli)
         return vr == CGQ_VIEW_ABSENT ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
     }
     char dur[32];
+    double ran;
     printf ("job %" PRIu64 " trial %" PRIu64 ": %s", j->id, t->id, t->state);
     if (t->attempt)
         printf (", attempt %u", t->attempt);
     if (t->node)
         printf (" on %s", t->node);
-    if (t->has_duration)
-        printf (", %s", cgq_show_duration (dur, sizeof dur, t->duration));
+    if (cgq_trial_rec_run_time (t, &ran))
+        printf (", %s", cgq_show_duration (dur, sizeof dur, ran));
     printf ("\n");
     if (t->params) {
         cgq_buf_t b;
@@ -1622,38 +1834,17 @@ cgq_cmd_logs (cgq_cli_t *cli)
         printf ("error: %s\n", t->error);
     if (t->warning)
         printf ("warning: %s\n", t->warning);
-    struct stat st;
-    bool local = t->trial_dir && stat (t->trial_dir, &st) == 0 && S_ISDIR (st.st_mode);
-    if (local) {
-        const char *names[] = {"stdout.log", "stderr.log"};
-        for (int i = 0; i < 2; i++) {
-            char *path = cgq_xasprintf ("%s/%s", t->trial_dir, names[i]);
-            printf ("==> %s <==\n", path);
-            fflush (stdout);
-            if (s_cat (path) < 0)
-                printf ("(cannot read: %s)\n", strerror (errno));
-            free (path);
-        }
-    }
-    else if (t->log) {
-        if (t->trial_dir)
-            printf ("==> log tail sent by the worker (%s is not on this machine) <==\n",
-                    t->trial_dir);
-        else
-            printf ("==> log tail sent by the worker <==\n");
-        fputs (t->log, stdout);
-        if (t->log[strlen (t->log) - 1] != '\n')
-            putchar ('\n');
+    bool live = !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_PENDING])
+                || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING])
+                || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STALE]);
+    if (t->stages || t->runs || only) { // a multi-stage trial: stage by stage
+        if (s_stage_logs (j, t, only, live) < 0)
+            rc = CGQ_EXIT_BAD;
     }
     else
-        printf ("(no output recorded%s)\n",
-                !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_PENDING])
-                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_RUNNING])
-                        || !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STALE])
-                    ? " yet"
-                    : "");
+        s_print_output (t->trial_dir, t->log, live);
     cgq_trial_rec_destroy (&t);
     cgq_job_rec_destroy (&j);
     cgq_store_destroy (&store);
-    return CGQ_EXIT_OK;
+    return rc;
 }

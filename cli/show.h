@@ -22,8 +22,12 @@ void cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **
                            size_t n);
 
 // cgq_show_results_table / _csv / _json print every given trial, in order.
-void cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
-                             size_t n);
+// The table shows only the params and metrics named in columns (comma-
+// separated; NULL: all) and, when width > 0, leaves out the last of them
+// until a line fits width characters, saying how many it left out. Returns
+// 0, or -1 with err set (a name in columns that is no param or metric).
+int cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
+                            size_t n, const char *columns, int width, char *err, size_t errlen);
 void cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                            size_t n);
 void cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
@@ -36,6 +40,7 @@ typedef struct {
     size_t ncols;
     char **head;
     bool *right;
+    bool *hidden; // columns cgq_table_print leaves out (cgq_table_hide)
     char **cells;
     size_t ncells, cap;
 } cgq_table_t;
@@ -46,6 +51,10 @@ void cgq_table_head (cgq_table_t *t, size_t col, const char *name, bool right);
 // cgq_table_add takes ownership of cell (NULL: empty).
 void cgq_table_add (cgq_table_t *t, char *cell);
 void cgq_table_addf (cgq_table_t *t, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+// cgq_table_width is column col's printed width (header or widest cell);
+// cgq_table_hide leaves it out of what cgq_table_print writes.
+size_t cgq_table_width (const cgq_table_t *t, size_t col);
+void cgq_table_hide (cgq_table_t *t, size_t col);
 // cgq_table_print writes every row, each line starting with indent.
 void cgq_table_print (const cgq_table_t *t, FILE *f, const char *indent);
 void cgq_table_fini (cgq_table_t *t);

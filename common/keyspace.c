@@ -442,6 +442,21 @@ cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *r)
     uint64_t stage = cgq_hash_u64 (r, CGQ_TF_STAGE);
     t->stage = stage > UINT32_MAX ? UINT32_MAX : (uint32_t) stage;
     t->stages = s_object (r, CGQ_TF_STAGES);
+    size_t plen = strlen (CGQ_TF_RUN_PREFIX);
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING
+            || strncmp (k->str, CGQ_TF_RUN_PREFIX, plen) != 0)
+            continue;
+        json_t *run = json_loads (v->str, 0, NULL);
+        if (!json_is_object (run)) {
+            json_decref (run);
+            continue;
+        }
+        if (!t->runs)
+            t->runs = json_object ();
+        json_object_set_new (t->runs, k->str + plen, run);
+    }
     t->has_started = cgq_hash_num (r, CGQ_TF_STARTED, &t->started) && t->started > 0;
     t->has_finished = cgq_hash_num (r, CGQ_TF_FINISHED, &t->finished) && t->finished > 0;
     t->has_duration = cgq_hash_num (r, CGQ_TF_DURATION, &t->duration);
@@ -450,6 +465,70 @@ cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *r)
         t->has_duration = true;
     }
     return t;
+}
+
+// s_run_attempts lists the attempt numbers of t's finished stage runs,
+// ascending (stage order: attempts count on across stages). Caller frees.
+static uint32_t *
+s_run_attempts (const cgq_trial_rec_t *t, size_t *n)
+{
+    *n = 0;
+    uint32_t *a = cgq_xcalloc (json_object_size (t->runs) + 1, sizeof *a);
+    const char *k;
+    json_t *v;
+    json_object_foreach (t->runs, k, v) {
+        json_int_t at = json_integer_value (json_object_get (v, "attempt"));
+        if (at > 0 && at <= UINT32_MAX)
+            a[(*n)++] = (uint32_t) at;
+    }
+    for (size_t i = 1; i < *n; i++) // insertion sort: a few stages
+        for (size_t j = i; j > 0 && a[j] < a[j - 1]; j--) {
+            uint32_t x = a[j];
+            a[j] = a[j - 1];
+            a[j - 1] = x;
+        }
+    return a;
+}
+
+uint32_t
+cgq_trial_rec_tries (const cgq_trial_rec_t *t)
+{
+    if (!t->runs)
+        return t->attempt;
+    size_t n;
+    uint32_t *a = s_run_attempts (t, &n), prev = 0, most = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] > prev && a[i] - prev > most)
+            most = a[i] - prev;
+        prev = a[i] > prev ? a[i] : prev;
+    }
+    if (t->attempt > prev && t->attempt - prev > most) // a stage still running or failed
+        most = t->attempt - prev;
+    free (a);
+    return most ? most : t->attempt;
+}
+
+bool
+cgq_trial_rec_run_time (const cgq_trial_rec_t *t, double *seconds)
+{
+    if (!t->runs) {
+        *seconds = t->duration;
+        return t->has_duration;
+    }
+    double sum = 0;
+    uint32_t last = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach (t->runs, k, v) {
+        sum += json_number_value (json_object_get (v, "duration"));
+        json_int_t at = json_integer_value (json_object_get (v, "attempt"));
+        if (at > last)
+            last = (uint32_t) at;
+    }
+    if (t->has_duration && t->attempt > last) // the attempt after the last run: its own time
+        sum += t->duration;
+    *seconds = sum;
+    return true;
 }
 
 void
@@ -462,6 +541,7 @@ cgq_trial_rec_destroy (cgq_trial_rec_t **self_p)
     json_decref (t->params);
     json_decref (t->metrics);
     json_decref (t->stages);
+    json_decref (t->runs);
     free (t->node);
     free (t->error);
     free (t->log);

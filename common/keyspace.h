@@ -154,6 +154,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_STAGE "stage"
 #define CGQ_TF_STAGE_BASE "stage_base"
 #define CGQ_TF_STAGES "stages"
+// A multi-stage trial's finished stage runs, one field per stage: "run:train"
+// = {"attempt", "node", "started", "finished", "duration", "trial_dir"}.
+#define CGQ_TF_RUN_PREFIX "run:"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -284,6 +287,9 @@ typedef struct {
     // each finished stage ({"train": {...}}, owned); stages NULL otherwise.
     uint32_t stage;
     json_t *stages;
+    // ... and each finished stage's run ({"train": {"attempt", "node",
+    // "started", "finished", "duration", "trial_dir"}}, owned), NULL otherwise.
+    json_t *runs;
 } cgq_trial_rec_t;
 
 typedef struct {
@@ -308,6 +314,15 @@ bool cgq_job_rec_terminal (const cgq_job_rec_t *job);
 // cgq_trial_rec_from builds a trial record; job (may be NULL) supplies the
 // objective metric for trials whose value field is missing.
 cgq_trial_rec_t *cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *hash);
+// cgq_trial_rec_tries is how many times the trial's most tried stage ran: 1
+// for a trial never retried, however many stages it has (its attempt
+// numbers count on across stages, so attempt alone says 2 for two stages
+// run once each).
+uint32_t cgq_trial_rec_tries (const cgq_trial_rec_t *t);
+// cgq_trial_rec_run_time is the time the trial ran, every stage's run
+// summed (a multi-stage trial's duration field is its last stage's). false
+// when unknown.
+bool cgq_trial_rec_run_time (const cgq_trial_rec_t *t, double *seconds);
 void cgq_trial_rec_destroy (cgq_trial_rec_t **self_p);
 
 cgq_node_rec_t *cgq_node_rec_from (const char *id, const redisReply *hash);

@@ -1076,20 +1076,61 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
 // every finished stage (t->stage_metrics), in stage order, then last (the
 // stage that just finished; may be NULL), in one flat object where a later
 // stage's metric replaces an earlier one of the same name. New reference.
+// s_merge_stage adds stage name's metrics m to out. A metric an earlier
+// stage (from: metric -> the stage that set it) reported too is not lost:
+// both values are kept as STAGE.metric, and the plain name holds the later
+// stage's, which is what the objective reads (docs/spec.md, Stages).
+static void
+s_merge_stage (json_t *out, json_t *from, const char *name, const json_t *m)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *) m, k, v) {
+        const char *prev = json_string_value (json_object_get (from, k));
+        if (prev && strcmp (prev, name)) {
+            char *a = cgq_xasprintf ("%s.%s", prev, k), *b = cgq_xasprintf ("%s.%s", name, k);
+            if (!json_object_get (out, a))
+                json_object_set (out, a, json_object_get (out, k));
+            json_object_set (out, b, v);
+            free (a);
+            free (b);
+        }
+        json_object_set (out, k, v);
+        json_object_set_new (from, k, json_string (name));
+    }
+}
+
 json_t *
 jobs_merged_metrics (const trial_t *t, const json_t *last)
 {
     const job_t *j = t->job;
-    json_t *out = json_object ();
+    json_t *out = json_object (), *from = json_object ();
     for (uint32_t k = 0; k < j->nstages && t->stage_metrics; k++) {
         const cgq_stage_t *st = cgq_spec_stage (j->spec, k);
         json_t *m = st && st->name ? json_object_get (t->stage_metrics, st->name) : NULL;
         if (json_is_object (m))
-            json_object_update (out, m);
+            s_merge_stage (out, from, st->name, m);
     }
+    const cgq_stage_t *cur = cgq_spec_stage (j->spec, t->stage);
     if (json_is_object (last))
-        json_object_update (out, (json_t *) last);
+        s_merge_stage (out, from, cur && cur->name ? cur->name : "last", last);
+    json_decref (from);
     return out;
+}
+
+// s_run_json is the record of the stage run that just ended (the trial's
+// field run:STAGE): its attempt, node, start, end, duration and directory.
+// Caller frees.
+static char *
+s_run_json (const trial_t *t, const char *node, const Cgq__Result *r, double finished)
+{
+    json_t *o = json_pack ("{s:I, s:s?, s:f, s:f, s:f, s:s?}", "attempt", (json_int_t) t->attempt,
+                           "node", node, "started", t->started, "finished", finished, "duration",
+                           r->duration_s, "trial_dir",
+                           r->trial_dir && *r->trial_dir ? r->trial_dir : NULL);
+    char *s = cgq_json_dumps (o);
+    json_decref (o);
+    return s;
 }
 
 // s_stage_done: stage t->stage of a multi-stage trial succeeded with
@@ -1099,7 +1140,8 @@ jobs_merged_metrics (const trial_t *t, const json_t *last)
 // A coordinator killed after this batch finds the trial at its next stage;
 // killed before it, the node still holds the result and sends it again.
 static void
-s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8)
+s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8, const char *run_field,
+              const char *run)
 {
     job_t *j = t->job;
     const cgq_stage_t *st = cgq_spec_stage (j->spec, t->stage);
@@ -1117,9 +1159,9 @@ s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8)
     snprintf (bbuf, sizeof bbuf, "%u", t->stage_base);
     const char *kv[] = {kv8[0],        kv8[1], kv8[2],          kv8[3], kv8[4],       kv8[5],
                         CGQ_TF_METRICS, mj,    CGQ_TF_STAGES,   sj,     CGQ_TF_STAGE, sbuf,
-                        CGQ_TF_STAGE_BASE, bbuf};
+                        CGQ_TF_STAGE_BASE, bbuf, run_field, run};
     s_clear_error (c, t);
-    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 14);
+    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 16);
     if (st->on) { // the device was this stage's; the next one may run on a worker
         char tkey[128];
         cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (tkey, sizeof tkey, j->id, t->id),
@@ -1172,6 +1214,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     if (t->state != CGQ_TRIAL_RUNNING)
         return;
     nodes_device_result (c, t, r->status, r->error); // a device's failures in a row
+    const char *node_id = t->node ? t->node->id : NULL; // the node outlives its release
     if (t->node)
         nodes_release (c, t);
     t->losses = 0;
@@ -1184,7 +1227,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     const char *metrics_json = r->metrics_json && *r->metrics_json ? r->metrics_json : "{}";
     // What every outcome records; a success adds its value and end time and
     // sets it all with its state in one HSET.
-    const char *kv[18] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
+    const char *kv[20] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
                           CGQ_TF_TRIAL_DIR, r->trial_dir ? r->trial_dir : "", CGQ_TF_METRICS,
                           metrics_json};
     int nkv = 8;
@@ -1197,7 +1240,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     json_t *metrics = NULL;
     double value = NAN, vals[CGQ_SPEC_MAX_OBJECTIVES];
     const char *metric = j->spec->objective.metric;
-    char *merged_json = NULL, *stages_json = NULL;
+    char *merged_json = NULL, *stages_json = NULL, *run_json = NULL, *run_field = NULL;
     // The common success (one stage, no objective or one metric by name, a
     // flat object of numbers): its value read without building the object.
     size_t nmembers = 0;
@@ -1213,7 +1256,11 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         retryable = false;
     }
     else if (j->nstages > 1 && t->stage + 1 < j->nstages) {
-        s_stage_done (c, t, metrics, kv);
+        char *run = s_run_json (t, node_id, r, cgq_wall_s ());
+        char *field = cgq_xasprintf (CGQ_TF_RUN_PREFIX "%s", cgq_spec_stage (j->spec, t->stage)->name);
+        s_stage_done (c, t, metrics, kv, field, run);
+        free (run);
+        free (field);
         json_decref (metrics);
         cgq_buf_fini (&why);
         return;
@@ -1232,6 +1279,10 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         kv[7] = merged_json;
         kv[nkv++] = CGQ_TF_STAGES;
         kv[nkv++] = stages_json;
+        run_json = s_run_json (t, node_id, r, cgq_wall_s ());
+        run_field = cgq_xasprintf (CGQ_TF_RUN_PREFIX "%s", st->name);
+        kv[nkv++] = run_field;
+        kv[nkv++] = run_json;
     }
     if (fail)
         ;
@@ -1303,6 +1354,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         cgq_buf_fini (&why);
         free (merged_json);
         free (stages_json);
+        free (run_json);
+        free (run_field);
         return;
     }
     cgq_buf_reset (&why);
@@ -1333,6 +1386,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     cgq_buf_fini (&why);
     free (merged_json);
     free (stages_json);
+    free (run_json);
+    free (run_field);
     s_trial_end (c, t);
 }
 

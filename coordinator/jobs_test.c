@@ -621,14 +621,32 @@ test_stages (void **state)
     ct_result_stage (c, "r1", 11, 0, 0, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"acc\": 0.1}",
                      NULL);
     s_assert_field (c, key, CGQ_TF_STATE, "running");
-    // The last stage: merged metrics (a later stage's name wins), the
-    // objective over both stages: 0.8 * 100 / 4 = 20.
+    // The last stage: merged metrics (a later stage's name wins, and a name
+    // two stages report keeps both values as STAGE.NAME), the objective over
+    // both stages: 0.8 * 100 / 4 = 20.
     ct_result_stage (c, "r1", 11, 0, 1, 2, CGQ__TASK_STATUS__TASK_SUCCEEDED,
                      "{\"latency\": 4, \"epoch\": 9}", NULL);
     assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
     s_assert_field (c, key, CGQ_TF_STATE, "succeeded");
     s_assert_field (c, key, CGQ_TF_VALUE, "20");
-    s_assert_field (c, key, CGQ_TF_METRICS, "{\"acc\":0.8,\"epoch\":9,\"latency\":4}");
+    s_assert_field (c, key, CGQ_TF_METRICS,
+                    "{\"acc\":0.8,\"epoch\":9,\"latency\":4,\"train.epoch\":3,"
+                    "\"measure.epoch\":9}");
+    // Each stage's run: the attempt, the node and the times of the one that ended.
+    char *run = s_hget (c, key, CGQ_TF_RUN_PREFIX "measure");
+    json_t *rj = json_loads (run ? run : "", 0, NULL);
+    assert_non_null (rj);
+    assert_int_equal (json_integer_value (json_object_get (rj, "attempt")), 2);
+    assert_string_equal (json_string_value (json_object_get (rj, "node")), "r1");
+    assert_true (json_number_value (json_object_get (rj, "finished"))
+                 >= json_number_value (json_object_get (rj, "started")));
+    json_decref (rj);
+    free (run);
+    run = s_hget (c, key, CGQ_TF_RUN_PREFIX "train");
+    rj = json_loads (run ? run : "", 0, NULL);
+    assert_int_equal (json_integer_value (json_object_get (rj, "attempt")), 1);
+    json_decref (rj);
+    free (run);
     s_assert_field (c, key, CGQ_TF_STAGES,
                     "{\"train\":{\"acc\":0.8,\"epoch\":3},\"measure\":{\"latency\":4,\"epoch\":9}}");
 

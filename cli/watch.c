@@ -285,7 +285,7 @@ s_build (s_frame_t *f, cgq_store_t *store, const cgq_job_rec_t *job, size_t top,
         cgq_view_trials_free (trials, n);
     }
     else {
-        // several objectives (or none): no single ranking; a front when there is one: no single ranking, a front
+        // several objectives (or none): no single ranking; the front when there is one
         char key[64];
         redisReply *r = cgq_store_command (store, "HLEN %s", cgq_key_pareto (key, sizeof key, job->id));
         if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {

@@ -160,6 +160,21 @@ s_bench_env (const cgq_runcfg_bench_t *b, const json_t *params, const json_t *va
         }
         const char *pk;
         json_t *pv;
+        size_t assignments = 0;
+        json_object_foreach ((json_t *) params, pk, pv)
+            assignments += s_is_assignment (pv);
+        if (assignments == 0) {
+            // Nothing to render one variable per item from: a plain id (as a
+            // person may pass to `measure --params '{"backends": 13}'`) does
+            // not say which items and choices it stands for.
+            snprintf (err, errlen,
+                      "benchmark %s's env %s needs an assignment param, {\"id\": N, \"map\": "
+                      "{ITEM: CHOICE, ...}} as cgq sends it; the params have none (give the map: "
+                      "--params '{\"backends\": {\"id\": 13, \"map\": {\"Conv2D\": "
+                      "\"acl_cl\", ...}}}')",
+                      b->name, kt);
+            return -1;
+        }
         json_object_foreach ((json_t *) params, pk, pv)
         {
             if (!s_is_assignment (pv))

@@ -228,6 +228,11 @@ test_env_template (void **state)
     json_decref (m);
     m = s_measure (c, "envy", "{}", NULL, NULL, CGQ_MEASURE_BAD, err); // {backends} unknown
     json_decref (m);
+    // A plain id sets no OP_BACKEND_*: refused, not run silently without them (issue 23).
+    m = s_measure (c, "envy", "{\"backends\": 13}", NULL, NULL, CGQ_MEASURE_BAD, err);
+    assert_non_null (strstr (err, "benchmark envy's env OP_BACKEND_{item} needs an assignment "
+                                  "param"));
+    json_decref (m);
     cgq_runcfg_destroy (&c);
     free (b);
     free (out);

@@ -543,6 +543,9 @@ class ShowTest(TmpCase):
                 m = st["mean"]
                 return "%.0f" % m if m == int(m) else "%.6g" % m
             d = 1 - math.floor(math.log10(st["std"]))
+            if d > 4:  # tiny spreads: scientific, the same last digit
+                p = lambda v: max(0, math.floor(math.log10(abs(v))) + d)
+                return "%.*e ± %.*e" % (p(st["mean"]), st["mean"], p(st["std"]), st["std"])
             if d >= 0:
                 return "%.*f ± %.*f" % (d, st["mean"], d, st["std"])
             u = 10 ** -d

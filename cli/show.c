@@ -878,7 +878,8 @@ s_decimals (double sd, size_t n)
 }
 
 // s_fixed writes v with d decimals (see s_decimals; -99: a whole number in
-// full, else as %.6g).
+// full, else as %.6g); past 4 decimals, in scientific notation with the
+// same last digit.
 static char *
 s_fixed (char *buf, size_t n, double v, int d)
 {
@@ -888,6 +889,11 @@ s_fixed (char *buf, size_t n, double v, int d)
     }
     if (d == -99)
         return cgq_show_number (buf, n, v);
+    if (d > 4 && v != 0) { // 0.0000030 reads badly: 3.0e-06, the same last digit
+        int p = (int) floor (log10 (fabs (v))) + d;
+        snprintf (buf, n, "%.*e", p < 0 ? 0 : p > 15 ? 15 : p, v);
+        return buf;
+    }
     if (d >= 0)
         snprintf (buf, n, "%.*f", d > 15 ? 15 : d, v);
     else {

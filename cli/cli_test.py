@@ -978,13 +978,17 @@ trial: {kind: noop}
         self.assertEqual(rc, 0, err)
         rc, js, err, _ = cgq("results", "1", "--format", "json", cwd=self.cwd)
         self.assertEqual(rc, 0, err)
-        pts = {t["id"]: (t["metrics"]["x"], t["metrics"]["y"]) for t in json.loads(js)["trials"]}
+        doc = json.loads(js)
+        pts = {t["id"]: (t["metrics"]["x"], t["metrics"]["y"]) for t in doc["trials"]}
         self.assertEqual(len(pts), 16)
 
         def dominated(a):
             return any(b[0] <= a[0] and b[1] >= a[1] and b != a for b in pts.values())
         front = sorted((i for i, p in pts.items() if not dominated(p)), key=lambda i: pts[i][0])
         self.assertGreater(len(front), 1)
+        self.assertEqual(doc["objectives"], [{"metric": "x", "mode": "min"},
+                                             {"metric": "y", "mode": "max"}])
+        self.assertEqual(doc["front"], front, "the front's ids, best first in x")
         self.assertIn("Pareto front: %d of 16 succeeded trials (objectives x (minimize), y (maximize))"
                       % len(front), out)
         rows = out[out.index("trial "):].splitlines()[1:1 + len(front)]

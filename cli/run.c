@@ -327,7 +327,7 @@ cgq_run_report (cgq_store_t *store, const cgq_job_rec_t *job, bool json, uint64_
         return CGQ_EXIT_FAIL;
     }
     if (json)
-        cgq_show_results_json (stdout, job, trials, n);
+        cgq_show_results_json (stdout, store, job, trials, n);
     else if (lr != 0)
         cgq_show_leaderboard (stdout, job, trials, n);
     fflush (stdout);

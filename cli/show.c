@@ -726,7 +726,8 @@ s_json_num_or_null (cgq_buf_t *b, bool has, double v)
 }
 
 void
-cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
+cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
+                       cgq_trial_rec_t **trials, size_t n)
 {
     cgq_buf_t b;
     cgq_buf_init (&b);
@@ -742,6 +743,24 @@ cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tria
     }
     else
         cgq_buf_puts (&b, "null");
+    // Several objectives: them, and the front's trial ids, best first in the first.
+    cgq_front_t front;
+    char err[512];
+    if (!job->metric && store && cgq_front_load (store, job, false, &front, NULL, err, sizeof err) == 0) {
+        cgq_buf_puts (&b, ",\n  \"objectives\": [");
+        for (size_t k = 0; k < front.spec->nobjectives; k++) {
+            const cgq_objective_t *o = cgq_spec_objective (front.spec, k);
+            cgq_buf_puts (&b, k ? ", {\"metric\": " : "{\"metric\": ");
+            s_json_str_or_null (&b, o->metric);
+            cgq_buf_printf (&b, ", \"mode\": \"%s\"}", o->mode > 0 ? "max" : "min");
+        }
+        cgq_buf_puts (&b, "],\n  \"front\": [");
+        cgq_front_sort (&front.front, false);
+        for (size_t i = 0; i < front.front.n; i++)
+            cgq_buf_printf (&b, "%s%" PRIu64, i ? ", " : "", front.front.rows[i].rec->id);
+        cgq_buf_puts (&b, "]");
+        cgq_front_fini (&front);
+    }
     cgq_buf_puts (&b, ",\n  \"trials\": [");
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *t = trials[i];
@@ -1624,7 +1643,7 @@ cgq_cmd_results (cgq_cli_t *cli)
         }
     }
     else if (!strcmp (format, "json"))
-        cgq_show_results_json (stdout, j, trials, n);
+        cgq_show_results_json (stdout, store, j, trials, n);
     else if (!strcmp (format, "csv"))
         cgq_show_results_csv (stdout, j, trials, n);
     else if (cgq_show_results_table (stdout, j, trials, n, columns, s_stdout_width (), err,

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "store.h"
 #include "view.h"
 
 // cgq_show_leaderboard prints the given trials (best first) as a table: rank,
@@ -30,8 +31,11 @@ int cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t *
                             size_t n, const char *columns, int width, char *err, size_t errlen);
 void cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                            size_t n);
-void cgq_show_results_json (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
-                            size_t n);
+// _json also lists, for a job with several objectives, its "objectives" and
+// its "front" (trial ids, best first in the first objective), read from
+// store (NULL: not listed).
+void cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
+                            cgq_trial_rec_t **trials, size_t n);
 
 // A table for people: a header row, cells added row by row (left to right),
 // printed with aligned columns. Cells are cut at 40 code points, control

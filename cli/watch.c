@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "front.h"
 #include "json.h"
 #include "progress.h"
 #include "show.h"
@@ -288,10 +289,33 @@ s_build (s_frame_t *f, cgq_store_t *store, const cgq_job_rec_t *job, size_t top,
         // several objectives (or none): no single ranking; the front when there is one
         char key[64];
         redisReply *r = cgq_store_command (store, "HLEN %s", cgq_key_pareto (key, sizeof key, job->id));
-        if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) {
+        cgq_front_t front;
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0
+            && cgq_front_load (store, job, false, &front, NULL, err, errlen) == 0) {
             s_frame_add (f, cgq_xstrdup (""));
-            s_frame_addf (f, "pareto front: %lld trial%s (cgq pareto %" PRIu64 ")", r->integer,
-                          r->integer == 1 ? "" : "s", job->id);
+            s_frame_addf (f, "pareto front: %zu trial%s (cgq pareto %" PRIu64 "), best first in %s:",
+                          front.front.n, front.front.n == 1 ? "" : "s", job->id,
+                          cgq_spec_objective (front.spec, 0)->metric);
+            cgq_front_sort (&front.front, false);
+            size_t rows = front.front.n < top ? front.front.n : top;
+            int m = front.front.m;
+            cgq_table_t t;
+            cgq_table_init (&t, (size_t) m + 2);
+            cgq_table_head (&t, 0, "trial", true);
+            for (int k = 0; k < m; k++)
+                cgq_table_head (&t, (size_t) k + 1, cgq_spec_objective (front.spec, (size_t) k)->metric,
+                                true);
+            cgq_table_head (&t, (size_t) m + 1, "params", false);
+            for (size_t i = 0; i < rows; i++) {
+                cgq_table_addf (&t, "%" PRIu64, front.front.rows[i].rec->id);
+                for (int k = 0; k < m; k++)
+                    cgq_table_add (&t, cgq_xstrdup (cgq_show_number (num, sizeof num,
+                                                                     front.front.rows[i].v[k])));
+                cgq_table_add (&t, s_params_text (front.front.rows[i].rec->params));
+            }
+            s_frame_table (f, &t);
+            cgq_table_fini (&t);
+            cgq_front_fini (&front);
         }
         if (r)
             freeReplyObject (r);

@@ -153,6 +153,38 @@ class WatchTest(CgqTestCase):
         return "  ".join("%s %s" % (s, job.get(s) or "0") for s in (
             "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable"))
 
+    def test_watch_shows_the_front(self):
+        # Issue 23: a job with several objectives shows its front's trials,
+        # not only its size.
+        c = self.start_default(workers=(("w1", 2),))
+        j = c.submit(c.write_file("two.yaml", """name: two
+space: {x: {uniform: [0, 1]}, y: {uniform: [0, 1]}}
+search: {algorithm: random, samples: 30, seed: 3, concurrency: 1}
+objectives: [{metric: x, mode: min}, {metric: y, mode: max}]
+trial: {command: "sleep 0.2; echo '{{\\"x\\": {x}, \\"y\\": {y}}}' >&3", resources: {cpu: 1}}
+"""))
+        c.wait_for(lambda: int(c.job(j).get("succeeded") or 0) >= 4, 60, "4 trials to succeed")
+        t = Pty([binary("cgq"), "watch", str(j), "--interval", "200"], c.cli_env())
+        try:
+            frame = t.wait_frame(lambda s: "pareto front:" in s and "nodes (1)" in s, 20,
+                                 "a frame with the front")
+            screen = "\n".join(frame)
+            kept = c.redis.hgetall("cgq:job:{%d}:pareto" % j)
+            m = re.search(r"pareto front: (\d+) trials? \(cgq pareto %d\), best first in x:" % j,
+                          screen)
+            self.assertTrue(m, screen)
+            at = frame.index([l for l in frame if "pareto front:" in l][0])
+            self.assertEqual(frame[at + 1].split()[:3], ["trial", "x", "y"], screen)
+            row = frame[at + 2].split()
+            h = c.trial(j, int(row[0]))
+            mx = json.loads(h["metrics"])["x"]
+            self.assertEqual((h["state"], row[1]), ("succeeded", "%.6g" % mx), (row, h))
+            self.assertTrue(kept, "the coordinator keeps a front")
+            os.write(t.master, b"q")
+            self.assertEqual(t.proc.wait(10), 0)
+        finally:
+            t.close()
+
     def test_watch_plot_status(self):
         c = self.start_default(workers=(("w1", 4),))
         c.write_file("lc.py", TRIAL)

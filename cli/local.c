@@ -22,12 +22,11 @@
 
 static pid_t s_pid = 0; // the redis-server started here, or 0
 
-// s_answers tries one PING; true when Redis answers it (not while loading).
-static bool
-s_answers (const char *url)
+bool
+cgq_local_answers (const char *url, int timeout_ms)
 {
     char err[256];
-    cgq_store_t *s = cgq_store_new (url, 500, err, sizeof err);
+    cgq_store_t *s = cgq_store_new (url, timeout_ms, err, sizeof err);
     if (!s)
         return false;
     bool ok = false;
@@ -119,7 +118,7 @@ s_start (const char *root, const char *sock, const char *url, char *err, size_t 
     int64_t t0 = cgq_now_ms ();
     bool noted = false;
     for (;;) {
-        if (s_answers (url)) {
+        if (cgq_local_answers (url, 500)) {
             rc = 0;
             break;
         }
@@ -177,7 +176,7 @@ cgq_local_open (bool *started, char *err, size_t errlen)
     int lock = open (lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock >= 0)
         flock (lock, LOCK_EX);
-    if (!s_answers (url)) {
+    if (!cgq_local_answers (url, 500)) {
         if (s_start (root, sock, url, err, errlen) == 0) {
             *started = true;
             static bool registered = false;

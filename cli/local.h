@@ -22,6 +22,10 @@
 // Caller frees the URL.
 char *cgq_local_open (bool *started, char *err, size_t errlen);
 
+// cgq_local_answers tries one PING at url within timeout_ms; true when
+// Redis answers it (not while it loads its data).
+bool cgq_local_answers (const char *url, int timeout_ms);
+
 // cgq_local_close stops the redis-server cgq_local_open started, if any, and
 // waits for it (it writes nothing: the state is only read). Also run at exit.
 void cgq_local_close (void);

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "ctl.h"
 #include "front.h"
+#include "local.h"
 #include "progress.h"
 #include "space.h"
 #include "show.h"
@@ -740,25 +741,6 @@ s_write_redis_conf (const s_local_t *l, const char *conf)
     return 0;
 }
 
-// s_redis_answers tries one PING over the socket; true when Redis answers.
-static bool
-s_redis_answers (const char *url, int timeout_ms)
-{
-    char err[256];
-    cgq_store_t *s = cgq_store_new (url, timeout_ms, err, sizeof err);
-    if (!s)
-        return false;
-    bool ok = false;
-    if (cgq_store_connect (s) == 0) {
-        redisReply *r = cgq_store_command (s, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS;
-        if (r)
-            freeReplyObject (r);
-    }
-    cgq_store_destroy (&s);
-    return ok;
-}
-
 static int
 s_start_redis (s_local_t *l, const char *redis_bin)
 {
@@ -778,7 +760,7 @@ s_start_redis (s_local_t *l, const char *redis_bin)
     for (;;) {
         if (cgq_cli_signal)
             return -1;
-        if (s_redis_answers (l->redis_url, 500))
+        if (cgq_local_answers (l->redis_url, 500))
             return 0;
         if (s_reaped (&l->redis)) {
             s_report_death (&l->redis, "before it answered PING");
@@ -1206,7 +1188,7 @@ s_prepare (s_local_t *l)
             return -1;
     }
     struct stat st;
-    if (stat (l->sock, &st) == 0 && s_redis_answers (l->redis_url, 1000)) {
+    if (stat (l->sock, &st) == 0 && cgq_local_answers (l->redis_url, 1000)) {
         cgq_cli_error ("a Redis server already serves %s (left by cgq run --keep, or another cgq "
                        "run in this directory); stop it first: kill $(cat .cgq/pids)",
                        l->sock);

@@ -1088,6 +1088,20 @@ s_paper_table (FILE *f, bool latex, char **keys, size_t nkeys, const s_stat_col_
     cgq_buf_fini (&b);
 }
 
+// s_groups_free frees what cgq_show_groups built before its groups.
+static void
+s_groups_free (s_stat_col_t *cols, size_t ncols, const char **pk, const char **mk, char **keys,
+               char *list)
+{
+    for (size_t c = 0; c < ncols; c++)
+        free (cols[c].name);
+    free (cols);
+    free (pk);
+    free (mk);
+    free (keys);
+    free (list);
+}
+
 int
 cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
                  size_t n, const char *by, const char *columns, char *err, size_t errlen)
@@ -1164,13 +1178,7 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
     if (columns) {
         long picked = s_pick_columns (cols, ncols, columns, err, errlen);
         if (picked < 0) {
-            for (size_t c = 0; c < ncols; c++)
-                free (cols[c].name);
-            free (cols);
-            free (pk);
-            free (mk);
-            free (keys);
-            free (list);
+            s_groups_free (cols, ncols, pk, mk, keys, list);
             return -1;
         }
         ncols = (size_t) picked;
@@ -1337,13 +1345,7 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
         free (groups[j].key);
     }
     free (groups);
-    for (size_t c = 0; c < ncols; c++)
-        free (cols[c].name);
-    free (cols);
-    free (pk);
-    free (mk);
-    free (keys);
-    free (list);
+    s_groups_free (cols, ncols, pk, mk, keys, list);
     return 0;
 }
 

@@ -317,6 +317,11 @@ s_build (s_frame_t *f, cgq_store_t *store, const cgq_job_rec_t *job, size_t top,
             cgq_table_fini (&t);
             cgq_front_fini (&front);
         }
+        else if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0) { // its size, at least
+            s_frame_add (f, cgq_xstrdup (""));
+            s_frame_addf (f, "pareto front: %lld trial%s (cgq pareto %" PRIu64 ")", r->integer,
+                          r->integer == 1 ? "" : "s", job->id);
+        }
         if (r)
             freeReplyObject (r);
     }

@@ -963,6 +963,46 @@ class RunTest(TmpCase):
         self.assertIn("could not open the state of a cgq run in ./.cgq/redis", err)
         self.assertIn("redis-read.log", err)
 
+    def test_read_after_a_killed_run_and_a_killed_reader(self):
+        # A power cut on both sides: cgq run killed -9 mid-job, then a read
+        # command killed -9 while it holds the private Redis it started.
+        # The state reads back, and nothing is left running.
+        env = dict(os.environ)
+        env.pop("CGQ_REDIS", None)
+        run = subprocess.Popen([CGQ, "run", self.spec(SLOW), "--cpus", "1", "--gpus", "none"],
+                               cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=env)
+        for _ in range(20):  # "cgq: job 1 (slow): 2 trials on 1 local worker"
+            line = run.stderr.readline()
+            if not line or b"job 1 " in line:
+                break
+        self.assertIn(b"job 1 ", line)
+        time.sleep(1.5)  # the trials are running
+        run.kill()
+        run.wait(10)
+        run.stderr.close()
+        sock = os.path.join(self.cwd, ".cgq", "redis.sock")
+        deadline = time.monotonic() + 20
+        while os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the tied daemons stop with it
+        rc, out, err, _ = cgq("status", "1", cwd=self.cwd, timeout=30)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("job 1  slow  running", out, "as the killed run left it")
+        watch = subprocess.Popen([CGQ, "watch", "1", "--interval", "200"], cwd=self.cwd,
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env)
+        first = watch.stdout.readline().decode()
+        self.assertIn("0/2", first)
+        self.assertTrue(os.path.exists(sock), "the reader's own redis-server serves the state")
+        watch.kill()
+        watch.wait(10)
+        watch.stdout.close()
+        watch.stderr.close()
+        deadline = time.monotonic() + 10
+        while os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertFalse(os.path.exists(sock), "the private redis-server went with its reader")
+
     def test_several_objectives_everywhere(self):
         # Issue 23: a job with several objectives shows its front wherever a
         # leaderboard appears, not "top 10" by trial id and "objective none".

@@ -497,17 +497,11 @@ s_setup (s_runner_t *r, const char *config)
     if (!r->cfg.coordinator)
         r->cfg.coordinator = cgq_xstrdup (r->rc->coordinator ? r->rc->coordinator
                                                              : "tcp://127.0.0.1:7700");
-    char host[HOST_NAME_MAX + 1] = "";
-    if (gethostname (host, sizeof host) < 0 || !*host)
-        strcpy (host, "localhost");
-    host[HOST_NAME_MAX] = 0;
-    r->hostname = cgq_xstrdup (host);
+    r->hostname = cgq_shell_hostname ();
     if (!r->cfg.id)
-        r->cfg.id = r->rc->id ? cgq_xstrdup (r->rc->id) : cgq_xasprintf ("%s-runner", host);
-    if (strlen (r->cfg.id) > 255) {
-        fprintf (stderr, S_PROG ": --id '%.40s...' is longer than 255 bytes\n", r->cfg.id);
+        r->cfg.id = r->rc->id ? cgq_xstrdup (r->rc->id) : cgq_xasprintf ("%s-runner", r->hostname);
+    if (cgq_shell_check_id (S_PROG, r->cfg.id) < 0)
         return 2;
-    }
     const char *wd = r->cfg.workdir && *r->cfg.workdir ? r->cfg.workdir : "./.cgq/runner";
     if (cgq_mkdir_p (wd) < 0 || !(r->workdir = realpath (wd, NULL))) {
         fprintf (stderr, S_PROG ": cannot create --workdir %s: %s\n", wd, strerror (errno));
@@ -576,15 +570,10 @@ main (int argc, char **argv)
     cgq_info ("runner '%s': %zu device(s), %zu benchmark(s), cache %s (cap %" PRIu64 " MiB)",
               r.cfg.id, r.ndevices, r.rc->nbenches, r.rc->cache_dir, r.rc->cache_max >> 20);
 
-    char err[1024];
-    if (cgq_auth_client_new (r.cfg.curve_secret, r.cfg.curve_server, &r.auth, err, sizeof err)
-        < 0) {
-        fprintf (stderr, S_PROG ": %s\n", err);
+    if (cgq_shell_auth (S_PROG, "runner", r.cfg.curve_secret, r.cfg.curve_server, &r.auth) < 0) {
         s_cleanup (&r);
         return 2;
     }
-    if (r.auth)
-        cgq_info ("CURVE on: this runner's public key is %s", cgq_auth_public_txt (r.auth));
     cgq_link_opts_t lopts = {
         .auth = r.auth,
         .endpoint = r.cfg.coordinator,

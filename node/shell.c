@@ -1,6 +1,7 @@
 #include "shell.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -282,4 +283,37 @@ cgq_shell_shutdown (cgq_shell_t *self, int64_t grace_ms)
                   cgq_link_unacked (link));
     cgq_link_bye (link, "shutdown");
     s_disconnect (self);
+}
+
+char *
+cgq_shell_hostname (void)
+{
+    char host[HOST_NAME_MAX + 1] = "";
+    if (gethostname (host, sizeof host) < 0 || !*host)
+        strcpy (host, "localhost");
+    host[HOST_NAME_MAX] = 0;
+    return cgq_xstrdup (host);
+}
+
+int
+cgq_shell_check_id (const char *prog, const char *id)
+{
+    if (strlen (id) <= 255)
+        return 0;
+    fprintf (stderr, "%s: --id '%.40s...' is longer than 255 bytes\n", prog, id);
+    return -1;
+}
+
+int
+cgq_shell_auth (const char *prog, const char *who, const char *secret, const char *server,
+                cgq_auth_t **auth)
+{
+    char err[1024];
+    if (cgq_auth_client_new (secret, server, auth, err, sizeof err) < 0) {
+        fprintf (stderr, "%s: %s\n", prog, err);
+        return -1;
+    }
+    if (*auth)
+        cgq_info ("CURVE on: this %s's public key is %s", who, cgq_auth_public_txt (*auth));
+    return 0;
 }

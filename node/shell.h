@@ -59,6 +59,18 @@ typedef struct {
 // made).
 cgq_shell_t *cgq_shell_new (const char *prog, const cgq_shell_ops_t *ops, void *arg);
 
+// What every node program does before its shell connects, written once:
+// cgq_shell_hostname is this host's name ("localhost" when it has none;
+// caller frees); cgq_shell_check_id refuses a node id longer than 255 bytes
+// (-1 after printing "prog: --id '...' is longer than 255 bytes");
+// cgq_shell_auth loads the CURVE keys (*auth NULL when both files are NULL:
+// CURVE off) and logs this node's public key, who ("node", "runner")
+// naming it, or returns -1 after printing why.
+char *cgq_shell_hostname (void);
+int cgq_shell_check_id (const char *prog, const char *id);
+int cgq_shell_auth (const char *prog, const char *who, const char *secret, const char *server,
+                    cgq_auth_t **auth);
+
 // cgq_shell_destroy closes the link (without Bye) if cgq_shell_shutdown did
 // not, and the signal pipe; the handlers stay, and a signal after this is
 // noted but wakes nothing. Call it last: until then a SIGCHLD (the worker's

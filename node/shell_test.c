@@ -457,12 +457,38 @@ test_connect_fails (void **state)
     cgq_shell_destroy (&shell);
 }
 
+// What both mains do before connecting: the host's name, the id's length,
+// the CURVE keys (none: off; a missing file: refused, not ignored).
+static void
+test_before_connect (void **state)
+{
+    char *host = cgq_shell_hostname ();
+    assert_non_null (host);
+    assert_true (*host);
+    free (host);
+    char id[300];
+    memset (id, 'x', 255);
+    id[255] = 0;
+    assert_int_equal (cgq_shell_check_id ("t", id), 0);
+    id[255] = 'x';
+    id[256] = 0;
+    assert_int_equal (cgq_shell_check_id ("t", id), -1);
+    cgq_auth_t *auth = (cgq_auth_t *) 1;
+    assert_int_equal (cgq_shell_auth ("t", "node", NULL, NULL, &auth), 0);
+    assert_null (auth);
+    assert_int_equal (cgq_shell_auth ("t", "node", "/nonexistent/x.key_secret",
+                                      "/nonexistent/c.key", &auth),
+                      -1);
+    assert_null (auth);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_one_life),
         cmocka_unit_test (test_connect_fails),
+        cmocka_unit_test (test_before_connect),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

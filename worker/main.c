@@ -445,19 +445,13 @@ s_setup (s_worker_t *w)
         return 1;
     }
 
-    char host[HOST_NAME_MAX + 1] = "";
-    if (gethostname (host, sizeof host) < 0 || !*host)
-        strcpy (host, "localhost");
-    host[HOST_NAME_MAX] = 0;
-    w->hostname = cgq_xstrdup (host);
+    w->hostname = cgq_shell_hostname ();
     if (!w->cfg.id || !*w->cfg.id) {
         free (w->cfg.id);
-        w->cfg.id = cgq_xasprintf ("%s-%d", host, (int) getpid ());
+        w->cfg.id = cgq_xasprintf ("%s-%d", w->hostname, (int) getpid ());
     }
-    if (strlen (w->cfg.id) > 255) {
-        fprintf (stderr, S_PROG ": --id '%.40s...' is longer than 255 bytes\n", w->cfg.id);
+    if (cgq_shell_check_id (S_PROG, w->cfg.id) < 0)
         return 2;
-    }
     if (cgq_confine_mode_parse (w->cfg.confine, &w->confine_mode) < 0) {
         fprintf (stderr, S_PROG ": --confine '%s' is not a way to confine trials (expected one "
                          "of: auto, cgroup, pgroup)\n",
@@ -545,15 +539,10 @@ main (int argc, char **argv)
     double keep = w.cfg.cpus < 2 ? 2 : w.cfg.cpus > 64 ? 64 : w.cfg.cpus;
     w.spare = cgq_spare_new (w.workdir, (size_t) keep);
 
-    char err[1024];
-    if (cgq_auth_client_new (w.cfg.curve_secret, w.cfg.curve_server, &w.auth, err, sizeof err)
-        < 0) {
-        fprintf (stderr, S_PROG ": %s\n", err);
+    if (cgq_shell_auth (S_PROG, "node", w.cfg.curve_secret, w.cfg.curve_server, &w.auth) < 0) {
         s_cleanup (&w);
         return 2;
     }
-    if (w.auth)
-        cgq_info ("CURVE on: this node's public key is %s", cgq_auth_public_txt (w.auth));
     cgq_link_opts_t lopts = {
         .auth = w.auth,
         .endpoint = w.cfg.coordinator,

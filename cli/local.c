@@ -57,33 +57,35 @@ s_last_line (const char *path, char *buf, size_t n)
     fclose (f);
 }
 
-static pid_t
-s_spawn (char **argv, const char *log)
+pid_t
+cgq_local_spawn (char **argv, int in, int out, int err, bool tie)
 {
     pid_t parent = getpid ();
     fflush (stdout);
     fflush (stderr);
     pid_t pid = fork ();
-    if (pid != 0)
+    if (pid < 0)
+        return -1;
+    if (pid > 0) {
+        setpgid (pid, pid); // also here: whichever runs first wins the race
         return pid;
+    }
     // Its own process group: a Ctrl-C on the terminal reaches the command,
-    // which stops it in turn; the kernel stops it if the command dies first.
+    // which stops it in turn; tied, the kernel stops it if the command dies first.
     setpgid (0, 0);
-    prctl (PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid () != parent)
-        _exit (1);
-    int in = open ("/dev/null", O_RDONLY);
-    int out = open (log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in < 0 || out < 0)
-        _exit (126);
-    dup2 (in, STDIN_FILENO);
-    dup2 (out, STDOUT_FILENO);
-    dup2 (out, STDERR_FILENO);
+    if (tie) {
+        prctl (PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid () != parent)
+            _exit (1);
+    }
     sigset_t none;
     sigemptyset (&none);
     sigprocmask (SIG_SETMASK, &none, NULL);
+    dup2 (in, STDIN_FILENO);
+    dup2 (out, STDOUT_FILENO);
+    dup2 (err, STDERR_FILENO);
     execv (argv[0], argv);
-    dprintf (STDERR_FILENO, "cannot run %s: %s\n", argv[0], strerror (errno));
+    dprintf (STDERR_FILENO, "cgq: cannot run %s: %s\n", argv[0], strerror (errno));
     _exit (127);
 }
 
@@ -108,12 +110,19 @@ s_start (const char *root, const char *sock, const char *url, char *err, size_t 
     cgq_mkdir_p (logs);
     char *argv[] = {bin, conf, "--unixsocket", (char *) sock, "--dir", dir, "--port", "0", NULL};
     int rc = -1;
-    pid_t pid = s_spawn (argv, log);
-    if (pid < 0) {
-        snprintf (err, errlen, "cannot start redis-server on ./%s/redis: fork: %s",
-                  CGQ_LOCAL_DIR, strerror (errno));
+    int in = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+    int out = open (log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_t pid = in >= 0 && out >= 0 ? cgq_local_spawn (argv, in, out, out, true) : -1;
+    int e = errno;
+    if (pid < 0)
+        snprintf (err, errlen, "cannot start redis-server on ./%s/redis: %s: %s", CGQ_LOCAL_DIR,
+                  in < 0 || out < 0 ? log : "fork", strerror (e));
+    if (in >= 0)
+        close (in);
+    if (out >= 0)
+        close (out);
+    if (pid < 0)
         goto done;
-    }
     s_pid = pid;
     int64_t t0 = cgq_now_ms ();
     bool noted = false;
@@ -156,6 +165,17 @@ done:
 }
 
 char *
+cgq_local_root (char *err, size_t errlen)
+{
+    char cwd[4096];
+    if (!getcwd (cwd, sizeof cwd)) {
+        snprintf (err, errlen, "cannot read the working directory: %s", strerror (errno));
+        return NULL;
+    }
+    return cgq_xasprintf ("%s/%s", strcmp (cwd, "/") ? cwd : "", CGQ_LOCAL_DIR);
+}
+
+char *
 cgq_local_open (bool *started, char *err, size_t errlen)
 {
     err[0] = 0;
@@ -163,12 +183,9 @@ cgq_local_open (bool *started, char *err, size_t errlen)
     struct stat st;
     if (stat (CGQ_LOCAL_DIR "/redis/redis.conf", &st) != 0)
         return NULL; // no cgq run here
-    char cwd[4096];
-    if (!getcwd (cwd, sizeof cwd)) {
-        snprintf (err, errlen, "cannot read the working directory: %s", strerror (errno));
+    char *root = cgq_local_root (err, errlen);
+    if (!root)
         return NULL;
-    }
-    char *root = cgq_xasprintf ("%s/%s", strcmp (cwd, "/") ? cwd : "", CGQ_LOCAL_DIR);
     char *sock = cgq_xasprintf ("%s/redis.sock", root);
     char *url = cgq_xasprintf ("unix://%s", sock);
     // One reader starts the server; one that comes meanwhile finds it answering.

@@ -9,9 +9,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 // The state's place, relative to the working directory.
 #define CGQ_LOCAL_DIR ".cgq"
+
+// cgq_local_root is the absolute path of ./.cgq (caller frees), where cgq
+// run keeps its state and the read commands find it; NULL with err set when
+// the working directory cannot be read.
+char *cgq_local_root (char *err, size_t errlen);
 
 // cgq_local_open returns the unix:// URL of the Redis holding the state a
 // `cgq run` left here: the running one when .cgq/redis.sock answers (a run
@@ -25,6 +31,13 @@ char *cgq_local_open (bool *started, char *err, size_t errlen);
 // cgq_local_answers tries one PING at url within timeout_ms; true when
 // Redis answers it (not while it loads its data).
 bool cgq_local_answers (const char *url, int timeout_ms);
+
+// cgq_local_spawn starts argv[0] (a path) with in, out and err as its
+// stdin, stdout and stderr, in a process group of its own, so that a Ctrl-C
+// on the terminal reaches only cgq, which stops what it started in order.
+// tie: the kernel sends it SIGTERM should cgq die first. Returns its pid, or
+// -1 with errno set (fork failed).
+pid_t cgq_local_spawn (char **argv, int in, int out, int err, bool tie);
 
 // cgq_local_close stops the redis-server cgq_local_open started, if any, and
 // waits for it (it writes nothing: the state is only read). Also run at exit.

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -536,32 +535,11 @@ s_spawn (s_proc_t *p, char **argv, const char *out_path, const char *err_path, b
                        strerror (errno));
         goto fail;
     }
-    pid_t parent = getpid ();
-    fflush (stdout);
-    fflush (stderr);
-    pid_t pid = fork ();
+    pid_t pid = cgq_local_spawn (argv, in, out, err, tie);
     if (pid < 0) {
         cgq_cli_error ("cannot start %s: fork: %s", p->what, strerror (errno));
         goto fail;
     }
-    if (pid == 0) {
-        setpgid (0, 0);
-        if (tie) {
-            prctl (PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid () != parent)
-                _exit (1);
-        }
-        sigset_t none;
-        sigemptyset (&none);
-        sigprocmask (SIG_SETMASK, &none, NULL);
-        dup2 (in, STDIN_FILENO);
-        dup2 (out, STDOUT_FILENO);
-        dup2 (err, STDERR_FILENO);
-        execv (argv[0], argv);
-        dprintf (STDERR_FILENO, "cgq: cannot run %s: %s\n", argv[0], strerror (errno));
-        _exit (127);
-    }
-    setpgid (pid, pid); // also here: whichever runs first wins the race
     p->pid = pid;
     p->reaped = false;
     close (in);
@@ -1161,12 +1139,11 @@ s_print_kept (const s_local_t *l)
 static int
 s_prepare (s_local_t *l)
 {
-    char cwd[PATH_MAX];
-    if (!getcwd (cwd, sizeof cwd)) {
-        cgq_cli_error ("cannot read the current directory: %s", strerror (errno));
+    char err[512];
+    if (!(l->root = cgq_local_root (err, sizeof err))) {
+        cgq_cli_error ("%s", err);
         return -1;
     }
-    l->root = cgq_xasprintf ("%s/.cgq", strcmp (cwd, "/") ? cwd : "");
     l->sock = cgq_xasprintf ("%s/redis.sock", l->root);
     l->redis_url = cgq_xasprintf ("unix://%s", l->sock);
     struct sockaddr_un sun;

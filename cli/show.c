@@ -437,18 +437,47 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     free (pk);
 }
 
+// s_names splits a comma-separated list of names (--group-by, --columns),
+// each trimmed of spaces, empty ones dropped. Returns them, pointing into
+// *copy (caller frees both), and their count in *n.
+static char **
+s_names (const char *list, char **copy, size_t *n)
+{
+    *copy = cgq_xstrdup (list);
+    char **names = cgq_xcalloc (strlen (list) + 1, sizeof *names);
+    *n = 0;
+    for (char *save = NULL, *k = strtok_r (*copy, ",", &save); k; k = strtok_r (NULL, ",", &save)) {
+        while (*k == ' ')
+            k++;
+        size_t len = strlen (k);
+        while (len && k[len - 1] == ' ')
+            k[--len] = 0;
+        if (*k)
+            names[(*n)++] = k;
+    }
+    return names;
+}
+
+static bool
+s_among (const char *name, const char **keys, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp (keys[k], name))
+            return true;
+    return false;
+}
+
 // s_pick keeps, of the n names in keys, those among the nlisted names, in
-// the order listed; used[l] marks each listed name found.
+// the order listed.
 static size_t
-s_pick (const char **keys, size_t n, bool *used, size_t nlisted, char **listed)
+s_pick (const char **keys, size_t n, char **listed, size_t nlisted)
 {
     const char **out = cgq_xcalloc (n + 1, sizeof *out);
     size_t m = 0;
     for (size_t l = 0; l < nlisted; l++)
-        for (size_t k = 0; k < n; k++)
-            if (!strcmp (keys[k], listed[l])) {
-                out[m++] = keys[k];
-                used[l] = true;
+        for (size_t q = 0; q < n; q++)
+            if (!strcmp (keys[q], listed[l]) && !s_among (keys[q], out, m)) {
+                out[m++] = keys[q];
                 break;
             }
     memcpy (keys, out, m * sizeof *out);
@@ -476,40 +505,29 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
             mk[nshown++] = mk[k];
     nm = nshown;
     if (columns) { // only the params and metrics named, in that order
-        char *copy = cgq_xstrdup (columns);
-        char **listed = cgq_xcalloc (strlen (columns) + 1, sizeof *listed);
-        size_t nl = 0;
-        for (char *save = NULL, *w = strtok_r (copy, ", ", &save); w; w = strtok_r (NULL, ", ", &save))
-            listed[nl++] = w;
-        bool *up = cgq_xcalloc (nl + 1, sizeof *up), *um = cgq_xcalloc (nl + 1, sizeof *um);
-        size_t allp = np, allm = nm;
-        const char **keep_p = cgq_xcalloc (np + 1, sizeof *keep_p);
-        const char **keep_m = cgq_xcalloc (nm + 1, sizeof *keep_m);
-        memcpy (keep_p, pk, np * sizeof *pk);
-        memcpy (keep_m, mk, nm * sizeof *mk);
-        np = s_pick (pk, np, up, nl, listed);
-        nm = s_pick (mk, nm, um, nl, listed);
-        int rc = 0;
-        for (size_t l = 0; l < nl && rc == 0; l++)
-            if (!up[l] && !um[l]) {
-                cgq_buf_t names;
-                cgq_buf_init (&names);
-                for (size_t k = 0; k < allp; k++)
-                    cgq_buf_printf (&names, "%s%s", names.len ? ", " : "", keep_p[k]);
-                for (size_t k = 0; k < allm; k++)
-                    cgq_buf_printf (&names, "%s%s", names.len ? ", " : "", keep_m[k]);
-                snprintf (err, errlen, "--columns: no param or metric '%s' (the trials have: %s)",
-                          listed[l], names.len ? names.data : "none");
-                cgq_buf_fini (&names);
-                rc = -1;
-            }
-        free (up);
-        free (um);
-        free (keep_p);
-        free (keep_m);
+        char *copy;
+        size_t nl;
+        char **listed = s_names (columns, &copy, &nl);
+        const char *missing = NULL;
+        for (size_t l = 0; l < nl && !missing; l++)
+            if (!s_among (listed[l], pk, np) && !s_among (listed[l], mk, nm))
+                missing = listed[l];
+        if (missing) {
+            cgq_buf_t names;
+            cgq_buf_init (&names);
+            for (size_t k = 0; k < np + nm; k++)
+                cgq_buf_printf (&names, "%s%s", k ? ", " : "", k < np ? pk[k] : mk[k - np]);
+            snprintf (err, errlen, "--columns: no param or metric '%s' (the trials have: %s)",
+                      missing, names.len ? names.data : "none");
+            cgq_buf_fini (&names);
+        }
+        else {
+            np = s_pick (pk, np, listed, nl);
+            nm = s_pick (mk, nm, listed, nl);
+        }
         free (listed);
         free (copy);
-        if (rc < 0) {
+        if (missing) {
             free (pk);
             free (mk);
             return -1;
@@ -933,16 +951,12 @@ s_pick_columns (s_stat_col_t *cols, size_t ncols, const char *list, char *err, s
 {
     s_stat_col_t *out = cgq_xcalloc (ncols + 1, sizeof *out);
     bool *used = cgq_xcalloc (ncols + 1, sizeof *used);
-    size_t nout = 0;
+    size_t nout = 0, nl;
     long rc = 0;
-    char *copy = cgq_xstrdup (list);
-    for (char *save = NULL, *k = strtok_r (copy, ",", &save); k && rc == 0;
-         k = strtok_r (NULL, ",", &save)) {
-        while (*k == ' ')
-            k++;
-        size_t len = strlen (k);
-        while (len && k[len - 1] == ' ')
-            k[--len] = 0;
+    char *copy;
+    char **listed = s_names (list, &copy, &nl);
+    for (size_t l = 0; l < nl && rc == 0; l++) {
+        const char *k = listed[l];
         size_t c = 0;
         while (c < ncols && strcmp (cols[c].name, k) && strcmp (cols[c].key, k))
             c++;
@@ -961,6 +975,7 @@ s_pick_columns (s_stat_col_t *cols, size_t ncols, const char *list, char *err, s
             out[nout++] = cols[c];
         }
     }
+    free (listed);
     free (copy);
     if (rc == 0) {
         for (size_t c = 0; c < ncols; c++)
@@ -1107,18 +1122,9 @@ cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_tria
                  size_t n, const char *by, const char *columns, char *err, size_t errlen)
 {
     // the group-by keys
-    size_t nkeys = 0;
-    char *list = cgq_xstrdup (by);
-    char **keys = cgq_xcalloc (strlen (by) + 1, sizeof *keys);
-    for (char *save = NULL, *k = strtok_r (list, ",", &save); k; k = strtok_r (NULL, ",", &save)) {
-        while (*k == ' ')
-            k++;
-        size_t len = strlen (k);
-        while (len && k[len - 1] == ' ')
-            k[--len] = 0;
-        if (*k)
-            keys[nkeys++] = k;
-    }
+    size_t nkeys;
+    char *list;
+    char **keys = s_names (by, &list, &nkeys);
     if (nkeys == 0) {
         snprintf (err, errlen, "bad --group-by '%s' (expected param names: --group-by family,dataset)",
                   by);

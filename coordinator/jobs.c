@@ -1072,10 +1072,6 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
     jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
 }
 
-// jobs_merged_metrics is the result of a multi-stage trial: the metrics of
-// every finished stage (t->stage_metrics), in stage order, then last (the
-// stage that just finished; may be NULL), in one flat object where a later
-// stage's metric replaces an earlier one of the same name. New reference.
 // s_merge_stage adds stage name's metrics m to out. A metric an earlier
 // stage (from: metric -> the stage that set it) reported too is not lost:
 // both values are kept as STAGE.metric, and the plain name holds the later
@@ -1100,6 +1096,11 @@ s_merge_stage (json_t *out, json_t *from, const char *name, const json_t *m)
     }
 }
 
+// jobs_merged_metrics is the result of a multi-stage trial: the metrics of
+// every finished stage (t->stage_metrics), in stage order, then last (the
+// stage that just finished; may be NULL), in one flat object (s_merge_stage:
+// a later stage's metric wins the plain name, both are kept as STAGE.NAME).
+// New reference.
 json_t *
 jobs_merged_metrics (const trial_t *t, const json_t *last)
 {
@@ -1118,12 +1119,14 @@ jobs_merged_metrics (const trial_t *t, const json_t *last)
     return out;
 }
 
-// s_run_json is the record of the stage run that just ended (the trial's
-// field run:STAGE): its attempt, node, start, end, duration and directory.
-// Caller frees.
+// s_run_json is the record of the stage run that just ended, for the
+// trial's field run:STAGE (*field, caller frees): its attempt, node, start,
+// end, duration and directory. Caller frees.
 static char *
-s_run_json (const trial_t *t, const char *node, const Cgq__Result *r, double finished)
+s_run_json (const trial_t *t, const char *node, const Cgq__Result *r, char **field)
 {
+    *field = cgq_xasprintf (CGQ_TF_RUN_PREFIX "%s", cgq_spec_stage (t->job->spec, t->stage)->name);
+    double finished = cgq_wall_s ();
     json_t *o = json_pack ("{s:I, s:s?, s:f, s:f, s:f, s:s?}", "attempt", (json_int_t) t->attempt,
                            "node", node, "started", t->started, "finished", finished, "duration",
                            r->duration_s, "trial_dir",
@@ -1256,8 +1259,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         retryable = false;
     }
     else if (j->nstages > 1 && t->stage + 1 < j->nstages) {
-        char *run = s_run_json (t, node_id, r, cgq_wall_s ());
-        char *field = cgq_xasprintf (CGQ_TF_RUN_PREFIX "%s", cgq_spec_stage (j->spec, t->stage)->name);
+        char *field, *run = s_run_json (t, node_id, r, &field);
         s_stage_done (c, t, metrics, kv, field, run);
         free (run);
         free (field);
@@ -1279,8 +1281,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         kv[7] = merged_json;
         kv[nkv++] = CGQ_TF_STAGES;
         kv[nkv++] = stages_json;
-        run_json = s_run_json (t, node_id, r, cgq_wall_s ());
-        run_field = cgq_xasprintf (CGQ_TF_RUN_PREFIX "%s", st->name);
+        run_json = s_run_json (t, node_id, r, &run_field);
         kv[nkv++] = run_field;
         kv[nkv++] = run_json;
     }

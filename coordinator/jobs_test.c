@@ -392,6 +392,54 @@ test_objective_expression (void **state)
     ct_coord_destroy (&c);
 }
 
+// search.fail_fast counts failures across a coordinator restart (the counts
+// come back from Redis): 2 before, 1 after, and a fail_fast of 3 stops the
+// job, its running trial stopped, its pending ones dropped; a late failure
+// after that changes nothing.
+static void
+test_fail_fast_survives_restart (void **state)
+{
+    (void) state;
+    const char *spec = "space: {x: {grid: [1, 2, 3, 4, 5, 6, 7, 8]}}\n"
+                       "search: {algorithm: grid, fail_fast: 3}\n"
+                       "objective: {metric: m, mode: max}\n"
+                       "trial: {command: x}\n";
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 27, spec);
+    ct_node (c, "w", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 2);
+    ct_result (c, "w", 27, 0, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 2");
+    ct_result (c, "w", 27, 1, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 2");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[64];
+    s_assert_field (c, cgq_key_job (key, sizeof key, 27), CGQ_JF_STATE, "running");
+    ct_coord_destroy (&c);
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1);
+    job_t *j = jobs_find (c, 27);
+    assert_non_null (j);
+    assert_int_equal (j->counts[CGQ_TRIAL_FAILED], 2);
+    ct_node (c, "w", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 2); // trials 2 and 3
+    ct_result (c, "w", 27, 2, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 2\nTraceback");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, key, CGQ_JF_STATE, "failed");
+    s_assert_field (c, key, CGQ_JF_ERROR,
+                    "its first 3 trials failed and none succeeded (search.fail_fast: 3; 0 runs "
+                    "them all); the last error: exit status 2");
+    char tkey[96];
+    s_assert_field (c, cgq_key_trial (tkey, sizeof tkey, 27, 3), CGQ_TF_STATE, "cancelled");
+    assert_int_equal (dispatch_run (c), 0); // nothing more starts
+    // trial 3's node reports it ended as asked; a late failure changes nothing
+    ct_result (c, "w", 27, 3, 1, CGQ__TASK_STATUS__TASK_FAILED, NULL, "killed");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, key, CGQ_JF_STATE, "failed");
+    s_assert_field (c, key, "failed", "3");
+    s_assert_field (c, key, "cancelled", "5");
+    ct_coord_destroy (&c);
+}
+
 // A multi-objective job keeps its Pareto front in cgq:job:{J}:pareto; a
 // recovered coordinator reads it back, so a later success that dominates the
 // old members removes them.
@@ -1446,6 +1494,7 @@ main (void)
         cmocka_unit_test (test_render_failure_fails_the_trial),
         cmocka_unit_test (test_learning_search_survives_restart),
         cmocka_unit_test (test_objective_expression),
+        cmocka_unit_test (test_fail_fast_survives_restart),
         cmocka_unit_test (test_pareto_front_survives_restart),
         cmocka_unit_test (test_early_stop_transitions),
         cmocka_unit_test (test_stages),

@@ -94,6 +94,7 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // Node kinds (cgq:node:ID kind).
 #define CGQ_NODE_KIND_WORKER "worker"
 #define CGQ_NODE_KIND_RUNNER "device-runner"
+#define CGQ_NODE_KIND_CLIENT "client"
 
 // Device states: idle and busy while its runner is connected; quarantined
 // (after N failed or timed-out measurements in a row, until cgq devices

@@ -77,6 +77,8 @@ typedef enum {
     CGQ_TRIAL_NOOP,    // built in: report the numeric params as metrics, spawn nothing
     CGQ_TRIAL_DEVICE,  // a benchmark of a device runner (set by benchmark:, not by kind:)
     CGQ_TRIAL_PREDICTOR, // built in: train the GNN latency predictor on trial.data (predictor/)
+    CGQ_TRIAL_CLIENT,  // run in a client's own process (Python study.ask/tell): only a
+                       // client node attached to the job gets it, one per ask
 } cgq_trial_kind_t;
 
 // The most tags of on: {...}.
@@ -90,7 +92,8 @@ typedef enum {
 // benchmark, resources or on:, timeout and retries, run one after another.
 typedef struct {
     char *name;             // trial.stages[i].name (an identifier); NULL for trial: itself
-    cgq_trial_kind_t kind;  // trial.kind: command (default) | noop; DEVICE with benchmark:
+    cgq_trial_kind_t kind;  // trial.kind: command (default) | noop | predictor | client;
+                            // DEVICE with benchmark:
     char *command;          // string form: run by /bin/sh -c, values shell-quoted
     char *data;             // kind predictor: the CG dataset dir, a template ({spec_dir}/...)
     char **argv;            // list form: exec'd directly; argc entries

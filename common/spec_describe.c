@@ -88,6 +88,8 @@ s_describe_stage (const cgq_stage_t *st, const char *label, FILE *f)
     char on[256];
     if (st->kind == CGQ_TRIAL_NOOP)
         fprintf (f, "%s: noop (reports the numeric params as metrics)\n", label);
+    else if (st->kind == CGQ_TRIAL_CLIENT)
+        fprintf (f, "%s: client (run where study.ask() is called, until study.tell())\n", label);
     else if (st->kind == CGQ_TRIAL_PREDICTOR)
         fprintf (f, "%s: predictor (built-in GNN latency predictor) on %s\n", label, st->data);
     else if (st->kind == CGQ_TRIAL_DEVICE) {

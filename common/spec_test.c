@@ -778,7 +778,7 @@ t_err_trial (void **state)
     s_expect_error ("trial: {command: ''}\n", 1, 18, "trial.command is blank");
     s_expect_error ("trial: {command: []}\n", 1, 18, "trial.command is an empty list");
     s_expect_error ("trial: {kind: batch, command: x}\n", 1, 15,
-                    "unknown trial.kind 'batch' (expected one of: command, noop, predictor)");
+                    "unknown trial.kind 'batch' (expected one of: command, noop, predictor, client)");
     s_expect_error ("trial: {kind: predictor}\n", 1, 9, "kind: predictor needs trial.data");
     s_expect_error ("trial: {kind: predictor, data: d, command: x}\n", 1, 35,
                     "trial.command does not go with kind: predictor");
@@ -1444,6 +1444,32 @@ t_err_stages (void **state)
                     11, 7, "trial.stages has 9 stages, more than 8");
 }
 
+// kind: client (a Python study's trials): only timeout, retries and env
+// beside it; never a stage; needs no CPU.
+static void
+t_client_kind (void **state)
+{
+    (void) state;
+    char err[1024] = "";
+    const char *y = "trial: {kind: client, timeout: 10m, retries: 1}\n";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->trial.kind, CGQ_TRIAL_CLIENT);
+    assert_true (s->trial.cpu == 0);
+    assert_true (s->trial.timeout_s == 600);
+    cgq_spec_destroy (&s);
+    s_expect_error ("trial:\n  kind: client\n  command: python3 x.py\n", 3, 3,
+                    "trial.command does not go with kind: client");
+    s_expect_error ("trial:\n  resources: {cpu: 2}\n  kind: client\n", 2, 3,
+                    "trial.resources does not go with kind: client");
+    s_expect_error ("trial:\n  kind: client\n  on: {device: a}\n  benchmark: b\n", 4, 3,
+                    "trial.benchmark does not go with kind: client");
+    s_expect_error ("trial:\n  stages:\n    - {name: a, kind: client}\n", 3, 23,
+                    "kind: client does not go in trial.stages");
+    s_expect_error ("trial: {kind: clinet}\n", 1, 15,
+                    "expected one of: command, noop, predictor, client");
+}
+
 int
 main (void)
 {
@@ -1481,6 +1507,7 @@ main (void)
         cmocka_unit_test (t_err_device),
         cmocka_unit_test (t_notify),
         cmocka_unit_test (t_stages),
+        cmocka_unit_test (t_client_kind),
         cmocka_unit_test (t_err_stages),
         cmocka_unit_test (t_assignment_env),
     };

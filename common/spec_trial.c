@@ -326,6 +326,30 @@ s_check_predictor (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *ki
     return 0;
 }
 
+// s_check_client: kind: client runs nothing of ours (the client's process
+// does the work between study.ask() and study.tell()), so it takes only the
+// keys every stage has: timeout (how long an asked trial may go untold),
+// retries, env (ignored by clients, harmless). It needs no CPU of a node.
+static int
+s_check_client (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *const *keys,
+                size_t nkeys)
+{
+    if (spec->trial.kind != CGQ_TRIAL_CLIENT)
+        return 0;
+    spec->trial.cpu = 0;
+    const cgq_yamldoc_node_t *first = NULL;
+    for (size_t i = 0; i < nkeys && !first; i++)
+        first = keys[i];
+    if (first)
+        return cgq_yamldoc_fail (
+            c->y, first,
+            "trial.%s does not go with kind: client, whose trials run in the client's own "
+            "process (study.ask() / study.tell() in Python); beside kind only timeout and "
+            "retries (remove %s)",
+            cgq_yamldoc_text (first), cgq_yamldoc_text (first));
+    return 0;
+}
+
 // s_check_device checks the keys of trial that only go together: a device
 // stage (benchmark:) names its devices with on: and runs no command; a
 // command or noop trial has no device keys. The nodes are the keys seen
@@ -411,10 +435,17 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                 spec->trial.kind = CGQ_TRIAL_NOOP;
             else if (!strcmp (kind, "predictor"))
                 spec->trial.kind = CGQ_TRIAL_PREDICTOR;
+            else if (!strcmp (kind, "client") && !in_stage)
+                spec->trial.kind = CGQ_TRIAL_CLIENT;
+            else if (!strcmp (kind, "client"))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "kind: client does not go in trial.stages: a client's "
+                                         "trial is one stage, run where study.ask() is called "
+                                         "(write trial: {kind: client} without stages)");
             else
                 return cgq_yamldoc_fail (c->y, e,
                                          "unknown trial.kind '%s' (expected one of: command, noop, "
-                                         "predictor)",
+                                         "predictor, client)",
                                          kind);
         }
         else if (!strcmp (kt, "data")) {
@@ -543,7 +574,9 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                 cgq_yamldoc_text (first_k), cgq_yamldoc_text (first_k));
         return s_parse_stages (c, spec, stages_k, stages_v, stages_nodes);
     }
-    if (s_check_predictor (c, spec, kind_k, cmd_k, data_k) < 0)
+    if (s_check_predictor (c, spec, kind_k, cmd_k, data_k) < 0 ||
+        s_check_client (c, spec,
+                        (const cgq_yamldoc_node_t *[]) {cmd_k, res_k, bench_k, device_k}, 4))
         return -1;
     return s_check_device (c, spec, kind_k, cmd_k, res_k, bench_k, on_k, device_k);
 }

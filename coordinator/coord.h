@@ -99,6 +99,8 @@ typedef struct {
     double gpu;      // 0, a share in (0,1], or an integral count > 1
     uint64_t memory;
     const json_t *on; // a device trial: the tags its device must have (the spec's); NULL: none
+    uint64_t client;  // a client trial (trial.kind client): its job's id; only that job's
+                      // client nodes run it, and they run nothing else. 0: not one
 } req_t;
 
 // trial_req is what t needs at its current stage.
@@ -232,6 +234,10 @@ struct node_s {
     gpu_t *gpus;
     int ngpus;
     bool runner;       // a device runner: runs device trials only, one per device
+    uint64_t client_job; // a client node (Python study): the job whose client trials it
+                         // takes, and it takes nothing else; 0: not a client
+    uint32_t want;     // a client node: the tasks it wants to hold now, what it runs
+                       // included (Hello.want, Heartbeat.want; at most NODES_MAX_TASKS)
     device_t **devices; // a runner's devices (borrowed from c->devices)
     int ndevices;
     int64_t last_seen_ms;

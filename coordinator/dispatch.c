@@ -315,6 +315,7 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
     a.kind = st->kind == CGQ_TRIAL_NOOP        ? "noop"
              : st->kind == CGQ_TRIAL_DEVICE    ? "benchmark"
              : st->kind == CGQ_TRIAL_PREDICTOR ? "predictor"
+             : st->kind == CGQ_TRIAL_CLIENT    ? "client"
                                                : "command";
     a.stage = st->name ? st->name : "";
     a.params_json = t->params_json;

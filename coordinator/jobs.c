@@ -248,6 +248,7 @@ jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
         j->req[k].gpu = st->gpu;
         j->req[k].memory = st->memory;
         j->req[k].on = st->on;
+        j->req[k].client = st->kind == CGQ_TRIAL_CLIENT ? j->id : 0;
     }
     job_t **pp = &c->jobs;
     while (*pp)

@@ -87,7 +87,7 @@ s_gauge (cgq_buf_t *b, const char *name, const char *help, double v)
 static const char *
 s_class (const req_t *req)
 {
-    return req->on ? "device" : req->gpu > 0 ? "gpu" : "cpu";
+    return req->client ? "client" : req->on ? "device" : req->gpu > 0 ? "gpu" : "cpu";
 }
 
 void
@@ -128,27 +128,29 @@ metrics_render (coord_t *c, cgq_buf_t *b)
                             cgq_tstate_names[k], c->stat_ended[k]);
 
     // Queue depth per resource class.
-    static const char *classes[] = {"cpu", "gpu", "device"};
-    uint64_t depth[3] = {0, 0, 0};
+    static const char *classes[] = {"cpu", "gpu", "device", "client"};
+    uint64_t depth[4] = {0, 0, 0, 0};
     for (job_t *j = c->jobs; j; j = j->next)
         for (uint32_t k = 0; k < j->nstages; k++) {
             // One queue per stage, each with its own resources.
             const char *cls = s_class (&j->req[k]);
-            int ci = cls[0] == 'c' ? 0 : cls[0] == 'g' ? 1 : 2;
+            int ci = !strcmp (cls, "cpu") ? 0 : !strcmp (cls, "gpu") ? 1 : !strcmp (cls, "device") ? 2 : 3;
             for (trial_t *t = j->qhead[k]; t; t = t->qnext)
                 depth[ci]++;
         }
     s_head (b, "cgq_queue_depth", "gauge",
             "trials waiting for a node (pending or unschedulable), by the resource class of "
-            "their job (cpu, gpu, device)");
-    for (int i = 0; i < 3; i++)
+            "their job (cpu, gpu, device; client: a study's trials, waiting for an ask)");
+    for (int i = 0; i < 4; i++)
         cgq_buf_printf (b, "cgq_queue_depth{class=\"%s\"} %" PRIu64 "\n", classes[i], depth[i]);
 
     // Nodes and devices.
-    uint64_t workers = 0, runners = 0, running = 0;
+    uint64_t workers = 0, runners = 0, clients = 0, running = 0;
     for (node_t *n = c->nodes; n; n = n->next) {
         if (n->runner)
             runners++;
+        else if (n->client_job)
+            clients++;
         else
             workers++;
         running += n->ntasks;
@@ -156,6 +158,7 @@ metrics_render (coord_t *c, cgq_buf_t *b)
     s_head (b, "cgq_nodes_alive", "gauge", "connected nodes by kind");
     cgq_buf_printf (b, "cgq_nodes_alive{kind=\"%s\"} %" PRIu64 "\n", CGQ_NODE_KIND_WORKER, workers);
     cgq_buf_printf (b, "cgq_nodes_alive{kind=\"%s\"} %" PRIu64 "\n", CGQ_NODE_KIND_RUNNER, runners);
+    cgq_buf_printf (b, "cgq_nodes_alive{kind=\"%s\"} %" PRIu64 "\n", CGQ_NODE_KIND_CLIENT, clients);
     s_gauge (b, "cgq_tasks_running", "tasks attached to connected nodes", (double)running);
     uint64_t dev[4] = {0, 0, 0, 0}; // idle, busy, quarantined, offline
     if (c->devices)

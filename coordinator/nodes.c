@@ -175,6 +175,8 @@ nodes_fits_free (const node_t *n, const req_t *r)
 {
     if (n->draining || n->stale || n->suspect)
         return false;
+    if (n->client_job || r->client)
+        return n->client_job && n->client_job == r->client && n->ntasks < n->want;
     if (n->runner || r->on)
         return n->runner && r->on && s_device_pick (n, r, true) != NULL;
     if (n->ntasks >= NODES_MAX_TASKS)
@@ -189,6 +191,8 @@ nodes_fits_free (const node_t *n, const req_t *r)
 bool
 nodes_fits_total (const node_t *n, const req_t *r)
 {
+    if (n->client_job || r->client)
+        return n->client_job && n->client_job == r->client;
     if (n->runner || r->on)
         return n->runner && r->on && s_device_pick (n, r, false) != NULL;
     if (n->cpus + EPS < r->cpu)
@@ -405,10 +409,14 @@ nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid, Cgq__N
     n->runner = kind == CGQ__NODE_KIND__NODE_DEVICE_RUNNER;
     s_devices_declare (c, n, n->runner ? res : NULL);
     s_gpus_free (n);
-    // A runner offers its devices only: no slots for command trials.
-    n->cpus = res && !n->runner ? s_finite_nonneg (res->cpus) : 0;
-    n->memory = res && !n->runner ? res->memory : 0;
-    if (res && res->n_gpus && !n->runner) {
+    // A runner offers its devices only: no slots for command trials. A
+    // client offers its asks only (nodes_client).
+    bool slots = !n->runner && kind != CGQ__NODE_KIND__NODE_CLIENT;
+    if (slots)
+        n->client_job = 0;
+    n->cpus = res && slots ? s_finite_nonneg (res->cpus) : 0;
+    n->memory = res && slots ? res->memory : 0;
+    if (res && res->n_gpus && slots) {
         n->ngpus = (int) res->n_gpus;
         n->gpus = cgq_xcalloc (res->n_gpus, sizeof *n->gpus);
         for (size_t i = 0; i < res->n_gpus; i++) {
@@ -433,6 +441,19 @@ nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid, Cgq__N
 }
 
 void
+nodes_client (coord_t *c, node_t *n, uint64_t job, uint32_t want)
+{
+    if (want > NODES_MAX_TASKS)
+        want = NODES_MAX_TASKS;
+    if (job != n->client_job)
+        nodes_dirty (n);
+    if (job != n->client_job || want > n->want)
+        c->sched_dirty = true;
+    n->client_job = job;
+    n->want = job ? want : 0;
+}
+
+void
 nodes_write (coord_t *c, node_t *n, bool full)
 {
     char key[300];
@@ -449,7 +470,10 @@ nodes_write (coord_t *c, node_t *n, bool full)
         cgq_hset_str (&h, CGQ_NF_ID, n->id);
         for (int i = 0; i < n->ndevices; i++)
             cgq_buf_printf (&devs, "%s%s", i ? "," : "", n->devices[i]->id);
-        cgq_hset_str (&h, CGQ_NF_KIND, n->runner ? CGQ_NODE_KIND_RUNNER : CGQ_NODE_KIND_WORKER);
+        cgq_hset_str (&h, CGQ_NF_KIND,
+                      n->runner       ? CGQ_NODE_KIND_RUNNER
+                      : n->client_job ? CGQ_NODE_KIND_CLIENT
+                                      : CGQ_NODE_KIND_WORKER);
         cgq_hset_str (&h, CGQ_NF_DEVICES, devs.data);
         cgq_hset_str (&h, CGQ_NF_STATE, CGQ_NODE_ALIVE);
         cgq_hset_str (&h, CGQ_NF_HOSTNAME, n->hostname ? n->hostname : "");
@@ -596,7 +620,7 @@ nodes_capacity (const coord_t *c, nodes_capacity_t *cap)
 {
     memset (cap, 0, sizeof *cap);
     for (const node_t *n = c->nodes; n; n = n->next) {
-        if (n->runner)
+        if (n->runner || n->client_job)
             continue;
         cap->nodes++;
         if (n->cpus > cap->max_cpu)

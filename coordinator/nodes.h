@@ -28,6 +28,12 @@ node_t *nodes_add (coord_t *c, const char *id);
 int nodes_declare (coord_t *c, node_t *n, const char *hostname, uint32_t pid,
                    Cgq__NodeKind kind, const Cgq__Resources *res);
 
+// nodes_client makes n a client node of job (0: not a client) that wants
+// to hold want tasks (clamped to NODES_MAX_TASKS); a change that may make
+// room marks the schedule dirty. Called after nodes_declare, with each
+// Hello and each client Heartbeat.
+void nodes_client (coord_t *c, node_t *n, uint64_t job, uint32_t want);
+
 // nodes_remove marks n dead or gone in Redis (state "dead" or "gone"), logs
 // why, and frees it. n must have no attached trials left (the caller has
 // handed them back to their jobs first).

@@ -77,9 +77,9 @@ test_grant_release_property (void **state)
     node_t *nodes[3] = {ct_node (c, "a", 8, 2, 16ull << 30), ct_node (c, "b", 3.5, 4, 8ull << 30),
                         ct_node (c, "c", 16, 1, 64ull << 30)};
     // Requests as specs write them: shares of one GPU, whole GPUs, none.
-    const req_t kinds[] = {{1, 0, 0, NULL},     {0.5, 0.25, 1 << 20, NULL}, {2, 0.5, 1ull << 30, NULL},
-                           {1, 1, 0, NULL},     {0.25, 2, 2ull << 30, NULL}, {1.5, 0.125, 0, NULL},
-                           {0, 0.75, 0, NULL},  {4, 3, 4ull << 30, NULL}};
+    const req_t kinds[] = {{1, 0, 0, NULL, 0},     {0.5, 0.25, 1 << 20, NULL, 0}, {2, 0.5, 1ull << 30, NULL, 0},
+                           {1, 1, 0, NULL, 0},     {0.25, 2, 2ull << 30, NULL, 0}, {1.5, 0.125, 0, NULL, 0},
+                           {0, 0.75, 0, NULL, 0},  {4, 3, 4ull << 30, NULL, 0}};
     const int nkinds = (int) (sizeof kinds / sizeof *kinds);
     job_t jobs[8];
     memset (jobs, 0, sizeof jobs);
@@ -148,7 +148,7 @@ test_gpu_shares_pack (void **state)
     node_t *n = ct_node (c, "g", 8, 2, 0);
     job_t half;
     memset (&half, 0, sizeof half);
-    half.req[0] = (req_t){1, 0.5, 0, NULL};
+    half.req[0] = (req_t){1, 0.5, 0, NULL, 0};
     trial_t t[5];
     memset (t, 0, sizeof t);
     int on[2] = {0, 0};
@@ -164,7 +164,7 @@ test_gpu_shares_pack (void **state)
     assert_int_equal (on[1], 2);
     assert_false (nodes_fits_free (n, half.req));
     assert_true (nodes_fits_total (n, half.req));
-    req_t three = {1, 3, 0, NULL};
+    req_t three = {1, 3, 0, NULL, 0};
     assert_false (nodes_fits_total (n, &three));
     assert_int_equal (nodes_gpu_count (&three), 3);
     assert_true (nodes_gpu_share (&three) == 1.0);
@@ -245,7 +245,7 @@ test_device_quarantine (void **state)
     coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
     c->cfg.quarantine_after = 2;
     job_t *j = ct_job (c, 1, s_spec_dev);
-    const char *devs[] = {"d1:device=x", "d2:device=x", NULL};
+    const char *devs[] = {"d1:device=x", "d2:device=x", NULL, 0};
     ct_runner (c, "r", devs);
     c->sched_dirty = true;
     assert_int_equal (dispatch_run (c), 2);
@@ -316,7 +316,7 @@ test_device_writes_listed (void **state)
     coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
     job_t *j = ct_job (c, 1, s_spec_dev);
     const char *devs[] = {"d0:device=x", "d1:device=x", "d2:device=x", "d3:device=y",
-                          "d4:device=y", "d5:device=y", NULL};
+                          "d4:device=y", "d5:device=y", NULL, 0};
     ct_runner (c, "r", devs);
     c->sched_dirty = true;
     assert_int_equal (dispatch_run (c), 3);
@@ -358,7 +358,7 @@ test_runner_lost (void **state)
     (void) state;
     coord_t *c = ct_coord_new ("redis://127.0.0.1:1/0");
     job_t *j = ct_job (c, 1, s_spec_dev);
-    const char *one[] = {"d1:device=x", NULL};
+    const char *one[] = {"d1:device=x", NULL, 0};
     node_t *r = ct_runner (c, "r1", one);
     c->sched_dirty = true;
     assert_int_equal (dispatch_run (c), 1);
@@ -366,7 +366,7 @@ test_runner_lost (void **state)
     assert_non_null (t);
     uint64_t id = t->id;
     // A second runner cannot take over a device that r1 still serves.
-    const char *same[] = {"d1:device=x", "d9:device=y", NULL};
+    const char *same[] = {"d1:device=x", "d9:device=y", NULL, 0};
     node_t *r2 = ct_runner (c, "r2", same);
     assert_int_equal (r2->ndevices, 1);
     assert_string_equal (r2->devices[0]->id, "d9");
@@ -381,7 +381,7 @@ test_runner_lost (void **state)
     t = jobs_trial (c, 1, id);
     assert_int_equal (t->state, CGQ_TRIAL_PENDING);
     assert_null (t->device);
-    const char *back[] = {"d1:device=x", NULL};
+    const char *back[] = {"d1:device=x", NULL, 0};
     ct_runner (c, "r3", back);
     dispatch_run (c);
     t = jobs_trial (c, 1, id);

@@ -63,8 +63,9 @@ scheduler_choose_stage (coord_t *c, const job_t *j, node_t **node, uint32_t *sta
             *stage = k;
             return SCHEDULE_GO;
         }
-        // With no node connected at all nothing is known yet: wait, not blocked.
-        if (c->nodes && !s_any_fits_total (c, &j->req[k])) {
+        // With no node connected at all nothing is known yet: wait, not
+        // blocked. A client trial waits for its client to ask, however long.
+        if (c->nodes && !j->req[k].client && !s_any_fits_total (c, &j->req[k])) {
             if (v != SCHEDULE_BLOCKED)
                 *stage = k;
             v = SCHEDULE_BLOCKED;

@@ -38,12 +38,12 @@ test_verdicts_and_reasons (void **state)
     char *why = scheduler_blocked_reason (c, j->req);
     assert_string_equal (why, "needs gpu 1 but the 1 connected node(s) have at most 0 GPU(s)");
     free (why);
-    req_t mem = {1, 0, 4ull << 30, NULL};
+    req_t mem = {1, 0, 4ull << 30, NULL, 0};
     why = scheduler_blocked_reason (c, &mem);
     assert_string_equal (why,
                          "needs memory 4096 MiB but the 1 connected node(s) offer at most 1024 MiB");
     free (why);
-    req_t cpu = {8, 0, 0, NULL};
+    req_t cpu = {8, 0, 0, NULL, 0};
     why = scheduler_blocked_reason (c, &cpu);
     assert_string_equal (why, "needs cpu 8 but the 1 connected node(s) offer at most 4");
     free (why);
@@ -234,7 +234,7 @@ test_device_matching (void **state)
     assert_int_equal (on_c, 1);
     // Busy, not blocked; the reason lists the devices when it is blocked.
     assert_int_equal (scheduler_choose (c, dj, &n), SCHEDULE_WAIT);
-    req_t other = {0, 0, 0, json_pack ("{s:s}", "device", "rpi4")};
+    req_t other = {0, 0, 0, json_pack ("{s:s}", "device", "rpi4"), 0};
     why = scheduler_blocked_reason (c, &other);
     assert_string_equal (why, "needs device with device=rpi4; connected devices: a "
                               "(device=tizen), b (device=odroid-xu4, os=linux), c "
@@ -257,6 +257,60 @@ test_device_matching (void **state)
     ct_coord_destroy (&c);
 }
 
+// A study's trials (trial.kind client) go only to client nodes of their own
+// job, and only as many as each asks for (want); a client takes nothing else;
+// with no client asking, the job waits and is never blocked.
+static void
+test_client_nodes (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (NOWHERE);
+    job_t *sj = ct_job (c, 1,
+                        "space: {x: {uniform: [0, 1]}}\n"
+                        "search: {samples: 20}\n"
+                        "trial: {kind: client}\n");
+    job_t *wj = ct_job (c, 2,
+                        "space: {x: {uniform: [0, 1]}}\n"
+                        "search: {samples: 20}\n"
+                        "trial: {kind: noop, resources: {cpu: 0}}\n");
+    assert_int_equal (sj->req[0].client, 1);
+    assert_int_equal (sj->req[0].cpu, 0);
+    node_t *n = NULL;
+    node_t *w = ct_node (c, "w", 2, 0, 0);
+    // Only a worker: the study waits for a client, it is not blocked.
+    assert_int_equal (scheduler_choose (c, sj, &n), SCHEDULE_WAIT);
+    node_t *a = ct_node (c, "a", 0, 0, 0);
+    node_t *b = ct_node (c, "b", 0, 0, 0);
+    nodes_client (c, a, 1, 0);
+    nodes_client (c, b, 7, 5); // attached to another job: never gets job 1's
+    assert_int_equal (scheduler_choose (c, sj, &n), SCHEDULE_WAIT);
+    nodes_client (c, a, 1, 2);
+    assert_true (c->sched_dirty);
+    int started = dispatch_run (c);
+    assert_int_equal (sj->running, 2);
+    assert_int_equal (a->ntasks, 2);
+    assert_int_equal (b->ntasks, 0);
+    assert_int_equal (w->ntasks, wj->running);
+    assert_int_equal (started, 2 + (int) wj->running);
+    uint64_t trials[64];
+    char dev[64][32], kind[64][16];
+    size_t na = s_device_assigns (c, trials, dev, kind, 64);
+    int clients = 0;
+    for (size_t i = 0; i < na; i++)
+        clients += !strcmp (kind[i], "client");
+    assert_int_equal (clients, 2);
+    // Full at its want: nothing more until it asks again.
+    assert_int_equal (scheduler_choose (c, sj, &n), SCHEDULE_WAIT);
+    // A want that shrinks below what it holds takes nothing and drops nothing.
+    nodes_client (c, a, 1, 1);
+    assert_int_equal (scheduler_choose (c, sj, &n), SCHEDULE_WAIT);
+    assert_int_equal (a->ntasks, 2);
+    // A hostile want is clamped.
+    nodes_client (c, a, 1, UINT32_MAX);
+    assert_int_equal (a->want, NODES_MAX_TASKS);
+    ct_coord_destroy (&c);
+}
+
 static void
 test_device_assign_fields (void **state)
 {
@@ -272,7 +326,7 @@ test_device_assign_fields (void **state)
             "  warmup: 2\n"
             "  timeout: 2s\n"
             "  env: {MODEL: \"{m}\"}\n");
-    const char *devs[] = {"d1:device=x", NULL};
+    const char *devs[] = {"d1:device=x", NULL, 0};
     ct_runner (c, "r", devs);
     c->sched_dirty = true;
     assert_int_equal (dispatch_run (c), 1);
@@ -347,6 +401,7 @@ main (void)
         cmocka_unit_test (test_fair_between_jobs),
         cmocka_unit_test (test_dispatch_bounds),
         cmocka_unit_test (test_device_matching),
+        cmocka_unit_test (test_client_nodes),
         cmocka_unit_test (test_device_assign_fields),
         cmocka_unit_test (test_huge_timeout_saturates),
     };

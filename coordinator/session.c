@@ -288,10 +288,37 @@ s_offer_ok (coord_t *c, const char *rid, const Cgq__Hello *h)
     return false;
 }
 
+// s_client_ok refuses a client's Hello (a Python study) for a job that is
+// not running here or whose trials are not kind: client: it could never be
+// given anything. The Bye says which, and the client raises it.
+static bool
+s_client_ok (coord_t *c, const char *rid, const Cgq__Hello *h)
+{
+    if (h->kind != CGQ__NODE_KIND__NODE_CLIENT)
+        return true;
+    const job_t *j = jobs_find (c, h->job);
+    char reason[256];
+    if (!j || j->state != CGQ_JOB_RUNNING)
+        snprintf (reason, sizeof reason,
+                  "refused this client: job %" PRIu64 " is not running (it ended, or there is no "
+                  "such job)",
+                  h->job);
+    else if (!j->req[0].client)
+        snprintf (reason, sizeof reason,
+                  "refused this client: job %" PRIu64 " runs its trials on workers, not in a "
+                  "client (its spec needs trial: {kind: client})",
+                  h->job);
+    else
+        return true;
+    cgq_info ("%s (node '%s')", reason, rid);
+    s_bye (c, rid, reason);
+    return false;
+}
+
 static void
 s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
 {
-    if (!s_offer_ok (c, rid, h))
+    if (!s_offer_ok (c, rid, h) || !s_client_ok (c, rid, h))
         return;
     node_t *n = nodes_find (c, rid);
     bool fresh = !n;
@@ -330,6 +357,7 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
 
     // (Re)declare resources; free capacity is recomputed from what it runs.
     nodes_declare (c, n, h->hostname, h->pid, h->kind, h->resources);
+    nodes_client (c, n, h->kind == CGQ__NODE_KIND__NODE_CLIENT ? h->job : 0, h->want);
 
     // Adopt tasks of a previous coordinator life; stop the ones nobody wants.
     for (size_t i = 0; i < h->n_running; i++) {
@@ -455,6 +483,8 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
         if (in->draining && !n->draining)
             cgq_info ("node %s is shutting down; no new tasks go to it", n->id);
         n->draining = in->draining;
+        if (n->client_job)
+            nodes_client (c, n, n->client_job, in->want);
         s_reconcile (c, n, in);
     }
 }

@@ -98,6 +98,12 @@ cgq_key_active (char *buf, size_t n, uint64_t job)
 }
 
 char *
+cgq_key_suggestions (char *buf, size_t n, uint64_t job)
+{
+    return s_job_key (buf, n, job, ":suggestions", NULL);
+}
+
+char *
 cgq_key_rung (char *buf, size_t n, uint64_t job, double at)
 {
     char num[32];

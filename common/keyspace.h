@@ -24,6 +24,10 @@ char *cgq_key_trial (char *buf, size_t n, uint64_t job, uint64_t trial);    // c
 char *cgq_key_reports (char *buf, size_t n, uint64_t job, uint64_t trial);  // cgq:job:{7}:reports:12
 char *cgq_key_leaderboard (char *buf, size_t n, uint64_t job);              // cgq:job:{7}:leaderboard
 char *cgq_key_active (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:active
+// search: {algorithm: external}: every point the job was sent (Suggest), in
+// order, as JSON; trial i runs element i (the searcher's state says how many
+// were used).
+char *cgq_key_suggestions (char *buf, size_t n, uint64_t job);              // cgq:job:{7}:suggestions
 char *cgq_key_node (char *buf, size_t n, const char *node);                 // cgq:node:gpu-3
 char *cgq_key_device (char *buf, size_t n, const char *device);             // cgq:device:board-1
 // Early stopping's records (coordinator/early_stop.h): the values recorded at

@@ -408,9 +408,12 @@ cgq_genome_from_params (const cgq_genome_t *g, const json_t *params, double *x, 
             rc = s_gene_from (gene, v, gx);
         if (rc < 0) {
             char *text = v ? cgq_json_dumps (v) : NULL;
-            snprintf (err, errlen, "param %s = %s does not belong to the space of the spec", p->name,
-                      text ? text : "(missing)");
+            char *dom = cgq_spec_param_domain (p);
+            snprintf (err, errlen,
+                      "param %s = %s does not belong to the space of the spec (allowed: %s)",
+                      p->name, text ? text : "(missing)", dom);
             free (text);
+            free (dom);
             return -1;
         }
     }

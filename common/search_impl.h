@@ -47,6 +47,7 @@ struct cgq_searcher_t {
 extern const cgq_search_ops_t cgq_search_evolution_ops;
 extern const cgq_search_ops_t cgq_search_nsga2_ops;
 extern const cgq_search_ops_t cgq_search_bayes_ops;
+extern const cgq_search_ops_t cgq_search_external_ops;
 
 // --- random numbers: splitmix64, one stream per (seed, trial, purpose) --------
 // Every suggestion draws from a stream keyed by the trial id, so nothing

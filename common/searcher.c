@@ -1,7 +1,8 @@
 // searcher: one front (cgq_searcher_*) over a table of algorithms. Each
 // algorithm is an ops table (search_impl.h); random, grid and list live here,
-// the searchers that learn in search_evolution.c, search_nsga2.c and
-// search_bayes.c. Adding one means another table and a row in s_algorithms,
+// the searchers that learn in search_evolution.c (with nsga2) and
+// search_bayes.c, and external (params sent from outside) in
+// search_external.c. Adding one means another table and a row in s_algorithms,
 // and no caller changes.
 #include "searcher.h"
 
@@ -118,6 +119,7 @@ static const struct {
     {CGQ_SEARCH_EVOLUTION, &cgq_search_evolution_ops},
     {CGQ_SEARCH_NSGA2, &cgq_search_nsga2_ops},
     {CGQ_SEARCH_BAYES, &cgq_search_bayes_ops},
+    {CGQ_SEARCH_EXTERNAL, &cgq_search_external_ops},
 };
 
 cgq_searcher_t *
@@ -134,7 +136,7 @@ cgq_searcher_new (const cgq_spec_t *spec, const json_t *state, char *err, size_t
     if (i == nalg) {
         snprintf (err, errlen,
                   "search algorithm %d has no searcher (expected one of: random, grid, list, "
-                  "evolution, nsga2, bayes)",
+                  "evolution, nsga2, bayes, external)",
                   (int) spec->search.algorithm);
         return NULL;
     }

@@ -5,6 +5,8 @@
 //   evolution     regularized (aging) evolution, steady state (search_evolution.c).
 //   nsga2         multi-objective NSGA-II, steady state (search_nsga2.c).
 //   bayes         Gaussian process + expected improvement (search_bayes.c).
+//   external      the params a process outside the coordinator sends, in the
+//                 order received (search_external.c; cgq_searcher_give).
 //
 // Persisting: cgq_searcher_save returns a small JSON state that the
 // coordinator writes to the job hash (field "searcher") every turn. It never
@@ -98,6 +100,45 @@ size_t cgq_searcher_nobjectives (const cgq_searcher_t *self);
 // cgq_searcher_save returns the state to persist (caller decrefs). Its size
 // does not grow with the number of trials (see above).
 json_t *cgq_searcher_save (const cgq_searcher_t *self);
+
+// --- algorithm external: params sent from outside ------------------------------
+// A searcher of algorithm external suggests the points a process outside the
+// coordinator sends (the Suggest request, docs/protocol.md), in the order
+// they arrived: trial i gets the i-th. cgq_searcher_suggest returns NULL
+// while none waits (the job waits; after cgq_searcher_give, dispatch again).
+// It is done once search.samples points have been suggested. Its saved state
+// is the next id only: the caller keeps the points in Redis
+// (cgq:job:{J}:suggestions) and gives back those from index
+// cgq_searcher_suggested on after a restart.
+
+// The most points that may wait, and the longest params JSON of one point:
+// what the coordinator bounds a Suggest with.
+#define CGQ_SEARCH_EXTERNAL_MAX_WAITING 10000
+#define CGQ_SEARCH_EXTERNAL_MAX_POINT 65536
+
+// cgq_searcher_external is true for a searcher of algorithm external.
+bool cgq_searcher_external (const cgq_searcher_t *self);
+
+// cgq_searcher_point checks params (borrowed) sent for an external searcher
+// against the space: a JSON object that sets every param that is not a
+// constant, and nothing else (a constant may be given with its own value),
+// each value in its param's domain (a quantized one a multiple of its step;
+// an assignment {"id": N}). Returns the point as the trial will get it, every
+// param in the order written, constants included (caller decrefs), or NULL
+// with err naming the param and what it allows, e.g. "param lr = 5 does not
+// belong to the space of the spec (allowed: loguniform [0.0001, 0.1])"; also
+// NULL when self is not external.
+json_t *cgq_searcher_point (const cgq_searcher_t *self, const json_t *params, char *err,
+                            size_t errlen);
+
+// cgq_searcher_give appends point (from cgq_searcher_point; takes the
+// reference) to the points that wait. Returns 0, or -1 when self is not
+// external (point released).
+int cgq_searcher_give (cgq_searcher_t *self, json_t *point);
+
+// cgq_searcher_waiting is the number of points given and not suggested yet
+// (0 for a searcher that is not external).
+uint64_t cgq_searcher_waiting (const cgq_searcher_t *self);
 
 // cgq_searcher_footprint is an estimate of the bytes the searcher holds in
 // memory (for benchmarks and monitoring).

@@ -663,6 +663,163 @@ t_bad_state (void **state)
     cgq_spec_destroy (&big);
 }
 
+// s_point_err checks params (JSON text) against the external searcher se:
+// refused with an error that holds want.
+static void
+s_point_err (cgq_searcher_t *se, const char *params, const char *want)
+{
+    char err[512] = "";
+    json_t *p = json_loads (params, JSON_DECODE_ANY, NULL);
+    assert_non_null (p);
+    json_t *pt = cgq_searcher_point (se, p, err, sizeof err);
+    json_decref (p);
+    if (pt || !strstr (err, want))
+        fail_msg ("%s: %s, want an error with '%s'", params, pt ? "accepted" : err, want);
+}
+
+// s_point_ok checks that params are taken, and written as want.
+static json_t *
+s_point_ok (cgq_searcher_t *se, const char *params, const char *want)
+{
+    char err[512] = "";
+    json_t *p = json_loads (params, 0, NULL);
+    assert_non_null (p);
+    json_t *pt = cgq_searcher_point (se, p, err, sizeof err);
+    json_decref (p);
+    if (!pt)
+        fail_msg ("%s refused: %s", params, err);
+    char *text = cgq_json_dumps (pt);
+    if (strcmp (text, want) != 0)
+        fail_msg ("%s is written %s, want %s", params, text, want);
+    free (text);
+    return pt;
+}
+
+// algorithm external: points from outside are checked against every kind
+// of param (each error names the param and what it allows), written in the
+// space's order with the constants, handed out in the order given, none
+// before it is given; done at samples; the state is the next id only.
+static void
+t_external (void **state)
+{
+    (void) state;
+    cgq_spec_t *spec = s_spec ("space:\n"
+                               "  lr: {loguniform: [1.0e-4, 1.0e-1]}\n"
+                               "  h: {choice: [64, 128]}\n"
+                               "  n: {randint: [1, 4]}\n"
+                               "  w: {quniform: [0, 100, 5]}\n"
+                               "  d: {repeat: 3, of: {choice: [2, 3]}}\n"
+                               "  ops: {assignment: {items: [a, b], choices: [cpu, gpu]}}\n"
+                               "  g: {grid: [x, y]}\n"
+                               "  gnn: GAT\n"
+                               "search: {algorithm: external, samples: 3}\n" TRIAL);
+    char err[512];
+    cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+    assert_non_null (se);
+    assert_true (cgq_searcher_external (se));
+    assert_int_equal (cgq_searcher_total (se), 3);
+    assert_false (cgq_searcher_needs_history (se));
+    uint64_t id;
+    assert_null (cgq_searcher_suggest (se, &id)); // nothing given yet: wait
+    assert_false (cgq_searcher_done (se));
+
+    const char *good = "{\"lr\": 0.01, \"h\": 128, \"n\": 4, \"w\": 35, \"d\": [3, 2, 3], "
+                       "\"ops\": {\"id\": 2}, \"g\": \"y\"}";
+    s_point_err (se, "[1]", "must be a JSON object of the space's params (lr, h, n, w, d, ops, g)");
+    s_point_err (se, "{\"lr\": 0.01}", "param h is not set (allowed: choice [64,128])");
+    s_point_err (se, "{\"lr\": 1, \"h\": 64, \"n\": 1, \"w\": 0, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\"}",
+                 "param lr = 1 does not belong to the space of the spec (allowed: loguniform "
+                 "[0.0001, 0.1])");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 65, \"n\": 1, \"w\": 0, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\"}",
+                 "param h = 65");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 5, \"w\": 0, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\"}",
+                 "(allowed: randint [1, 4] (inclusive))");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 1, \"w\": 7, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\"}",
+                 "param w = 7 is not a multiple of its step (allowed: quniform [0, 100] in steps "
+                 "of 5)");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 1, \"w\": 5, \"d\": [2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\"}",
+                 "param d = [2,2] does not belong");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 1, \"w\": 5, \"d\": [2,2,2], \"ops\": {\"id\": 4}, "
+                     "\"g\": \"x\"}",
+                 "param ops = {\"id\":4} does not belong");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 1, \"w\": 5, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"z\"}",
+                 "(allowed: grid [\"x\",\"y\"])");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 1, \"w\": 5, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\", \"gnn\": \"GCN\"}",
+                 "param gnn = \"GCN\" sets a constant of the space: leave it out");
+    s_point_err (se, "{\"lr\": 0.01, \"h\": 64, \"n\": 1, \"w\": 5, \"d\": [2,2,2], \"ops\": {\"id\": 0}, "
+                     "\"g\": \"x\", \"lrr\": 1}",
+                 "'lrr' is not a param of the space");
+
+    const char *canon = "{\"lr\":0.01,\"h\":128,\"n\":4,\"w\":35,\"d\":[3,2,3],\"ops\":{\"id\":2,"
+                        "\"map\":{\"a\":\"cpu\",\"b\":\"gpu\"}},\"g\":\"y\",\"gnn\":\"GAT\"}";
+    assert_int_equal (cgq_searcher_give (se, s_point_ok (se, good, canon)), 0);
+    json_t *second = s_point_ok (
+        se,
+        "{\"gnn\": \"GAT\", \"g\": \"x\", \"ops\": {\"id\": 0, \"map\": {}}, \"d\": [2,2,2], "
+        "\"w\": 100.0, \"n\": 1.0, \"h\": 64, \"lr\": 0.0001}",
+        "{\"lr\":0.0001,\"h\":64,\"n\":1,\"w\":100,\"d\":[2,2,2],\"ops\":{\"id\":0,\"map\":{\"a\":"
+        "\"cpu\",\"b\":\"cpu\"}},\"g\":\"x\",\"gnn\":\"GAT\"}");
+    assert_int_equal (cgq_searcher_give (se, second), 0);
+    assert_int_equal (cgq_searcher_waiting (se), 2);
+    json_t *p = cgq_searcher_suggest (se, &id);
+    assert_int_equal (id, 0);
+    char *text = cgq_json_dumps (p);
+    assert_string_equal (text, canon);
+    free (text);
+    json_decref (p);
+    json_t *st = cgq_searcher_save (se);
+    text = cgq_json_dumps (st);
+    assert_string_equal (text, "{\"algorithm\":\"external\",\"next\":1}");
+    free (text);
+
+    // A restart: the state says 1 was used; the caller gives back the rest.
+    cgq_searcher_t *again = cgq_searcher_new (spec, st, err, sizeof err);
+    json_decref (st);
+    assert_non_null (again);
+    assert_int_equal (cgq_searcher_suggested (again), 1);
+    assert_int_equal (cgq_searcher_waiting (again), 0);
+    cgq_searcher_destroy (&again);
+
+    p = cgq_searcher_suggest (se, &id);
+    assert_int_equal (id, 1);
+    json_decref (p);
+    assert_null (cgq_searcher_suggest (se, &id));
+    // Many at once: the queue grows and keeps its order.
+    for (int i = 0; i < 40; i++)
+        assert_int_equal (cgq_searcher_give (se, s_point_ok (se, good, canon)), 0);
+    p = cgq_searcher_suggest (se, &id);
+    assert_int_equal (id, 2);
+    json_decref (p);
+    assert_true (cgq_searcher_done (se)); // samples: 3
+    assert_null (cgq_searcher_suggest (se, &id));
+    cgq_searcher_destroy (&se);
+
+    // Other searchers take no points from outside.
+    cgq_spec_t *rnd = s_spec ("space: {x: {uniform: [0, 1]}}\n" TRIAL);
+    cgq_searcher_t *sr = cgq_searcher_new (rnd, NULL, err, sizeof err);
+    assert_false (cgq_searcher_external (sr));
+    json_t *x = json_pack ("{s:f}", "x", 0.5);
+    assert_null (cgq_searcher_point (sr, x, err, sizeof err));
+    assert_non_null (strstr (err, "the job's search is random, not external"));
+    assert_int_equal (cgq_searcher_give (sr, x), -1);
+    assert_int_equal (cgq_searcher_waiting (sr), 0);
+    cgq_searcher_destroy (&sr);
+    cgq_spec_destroy (&rnd);
+    cgq_spec_destroy (&spec);
+
+    // Without samples, a large bound: the searcher outside decides when to stop.
+    spec = s_spec ("space: {x: {uniform: [0, 1]}}\nsearch: {algorithm: external}\n" TRIAL);
+    assert_int_equal (spec->search.samples, CGQ_SPEC_EXTERNAL_SAMPLES);
+    cgq_spec_destroy (&spec);
+}
+
 // --- bench ----------------------------------------------------------------------
 
 static double
@@ -827,6 +984,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (t_index_searchers),
         cmocka_unit_test (t_bad_state),
+        cmocka_unit_test (t_external),
         cmocka_unit_test (t_reproducible),
         cmocka_unit_test (t_restart),
         cmocka_unit_test (t_no_repeats),

@@ -52,7 +52,12 @@ typedef enum {
     CGQ_SEARCH_NSGA2,     // multi-objective: non-dominated sort + crowding
     CGQ_SEARCH_BAYES,     // Gaussian process + expected improvement
     CGQ_SEARCH_LIST,      // the points of search.points (or search.file), in order
+    CGQ_SEARCH_EXTERNAL,  // the points a process outside the coordinator sends (Suggest)
 } cgq_search_alg_t;
+
+// search.samples of algorithm external when the spec leaves it out: the
+// searcher outside decides when to stop sending (or the job is cancelled).
+#define CGQ_SPEC_EXTERNAL_SAMPLES 1000000
 
 // The most objectives of objectives: [...].
 #define CGQ_SPEC_MAX_OBJECTIVES 8
@@ -130,7 +135,8 @@ typedef struct {
 
     struct {
         cgq_search_alg_t algorithm; // default random
-        uint64_t samples;           // default 1; random: points per grid point; grid: repeats
+        uint64_t samples;           // default 1; random: points per grid point; grid: repeats;
+                                    // external: CGQ_SPEC_EXTERNAL_SAMPLES
         uint32_t concurrency;       // max running trials of this job; 0 = no limit (default)
         // The job stops (state failed) when this many trials have failed and
         // none has succeeded yet: a typo fails 5 trials, not 10,000. 0: never.
@@ -279,6 +285,11 @@ const char *cgq_spec_search_name (cgq_search_alg_t alg);
 
 // cgq_spec_param finds a param by name; NULL if none. O(1) with param_index.
 const cgq_param_t *cgq_spec_param (const cgq_spec_t *self, const char *name);
+
+// cgq_spec_param_domain describes param p's domain as cgq validate prints it
+// ("loguniform [0.0001, 0.1]", "choice [64,128]", "= GATv2Conv"), for
+// messages that say what a value must be. Caller frees.
+char *cgq_spec_param_domain (const cgq_param_t *p);
 
 // cgq_spec_describe writes a human summary to f: one line per param with its
 // domain, the search, the objective, the trial and the number of trials.

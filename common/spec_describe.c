@@ -81,6 +81,19 @@ s_describe_param (FILE *f, const cgq_param_t *p)
     }
 }
 
+char *
+cgq_spec_param_domain (const cgq_param_t *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream (&text, &len);
+    if (!f)
+        return cgq_xstrdup ("?"); // only when out of memory
+    s_describe_param (f, p);
+    fclose (f);
+    return text;
+}
+
 // s_describe_stage writes one stage (label: "trial" or "stage NAME").
 static void
 s_describe_stage (const cgq_stage_t *st, const char *label, FILE *f)
@@ -167,6 +180,11 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         fprintf (f, "search: list, %zu point(s)%s%s, concurrency %s\n",
                  json_array_size (self->search.points), self->search.file ? " from " : "",
                  self->search.file ? self->search.file : "", conc);
+    else if (alg == CGQ_SEARCH_EXTERNAL)
+        fprintf (f,
+                 "search: external (the params come from a searcher process: cgq "
+                 "optuna-search, or your own), at most %llu trial(s), concurrency %s\n",
+                 (unsigned long long) self->search.samples, conc);
     else {
         fprintf (f, "search: %s, %llu trial(s), seed %llu, concurrency %s\n",
                  cgq_spec_search_name (alg), (unsigned long long) self->search.samples,

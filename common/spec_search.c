@@ -34,9 +34,10 @@ static const struct {
     {CGQ_SEARCH_BAYES, "bayes",
      "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
+    {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
-static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, list";
+static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, list, external";
 
 const char *
 cgq_spec_search_name (cgq_search_alg_t alg)
@@ -135,6 +136,7 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
     }
     cgq_search_alg_t alg = spec->search.algorithm;
     const char *aname = cgq_spec_search_name (alg);
+    bool samples_given = false;
     for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
         const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
                                  *e = cgq_yamldoc_val (c->y, v, pi);
@@ -160,6 +162,7 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                                      "write e.g. samples: 16", &n) < 0)
                 return -1;
             spec->search.samples = (uint64_t) n;
+            samples_given = true;
         }
         else if (!strcmp (key, "concurrency")) {
             if (cgq_yamldoc_get_int (c->y, e, "search.concurrency", 0, UINT32_MAX,
@@ -259,6 +262,8 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
             "algorithm list needs the points to try (write points: [{lr: 0.01}, "
             "...] or file: points.jsonl)");
     // Defaults that depend on the algorithm.
+    if (alg == CGQ_SEARCH_EXTERNAL && !samples_given)
+        spec->search.samples = CGQ_SPEC_EXTERNAL_SAMPLES;
     bool evo = alg == CGQ_SEARCH_EVOLUTION, ns = alg == CGQ_SEARCH_NSGA2;
     if (!spec->search.population)
         spec->search.population = 50;

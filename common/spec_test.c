@@ -756,7 +756,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, list)");
+                    "nsga2, bayes, list, external)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -1029,7 +1029,11 @@ t_err_search_new (void **state)
                     "search.file 'p.jsonl' is read where the spec file is");
     s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
                     "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
-                    "not list");
+                    "external, not list");
+    // external reads samples, concurrency and fail_fast: nothing about how to search.
+    s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
+                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, not "
+                    "external");
 }
 
 static void

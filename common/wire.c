@@ -123,6 +123,7 @@ cgq_wire_body_name (const cgq_env_t *env)
     case CGQ__ENVELOPE__BODY_REPLY: return "reply";
     case CGQ__ENVELOPE__BODY_PING: return "ping";
     case CGQ__ENVELOPE__BODY_ENABLE_DEVICE: return "enable_device";
+    case CGQ__ENVELOPE__BODY_SUGGEST: return "suggest";
     default: return "none";
     }
 }

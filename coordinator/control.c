@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "jobs.h"
+#include "json.h"
 #include "log.h"
 #include "nodes.h"
 #include "outbox.h"
@@ -192,6 +193,153 @@ s_enable (coord_t *c, const char *rid, size_t rid_len, const Cgq__EnableDevice *
     outbox_reply (c, rid, rid_len, rc < 0 ? 2 : 0, msg, rc < 0);
 }
 
+// s_suggest_reject answers a Suggest that queued nothing, at once.
+static void
+s_suggest_reject (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg)
+{
+    outbox_reply (c, rid, rid_len, code, msg, true);
+}
+
+// s_suggest takes the points a searcher outside the coordinator sends for
+// an external job. All or nothing: each is checked against the space first;
+// then they join the searcher's queue and, in this turn's batch, the end of
+// cgq:job:{J}:suggestions, and the Reply goes out after that batch is in
+// Redis. Trial i runs element i of that list, so a restart loses none and
+// uses none twice (recovery.c refills the queue from it).
+static void
+s_suggest (coord_t *c, const char *rid, size_t rid_len, const Cgq__Suggest *m)
+{
+    char msg[1024];
+    job_t *j = jobs_find (c, m->job);
+    if (!j) {
+        // Not in memory: it ended (and was freed), or never was.
+        char key[64];
+        redisReply *r = c->redis_retry_ms ? NULL
+                                          : cgq_store_command (c->store, "HGET %s %s",
+                                                               cgq_key_job (key, sizeof key, m->job),
+                                                               CGQ_JF_STATE);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf (msg, sizeof msg, "cannot tell whether job %llu exists: Redis at %s: %s",
+                      (unsigned long long) m->job, cgq_store_url (c->store),
+                      r ? r->str : cgq_store_errstr (c->store));
+            if (r)
+                freeReplyObject (r);
+            s_suggest_reject (c, rid, rid_len, 1, msg);
+            return;
+        }
+        if (r->type == REDIS_REPLY_STRING)
+            snprintf (msg, sizeof msg, "job %llu is %s: it takes no more suggestions",
+                      (unsigned long long) m->job, r->str);
+        else
+            snprintf (msg, sizeof msg, "no job %llu (see cgq status)",
+                      (unsigned long long) m->job);
+        freeReplyObject (r);
+        s_suggest_reject (c, rid, rid_len, 2, msg);
+        return;
+    }
+    if (!cgq_searcher_external (j->searcher)) {
+        snprintf (msg, sizeof msg,
+                  "job %llu searches with algorithm %s, not external: its own searcher chooses "
+                  "the params (submit a spec with search: {algorithm: external})",
+                  (unsigned long long) j->id, cgq_spec_search_name (j->spec->search.algorithm));
+        s_suggest_reject (c, rid, rid_len, 2, msg);
+        return;
+    }
+    if (j->state != CGQ_JOB_RUNNING) {
+        snprintf (msg, sizeof msg, "job %llu is %s: it takes no more suggestions",
+                  (unsigned long long) j->id, cgq_jstate_names[j->state]);
+        s_suggest_reject (c, rid, rid_len, 2, msg);
+        return;
+    }
+    uint64_t waiting = cgq_searcher_waiting (j->searcher), n = m->n_params_json;
+    uint64_t given = cgq_searcher_suggested (j->searcher) + waiting;
+    uint64_t total = cgq_searcher_total (j->searcher);
+    if (n == 0) { // a question: how many wait
+        snprintf (msg, sizeof msg, "queued 0 (%llu waiting)", (unsigned long long) waiting);
+        outbox_reply (c, rid, rid_len, 0, msg, true);
+        return;
+    }
+    if (c->redis_retry_ms) {
+        snprintf (msg, sizeof msg,
+                  "Redis at %s is unreachable (%s): nothing was queued; send the suggestions "
+                  "again once Redis is back",
+                  cgq_store_url (c->store), cgq_store_errstr (c->store));
+        s_suggest_reject (c, rid, rid_len, 1, msg);
+        return;
+    }
+    if (given + n > total) {
+        snprintf (msg, sizeof msg,
+                  "job %llu takes %llu more suggestion(s), not %llu (search.samples is %llu and "
+                  "%llu were received); nothing was queued",
+                  (unsigned long long) j->id, (unsigned long long) (total - given),
+                  (unsigned long long) n, (unsigned long long) total, (unsigned long long) given);
+        s_suggest_reject (c, rid, rid_len, 2, msg);
+        return;
+    }
+    if (waiting + n > CGQ_SEARCH_EXTERNAL_MAX_WAITING) {
+        snprintf (msg, sizeof msg,
+                  "job %llu has %llu suggestion(s) waiting and takes at most %d: nothing was "
+                  "queued (send again once trials have started)",
+                  (unsigned long long) j->id, (unsigned long long) waiting,
+                  CGQ_SEARCH_EXTERNAL_MAX_WAITING);
+        s_suggest_reject (c, rid, rid_len, 1, msg);
+        return;
+    }
+    json_t **points = cgq_xcalloc (n, sizeof *points);
+    char **texts = cgq_xcalloc (n, sizeof *texts);
+    size_t ok = 0;
+    for (; ok < n; ok++) {
+        const char *text = m->params_json[ok] ? m->params_json[ok] : "";
+        size_t len = strlen (text);
+        char err[768];
+        json_t *params = NULL;
+        if (len > CGQ_SEARCH_EXTERNAL_MAX_POINT)
+            snprintf (err, sizeof err, "%zu bytes of JSON, more than %d", len,
+                      CGQ_SEARCH_EXTERNAL_MAX_POINT);
+        else {
+            json_error_t je;
+            params = json_loadb (text, len, 0, &je);
+            if (!params)
+                snprintf (err, sizeof err, "not JSON: %s at column %d", je.text, je.column);
+        }
+        if (params)
+            points[ok] = cgq_searcher_point (j->searcher, params, err, sizeof err);
+        json_decref (params);
+        if (!points[ok]) {
+            snprintf (msg, sizeof msg, "job %llu: suggestion %zu of %llu: %s; nothing was queued",
+                      (unsigned long long) j->id, ok + 1, (unsigned long long) n, err);
+            break;
+        }
+        texts[ok] = cgq_json_dumps (points[ok]);
+    }
+    if (ok < n) {
+        for (size_t i = 0; i < ok; i++) {
+            json_decref (points[i]);
+            free (texts[i]);
+        }
+        free (points);
+        free (texts);
+        s_suggest_reject (c, rid, rid_len, 2, msg);
+        return;
+    }
+    char key[64];
+    cgq_key_suggestions (key, sizeof key, j->id);
+    cgq_store_begin (c->store, 2 + n);
+    cgq_store_arg (c->store, "RPUSH", 5);
+    cgq_store_arg (c->store, key, strlen (key));
+    for (size_t i = 0; i < n; i++) {
+        cgq_store_arg (c->store, texts[i], strlen (texts[i]));
+        free (texts[i]);
+        cgq_searcher_give (j->searcher, points[i]);
+    }
+    free (points);
+    free (texts);
+    c->sched_dirty = true;
+    snprintf (msg, sizeof msg, "queued %llu (%llu waiting)", (unsigned long long) n,
+              (unsigned long long) cgq_searcher_waiting (j->searcher));
+    outbox_reply (c, rid, rid_len, 0, msg, false);
+}
+
 void
 control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
@@ -204,6 +352,9 @@ control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_ENABLE_DEVICE:
         s_enable (c, rid, rid_len, env->enable_device);
+        break;
+    case CGQ__ENVELOPE__BODY_SUGGEST:
+        s_suggest (c, rid, rid_len, env->suggest);
         break;
     case CGQ__ENVELOPE__BODY_PING: {
         char msg[64];

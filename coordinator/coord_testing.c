@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "control.h"
 #include "jobs.h"
 #include "loop.h"
 #include "nodes.h"
@@ -244,4 +245,35 @@ ct_result_stage (coord_t *c, const char *node, uint64_t job, uint64_t trial, uin
     env.body_case = CGQ__ENVELOPE__BODY_RESULT;
     env.result = &r;
     session_message (c, node, strlen (node), &env);
+}
+
+int
+ct_suggest (coord_t *c, uint64_t job, const char *const *params, size_t n, char *msg,
+            size_t msglen)
+{
+    Cgq__Suggest s = CGQ__SUGGEST__INIT;
+    s.job = job;
+    s.params_json = (char **) params;
+    s.n_params_json = n;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_SUGGEST;
+    env.suggest = &s;
+    control_message (c, "cli", 3, &env);
+    // The reply is the last message queued for the control socket.
+    int code = -1;
+    for (const out_t *o = c->out_head; o; o = o->next) {
+        if (o->sock != c->ctl_sock || o->acks || !o->rid || o->rid_len != 3 ||
+            memcmp (o->rid, "cli", 3) != 0)
+            continue;
+        cgq_env_t *r = cgq_wire_decode (o->data, o->len, 0);
+        assert_non_null (r);
+        if (r->body_case == CGQ__ENVELOPE__BODY_REPLY) {
+            code = r->reply->code;
+            snprintf (msg, msglen, "%s", r->reply->message ? r->reply->message : "");
+        }
+        cgq_wire_free (r);
+    }
+    if (code < 0)
+        fail_msg ("Suggest for job %llu queued no reply", (unsigned long long) job);
+    return code;
 }

@@ -56,4 +56,11 @@ void ct_result_stage (coord_t *c, const char *node, uint64_t job, uint64_t trial
 // "env:NAME" ("(absent)" when not set). Caller frees; NULL: no such Assign.
 char *ct_assign_get (const coord_t *c, uint64_t trial, uint32_t attempt, const char *what);
 
+// ct_suggest sends Suggest{job, params[0..n)} as the control socket would
+// hand it on and returns the Reply's code, its message in msg. The reply
+// stays in the outbox (free it with outbox_free); a reply that waits for
+// the flush is found there all the same.
+int ct_suggest (coord_t *c, uint64_t job, const char *const *params, size_t n, char *msg,
+                size_t msglen);
+
 #endif

@@ -362,6 +362,119 @@ test_learning_search_survives_restart (void **state)
     ct_coord_destroy (&c);
 }
 
+// s_llen is the length of list key (0 when absent).
+static long long
+s_llen (coord_t *c, const char *key)
+{
+    redisReply *r = s_cmd (c, "LLEN %s", key, NULL);
+    long long n = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject (r);
+    return n;
+}
+
+// s_lindex returns element i of list key (caller frees), NULL when absent.
+static char *
+s_lindex (coord_t *c, const char *key, long i)
+{
+    char idx[32];
+    snprintf (idx, sizeof idx, "%ld", i);
+    redisReply *r = s_cmd (c, "LINDEX %s %s", key, idx);
+    char *v = r->type == REDIS_REPLY_STRING ? cgq_xstrdup (r->str) : NULL;
+    freeReplyObject (r);
+    return v;
+}
+
+// search: {algorithm: external}: a job's params come from Suggest requests.
+// The job waits while none is queued; bad params queue nothing and say
+// which param and what it allows; accepted ones go to
+// cgq:job:{J}:suggestions in the turn's batch, and trial i runs element i.
+// A coordinator "killed" between turns refills the queue from that list at
+// index suggested: no suggestion is lost or used twice, and the job ends at
+// search.samples.
+static void
+test_external_search (void **state)
+{
+    (void) state;
+    const char *spec = "space: {x: {uniform: [0, 1]}, y: {choice: [1, 2, 3]}, k: K}\n"
+                       "search: {algorithm: external, samples: 6}\n"
+                       "objective: {metric: score, mode: max}\n"
+                       "trial: {kind: noop}\n";
+    char msg[1024], key[64];
+    cgq_key_suggestions (key, sizeof key, 120);
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 120, spec);
+    ct_node (c, "w", 2, 0, 0);
+    assert_int_equal (s_drive (c, 120, 0), 0); // nothing to run: it waits
+
+    const char *bad[] = {"{\"x\": 0.5, \"y\": 1}", "{\"x\": 0.5, \"y\": 4}"};
+    assert_int_equal (ct_suggest (c, 120, bad, 2, msg, sizeof msg), 2);
+    if (!strstr (msg, "suggestion 2 of 2: param y = 4") || !strstr (msg, "choice [1,2,3]") ||
+        !strstr (msg, "nothing was queued"))
+        fail_msg ("a bad suggestion names the param and what it allows: %s", msg);
+    const char *unknown[] = {"{\"x\": 0.5, \"y\": 1, \"z\": 2}"};
+    assert_int_equal (ct_suggest (c, 120, unknown, 1, msg, sizeof msg), 2);
+    assert_non_null (strstr (msg, "'z' is not a param of the space (its params: x, y)"));
+    const char *many[] = {"{\"x\": 0.1, \"y\": 1}", "{\"x\": 0.1, \"y\": 1}", "{\"x\": 0.1, \"y\": 1}",
+                          "{\"x\": 0.1, \"y\": 1}", "{\"x\": 0.1, \"y\": 1}", "{\"x\": 0.1, \"y\": 1}",
+                          "{\"x\": 0.1, \"y\": 1}"};
+    assert_int_equal (ct_suggest (c, 120, many, 7, msg, sizeof msg), 2);
+    assert_non_null (strstr (msg, "takes 6 more suggestion(s), not 7"));
+    outbox_free (c);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    assert_int_equal (s_llen (c, key), 0);
+
+    const char *first[] = {"{\"y\": 2, \"x\": 0.25}", "{\"x\": 0.5, \"y\": 3, \"k\": \"K\"}",
+                           "{\"x\": 1, \"y\": 1}"};
+    assert_int_equal (ct_suggest (c, 120, first, 3, msg, sizeof msg), 0);
+    assert_string_equal (msg, "queued 3 (3 waiting)");
+    assert_int_equal (s_llen (c, key), 0); // the reply waits for the batch that records them
+    outbox_free (c);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    assert_int_equal (s_llen (c, key), 3);
+    assert_int_equal (s_drive (c, 120, 2), 2); // trials 0 and 1 (2 CPUs); 2 still waits
+    char *p = s_params (c, 120, 0);
+    assert_string_equal (p, "{\"x\":0.25,\"y\":2,\"k\":\"K\"}"); // the space's order, constants in
+    free (p);
+    ct_coord_destroy (&c); // "kill -9" between turns
+
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1);
+    job_t *j = jobs_find (c, 120);
+    assert_non_null (j);
+    assert_int_equal (cgq_searcher_suggested (j->searcher), 2);
+    assert_int_equal (cgq_searcher_waiting (j->searcher), 1); // element 2, from Redis
+    ct_node (c, "w", 64, 0, 0);
+    const char *rest[] = {"{\"x\": 0.75, \"y\": 1}", "{\"x\": 0, \"y\": 2}", "{\"x\": 0.125, \"y\": 3}"};
+    assert_int_equal (ct_suggest (c, 120, rest, 3, msg, sizeof msg), 0);
+    assert_string_equal (msg, "queued 3 (4 waiting)");
+    assert_int_equal (ct_suggest (c, 120, rest, 1, msg, sizeof msg), 2); // samples: 6 reached
+    outbox_free (c);
+    assert_int_equal (s_drive (c, 120, 0), 4);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char jkey[64];
+    s_assert_field (c, cgq_key_job (jkey, sizeof jkey, 120), CGQ_JF_STATE, "finished");
+    s_assert_field (c, jkey, "succeeded", "6");
+    assert_int_equal (s_llen (c, key), 6);
+    for (long t = 0; t < 6; t++) {
+        char *want = s_lindex (c, key, t), *got = s_params (c, 120, (uint64_t) t);
+        assert_non_null (want);
+        assert_non_null (got);
+        if (strcmp (want, got) != 0)
+            fail_msg ("trial %ld ran %s, suggestion %ld is %s", t, got, t, want);
+        free (want);
+        free (got);
+    }
+    assert_int_equal (ct_suggest (c, 120, rest, 1, msg, sizeof msg), 2);
+    assert_non_null (strstr (msg, "job 120 is finished"));
+    ct_job (c, 121, "space: {x: {uniform: [0, 1]}}\nsearch: {samples: 2}\ntrial: {kind: noop}\n");
+    assert_int_equal (ct_suggest (c, 121, rest, 1, msg, sizeof msg), 2);
+    assert_non_null (strstr (msg, "algorithm random, not external"));
+    assert_int_equal (ct_suggest (c, 999, rest, 1, msg, sizeof msg), 2);
+    assert_non_null (strstr (msg, "no job 999"));
+    outbox_free (c);
+    ct_coord_destroy (&c);
+}
+
 // objective: {expr: ...}: the value is the expression; a result without a
 // name it uses fails with that name.
 static void
@@ -1493,6 +1606,7 @@ main (void)
         cmocka_unit_test (test_cancel_counts_add_up),
         cmocka_unit_test (test_render_failure_fails_the_trial),
         cmocka_unit_test (test_learning_search_survives_restart),
+        cmocka_unit_test (test_external_search),
         cmocka_unit_test (test_objective_expression),
         cmocka_unit_test (test_fail_fast_survives_restart),
         cmocka_unit_test (test_pareto_front_survives_restart),

@@ -126,6 +126,46 @@ s_replay (coord_t *c, job_t *j, char *err, size_t errlen)
     return 0;
 }
 
+// s_refill gives an external job's searcher back the points it was sent and
+// had not used when the last coordinator stopped: cgq:job:{J}:suggestions
+// from index suggested on (the list and the searcher's state go out in the
+// same batches, so they agree). Returns 0, -1 on a Redis error, 1 if a
+// point no longer fits the space (err says why).
+static int
+s_refill (coord_t *c, job_t *j, char *err, size_t errlen)
+{
+    if (!cgq_searcher_external (j->searcher))
+        return 0;
+    char key[64];
+    uint64_t from = cgq_searcher_suggested (j->searcher);
+    redisReply *r = cgq_store_command (c->store, "LRANGE %s %llu %llu",
+                                       cgq_key_suggestions (key, sizeof key, j->id),
+                                       (unsigned long long) from,
+                                       (unsigned long long) (from + CGQ_SEARCH_EXTERNAL_MAX_WAITING));
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        snprintf (err, errlen, "%s", r && r->str ? r->str : cgq_store_errstr (c->store));
+        if (r)
+            freeReplyObject (r);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < r->elements && rc == 0; i++) {
+        json_t *params = json_loads (r->element[i]->str ? r->element[i]->str : "", 0, NULL);
+        char why[512] = "not JSON";
+        json_t *point = params ? cgq_searcher_point (j->searcher, params, why, sizeof why) : NULL;
+        json_decref (params);
+        if (!point) {
+            snprintf (err, errlen, "suggestion %llu in %s: %s",
+                      (unsigned long long) (from + i), key, why);
+            rc = 1;
+        }
+        else
+            cgq_searcher_give (j->searcher, point);
+    }
+    freeReplyObject (r);
+    return rc;
+}
+
 static int
 s_trials (coord_t *c, job_t *j)
 {
@@ -327,7 +367,9 @@ recovery_jobs (coord_t *c)
             j->best_value = rec->best_value;
         }
         cgq_job_rec_destroy (&rec);
-        if (cgq_searcher_needs_history (searcher) && s_replay (c, j, err, sizeof err) != 0) {
+        int refill = 0;
+        if ((cgq_searcher_needs_history (searcher) && s_replay (c, j, err, sizeof err) != 0) ||
+            (refill = s_refill (c, j, err, sizeof err)) > 0) {
             cgq_error ("job %" PRIu64 " cannot be resumed: %s; marking it finished", id, err);
             cgq_hset_t hs;
             cgq_hset_init (&hs, jkey);
@@ -338,7 +380,7 @@ recovery_jobs (coord_t *c)
             j->ended = true; // freed by jobs_reap with no trial loaded
             continue;
         }
-        if (s_stopper (c, j) < 0 || s_front (c, j) < 0 || s_trials (c, j) < 0) {
+        if (refill < 0 || s_stopper (c, j) < 0 || s_front (c, j) < 0 || s_trials (c, j) < 0) {
             freeReplyObject (ids);
             return -1;
         }
@@ -348,8 +390,13 @@ recovery_jobs (coord_t *c)
         j->counts[CGQ_TRIAL_PENDING] -= never < j->counts[CGQ_TRIAL_PENDING]
                                             ? never
                                             : j->counts[CGQ_TRIAL_PENDING];
-        cgq_info ("resumed job %" PRIu64 " (%s): %zu active trial(s), %llu suggested", id, j->name,
-                  zhashx_size (j->trials), (unsigned long long) cgq_searcher_suggested (searcher));
+        char waiting[64] = "";
+        if (cgq_searcher_external (searcher))
+            snprintf (waiting, sizeof waiting, ", %llu suggestion(s) waiting",
+                      (unsigned long long) cgq_searcher_waiting (searcher));
+        cgq_info ("resumed job %" PRIu64 " (%s): %zu active trial(s), %llu suggested%s", id,
+                  j->name, zhashx_size (j->trials),
+                  (unsigned long long) cgq_searcher_suggested (searcher), waiting);
         recovered++;
         jobs_check_done (c, j);
     }

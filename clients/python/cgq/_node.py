@@ -150,13 +150,16 @@ class ClientNode:
             try:
                 if not self._unclaimed:
                     self._queue_heartbeat()
+                # should_end (a Redis read) is asked soon, then every 0.5 s:
+                # not at each wake-up (every message from the coordinator).
+                check = time.monotonic() + 0.05
                 while not self._unclaimed:
                     self._check_bye()
-                    left = 0.5 if end is None else min(0.5, end - time.monotonic())
-                    if left <= 0:
+                    now = time.monotonic()
+                    if end is not None and now >= end:
                         return None
-                    self._cv.wait(left)
-                    if not self._unclaimed and should_end is not None:
+                    if should_end is not None and now >= check:
+                        check = now + 0.5
                         self._lock.release()
                         try:
                             done = should_end()
@@ -164,6 +167,8 @@ class ClientNode:
                             self._lock.acquire()
                         if done and not self._unclaimed:
                             return None
+                        continue
+                    self._cv.wait(min(check, end if end is not None else check) - now)
                 t = self._held[self._unclaimed.pop(0)]
                 t.claimed = True
                 limit = timeout if timeout is not None else t.timeout_s

@@ -243,7 +243,7 @@ class Study:
         attempt. Waits for a trial at most `wait` seconds (None: as long as it
         takes; then raises TimeoutError). Returns None when the job has ended
         (all its samples told, cancelled, or failed)."""
-        if self._ended():
+        if self._node is None and self._ended():
             return None
         node = self._attach()
         try:

@@ -288,3 +288,30 @@ def test_curve(cl, tmp_path):
     study.close()
     h = job_hash(cl, study.id)
     assert h["state"] == "finished" and h["succeeded"] == "3", h
+
+
+def test_multi_objective_and_bayes(cl):
+    """Searchers that learn from results (nsga2, bayes) drive a study too;
+    a study with two objectives keeps its Pareto front."""
+    c = client_of(cl)
+    mo = c.study(name="mo", space=SPACE,
+                 objectives=[{"metric": "loss", "mode": "min"}, {"metric": "ms", "mode": "min"}],
+                 search={"algorithm": "nsga2", "seed": 7, "samples": 24, "population": 8})
+    n = 0
+    while (t := mo.ask(wait=20)) is not None:
+        if n == 0:
+            with pytest.raises(StudyError, match="several objectives"):
+                mo.tell(t, 1.0)  # a bare value: which objective?
+        mo.tell(t, loss=loss_of(t.params), ms=float(t.params["layers"]) * 3)
+        n += 1
+    mo.close()
+    assert n == 24
+    front = cl.redis.hgetall("cgq:job:{%d}:pareto" % mo.id)
+    assert front and all(set(json.loads(v)) == {"loss", "ms"} for v in front.values())
+    by = c.study(name="by", space=SPACE, objective={"metric": "loss", "mode": "min"},
+                 search={"algorithm": "bayes", "seed": 8, "samples": 15, "initial": 5})
+    while (t := by.ask(wait=20)) is not None:
+        by.tell(t, loss_of(t.params))  # the single objective, positionally
+    by.close()
+    h = job_hash(cl, by.id)
+    assert h["state"] == "finished" and h["succeeded"] == "15", h

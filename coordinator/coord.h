@@ -348,7 +348,7 @@ typedef struct coord_s {
     unsigned reject_log_n;  // lines in it)
     int64_t last_tick_ms;  // loop.c: last checkpoint of the loop's own time
     int64_t stall_ms;      // time the loop was not listening, not yet credited to nodes
-    uint64_t stat_heartbeats;  // node heartbeats handled (session.c)
+    uint64_t stat_heartbeats;  // node heartbeats handled, a client's asks not counted (session.c)
     int64_t quiet_turn_ms;     // loop.c: when the last turn of heartbeats only ended
     int64_t hold_nodes_ms;     // loop.c: the node socket is read again from then
     // Observability (metrics.c): the HTTP server, the histograms, and the

@@ -468,7 +468,11 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
 static void
 s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__Heartbeat *in)
 {
-    c->stat_heartbeats++;
+    // A client's heartbeat that changes its want is an ask (or a tell's
+    // first half), not a sign of life only: it ends a heartbeat hold (loop.h)
+    // rather than starting one, so an ask is never held LOOP_HOLD_MS.
+    if (!n || !n->client_job || in->want == n->want)
+        c->stat_heartbeats++;
     Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
     hb.epoch = c->epoch;
     hb.unknown = n == NULL;

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""bench/ask_tell.py: ask+tell round trips of a cgq study against Optuna's
+shared storages, side by side in one run (docs/performance.md, *Ask and tell*).
+
+Each system runs --trials ask+tell pairs in one process, random search over
+two params (a float on a log scale, an integer), the objective computed at
+once (no training: this measures the queue, not the model):
+
+  cgq              cgq.Client().study(...): ask() is a Heartbeat with the
+                   client's want, the coordinator's choice, its Redis batch
+                   and the Assign; tell() is a Heartbeat and a Result (acked
+                   after the batch is durable, asynchronously). A private
+                   redis-server (AOF on, appendfsync everysec) and
+                   cgq-coordinator from $CGQ_BIN_DIR (else ./build/bin).
+  optuna-sqlite    optuna.create_study(storage="sqlite:///..."), the RDB
+                   storage Optuna documents for several processes on one host;
+                   study.ask(distributions) / study.tell(trial, value).
+  optuna-journal   JournalStorage(JournalRedisStorage(URL)) on the same
+                   redis-server as cgq's.
+
+Each pair is timed (ask start to tell return); the first 20 pairs of each
+run are warm-up and not counted. Prints per system p50/p99 of a pair and
+pairs per second, the median over --repeat runs with min and max, and the
+ratios to cgq. Asserts nothing about time. Needs Debian's python3-optuna,
+python3-redis, python3-zmq, python3-protobuf and the cgq package importable
+(pip install ./clients/python into a --system-site-packages venv, or
+PYTHONPATH set to a directory holding it with cgq_pb2 generated).
+
+    python3 bench/ask_tell.py [--trials 1000] [--repeat 3] [--only cgq,optuna-sqlite]
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+os.environ.setdefault("CGQ_BIN_DIR", os.path.join(BENCH, "..", "build", "bin"))
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(BENCH, "..", "tests", "integration"))
+import harness  # noqa: E402
+
+WARMUP = 20
+
+
+def objective(lr, layers):
+    return (lr - 0.01) ** 2 + 0.001 * layers
+
+
+def summary(lat, wall):
+    lat = sorted(lat)
+    return {"p50": lat[len(lat) // 2] * 1e3, "p99": lat[int(len(lat) * 0.99)] * 1e3,
+            "rate": len(lat) / wall}
+
+
+def run_cgq(c, n, seed):
+    import cgq
+    client = cgq.Client(redis=c.redis_url, coordinator=c.control_ep)
+    study = client.study(name="bench-%d" % seed, new=True,
+                         space={"lr": {"loguniform": [1e-4, 1e-1]}, "layers": {"randint": [2, 6]}},
+                         objective={"metric": "loss", "mode": "min"},
+                         search={"algorithm": "random", "seed": seed, "samples": n + WARMUP})
+    lat = []
+    start = None
+    for i in range(n + WARMUP):
+        if i == WARMUP:
+            start = time.perf_counter()
+        a = time.perf_counter()
+        t = study.ask(wait=30)
+        study.tell(t, loss=objective(t.params["lr"], t.params["layers"]))
+        if i >= WARMUP:
+            lat.append(time.perf_counter() - a)
+    wall = time.perf_counter() - start
+    study.close()
+    return summary(lat, wall)
+
+
+def run_optuna(storage, n, seed):
+    import optuna
+    from optuna.distributions import FloatDistribution, IntDistribution
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {"lr": FloatDistribution(1e-4, 1e-1, log=True), "layers": IntDistribution(2, 6)}
+    study = optuna.create_study(storage=storage, study_name="bench-%d" % seed,
+                                sampler=optuna.samplers.RandomSampler(seed=seed))
+    lat = []
+    start = None
+    for i in range(n + WARMUP):
+        if i == WARMUP:
+            start = time.perf_counter()
+        a = time.perf_counter()
+        t = study.ask(dists)
+        study.tell(t, objective(t.params["lr"], t.params["layers"]))
+        if i >= WARMUP:
+            lat.append(time.perf_counter() - a)
+    wall = time.perf_counter() - start
+    return summary(lat, wall)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="cgq,optuna-sqlite,optuna-journal")
+    args = ap.parse_args()
+    systems = [s for s in args.only.split(",") if s]
+    results = {s: [] for s in systems}
+    with harness.BenchCluster("bench/ask_tell.py", "cgq-bench-asktell-") as run:
+        c = run.c
+        c.start_redis(appendonly=True)
+        c.redis.cmd("CONFIG", "SET", "appendfsync", "everysec")  # as cgq run and compose
+        c.start_coordinator(heartbeat="1s")
+        tmp = tempfile.mkdtemp(prefix="cgq-bench-optuna-")
+        for r in range(args.repeat):
+            for s in systems:
+                seed = r * 100 + systems.index(s)
+                if s == "cgq":
+                    res = run_cgq(c, args.trials, seed)
+                elif s == "optuna-sqlite":
+                    res = run_optuna("sqlite:///%s/o-%d.db" % (tmp, seed), args.trials, seed)
+                elif s == "optuna-journal":
+                    import optuna
+                    st = optuna.storages.JournalStorage(
+                        optuna.storages.JournalRedisStorage(c.redis_url))
+                    res = run_optuna(st, args.trials, seed)
+                else:
+                    sys.exit("unknown system %r" % s)
+                results[s].append(res)
+                print("run %d %-15s p50 %7.3f ms  p99 %7.3f ms  %8.0f pairs/s"
+                      % (r + 1, s, res["p50"], res["p99"], res["rate"]), flush=True)
+        run.ok = True
+    print("\n%d ask+tell pairs, median of %d runs (min-max):" % (args.trials, args.repeat))
+    med = {}
+    for s in systems:
+        rs = results[s]
+        line = []
+        for k, unit in (("p50", "ms"), ("p99", "ms"), ("rate", "pairs/s")):
+            v = [x[k] for x in rs]
+            med[(s, k)] = statistics.median(v)
+            line.append("%s %.3g %s (%.3g-%.3g)" % (k, med[(s, k)], unit, min(v), max(v)))
+        print("  %-15s %s" % (s, ", ".join(line)))
+    if "cgq" in systems:
+        for s in systems:
+            if s != "cgq":
+                print("  cgq vs %-15s %.1fx the pairs/s, p50 %.1fx lower"
+                      % (s, med[("cgq", "rate")] / med[(s, "rate")],
+                         med[(s, "p50")] / med[("cgq", "p50")]))
+
+
+if __name__ == "__main__":
+    main()

@@ -76,6 +76,14 @@ static const cgq_cli_opt_t s_plot_opts[] = {
     {"x", "KEY", "report field for the x axis of the learning curves"},
     {NULL}};
 
+static const cgq_cli_opt_t s_optuna_opts[] = {
+    {"sampler", "NAME", "a class of optuna.samplers (default TPESampler; CmaEsSampler, NSGAIISampler, RandomSampler, ...)"},
+    {"sampler-args", "JSON", "the sampler's keyword arguments, a JSON object (default {})"},
+    {"seed", "N", "the sampler's seed (default: none)"},
+    {"ahead", "N", "suggestions kept queued at the coordinator (default 2)"},
+    {"quiet", NULL, "no progress lines"},
+    {NULL}};
+
 static const cgq_cli_cmd_t s_cmds[] = {
     {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
      "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
@@ -153,6 +161,17 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "covers a worker's default id HOST-PID when NAME is its host name). See\n"
      "docs/security.md.",
      1, 1, s_keygen_opts, cgq_cmd_keygen},
+    {"optuna-search", "JOB", "an Optuna sampler as the searcher of a job (search: external)",
+     "Runs python3 -m cgq.optuna_search JOB with these options (the interpreter is\n"
+     "$CGQ_PYTHON, else python3 on PATH; it needs the package in clients/python and\n"
+     "Optuna: python3 -m venv --system-site-packages .venv && .venv/bin/pip install\n"
+     "./clients/python). JOB's spec says search: {algorithm: external}: the searcher\n"
+     "replays every finished trial into an in-memory Optuna study, then sends the\n"
+     "params the sampler asks for (Suggest) and tells it each result, until the job\n"
+     "ends. Kill it and start it again at any time: nothing is lost or run twice.\n"
+     "Exit 0 when the job finished, 1 when it was cancelled or failed or Redis or the\n"
+     "coordinator could not be reached, 2 for a job or space Optuna cannot take.",
+     1, 1, s_optuna_opts, cgq_cmd_optuna_search},
     {"devices", "[enable ID]", "the devices of device runners; enable returns a quarantined one",
      "Lists every device a runner has declared: id, runner, state (idle, busy, quarantined,\n"
      "offline), the task it runs (JOB.TRIAL#ATTEMPT), failed measurements in a row, tags and\n"

@@ -8,7 +8,7 @@
 //                flush the Redis batch, then send (coord_run)
 //   session.c    what nodes say: Hello and adoption, heartbeats, results,
 //                progress, Bye, and liveness
-//   control.c    what the CLI says: submit, cancel, ping
+//   control.c    what the CLI says: submit, cancel, suggest, ping
 //   metrics.c    /metrics (libmicrohttpd, polled by the loop), rendered
 //                from the live jobs, nodes, notifications and histograms
 //   recovery.c   rebuilds jobs and trials from Redis at start-up

@@ -332,7 +332,8 @@ def build_sdist(sdist_directory, config_settings=None):
         info.size, info.mtime, info.mode = len(data), mtime, 0o644
         tar.addfile(info, io.BytesIO(data))
 
-    with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as tar:
+    path = os.path.join(sdist_directory, name)
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
         for arc, full in files:
             add(tar, arc, _read(full))
         add(tar, "PKG-INFO", _metadata(project).encode("utf-8"))

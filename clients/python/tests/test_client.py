@@ -10,11 +10,15 @@ real CLI to compare with.
 - bad specs: SpecError with the coordinator's line and column; hostile
   dicts (NaN, bytes, text that is not UTF-8, a huge string, keys that are
   not text) refused with a clear message and nothing stored;
+- a kill -9 of the coordinator: the client outlives it and its requests
+  reach the next one (the fixture's restart, on the same ports); the raw
+  request helper for code built on the client;
 - CURVE on: a client with an allowed key works, one without keys or with
   another key is refused at once with what to configure;
 - no coordinator: a clear error within the timeout (refused, and silent);
   no Redis: a clear error naming the URL;
 - cgq.local() starts and stops a private cluster;
+- to_pandas() without pandas says how to get it; an empty job's frame;
 - the trial helpers still work as one copied file, and `import cgq` loads
   the standard library only.
 """
@@ -364,6 +368,35 @@ def test_jobs_and_workers(cluster, client):
                      20, "w2 to be dead")
 
 
+def test_across_a_coordinator_restart(cluster, client):
+    """A fresh socket per request: the client outlives a kill -9 of the
+    coordinator; the fixture's restart reuses the ports, so workers and
+    clients find the new one. The raw request helper, for code built on
+    the client."""
+    job = client.submit(sleeper(1.0, 4))
+    cluster.wait_for(lambda: job.status()["counts"]["running"] == 2, 20, "2 trials running")
+    epoch = client.ping()
+    cluster.kill9_coordinator()
+    with pytest.raises(cgq.ConnectionError, match="cannot reach the coordinator"):
+        client.ping(timeout=1)
+    cluster.start_coordinator()
+    assert client.ping() > epoch
+    assert job.wait(progress=False, timeout=40) == "finished"
+    assert job.status()["counts"]["succeeded"] == 4
+    epoch = client.ping()
+    cluster.restart_coordinator(kill=False)  # SIGTERM (it must exit 0), then a new one
+    assert client.ping() > epoch
+    reply = client.request("ping")
+    assert reply.WhichOneof("body") == "reply" and reply.reply.code == 0
+    with pytest.raises(cgq.RequestError) as e:
+        client.request("cancel_job", job=999)
+    assert e.value.code == 2
+    msg = client.pb2.CancelJob(job=job.id)
+    assert client.request("cancel_job", msg).reply.code == 0  # over already: nothing to do
+    with pytest.raises(cgq.CgqError, match="no request 'nonsense'"):
+        client.request("nonsense")
+
+
 def test_pareto_of_two_objectives(cluster, client):
     spec = {"name": "front", "space": {"x": {"grid": [1, 2, 3]}, "y": {"grid": [1, 2, 3]}},
             "search": {"algorithm": "grid"},
@@ -502,3 +535,20 @@ def test_spec_error_fields():
     assert (e.line, e.col, e.reason) == (None, None, "spec is 2 MiB, over the 1 MiB limit")
     assert isinstance(e, ValueError) and isinstance(e, cgq.CgqError)
     assert str(cgq.NotFound("no job 7")) == "no job 7"
+
+
+def test_to_pandas_without_pandas(monkeypatch):
+    c = cgq.Client(redis="redis://127.0.0.1:1/0", coordinator="tcp://127.0.0.1:1",
+                   curve_secret="", curve_server="")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` fails
+    with pytest.raises(ImportError, match="needs pandas: apt-get install python3-pandas"):
+        cgq.Job(c, 1).to_pandas()
+    c.close()
+
+
+def test_empty_frame():
+    import pandas as pd
+    from cgq.job import Job
+    df = Job._frame(pd, [])
+    assert df.shape == (0, 9) and list(df.columns)[:3] == ["id", "state", "value"]
+    assert str(df["value"].dtype) == "float64"

@@ -487,7 +487,7 @@ def test_no_coordinator_and_no_redis():
         cgq.Client(redis="http://x")
 
 
-def test_local_cluster():
+def test_local_cluster(tmp_path):
     with cgq.local(workers=2, cpus=1, gpus="none") as c:
         cl = c.local
         assert os.path.isdir(cl.dir) and cl.control.startswith("tcp://127.0.0.1:")
@@ -502,8 +502,10 @@ def test_local_cluster():
         assert not harness.pid_alive(pid), "pid %d still runs after cgq.local()" % pid
     assert not os.path.exists(where)
     with pytest.raises(cgq.CgqError, match="cannot find cgq-coordinator"):
-        with cgq.local(workers=0, bin_dir="/nonexistent"):
+        with cgq.local(workers=0, bin_dir="/nonexistent", dir=str(tmp_path / "kept")):
             pass
+    assert os.path.isfile(tmp_path / "kept" / "logs" / "redis.stdout.log")  # kept: it failed
+    assert not harness.my_children(), "the Redis it started is stopped"
 
 
 # ---------------------------------------------------------------- units (no processes)

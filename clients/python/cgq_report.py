@@ -1,22 +1,26 @@
-"""cgq_report: the older name of cgq.py, kept so existing trial scripts run.
+"""cgq_report: the older name of the cgq trial helpers, kept so existing trial scripts run.
 
     import cgq_report as cgq
     p = cgq.params()
     cgq.report(epoch=epoch, val_score=score)
 
-New scripts should `import cgq` (clients/python/cgq.py), which has the same
-functions plus result(). This module needs cgq.py beside it and keeps its own
-behaviour outside cgq: reports go to stdout (cgq.py uses stderr), and
-write_result() writes result.json into the current directory.
+New scripts should `import cgq` (the package clients/python/cgq, or its
+cgq/trial.py copied as cgq.py), which has the same functions plus result().
+This module needs one of those beside it and keeps its own behaviour outside
+cgq: reports go to stdout (cgq uses stderr), and write_result() writes
+result.json into the current directory.
 """
 
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cgq as _cgq  # noqa: E402
-
-del sys.path[0]
+try:
+    from cgq import trial as _cgq  # the package beside this file, or installed
+except ImportError:
+    import cgq as _cgq  # noqa: E402  cgq/trial.py copied here as cgq.py
+finally:
+    del sys.path[0]
 
 __all__ = ["report", "params", "trial_dir", "write_result"]
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """The trial helpers (clients/) and the example specs, end to end.
 
-- A Python trial using a copy of clients/python/cgq.py reports several
-  epochs: every report arrives, in order, in cgq:job:{J}:reports:T, and the
-  trial's metrics are what cgq.result() wrote (result.json beats the last
-  report).
+- A Python trial using a copy of clients/python/cgq/trial.py (as cgq.py,
+  the one file alone) reports several epochs: every report arrives, in
+  order, in cgq:job:{J}:reports:T, and the trial's metrics are what
+  cgq.result() wrote (result.json beats the last report). The examples'
+  trials below import the package cgq from clients/python instead.
 - A trial compiled from a C source including clients/c/cgq_report.h (with cc,
   and the same source as C++ when a C++ compiler is there) reports several
   epochs the same way; its last line is its result. Without a C compiler this
@@ -185,7 +186,9 @@ class ClientsTest(CgqTestCase):
 
     def test_python_trial_reports(self):
         c = self.start_default(workers=(("w1", 2),))
-        shutil.copy(os.path.join(CLIENTS, "python", "cgq.py"), c.specdir)  # usable by copying
+        # usable by copying: the one file, as cgq.py beside the script
+        shutil.copy(os.path.join(CLIENTS, "python", "cgq", "trial.py"),
+                    os.path.join(c.specdir, "cgq.py"))
         c.write_file("py_trial.py", PY_TRIAL)
         j = c.submit(c.write_file("py.yaml", PY_SPEC))
         job = c.wait_job(j, 60)
@@ -243,7 +246,7 @@ class ClientsTest(CgqTestCase):
     def test_outside_cgq(self):
         work = os.path.join(self.tmp, "by-hand")
         os.makedirs(work)
-        shutil.copy(os.path.join(CLIENTS, "python", "cgq.py"), work)
+        shutil.copy(os.path.join(CLIENTS, "python", "cgq", "trial.py"), os.path.join(work, "cgq.py"))
         script = os.path.join(work, "py_trial.py")
         with open(script, "w") as f:
             f.write(PY_TRIAL)

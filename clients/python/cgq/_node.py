@@ -34,13 +34,8 @@ MAX_WANT = 1024      # the coordinator's NODES_MAX_TASKS
 
 
 def _pb():
-    try:
-        from . import cgq_pb2
-    except ImportError as e:  # run from a source tree without the generated module
-        raise ImportError("cgq's wire module (cgq_pb2) is missing: install the package with "
-                          "`pip install ./clients/python`, which generates it from "
-                          "schemas/cgq.proto (%s)" % e) from None
-    return cgq_pb2
+    from ._proto import pb2
+    return pb2()
 
 
 class Task:

@@ -39,25 +39,18 @@ import json
 import math
 import time
 
+from . import keyspace
+
 __all__ = ["serve_searcher", "send_suggestions", "job_spec", "SearcherError", "SuggestError"]
 
 WIRE_VERSION = 1       # CGQ_WIRE_VERSION (common/wire.h)
 TERMINAL = ("succeeded", "failed", "stopped", "cancelled")
 
-# Redis names (common/keyspace.h; docs/architecture.md, "Redis data model").
-EVENTS = "cgq:events"
-
-
-def _job_key(j):
-    return "cgq:job:{%d}" % j
-
-
-def _trial_key(j, t):
-    return "cgq:job:{%d}:trial:%d" % (j, t)
-
-
-def _suggestions_key(j):
-    return "cgq:job:{%d}:suggestions" % j
+# Redis names: cgq/keyspace.py (common/keyspace.h).
+EVENTS = keyspace.EVENTS
+_job_key = keyspace.job
+_trial_key = keyspace.trial
+_suggestions_key = keyspace.suggestions
 
 
 class SearcherError(Exception):

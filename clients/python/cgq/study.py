@@ -26,6 +26,7 @@ import re
 import socket
 import threading
 
+from . import keyspace
 from ._node import ClientNode, NodeError
 
 DEFAULT_SAMPLES = 1000000
@@ -154,10 +155,10 @@ def find_study(client, name):
     """The id of the newest running job called `name` whose trials are kind
     client, or None."""
     r = client.redis
-    ids = [int(_s(x)) for x in r.zrevrange("cgq:jobs", 0, -1)]
+    ids = [int(_s(x)) for x in r.zrevrange(keyspace.JOBS, 0, -1)]
     pipe = r.pipeline(transaction=False)
     for j in ids:
-        pipe.hmget("cgq:job:{%d}" % j, "name", "state", "spec")
+        pipe.hmget(keyspace.job(j), "name", "state", "spec")
     for j, (n, state, spec) in zip(ids, pipe.execute()):
         if _s(n) == name and _s(state) == "running" and _job_is_client(_s(spec)):
             return j
@@ -172,7 +173,7 @@ def _node_endpoints(client, nodes):
         return env
     # The coordinator's own record: the port of its node socket, on the
     # host the control endpoint names.
-    bound = _s(client.redis.hget("cgq:coordinator", "nodes")) or ""
+    bound = _s(client.redis.hget(keyspace.COORDINATOR, "nodes")) or ""
     ctl = getattr(client, "coordinator", "") or "tcp://127.0.0.1:7701"
     m = re.match(r"^(tcp://)(\[[^\]]+\]|[^:]+):(\d+)$", ctl)
     p = re.match(r"^tcp://.*:(\d+)$", bound)
@@ -233,7 +234,7 @@ class Study:
             return self._node
 
     def _ended(self):
-        state = _s(self.client.redis.hget("cgq:job:{%d}" % self.id, "state"))
+        state = _s(self.client.redis.hget(keyspace.job(self.id), "state"))
         return state != "running"
 
     def ask(self, timeout=None, wait=None):
@@ -260,7 +261,7 @@ class Study:
 
     def _objective_metric(self):
         if self._metric is None:
-            self._metric = _s(self.client.redis.hget("cgq:job:{%d}" % self.id,
+            self._metric = _s(self.client.redis.hget(keyspace.job(self.id),
                                                       "objective_metric")) or ""
         return self._metric
 

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(_HERE, "..", "..", "..", "clients", "python"))
 try:
     import cgq  # noqa: E402
 except ImportError:
-    sys.exit("evaluate.py: cannot import cgq: copy clients/python/cgq.py next to this script")
+    sys.exit("evaluate.py: cannot import cgq: copy clients/python/cgq/trial.py next to this script as cgq.py")
 
 WIDTH, CLASSES, SAMPLES, EPS = 24, 10, 256, 1e-5
 

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(_HERE, "..", "..", "..", "clients", "python"))
 try:
     import cgq  # noqa: E402
 except ImportError:
-    sys.exit("train.py: cannot import cgq: copy clients/python/cgq.py next to this script")
+    sys.exit("train.py: cannot import cgq: copy clients/python/cgq/trial.py next to this script as cgq.py")
 
 FEATURES = ["n_nodes", "n_conv", "n_dwconv", "mean_kernel", "log_channels", "log_mflops",
             "log_kparams", "max_stride"]

@@ -1,13 +1,15 @@
-"""cgq: the trial side of a cgq job, in one file (Python 3 standard library only).
+"""cgq.trial: the trial side of a cgq job, in one file (Python 3 standard library only).
 
-    import cgq
+    import cgq                                # the package re-exports these functions
     p = cgq.params()                          # {"lr": 0.01, "hidden": 128, ...}
     for epoch in range(8):
         val_loss = train_one_epoch(p)
         cgq.report(epoch=epoch, val_loss=val_loss)
     cgq.result(val_loss=best, epochs=8)       # optional: result.json in the trial dir
 
-Copy this file next to your script, or put clients/python on sys.path.
+This file stands alone: copy it next to your script as cgq.py (nothing else
+is needed, `import cgq` then finds it), or install the cgq package
+(clients/python, docs/python.md), or put clients/python on sys.path.
 
 Under cgq-worker (docs/architecture.md, "Trial process contract"):
   - report() writes one JSON object per line to the descriptor named by

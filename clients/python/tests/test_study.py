@@ -315,3 +315,14 @@ def test_multi_objective_and_bayes(cl):
     by.close()
     h = job_hash(cl, by.id)
     assert h["state"] == "finished" and h["succeeded"] == "15", h
+
+
+def test_example_script(installed):
+    """orchestration/examples/python/ask_tell.py, as the docs tell users to run it."""
+    script = os.path.join(REPO, "orchestration", "examples", "python", "ask_tell.py")
+    r = subprocess.run([installed.python, script], capture_output=True, text=True,
+                       timeout=120 * harness.SPEED,
+                       env=dict(os.environ, CGQ_BIN_DIR=harness.BIN_DIR))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ask and tell: 30 trials" in r.stdout, r.stdout
+    assert "submitted job 2: finished" in r.stdout, r.stdout

@@ -26,11 +26,18 @@ python3-redis, python3-zmq, python3-protobuf and the cgq package importable
 (pip install ./clients/python into a --system-site-packages venv, or
 PYTHONPATH set to a directory holding it with cgq_pb2 generated).
 
-    python3 bench/ask_tell.py [--trials 1000] [--repeat 3] [--only cgq,optuna-sqlite]
+With --procs N (N > 1), N processes ask and tell the same study at once,
+--trials pairs in all: the case a shared storage is for (several workers
+of one search). Each process times its own pairs; the rate is all pairs
+over the time from the first start to the last end.
+
+    python3 bench/ask_tell.py [--trials 1000] [--repeat 3] [--procs 1] [--only cgq,optuna-sqlite]
 """
 
 import argparse
+import json
 import os
+import subprocess
 import statistics
 import sys
 import tempfile
@@ -55,13 +62,21 @@ def summary(lat, wall):
             "rate": len(lat) / wall}
 
 
-def run_cgq(c, n, seed):
+SPACE = {"lr": {"loguniform": [1e-4, 1e-1]}, "layers": {"randint": [2, 6]}}
+
+
+def cgq_study(redis_url, control, seed, n, new):
     import cgq
-    client = cgq.Client(redis=c.redis_url, coordinator=c.control_ep)
-    study = client.study(name="bench-%d" % seed, new=True,
-                         space={"lr": {"loguniform": [1e-4, 1e-1]}, "layers": {"randint": [2, 6]}},
-                         objective={"metric": "loss", "mode": "min"},
-                         search={"algorithm": "random", "seed": seed, "samples": n + WARMUP})
+    client = cgq.Client(redis=redis_url, coordinator=control)
+    if not new:
+        return client.study(name="bench-%d" % seed)
+    return client.study(name="bench-%d" % seed, new=True, space=SPACE,
+                        objective={"metric": "loss", "mode": "min"},
+                        search={"algorithm": "random", "seed": seed, "samples": n})
+
+
+def run_cgq(c, n, seed, study=None):
+    study = study or cgq_study(c.redis_url, c.control_ep, seed, n + WARMUP, True)
     lat = []
     start = None
     for i in range(n + WARMUP):
@@ -77,13 +92,27 @@ def run_cgq(c, n, seed):
     return summary(lat, wall)
 
 
-def run_optuna(storage, n, seed):
+def optuna_storage(kind, tmp, redis_url, seed):
+    if kind == "optuna-sqlite":
+        return "sqlite:///%s/o-%d.db" % (tmp, seed)
+    import warnings
+    import optuna
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return optuna.storages.JournalStorage(optuna.storages.JournalRedisStorage(redis_url))
+
+
+def run_optuna(storage, n, seed, load=False):
     import optuna
     from optuna.distributions import FloatDistribution, IntDistribution
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists = {"lr": FloatDistribution(1e-4, 1e-1, log=True), "layers": IntDistribution(2, 6)}
-    study = optuna.create_study(storage=storage, study_name="bench-%d" % seed,
-                                sampler=optuna.samplers.RandomSampler(seed=seed))
+    sampler = optuna.samplers.RandomSampler(seed=seed + os.getpid() if load else seed)
+    if load:
+        study = optuna.load_study(storage=storage, study_name="bench-%d" % seed, sampler=sampler)
+    else:
+        study = optuna.create_study(storage=storage, study_name="bench-%d" % seed,
+                                    sampler=sampler)
     lat = []
     start = None
     for i in range(n + WARMUP):
@@ -98,11 +127,57 @@ def run_optuna(storage, n, seed):
     return summary(lat, wall)
 
 
+def worker(argv):
+    """One of --procs processes: bench/ask_tell.py --worker SYSTEM REDIS CONTROL TMP SEED N.
+    Waits for a line on stdin (the start), runs N pairs, prints its figures."""
+    system, redis_url, control, tmp, seed, n = argv
+    seed, n = int(seed), int(n)
+    if system == "cgq":
+        study = cgq_study(redis_url, control, seed, n, False)
+        sys.stdin.readline()
+        t0 = time.time()
+        res = run_cgq(None, n, seed, study)
+    else:
+        storage = optuna_storage(system, tmp, redis_url, seed)
+        sys.stdin.readline()
+        t0 = time.time()
+        res = run_optuna(storage, n, seed, load=True)
+    res["start"], res["end"] = t0, time.time()
+    print(json.dumps(res), flush=True)
+
+
+def run_parallel(system, c, tmp, n, seed, procs):
+    """procs processes, n pairs in all, on one study made here first."""
+    each = n // procs
+    if system == "cgq":
+        cgq_study(c.redis_url, c.control_ep, seed, (each + WARMUP) * procs, True)
+    else:
+        import optuna
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        optuna.create_study(storage=optuna_storage(system, tmp, c.redis_url, seed),
+                            study_name="bench-%d" % seed)
+    ps = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", system,
+                            c.redis_url, c.control_ep, tmp, str(seed), str(each)],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+          for _ in range(procs)]
+    time.sleep(2.0)  # every process connected and loaded
+    for p in ps:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    outs = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in ps]
+    wall = max(o["end"] for o in outs) - min(o["start"] for o in outs)
+    return {"p50": statistics.median(o["p50"] for o in outs),
+            "p99": max(o["p99"] for o in outs), "rate": each * procs / wall}
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        return worker(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="cgq,optuna-sqlite,optuna-journal")
+    ap.add_argument("--procs", type=int, default=1)
     args = ap.parse_args()
     systems = [s for s in args.only.split(",") if s]
     results = {s: [] for s in systems}
@@ -115,22 +190,20 @@ def main():
         for r in range(args.repeat):
             for s in systems:
                 seed = r * 100 + systems.index(s)
-                if s == "cgq":
-                    res = run_cgq(c, args.trials, seed)
-                elif s == "optuna-sqlite":
-                    res = run_optuna("sqlite:///%s/o-%d.db" % (tmp, seed), args.trials, seed)
-                elif s == "optuna-journal":
-                    import optuna
-                    st = optuna.storages.JournalStorage(
-                        optuna.storages.JournalRedisStorage(c.redis_url))
-                    res = run_optuna(st, args.trials, seed)
-                else:
+                if s not in ("cgq", "optuna-sqlite", "optuna-journal"):
                     sys.exit("unknown system %r" % s)
+                if args.procs > 1:
+                    res = run_parallel(s, c, tmp, args.trials, seed, args.procs)
+                elif s == "cgq":
+                    res = run_cgq(c, args.trials, seed)
+                else:
+                    res = run_optuna(optuna_storage(s, tmp, c.redis_url, seed), args.trials, seed)
                 results[s].append(res)
                 print("run %d %-15s p50 %7.3f ms  p99 %7.3f ms  %8.0f pairs/s"
                       % (r + 1, s, res["p50"], res["p99"], res["rate"]), flush=True)
         run.ok = True
-    print("\n%d ask+tell pairs, median of %d runs (min-max):" % (args.trials, args.repeat))
+    print("\n%d ask+tell pairs in %d process(es), median of %d runs (min-max):"
+          % (args.trials, args.procs, args.repeat))
     med = {}
     for s in systems:
         rs = results[s]

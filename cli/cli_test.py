@@ -916,6 +916,22 @@ class RunTest(TmpCase):
         self.assertEqual(lines[0].split(), ["rank", "trial", "score", "x", "y", "duration"])
         self.assertEqual(len(lines), 3, out)
 
+    def test_refuses_jobs_it_cannot_run_alone(self):
+        # A study's trials run in a Python process; an external job's points
+        # come from a searcher process: cgq run alone would wait for ever.
+        for trial, search, want in (
+                ("trial: {kind: client}", "{samples: 3}", "kind: client"),
+                ("trial: {kind: noop}", "{algorithm: external, samples: 3}",
+                 "cgq optuna-search")):
+            rc, out, err, _ = cgq("run", self.spec(
+                "space: {x: {uniform: [0, 1]}}\nsearch: %s\n"
+                "objective: {metric: x, mode: max}\n%s\n" % (search, trial)),
+                cwd=self.cwd, timeout=30)
+            self.assertEqual(rc, 2, err)
+            self.assertIn("cgq run cannot run this job alone", err)
+            self.assertIn(want, err)
+            self.assertFalse(os.path.exists(os.path.join(self.cwd, ".cgq", "redis")), err)
+
     def test_reads_after_run(self):
         # Issue 23: after a cgq run, the read commands run from the same
         # directory read its state, with no --keep decided in advance.

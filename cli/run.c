@@ -1221,6 +1221,21 @@ cgq_cmd_run (cgq_cli_t *cli)
         cgq_spec_destroy (&spec);
         return CGQ_EXIT_BAD;
     }
+    // Trials that only a process of the user's runs would wait for ever here.
+    const char *who = spec->trial.kind == CGQ_TRIAL_CLIENT
+                          ? "its trials are kind: client, run by a Python process that asks for "
+                            "them (client.study(...) and study.ask(); cgq.local() starts a "
+                            "private cluster for it: docs/python.md)"
+                      : spec->search.algorithm == CGQ_SEARCH_EXTERNAL
+                          ? "its points come from a searcher process of yours (search: {algorithm: "
+                            "external}): cgq submit it to a cluster and run cgq optuna-search JOB "
+                            "or cgq.searcher.serve_searcher beside it (docs/python.md)"
+                          : NULL;
+    if (who) {
+        cgq_cli_error ("%s: cgq run cannot run this job alone: %s", path, who);
+        cgq_spec_destroy (&spec);
+        return CGQ_EXIT_BAD;
+    }
 
     s_local_t l;
     memset (&l, 0, sizeof l);

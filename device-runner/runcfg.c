@@ -246,6 +246,12 @@ s_unit_scale (s_ctx_t *c, const cgq_yamldoc_node_t *v, const char *what, bool ti
 // bound is low; a report regex needs a few dozen atoms.
 #define S_REGEX_MAX_ATOMS 1000
 #define S_REGEX_MAX_DEPTH 32
+// The most repetitions nested in one another ("(a+)+" is 2). A repetition of
+// a group that can match nothing makes epsilon loops, and regcomp's closure
+// of them grows exponentially with each level, whatever the atom count:
+// "((a{,0}){,30}){03,}" is 155 atoms and never finished (fuzz_runcfg). A
+// report regex needs one level, rarely two.
+#define S_REGEX_MAX_NESTED 2
 
 // s_interval reads the interval at p ('{'), as glibc does: "{n}", "{n,}",
 // "{n,m}" and "{,m}" (= "{0,m}"). *times is the copies regcomp makes of the
@@ -284,17 +290,22 @@ s_regex_atoms (const char *re, bool *backref)
 {
     const size_t over = S_REGEX_MAX_ATOMS + 1;
     size_t sum[S_REGEX_MAX_DEPTH] = {0}, last = 0;
+    // Repetition nesting: of the last atom, and the deepest inside each open group.
+    int nest[S_REGEX_MAX_DEPTH] = {0}, lastnest = 0;
     int d = 0;
     for (const char *p = re; *p; p++) {
         size_t atom = 1;
+        int atomnest = 0;
         if (*p == '(') {
             if (++d == S_REGEX_MAX_DEPTH)
                 return over;
             sum[d] = last = 0;
+            nest[d] = lastnest = 0;
             continue;
         }
         if (*p == '|') { // an alternative is a node of its own
             last = 0;
+            lastnest = 0;
             if (++sum[d] > S_REGEX_MAX_ATOMS)
                 return over;
             continue;
@@ -306,12 +317,18 @@ s_regex_atoms (const char *re, bool *backref)
             size_t grown = last * times; // last <= S_REGEX_MAX_ATOMS: no overflow
             sum[d] += grown - last;
             last = grown;
+            if (++lastnest > S_REGEX_MAX_NESTED)
+                return over;
+            if (lastnest > nest[d])
+                nest[d] = lastnest;
             if (sum[d] > S_REGEX_MAX_ATOMS)
                 return over;
             continue;
         }
-        if (*p == ')' && d > 0)
+        if (*p == ')' && d > 0) {
+            atomnest = nest[d];
             atom = sum[d--] + 1;
+        }
         else if (*p == '\\' && p[1]) {
             if (p[1] >= '1' && p[1] <= '9')
                 *backref = true;
@@ -332,6 +349,9 @@ s_regex_atoms (const char *re, bool *backref)
             p = q;
         }
         last = atom;
+        lastnest = atomnest;
+        if (atomnest > nest[d])
+            nest[d] = atomnest;
         sum[d] += atom;
         if (sum[d] > S_REGEX_MAX_ATOMS)
             return over;
@@ -362,9 +382,9 @@ s_regex (s_ctx_t *c, const cgq_yamldoc_node_t *v, const char *what, char **text,
         return cgq_yamldoc_fail (
             c->y, v,
             "%s: the regex repeats too much (more than %d atoms once its repetitions "
-            "are expanded, or groups nested %d deep): write a{2}b+ rather than "
-            "(a{99}){99} or a+++",
-            what, S_REGEX_MAX_ATOMS, S_REGEX_MAX_DEPTH);
+            "are expanded, repetitions nested more than %d deep, or groups nested %d "
+            "deep): write a{2}b+ rather than (a{99}){99}, ((a?)*)+ or a+++",
+            what, S_REGEX_MAX_ATOMS, S_REGEX_MAX_NESTED, S_REGEX_MAX_DEPTH);
     }
     int rc = regcomp (re, *text, REG_EXTENDED);
     if (rc != 0) {

@@ -162,6 +162,11 @@ test_errors (void **state)
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
          "{time: 'a{40,}{40,}([0-9]+)'}}\n",
          "parse.time: the regex repeats too much"},
+        // Few atoms, but repetitions of a group that matches nothing, nested:
+        // regcomp's epsilon closure never ended (fuzz_runcfg).
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
+         "{time: '((a{,0}){,30}){03,}([0-9]+)'}}\n",
+         "parse.time: the regex repeats too much"},
         // Back-references make regexec exponential in the report's length.
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, timing: parse, parse: "
          "{time: '(a*)*\\1([0-9]+)'}}\n",

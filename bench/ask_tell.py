@@ -88,8 +88,11 @@ def run_cgq(c, n, seed, study=None):
         if i >= WARMUP:
             lat.append(time.perf_counter() - a)
     wall = time.perf_counter() - start
-    study.close()
-    return summary(lat, wall)
+    end = time.time()
+    study.close()  # waits for the last Acks: --durable-after, not the pairs
+    res = summary(lat, wall)
+    res["end"] = end
+    return res
 
 
 def optuna_storage(kind, tmp, redis_url, seed):
@@ -124,7 +127,9 @@ def run_optuna(storage, n, seed, load=False):
         if i >= WARMUP:
             lat.append(time.perf_counter() - a)
     wall = time.perf_counter() - start
-    return summary(lat, wall)
+    res = summary(lat, wall)
+    res["end"] = time.time()
+    return res
 
 
 def worker(argv):
@@ -142,7 +147,7 @@ def worker(argv):
         sys.stdin.readline()
         t0 = time.time()
         res = run_optuna(storage, n, seed, load=True)
-    res["start"], res["end"] = t0, time.time()
+    res["start"] = t0
     print(json.dumps(res), flush=True)
 
 

@@ -71,23 +71,8 @@ def _s(v):
 
 
 def _pb():
-    try:
-        from ._proto import pb2  # the cgq package's generated-schema loader
-        return pb2()
-    except ImportError:
-        pass
-    try:
-        from . import cgq_pb2
-    except ImportError as e:
-        raise ImportError("cgq's wire module (cgq_pb2) is missing: install the package with "
-                          "`pip install ./clients/python`, which generates it from "
-                          "schemas/cgq.proto (%s)" % e) from None
-    return cgq_pb2
-
-
-def _curve(client):
-    from .study import _curve as curve
-    return curve(client)[0]
+    from ._proto import pb2
+    return pb2()
 
 
 def job_spec(client, job):
@@ -117,40 +102,33 @@ def _algorithm(spec):
 
 
 class _Control:
-    """REQ to the coordinator's control socket, a new socket after a timeout
-    (a REQ that got no answer cannot send again)."""
+    """Control requests of a serving searcher: the client's own (cgq.Client.request),
+    or, for any object with `coordinator` and CURVE paths, a cgq.control.Control."""
 
     def __init__(self, client, timeout):
-        import zmq
-        self._zmq = zmq
-        self.endpoint = getattr(client, "coordinator", None) or "tcp://127.0.0.1:7701"
-        self.curve = _curve(client)
         self.timeout = timeout
-        self.sock = None
+        if hasattr(client, "request"):
+            self._request = client.request
+            self._own = None
+        else:
+            from .control import Control
+            self._own = Control(getattr(client, "coordinator", None) or "tcp://127.0.0.1:7701",
+                                getattr(client, "curve_secret", None),
+                                getattr(client, "curve_server", None), timeout=timeout)
+            self._request = lambda env, **kw: self._own.request(env, **kw)
 
     def close(self):
-        if self.sock is not None:
-            self.sock.close(0)
-            self.sock = None
+        if self._own is not None:
+            self._own.close()
 
     def request(self, env):
-        """Sends env, returns the Reply's (code, message); None on a timeout."""
-        zmq = self._zmq
-        if self.sock is None:
-            s = zmq.Context.instance().socket(zmq.REQ)
-            s.setsockopt(zmq.LINGER, 0)
-            if self.curve:
-                pub, sec, server = self.curve
-                s.curve_publickey, s.curve_secretkey, s.curve_serverkey = pub, sec, server
-            s.connect(self.endpoint)
-            self.sock = s
-        self.sock.send(env.SerializeToString())
-        if not self.sock.poll(int(self.timeout * 1000)):
-            self.close()
+        """Sends env, returns the Reply's (code, message); None when no answer
+        came within the timeout."""
+        from .errors import ConnectionError as Unanswered
+        try:
+            r = self._request(env, timeout=self.timeout, check=False)
+        except Unanswered:
             return None
-        pb = _pb()
-        r = pb.Envelope()
-        r.ParseFromString(self.sock.recv())
         if r.WhichOneof("body") != "reply":
             return 1, "unexpected answer %s" % r.WhichOneof("body")
         return r.reply.code, r.reply.message

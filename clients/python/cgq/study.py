@@ -183,24 +183,21 @@ def _node_endpoints(client, nodes):
 
 
 def _curve(client):
+    """(public, secret, server) of the client's CURVE keys, or None; and the
+    key's name (alice for alice.key_secret: the client node's id starts with
+    it, as `cgq keygen alice --nodes 'alice-*'` admits)."""
+    from .control import load_curve
     sec = getattr(client, "curve_secret", None)
-    srv = getattr(client, "curve_server", None)
-    if not sec and not srv:
+    keys = load_curve(sec and os.path.expanduser(sec),
+                      getattr(client, "curve_server", None) and
+                      os.path.expanduser(client.curve_server))
+    if keys is None:
         return None, None
-    if not (sec and srv):
-        raise StudyError("CURVE needs both keys: curve_secret (CGQ_CURVE_SECRET) and "
-                         "curve_server (CGQ_CURVE_SERVER)")
-    import zmq.auth
-    pub, secret = zmq.auth.load_certificate(os.path.expanduser(sec))
-    server, _ = zmq.auth.load_certificate(os.path.expanduser(srv))
-    if not secret:
-        raise StudyError("%s holds no secret key (give the NAME.key_secret file that cgq keygen "
-                         "wrote)" % sec)
     name = os.path.basename(sec)
     for suffix in (".key_secret", ".key"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    return (pub, secret, server), name
+    return keys, name
 
 
 class Study:

@@ -198,8 +198,9 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                      self->search.population, self->search.initial, self->search.batch,
                      cgq_fmt_double (a, self->search.crossover));
         else
-            fprintf (f, "  %u random first, %u candidates per suggestion%s\n",
-                     self->search.initial, self->search.candidates,
+            fprintf (f, "  %u random first%s, %u candidates per suggestion%s\n",
+                     self->search.initial, alg == CGQ_SEARCH_TPE ? " (until so many succeed)" : "",
+                     self->search.candidates,
                      alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
     }
     uint64_t d;

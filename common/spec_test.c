@@ -985,57 +985,6 @@ t_search_new (void **state)
     cgq_spec_destroy (&s);
 }
 
-static void
-t_err_search_new (void **state)
-{
-    s_expect_error (TRIAL "search: {algorithm: random, population: 5}\n", 2, 29,
-                    "search.population applies to algorithm evolution, nsga2, not random");
-    s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
-                          "mode: max}\n",
-                    2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
-    s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
-                    "unknown key 'populashun' in search (known keys: algorithm, samples, "
-                    "concurrency, seed, population, tournament, initial, batch, fail_fast)");
-    s_expect_error (TRIAL "search: {algorithm: evolution, population: 1}\n", 2, 44,
-                    "search.population must be an integer >= 2, not 1");
-    s_expect_error (TRIAL "search: {algorithm: evolution, population: 4, tournament: 5}\n", 2, 9,
-                    "search.tournament 5 is larger than search.population 4");
-    s_expect_error (TRIAL "search: {algorithm: nsga2, crossover: 1.5}\n", 2, 39,
-                    "search.crossover must be a probability in [0, 1], not 1.5");
-    s_expect_error (TRIAL "search: {algorithm: nsga2}\n", 2, 21, "algorithm nsga2 needs objectives");
-    s_expect_error (TRIAL "search: {algorithm: evolution}\n"
-                          "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n",
-                    2, 21, "algorithm evolution optimises one objective, and the spec has several");
-    s_expect_error (TRIAL "search: {algorithm: bayes, initial: 0}\n", 2, 37,
-                    "search.initial must be an integer >= 1, not 0");
-    // list
-    s_expect_error (TRIAL "search: {algorithm: list}\n", 2, 21,
-                    "algorithm list needs the points to try");
-    s_expect_error (TRIAL "search: {algorithm: list, points: []}\n", 2, 35,
-                    "search.points must be a non-empty list of points, not an empty list");
-    s_expect_error (TRIAL "search: {algorithm: list, points: [3]}\n", 2, 36,
-                    "search.points[0] must be a mapping of param values, not the integer 3");
-    s_expect_error (TRIAL "space: {x: {choice: [1, 2]}}\n"
-                          "search: {algorithm: list, points: [{x: 1}, {y: 2}]}\n",
-                    3, 44, "search.points[1] names 'y', which is not a param of space");
-    s_expect_error (TRIAL "space: {x: {choice: [1, 2]}, z: {uniform: [0, 1]}}\n"
-                          "search: {algorithm: list, points: [{x: 1}]}\n",
-                    3, 36, "search.points[0] has no value for param 'z'");
-    s_expect_error (TRIAL "search: {algorithm: list, points: [{}], file: p.jsonl}\n", 2, 41,
-                    "search has both points and file");
-    s_expect_error (TRIAL "search: {algorithm: list, file: p.txt}\n", 2, 33,
-                    "search.file 'p.txt' must end in .jsonl, .ndjson, .json or .csv");
-    s_expect_error (TRIAL "search: {algorithm: list, file: p.jsonl}\n", 2, 33,
-                    "search.file 'p.jsonl' is read where the spec file is");
-    s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
-                    "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
-                    "tpe, external, not list");
-    // external reads samples, concurrency and fail_fast: nothing about how to search.
-    s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
-                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, "
-                    "not external");
-}
-
 // tpe: its keys and defaults (Optuna's: 10 random trials, 24 candidates,
 // univariate), and what it refuses.
 static void
@@ -1106,6 +1055,57 @@ t_search_tpe (void **state)
                     "algorithm tpe optimises one objective, and the spec has several "
                     "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
                     "algorithm: nsga2 for a Pareto front)");
+}
+
+static void
+t_err_search_new (void **state)
+{
+    s_expect_error (TRIAL "search: {algorithm: random, population: 5}\n", 2, 29,
+                    "search.population applies to algorithm evolution, nsga2, not random");
+    s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
+    s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
+                    "unknown key 'populashun' in search (known keys: algorithm, samples, "
+                    "concurrency, seed, population, tournament, initial, batch, fail_fast)");
+    s_expect_error (TRIAL "search: {algorithm: evolution, population: 1}\n", 2, 44,
+                    "search.population must be an integer >= 2, not 1");
+    s_expect_error (TRIAL "search: {algorithm: evolution, population: 4, tournament: 5}\n", 2, 9,
+                    "search.tournament 5 is larger than search.population 4");
+    s_expect_error (TRIAL "search: {algorithm: nsga2, crossover: 1.5}\n", 2, 39,
+                    "search.crossover must be a probability in [0, 1], not 1.5");
+    s_expect_error (TRIAL "search: {algorithm: nsga2}\n", 2, 21, "algorithm nsga2 needs objectives");
+    s_expect_error (TRIAL "search: {algorithm: evolution}\n"
+                          "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n",
+                    2, 21, "algorithm evolution optimises one objective, and the spec has several");
+    s_expect_error (TRIAL "search: {algorithm: bayes, initial: 0}\n", 2, 37,
+                    "search.initial must be an integer >= 1, not 0");
+    // list
+    s_expect_error (TRIAL "search: {algorithm: list}\n", 2, 21,
+                    "algorithm list needs the points to try");
+    s_expect_error (TRIAL "search: {algorithm: list, points: []}\n", 2, 35,
+                    "search.points must be a non-empty list of points, not an empty list");
+    s_expect_error (TRIAL "search: {algorithm: list, points: [3]}\n", 2, 36,
+                    "search.points[0] must be a mapping of param values, not the integer 3");
+    s_expect_error (TRIAL "space: {x: {choice: [1, 2]}}\n"
+                          "search: {algorithm: list, points: [{x: 1}, {y: 2}]}\n",
+                    3, 44, "search.points[1] names 'y', which is not a param of space");
+    s_expect_error (TRIAL "space: {x: {choice: [1, 2]}, z: {uniform: [0, 1]}}\n"
+                          "search: {algorithm: list, points: [{x: 1}]}\n",
+                    3, 36, "search.points[0] has no value for param 'z'");
+    s_expect_error (TRIAL "search: {algorithm: list, points: [{}], file: p.jsonl}\n", 2, 41,
+                    "search has both points and file");
+    s_expect_error (TRIAL "search: {algorithm: list, file: p.txt}\n", 2, 33,
+                    "search.file 'p.txt' must end in .jsonl, .ndjson, .json or .csv");
+    s_expect_error (TRIAL "search: {algorithm: list, file: p.jsonl}\n", 2, 33,
+                    "search.file 'p.jsonl' is read where the spec file is");
+    s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
+                    "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
+                    "tpe, external, not list");
+    // external reads samples, concurrency and fail_fast: nothing about how to search.
+    s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
+                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, "
+                    "not external");
 }
 
 static void

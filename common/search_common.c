@@ -473,6 +473,12 @@ cgq_genome_finite (const cgq_genome_t *g, uint64_t *size)
     return true;
 }
 
+double
+cgq_genome_q_first (const cgq_param_t *p)
+{
+    return s_q_kmin (p);
+}
+
 // --- hash set -----------------------------------------------------------------------
 
 static void

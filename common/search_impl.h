@@ -46,6 +46,7 @@ struct cgq_searcher_t {
 
 extern const cgq_search_ops_t cgq_search_evolution_ops;
 extern const cgq_search_ops_t cgq_search_nsga2_ops;
+extern const cgq_search_ops_t cgq_search_tpe_ops;
 extern const cgq_search_ops_t cgq_search_bayes_ops;
 extern const cgq_search_ops_t cgq_search_external_ops;
 
@@ -119,6 +120,9 @@ uint64_t cgq_genome_hash (const cgq_genome_t *g, const double *x);
 // cgq_genome_finite is true when every gene is discrete; *size is then the
 // number of distinct genomes (saturating at UINT64_MAX).
 bool cgq_genome_finite (const cgq_genome_t *g, uint64_t *size);
+// cgq_genome_q_first is the multiplier k of a quantized param's smallest
+// value k * q (quniform, qloguniform): an INT gene's value d is (k + d) * q.
+double cgq_genome_q_first (const cgq_param_t *p);
 
 // --- a set of genome hashes: which points were suggested already ----------------
 

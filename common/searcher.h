@@ -4,6 +4,7 @@
 //   list          the points of search.points in order; state: the next index.
 //   evolution     regularized (aging) evolution, steady state (search_evolution.c).
 //   nsga2         multi-objective NSGA-II, steady state (search_nsga2.c).
+//   tpe           tree-structured Parzen estimator, as Optuna's TPE (search_tpe.c).
 //   bayes         Gaussian process + expected improvement (search_bayes.c).
 //   external      the params a process outside the coordinator sends, in the
 //                 order received (search_external.c; cgq_searcher_give).
@@ -12,9 +13,9 @@
 // coordinator writes to the job hash (field "searcher") every turn. It never
 // grows with the number of trials: next id, and for evolution / nsga2 the ids
 // of the population (O(population)), for bayes the model's hyper-parameters
-// (O(dimensions)). What the searcher learnt from each trial is rebuilt after a
-// restart from the trials themselves (cgq_searcher_replay), which the
-// coordinator keeps in Redis anyway.
+// (O(dimensions)), for tpe nothing more. What the searcher learnt from each
+// trial is rebuilt after a restart from the trials themselves
+// (cgq_searcher_replay), which the coordinator keeps in Redis anyway.
 //
 // Determinism: every random draw of suggestion i comes from a stream keyed by
 // (seed, i), so the same seed and the same observations give the same
@@ -69,7 +70,7 @@ void cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *m
 
 // cgq_searcher_needs_history is true when a searcher created from a saved
 // state must be given every earlier trial with cgq_searcher_replay (evolution,
-// nsga2, bayes); false for grid, random and list, whose state is complete.
+// nsga2, bayes, tpe); false for grid, random and list, whose state is complete.
 bool cgq_searcher_needs_history (const cgq_searcher_t *self);
 
 // cgq_searcher_replay restores trial (< cgq_searcher_suggested) after a

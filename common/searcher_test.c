@@ -477,6 +477,13 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
                   seed);
         *fn = s_branin;
         break;
+    case 5:
+        snprintf (yaml, len,
+                  "%ssearch: {algorithm: tpe, samples: 60, initial: 8, seed: %d%s}\n"
+                  "objective: {metric: f0, mode: max}\n" TRIAL,
+                  s_mixed_space, seed, seed % 2 ? ", multivariate: true" : "");
+        *fn = s_mixed;
+        break;
     default:
         snprintf (yaml, len,
                   "space:\n  x1: {choice: [-3, 0, 3]}\n  x2: {uniform: [0, 15]}\n  c: 1\n"
@@ -487,9 +494,10 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
         break;
     }
 }
-#define S_NCASES 5
+#define S_NCASES 6
 
-static const char *s_case_names[S_NCASES] = {"evolution", "nsga2", "bayes", "random", "list"};
+static const char *s_case_names[S_NCASES] = {"evolution", "nsga2", "bayes",
+                                             "random",    "list",  "tpe"};
 
 // The same seed and the same results give the same suggestions; another seed
 // gives others.
@@ -973,6 +981,9 @@ t_bench (void **state)
         cgq_buf_fini (&zs);
         s_bench_one ("bayes", "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n",
                      "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n, 16);
+        s_bench_one ("tpe", "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n",
+                     "initial: 5", "objective: {metric: f0, mode: min}\n", s_branin, n,
+                     n > 10000 ? 4 : 16);
         s_bench_index ("random", n, 50);
         s_bench_index ("grid", n, 50);
     }

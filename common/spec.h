@@ -51,6 +51,7 @@ typedef enum {
     CGQ_SEARCH_EVOLUTION, // regularized (aging) evolution, steady state
     CGQ_SEARCH_NSGA2,     // multi-objective: non-dominated sort + crowding
     CGQ_SEARCH_BAYES,     // Gaussian process + expected improvement
+    CGQ_SEARCH_TPE,       // tree-structured Parzen estimator (Optuna's TPE)
     CGQ_SEARCH_LIST,      // the points of search.points (or search.file), in order
     CGQ_SEARCH_EXTERNAL,  // the points a process outside the coordinator sends (Suggest)
 } cgq_search_alg_t;
@@ -149,7 +150,8 @@ typedef struct {
         uint32_t population, tournament, initial, batch;
         double crossover; // nsga2: probability of crossover (default 0.9)
         double mutation;  // nsga2: per-gene probability of mutation (default 0: 1/genes)
-        uint32_t candidates; // bayes: candidates per suggestion (default 1000)
+        uint32_t candidates; // bayes: candidates per suggestion (default 1000); tpe: 24
+        bool multivariate;   // tpe: one joint estimator instead of one per param (default false)
         json_t *points;      // list: the points, a JSON array of objects (owned)
         char *file;          // list: search.file as written (NULL: points written inline)
     } search;

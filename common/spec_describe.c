@@ -198,8 +198,10 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                      self->search.population, self->search.initial, self->search.batch,
                      cgq_fmt_double (a, self->search.crossover));
         else
-            fprintf (f, "  %u random first, %u candidates per suggestion\n",
-                     self->search.initial, self->search.candidates);
+            fprintf (f, "  %u random first%s, %u candidates per suggestion%s\n",
+                     self->search.initial, alg == CGQ_SEARCH_TPE ? " (until so many succeed)" : "",
+                     self->search.candidates,
+                     alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
     }
     uint64_t d;
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)

@@ -33,11 +33,13 @@ static const struct {
      "fail_fast"},
     {CGQ_SEARCH_BAYES, "bayes",
      "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
+    {CGQ_SEARCH_TPE, "tpe",
+     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
     {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
-static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, list, external";
+static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, tpe, list, external";
 
 const char *
 cgq_spec_search_name (cgq_search_alg_t alg)
@@ -209,6 +211,13 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                            &spec->search.candidates) < 0)
                 return -1;
         }
+        else if (!strcmp (key, "multivariate")) {
+            if (cgq_yamldoc_get_bool (c->y, e, "search.multivariate",
+                                      "write multivariate: true for one joint model of all "
+                                      "params, or false for one per param",
+                                      &spec->search.multivariate) < 0)
+                return -1;
+        }
         else if (!strcmp (key, "crossover")) {
             if (s_get_prob (c, e, "search.crossover", "write e.g. crossover: 0.9",
                             &spec->search.crossover) < 0)
@@ -270,11 +279,12 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
     if (!spec->search.tournament)
         spec->search.tournament = 5;
     if (!spec->search.initial)
-        spec->search.initial = alg == CGQ_SEARCH_BAYES ? 10 : spec->search.population;
+        spec->search.initial =
+            alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE ? 10 : spec->search.population;
     if (!spec->search.batch)
         spec->search.batch = spec->search.population;
     if (!spec->search.candidates)
-        spec->search.candidates = 1000;
+        spec->search.candidates = alg == CGQ_SEARCH_TPE ? 24 : 1000;
     if (evo && spec->search.tournament > spec->search.population)
         return cgq_yamldoc_fail (
             c->y, v,
@@ -581,7 +591,8 @@ spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
     const cgq_yamldoc_node_t *at = c->alg_node;
-    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES) && spec->nobjectives != 1)
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE) &&
+        spec->nobjectives != 1)
         return cgq_yamldoc_fail (
             c->y, at,
             "algorithm %s optimises one objective, and the spec has %s (write "

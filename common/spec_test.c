@@ -756,7 +756,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, list, external)");
+                    "nsga2, bayes, tpe, list, external)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -985,6 +985,78 @@ t_search_new (void **state)
     cgq_spec_destroy (&s);
 }
 
+// tpe: its keys and defaults (Optuna's: 10 random trials, 24 candidates,
+// univariate), and what it refuses.
+static void
+t_search_tpe (void **state)
+{
+    char err[512] = "";
+    const char *y = "space:\n  x: {uniform: [0, 1]}\n  g: {grid: [1, 2, 3]}\n"
+                    "search: {algorithm: tpe, samples: 50, seed: 1}\n"
+                    "objective: {metric: loss, mode: min}\n" TRIAL;
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (s->search.algorithm, CGQ_SEARCH_TPE);
+    assert_string_equal (cgq_spec_search_name (s->search.algorithm), "tpe");
+    assert_int_equal (s->search.initial, 10);
+    assert_int_equal (s->search.candidates, 24);
+    assert_false (s->search.multivariate);
+    uint64_t total;
+    assert_int_equal (cgq_space_count (s, &total), 0);
+    assert_int_equal (total, 50); // a grid param is a choice here, not an axis
+    cgq_spec_destroy (&s);
+    y = "space:\n  x: {uniform: [0, 1]}\n"
+        "search: {algorithm: tpe, initial: 5, candidates: 100, multivariate: yes, samples: 9}\n"
+        "objective: {metric: acc, mode: max}\n" TRIAL;
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (s->search.initial, 5);
+    assert_int_equal (s->search.candidates, 100);
+    assert_true (s->search.multivariate);
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (strstr (out, "search: tpe, 9 trial(s), seed 0"));
+    assert_non_null (strstr (out, "5 random first (until so many succeed), 100 candidates per "
+                                  "suggestion, multivariate"));
+    free (out);
+    cgq_spec_destroy (&s);
+
+    s_expect_error (TRIAL "search: {algorithm: tpe, population: 5}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 26,
+                    "search.population applies to algorithm evolution, nsga2, not tpe (remove it, "
+                    "or set algorithm: evolution)");
+    s_expect_error (TRIAL "search: {algorithm: bayes, multivariate: true}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 28, "search.multivariate applies to algorithm tpe, not bayes");
+    s_expect_error (TRIAL "search: {algorithm: tpe, multivariate: 1}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 40, "search.multivariate must be true or false, not the integer 1");
+    s_expect_error (TRIAL "search: {algorithm: tpe, candidates: 0}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 38, "search.candidates must be an integer >= 1, not 0");
+    s_expect_error (TRIAL "search: {algorithm: tpe, batch: 4}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 26, "search.batch applies to algorithm evolution, nsga2, not tpe");
+    s_expect_error (TRIAL "search: {algorithm: tpe, multivariat: true}\n", 2, 26,
+                    "unknown key 'multivariat' in search (known keys: algorithm, samples, "
+                    "concurrency, seed, initial, candidates, multivariate, fail_fast); did you "
+                    "mean 'multivariate'?");
+    s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
+                    "algorithm tpe optimises one objective, and the spec has none");
+    s_expect_error (TRIAL "search: {algorithm: tpe}\n"
+                          "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n",
+                    2, 21,
+                    "algorithm tpe optimises one objective, and the spec has several "
+                    "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
+                    "algorithm: nsga2 for a Pareto front)");
+}
+
 static void
 t_err_search_new (void **state)
 {
@@ -992,7 +1064,7 @@ t_err_search_new (void **state)
                     "search.population applies to algorithm evolution, nsga2, not random");
     s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
-                    2, 32, "search.candidates applies to algorithm bayes, not evolution");
+                    2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
     s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
                     "unknown key 'populashun' in search (known keys: algorithm, samples, "
                     "concurrency, seed, population, tournament, initial, batch, fail_fast)");
@@ -1029,11 +1101,11 @@ t_err_search_new (void **state)
                     "search.file 'p.jsonl' is read where the spec file is");
     s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
                     "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
-                    "external, not list");
+                    "tpe, external, not list");
     // external reads samples, concurrency and fail_fast: nothing about how to search.
     s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
-                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, not "
-                    "external");
+                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, "
+                    "not external");
 }
 
 static void
@@ -1504,6 +1576,7 @@ main (void)
         cmocka_unit_test (t_load),
         cmocka_unit_test (t_search_new),
         cmocka_unit_test (t_err_search_new),
+        cmocka_unit_test (t_search_tpe),
         cmocka_unit_test (t_err_objectives),
         cmocka_unit_test (t_err_early_stop),
         cmocka_unit_test (t_list_file),

@@ -460,6 +460,21 @@ cgq_yamldoc_get_number (cgq_yamldoc_t *self, const cgq_yamldoc_node_t *v, const 
     return 0;
 }
 
+int
+cgq_yamldoc_get_bool (cgq_yamldoc_t *self, const cgq_yamldoc_node_t *v, const char *what,
+                      const char *hint, bool *out)
+{
+    char buf[96];
+    cgq_yamldoc_scalar_t s = {0};
+    if (v->type == CGQ_YAMLDOC_SCALAR)
+        cgq_yamldoc_resolve (v, &s);
+    if (v->type != CGQ_YAMLDOC_SCALAR || s.kind != CGQ_YAMLDOC_BOOL)
+        return cgq_yamldoc_fail (self, v, "%s must be true or false, not %s (%s)", what,
+                                 cgq_yamldoc_what (v, buf, sizeof buf), hint);
+    *out = s.b;
+    return 0;
+}
+
 // cgq_yamldoc_get_text returns the text of a non-empty scalar (any YAML type: a command
 // or a name is text whatever it looks like).
 int

@@ -165,6 +165,9 @@ int cgq_yamldoc_get_int (cgq_yamldoc_t *self, const cgq_yamldoc_node_t *v, const
 // cgq_yamldoc_get_number: an integer or a real.
 int cgq_yamldoc_get_number (cgq_yamldoc_t *self, const cgq_yamldoc_node_t *v, const char *what,
                             const char *hint, double *out);
+// cgq_yamldoc_get_bool: a boolean (true/false, and YAML 1.1's yes/no/on/off).
+int cgq_yamldoc_get_bool (cgq_yamldoc_t *self, const cgq_yamldoc_node_t *v, const char *what,
+                          const char *hint, bool *out);
 // cgq_yamldoc_get_text: the text of a scalar that is not null and holds no NUL
 // (any YAML type: a command or a name is text whatever it looks like);
 // borrowed, as the node.

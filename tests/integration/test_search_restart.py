@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""A coordinator killed with SIGKILL mid-search, an evolution job and a bayes
-job running side by side, and restarted on the same ports: each job resumes
-its search from Redis and ends with exactly its planned number of trials,
-none suggested twice, none run twice (the trials running at the kill are
-adopted), every trial ending once."""
+"""A coordinator killed with SIGKILL mid-search, an evolution job, a bayes
+job and a tpe job running side by side, and restarted on the same ports: each
+job resumes its search from Redis and ends with exactly its planned number of
+trials, none suggested twice, none run twice (the trials running at the kill
+are adopted), every trial ending once."""
 
 import collections
 import json
@@ -38,11 +38,12 @@ JOBS = {
                   "tournament: 3, seed: 5, concurrency: 2}", 40),
     "bayes": ("{algorithm: bayes, samples: 30, initial: 6, candidates: 200, seed: 3, "
               "concurrency: 2}", 30),
+    "tpe": ("{algorithm: tpe, samples: 30, initial: 6, seed: 3, concurrency: 2}", 30),
 }
 
 
 class SearchRestartTest(CgqTestCase):
-    def test_kill9_mid_evolution_and_bayes(self):
+    def test_kill9_mid_evolution_bayes_and_tpe(self):
         c = self.start_default(workers=(("w1", 2), ("w2", 2)))
         c.write_file("trial.py", SCRIPT)
         ids = {}

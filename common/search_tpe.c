@@ -1,0 +1,356 @@
+// search_tpe: the tree-structured Parzen estimator (TPE) for one objective,
+// as Optuna's TPESampler does it with its defaults (tpe.h has the estimator).
+//
+// Until `initial` trials have succeeded, suggestions are random (as
+// n_startup_trials). Then each suggestion splits the trials, in trial id
+// order, into the gamma(n) = min(ceil(n / 10), 25) best of the n that
+// succeeded ("below") and the rest ("above") -- with every trial in flight
+// in the rest as if it had the worst value (the constant liar: concurrent
+// suggestions then keep away from each other) and failed ones left out --,
+// fits one estimator l(x) on below and one g(x) on above, draws `candidates`
+// points from l and returns the one with the largest log l(x) - log g(x).
+// Univariate (the default) does that per gene, each from its own random
+// stream; multivariate: true once, jointly, over all genes.
+//
+// Genes map to the estimator's coordinates (tpe.h) as Optuna maps its
+// distributions: uniform as a REAL; loguniform as a REAL of log(value);
+// randint and quniform as STEP over the value's index (bounds widened by
+// half a step); qloguniform as a REAL of log(k) for the value k q (bounds
+// log(kmin - 1/2), log(kmax + 1/2); samples rounded to the nearest k), as
+// Optuna's int with log=True; choice, grid and each assignment item as a
+// CATEGORY; each element of a repeat as its own gene. A gene with a single
+// value is not modelled.
+//
+// Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
+// only from streams keyed by (seed, i), so the same results give the same
+// suggestions, after a restart too.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search_impl.h"
+#include "tpe.h"
+#include "util.h"
+
+// Random stream purposes of suggestion i: its random point, the joint
+// model, and gene g's model (S_GENE + g).
+#define S_RANDOM 5
+#define S_JOINT 6
+#define S_GENE 1000
+
+enum { S_UNKNOWN, S_FLIGHT, S_OK, S_FAILED };
+
+typedef struct {
+    cgq_genome_t g;
+    size_t d;            // genes
+    cgq_tpe_dim_t *dims; // gene -> its coordinates
+    double *kfirst;      // gene -> qloguniform: k of its smallest value (else 0)
+    size_t nvar;         // genes with more than one value
+    size_t *var;         // their indices
+    double *x;           // trial id -> its genes (cap rows of d)
+    double *loss;        // trial id -> its objective, minimised (-value for max)
+    uint8_t *st;         // trial id -> S_*
+    size_t cap;
+    uint64_t nok, nflight;
+} s_tpe_t;
+
+static void
+s_reserve (s_tpe_t *t, uint64_t n)
+{
+    if (n <= t->cap)
+        return;
+    size_t cap = t->cap ? t->cap : 64;
+    while (cap < n)
+        cap *= 2;
+    t->x = cgq_xrealloc (t->x, cap * (t->d ? t->d : 1) * sizeof *t->x);
+    t->loss = cgq_xrealloc (t->loss, cap * sizeof *t->loss);
+    t->st = cgq_xrealloc (t->st, cap);
+    memset (t->st + t->cap, S_UNKNOWN, cap - t->cap);
+    t->cap = cap;
+}
+
+// s_coord is gene i's value x in the estimator's coordinates.
+static double
+s_coord (const s_tpe_t *t, size_t i, double x)
+{
+    const cgq_gene_t *gene = &t->g.genes[i];
+    return gene->kind == CGQ_GENE_INT && gene->logscale ? log (t->kfirst[i] + x) : x;
+}
+
+// s_gene_of is the gene value of coordinate c (a sample of the estimator).
+static double
+s_gene_of (const s_tpe_t *t, size_t i, double c)
+{
+    const cgq_gene_t *gene = &t->g.genes[i];
+    if (gene->kind == CGQ_GENE_INT && gene->logscale) {
+        double k = nearbyint (exp (c)) - t->kfirst[i];
+        return k < 0 ? 0 : k > gene->n - 1 ? gene->n - 1 : k;
+    }
+    return c;
+}
+
+static int
+s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
+{
+    const cgq_spec_t *spec = self->spec;
+    s_tpe_t *t = cgq_xcalloc (1, sizeof *t);
+    self->impl = t;
+    if (spec->nobjectives != 1) {
+        snprintf (err, errlen,
+                  "algorithm tpe optimises one objective, the spec has %zu (use nsga2 for "
+                  "several)",
+                  spec->nobjectives);
+        return -1;
+    }
+    if (cgq_genome_init (&t->g, spec, err, errlen) < 0)
+        return -1;
+    t->d = t->g.ngenes;
+    size_t n = t->d ? t->d : 1;
+    t->dims = cgq_xcalloc (n, sizeof *t->dims);
+    t->kfirst = cgq_xcalloc (n, sizeof *t->kfirst);
+    t->var = cgq_xcalloc (n, sizeof *t->var);
+    for (size_t i = 0; i < t->d; i++) {
+        const cgq_gene_t *gene = &t->g.genes[i];
+        cgq_tpe_dim_t *dim = &t->dims[i];
+        switch (gene->kind) {
+        case CGQ_GENE_REAL:
+        case CGQ_GENE_LOG: *dim = (cgq_tpe_dim_t){CGQ_TPE_REAL, gene->lo, gene->hi, 0, 0}; break;
+        case CGQ_GENE_INDEX: *dim = (cgq_tpe_dim_t){CGQ_TPE_CATEGORY, 0, 0, 0, (int)gene->n}; break;
+        case CGQ_GENE_INT:
+            if (gene->logscale) {
+                t->kfirst[i] = cgq_genome_q_first (gene->p);
+                *dim = (cgq_tpe_dim_t){CGQ_TPE_REAL, log (t->kfirst[i] - 0.5),
+                                       log (t->kfirst[i] + gene->n - 0.5), 0, 0};
+            }
+            else
+                *dim = (cgq_tpe_dim_t){CGQ_TPE_STEP, -0.5, gene->n - 0.5, 1, 0};
+            break;
+        }
+        bool single = (gene->kind == CGQ_GENE_INDEX || gene->kind == CGQ_GENE_INT) && gene->n < 2;
+        if (!single)
+            t->var[t->nvar++] = i;
+    }
+    if (!state)
+        return 0;
+    if (cgq_search_state_next (self, state, err, errlen) < 0)
+        return -1;
+    s_reserve (t, self->suggested);
+    return 0;
+}
+
+static void
+s_fini (cgq_searcher_t *self)
+{
+    s_tpe_t *t = self->impl;
+    if (!t)
+        return;
+    free (t->dims);
+    free (t->kfirst);
+    free (t->var);
+    free (t->x);
+    free (t->loss);
+    free (t->st);
+    cgq_genome_fini (&t->g);
+    free (t);
+    self->impl = NULL;
+}
+
+static bool
+s_done (const cgq_searcher_t *self)
+{
+    return self->suggested >= self->total;
+}
+
+// s_set moves trial to status st, keeping the counts.
+static void
+s_set (s_tpe_t *t, uint64_t trial, uint8_t st)
+{
+    t->nok -= t->st[trial] == S_OK;
+    t->nflight -= t->st[trial] == S_FLIGHT;
+    t->st[trial] = st;
+    t->nok += st == S_OK;
+    t->nflight += st == S_FLIGHT;
+}
+
+// s_end records how trial ended.
+static void
+s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+{
+    s_tpe_t *t = self->impl;
+    double f;
+    if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
+        t->loss[trial] = -self->spec->objective.mode * f;
+        s_set (t, trial, S_OK);
+    }
+    else
+        s_set (t, trial, S_FAILED);
+}
+
+static void
+s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+{
+    s_tpe_t *t = self->impl;
+    if (trial >= t->cap || t->st[trial] != S_FLIGHT)
+        return;
+    s_end (self, trial, metrics, value, ok);
+}
+
+static int
+s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json_t *metrics,
+          double value, cgq_replay_t outcome, char *err, size_t errlen)
+{
+    s_tpe_t *t = self->impl;
+    double *x = &t->x[trial * t->d];
+    if (cgq_genome_from_params (&t->g, params, x, err, errlen) < 0)
+        return -1;
+    cgq_genome_canon (&t->g, x);
+    if (outcome == CGQ_REPLAY_ACTIVE)
+        s_set (t, trial, S_FLIGHT);
+    else
+        s_end (self, trial, metrics, value, outcome == CGQ_REPLAY_SUCCEEDED);
+    return 0;
+}
+
+// s_choose fits l on the below trials and g on the above ones over the
+// genes gs (ng of them), draws the candidates from l with r and writes the
+// best one's genes into x (x[gs[j]]).
+static void
+s_choose (cgq_searcher_t *self, const uint64_t *below, size_t nb, const uint64_t *above, size_t na,
+          const size_t *gs, size_t ng, cgq_rng_t *r, double *x)
+{
+    s_tpe_t *t = self->impl;
+    size_t d = t->d, m = self->spec->search.candidates ? self->spec->search.candidates : 1;
+    cgq_tpe_dim_t *dims = cgq_xmalloc (ng * sizeof *dims);
+    double *ob = cgq_xmalloc ((nb ? nb : 1) * ng * sizeof *ob);
+    double *oa = cgq_xmalloc ((na ? na : 1) * ng * sizeof *oa);
+    for (size_t j = 0; j < ng; j++) {
+        dims[j] = t->dims[gs[j]];
+        for (size_t i = 0; i < nb; i++)
+            ob[i * ng + j] = s_coord (t, gs[j], t->x[below[i] * d + gs[j]]);
+        for (size_t i = 0; i < na; i++)
+            oa[i * ng + j] = s_coord (t, gs[j], t->x[above[i] * d + gs[j]]);
+    }
+    bool joint = self->spec->search.multivariate;
+    cgq_tpe_t *l = cgq_tpe_new (dims, ng, ob, nb, joint);
+    cgq_tpe_t *g = cgq_tpe_new (dims, ng, oa, na, joint);
+    double *cand = cgq_xmalloc (m * ng * sizeof *cand);
+    double *genes = cgq_xmalloc (m * d * sizeof *genes);
+    double *ll = cgq_xmalloc (m * sizeof *ll), *lg = cgq_xmalloc (m * sizeof *lg);
+    cgq_tpe_sample (l, r, m, cand);
+    // Each candidate as the params will carry it (reals to 15 digits, log
+    // integers rounded), scored there: what is scored is what is suggested.
+    memset (genes, 0, m * d * sizeof *genes);
+    for (size_t i = 0; i < m; i++) {
+        double *gi = &genes[i * d];
+        for (size_t j = 0; j < ng; j++)
+            gi[gs[j]] = s_gene_of (t, gs[j], cand[i * ng + j]);
+        cgq_genome_canon (&t->g, gi);
+        for (size_t j = 0; j < ng; j++)
+            cand[i * ng + j] = s_coord (t, gs[j], gi[gs[j]]);
+    }
+    cgq_tpe_log_pdf (l, cand, m, ll);
+    cgq_tpe_log_pdf (g, cand, m, lg);
+    for (size_t i = 0; i < m; i++)
+        ll[i] -= lg[i];
+    size_t best = cgq_tpe_best (ll, m);
+    for (size_t j = 0; j < ng; j++)
+        x[gs[j]] = genes[best * d + gs[j]];
+    cgq_tpe_destroy (&l);
+    cgq_tpe_destroy (&g);
+    free (dims);
+    free (ob);
+    free (oa);
+    free (cand);
+    free (genes);
+    free (ll);
+    free (lg);
+}
+
+// s_model writes the TPE suggestion into x (its random values stay for the
+// genes not modelled: those with one value).
+static void
+s_model (cgq_searcher_t *self, double *x)
+{
+    s_tpe_t *t = self->impl;
+    uint64_t n = self->suggested, id = n, seed = self->spec->search.seed;
+    size_t k = 0, nt = (size_t)(t->nok + t->nflight);
+    uint64_t *ids = cgq_xmalloc ((nt ? nt : 1) * sizeof *ids);
+    double *loss = cgq_xmalloc ((nt ? nt : 1) * sizeof *loss);
+    for (uint64_t i = 0; i < n; i++)
+        if (t->st[i] == S_OK || t->st[i] == S_FLIGHT) {
+            ids[k] = i;
+            loss[k++] = t->st[i] == S_OK ? t->loss[i] : INFINITY; // the constant liar
+        }
+    size_t nb = cgq_tpe_gamma ((size_t)t->nok);
+    size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);
+    size_t *ai = cgq_xmalloc ((nt - nb ? nt - nb : 1) * sizeof *ai);
+    cgq_tpe_split (loss, nt, nb, bi, ai);
+    uint64_t *below = cgq_xmalloc ((nb ? nb : 1) * sizeof *below);
+    uint64_t *above = cgq_xmalloc ((nt - nb ? nt - nb : 1) * sizeof *above);
+    for (size_t i = 0; i < nb; i++)
+        below[i] = ids[bi[i]];
+    for (size_t i = 0; i < nt - nb; i++)
+        above[i] = ids[ai[i]];
+    cgq_rng_t r;
+    if (self->spec->search.multivariate) {
+        cgq_rng_seed (&r, seed, id, S_JOINT);
+        s_choose (self, below, nb, above, nt - nb, t->var, t->nvar, &r, x);
+    }
+    else
+        for (size_t j = 0; j < t->nvar; j++) {
+            cgq_rng_seed (&r, seed, id, S_GENE + t->var[j]);
+            s_choose (self, below, nb, above, nt - nb, &t->var[j], 1, &r, x);
+        }
+    free (ids);
+    free (loss);
+    free (bi);
+    free (ai);
+    free (below);
+    free (above);
+}
+
+static json_t *
+s_suggest (cgq_searcher_t *self)
+{
+    s_tpe_t *t = self->impl;
+    if (s_done (self))
+        return NULL;
+    uint64_t id = self->suggested;
+    s_reserve (t, id + 1);
+    double *x = &t->x[id * t->d];
+    cgq_rng_t r;
+    cgq_rng_seed (&r, self->spec->search.seed, id, S_RANDOM);
+    cgq_genome_random (&t->g, &r, x);
+    if (t->nok >= self->spec->search.initial && t->nvar > 0)
+        s_model (self, x);
+    cgq_genome_canon (&t->g, x);
+    s_set (t, id, S_FLIGHT);
+    return cgq_genome_params (&t->g, x);
+}
+
+static void
+s_save (const cgq_searcher_t *self, json_t *state)
+{
+    json_object_set_new (state, "next", json_integer ((json_int_t)self->suggested));
+}
+
+static size_t
+s_footprint (const cgq_searcher_t *self)
+{
+    const s_tpe_t *t = self->impl;
+    size_t d = t->d ? t->d : 1;
+    return sizeof *t + d * (sizeof (cgq_gene_t) + sizeof (cgq_tpe_dim_t) + 2 * sizeof (double)) +
+           t->cap * (t->d * sizeof (double) + sizeof (double) + 1);
+}
+
+const cgq_search_ops_t cgq_search_tpe_ops = {
+    .init = s_init,
+    .fini = s_fini,
+    .suggest = s_suggest,
+    .observe = s_observe,
+    .replay = s_replay,
+    .done = s_done,
+    .save = s_save,
+    .footprint = s_footprint,
+};

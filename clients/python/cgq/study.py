@@ -109,6 +109,7 @@ class StudyTrial:
     def __init__(self, study, task):
         self._study = study
         self._task = task
+        self._node = study._node
         self.id = task.trial
         self.job = task.job
         self.attempt = task.attempt
@@ -122,14 +123,20 @@ class StudyTrial:
             raise StudyError("trial %d was already told (%s): report before tell"
                              % (self.id, self.told))
         text = metrics_json("trial %d's report" % self.id, m)
+        node = self._study._node
+        if node is None:
+            raise StudyError("the study is closed: trial %d went back to the queue" % self.id)
         try:
-            self._study._node.report(self._task, text)
+            node.report(self._task, text)
         except NodeError as e:
             raise StudyError(str(e)) from None
         self.reports += 1
 
     def should_stop(self):
-        return self._study._node.should_stop(self._task)
+        """True once the job's early stopper (or a cancel) has stopped this
+        trial, or the study was closed under it."""
+        node = self._study._node
+        return node is None or node.should_stop(self._task)
 
     @property
     def stop_reason(self):
@@ -268,7 +275,6 @@ class Study:
         text for a run that went wrong (retried as trial.retries says).
         Raises StudyError for a trial this process does not hold, one told
         already, and metrics that are not finite numbers or UTF-8 text."""
-        pb = self._attach()._pb
         if not isinstance(trial, StudyTrial):
             raise StudyError("tell() takes the trial that ask() returned, not %r (a study "
                              "process tells only what it asked)" % (trial,))
@@ -277,6 +283,10 @@ class Study:
         if trial.told:
             raise StudyError("trial %d was already told (%s); a trial is told once"
                              % (trial.id, trial.told))
+        if self._node is None or self._node is not trial._node:
+            raise StudyError("the study was closed after trial %d was asked: it went back to "
+                             "the queue and runs again as a later attempt" % trial.id)
+        pb = self._node._pb
         if state not in ("succeeded", "failed"):
             raise StudyError("state must be 'succeeded' or 'failed', not %r" % (state,))
         if value is not None:

@@ -326,3 +326,21 @@ def test_example_script(installed):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ask and tell: 30 trials" in r.stdout, r.stdout
     assert "submitted job 2: finished" in r.stdout, r.stdout
+
+
+def test_use_after_close(cl):
+    c = client_of(cl)
+    study = c.study(name="closed", space=SPACE, objective={"metric": "loss", "mode": "min"},
+                    search={"algorithm": "random", "seed": 9, "samples": 2})
+    t = study.ask(wait=20)
+    study.close()
+    assert t.should_stop()
+    with pytest.raises(StudyError, match="closed"):
+        t.report(epoch=1, loss=1.0)
+    with pytest.raises(StudyError, match="closed"):
+        study.tell(t, loss=1.0)
+    # The trial went back to the queue: the study, asked again, gets it again.
+    t2 = study.ask(wait=20)
+    assert (t2.id, t2.attempt) == (t.id, t.attempt + 1)
+    study.tell(t2, loss=0.5)
+    study.close()

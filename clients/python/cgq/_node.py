@@ -332,6 +332,16 @@ class ClientNode:
         self._last_hello = now
 
     def _run(self):
+        try:
+            self._loop()
+        except Exception as e:  # a defect: say so to every waiting call, never hang them
+            with self._cv:
+                self.bye = "the client node's thread stopped: %s: %s" % (type(e).__name__, e)
+                self._stop = True
+                self._cv.notify_all()
+            raise
+
+    def _loop(self):
         zmq = self._zmq
         poller = None
         with self._cv:

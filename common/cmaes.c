@@ -17,14 +17,14 @@
 
 struct cgq_cmaes_t {
     size_t n, lambda, mu;
-    double *w;                // lambda weights: mu positive, then negative
+    double *w; // lambda weights: mu positive, then negative
     double mu_eff, c_sigma, d_sigma, c_c, c_1, c_mu, chi_n;
     double *m, sigma, *C, *B, *D, *pc, *ps;
-    uint64_t g;               // updates done
-    size_t hterm;             // TolFun's history: 2 * hterm values
+    uint64_t g;   // updates done
+    size_t hterm; // TolFun's history: 2 * hterm values
     double *hist;
-    double *y, *tmp;          // scratch: lambda * n, n
-    size_t *rank;             // scratch: lambda
+    double *y, *tmp; // scratch: lambda * n, n
+    size_t *rank;    // scratch: lambda
 };
 
 cgq_cmaes_t *
@@ -192,8 +192,7 @@ s_decompose (cgq_cmaes_t *s)
             s->C[i * n + j] = s->C[j * n + i] = (s->C[i * n + j] + s->C[j * n + i]) / 2;
     memcpy (s->B, s->C, n * n * sizeof *s->B);
     // Row-major, upper triangle: the eigenvectors come back as B's columns.
-    if (LAPACKE_dsyev (LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, s->B, (lapack_int)n, s->D) !=
-        0) {
+    if (LAPACKE_dsyev (LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, s->B, (lapack_int)n, s->D) != 0) {
         // No convergence (a C of NaNs): start the shape over, keep the mean.
         memset (s->C, 0, n * n * sizeof *s->C);
         memset (s->B, 0, n * n * sizeof *s->B);

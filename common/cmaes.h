@@ -29,13 +29,13 @@ void cgq_cmaes_destroy (cgq_cmaes_t **self_p);
 size_t cgq_cmaes_lambda (const cgq_cmaes_t *self);
 size_t cgq_cmaes_dim (const cgq_cmaes_t *self);
 // The distribution as it stands (borrowed until the next tell/destroy).
-const double *cgq_cmaes_mean (const cgq_cmaes_t *self);     // n
+const double *cgq_cmaes_mean (const cgq_cmaes_t *self); // n
 double cgq_cmaes_sigma (const cgq_cmaes_t *self);
-const double *cgq_cmaes_cov (const cgq_cmaes_t *self);      // n * n, row-major
-const double *cgq_cmaes_pc (const cgq_cmaes_t *self);       // n
-const double *cgq_cmaes_psigma (const cgq_cmaes_t *self);   // n
-const double *cgq_cmaes_weights (const cgq_cmaes_t *self);  // lambda
-uint64_t cgq_cmaes_generation (const cgq_cmaes_t *self);    // updates done
+const double *cgq_cmaes_cov (const cgq_cmaes_t *self);     // n * n, row-major
+const double *cgq_cmaes_pc (const cgq_cmaes_t *self);      // n
+const double *cgq_cmaes_psigma (const cgq_cmaes_t *self);  // n
+const double *cgq_cmaes_weights (const cgq_cmaes_t *self); // lambda
+uint64_t cgq_cmaes_generation (const cgq_cmaes_t *self);   // updates done
 
 // cgq_cmaes_sample writes x = mean + sigma B D z (n values) for z ~ N(0, I).
 void cgq_cmaes_sample (const cgq_cmaes_t *self, const double *z, double *x);
@@ -52,7 +52,6 @@ void cgq_cmaes_tell (cgq_cmaes_t *self, const double *x, const double *f);
 // generations within tolfun), TolX (sigma times every sqrt(C_ii) and p_c
 // below tolx), TolXUp (sigma max D grew 1e4-fold), NoEffectAxis,
 // NoEffectCoord, ConditionCov (cond(C) > 1e14). why names the test.
-bool cgq_cmaes_should_stop (const cgq_cmaes_t *self, double tolfun, double tolx,
-                            const char **why);
+bool cgq_cmaes_should_stop (const cgq_cmaes_t *self, double tolfun, double tolx, const char **why);
 
 #endif

@@ -56,8 +56,8 @@ t_update (void **state)
         for (int a = 0; a < S_N; a++)
             for (int b = 0; b < S_N; b++) {
                 double s = cgq_cmaes_sigma (c);
-                acc[a * S_N + b] += (x[a] - cgq_cmaes_mean (c)[a]) / s *
-                                    (x[b] - cgq_cmaes_mean (c)[b]) / s;
+                acc[a * S_N + b] +=
+                    (x[a] - cgq_cmaes_mean (c)[a]) / s * (x[b] - cgq_cmaes_mean (c)[b]) / s;
             }
     }
     for (int i = 0; i < S_N * S_N; i++)

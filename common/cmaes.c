@@ -54,7 +54,7 @@ cgq_cmaes_new (size_t n, size_t lambda, const double *mean, double sigma)
     s->d_sigma = 1 + 2 * fmax (0, sqrt ((s->mu_eff - 1) / (dn + 1)) - 1) + s->c_sigma;
     s->c_c = (4 + s->mu_eff / dn) / (dn + 4 + 2 * s->mu_eff / dn);
     s->c_1 = alpha_cov / ((dn + 1.3) * (dn + 1.3) + s->mu_eff);
-    s->c_mu = fmin (1 - s->c_1, alpha_cov * (0.25 + s->mu_eff + 1 / s->mu_eff - 2) /
+    s->c_mu = fmin (1 - s->c_1, alpha_cov * (s->mu_eff - 2 + 1 / s->mu_eff) /
                                     ((dn + 2) * (dn + 2) + alpha_cov * s->mu_eff / 2));
     // eq. 50-53: the negative weights' scale
     double a_mu = 1 + s->c_1 / s->c_mu;

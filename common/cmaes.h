@@ -2,8 +2,9 @@
 // search_cmaes.c), as Hansen's tutorial ("The CMA Evolution Strategy: A
 // Tutorial", arXiv:1604.00772) gives it with its defaults: the weights of
 // eq. 49-53 (the negative ones too: active CMA, as the cmaes library that
-// Optuna's CmaEsSampler uses), c_sigma, d_sigma, c_c, c_1, c_mu (with the
-// 1/4 of the current tutorial and the cmaes library), c_m = 1. No params,
+// Optuna's CmaEsSampler uses), c_sigma, d_sigma, c_c, c_1, c_mu (the 2016
+// tutorial's (mu_eff - 2 + 1/mu_eff), as the cmaes library 0.9 that Optuna
+// 3.1 runs; later revisions add 1/4), c_m = 1. No params,
 // no JSON, no random numbers: the caller draws z ~ N(0, I) from its own
 // streams and passes the points and their fitness to cgq_cmaes_tell.
 // cmaes_test.c checks one update against NumPy (cmaes_expected.py wrote

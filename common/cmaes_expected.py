@@ -2,7 +2,8 @@
 """Writes cmaes_expected.h: two CMA-ES generations from fixed points and
 fitness, and the distribution after each (mean, sigma, C, p_c, p_sigma) as
 NumPy computes Hansen's tutorial ("The CMA Evolution Strategy: A
-Tutorial", eq. 49-58 for the constants, 41-47 for the update), so that
+Tutorial", eq. 49-58 for the constants, 41-47 for the update; c_mu as the
+2016 text and the cmaes library 0.9, without the later 1/4), so that
 cmaes_test.c checks common/cmaes.c without needing Python at test time.
 
     /usr/bin/python3 common/cmaes_expected.py > common/cmaes_expected.h
@@ -29,7 +30,7 @@ def constants(n, lam):
     d_sigma = 1 + 2 * max(0, math.sqrt((mu_eff - 1) / (n + 1)) - 1) + c_sigma
     c_c = (4 + mu_eff / n) / (n + 4 + 2 * mu_eff / n)
     c_1 = 2 / ((n + 1.3) ** 2 + mu_eff)
-    c_mu = min(1 - c_1, 2 * (0.25 + mu_eff + 1 / mu_eff - 2) / ((n + 2) ** 2 + 2 * mu_eff / 2))
+    c_mu = min(1 - c_1, 2 * (mu_eff - 2 + 1 / mu_eff) / ((n + 2) ** 2 + 2 * mu_eff / 2))
     a_neg = min(1 + c_1 / c_mu, 1 + 2 * mu_eff_neg / (mu_eff + 2), (1 - c_1 - c_mu) / (n * c_mu))
     w = np.where(wp >= 0, wp / pos.sum(), a_neg * wp / abs(neg.sum()))
     chi_n = math.sqrt(n) * (1 - 1 / (4 * n) + 1 / (21 * n * n))

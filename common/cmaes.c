@@ -228,8 +228,13 @@ cgq_cmaes_tell (cgq_cmaes_t *s, const double *x, const double *f)
         s->rank[i] = i;
     s_rank (f, s->rank, L);
     size_t h = 2 * (size_t)(s->g % s->hterm);
+    // The worst finite value: a failed trial (+inf, ranked last) must not
+    // keep TolFun from ever firing.
+    size_t last = L - 1;
+    while (last > 0 && !isfinite (f[s->rank[last]]))
+        last--;
     s->hist[h] = f[s->rank[0]];
-    s->hist[h + 1] = f[s->rank[L - 1]];
+    s->hist[h + 1] = f[s->rank[last]];
     // y_i:lambda in rank order
     for (size_t k = 0; k < L; k++)
         for (size_t i = 0; i < n; i++)

@@ -43,7 +43,8 @@ void cgq_cmaes_sample (const cgq_cmaes_t *self, const double *z, double *x);
 
 // cgq_cmaes_tell updates the distribution from one generation: x holds
 // lambda points (row-major, lambda * n), f their fitness (minimised; ties
-// ranked by position). The points may have been moved (clipped, rounded)
+// ranked by position; +inf ranks a failed point last, and TolFun's history
+// keeps the worst finite value instead). The points may have been moved (clipped, rounded)
 // after sampling: the update uses them as given, y = (x - mean) / sigma.
 void cgq_cmaes_tell (cgq_cmaes_t *self, const double *x, const double *f);
 

@@ -2,7 +2,7 @@
 // points and fitness (a tie in the third), each time the mean, sigma, C and
 // both paths as common/cmaes_expected.py computes them from the tutorial's
 // equations; the weights; sampling reproduces C; the stop tests fire on a
-// collapsed and on an ill-conditioned distribution.
+// converged sphere and on a flat function with failures.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,6 +106,25 @@ t_stop (void **state)
             cgq_cmaes_mean (c)[0], cgq_cmaes_mean (c)[1], cgq_cmaes_mean (c)[2]);
     for (int i = 0; i < 3; i++)
         assert_true (fabs (cgq_cmaes_mean (c)[i] - 0.25) < 1e-5);
+    cgq_cmaes_destroy (&c);
+
+    // A flat function with one failed point (+inf) in every generation:
+    // TolFun fires once its history is full (10 + ceil(30 * 3 / 7) = 23).
+    c = cgq_cmaes_new (3, 0, m, 0.3);
+    gens = 0;
+    while (!cgq_cmaes_should_stop (c, 1e-12, 1e-12 * 0.3, &why) && gens < 100) {
+        for (size_t k = 0; k < L; k++) {
+            for (int i = 0; i < 3; i++)
+                x[k * 3 + i] = cgq_cmaes_mean (c)[i] + 0.01 * (double)((k + (size_t)i) % 3);
+            f[k] = k == 2 ? INFINITY : 1;
+        }
+        cgq_cmaes_tell (c, x, f);
+        gens++;
+    }
+    printf ("  flat with a failure per generation: stopped after %d generations by %s\n", gens,
+            why);
+    assert_string_equal (why, "tolfun");
+    assert_int_equal (gens, 24);
     cgq_cmaes_destroy (&c);
 }
 

@@ -4,7 +4,8 @@
 // for their results (and lambda doubles after an IPOP restart); a restart
 // (save, new searcher, replay) mid-generation gives the suggestions an
 // uninterrupted run gives, over every numeric kind of param, with failures;
-// categorical params and several objectives are refused. (cmaes_test
+// the same seed gives the same search, another seed another; categorical
+// params and several objectives are refused. (cmaes_test
 // checks the update's numbers against NumPy.)
 #include <setjmp.h>
 #include <stdarg.h>
@@ -488,6 +489,31 @@ t_modes (void **state)
     s_run_fini (&r[1]);
 }
 
+// The same seed and the same results give the same search; another seed
+// another one (from the first generation on: the box's centre is the same,
+// the draws are not).
+static void
+t_seeds (void **state)
+{
+    s_run_t r[3];
+    for (int k = 0; k < 3; k++) {
+        char yaml[2048];
+        snprintf (yaml, sizeof yaml,
+                  "%ssearch: {algorithm: cmaes, samples: 60, seed: %d}\n"
+                  "objective: {metric: f0, mode: max}\n" TRIAL,
+                  s_all_space, k == 2 ? 12 : 11);
+        cgq_spec_t *spec = s_spec (yaml);
+        s_run_init (&r[k], spec, s_all, 4, 5);
+        r[k].fail_pct = 5;
+        s_drive (&r[k], 0);
+        cgq_spec_destroy (&spec);
+    }
+    assert_true (s_same (r[0].params, r[1].params));
+    assert_false (s_same (json_array_get (r[0].params, 0), json_array_get (r[2].params, 0)));
+    for (int k = 0; k < 3; k++)
+        s_run_fini (&r[k]);
+}
+
 // What cmaes refuses at the searcher (the spec parser refuses the same
 // with FILE:LINE:COL first, spec_test.c): several objectives, a categorical
 // param, a saved state that is not its own.
@@ -521,9 +547,10 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (t_refuse),       cmocka_unit_test (t_modes),
-        cmocka_unit_test (t_restart_next), cmocka_unit_test (t_generations),
-        cmocka_unit_test (t_restart),      cmocka_unit_test (t_solves),
+        cmocka_unit_test (t_refuse),      cmocka_unit_test (t_modes),
+        cmocka_unit_test (t_seeds),       cmocka_unit_test (t_restart_next),
+        cmocka_unit_test (t_generations), cmocka_unit_test (t_restart),
+        cmocka_unit_test (t_solves),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

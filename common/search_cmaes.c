@@ -24,7 +24,8 @@
 // sigma0 (default 1/6 of the box, as Optuna). After an update whose
 // distribution meets a stop test (cmaes.h: tolfun 1e-12, tolx 1e-12 sigma0,
 // conditioncov, ...) and while restarts remain, the next generation starts
-// over (IPOP): popsize doubled, mean drawn uniformly in the box from the
+// over (IPOP): popsize doubled (at most CGQ_SPEC_CMAES_MAX_POPSIZE, and at
+// most the trials left, if more than before), mean drawn uniformly in the box from the
 // stream (seed, first id of the new generation, S_RESTART), sigma0, C = I.
 //
 // Saved state: {"next": N}; replay restores every trial's point and outcome,
@@ -251,8 +252,13 @@ s_advance (cgq_searcher_t *self)
         double sigma0 = self->spec->search.sigma0;
         if (t->restarts < self->spec->search.restarts &&
             cgq_cmaes_should_stop (t->cma, 1e-12, 1e-12 * sigma0, NULL)) {
+            // Doubled, but no larger than the cap, or than the trials left
+            // (a generation that cannot end is no use).
+            size_t next = 2 * L, left = (size_t)(self->total - end);
+            next = next > CGQ_SPEC_CMAES_MAX_POPSIZE ? CGQ_SPEC_CMAES_MAX_POPSIZE : next;
+            next = next > left ? (left > L ? left : L) : next;
             t->restarts++;
-            s_start (self, end, 2 * L);
+            s_start (self, end, next);
         }
     }
 }

@@ -61,6 +61,9 @@ typedef enum {
 // searcher outside decides when to stop sending (or the job is cancelled).
 #define CGQ_SPEC_EXTERNAL_SAMPLES 1000000
 
+// The largest search.popsize of algorithm cmaes (and where IPOP's doubling stops).
+#define CGQ_SPEC_CMAES_MAX_POPSIZE 10000
+
 // The most objectives of objectives: [...].
 #define CGQ_SPEC_MAX_OBJECTIVES 8
 

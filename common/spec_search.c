@@ -222,9 +222,12 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                 return -1;
         }
         else if (!strcmp (key, "popsize")) {
-            if (s_get_u32 (c, e, "search.popsize", 2, "write e.g. popsize: 16, or leave it out "
-                           "for 4 + 3 ln(params)", &spec->search.popsize) < 0)
+            if (cgq_yamldoc_get_int (c->y, e, "search.popsize", 2, CGQ_SPEC_CMAES_MAX_POPSIZE,
+                                     "write e.g. popsize: 16, or leave it out for 4 + 3 "
+                                     "ln(params)",
+                                     &n) < 0)
                 return -1;
+            spec->search.popsize = (uint32_t) n;
         }
         else if (!strcmp (key, "restarts")) {
             if (cgq_yamldoc_get_int (c->y, e, "search.restarts", 0, 30,

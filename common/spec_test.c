@@ -1111,6 +1111,9 @@ t_search_cmaes (void **state)
     s_expect_error (TRIAL "search: {algorithm: cmaes, popsize: 1}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 37, "search.popsize must be an integer >= 2, not 1");
+    s_expect_error (TRIAL "search: {algorithm: cmaes, popsize: 10001}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 37, "search.popsize");
     s_expect_error (TRIAL "search: {algorithm: cmaes, initial: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 28, "search.initial applies to algorithm evolution, nsga2, bayes, tpe, "

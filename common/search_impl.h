@@ -47,6 +47,7 @@ struct cgq_searcher_t {
 extern const cgq_search_ops_t cgq_search_evolution_ops;
 extern const cgq_search_ops_t cgq_search_nsga2_ops;
 extern const cgq_search_ops_t cgq_search_tpe_ops;
+extern const cgq_search_ops_t cgq_search_cmaes_ops;
 extern const cgq_search_ops_t cgq_search_bayes_ops;
 extern const cgq_search_ops_t cgq_search_external_ops;
 

@@ -1,7 +1,7 @@
 // searcher: one front (cgq_searcher_*) over a table of algorithms. Each
 // algorithm is an ops table (search_impl.h); random, grid and list live here,
 // the searchers that learn in search_evolution.c (with nsga2),
-// search_bayes.c and search_tpe.c, and external (params sent from outside)
+// search_bayes.c, search_tpe.c and search_cmaes.c, and external (params sent from outside)
 // in search_external.c. Adding one means another table and a row in s_algorithms,
 // and no caller changes.
 #include "searcher.h"
@@ -119,6 +119,7 @@ static const struct {
     {CGQ_SEARCH_EVOLUTION, &cgq_search_evolution_ops},
     {CGQ_SEARCH_NSGA2, &cgq_search_nsga2_ops},
     {CGQ_SEARCH_TPE, &cgq_search_tpe_ops},
+    {CGQ_SEARCH_CMAES, &cgq_search_cmaes_ops},
     {CGQ_SEARCH_BAYES, &cgq_search_bayes_ops},
     {CGQ_SEARCH_EXTERNAL, &cgq_search_external_ops},
 };
@@ -137,7 +138,7 @@ cgq_searcher_new (const cgq_spec_t *spec, const json_t *state, char *err, size_t
     if (i == nalg) {
         snprintf (err, errlen,
                   "search algorithm %d has no searcher (expected one of: random, grid, list, "
-                  "evolution, nsga2, bayes, tpe, external)",
+                  "evolution, nsga2, bayes, tpe, cmaes, external)",
                   (int) spec->search.algorithm);
         return NULL;
     }

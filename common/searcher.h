@@ -5,6 +5,7 @@
 //   evolution     regularized (aging) evolution, steady state (search_evolution.c).
 //   nsga2         multi-objective NSGA-II, steady state (search_nsga2.c).
 //   tpe           tree-structured Parzen estimator, as Optuna's TPE (search_tpe.c).
+//   cmaes         CMA-ES with IPOP restarts, steady state (search_cmaes.c).
 //   bayes         Gaussian process + expected improvement (search_bayes.c).
 //   external      the params a process outside the coordinator sends, in the
 //                 order received (search_external.c; cgq_searcher_give).
@@ -70,7 +71,7 @@ void cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *m
 
 // cgq_searcher_needs_history is true when a searcher created from a saved
 // state must be given every earlier trial with cgq_searcher_replay (evolution,
-// nsga2, bayes, tpe); false for grid, random and list, whose state is complete.
+// nsga2, bayes, tpe, cmaes); false for grid, random and list, whose state is complete.
 bool cgq_searcher_needs_history (const cgq_searcher_t *self);
 
 // cgq_searcher_replay restores trial (< cgq_searcher_suggested) after a

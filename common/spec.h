@@ -54,11 +54,15 @@ typedef enum {
     CGQ_SEARCH_TPE,       // tree-structured Parzen estimator (Optuna's TPE)
     CGQ_SEARCH_LIST,      // the points of search.points (or search.file), in order
     CGQ_SEARCH_EXTERNAL,  // the points a process outside the coordinator sends (Suggest)
+    CGQ_SEARCH_CMAES,     // CMA-ES with IPOP restarts (as Optuna's CmaEsSampler)
 } cgq_search_alg_t;
 
 // search.samples of algorithm external when the spec leaves it out: the
 // searcher outside decides when to stop sending (or the job is cancelled).
 #define CGQ_SPEC_EXTERNAL_SAMPLES 1000000
+
+// The largest search.popsize of algorithm cmaes (and where IPOP's doubling stops).
+#define CGQ_SPEC_CMAES_MAX_POPSIZE 10000
 
 // The most objectives of objectives: [...].
 #define CGQ_SPEC_MAX_OBJECTIVES 8
@@ -152,6 +156,10 @@ typedef struct {
         double mutation;  // nsga2: per-gene probability of mutation (default 0: 1/genes)
         uint32_t candidates; // bayes: candidates per suggestion (default 1000); tpe: 24
         bool multivariate;   // tpe: one joint estimator instead of one per param (default false)
+        // cmaes: the population lambda (0: 4 + floor(3 ln n)), the initial
+        // step size in the [0,1] box (default 1/6), IPOP restarts (default 0).
+        uint32_t popsize, restarts;
+        double sigma0;
         json_t *points;      // list: the points, a JSON array of objects (owned)
         char *file;          // list: search.file as written (NULL: points written inline)
     } search;

@@ -197,6 +197,13 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
             fprintf (f, "  population %u, %u random first, %u in flight, crossover %s\n",
                      self->search.population, self->search.initial, self->search.batch,
                      cgq_fmt_double (a, self->search.crossover));
+        else if (alg == CGQ_SEARCH_CMAES) {
+            char pop[32];
+            snprintf (pop, sizeof pop, "%u", self->search.popsize);
+            fprintf (f, "  popsize %s, sigma0 %s, %u restart(s) (IPOP)\n",
+                     self->search.popsize ? pop : "4 + 3 ln(params)",
+                     cgq_fmt_double (a, self->search.sigma0), self->search.restarts);
+        }
         else
             fprintf (f, "  %u random first%s, %u candidates per suggestion%s\n",
                      self->search.initial, alg == CGQ_SEARCH_TPE ? " (until so many succeed)" : "",

@@ -35,11 +35,14 @@ static const struct {
      "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
     {CGQ_SEARCH_TPE, "tpe",
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
+    {CGQ_SEARCH_CMAES, "cmaes",
+     "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
     {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
-static const char *s_alg_names = "random, grid, evolution, nsga2, bayes, tpe, list, external";
+static const char *s_alg_names =
+    "random, grid, evolution, nsga2, bayes, tpe, cmaes, list, external";
 
 const char *
 cgq_spec_search_name (cgq_search_alg_t alg)
@@ -218,6 +221,33 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                                       &spec->search.multivariate) < 0)
                 return -1;
         }
+        else if (!strcmp (key, "popsize")) {
+            if (cgq_yamldoc_get_int (c->y, e, "search.popsize", 2, CGQ_SPEC_CMAES_MAX_POPSIZE,
+                                     "write e.g. popsize: 16, or leave it out for 4 + 3 "
+                                     "ln(params)",
+                                     &n) < 0)
+                return -1;
+            spec->search.popsize = (uint32_t) n;
+        }
+        else if (!strcmp (key, "restarts")) {
+            if (cgq_yamldoc_get_int (c->y, e, "search.restarts", 0, 30,
+                                     "write e.g. restarts: 3 (each doubles popsize)", &n) < 0)
+                return -1;
+            spec->search.restarts = (uint32_t) n;
+        }
+        else if (!strcmp (key, "sigma0")) {
+            double d;
+            if (cgq_yamldoc_get_number (c->y, e, "search.sigma0", "write e.g. sigma0: 0.2", &d) <
+                0)
+                return -1;
+            if (!(d > 0 && d <= 1))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.sigma0 must be in (0, 1], not %s (the step size "
+                                         "in the box [0, 1] of every param; write e.g. sigma0: "
+                                         "0.2)",
+                                         cgq_yamldoc_text (e));
+            spec->search.sigma0 = d;
+        }
         else if (!strcmp (key, "crossover")) {
             if (s_get_prob (c, e, "search.crossover", "write e.g. crossover: 0.9",
                             &spec->search.crossover) < 0)
@@ -285,6 +315,8 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
         spec->search.batch = spec->search.population;
     if (!spec->search.candidates)
         spec->search.candidates = alg == CGQ_SEARCH_TPE ? 24 : 1000;
+    if (!spec->search.sigma0)
+        spec->search.sigma0 = 1.0 / 6;
     if (evo && spec->search.tournament > spec->search.population)
         return cgq_yamldoc_fail (
             c->y, v,
@@ -591,7 +623,8 @@ spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
     const cgq_yamldoc_node_t *at = c->alg_node;
-    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE) &&
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE ||
+         alg == CGQ_SEARCH_CMAES) &&
         spec->nobjectives != 1)
         return cgq_yamldoc_fail (
             c->y, at,
@@ -606,5 +639,21 @@ spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
             "mode: min}, {metric: memory, mode: min}])");
     if (alg == CGQ_SEARCH_LIST)
         return s_check_points (c, spec);
+    if (alg == CGQ_SEARCH_CMAES)
+        for (size_t i = 0; i < spec->nparams; i++) {
+            const cgq_param_t *p = &spec->params[i];
+            const cgq_param_t *e = p->kind == CGQ_PARAM_REPEAT ? p->of : p;
+            if (e->kind == CGQ_PARAM_CHOICE || e->kind == CGQ_PARAM_GRID ||
+                e->kind == CGQ_PARAM_ASSIGNMENT)
+                return cgq_yamldoc_fail_at (
+                    c->y, p->line, p->col,
+                    "algorithm cmaes searches numeric params only, and param '%s' is "
+                    "categorical (%s; use algorithm: tpe, which models categories, or make it "
+                    "a randint/uniform)",
+                    p->name,
+                    e->kind == CGQ_PARAM_CHOICE ? "choice"
+                    : e->kind == CGQ_PARAM_GRID ? "grid"
+                                                : "assignment");
+        }
     return 0;
 }

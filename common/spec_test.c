@@ -756,7 +756,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, tpe, list, external)");
+                    "nsga2, bayes, tpe, cmaes, list, external)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -1057,6 +1057,72 @@ t_search_tpe (void **state)
                     "algorithm: nsga2 for a Pareto front)");
 }
 
+// cmaes: its keys and defaults (popsize from the params, sigma0 1/6, no
+// restarts), and what it refuses: categorical params (naming tpe) and
+// several objectives (naming nsga2), each at its line and column.
+static void
+t_search_cmaes (void **state)
+{
+    char err[512] = "";
+    const char *y = "space:\n  x: {uniform: [0, 1]}\n  n: {randint: [1, 9]}\n"
+                    "search: {algorithm: cmaes, samples: 50, popsize: 12, restarts: 2}\n"
+                    "objective: {metric: loss, mode: min}\n" TRIAL;
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (s->search.algorithm, CGQ_SEARCH_CMAES);
+    assert_string_equal (cgq_spec_search_name (s->search.algorithm), "cmaes");
+    assert_int_equal (s->search.popsize, 12);
+    assert_int_equal (s->search.restarts, 2);
+    assert_true (s->search.sigma0 == 1.0 / 6);
+    char *out = NULL;
+    size_t outlen = 0;
+    FILE *f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (strstr (out, "search: cmaes, 50 trial(s), seed 0"));
+    assert_non_null (strstr (out, "popsize 12, sigma0 0.16666666666666666, 2 restart(s) (IPOP)"));
+    free (out);
+    cgq_spec_destroy (&s);
+
+    s_expect_error ("space:\n  x: {uniform: [0, 1]}\n  act: {choice: [relu, tanh]}\n"
+                    "search: {algorithm: cmaes}\nobjective: {metric: a, mode: max}\n" TRIAL,
+                    3, 3,
+                    "algorithm cmaes searches numeric params only, and param 'act' is "
+                    "categorical (choice; use algorithm: tpe, which models categories");
+    s_expect_error ("space:\n  x: {uniform: [0, 1]}\n  d: {repeat: 2, of: {choice: [1, 2]}}\n"
+                    "search: {algorithm: cmaes}\nobjective: {metric: a, mode: max}\n" TRIAL,
+                    3, 3, "param 'd' is categorical (choice; use algorithm: tpe");
+    s_expect_error ("space:\n  g: {grid: [1, 2]}\n  x: {uniform: [0, 1]}\n"
+                    "search: {algorithm: cmaes}\nobjective: {metric: a, mode: max}\n" TRIAL,
+                    2, 3, "param 'g' is categorical (grid; use algorithm: tpe");
+    s_expect_error ("space:\n  ops: {assignment: {items: [a], choices: [x, y]}}\n"
+                    "search: {algorithm: cmaes}\nobjective: {metric: a, mode: max}\n" TRIAL,
+                    2, 3, "param 'ops' is categorical (assignment; use algorithm: tpe");
+    s_expect_error ("search: {algorithm: cmaes}\n"
+                    "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n" TRIAL,
+                    1, 21,
+                    "algorithm cmaes optimises one objective, and the spec has several "
+                    "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
+                    "algorithm: nsga2 for a Pareto front)");
+    s_expect_error (TRIAL "search: {algorithm: cmaes, sigma0: 0}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 36, "search.sigma0 must be in (0, 1], not 0");
+    s_expect_error (TRIAL "search: {algorithm: cmaes, popsize: 1}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 37, "search.popsize must be an integer >= 2, not 1");
+    s_expect_error (TRIAL "search: {algorithm: cmaes, popsize: 10001}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 37, "search.popsize");
+    s_expect_error (TRIAL "search: {algorithm: cmaes, initial: 5}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 28, "search.initial applies to algorithm evolution, nsga2, bayes, tpe, "
+                    "not cmaes");
+    s_expect_error (TRIAL "search: {algorithm: tpe, restarts: 5}\nobjective: {metric: a, "
+                          "mode: max}\n",
+                    2, 26, "search.restarts applies to algorithm cmaes, not tpe");
+}
+
 static void
 t_err_search_new (void **state)
 {
@@ -1101,10 +1167,10 @@ t_err_search_new (void **state)
                     "search.file 'p.jsonl' is read where the spec file is");
     s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
                     "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
-                    "tpe, external, not list");
+                    "tpe, cmaes, external, not list");
     // external reads samples, concurrency and fail_fast: nothing about how to search.
     s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
-                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, "
+                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, cmaes, "
                     "not external");
 }
 
@@ -1577,6 +1643,7 @@ main (void)
         cmocka_unit_test (t_search_new),
         cmocka_unit_test (t_err_search_new),
         cmocka_unit_test (t_search_tpe),
+        cmocka_unit_test (t_search_cmaes),
         cmocka_unit_test (t_err_objectives),
         cmocka_unit_test (t_err_early_stop),
         cmocka_unit_test (t_list_file),

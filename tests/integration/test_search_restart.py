@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A coordinator killed with SIGKILL mid-search, an evolution job, a bayes
-job and a tpe job running side by side, and restarted on the same ports: each
+job, a tpe job and a cmaes job (numeric params: y a randint) running side by side, and restarted on the same ports: each
 job resumes its search from Redis and ends with exactly its planned number of
 trials, none suggested twice, none run twice (the trials running at the kill
 are adopted), every trial ending once."""
@@ -25,7 +25,7 @@ os.write(3, (json.dumps({"score": score}) + "\n").encode())
 '''
 
 SPEC = '''name: %s
-space: {x: {uniform: [0, 1]}, y: {choice: [1, 2, 3]}}
+space: {x: {uniform: [0, 1]}, y: {%s: [1, %s]}}
 search: %s
 objective: {metric: score, mode: max}
 trial:
@@ -39,16 +39,19 @@ JOBS = {
     "bayes": ("{algorithm: bayes, samples: 30, initial: 6, candidates: 200, seed: 3, "
               "concurrency: 2}", 30),
     "tpe": ("{algorithm: tpe, samples: 30, initial: 6, seed: 3, concurrency: 2}", 30),
+    # lambda 6 (two params): generations of 6, two at a time, waits in between.
+    "cmaes": ("{algorithm: cmaes, samples: 30, seed: 3, concurrency: 2}", 30),
 }
 
 
 class SearchRestartTest(CgqTestCase):
-    def test_kill9_mid_evolution_bayes_and_tpe(self):
+    def test_kill9_mid_evolution_bayes_tpe_and_cmaes(self):
         c = self.start_default(workers=(("w1", 2), ("w2", 2)))
         c.write_file("trial.py", SCRIPT)
         ids = {}
         for name, (search, _) in JOBS.items():
-            ids[name] = c.submit(c.write_file(name + ".yaml", SPEC % (name, search)))
+            y = ("randint", "3") if name == "cmaes" else ("choice", "2, 3")
+            ids[name] = c.submit(c.write_file(name + ".yaml", SPEC % ((name,) + y + (search,))))
 
         def done(j):
             h = c.job(j)

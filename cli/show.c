@@ -1558,6 +1558,11 @@ s_status_job (cgq_cli_t *cli)
         printf ("%-11s %s\n", "best", best);
         free (best);
     }
+    if (j->checkpoint_bytes) {
+        char size[32];
+        printf ("%-11s %s in the checkpoint store\n", "checkpoints",
+                cgq_show_bytes (size, sizeof size, (double) j->checkpoint_bytes));
+    }
     if (j->blocked)
         printf ("unschedulable: %s\n", j->blocked);
     if (j->error)

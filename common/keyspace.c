@@ -372,6 +372,10 @@ cgq_job_rec_from (uint64_t id, const redisReply *r)
                    ? (int64_t) total
                    : -1;
     j->suggested = cgq_hash_u64 (r, CGQ_JF_SUGGESTED);
+    double ckb = 0;
+    j->checkpoint_bytes = cgq_hash_num (r, CGQ_JF_CHECKPOINT_BYTES, &ckb) && ckb > 0
+                              ? (uint64_t) ckb
+                              : 0;
     for (int s = 0; s < CGQ_TRIAL_NSTATES; s++)
         j->counts[s] = cgq_hash_u64 (r, cgq_tstate_names[s]);
     double best;

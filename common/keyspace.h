@@ -127,6 +127,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_JF_BLOCKED "blocked"
 #define CGQ_JF_SEARCHER "searcher"
 #define CGQ_JF_ERROR "error"
+// Bytes of the checkpoints the job's trials refer to (their `checkpoints`
+// lists), kept with HINCRBY as checkpoints are recorded and let go.
+#define CGQ_JF_CHECKPOINT_BYTES "checkpoint_bytes"
 
 // cgq:job:{J}:trial:T
 #define CGQ_TF_ID "id"
@@ -162,6 +165,12 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // A multi-stage trial's finished stage runs, one field per stage: "run:train"
 // = {"attempt", "node", "started", "finished", "duration", "trial_dir"}.
 #define CGQ_TF_RUN_PREFIX "run:"
+// Checkpoints (docs/architecture.md, "Checkpoints"): the latest one recorded,
+// JSON {"step", "attempt", "n", "stage", "size", "files", "sha256", "path",
+// "host", "at"}, and the ones a next attempt may resume from, newest first
+// (a JSON array of those, at most checkpoint.keep; empty or absent: none).
+#define CGQ_TF_CHECKPOINT "checkpoint"
+#define CGQ_TF_CHECKPOINTS "checkpoints"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -272,6 +281,7 @@ typedef struct {
     bool has_best;
     uint64_t best_trial;
     double best_value;
+    uint64_t checkpoint_bytes; // of the checkpoints its trials may resume from (0: none)
 } cgq_job_rec_t;
 
 typedef struct {

@@ -15,6 +15,7 @@
 
 #include "json.h"
 #include "space.h"
+#include "template.h"
 #include "spec_impl.h"
 #include "util.h"
 #include "yamldoc.h"
@@ -145,6 +146,123 @@ s_parse_notify (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
     return 0;
 }
 
+// --- checkpoint ---------------------------------------------------------------------
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} s_resume_ends[] = {{"lost", CGQ_RESUME_LOST},
+                     {"failed", CGQ_RESUME_FAILED},
+                     {"timeout", CGQ_RESUME_TIMEOUT}};
+
+static int
+s_resume_end (spec_ctx_t *c, const cgq_yamldoc_node_t *e, unsigned *bits)
+{
+    const char *t;
+    if (cgq_yamldoc_get_text (c->y, e, "checkpoint.resume", "write resume: [lost, failed]", &t) < 0)
+        return -1;
+    for (size_t i = 0; i < sizeof s_resume_ends / sizeof s_resume_ends[0]; i++)
+        if (!strcmp (t, s_resume_ends[i].name)) {
+            *bits |= s_resume_ends[i].bit;
+            return 0;
+        }
+    return cgq_yamldoc_fail (c->y, e,
+                             "unknown checkpoint.resume end '%s' (expected one of: lost, failed, "
+                             "timeout; or true, false)",
+                             t);
+}
+
+// s_parse_resume reads checkpoint.resume: true (every end), false (none), an
+// end or a list of them.
+static int
+s_parse_resume (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e)
+{
+    cgq_yamldoc_scalar_t sc;
+    if (e->type == CGQ_YAMLDOC_SCALAR) {
+        cgq_yamldoc_resolve (e, &sc);
+        if (sc.kind == CGQ_YAMLDOC_BOOL) {
+            spec->checkpoint.resume =
+                sc.b ? CGQ_RESUME_LOST | CGQ_RESUME_FAILED | CGQ_RESUME_TIMEOUT : 0;
+            return 0;
+        }
+    }
+    spec->checkpoint.resume = 0;
+    if (e->type != CGQ_YAMLDOC_SEQ)
+        return s_resume_end (c, e, &spec->checkpoint.resume);
+    for (size_t i = 0; i < cgq_yamldoc_nitems (e); i++)
+        if (s_resume_end (c, cgq_yamldoc_item (c->y, e, i), &spec->checkpoint.resume) < 0)
+            return -1;
+    return 0;
+}
+
+static bool
+s_no_params (const char *name, size_t n, void *arg)
+{
+    (void) name, (void) n, (void) arg;
+    return false;
+}
+
+// s_parse_checkpoint reads checkpoint: {store, keep, resume}. A store is a
+// directory every worker that may run the trials can reach (a shared file
+// system): an absolute path, or one under {spec_dir} (a relative path is
+// taken as {spec_dir}/PATH).
+static int
+s_parse_checkpoint (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
+{
+    if (cgq_yamldoc_is_null (v))
+        return 0;
+    if (cgq_yamldoc_expect_map (c->y, v, "checkpoint",
+                                "write checkpoint: {store: /shared/ckpt, keep: 1}") < 0)
+        return -1;
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *kt = cgq_yamldoc_text (k);
+        if (!strcmp (kt, "store")) {
+            const char *t;
+            if (cgq_yamldoc_get_text (c->y, e, "checkpoint.store",
+                                      "write store: /shared/ckpt or {spec_dir}/ckpt", &t) < 0)
+                return -1;
+            if (strstr (t, "://"))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "checkpoint.store '%s': a store over HTTP is not built "
+                                         "yet (write a directory every worker shares, such as "
+                                         "/shared/ckpt)",
+                                         t);
+            size_t at;
+            char name[64];
+            if (cgq_template_check (t, s_no_params, NULL, &at, name, sizeof name) < 0)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "checkpoint.store '%s': '{%s}' is not one of "
+                                         "{spec_dir}, {job_id} (the store is the job's, not a "
+                                         "trial's; write store: {spec_dir}/ckpt)",
+                                         t, name);
+            if (strstr (t, "{trial_id}"))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "checkpoint.store '%s' names {trial_id}: the store is "
+                                         "the job's (trials get job-J/trial-T in it)",
+                                         t);
+            free (spec->checkpoint.store);
+            spec->checkpoint.store = t[0] == '/' || t[0] == '{' ? cgq_xstrdup (t)
+                                                                : cgq_xasprintf ("{spec_dir}/%s", t);
+        }
+        else if (!strcmp (kt, "keep")) {
+            long long n;
+            if (cgq_yamldoc_get_int (c->y, e, "checkpoint.keep", 1, CGQ_CHECKPOINT_MAX_KEEP,
+                                     "write keep: 1 (the latest) or more", &n) < 0)
+                return -1;
+            spec->checkpoint.keep = (uint32_t) n;
+        }
+        else if (!strcmp (kt, "resume")) {
+            if (s_parse_resume (c, spec, e) < 0)
+                return -1;
+        }
+        else
+            return cgq_yamldoc_unknown_key (c->y, k, "checkpoint", "store, keep, resume");
+    }
+    return 0;
+}
+
 static char *
 s_default_name (const char *path)
 {
@@ -229,11 +347,13 @@ s_parse_doc (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
             rc = spec_parse_early_stop (c, spec, k, v);
         else if (!strcmp (kt, "notify"))
             rc = s_parse_notify (c, spec, k, v);
+        else if (!strcmp (kt, "checkpoint"))
+            rc = s_parse_checkpoint (c, spec, v);
         else
             rc = cgq_yamldoc_unknown_key (
                 c->y, k, "the spec",
                 "name, space, search, objective, objectives, early_stop, trial, "
-                "notify");
+                "notify, checkpoint");
         if (rc < 0)
             return -1;
     }
@@ -305,6 +425,8 @@ s_parse (const char *text, size_t len, const char *path, const char *dir, char *
         spec->search.fail_fast = CGQ_SPEC_FAIL_FAST;
         spec->trial.kind = CGQ_TRIAL_COMMAND;
         spec->trial.cpu = 1;
+        spec->checkpoint.keep = 1;
+        spec->checkpoint.resume = CGQ_RESUME_LOST | CGQ_RESUME_FAILED;
         rc = s_parse_doc (&c, spec, root);
     }
     if (rc == 0 && root)
@@ -422,6 +544,7 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     for (size_t i = 0; i < CGQ_SPEC_MAX_OBJECTIVES; i++)
         spec_objective_fini (&self->objectives[i]);
     free (self->notify.url);
+    free (self->checkpoint.store);
     free (self->early_stop.attribute);
     free (self->early_stop.metric);
     json_decref (self->search.points);

@@ -197,7 +197,27 @@ typedef struct {
     } notify;
     cgq_stage_t *stages; // trial.stages (owned); NULL: none
     size_t nstages;      // 0: no stages: (trial: is the one stage), else 1..CGQ_SPEC_MAX_STAGES
+
+    // checkpoint: {store, keep, resume} (docs/spec.md, "checkpoint"): where
+    // the workers seal a trial's checkpoints, how many the coordinator keeps
+    // per trial, and after which ends of an attempt the next one resumes from
+    // them. Every command trial may checkpoint; without the section the
+    // defaults hold.
+    struct {
+        char *store;     // a directory, absolute or {spec_dir}/...; NULL: the worker's
+                         // --checkpoint-store (owned)
+        uint32_t keep;   // default 1
+        unsigned resume; // CGQ_RESUME_* bits (default lost | failed)
+    } checkpoint;
 } cgq_spec_t;
+
+// The ends of an attempt after which the next attempt resumes from the
+// trial's checkpoints (checkpoint.resume): its node lost, a failure
+// retried, a timeout retried.
+#define CGQ_RESUME_LOST 1u
+#define CGQ_RESUME_FAILED 2u
+#define CGQ_RESUME_TIMEOUT 4u
+#define CGQ_CHECKPOINT_MAX_KEEP 100
 
 // The events a job's end can be, one per end (docs/spec.md, "notify"):
 // finished (at least one trial succeeded or was stopped early with a value),

@@ -261,6 +261,55 @@ t_notify (void **state)
     s_expect_error (TRIAL "notify: http://h/\n", 2, 9, "notify");
 }
 
+// checkpoint: {store, keep, resume}: the defaults, a store under
+// {spec_dir} (a relative one too), resume's forms, and the errors.
+static void
+t_checkpoint (void **state)
+{
+    char err[512] = "";
+    const char *y = TRIAL;
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_null (s->checkpoint.store);
+    assert_int_equal (s->checkpoint.keep, 1);
+    assert_int_equal (s->checkpoint.resume, CGQ_RESUME_LOST | CGQ_RESUME_FAILED);
+    cgq_spec_destroy (&s);
+    y = TRIAL "checkpoint: {store: /shared/ckpt, keep: 3, resume: true}\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_string_equal (s->checkpoint.store, "/shared/ckpt");
+    assert_int_equal (s->checkpoint.keep, 3);
+    assert_int_equal (s->checkpoint.resume,
+                      CGQ_RESUME_LOST | CGQ_RESUME_FAILED | CGQ_RESUME_TIMEOUT);
+    cgq_spec_destroy (&s);
+    y = TRIAL "checkpoint:\n  store: ckpt/{job_id}\n  resume: [timeout]\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_string_equal (s->checkpoint.store, "{spec_dir}/ckpt/{job_id}");
+    assert_int_equal (s->checkpoint.resume, CGQ_RESUME_TIMEOUT);
+    cgq_spec_destroy (&s);
+    y = TRIAL "checkpoint: {store: '{spec_dir}/c', resume: false}\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_string_equal (s->checkpoint.store, "{spec_dir}/c");
+    assert_int_equal (s->checkpoint.resume, 0);
+    cgq_spec_destroy (&s);
+
+    s_expect_error (TRIAL "checkpoint: {keep: 0}\n", 2, 20, "checkpoint.keep");
+    s_expect_error (TRIAL "checkpoint: {resume: [lost, crashed]}\n", 2, 29,
+                    "unknown checkpoint.resume end 'crashed' (expected one of: lost, failed, "
+                    "timeout; or true, false)");
+    s_expect_error (TRIAL "checkpoint: {store: '/c/{lr}'}\n", 2, 21, "'{lr}' is not one of {spec_dir}, {job_id}");
+    s_expect_error (TRIAL "checkpoint: {store: '/c/{trial_id}'}\n", 2, 21,
+                    "names {trial_id}");
+    s_expect_error (TRIAL "checkpoint: {stor: /c}\n", 2, 14,
+                    "unknown key 'stor' in checkpoint (known keys: store, keep, resume); did you "
+                    "mean 'store'?");
+    s_expect_error (TRIAL "checkpoint: /c\n", 2, 13, "checkpoint must be a mapping");
+    s_expect_error (TRIAL "checkpoint: {store: 'https://s3/b'}\n", 2, 21,
+                    "a store over HTTP is not built yet");
+}
+
 static void
 t_err_syntax (void **state)
 {
@@ -479,7 +528,7 @@ t_err_top (void **state)
     s_expect_error ("just text\n", 1, 1, "must be a mapping");
     s_expect_error (TRIAL "serch: {samples: 3}\n", 2, 1,
                     "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
-                    "objectives, early_stop, trial, notify); did you mean 'search'?");
+                    "objectives, early_stop, trial, notify, checkpoint); did you mean 'search'?");
     s_expect_error (TRIAL "---\nname: x\n", 3, 1, "second YAML document");
 }
 
@@ -1650,6 +1699,7 @@ main (void)
         cmocka_unit_test (t_device),
         cmocka_unit_test (t_err_device),
         cmocka_unit_test (t_notify),
+        cmocka_unit_test (t_checkpoint),
         cmocka_unit_test (t_stages),
         cmocka_unit_test (t_client_kind),
         cmocka_unit_test (t_err_stages),

@@ -16,6 +16,8 @@
 //   scheduler.c  chooses, and only chooses: which node fits, why none can
 //   jobs.c       the job and trial state machine: every transition changes
 //                memory and queues its Redis commands in the same call
+//   checkpoint.c checkpoint records as pure decisions (no I/O): which one a
+//                trial records, what a resumed attempt restores
 //   early_stop.c the early stopping rules as pure decisions (no I/O)
 //   outbox.c     messages that wait until the Redis batch they depend on is
 //                flushed
@@ -149,6 +151,12 @@ struct trial_s {
     uint8_t resent;            // times its Assign was sent again (dispatch_resend)
     bool deferred;             // its node holds its result for us (Redis down, buffer full)
     bool stale;                // running, its node silent: counted and stored as stale (jobs.h)
+    // Checkpoints (checkpoint.h): the records a next attempt may resume
+    // from, newest first (a JSON array, owned; NULL: none), and how its last
+    // attempt ended (CGQ_RESUME_*, 0: it did not end yet), which
+    // checkpoint.resume judges.
+    json_t *ckpts;
+    unsigned end_resume;
 };
 
 struct job_s {

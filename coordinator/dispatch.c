@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "jobs.h"
 #include "json.h"
 #include "log.h"
@@ -340,12 +341,29 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
     }
     a.seq = seq;
     a.epoch = c->epoch;
+    // Checkpoints: where a worker seals them, and what a later attempt
+    // restores (docs/architecture.md, "Checkpoints").
+    char *store = NULL;
+    Cgq__Checkpoint **resume = NULL;
+    if (st->kind == CGQ_TRIAL_COMMAND || st->kind == CGQ_TRIAL_PREDICTOR) {
+        if (j->spec->checkpoint.store) {
+            char why[256];
+            store = cgq_template_render (j->spec->checkpoint.store, NULL, j->id, t->id,
+                                         j->spec_dir, 0, why, sizeof why);
+        }
+        a.checkpoint_store = store ? store : "";
+        a.checkpoint_keep = j->spec->checkpoint.keep;
+        a.n_resume = checkpoint_resume (t->ckpts, t->stage, &resume);
+        a.resume = resume;
+    }
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_ASSIGN;
     env.assign = &a;
     outbox_push (c, c->nodes_sock, n->id, strlen (n->id), false, &env);
     if (c->out_tail)
         c->out_tail->assign_seq = seq; // n->assign_out once it has left (outbox.c)
+    checkpoint_resume_free (resume, a.n_resume);
+    free (store);
     free (gpus);
 }
 

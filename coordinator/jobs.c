@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "early_stop.h"
 #include "hist.h"
 #include "json.h"
@@ -140,6 +141,7 @@ s_trial_free (trial_t *t)
     early_stop_forget (t->job->stopper, t->id);
     json_decref (t->params);
     json_decref (t->stage_metrics);
+    json_decref (t->ckpts);
     free (t->params_json);
     free (t->gpus);
     free (t->expect_node);
@@ -887,6 +889,70 @@ s_metric_names (cgq_buf_t *b, const json_t *metrics)
         cgq_buf_puts (b, "none");
 }
 
+// s_resume_judge: t's attempt ended (how: CGQ_RESUME_*) and t runs again.
+// Unless checkpoint.resume resumes after such an end, its checkpoints are
+// let go: the next attempt starts afresh (and its worker deletes them once
+// it records one of its own).
+static void
+s_resume_judge (coord_t *c, trial_t *t, unsigned how)
+{
+    job_t *j = t->job;
+    t->end_resume = 0;
+    if (!t->ckpts || (j->spec->checkpoint.resume & how))
+        return;
+    char key[128];
+    cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),
+                   CGQ_TF_CHECKPOINTS);
+    int64_t bytes = checkpoint_bytes (t->ckpts);
+    if (bytes)
+        cgq_store_cmd (c->store, "HINCRBY %s %s %lld", cgq_key_job (key, sizeof key, j->id),
+                       CGQ_JF_CHECKPOINT_BYTES, (long long) -bytes);
+    json_decref (t->ckpts);
+    t->ckpts = NULL;
+    cgq_tinfo (j->id, t->id, t->attempt,
+               "its next attempt starts afresh: checkpoint.resume does not resume after %s",
+               how == CGQ_RESUME_TIMEOUT ? "a timeout"
+               : how == CGQ_RESUME_LOST  ? "a lost node"
+                                         : "a failure");
+}
+
+void
+jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
+{
+    trial_t *t = jobs_trial (c, m->task->job, m->task->trial);
+    const cgq_spec_t *spec = t ? t->job->spec : NULL;
+    checkpoint_decision_t d;
+    checkpoint_decide (t, spec ? spec->checkpoint.keep : 1, m, node, cgq_wall_s (), &d);
+    if (d.changed) {
+        char key[128];
+        char *latest = cgq_json_dumps (d.latest), *list = cgq_json_dumps (d.list);
+        cgq_hset_t h;
+        cgq_hset_init (&h, cgq_key_trial (key, sizeof key, t->job->id, t->id));
+        cgq_hset_str (&h, CGQ_TF_CHECKPOINT, latest);
+        cgq_hset_str (&h, CGQ_TF_CHECKPOINTS, list);
+        cgq_hset_queue (&h, c->store);
+        if (d.bytes)
+            cgq_store_cmd (c->store, "HINCRBY %s %s %lld", cgq_key_job (key, sizeof key, t->job->id),
+                           CGQ_JF_CHECKPOINT_BYTES, (long long) d.bytes);
+        free (latest);
+        free (list);
+        json_decref (t->ckpts);
+        t->ckpts = json_incref (d.list);
+        cgq_tdebug (t->job->id, t->id, t->attempt, "checkpoint %" PRIu64 " recorded (%s)", m->n,
+                    m->step_json);
+    }
+    else if (!d.record)
+        cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
+                   "checkpoint %" PRIu64 " from node %s not recorded: %s", m->n, node, d.why);
+    char **names;
+    size_t nnames = checkpoint_names (t ? t->ckpts : NULL, &names);
+    outbox_checkpoint_ack (c, node, m->task, m->n, d.record, d.why, names, nnames);
+    for (size_t i = 0; i < nnames; i++)
+        free (names[i]);
+    free (names);
+    checkpoint_decision_fini (&d);
+}
+
 void
 jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
 {
@@ -901,6 +967,7 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
         error = staged;
     }
     if (retryable && st && tries <= st->retries) {
+        s_resume_judge (c, t, t->end_resume ? t->end_resume : CGQ_RESUME_FAILED);
         const char *kv[] = {CGQ_TF_ERROR, error};
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
@@ -1351,6 +1418,8 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         for (int i = 0; i < nkv; i += 2)
             cgq_hset_str (&h, kv[i], kv[i + 1]);
         cgq_hset_queue (&h, c->store);
+        t->end_resume = r->status == CGQ__TASK_STATUS__TASK_TIMEOUT ? CGQ_RESUME_TIMEOUT
+                                                                    : CGQ_RESUME_FAILED;
         jobs_failed (c, t, fail, retryable);
         json_decref (metrics);
         cgq_buf_fini (&why);
@@ -1556,6 +1625,7 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
         return;
     }
     snprintf (err, sizeof err, "attempt %u lost: %s", t->attempt, why);
+    s_resume_judge (c, t, CGQ_RESUME_LOST);
     s_requeue (c, t, err);
 }
 

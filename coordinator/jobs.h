@@ -83,6 +83,12 @@ void jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable);
 // unknown or a terminal trial changes nothing: the caller acks it anyway,
 // so every trial's outcome is recorded once.
 void jobs_result (coord_t *c, const Cgq__Result *r);
+// jobs_checkpoint judges a node's Checkpoint (checkpoint.h): the current
+// attempt's newest becomes the trial's latest (the trial hash's checkpoint
+// and checkpoints, the job's checkpoint_bytes), anything else is refused;
+// either way node gets a CheckpointAck once the batch is durable.
+void jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m);
+
 // jobs_progress records one report of a running trial and, when the job
 // has early_stop, lets the stopper judge it: a trial it stops becomes
 // stopped at once (its report as its metrics, trial.early_stopped in the

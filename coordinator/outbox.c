@@ -108,6 +108,31 @@ s_close_ack (out_t *o)
 }
 
 void
+outbox_checkpoint_ack (coord_t *c, const char *node, const Cgq__TaskRef *task, uint64_t n,
+                       bool recorded, const char *reason, char **keep, size_t nkeep)
+{
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT;
+    ref.job = task->job;
+    ref.trial = task->trial;
+    ref.stage = task->stage;
+    ref.attempt = task->attempt;
+    Cgq__CheckpointAck a = CGQ__CHECKPOINT_ACK__INIT;
+    a.task = &ref;
+    a.n = n;
+    a.recorded = recorded;
+    a.reason = (char *) (reason ? reason : "");
+    a.keep = keep;
+    a.n_keep = nkeep;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_CHECKPOINT_ACK;
+    env.checkpoint_ack = &a;
+    out_t *tail = c->out_tail;
+    outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
+    if (c->out_tail != tail)
+        c->out_tail->durable = c->cfg.durable_ms > 0;
+}
+
+void
 outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg, bool now)
 {
     Cgq__Reply r = CGQ__REPLY__INIT;

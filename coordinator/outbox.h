@@ -20,6 +20,13 @@ void outbox_stop (coord_t *c, const char *node, const Cgq__TaskRef *task, const 
 // journal, and a crash of the coordinator too by the node re-sending it.
 void outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task);
 
+// outbox_checkpoint_ack tells node whether checkpoint n of task was
+// recorded (reason: why not), and the names of the trial's checkpoints the
+// coordinator still refers to (keep, nkeep; borrowed). Like an Ack it waits
+// until its batch is durable: the node deletes older checkpoints on it.
+void outbox_checkpoint_ack (coord_t *c, const char *node, const Cgq__TaskRef *task, uint64_t n,
+                            bool recorded, const char *reason, char **keep, size_t nkeep);
+
 // outbox_reply answers a CLI request: with now, at once (an error that
 // changed nothing), else after this turn's flush like every other message.
 void outbox_reply (coord_t *c, const char *rid, size_t rid_len, int code, const char *msg,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "early_stop.h"
 #include "jobs.h"
 #include "log.h"
@@ -219,6 +220,9 @@ s_trials (coord_t *c, job_t *j)
         }
         const char *error = cgq_hash_get (h, CGQ_TF_ERROR);
         t->has_error = error && *error; // cleared when a later attempt succeeds
+        // What its next attempt may resume from (a pending trial's was
+        // judged when its last attempt ended).
+        t->ckpts = checkpoint_list_parse (cgq_hash_get (h, CGQ_TF_CHECKPOINTS));
         // The early stopper's view of it: where it was last judged.
         early_stop_trial_resume (j->stopper, t->id, cgq_hash_get (h, CGQ_TF_EARLY_STOP));
         if (t->state == CGQ_TRIAL_RUNNING) {

@@ -585,6 +585,14 @@ session_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
             && s_report_allowed (c, id, env->progress) && !session_buffer_full (c))
             jobs_progress (c, env->progress);
         break;
+    case CGQ__ENVELOPE__BODY_CHECKPOINT:
+        // Like a Result: only from the node that runs the attempt (a stale
+        // attempt's is refused by jobs_checkpoint, and acked), and not while
+        // Redis is away with the buffer full (no ack: the node sends it again).
+        if (env->checkpoint->task && s_owns (c, n, id, env->checkpoint->task, "Checkpoint")
+            && !session_buffer_full (c))
+            jobs_checkpoint (c, id, env->checkpoint);
+        break;
     case CGQ__ENVELOPE__BODY_BYE:
         if (n)
             s_node_lost (c, n, CGQ_NODE_GONE,

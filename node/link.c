@@ -518,6 +518,7 @@ cgq_link_recv (cgq_link_t *self)
                 s_assign_seen (self, env->assign_batch->assigns[i]);
             return env;
         case CGQ__ENVELOPE__BODY_STOP:
+        case CGQ__ENVELOPE__BODY_CHECKPOINT_ACK:
             return env;
         default:
             cgq_warn ("ignoring unexpected %s message from %s", cgq_wire_body_name (env),
@@ -641,6 +642,15 @@ cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *repor
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_PROGRESS;
     env.progress = &p;
+    s_send (self, &env);
+}
+
+void
+cgq_link_checkpoint (cgq_link_t *self, const Cgq__Checkpoint *ckpt)
+{
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_CHECKPOINT;
+    env.checkpoint = (Cgq__Checkpoint *) ckpt;
     s_send (self, &env);
 }
 

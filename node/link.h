@@ -51,7 +51,7 @@ void *cgq_link_socket (cgq_link_t *self);
 
 // cgq_link_recv receives what the socket holds, handles Welcome, Heartbeat
 // answers and Ack itself, and returns the next message for the node (Assign,
-// Stop) or NULL when there is nothing more. Caller frees with cgq_wire_free.
+// Stop, CheckpointAck) or NULL when there is nothing more. Caller frees with cgq_wire_free.
 cgq_env_t *cgq_link_recv (cgq_link_t *self);
 
 // cgq_link_tick sends what is due (Hello, Heartbeat, result re-sends) and
@@ -62,6 +62,10 @@ int64_t cgq_link_deadline (const cgq_link_t *self);
 // cgq_link_progress sends one report line of a task (best effort).
 void cgq_link_progress (cgq_link_t *self, const Cgq__TaskRef *task, const char *report_json,
                         uint64_t seq);
+
+// cgq_link_checkpoint sends a task's sealed checkpoint (best effort: the
+// caller keeps it and sends it again until a CheckpointAck names it).
+void cgq_link_checkpoint (cgq_link_t *self, const Cgq__Checkpoint *ckpt);
 
 // cgq_link_hold makes results wait (held) until cgq_link_release, which
 // sends those that waited as one ResultBatch (one alone as a Result): a

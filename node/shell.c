@@ -236,6 +236,9 @@ cgq_shell_run (cgq_shell_t *self)
                     s_assigned (self, env->assign_batch->assigns[i]);
             else if (env->body_case == CGQ__ENVELOPE__BODY_STOP)
                 self->ops.stop (self->arg, env->stop);
+            else if (env->body_case == CGQ__ENVELOPE__BODY_CHECKPOINT_ACK
+                     && self->ops.checkpoint_ack)
+                self->ops.checkpoint_ack (self->arg, env->checkpoint_ack);
             cgq_wire_free (env);
         }
         if (self->ops.turn)

@@ -30,6 +30,9 @@ typedef struct {
     void (*assign) (void *arg, const Cgq__Assign *assign);
     // A Stop the coordinator sent. Required.
     void (*stop) (void *arg, const Cgq__Stop *stop);
+    // A CheckpointAck: whether a checkpoint the node sent was recorded.
+    // Optional (a node that sends no Checkpoint gets none).
+    void (*checkpoint_ack) (void *arg, const Cgq__CheckpointAck *ack);
     // The running tasks for Hello and every Heartbeat (link.h). Required.
     cgq_link_running_fn *running;
     // Before each poll: the fds to watch (cgq_shell_watch) and the nearest

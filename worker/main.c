@@ -15,6 +15,7 @@
 
 #include "allow.h"
 #include "auth.h"
+#include "checkpoints.h"
 #include "config.h"
 #include "confine.h"
 #include "gpu.h"
@@ -36,6 +37,7 @@ typedef struct {
     char *gpus;
     uint64_t memory;
     char *workdir;
+    char *checkpoint_store;
     uint64_t log_cap;
     uint64_t max_report_line;
     int64_t kill_grace_ms;
@@ -63,6 +65,11 @@ static const cgq_opt_t s_opts[] = {
      "memory offered (default: MemTotal)", 0, 0},
     {"workdir", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, workdir), "./.cgq/work", NULL,
      "trial directories live under DIR/job-J/trial-T/attempt-A", 0, 0},
+    {"checkpoint-store", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, checkpoint_store), NULL,
+     "CGQ_CHECKPOINT_STORE",
+     "where trials' checkpoints are sealed when their spec names no checkpoint.store "
+     "(default: WORKDIR/checkpoints, which only this machine sees: a trial resumes here only)",
+     0, 0},
     {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", "CGQ_LOG_CAP",
      "cap of each trial's stdout/stderr log file (0: none)", 0, 0},
     {"max-report-line", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, max_report_line), "1M",
@@ -110,17 +117,32 @@ typedef struct {
     cgq_task_t **tasks;
     size_t n_tasks;
     Cgq__TaskRef **running; // scratch for s_running
+    cgq_checkpoints_t *ckpts; // the tasks' checkpoints (checkpoints.h)
+    char *ckpt_store;         // absolute: --checkpoint-store, else WORKDIR/checkpoints
 } s_worker_t;
 
 static size_t
 s_running (void *arg, Cgq__TaskRef ***refs)
 {
     s_worker_t *w = arg;
-    w->running = cgq_xrealloc (w->running, (w->n_tasks + 1) * sizeof *w->running);
+    // Tasks waiting for their checkpoint's restore run as far as the
+    // coordinator is concerned.
+    const Cgq__TaskRef **starting = NULL;
+    size_t k = w->ckpts ? cgq_checkpoints_starting (w->ckpts, &starting) : 0;
+    w->running = cgq_xrealloc (w->running, (w->n_tasks + k + 1) * sizeof *w->running);
     for (size_t i = 0; i < w->n_tasks; i++)
         w->running[i] = (Cgq__TaskRef *) cgq_task_ref (w->tasks[i]);
+    for (size_t i = 0; i < k; i++)
+        w->running[w->n_tasks + i] = (Cgq__TaskRef *) starting[i];
     *refs = w->running;
-    return w->n_tasks;
+    return w->n_tasks + k;
+}
+
+static void
+s_on_checkpoint (void *arg, cgq_task_t *task, const char *step_json, uint64_t line)
+{
+    s_worker_t *w = arg;
+    cgq_checkpoints_announce (w->ckpts, task, step_json, line);
 }
 
 static void
@@ -177,6 +199,50 @@ s_predictor_allowed (s_worker_t *w, const Cgq__Assign *a)
     return out;
 }
 
+// s_start starts a command or predictor task of a, resumed from restored
+// (cgq_checkpoints_start_fn).
+static void
+s_start (void *arg, const Cgq__Assign *a, const char *restored, const char *resume_json,
+         const char *notes)
+{
+    s_worker_t *w = arg;
+    cgq_task_opts_t opts = {
+        .workdir = w->workdir,
+        .log_cap = w->cfg.log_cap,
+        .max_report_line = w->cfg.max_report_line,
+        .kill_grace_ms = w->cfg.kill_grace_ms,
+        .confine = w->confine,
+        .spare = w->spare,
+        .on_checkpoint = s_on_checkpoint,
+        .restored = restored,
+        .resume_json = resume_json,
+        .notes = notes,
+    };
+    cgq_task_t *task = cgq_task_start (a, &opts, s_on_report, w);
+    if (cgq_task_done (task)) {
+        cgq_link_result (w->link, cgq_task_take_result (task));
+        cgq_task_destroy (&task);
+        return;
+    }
+    cgq_tinfo (a->task->job, a->task->trial, a->task->attempt, "started pid %d (%s)",
+               (int) cgq_task_pid (task), a->argv[0]);
+    w->tasks = cgq_xrealloc (w->tasks, (w->n_tasks + 1) * sizeof *w->tasks);
+    w->tasks[w->n_tasks++] = task;
+    cgq_checkpoints_started (w->ckpts, task, a->checkpoint_store);
+}
+
+// s_starting says whether task waits for its checkpoint's restore here.
+static bool
+s_starting (s_worker_t *w, const Cgq__TaskRef *task)
+{
+    const Cgq__TaskRef **refs;
+    size_t n = cgq_checkpoints_starting (w->ckpts, &refs);
+    for (size_t i = 0; i < n; i++)
+        if (cgq_result_ref_equal (refs[i], task))
+            return true;
+    return false;
+}
+
 static void
 s_on_assign (void *arg, const Cgq__Assign *a)
 {
@@ -188,7 +254,7 @@ s_on_assign (void *arg, const Cgq__Assign *a)
     // Every line about the task carries its ids (log.h).
     uint64_t jid = a->task->job, tid = a->task->trial;
     uint32_t att = a->task->attempt;
-    if (s_find_task (w, a->task)) {
+    if (s_find_task (w, a->task) || s_starting (w, a->task)) {
         cgq_tdebug (jid, tid, att, "already running; ignoring the repeated Assign");
         return;
     }
@@ -226,23 +292,11 @@ s_on_assign (void *arg, const Cgq__Assign *a)
         free (refused);
         return;
     }
-    cgq_task_opts_t opts = {
-        .workdir = w->workdir,
-        .log_cap = w->cfg.log_cap,
-        .max_report_line = w->cfg.max_report_line,
-        .kill_grace_ms = w->cfg.kill_grace_ms,
-        .confine = w->confine,
-        .spare = w->spare,
-    };
-    cgq_task_t *task = cgq_task_start (a, &opts, s_on_report, w);
-    if (cgq_task_done (task)) {
-        cgq_link_result (w->link, cgq_task_take_result (task));
-        cgq_task_destroy (&task);
+    if (a->n_resume > 0) {
+        cgq_checkpoints_restore (w->ckpts, a); // then s_start
         return;
     }
-    cgq_tinfo (jid, tid, att, "started pid %d (%s)", (int) cgq_task_pid (task), a->argv[0]);
-    w->tasks = cgq_xrealloc (w->tasks, (w->n_tasks + 1) * sizeof *w->tasks);
-    w->tasks[w->n_tasks++] = task;
+    s_start (w, a, NULL, NULL, NULL);
 }
 
 static void
@@ -250,6 +304,13 @@ s_on_stop (void *arg, const Cgq__Stop *s)
 {
     s_worker_t *w = arg;
     cgq_task_t *task = s->task ? s_find_task (w, s->task) : NULL;
+    if (!task && s->task
+        && cgq_checkpoints_stop (w->ckpts, s->task,
+                                 s->reason && *s->reason ? s->reason : "stopped by the coordinator")) {
+        cgq_tinfo (s->task->job, s->task->trial, s->task->attempt,
+                   "stopped before it started (its checkpoint was being restored)");
+        return;
+    }
     if (!task) {
         cgq_tdebug (s->task ? s->task->job : 0, s->task ? s->task->trial : 0,
                     s->task ? s->task->attempt : 0, "Stop for a task not running here; ignored");
@@ -297,10 +358,14 @@ s_reap (void *arg, bool report)
     int64_t now = cgq_now_ms ();
     for (size_t i = 0; i < w->n_tasks;) {
         cgq_task_tick (w->tasks[i], now);
-        if (!cgq_task_done (w->tasks[i])) {
+        // A result waits for the task's seals: the coordinator hears of its
+        // last checkpoint first, and a retry resumes from it.
+        if (!cgq_task_done (w->tasks[i])
+            || (report && cgq_checkpoints_sealing (w->ckpts, w->tasks[i]))) {
             i++;
             continue;
         }
+        cgq_checkpoints_ended (w->ckpts, w->tasks[i]);
         Cgq__Result *r = cgq_task_take_result (w->tasks[i]);
         if (report)
             cgq_link_result (w->link, r);
@@ -330,12 +395,22 @@ s_watch (void *arg, cgq_shell_t *shell)
     int64_t due = cgq_confine_deadline (w->confine);
     if (due > 0)
         cgq_shell_due (shell, due);
+    if (w->ckpts) {
+        cgq_shell_watch (shell, cgq_checkpoints_fd (w->ckpts), w->ckpts);
+        due = cgq_checkpoints_deadline (w->ckpts);
+        if (due >= 0)
+            cgq_shell_due (shell, due);
+    }
 }
 
 static void
 s_readable (void *arg, void *owner, int fd)
 {
-    cgq_task_on_readable (owner, fd);
+    s_worker_t *w = arg;
+    if (owner == w->ckpts)
+        cgq_checkpoints_on_readable (w->ckpts);
+    else
+        cgq_task_on_readable (owner, fd);
 }
 
 static void
@@ -343,6 +418,16 @@ s_turn (void *arg)
 {
     s_worker_t *w = arg;
     cgq_confine_tick (w->confine);
+    if (w->ckpts)
+        cgq_checkpoints_tick (w->ckpts, cgq_now_ms ());
+}
+
+static void
+s_checkpoint_ack (void *arg, const Cgq__CheckpointAck *ack)
+{
+    s_worker_t *w = arg;
+    if (w->ckpts)
+        cgq_checkpoints_ack (w->ckpts, ack);
 }
 
 // s_stop_all stops every task at shutdown; their results are not reported
@@ -351,6 +436,9 @@ static size_t
 s_stop_all (void *arg, int64_t grace_ms)
 {
     s_worker_t *w = arg;
+    size_t dropped = w->ckpts ? cgq_checkpoints_drop_starting (w->ckpts) : 0;
+    if (dropped > 0)
+        cgq_info ("dropping %zu task(s) waiting for their checkpoint's restore", dropped);
     if (w->n_tasks > 0)
         cgq_info ("stopping %zu running task(s)", w->n_tasks);
     for (size_t i = 0; i < w->n_tasks; i++)
@@ -363,14 +451,18 @@ static void
 s_abandon (void *arg)
 {
     s_worker_t *w = arg;
-    for (size_t i = 0; i < w->n_tasks; i++)
+    for (size_t i = 0; i < w->n_tasks; i++) {
+        if (w->ckpts)
+            cgq_checkpoints_ended (w->ckpts, w->tasks[i]);
         cgq_task_destroy (&w->tasks[i]);
+    }
     w->n_tasks = 0;
 }
 
 static const cgq_shell_ops_t s_ops = {
     .assign = s_on_assign,
     .stop = s_on_stop,
+    .checkpoint_ack = s_checkpoint_ack,
     .running = s_running,
     .watch = s_watch,
     .readable = s_readable,
@@ -445,6 +537,28 @@ s_setup (s_worker_t *w)
         return 1;
     }
 
+    // The default checkpoint store: absolute, as every path a trial or the
+    // coordinator sees.
+    const char *store = w->cfg.checkpoint_store;
+    if (store && strstr (store, "://")) {
+        fprintf (stderr, S_PROG ": --checkpoint-store %s: a store over HTTP is not built yet "
+                         "(give a directory, shared by the workers for resumes anywhere)\n",
+                 store);
+        return 2;
+    }
+    if (store && *store && store[0] != '/') {
+        char cwd[PATH_MAX];
+        if (!getcwd (cwd, sizeof cwd)) {
+            fprintf (stderr, S_PROG ": cannot resolve --checkpoint-store %s: %s\n", store,
+                     strerror (errno));
+            return 1;
+        }
+        w->ckpt_store = cgq_xasprintf ("%s/%s", cwd, store);
+    }
+    else
+        w->ckpt_store = store && *store ? cgq_xstrdup (store)
+                                        : cgq_xasprintf ("%s/checkpoints", w->workdir);
+
     w->hostname = cgq_shell_hostname ();
     if (!w->cfg.id || !*w->cfg.id) {
         free (w->cfg.id);
@@ -485,6 +599,9 @@ s_confine (s_worker_t *w)
 static void
 s_cleanup (s_worker_t *w)
 {
+    // First: its thread may be sealing (dropped: a .tmp, never used).
+    cgq_checkpoints_destroy (&w->ckpts);
+    free (w->ckpt_store);
     for (size_t i = 0; i < w->n_tasks; i++)
         cgq_task_destroy (&w->tasks[i]);
     // After the tasks: the reaper removes the worker's cgroup and state file.
@@ -557,6 +674,19 @@ main (int argc, char **argv)
         return 2;
     }
     w.link = cgq_shell_link (w.shell);
+    cgq_checkpoints_opts_t copts = {
+        .workdir = w.workdir,
+        .store = w.ckpt_store,
+        .host = w.hostname,
+        .kill_grace_ms = w.cfg.kill_grace_ms,
+        .link = w.link,
+        .start = s_start,
+        .arg = &w,
+    };
+    if (!(w.ckpts = cgq_checkpoints_new (&copts))) {
+        s_cleanup (&w);
+        return 1;
+    }
     cgq_shell_run (w.shell);
     int64_t grace = w.cfg.kill_grace_ms < S_SHUTDOWN_GRACE_MS ? w.cfg.kill_grace_ms
                                                              : S_SHUTDOWN_GRACE_MS;

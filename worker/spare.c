@@ -136,6 +136,13 @@ s_fill (cgq_spare_t *self, s_slot_t *s)
             return have;
         }
     }
+    // The trial's CGQ_CHECKPOINT_DIR, empty (task.c).
+    snprintf (path, sizeof path, "%s/%u/" S_TRIAL "/" S_ATTEMPT "/checkpoint", self->root, s->n);
+    if (mkdir (path, 0700) < 0 && errno != EEXIST) {
+        close (fds[0]);
+        close (fds[1]);
+        return have;
+    }
     s->out_fd = fds[0];
     s->err_fd = fds[1];
     return 3;

@@ -6,7 +6,8 @@
 // (docs/performance.md, *Trial launch*). A rename costs ~20 us. So a thread
 // of this module keeps a few spare chains
 // WORKDIR/.cgq-spare-PID/N/trial-0/attempt-1 with both logs open in
-// attempt-1/, and a trial start renames one into place: N becomes job-J (if
+// attempt-1/ (and its empty checkpoint/, the trial's CGQ_CHECKPOINT_DIR),
+// and a trial start renames one into place: N becomes job-J (if
 // new), trial-0 becomes trial-T (if new, and T is not 0), attempt-1 the
 // attempt directory (if A is not 1). A new job's first trial 0, attempt 1,
 // is one rename.

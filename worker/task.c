@@ -21,6 +21,7 @@
 
 #include <linux/sched.h> // struct clone_args, CLONE_INTO_CGROUP (Linux 5.7)
 
+#include "ckpt.h"
 #include "confine.h"
 #include "json.h"
 #include "log.h"
@@ -91,6 +92,14 @@ struct cgq_task_t {
     Cgq__Result *result;
     cgq_task_report_fn *on_report;
     void *arg;
+    // Checkpoints (docs/architecture.md, "Checkpoints").
+    char *ckpt_dir;                       // CGQ_CHECKPOINT_DIR
+    cgq_task_checkpoint_fn *on_checkpoint;
+    char *resume_json;    // the step it resumed from (NULL: a fresh start)
+    char *resume_attr;    // its first numeric attribute: reports at or before it are dropped
+    double resume_value;
+    uint64_t resume_dropped; // reports dropped so far
+    char *fail_error;     // cgq_task_fail's error: the result is TASK_FAILED with it
 };
 
 // ---------------------------------------------------------------------------
@@ -297,6 +306,37 @@ s_report_line (cgq_task_t *self, const char *line, size_t len)
                                                self->report_lines, head);
         free (head);
         return;
+    }
+    json_t *flag = json_object_get (obj, "checkpoint");
+    if (json_is_true (flag)) {
+        // An announcement: the directory now holds a checkpoint (not a report).
+        json_object_del (obj, "checkpoint");
+        char *step = cgq_json_dumps (obj);
+        json_decref (obj);
+        if (self->on_checkpoint && step)
+            self->on_checkpoint (self->arg, self, step, self->report_lines);
+        else
+            s_warn (self, "ignoring checkpoint announcement (report line %" PRIu64
+                          "): this worker does not seal checkpoints",
+                    self->report_lines);
+        free (step);
+        return;
+    }
+    if (self->resume_attr) {
+        // A resumed attempt: what it reports up to the step it resumed from
+        // is in the learning curve already (the attempt before reported it).
+        json_t *at = json_object_get (obj, self->resume_attr);
+        if (json_is_number (at) && json_number_value (at) <= self->resume_value) {
+            char v[32];
+            if (self->resume_dropped++ == 0)
+                s_warn (self,
+                        "not sending reports with %s <= %s: this attempt resumed from the "
+                        "checkpoint at %s, and the attempt before sent them",
+                        self->resume_attr, cgq_fmt_double (v, self->resume_value),
+                        self->resume_json);
+            json_decref (obj);
+            return;
+        }
     }
     char *compact = cgq_json_dumps (obj);
     json_decref (self->last_report);
@@ -609,6 +649,17 @@ s_env_build (cgq_task_t *self, const Cgq__Assign *a, s_env_t *env)
         cgq_twarn (S_IDS (self), "params are not a JSON object; no CGQ_PARAM_* variables set");
     json_decref (params);
     s_env_set (env, "CGQ_TRIAL_DIR", self->trial_dir);
+    s_env_set (env, "CGQ_CHECKPOINT_DIR", self->ckpt_dir);
+    if (self->resume_json) {
+        s_env_set (env, "CGQ_RESUME_JSON", self->resume_json);
+        json_t *step = json_loads (self->resume_json, 0, NULL);
+        char *v = self->resume_attr
+                      ? cgq_template_value_str (json_object_get (step, self->resume_attr))
+                      : NULL;
+        s_env_set (env, "CGQ_RESUME_STEP", v ? v : "");
+        free (v);
+        json_decref (step);
+    }
     s_env_set (env, "CGQ_SPEC_DIR", a->spec_dir ? a->spec_dir : "");
     s_env_set (env, "CGQ_REPORT_FD", "3");
     cgq_buf_t gpus;
@@ -645,6 +696,23 @@ s_task_new (const Cgq__Assign *a, const cgq_task_opts_t *opts)
                                          "/attempt-%u.stage-%u",
                                          opts->workdir, self->ref.job, self->ref.trial,
                                          self->ref.attempt, self->ref.stage);
+    self->ckpt_dir = cgq_xasprintf ("%s/checkpoint", self->trial_dir);
+    self->on_checkpoint = opts->on_checkpoint;
+    if (opts->resume_json) {
+        self->resume_json = cgq_xstrdup (opts->resume_json);
+        json_t *step = json_loads (opts->resume_json, 0, NULL);
+        const char *key;
+        json_t *v;
+        json_object_foreach (step, key, v)
+        {
+            if (json_is_number (v)) {
+                self->resume_attr = cgq_xstrdup (key);
+                self->resume_value = json_number_value (v);
+                break;
+            }
+        }
+        json_decref (step);
+    }
     self->log_cap = opts->log_cap;
     self->max_line = opts->max_report_line ? opts->max_report_line : S_MAX_REPORT_LINE;
     self->grace_ms = opts->kill_grace_ms;
@@ -1154,6 +1222,34 @@ s_confined_dir (const char *workdir, const char *dir)
     return err;
 }
 
+// s_checkpoint_dir makes the trial's CGQ_CHECKPOINT_DIR: the restored
+// checkpoint moved into place, else an empty directory (a spare trial
+// directory comes with one, made ahead). An earlier run's leftovers there are
+// not the trial's. Returns NULL, or the error (caller frees).
+static char *
+s_checkpoint_dir (cgq_task_t *self, const cgq_task_opts_t *opts, bool made)
+{
+    if (opts->restored) {
+        rmdir (self->ckpt_dir); // the spare's empty one
+        if (rename (opts->restored, self->ckpt_dir) == 0)
+            return NULL;
+        s_warn (self, "cannot move the restored checkpoint %s to %s: %s; starting without it",
+                opts->restored, self->ckpt_dir, strerror (errno));
+        cgq_ckpt_rm_tree (opts->restored);
+        free (self->resume_json);
+        free (self->resume_attr);
+        self->resume_json = self->resume_attr = NULL;
+    }
+    else if (made)
+        return NULL;
+    if (mkdir (self->ckpt_dir, 0700) == 0)
+        return NULL;
+    if (errno == EEXIST && cgq_ckpt_rm_tree (self->ckpt_dir) == 0 && mkdir (self->ckpt_dir, 0700) == 0)
+        return NULL;
+    return cgq_xasprintf ("cannot create checkpoint directory %s: %s", self->ckpt_dir,
+                          strerror (errno));
+}
+
 cgq_task_t *
 cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_report_fn *on_report,
                 void *arg)
@@ -1203,6 +1299,19 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
             return self;
         }
         free (path);
+    }
+
+    if (opts->notes)
+        for (const char *p = opts->notes; *p;) {
+            const char *nl = strchrnul (p, '\n');
+            s_warn (self, "%.*s", (int) (nl - p), p);
+            p = *nl ? nl + 1 : nl;
+        }
+    char *unready = s_checkpoint_dir (self, opts, made);
+    if (unready) {
+        s_lost (self, unready);
+        free (unready);
+        return self;
     }
 
     int pipes[3][2]; // stdout, stderr, report
@@ -1389,7 +1498,12 @@ s_finish (cgq_task_t *self)
     int st = self->wait_status;
     int exit_code = WIFEXITED (st) ? WEXITSTATUS (st) : WIFSIGNALED (st) ? -WTERMSIG (st) : -1;
     bool with_stderr = true;
-    if (self->stopped) {
+    if (self->fail_error) {
+        status = CGQ__TASK_STATUS__TASK_FAILED;
+        error = cgq_xstrdup (self->fail_error);
+        with_stderr = false;
+    }
+    else if (self->stopped) {
         status = CGQ__TASK_STATUS__TASK_STOPPED;
         error = cgq_xasprintf ("stopped: %s", self->stop_reason ? self->stop_reason : "");
         with_stderr = false;
@@ -1538,6 +1652,50 @@ cgq_task_deadline (const cgq_task_t *self)
 }
 
 void
+cgq_task_fail (cgq_task_t *self, const char *error, int64_t grace_ms)
+{
+    if (self->fail_error)
+        return; // the first reason stands
+    if (self->done && self->result) {
+        Cgq__Result *r = self->result;
+        char *e = r->error && *r->error ? cgq_xasprintf ("%s; %s", r->error, error)
+                                        : cgq_xstrdup (error);
+        free (r->error);
+        r->error = e;
+        if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED
+            && r->status != CGQ__TASK_STATUS__TASK_STOPPED)
+            r->status = CGQ__TASK_STATUS__TASK_FAILED;
+        return;
+    }
+    self->fail_error = cgq_xstrdup (error);
+    s_warn (self, "%s", error);
+    if (self->pid <= 0 || self->exited)
+        return;
+    int64_t now = cgq_now_ms ();
+    if (self->kill_at < 0 || now + grace_ms < self->kill_at) {
+        s_signal (self, SIGTERM);
+        self->kill_at = now + grace_ms;
+    }
+}
+
+void
+cgq_task_warn (cgq_task_t *self, const char *fmt, ...)
+{
+    va_list ap;
+    va_start (ap, fmt);
+    char *msg = cgq_xvasprintf (fmt, ap);
+    va_end (ap);
+    s_warn (self, "%s", msg);
+    free (msg);
+}
+
+const char *
+cgq_task_checkpoint_dir (const cgq_task_t *self)
+{
+    return self->ckpt_dir;
+}
+
+void
 cgq_task_stop (cgq_task_t *self, const char *reason, int64_t grace_ms)
 {
     if (self->done || self->pid <= 0 || self->exited)
@@ -1644,6 +1802,10 @@ cgq_task_destroy (cgq_task_t **self_p)
     free (self->stop_reason);
     free (self->argv0);
     free (self->trial_dir);
+    free (self->ckpt_dir);
+    free (self->resume_json);
+    free (self->resume_attr);
+    free (self->fail_error);
     free (self);
     *self_p = NULL;
 }

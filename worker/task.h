@@ -22,6 +22,15 @@
 
 typedef struct cgq_task_t cgq_task_t;
 
+// Called once per checkpoint announcement of the trial: a report line whose
+// "checkpoint" is true ({"checkpoint": true, "epoch": 12}); step_json is the
+// line without "checkpoint" ({"epoch":12}, borrowed for the call), line its
+// number among the trial's report lines. The announcement is not a report:
+// it is not sent as Progress and is never the result (docs/architecture.md,
+// "Checkpoints").
+typedef void (cgq_task_checkpoint_fn) (void *arg, cgq_task_t *task, const char *step_json,
+                                       uint64_t line);
+
 typedef struct {
     const char *workdir;   // absolute; trial dirs are WORKDIR/job-J/trial-T/attempt-A
     uint64_t log_cap;      // cap of stdout.log and stderr.log each; 0: none
@@ -30,6 +39,15 @@ typedef struct {
     cgq_confine_t *confine; // borrowed until the task is destroyed; NULL: signals go to
                             // the trial's process group only (what it moves out escapes)
     cgq_spare_t *spare;     // borrowed; trial directories made ahead (NULL: made at start)
+    // Checkpoints: every trial gets CGQ_CHECKPOINT_DIR, TRIAL_DIR/checkpoint.
+    cgq_task_checkpoint_fn *on_checkpoint; // NULL: announcements are ignored, with a warning
+    const char *restored;    // a directory (on the workdir's file system) moved into place as
+                             // CGQ_CHECKPOINT_DIR; NULL: an empty one
+    const char *resume_json; // the step the restored checkpoint was announced at (a JSON
+                             // object): CGQ_RESUME_STEP, CGQ_RESUME_JSON, and reports at or
+                             // before it are not sent; NULL: a fresh start
+    const char *notes;       // lines written to stderr.log as "cgq: LINE" before the trial
+                             // starts ('\n'-separated; NULL: none)
 } cgq_task_opts_t;
 
 // Called once per valid report line (a JSON object, re-encoded compact) with
@@ -97,6 +115,18 @@ bool cgq_task_done (const cgq_task_t *self);
 // cgq_task_take_result hands over the result of a done task (caller destroys
 // it with cgq_result_destroy, node/result.h); NULL when not done or already taken.
 Cgq__Result *cgq_task_take_result (cgq_task_t *self);
+
+// cgq_task_fail ends the task as TASK_FAILED with error (copied): a running
+// trial is stopped (SIGTERM, SIGKILL after grace_ms); a done one's result
+// takes the error (a success or a stop keeps its status: a success's error
+// is its note, the trial's warning). The worker calls it when a checkpoint cannot be sealed.
+void cgq_task_fail (cgq_task_t *self, const char *error, int64_t grace_ms);
+
+// cgq_task_warn writes one "cgq: ..." line into the trial's stderr.log.
+void cgq_task_warn (cgq_task_t *self, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
+
+// The trial's CGQ_CHECKPOINT_DIR (absolute), borrowed.
+const char *cgq_task_checkpoint_dir (const cgq_task_t *self);
 
 // cgq_task_env_name turns a param name into its variable, "lr-max" ->
 // "CGQ_PARAM_LR_MAX". Caller frees.

@@ -945,6 +945,108 @@ test_helpers (void **state)
     free (name);
 }
 
+// Checkpoint announcements a test's task made (s_on_checkpoint).
+static char *s_ann[4];
+static uint64_t s_ann_line[4];
+static size_t s_nann;
+
+static void
+s_on_checkpoint (void *arg, cgq_task_t *task, const char *step_json, uint64_t line)
+{
+    (void) arg;
+    (void) task;
+    if (s_nann < 4) {
+        s_ann_line[s_nann] = line;
+        s_ann[s_nann++] = cgq_xstrdup (step_json);
+    }
+}
+
+// The checkpoint contract: an empty CGQ_CHECKPOINT_DIR on a first start; an
+// announcement goes to the callback, never as a report nor as the result;
+// a resumed start gets its restored directory in place, CGQ_RESUME_STEP and
+// _JSON, the notes in stderr.log, and its reports up to the step dropped;
+// cgq_task_fail ends a task with its error.
+static void
+test_checkpoint_contract (void **state)
+{
+    s_fixture_t *f = *state;
+    s_nann = 0;
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 40,
+                    "test -d \"$CGQ_CHECKPOINT_DIR\" || exit 5; "
+                    "test -z \"$(ls -A \"$CGQ_CHECKPOINT_DIR\")\" || exit 6; "
+                    "test -z \"$CGQ_RESUME_STEP$CGQ_RESUME_JSON\" || exit 7; "
+                    "echo '{\"epoch\": 1, \"loss\": 2}' >&3; "
+                    "echo '{\"checkpoint\": true, \"epoch\": 1, \"batch\": 9}' >&3; "
+                    "echo '{\"checkpoint\": false, \"x\": 1}' >&3");
+    cgq_task_opts_t opts = s_opts (f);
+    opts.on_checkpoint = s_on_checkpoint;
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, s_on_report, f);
+    char *want = cgq_xasprintf ("%s/checkpoint", cgq_task_dir (task));
+    assert_string_equal (cgq_task_checkpoint_dir (task), want);
+    free (want);
+    Cgq__Result *r = tt_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    assert_int_equal (s_nann, 1);
+    assert_string_equal (s_ann[0], "{\"epoch\":1,\"batch\":9}");
+    assert_int_equal (s_ann_line[0], 2);
+    // Reports: the first, and the line whose checkpoint is false (a report).
+    assert_int_equal (f->n_reports, 2);
+    assert_string_equal (r->metrics_json, "{\"checkpoint\":false,\"x\":1}");
+    assert_int_equal (r->reports, 2);
+    cgq_result_destroy (&r);
+    cgq_task_destroy (&task);
+    free (s_ann[0]);
+
+    // Resumed: a restored directory moved into place.
+    char *restored = cgq_xasprintf ("%s/restored", f->dir);
+    assert_int_equal (mkdir (restored, 0700), 0);
+    char *file = cgq_xasprintf ("%s/model", restored);
+    FILE *fp = fopen (file, "w");
+    fputs ("weights", fp);
+    fclose (fp);
+    free (file);
+    tt_assign_init (&sa, 7, 41,
+                    "test \"$(cat \"$CGQ_CHECKPOINT_DIR/model\")\" = weights || exit 5; "
+                    "test \"$CGQ_RESUME_STEP\" = 3 || exit 6; "
+                    "test \"$CGQ_RESUME_JSON\" = '{\"epoch\":3}' || exit 7; "
+                    "echo '{\"epoch\": 3, \"loss\": 9}' >&3; "
+                    "echo '{\"epoch\": 4, \"loss\": 1}' >&3");
+    opts.restored = restored;
+    opts.resume_json = "{\"epoch\":3}";
+    opts.notes = "resumed from checkpoint ckpt-1-3\nsecond note";
+    size_t before = f->n_reports;
+    task = cgq_task_start (&sa.a, &opts, s_on_report, f);
+    r = tt_run (task, 5000);
+    assert_non_null (r);
+    if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED)
+        fail_msg ("resumed trial: %s", r->error);
+    assert_int_equal (access (restored, F_OK), -1); // moved, not copied
+    assert_int_equal (f->n_reports, before + 1);
+    assert_string_equal (f->reports[before], "{\"epoch\":4,\"loss\":1}");
+    char *err = s_read_file (cgq_task_dir (task), "stderr.log");
+    assert_non_null (strstr (err, "cgq: resumed from checkpoint ckpt-1-3\ncgq: second note\n"));
+    assert_non_null (strstr (err, "not sending reports with epoch <= 3: this attempt resumed"));
+    free (err);
+    cgq_result_destroy (&r);
+    cgq_task_destroy (&task);
+    free (restored);
+
+    // cgq_task_fail: a running trial stopped, failed with the error.
+    tt_assign_init (&sa, 7, 42, "exec sleep 30");
+    opts.restored = opts.resume_json = opts.notes = NULL;
+    task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    assert_null (tt_run (task, 100));
+    cgq_task_fail (task, "cannot seal checkpoint 1", 1000);
+    r = tt_run (task, 3000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+    assert_string_equal (r->error, "cannot seal checkpoint 1");
+    cgq_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
 #define S_MODES(t)                                                                                \
     cmocka_unit_test_prestate_setup_teardown (t, s_setup, s_teardown, &s_fork),                  \
         cmocka_unit_test_prestate_setup_teardown (t, s_setup, s_teardown, &s_spare)
@@ -954,6 +1056,8 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_reports_and_env, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_checkpoint_contract, s_setup, s_teardown),
+        S_MODES (test_checkpoint_contract),
         cmocka_unit_test_setup_teardown (test_result_json_wins, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_huge_result_json_fails, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_no_reports_empty_metrics, s_setup, s_teardown),

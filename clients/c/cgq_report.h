@@ -41,6 +41,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #ifndef CGQ_REPORT_MAX
@@ -264,6 +268,105 @@ cgq_report_num (const char *name, double value)
     cgq_line_begin (&l);
     cgq_line_num (&l, name, value);
     return cgq_line_send (&l);
+}
+
+/* Checkpoints (docs/architecture.md, "Checkpoints"). A trial writes what it
+ * needs to resume into cgq_checkpoint_dir () and then announces it:
+ *
+ *     const char *dir = cgq_checkpoint_dir ();       // $CGQ_CHECKPOINT_DIR
+ *     double from;
+ *     int epoch = cgq_resume_step (&from) ? (int) from + 1 : 1;  // 1: resumed
+ *     ... load DIR/model.bin when resumed ...
+ *     for (; epoch <= 10; epoch++) {
+ *         ... train, write DIR/model.bin ...
+ *         cgq_checkpoint ("epoch", epoch);            // {"checkpoint":true,"epoch":N}
+ *     }
+ *
+ * cgq_checkpoint writes the announcement, then waits (up to timeout_s; 0:
+ * 60 s) until the worker has taken the directory over and put an empty one
+ * in its place: what is sealed is what the directory held then, and writing
+ * the next checkpoint cannot change it. Returns 0, or -1 with errno
+ * (ETIMEDOUT: the directory was not taken over in time). Outside cgq the
+ * line goes to stderr and nothing waits. */
+
+/* cgq_checkpoint_dir: $CGQ_CHECKPOINT_DIR, or "checkpoint" (relative to the
+ * current directory) outside cgq, where the program makes it itself. */
+static inline const char *CGQ_REPORT_UNUSED_
+cgq_checkpoint_dir (void)
+{
+    const char *d = getenv ("CGQ_CHECKPOINT_DIR");
+    return d && *d ? d : "checkpoint";
+}
+
+/* cgq_resume_step: 1 with *step the step this attempt resumes from
+ * ($CGQ_RESUME_STEP, the number the checkpoint was announced with), 0 on a
+ * fresh start. */
+static inline int CGQ_REPORT_UNUSED_
+cgq_resume_step (double *step)
+{
+    const char *s = getenv ("CGQ_RESUME_STEP");
+    char *end = NULL;
+    double v;
+    if (!s || !*s)
+        return 0;
+    v = strtod (s, &end);
+    if (end == s || *end)
+        return 0;
+    if (step)
+        *step = v;
+    return 1;
+}
+
+static inline int CGQ_REPORT_UNUSED_
+cgq_checkpoint_wait_ (const char *dir, int had, dev_t dev, ino_t ino, double timeout_s)
+{
+    struct stat st;
+    long nap_us = 1000; /* 1 ms, doubling to 50 ms */
+    double waited = 0;
+    if (timeout_s <= 0)
+        timeout_s = 60;
+    for (;;) {
+        struct timeval tv;
+        if (stat (dir, &st) == 0 && (!had || st.st_dev != dev || st.st_ino != ino))
+            return 0;
+        if (waited >= timeout_s) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        tv.tv_sec = 0;
+        tv.tv_usec = nap_us;
+        select (0, NULL, NULL, NULL, &tv); /* sleeps, in C99 with POSIX alone */
+        waited += (double) nap_us / 1e6;
+        if (nap_us < 50000)
+            nap_us *= 2;
+    }
+}
+
+/* cgq_checkpoint_line announces a checkpoint whose step is the line l (made
+ * with cgq_line_begin and cgq_line_int/num/...; "checkpoint": true is
+ * added), then waits as above. */
+static inline int CGQ_REPORT_UNUSED_
+cgq_checkpoint_line (cgq_line_t *l, double timeout_s)
+{
+    const char *dir = cgq_checkpoint_dir ();
+    struct stat st;
+    int had = stat (dir, &st) == 0, fd = cgq_report_fd ();
+    cgq_line_bool (l, "checkpoint", 1);
+    if (cgq_line_send (l) < 0)
+        return -1;
+    if (fd == 2)
+        return 0; /* outside cgq: nobody takes it over */
+    return cgq_checkpoint_wait_ (dir, had, had ? st.st_dev : 0, had ? st.st_ino : 0, timeout_s);
+}
+
+/* cgq_checkpoint: a checkpoint at one numeric step, {"checkpoint":true,"epoch":12}. */
+static inline int CGQ_REPORT_UNUSED_
+cgq_checkpoint (const char *name, double step)
+{
+    cgq_line_t l;
+    cgq_line_begin (&l);
+    cgq_line_num (&l, name, step);
+    return cgq_checkpoint_line (&l, 0);
 }
 
 #ifdef __cplusplus

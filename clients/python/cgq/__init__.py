@@ -7,6 +7,7 @@ else, so a trial script can put clients/python on sys.path and `import cgq`):
     p = cgq.params()
     cgq.report(epoch=3, val_loss=0.21)
     cgq.result(val_loss=0.2)
+    cgq.checkpoint(epoch=3)      # after writing what resumes into cgq.checkpoint_dir()
 
 The same functions live in cgq/trial.py, which also works on its own, copied
 next to a script as cgq.py.
@@ -22,9 +23,11 @@ and redis, imported only when a Client is made):
 
 from .errors import (CgqError, ConnectionError, NotFound, RequestError,  # noqa: F401
                      SpecError, Timeout)
-from .trial import in_cgq, params, report, result, trial_dir, write_result
+from .trial import (checkpoint, checkpoint_dir, in_cgq, params, report, result,  # noqa: F401
+                    resume_step, trial_dir, write_result)
 
 __all__ = ["params", "report", "result", "write_result", "trial_dir", "in_cgq",
+           "checkpoint", "checkpoint_dir", "resume_step",
            "Client", "Job", "Trial", "local",
            "CgqError", "NotFound", "RequestError", "SpecError", "Timeout"]
 # cgq.ConnectionError (a builtins.ConnectionError) is left out of __all__, so

@@ -18,7 +18,21 @@ Under cgq-worker (docs/architecture.md, "Trial process contract"):
   - params() is CGQ_PARAMS, a JSON object;
   - trial_dir() is CGQ_TRIAL_DIR, the trial's working directory;
   - result() writes result.json there (atomically), which takes precedence
-    over the last report.
+    over the last report;
+  - checkpoint_dir() is CGQ_CHECKPOINT_DIR: write what the trial needs to
+    resume there, then checkpoint(epoch=12) announces it: the worker seals
+    the directory's content as the trial's latest checkpoint and gives the
+    trial a new, empty one. A retried attempt (its worker lost, a failure)
+    finds the latest checkpoint restored there, and resume_step() is the
+    step it was announced at (None on a fresh start):
+
+        start = (cgq.resume_step() or 0) + 1
+        if start > 1:
+            model.load(os.path.join(cgq.checkpoint_dir(), "model.pt"))
+        for epoch in range(start, 11):
+            ...
+            model.save(os.path.join(cgq.checkpoint_dir(), "model.pt"))
+            cgq.checkpoint(epoch=epoch)
 
 Outside cgq the same script still runs:
   - report() and result() print the JSON line to stderr (result() writes no
@@ -27,7 +41,9 @@ Outside cgq the same script still runs:
     command line arguments (`python3 train.py lr=0.01 hidden=128`; VALUE is
     read as JSON when it parses, else kept as text), else returns {}.
   - A CGQ_REPORT_FD that names no open descriptor also falls back to stderr,
-    with one warning.
+    with one warning;
+  - checkpoint_dir() is ./checkpoint (made if missing), checkpoint() prints
+    its line to stderr and keeps the directory, resume_step() is None.
 """
 
 import json
@@ -35,8 +51,10 @@ import math
 import os
 import re
 import sys
+import time
 
-__all__ = ["params", "report", "result", "write_result", "trial_dir", "in_cgq"]
+__all__ = ["params", "report", "result", "write_result", "trial_dir", "in_cgq",
+           "checkpoint", "checkpoint_dir", "resume_step"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _warned = []
@@ -202,3 +220,80 @@ def result(_metrics=None, **metrics):
 
 
 write_result = result
+
+
+def checkpoint_dir():
+    """The directory a checkpoint is written into (CGQ_CHECKPOINT_DIR).
+
+    It holds one checkpoint: after checkpoint() it is a new, empty directory
+    (the worker took the old one over). Outside cgq: ./checkpoint, made if
+    missing, which stays as it is.
+    """
+    directory = os.environ.get("CGQ_CHECKPOINT_DIR")
+    if directory:
+        return directory
+    directory = os.path.join(os.getcwd(), "checkpoint")
+    os.makedirs(directory, exist_ok=True)
+    return directory
+
+
+def resume_step():
+    """The step this attempt resumes from, or None on a fresh start.
+
+    CGQ_RESUME_STEP: the first number of the checkpoint() that sealed the
+    checkpoint now in checkpoint_dir() (checkpoint(epoch=6) -> 6). Reports
+    at or before it are not sent again (the attempt before sent them).
+    """
+    text = os.environ.get("CGQ_RESUME_STEP", "")
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _dir_id(directory):
+    try:
+        st = os.stat(directory)
+        return (st.st_dev, st.st_ino)
+    except OSError:
+        return None
+
+
+def checkpoint(_step=None, timeout=60.0, **step):
+    """Announce that checkpoint_dir() holds a complete checkpoint, at a step.
+
+    cgq.checkpoint(epoch=12): one line {"checkpoint": true, "epoch": 12} on
+    the report descriptor. It is not a report (not in the learning curve,
+    never the result): report metrics with report(). The worker then takes
+    the directory over, seals it into the checkpoint store (sha256-checked
+    when restored) and puts a new, empty one in its place; this call waits
+    for that (up to timeout seconds, then it warns and returns), so that
+    the next checkpoint written there cannot change this one. Returns the
+    (new) checkpoint directory. Outside cgq the line goes to stderr and
+    nothing is taken.
+    """
+    merged = _merge(_step, step)
+    merged.pop("checkpoint", None)
+    line = dict(checkpoint=True)
+    line.update(merged)
+    directory = checkpoint_dir()
+    before = _dir_id(directory)
+    fd = _report_fd()
+    _emit(line)
+    if fd is None:
+        return directory
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        now = _dir_id(directory)
+        if now is not None and now != before:
+            return directory
+        if time.monotonic() >= deadline:
+            sys.stderr.write("cgq: the worker did not take %s over within %gs; the next "
+                             "checkpoint is written over this one\n" % (directory, timeout))
+            return directory
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)

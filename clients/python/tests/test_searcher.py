@@ -287,10 +287,13 @@ def test_coordinator_killed_with_suggestions_queued(cl, pkg):
     assert_ran_each_once(cl, job, samples)
     started = cl.counted_runs()
     assert sorted({t for t, _a in started}) == list(range(samples))
-    # A trial runs again only when its attempt was lost with the coordinator.
+    # A trial runs again only when its attempt was lost with the coordinator:
+    # no attempt starts twice, and no trial more than twice. (An attempt whose
+    # Assign was still in the killed coordinator never starts: the restarted
+    # one requeues it as the next attempt, so a number can be skipped.)
     for t in range(samples):
         attempts = sorted(a for tt, a in started if tt == t)
-        assert attempts == list(range(1, len(attempts) + 1)), (t, attempts)
+        assert len(attempts) == len(set(attempts)) and 1 <= len(attempts) <= 2, (t, attempts)
 
 
 def test_cgq_optuna_search_tpe(cl, pkg):

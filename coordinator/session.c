@@ -393,8 +393,11 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
 // yet received the task's Assign (its seq is past what the heartbeat says),
 // the Assign may still be on its way; after SESSION_ASSIGN_LOST_HBS such
 // heartbeats (seconds of the node's own time) it was lost in a reconnect.
+// clock: this heartbeat is one of the node's periodic ones; a client's ask
+// (sent at once, however soon after the last) is no measure of time and
+// counts no Assign as unseen.
 static void
-s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
+s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb, bool clock)
 {
     uint64_t seen = hb->assign_epoch == c->epoch ? hb->assign_seq : 0;
     trial_t *t = n->tasks;
@@ -405,7 +408,7 @@ s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
         } else if (t->assign_seq <= seen) {
             nodes_release (c, t);
             jobs_lost (c, t, "node no longer runs it and sent no result");
-        } else if (c->stall_ms > 0 || t->assign_seq > n->assign_out) {
+        } else if (!clock || c->stall_ms > 0 || t->assign_seq > n->assign_out) {
             // The Assign has not left this process yet (its batch is still
             // in flight or kept while Redis is away), or these heartbeats
             // queued up during a stall of ours (a stopped process's I/O
@@ -436,7 +439,7 @@ s_missing (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
 // (say an Assign that crossed a reconnect) would hold resources we count as
 // free; its result would be ignored anyway.
 static void
-s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
+s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb, bool clock)
 {
     for (size_t i = 0; i < hb->n_running; i++) {
         const Cgq__TaskRef *r = hb->running[i];
@@ -460,7 +463,7 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb)
                    "node %s runs this task, which is no longer its own; stopping it", n->id);
         outbox_stop (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
     }
-    s_missing (c, n, hb);
+    s_missing (c, n, hb, clock);
 }
 
 // s_heartbeat answers at once: the answer depends on no state, so nodes
@@ -471,7 +474,8 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
     // A client's heartbeat that changes its want is an ask (or a tell's
     // first half), not a sign of life only: it ends a heartbeat hold (loop.h)
     // rather than starting one, so an ask is never held LOOP_HOLD_MS.
-    if (!n || !n->client_job || in->want == n->want)
+    bool ask = n && n->client_job && in->want != n->want;
+    if (!ask)
         c->stat_heartbeats++;
     Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
     hb.epoch = c->epoch;
@@ -489,7 +493,7 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
         n->draining = in->draining;
         if (n->client_job)
             nodes_client (c, n, n->client_job, in->want);
-        s_reconcile (c, n, in);
+        s_reconcile (c, n, in, !ask);
     }
 }
 

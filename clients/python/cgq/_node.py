@@ -18,6 +18,7 @@ One background thread owns the ZeroMQ socket; the API's threads talk to it
 through a lock, a condition and a wake-up pipe.
 """
 
+import collections
 import json
 import os
 import random
@@ -31,6 +32,7 @@ RESEND_S = 5.0       # an unacked Result is sent again this often (node/link.c)
 HELLO_EVERY_S = 1.0  # a Hello is repeated until a Welcome comes
 SILENT_HBS = 5       # heartbeats of silence before the socket is reopened
 MAX_WANT = 1024      # the coordinator's NODES_MAX_TASKS
+FINISHED_KEEP = 8192 # tasks ended here that a repeated Assign is checked against
 
 
 def _pb():
@@ -76,7 +78,7 @@ class ClientNode:
     silence the next one). `curve` is (public, secret, server_public) as z85
     bytes, or None."""
 
-    def __init__(self, endpoints, node_id, job, curve=None, version="cgq-python"):
+    def __init__(self, endpoints, node_id, job, curve=None, version="cgq-python", prefetch=0):
         import zmq
         self._zmq = zmq
         self._pb = _pb()
@@ -88,6 +90,9 @@ class ClientNode:
         self.endpoints = list(endpoints)
         self.node_id = node_id
         self.job = int(job)
+        # Tasks to hold ready ahead of the asks (0: none; a trial starts only
+        # when asked for).
+        self.prefetch = max(0, min(int(prefetch), MAX_WANT))
         self.curve = curve
         self.version = version
         self.instance = random.getrandbits(63) or 1
@@ -101,6 +106,10 @@ class ClientNode:
         self._unclaimed = []  # keys, in the order assigned
         self._waiting = 0     # asks that wait for a task
         self._unacked = {}    # key -> [Result, last sent]
+        # Tasks ended here (told, stopped unasked, given back), newest last: an
+        # Assign of one again (the coordinator repeats an Assign that three
+        # heartbeats have not seen) is not a new task. Bounded: FINISHED_KEEP.
+        self._finished = collections.OrderedDict()
         self._out = []        # envelopes to send, in order
         self._welcomed = False
         self._epoch = 0
@@ -123,9 +132,11 @@ class ClientNode:
     # --- called from the API's threads (the lock is not held) -------------
 
     def want(self):
-        # (lock held)
+        # (lock held) What it works on, plus the larger of what it has ready
+        # and what the waiting asks and the prefetch call for.
         free = len(self._unclaimed)
-        return min(MAX_WANT, len(self._held) + max(0, self._waiting - free))
+        claimed = len(self._held) - free
+        return min(MAX_WANT, claimed + max(free, self._waiting + self.prefetch))
 
     def _wake(self):
         try:
@@ -166,6 +177,8 @@ class ClientNode:
                     self._cv.wait(min(check, end if end is not None else check) - now)
                 t = self._held[self._unclaimed.pop(0)]
                 t.claimed = True
+                if self.prefetch:
+                    self._queue_heartbeat()  # one fewer ready: the coordinator refills
                 limit = timeout if timeout is not None else t.timeout_s
                 now = time.monotonic()
                 t.started = now
@@ -207,6 +220,7 @@ class ClientNode:
             self._held[t.key] = t
             self._queue_heartbeat(want)
             del self._held[t.key]
+            self._ended(t.key)
             r = pb.Result(status=status, metrics_json=metrics_json, error=error,
                           duration_s=max(0.0, time.monotonic() - t.started), reports=reports)
             r.task.CopyFrom(self._ref(t))
@@ -260,6 +274,11 @@ class ClientNode:
         if self._held.get(t.key) is not t:
             raise NodeError("trial %d (attempt %d) is not held by this study any more"
                             % (t.trial, t.attempt))
+
+    def _ended(self, key):
+        self._finished[key] = True
+        if len(self._finished) > FINISHED_KEEP:
+            self._finished.popitem(last=False)
 
     def _ref(self, t):
         r = self._pb.TaskRef(job=t.job, trial=t.trial, stage=t.stage, attempt=t.attempt)
@@ -405,6 +424,7 @@ class ClientNode:
             if t.claimed and t.deadline is not None and now >= t.deadline:
                 t.expired = True
                 del self._held[t.key]
+                self._ended(t.key)
                 expired = True
         if expired:
             self._cv.notify_all()
@@ -467,6 +487,7 @@ class ClientNode:
                     # Nobody works on it yet: it ends here, as stopped.
                     self._unclaimed.remove(t.key)
                     del self._held[t.key]
+                    self._ended(t.key)
                     res = pb.Result(status=pb.TASK_STOPPED, metrics_json="{}")
                     res.task.CopyFrom(r)
                     out = pb.Envelope(version=WIRE_VERSION)
@@ -483,7 +504,7 @@ class ClientNode:
         elif a.epoch == self._assign_epoch and a.seq > self._assign_seq:
             self._assign_seq = a.seq
         key = (a.task.job, a.task.trial, a.task.stage, a.task.attempt)
-        if key in self._held or key in self._unacked:
+        if key in self._held or key in self._unacked or key in self._finished:
             return  # the same Assign again (sent once more after a reconnect)
         if a.kind != "client" or a.task.job != self.job:
             res = pb.Result(status=pb.TASK_LOST, metrics_json="{}",

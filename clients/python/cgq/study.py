@@ -210,10 +210,11 @@ def _curve(client):
 class Study:
     """Ask-and-tell on job `job_id` (see the module's docstring)."""
 
-    def __init__(self, client, job_id, node_id=None, nodes=None):
+    def __init__(self, client, job_id, node_id=None, nodes=None, prefetch=0):
         self.client = client
         self.id = int(job_id)
         self._nodes = nodes
+        self._prefetch = prefetch
         self._node_id = node_id
         self._node = None
         self._lock = threading.Lock()
@@ -234,7 +235,7 @@ class Study:
                     node_id = "%s-%s-%d-%04x" % (keyname or "study", host, os.getpid(),
                                                   random.getrandbits(16))
                 self._node = ClientNode(_node_endpoints(self.client, self._nodes), node_id,
-                                        self.id, curve=curve)
+                                        self.id, curve=curve, prefetch=self._prefetch)
             return self._node
 
     def _ended(self):
@@ -342,17 +343,19 @@ class Study:
 
 
 def open_study(client, name=None, space=None, objective=None, objectives=None, search=None,
-               early_stop=None, trial=None, spec=None, node_id=None, nodes=None, new=False):
+               early_stop=None, trial=None, spec=None, node_id=None, nodes=None, new=False,
+               prefetch=0):
     """Opens the running study called `name` (a job with trial: {kind: client}),
     or submits a new one from these parts (or from `spec`, a dict). new=True
-    always submits."""
+    always submits. prefetch=N holds N trials ready ahead of the asks (they
+    show as running; a learning searcher chooses them from fewer results)."""
     if not name and not (spec and spec.get("name")):
         raise StudyError("a study needs a name: client.study(name='cg', space={...}, ...)")
     name = name or spec["name"]
     if not new:
         j = find_study(client, name)
         if j is not None:
-            return Study(client, j, node_id=node_id, nodes=nodes)
+            return Study(client, j, node_id=node_id, nodes=nodes, prefetch=prefetch)
     if spec is None:
         if space is None:
             raise StudyError("no running study is called %r; give space=, objective= (and "
@@ -375,4 +378,4 @@ def open_study(client, name=None, space=None, objective=None, objectives=None, s
         t["kind"] = "client"
         spec["trial"] = t
     job = client.submit(spec)
-    return Study(client, job.id, node_id=node_id, nodes=nodes)
+    return Study(client, job.id, node_id=node_id, nodes=nodes, prefetch=prefetch)

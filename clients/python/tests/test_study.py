@@ -344,3 +344,25 @@ def test_use_after_close(cl):
     assert (t2.id, t2.attempt) == (t.id, t.attempt + 1)
     study.tell(t2, loss=0.5)
     study.close()
+
+
+def test_prefetch(cl):
+    """prefetch=N holds N trials ready: an ask returns at once, and at the
+    end nothing is left held or counted twice."""
+    c = client_of(cl)
+    study = c.study(name="pf", space=SPACE, objective={"metric": "loss", "mode": "min"},
+                    search={"algorithm": "random", "seed": 10, "samples": 40}, prefetch=4)
+    t = study.ask(wait=20)
+    # The ask asked for itself and four more: they are assigned, not yet asked.
+    wait_for(lambda: job_hash(cl, study.id).get("running") == "5", what="4 trials held ready")
+    study.tell(t, loss=loss_of(t.params))
+    seen = {t.id}
+    while (t := study.ask(wait=20)) is not None:
+        assert t.id not in seen
+        seen.add(t.id)
+        study.tell(t, loss=loss_of(t.params))
+    study.close()
+    assert seen == set(range(40))
+    h = job_hash(cl, study.id)
+    assert h["state"] == "finished" and h["succeeded"] == "40", h
+    assert all(trial_hash(cl, study.id, i)["attempt"] == "1" for i in range(40))

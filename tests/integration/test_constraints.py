@@ -80,6 +80,10 @@ class ConstraintsTest(CgqTestCase):
 
         r = c.cgq("status", j)
         self.assertEqual(r.returncode, 0, r.stderr)
+        top5 = r.stdout.split("top ")[1].splitlines()[2:]
+        self.assertEqual(len(top5), 5, r.stdout)
+        for ln in top5:  # rank, trial, value: feasible ones only
+            self.assertEqual(trials[int(ln.split()[1])].get("feasible"), "1", r.stdout)
         best_line = [ln for ln in r.stdout.splitlines() if ln.startswith("best")]
         self.assertTrue(best_line and "trial %d" % best in best_line[0], r.stdout)
 
@@ -90,7 +94,12 @@ class ConstraintsTest(CgqTestCase):
         self.assertIs(top[0]["feasible"], True)
 
         r = c.cgq("results", j, "--format", "json")
-        rows = {t["id"]: t for t in json.loads(r.stdout)["trials"]}
+        listed = json.loads(r.stdout)["trials"]
+        # Ranked: the 7 feasible ones best first, then the infeasible by id.
+        self.assertEqual([t["feasible"] for t in listed], [True] * 7 + [False] * 5)
+        self.assertEqual([t["id"] for t in listed[7:]], sorted(t["id"] for t in listed[7:]))
+        self.assertEqual([t["id"] for t in listed][0], best)
+        rows = {t["id"]: t for t in listed}
         self.assertEqual(len(rows), 12)
         t65 = rows[by_xy[(6, 2)]]
         self.assertIs(t65["feasible"], False)

@@ -484,6 +484,50 @@ t_nsga2_constrained (void **state)
     cgq_spec_destroy (&spec);
 }
 
+
+// f0 = x: an objective whose best point (x = 1) the constraint f0 <= 0.5
+// forbids.
+static void
+s_ident (const json_t *params, double *out)
+{
+    out[0] = s_num (params, "x");
+}
+
+// tpe, bayes and evolution with a constraint that cuts off the best values:
+// infeasible trials are never taken for good ones, so the search stays in
+// the feasible half instead of climbing to x = 1 (which it does without the
+// constraint, the control).
+static void
+t_constrained_learners (void **state)
+{
+    (void) state;
+    const char *algs[] = {"tpe", "bayes", "evolution"};
+    for (size_t a = 0; a < 3; a++)
+        for (int constrained = 1; constrained >= 0; constrained--) {
+            char yaml[1024];
+            snprintf (yaml, sizeof yaml,
+                      "space: {x: {uniform: [0, 1]}}\n"
+                      "search: {algorithm: %s, samples: 60, initial: 10, seed: 3%s}\n"
+                      "objective: {metric: f0, mode: max}\n%s" TRIAL,
+                      algs[a], a == 1 ? ", candidates: 200" : a == 2 ? ", batch: 4" : "",
+                      constrained ? "constraints: [\"f0 <= 0.5\"]\n" : "");
+            cgq_spec_t *spec = s_spec (yaml);
+            s_run_t r = {.spec = spec, .fn = s_ident, .inflight = 2, .shuffle = 1};
+            s_drive (&r);
+            size_t n = json_array_size (r.params), feasible = 0;
+            for (size_t i = n - 30; i < n; i++)
+                feasible += s_num (json_array_get (r.params, i), "x") <= 0.5;
+            printf ("  %-9s %s: %zu of the last 30 trials feasible\n", algs[a],
+                    constrained ? "constrained" : "control    ", feasible);
+            if (constrained)
+                assert_true (feasible >= 14); // 17, 19, 22 (the best point is on the boundary)
+            else
+                assert_true (feasible <= 10); // 3, 8, 0
+            s_run_fini (&r);
+            cgq_spec_destroy (&spec);
+        }
+}
+
 static const char *s_zdt_spec (char *buf, size_t len, const char *alg, int seed);
 
 static const char *
@@ -1076,6 +1120,7 @@ main (void)
         cmocka_unit_test (t_bayes_beats_random),
         cmocka_unit_test (t_nsga2_zdt1),
         cmocka_unit_test (t_nsga2_constrained),
+        cmocka_unit_test (t_constrained_learners),
         cmocka_unit_test (t_bench),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

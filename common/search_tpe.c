@@ -294,14 +294,14 @@ s_model (cgq_searcher_t *self, double *x)
     for (uint64_t i = 0; i < n; i++)
         if (t->st[i] == S_OK || t->st[i] == S_FLIGHT) {
             ids[k] = i;
-            loss[k++] = t->st[i] != S_OK ? INFINITY // the constant liar
+            loss[k++] = t->st[i] != S_OK  ? INFINITY // the constant liar
                         : t->viol[i] <= 0 ? t->loss[i]
                         : nfeas           ? INFINITY
                                           : t->viol[i];
         }
     size_t nb = cgq_tpe_gamma ((size_t)t->nok);
     if (nfeas && nb > nfeas)
-        nb = (size_t) nfeas;
+        nb = (size_t)nfeas;
     size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);
     size_t *ai = cgq_xmalloc ((nt - nb ? nt - nb : 1) * sizeof *ai);
     cgq_tpe_split (loss, nt, nb, bi, ai);

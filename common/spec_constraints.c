@@ -40,8 +40,8 @@ spec_parse_constraints (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_
         return cgq_yamldoc_fail (c->y, key, "constraints is an empty list (%s, or remove it)",
                                  S_HINT);
     if (n > CGQ_SPEC_MAX_CONSTRAINTS)
-        return cgq_yamldoc_fail (c->y, v, "constraints lists %zu comparisons, more than %d (%s)",
-                                 n, CGQ_SPEC_MAX_CONSTRAINTS, S_HINT);
+        return cgq_yamldoc_fail (c->y, v, "constraints lists %zu comparisons, more than %d (%s)", n,
+                                 CGQ_SPEC_MAX_CONSTRAINTS, S_HINT);
     spec->constraints = cgq_xcalloc (n, sizeof *spec->constraints);
     for (size_t i = 0; i < n; i++) {
         const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, v, i);
@@ -59,8 +59,8 @@ spec_parse_constraints (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_
                                         m ? m + 2 : msg);
         }
         int op = cgq_expr_comparison (x);
-        if (op != CGQ_EXPR_CMP_LT && op != CGQ_EXPR_CMP_LE && op != CGQ_EXPR_CMP_GT
-            && op != CGQ_EXPR_CMP_GE) {
+        if (op != CGQ_EXPR_CMP_LT && op != CGQ_EXPR_CMP_LE && op != CGQ_EXPR_CMP_GT &&
+            op != CGQ_EXPR_CMP_GE) {
             cgq_expr_destroy (&x);
             return cgq_yamldoc_fail (
                 c->y, e,
@@ -83,8 +83,8 @@ spec_parse_constraints (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_
 }
 
 bool
-cgq_spec_feasible (const cgq_spec_t *self, const json_t *metrics, double *total,
-                   json_t **violation, char **warning)
+cgq_spec_feasible (const cgq_spec_t *self, const json_t *metrics, double *total, json_t **violation,
+                   char **warning)
 {
     double sum = 0;
     json_t *viol = NULL;
@@ -95,8 +95,9 @@ cgq_spec_feasible (const cgq_spec_t *self, const json_t *metrics, double *total,
         double lhs, rhs, by;
         char err[512];
         if (cgq_expr_eval_sides (k->expr, metrics, &lhs, &rhs, err, sizeof err) < 0) {
-            cgq_buf_printf (&w, "%sconstraint \"%s\" cannot be computed: %s; the trial counts "
-                                "as infeasible (report the metric, or fix the constraint)",
+            cgq_buf_printf (&w,
+                            "%sconstraint \"%s\" cannot be computed: %s; the trial counts "
+                            "as infeasible (report the metric, or fix the constraint)",
                             w.len ? "; " : "", k->text, err);
             if (!viol)
                 viol = json_object ();

@@ -43,11 +43,12 @@ s_list_fini (cgq_front_list_t *l)
 }
 
 // s_values computes a trial's objective values; false when it did not
-// succeed or its metrics lack one.
+// succeed, its metrics lack one, or it is infeasible (it violates the spec's
+// constraints: never on the front).
 static bool
 s_values (const cgq_spec_t *spec, const cgq_trial_rec_t *t, double *v)
 {
-    return t->metrics && !strcmp (t->state, "succeeded")
+    return t->metrics && !strcmp (t->state, "succeeded") && t->feasible != 0
            && cgq_spec_objective_values (spec, t->metrics, v, NULL, 0) == 0;
 }
 
@@ -83,8 +84,8 @@ s_load_kept (cgq_store_t *store, const cgq_job_rec_t *job, cgq_front_list_t *l, 
 
 // s_load_all reads every succeeded trial whose objectives compute into all.
 static int
-s_load_all (cgq_store_t *store, const cgq_job_rec_t *job, cgq_front_list_t *all, char *err,
-            size_t errlen)
+s_load_all (cgq_store_t *store, const cgq_job_rec_t *job, cgq_front_list_t *all,
+            size_t *infeasible, char *err, size_t errlen)
 {
     cgq_trial_rec_t **trials = NULL;
     size_t n = 0;
@@ -92,6 +93,7 @@ s_load_all (cgq_store_t *store, const cgq_job_rec_t *job, cgq_front_list_t *all,
         return -1;
     for (size_t i = 0; i < n; i++) {
         double v[CGQ_SPEC_MAX_OBJECTIVES];
+        *infeasible += !strcmp (trials[i]->state, "succeeded") && trials[i]->feasible == 0;
         if (s_values (all->spec, trials[i], v))
             s_list_add (all, trials[i], v);
         else
@@ -160,7 +162,7 @@ cgq_front_load (cgq_store_t *store, const cgq_job_rec_t *job, bool with_all, cgq
     if (kept < 0)
         return -1;
     if (with_all || kept == 1) {
-        if (s_load_all (store, job, &f->all, err, errlen) < 0)
+        if (s_load_all (store, job, &f->all, &f->infeasible, err, errlen) < 0)
             return -1;
         f->has_all = true;
     }

@@ -35,6 +35,7 @@ typedef struct {
     cgq_front_list_t all;   // every succeeded trial whose objectives compute
     cgq_front_list_t front; // the trials none of all dominates
     bool has_all;           // all was loaded
+    size_t infeasible;      // with all: succeeded trials left out as infeasible (constraints)
 } cgq_front_t;
 
 // cgq_front_load reads job's front into f (zeroed first): from

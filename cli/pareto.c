@@ -204,7 +204,11 @@ cgq_cmd_pareto (cgq_cli_t *cli)
     char err[1024];
     cgq_front_t f;
     int m = 0;
-    int lr = cgq_front_load (store, job, everything || plot, &f, &m, err, sizeof err);
+    // With constraints, every trial is read, to say how many infeasible
+    // ones the front leaves out.
+    bool constrained = strstr (job->spec, "constraints") != NULL;
+    int lr = cgq_front_load (store, job, everything || plot || constrained, &f, &m, err,
+                             sizeof err);
     if (lr < 0) {
         cgq_cli_error ("%s", err);
         rc = CGQ_EXIT_FAIL;
@@ -230,6 +234,13 @@ cgq_cmd_pareto (cgq_cli_t *cli)
         printf ("job %" PRIu64 " has no succeeded trial yet\n", id);
     else
         cgq_front_print_table (out, 0, stdout);
+    if (rc == CGQ_EXIT_OK && f.spec->nconstraints) // on stderr for the machine formats
+        fprintf (!strcmp (format, "table") ? stdout : stderr,
+                 "(%zu infeasible trial%s left out: %s the constraints; cgq results %" PRIu64
+                 " lists %s)\n",
+                 f.infeasible, f.infeasible == 1 ? "" : "s", f.infeasible == 1 ? "it violates"
+                                                                             : "they violate",
+                 id, f.infeasible == 1 ? "it" : "them");
     if (rc == CGQ_EXIT_OK && plot && cgq_front_plot (&f, job, plot, false, err, sizeof err) < 0) {
         cgq_cli_error ("%s", err);
         rc = CGQ_EXIT_FAIL;

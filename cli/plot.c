@@ -34,11 +34,12 @@ s_by_finish (const void *a, const void *b)
 }
 
 // s_ranked: a trial with a value on the leaderboard, succeeded or stopped
-// early (its last report is its value, as the coordinator ranks it).
+// early (its last report is its value, as the coordinator ranks it), and
+// not infeasible (constraints: never ranked, never the best so far).
 static bool
 s_ranked (const cgq_job_rec_t *job, const cgq_trial_rec_t *t)
 {
-    return job->metric && t->has_value && isfinite (t->value) &&
+    return job->metric && t->has_value && isfinite (t->value) && t->feasible != 0 &&
            (!strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]) ||
             !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_STOPPED]));
 }

@@ -485,6 +485,43 @@ s_pick (const char **keys, size_t n, char **listed, size_t nlisted)
     return m;
 }
 
+// s_judged is true when some trial was judged against constraints (the
+// spec has constraints and a trial succeeded): then results show feasibility.
+static bool
+s_judged (cgq_trial_rec_t **trials, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (trials[i]->feasible >= 0)
+            return true;
+    return false;
+}
+
+// s_violation_text writes an infeasible trial's largest violation into buf
+// ("3.5"; "?" when a constraint could not be computed), "" otherwise.
+static const char *
+s_violation_text (const cgq_trial_rec_t *t, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (t->feasible != 0 || !json_is_object (t->violation))
+        return buf;
+    double max = -INFINITY;
+    bool unknown = false;
+    const char *k;
+    json_t *v;
+    json_object_foreach (t->violation, k, v)
+    {
+        if (json_is_number (v))
+            max = fmax (max, json_number_value (v));
+        else
+            unknown = true;
+    }
+    if (unknown)
+        snprintf (buf, n, "?");
+    else if (isfinite (max))
+        cgq_show_number (buf, n, max);
+    return buf;
+}
+
 int
 cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n,
                         const char *columns, int width, char *err, size_t errlen)
@@ -533,14 +570,21 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
             return -1;
         }
     }
-    // trial, state, value, params..., metrics..., attempts, node, duration, error
-    size_t ncols = 7 + np + nm;
+    // trial, state, value, [feasible, violation,] params..., metrics..., attempts, node,
+    // duration, error
+    bool judged = s_judged (trials, n);
+    size_t first = judged ? 5 : 3; // the first param column
+    size_t ncols = first + 4 + np + nm;
     cgq_table_t t;
     cgq_table_init (&t, ncols);
     size_t c = 0;
     cgq_table_head (&t, c++, "trial", true);
     cgq_table_head (&t, c++, "state", false);
     cgq_table_head (&t, c++, vname, true);
+    if (judged) {
+        cgq_table_head (&t, c++, "feasible", false);
+        cgq_table_head (&t, c++, "violation", true);
+    }
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
         cgq_table_head (&t, c++, name, false);
@@ -562,6 +606,12 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         cgq_table_add (&t, cgq_xstrdup (tr->state));
         cgq_table_add (&t, cgq_xstrdup (tr->has_value ? cgq_show_number (num, sizeof num, tr->value)
                                                     : "-"));
+        if (judged) {
+            cgq_table_add (&t, cgq_xstrdup (tr->feasible < 0 ? "-" : tr->feasible ? "yes" : "no"));
+            cgq_table_add (&t, cgq_xstrdup (tr->feasible == 0
+                                                ? s_violation_text (tr, num, sizeof num)
+                                                : "-"));
+        }
         for (size_t k = 0; k < np; k++)
             cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
         for (size_t k = 0; k < nm; k++) {
@@ -582,7 +632,7 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         size_t total = strlen ("error"); // the last column: its header, its text may run on
         for (size_t k = 0; k + 1 < ncols; k++)
             total += cgq_table_width (&t, k) + 2;
-        for (size_t k = 3 + np + nm; k > 3 && total > (size_t) width; k--) {
+        for (size_t k = first + np + nm; k > first && total > (size_t) width; k--) {
             total -= cgq_table_width (&t, k - 1) + 2;
             cgq_table_hide (&t, k - 1);
             hidden++;
@@ -640,6 +690,11 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     s_csv_field (&b, "id", true);
     s_csv_field (&b, "state", false);
     s_csv_field (&b, "value", false);
+    bool judged = s_judged (trials, n);
+    if (judged) { // feasible 1/0, violation the JSON of the violated constraints
+        s_csv_field (&b, "feasible", false);
+        s_csv_field (&b, "violation", false);
+    }
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
         s_csv_field (&b, name, false);
@@ -663,6 +718,12 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         s_csv_field (&b, t->state, false);
         s_csv_field (&b, t->has_value && isfinite (t->value) ? cgq_fmt_double (num, t->value) : "",
                      false);
+        if (judged) {
+            s_csv_field (&b, t->feasible < 0 ? "" : t->feasible ? "1" : "0", false);
+            char *vj = t->violation ? cgq_json_dumps (t->violation) : NULL;
+            s_csv_field (&b, vj ? vj : "", false);
+            free (vj);
+        }
         for (size_t k = 0; k < np; k++)
             s_csv_value (&b, json_object_get (t->params, pk[k]));
         for (size_t k = 0; k < nm; k++)
@@ -804,6 +865,14 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
         s_json_str_or_null (&b, t->error);
         cgq_buf_puts (&b, ", \"warning\": ");
         s_json_str_or_null (&b, t->warning);
+        if (t->feasible >= 0) { // judged against the spec's constraints
+            cgq_buf_printf (&b, ", \"feasible\": %s, \"violation\": ",
+                            t->feasible ? "true" : "false");
+            if (t->violation)
+                cgq_json_append (&b, t->violation, true);
+            else
+                cgq_buf_puts (&b, "null");
+        }
         if (t->stages) { // a multi-stage trial: where it is, each stage's own metrics
             cgq_buf_printf (&b, ", \"stage\": %u, \"stages\": ", t->stage);
             cgq_json_append (&b, t->stages, true);

@@ -141,8 +141,12 @@ s_cmp_trials (const void *a, const void *b)
 {
     const cgq_trial_rec_t *x = *(cgq_trial_rec_t *const *) a;
     const cgq_trial_rec_t *y = *(cgq_trial_rec_t *const *) b;
-    bool rx = s_sort_job->metric && x->has_value && !strcmp (x->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
-    bool ry = s_sort_job->metric && y->has_value && !strcmp (y->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
+    // Ranked: succeeded with a value and not infeasible (constraints); the
+    // rest come after, by id.
+    bool rx = s_sort_job->metric && x->has_value && x->feasible != 0
+              && !strcmp (x->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
+    bool ry = s_sort_job->metric && y->has_value && y->feasible != 0
+              && !strcmp (y->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
     if (rx != ry)
         return rx ? -1 : 1;
     if (rx && x->value != y->value) {
@@ -236,7 +240,8 @@ cgq_view_trials_top (cgq_store_t *store, const cgq_job_rec_t *job, size_t k,
         }
         size_t ranked = 0;
         for (size_t i = 0; i < *n; i++)
-            ranked += (*trials)[i]->has_value && !strcmp ((*trials)[i]->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
+            ranked += (*trials)[i]->has_value && (*trials)[i]->feasible != 0
+                      && !strcmp ((*trials)[i]->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
         if (ranked >= k) {
             cgq_view_trials_sort (job, *trials, *n);
             for (size_t i = k; i < *n; i++)
@@ -269,7 +274,8 @@ cgq_view_trials_best (cgq_store_t *store, const cgq_job_rec_t *job, size_t k,
     size_t kept = 0;
     for (size_t i = 0; i < *n; i++) {
         cgq_trial_rec_t *t = (*trials)[i];
-        bool ok = !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]) && (!job->metric || t->has_value);
+        bool ok = !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]) && (!job->metric || t->has_value)
+                  && t->feasible != 0; // an infeasible trial is never among the best
         if (ok && kept < k)
             (*trials)[kept++] = t;
         else

@@ -897,8 +897,13 @@ s_first_error (const s_eval_t *ev, size_t from, int n)
     return e;
 }
 
-int
-cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char *err, size_t errlen)
+// s_run runs the first ncode instructions of self's program and leaves nout
+// values on the stack (1 for the whole program; 2 for the operands of a
+// comparison at the top), written into out. Returns 0, or -1 with err set to
+// the first error that reaches one of them.
+static int
+s_run (const cgq_expr_t *self, size_t ncode, int nout, const json_t *metrics, double *out,
+       char *err, size_t errlen)
 {
     if (!json_is_object (metrics)) {
         s_errf (err, errlen, "the result is not a JSON object of metrics");
@@ -913,7 +918,7 @@ cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char 
     };
     size_t sp = 0;
     char msg[256];
-    for (size_t i = 0; i < self->ncode; i++) {
+    for (size_t i = 0; i < ncode; i++) {
         const s_node_t *n = &self->code[i];
         double r = 0;
         int nargs = 2; // operands popped
@@ -953,12 +958,13 @@ cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char 
         ev.err[sp++] = e;
     }
     int rc = 0;
-    if (ev.err[0] >= 0) {
-        s_errf (err, errlen, "%s", ev.msgs[ev.err[0]]);
+    int e = s_first_error (&ev, 0, nout);
+    if (e >= 0) {
+        s_errf (err, errlen, "%s", ev.msgs[e]);
         rc = -1;
     }
     else
-        *out = ev.v[0];
+        memcpy (out, ev.v, (size_t) nout * sizeof *out);
     for (int k = 0; k < ev.nmsgs; k++)
         free (ev.msgs[k]);
     free (ev.msgs);
@@ -967,4 +973,42 @@ cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char 
         free (ev.err);
     }
     return rc;
+}
+
+int
+cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char *err, size_t errlen)
+{
+    return s_run (self, self->ncode, 1, metrics, out, err, errlen);
+}
+
+int
+cgq_expr_comparison (const cgq_expr_t *self)
+{
+    if (!self || !self->ncode)
+        return CGQ_EXPR_CMP_NONE;
+    switch (self->code[self->ncode - 1].op) {
+    case S_LT: return CGQ_EXPR_CMP_LT;
+    case S_LE: return CGQ_EXPR_CMP_LE;
+    case S_GT: return CGQ_EXPR_CMP_GT;
+    case S_GE: return CGQ_EXPR_CMP_GE;
+    case S_EQ: return CGQ_EXPR_CMP_EQ;
+    case S_NE: return CGQ_EXPR_CMP_NE;
+    default: return CGQ_EXPR_CMP_NONE;
+    }
+}
+
+int
+cgq_expr_eval_sides (const cgq_expr_t *self, const json_t *metrics, double *lhs, double *rhs,
+                     char *err, size_t errlen)
+{
+    if (cgq_expr_comparison (self) == CGQ_EXPR_CMP_NONE) {
+        s_errf (err, errlen, "the expression is not a comparison");
+        return -1;
+    }
+    double v[2];
+    if (s_run (self, self->ncode - 1, 2, metrics, v, err, errlen) < 0)
+        return -1;
+    *lhs = v[0];
+    *rhs = v[1];
+    return 0;
 }

@@ -60,4 +60,24 @@ const char *cgq_expr_name (const cgq_expr_t *self, size_t i);
 int cgq_expr_eval (const cgq_expr_t *self, const json_t *metrics, double *out, char *err,
                    size_t errlen);
 
+// The comparison at the top of an expression (cgq_expr_comparison): a
+// constraint of a spec is one of LT, LE, GT, GE.
+enum {
+    CGQ_EXPR_CMP_NONE, // not a comparison at the top (a + b, where(a < b, 1, 0))
+    CGQ_EXPR_CMP_LT,
+    CGQ_EXPR_CMP_LE,
+    CGQ_EXPR_CMP_GT,
+    CGQ_EXPR_CMP_GE,
+    CGQ_EXPR_CMP_EQ,
+    CGQ_EXPR_CMP_NE,
+};
+int cgq_expr_comparison (const cgq_expr_t *self);
+
+// cgq_expr_eval_sides evaluates the two operands of the comparison at the top
+// of self (lhs OP rhs) into *lhs and *rhs, so a caller can say by how much it
+// fails. Returns 0, or -1 with err set as cgq_expr_eval sets it, or when self
+// is not a comparison.
+int cgq_expr_eval_sides (const cgq_expr_t *self, const json_t *metrics, double *lhs, double *rhs,
+                         char *err, size_t errlen);
+
 #endif

@@ -448,6 +448,9 @@ cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *r)
     t->gpus = s_dup_nonempty (r, CGQ_TF_GPUS);
     t->last_report = s_dup_nonempty (r, CGQ_TF_LAST_REPORT);
     t->warning = s_dup_nonempty (r, CGQ_TF_WARNING);
+    const char *fs = cgq_hash_get (r, CGQ_TF_FEASIBLE);
+    t->feasible = fs && *fs ? (strcmp (fs, "0") != 0) : -1;
+    t->violation = s_object (r, CGQ_TF_VIOLATION);
     t->reports = cgq_hash_u64 (r, CGQ_TF_REPORTS);
     uint64_t stage = cgq_hash_u64 (r, CGQ_TF_STAGE);
     t->stage = stage > UINT32_MAX ? UINT32_MAX : (uint32_t) stage;
@@ -559,6 +562,7 @@ cgq_trial_rec_destroy (cgq_trial_rec_t **self_p)
     free (t->gpus);
     free (t->last_report);
     free (t->warning);
+    json_decref (t->violation);
     free (t);
     *self_p = NULL;
 }

@@ -146,6 +146,8 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_VALUE "value"
 #define CGQ_TF_ERROR "error"
 #define CGQ_TF_WARNING "warning" // a succeeded trial's note: no metrics, a rejected report line
+#define CGQ_TF_FEASIBLE "feasible"   // 1 or 0, a succeeded trial of a spec with constraints
+#define CGQ_TF_VIOLATION "violation" // JSON {constraint: amount} of an infeasible trial
 #define CGQ_TF_LOG "log"
 #define CGQ_TF_TRIAL_DIR "trial_dir"
 #define CGQ_TF_REPORTS "reports"
@@ -295,6 +297,8 @@ typedef struct {
     char *node, *error, *log, *trial_dir, *gpus; // NULL when missing or empty
     char *last_report;                           // JSON of the latest report, NULL when none
     char *warning;                               // a succeeded trial's warning, NULL when none
+    int feasible;       // 1, 0; -1: not judged (no constraints, not succeeded)
+    json_t *violation;  // an infeasible trial's {constraint: amount}, NULL when none (owned)
     uint64_t reports;                            // reports stored so far
     bool has_started, has_finished, has_duration;
     double started, finished, duration;

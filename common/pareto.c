@@ -91,6 +91,70 @@ cgq_pareto_sort (const double *points, int n, int m, const int *sense, int *rank
     return fronts;
 }
 
+static double
+s_viol (const double *viol, int i)
+{
+    return isnan (viol[i]) ? INFINITY : viol[i];
+}
+
+static int
+s_cmp_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+int
+cgq_pareto_sort_constrained (const double *points, const double *viol, int n, int m,
+                             const int *sense, int *ranks)
+{
+    if (!viol)
+        return cgq_pareto_sort (points, n, m, sense, ranks);
+    if (n <= 0)
+        return 0;
+    double *fp = cgq_xmalloc (((size_t) n * (size_t) m + 1) * sizeof *fp);
+    double *iv = cgq_xmalloc ((size_t) n * sizeof *iv);
+    int *at = cgq_xmalloc ((size_t) n * sizeof *at), *fr = cgq_xmalloc ((size_t) n * sizeof *fr);
+    int nfeas = 0, ninf = 0;
+    for (int i = 0; i < n; i++) {
+        if (s_viol (viol, i) > 0) {
+            iv[ninf++] = s_viol (viol, i);
+            continue;
+        }
+        memcpy (&fp[(size_t) nfeas * m], &points[(size_t) i * m], (size_t) m * sizeof *fp);
+        at[nfeas++] = i;
+    }
+    int fronts = cgq_pareto_sort (fp, nfeas, m, sense, fr);
+    for (int k = 0; k < nfeas; k++)
+        ranks[at[k]] = fr[k];
+    // The infeasible: one rank per distinct violation, after the feasible fronts.
+    qsort (iv, (size_t) ninf, sizeof *iv, s_cmp_double);
+    int distinct = 0;
+    for (int k = 0; k < ninf; k++)
+        if (k == 0 || iv[k] != iv[distinct - 1])
+            iv[distinct++] = iv[k];
+    for (int i = 0; i < n; i++) {
+        double v = s_viol (viol, i);
+        if (!(v > 0))
+            continue;
+        int lo = 0, hi = distinct - 1;
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (iv[mid] < v)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        ranks[i] = fronts + lo;
+    }
+    fronts += distinct;
+    free (fp);
+    free (iv);
+    free (at);
+    free (fr);
+    return fronts;
+}
+
 typedef struct {
     double v;
     int idx; // the point's index, to break ties the same way whatever idx's order

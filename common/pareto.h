@@ -30,6 +30,17 @@ bool cgq_pareto_dominates (const double *a, const double *b, int m, const int *s
 // n = 0).
 int cgq_pareto_sort (const double *points, int n, int m, const int *sense, int *ranks);
 
+// cgq_pareto_sort_constrained is cgq_pareto_sort under Deb's constrained
+// domination, for specs with constraints: viol[i] is point i's total
+// violation (0 or less: feasible; NaN counts as INFINITY). A feasible point
+// dominates every infeasible one, two feasible ones compare by Pareto
+// dominance, two infeasible ones by violation (the smaller dominates; equal
+// ones share a rank). So the feasible points take ranks 0.. as
+// cgq_pareto_sort gives them, and the infeasible ones the ranks after,
+// one per distinct violation, smallest first. viol NULL: cgq_pareto_sort.
+int cgq_pareto_sort_constrained (const double *points, const double *viol, int n, int m,
+                                 const int *sense, int *ranks);
+
 // cgq_pareto_crowding computes NSGA-II's crowding distance of the k points
 // idx[0..k) (one front) into dist[0..k): per objective, the gap between a
 // point's neighbours divided by the front's range, summed. The extreme points

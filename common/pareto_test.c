@@ -112,6 +112,33 @@ t_sort (void **state)
     assert_memory_equal (front, want_front, sizeof want_front);
 }
 
+
+// Deb's constrained domination: feasible points ranked among themselves as
+// cgq_pareto_sort ranks them; every infeasible one after them, by total
+// violation (equal violations share a rank; NaN counts as INFINITY),
+// however good its objectives.
+static void
+t_sort_constrained (void **state)
+{
+    (void) state;
+    // 0 and 1 feasible, 1 dominated by 0; 2 and 3 dominate both but are
+    // infeasible; 4 as infeasible as 2; 5 cannot be computed.
+    double pts[] = {1, 1, 2, 2, 0, 0, -1, -1, 5, 5, -2, -2};
+    double viol[] = {0, 0, 3.5, 1, 3.5, NAN};
+    int ranks[6], want[] = {0, 1, 3, 2, 3, 4};
+    assert_int_equal (cgq_pareto_sort_constrained (pts, viol, 6, 2, NULL, ranks), 5);
+    assert_memory_equal (ranks, want, sizeof want);
+    // No violation array: plain non-dominated sort.
+    int plain[6], want_plain[] = {3, 4, 2, 1, 5, 0};
+    assert_int_equal (cgq_pareto_sort_constrained (pts, NULL, 6, 2, NULL, plain), 6);
+    assert_memory_equal (plain, want_plain, sizeof want_plain);
+    // None feasible: ranks by violation alone.
+    double all[] = {2, 1, 2};
+    int r3[3], want3[] = {1, 0, 1};
+    assert_int_equal (cgq_pareto_sort_constrained (pts, all, 3, 2, NULL, r3), 2);
+    assert_memory_equal (r3, want3, sizeof want3);
+}
+
 static void
 t_crowding (void **state)
 {
@@ -368,7 +395,7 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (t_dominance),          cmocka_unit_test (t_sort),
+        cmocka_unit_test (t_dominance),          cmocka_unit_test (t_sort), cmocka_unit_test (t_sort_constrained),
         cmocka_unit_test (t_crowding),           cmocka_unit_test (t_hypervolume_known),
         cmocka_unit_test (t_hypervolume_random), cmocka_unit_test (t_hypervolume_bounds),
         cmocka_unit_test (t_sort_property),

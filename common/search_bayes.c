@@ -55,6 +55,7 @@ typedef struct {
     cgq_gp_t *gp;
     double *u;     // trial id -> its point in [0,1]^d (cap rows)
     double *y;     // trial id -> its objective, to be minimised (-value for max)
+    double *viol;  // trial id -> its total constraint violation (0: feasible)
     uint8_t *st;   // trial id -> S_*
     size_t cap;    // rows of u, y, st
     uint64_t nflight;
@@ -71,6 +72,7 @@ s_reserve (s_bayes_t *b, uint64_t n)
         cap *= 2;
     b->u = cgq_xrealloc (b->u, cap * (b->d ? b->d : 1) * sizeof *b->u);
     b->y = cgq_xrealloc (b->y, cap * sizeof *b->y);
+    b->viol = cgq_xrealloc (b->viol, cap * sizeof *b->viol);
     b->st = cgq_xrealloc (b->st, cap);
     memset (b->st + b->cap, S_UNKNOWN, cap - b->cap);
     b->cap = cap;
@@ -139,6 +141,7 @@ s_fini (cgq_searcher_t *self)
     cgq_gp_destroy (&b->gp);
     free (b->u);
     free (b->y);
+    free (b->viol);
     free (b->st);
     cgq_hset64_fini (&b->seen);
     cgq_genome_fini (&b->g);
@@ -161,6 +164,7 @@ s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value
     if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
         b->st[trial] = S_OK;
         b->y[trial] = -self->spec->objective.mode * f;
+        b->viol[trial] = cgq_search_violation (self->spec, metrics);
     }
     else
         b->st[trial] = S_FAILED;
@@ -219,6 +223,37 @@ s_clamp_hyper (s_bayes_t *b)
                       s_clamp (noise, CGQ_GP_NOISE_MIN, CGQ_GP_NOISE_MAX));
 }
 
+// s_fitted returns what the GP fits for trials [0, n) (caller frees): the
+// objective, except that with constraints an infeasible trial gets the worst
+// value a feasible one reached, so it never looks good; while none is
+// feasible, every trial gets its total violation (one that cannot be
+// computed: twice the largest finite one, plus 1), so the search heads for
+// feasibility. A function of the observations alone: a restart fits the same.
+static double *
+s_fitted (cgq_searcher_t *self, uint64_t n)
+{
+    s_bayes_t *b = self->impl;
+    double *y = cgq_xmalloc ((n ? n : 1) * sizeof *y);
+    memcpy (y, b->y, n * sizeof *y);
+    if (!self->spec->nconstraints)
+        return y;
+    double worst = -INFINITY, maxv = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (b->st[i] != S_OK)
+            continue;
+        if (b->viol[i] <= 0)
+            worst = fmax (worst, b->y[i]);
+        else if (isfinite (b->viol[i]))
+            maxv = fmax (maxv, b->viol[i]);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (b->st[i] == S_OK && (isfinite (worst) || b->viol[i] > 0))
+            y[i] = isfinite (worst) ? (b->viol[i] > 0 ? worst : b->y[i])
+                   : isfinite (b->viol[i]) ? b->viol[i]
+                                           : 2 * maxv + 1;
+    return y;
+}
+
 // s_model fits the GP and writes the best candidate into x. Returns false
 // when there is no successful trial yet.
 static bool
@@ -230,6 +265,7 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
         nok += b->st[i] == S_OK;
     if (!nok || !b->gp)
         return false;
+    double *y = s_fitted (self, n);
     size_t d = b->d, rows = (size_t) (nok + b->nflight);
     double *X = cgq_xmalloc (rows * d * sizeof *X), *Y = cgq_xmalloc (rows * sizeof *Y);
     double best = INFINITY;
@@ -241,11 +277,11 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
         if (b->st[i] != S_OK)
             continue;
         memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
-        Y[k++] = b->y[i];
-        if (b->y[i] < best)
-            best = b->y[i];
+        Y[k++] = y[i];
+        if (y[i] < best)
+            best = y[i];
         size_t at = ntop < S_TOP ? ntop++ : S_TOP;
-        while (at > 0 && b->y[top[at - 1]] > b->y[i]) {
+        while (at > 0 && y[top[at - 1]] > y[i]) {
             if (at < S_TOP)
                 top[at] = top[at - 1];
             at--;
@@ -305,6 +341,7 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
     free (cand);
     free (units);
     free (ei);
+    free (y);
     return found;
 }
 

@@ -584,3 +584,13 @@ cgq_search_objectives (const cgq_spec_t *spec, const json_t *metrics, double val
             return false;
     return true;
 }
+
+double
+cgq_search_violation (const cgq_spec_t *spec, const json_t *metrics)
+{
+    if (!spec->nconstraints || !metrics)
+        return 0;
+    double total = 0;
+    cgq_spec_feasible (spec, metrics, &total, NULL, NULL);
+    return total;
+}

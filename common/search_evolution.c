@@ -13,6 +13,9 @@
 //              1/genes; polynomial mutation for reals). When a result makes
 //              the population larger than `population`, the member of the
 //              worst front with the smallest crowding distance leaves.
+//              With constraints, fronts follow Deb's constrained domination
+//              (cgq_pareto_sort_constrained); evolution's tournaments prefer
+//              the smaller total violation, then the better value.
 //
 // Both are steady state, which suits a queue: the first `initial` trials are
 // random; once every one of them has ended, a child is bred whenever fewer
@@ -41,6 +44,7 @@ typedef struct {
     uint64_t id;
     double *x;                        // genome (owned); NULL until replay fills it
     double f[CGQ_SPEC_MAX_OBJECTIVES]; // objectives as reported
+    double v;                          // total constraint violation: 0 feasible
 } s_member_t;
 
 typedef struct {
@@ -179,10 +183,14 @@ s_land (s_evo_t *e, uint64_t id)
     return NULL;
 }
 
-// s_better is true when member a beats member b in the single objective.
+// s_better is true when member a beats member b: the smaller constraint
+// violation (a feasible member beats every infeasible one), then the single
+// objective.
 static bool
 s_better (const s_evo_t *e, const s_member_t *a, const s_member_t *b)
 {
+    if (a->v != b->v)
+        return a->v < b->v;
     return e->sense[0] * a->f[0] > e->sense[0] * b->f[0];
 }
 
@@ -192,9 +200,15 @@ s_rank (const s_evo_t *e, int *rank, double *crowd)
 {
     int n = (int) e->npop, m = e->m;
     double *pts = cgq_xmalloc ((size_t) (n * m + 1) * sizeof *pts);
-    for (int i = 0; i < n; i++)
+    double *viol = cgq_xmalloc ((size_t) (n + 1) * sizeof *viol);
+    for (int i = 0; i < n; i++) {
         memcpy (&pts[i * m], e->pop[i].f, (size_t) m * sizeof *pts);
-    int nf = cgq_pareto_sort (pts, n, m, e->sense, rank);
+        viol[i] = e->pop[i].v;
+    }
+    // Deb's constrained domination: feasible fronts first, then the
+    // infeasible by total violation (all feasible without constraints).
+    int nf = cgq_pareto_sort_constrained (pts, viol, n, m, e->sense, rank);
+    free (viol);
     int *idx = cgq_xmalloc ((size_t) (n + 1) * sizeof *idx);
     double *d = cgq_xmalloc ((size_t) (n + 1) * sizeof *d);
     for (int r = 0; r < nf; r++) {
@@ -214,11 +228,12 @@ s_rank (const s_evo_t *e, int *rank, double *crowd)
 // s_admit adds a successful trial to the population, and makes one leave if
 // that is one too many.
 static void
-s_admit (s_evo_t *e, uint64_t id, double *x, const double *f)
+s_admit (s_evo_t *e, uint64_t id, double *x, const double *f, double v)
 {
     s_member_t *m = &e->pop[e->npop++];
     m->id = id;
     m->x = x;
+    m->v = v;
     memcpy (m->f, f, (size_t) e->m * sizeof *f);
     if (e->npop <= e->population)
         return;
@@ -251,7 +266,7 @@ s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double v
         e->init_ended++;
     double f[CGQ_SPEC_MAX_OBJECTIVES];
     if (ok && cgq_search_objectives (self->spec, metrics, value, f))
-        s_admit (e, trial, x, f);
+        s_admit (e, trial, x, f, cgq_search_violation (self->spec, metrics));
     else
         free (x);
 }
@@ -282,6 +297,7 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
             if (outcome == CGQ_REPLAY_SUCCEEDED &&
                 cgq_search_objectives (self->spec, metrics, value, f)) {
                 e->pop[i].x = x;
+                e->pop[i].v = cgq_search_violation (self->spec, metrics);
                 memcpy (e->pop[i].f, f, (size_t) e->m * sizeof *f);
                 return 0;
             }

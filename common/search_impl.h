@@ -147,6 +147,13 @@ int cgq_search_state_next (cgq_searcher_t *self, const json_t *state, char *err,
 // into a new array (*n entries; caller frees). -1 with err set otherwise.
 int cgq_search_state_ids (const json_t *state, const char *key, uint64_t next, uint64_t **ids,
                           size_t *n, char *err, size_t errlen);
+// cgq_search_violation is a succeeded trial's total constraint violation
+// (cgq_spec_feasible's total: 0 feasible, > 0 infeasible, INFINITY when a
+// constraint cannot be computed); 0 for a spec without constraints or NULL
+// metrics. Computed from the metrics, so a replay after a restart gives the
+// same number.
+double cgq_search_violation (const cgq_spec_t *spec, const json_t *metrics);
+
 // cgq_search_objectives computes a trial's objective vector (oriented as
 // reported) from metrics, or for one objective from value when metrics lack
 // it. Returns false when it cannot (a failed trial, a missing metric).

@@ -21,6 +21,10 @@
 // CATEGORY; each element of a repeat as its own gene. A gene with a single
 // value is not modelled.
 //
+// With constraints (docs/spec.md), an infeasible trial is in the bad group,
+// however good its value; while no trial is feasible, the good group is the
+// trials of the smallest total violation (as Optuna's constrained TPE splits).
+//
 // Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
 // only from streams keyed by (seed, i), so the same results give the same
 // suggestions, after a restart too.
@@ -50,6 +54,7 @@ typedef struct {
     size_t *var;         // their indices
     double *x;           // trial id -> its genes (cap rows of d)
     double *loss;        // trial id -> its objective, minimised (-value for max)
+    double *viol;        // trial id -> its total constraint violation (0: feasible)
     uint8_t *st;         // trial id -> S_*
     size_t cap;
     uint64_t nok, nflight;
@@ -65,6 +70,7 @@ s_reserve (s_tpe_t *t, uint64_t n)
         cap *= 2;
     t->x = cgq_xrealloc (t->x, cap * (t->d ? t->d : 1) * sizeof *t->x);
     t->loss = cgq_xrealloc (t->loss, cap * sizeof *t->loss);
+    t->viol = cgq_xrealloc (t->viol, cap * sizeof *t->viol);
     t->st = cgq_xrealloc (t->st, cap);
     memset (t->st + t->cap, S_UNKNOWN, cap - t->cap);
     t->cap = cap;
@@ -150,6 +156,7 @@ s_fini (cgq_searcher_t *self)
     free (t->var);
     free (t->x);
     free (t->loss);
+    free (t->viol);
     free (t->st);
     cgq_genome_fini (&t->g);
     free (t);
@@ -181,6 +188,7 @@ s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value
     double f;
     if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
         t->loss[trial] = -self->spec->objective.mode * f;
+        t->viol[trial] = cgq_search_violation (self->spec, metrics);
         s_set (t, trial, S_OK);
     }
     else
@@ -277,12 +285,23 @@ s_model (cgq_searcher_t *self, double *x)
     size_t k = 0, nt = (size_t)(t->nok + t->nflight);
     uint64_t *ids = cgq_xmalloc ((nt ? nt : 1) * sizeof *ids);
     double *loss = cgq_xmalloc ((nt ? nt : 1) * sizeof *loss);
+    // Constraints: infeasible trials go to the bad group (loss +INFINITY,
+    // and the good group no larger than the feasible trials); while none is
+    // feasible, the good group is those of the smallest total violation.
+    uint64_t nfeas = 0;
+    for (uint64_t i = 0; i < n; i++)
+        nfeas += t->st[i] == S_OK && t->viol[i] <= 0;
     for (uint64_t i = 0; i < n; i++)
         if (t->st[i] == S_OK || t->st[i] == S_FLIGHT) {
             ids[k] = i;
-            loss[k++] = t->st[i] == S_OK ? t->loss[i] : INFINITY; // the constant liar
+            loss[k++] = t->st[i] != S_OK  ? INFINITY // the constant liar
+                        : t->viol[i] <= 0 ? t->loss[i]
+                        : nfeas           ? INFINITY
+                                          : t->viol[i];
         }
     size_t nb = cgq_tpe_gamma ((size_t)t->nok);
+    if (nfeas && nb > nfeas)
+        nb = (size_t)nfeas;
     size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);
     size_t *ai = cgq_xmalloc ((nt - nb ? nt - nb : 1) * sizeof *ai);
     cgq_tpe_split (loss, nt, nb, bi, ai);

@@ -65,7 +65,9 @@ json_t *cgq_searcher_suggest (cgq_searcher_t *self, uint64_t *trial);
 // result object (borrowed; may be NULL when the trial failed); value is the
 // single objective (cgq_spec_objective_value; NAN if none or failed). nsga2
 // computes its objectives from metrics (cgq_spec_objective_values). Each
-// trial is observed once.
+// trial is observed once. With constraints (spec->constraints), a searcher
+// that learns judges feasibility from metrics itself (cgq_spec_feasible), so
+// replay, which passes the same metrics, judges the same.
 void cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics,
                            double value, bool ok);
 

@@ -428,6 +428,106 @@ t_nsga2_zdt1 (void **state)
     }
 }
 
+
+// nsga2 with constraints ranks by Deb's constrained domination: two
+// infeasible trials that dominate both feasible ones in the objectives are
+// the ones that leave a population of 2, and the one of the larger
+// violation first; the same after a restart (replayed from the metrics).
+static void
+t_nsga2_constrained (void **state)
+{
+    (void) state;
+    cgq_spec_t *spec = s_spec ("space: {x: {uniform: [0, 1]}}\n"
+                               "search: {algorithm: nsga2, samples: 10, population: 2, "
+                               "initial: 4}\n"
+                               "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n"
+                               "constraints: [\"c <= 0\"]\n" TRIAL);
+    char err[256];
+    cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+    assert_non_null (se);
+    json_t *params[4];
+    for (int i = 0; i < 4; i++) {
+        uint64_t id;
+        params[i] = cgq_searcher_suggest (se, &id);
+        assert_non_null (params[i]);
+    }
+    const char *res[4] = {"{\"a\": 1, \"b\": 1, \"c\": 0}", "{\"a\": 2, \"b\": 2, \"c\": -1}",
+                          "{\"a\": 0, \"b\": 0, \"c\": 2}", "{\"a\": -1, \"b\": -1, \"c\": 1}"};
+    json_t *m[4];
+    for (int i = 0; i < 4; i++) {
+        m[i] = json_loads (res[i], 0, NULL);
+        cgq_searcher_observe (se, (uint64_t) i, m[i], NAN, true);
+    }
+    json_t *st = cgq_searcher_save (se);
+    char *text = cgq_json_dumps (json_object_get (st, "population"));
+    assert_string_equal (text, "[0,1]");
+    free (text);
+    // A restart: the saved population and the replayed metrics agree.
+    cgq_searcher_t *again = cgq_searcher_new (spec, st, err, sizeof err);
+    assert_non_null (again);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal (cgq_searcher_replay (again, (uint64_t) i, params[i], m[i], NAN,
+                                               CGQ_REPLAY_SUCCEEDED, err, sizeof err),
+                          0);
+    uint64_t id1, id2;
+    json_t *p1 = cgq_searcher_suggest (se, &id1), *p2 = cgq_searcher_suggest (again, &id2);
+    assert_true (id1 == 4 && id2 == 4 && json_equal (p1, p2));
+    json_decref (p1);
+    json_decref (p2);
+    json_decref (st);
+    for (int i = 0; i < 4; i++) {
+        json_decref (params[i]);
+        json_decref (m[i]);
+    }
+    cgq_searcher_destroy (&se);
+    cgq_searcher_destroy (&again);
+    cgq_spec_destroy (&spec);
+}
+
+
+// f0 = x: an objective whose best point (x = 1) the constraint f0 <= 0.5
+// forbids.
+static void
+s_ident (const json_t *params, double *out)
+{
+    out[0] = s_num (params, "x");
+}
+
+// tpe, bayes and evolution with a constraint that cuts off the best values:
+// infeasible trials are never taken for good ones, so the search stays in
+// the feasible half instead of climbing to x = 1 (which it does without the
+// constraint, the control).
+static void
+t_constrained_learners (void **state)
+{
+    (void) state;
+    const char *algs[] = {"tpe", "bayes", "evolution"};
+    for (size_t a = 0; a < 3; a++)
+        for (int constrained = 1; constrained >= 0; constrained--) {
+            char yaml[1024];
+            snprintf (yaml, sizeof yaml,
+                      "space: {x: {uniform: [0, 1]}}\n"
+                      "search: {algorithm: %s, samples: 60, initial: 10, seed: 3%s}\n"
+                      "objective: {metric: f0, mode: max}\n%s" TRIAL,
+                      algs[a], a == 1 ? ", candidates: 200" : a == 2 ? ", batch: 4" : "",
+                      constrained ? "constraints: [\"f0 <= 0.5\"]\n" : "");
+            cgq_spec_t *spec = s_spec (yaml);
+            s_run_t r = {.spec = spec, .fn = s_ident, .inflight = 2, .shuffle = 1};
+            s_drive (&r);
+            size_t n = json_array_size (r.params), feasible = 0;
+            for (size_t i = n - 30; i < n; i++)
+                feasible += s_num (json_array_get (r.params, i), "x") <= 0.5;
+            printf ("  %-9s %s: %zu of the last 30 trials feasible\n", algs[a],
+                    constrained ? "constrained" : "control    ", feasible);
+            if (constrained)
+                assert_true (feasible >= 14); // 17, 19, 22 (the best point is on the boundary)
+            else
+                assert_true (feasible <= 10); // 3, 8, 0
+            s_run_fini (&r);
+            cgq_spec_destroy (&spec);
+        }
+}
+
 static const char *s_zdt_spec (char *buf, size_t len, const char *alg, int seed);
 
 static const char *
@@ -484,6 +584,22 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
                   s_mixed_space, seed, seed % 2 ? ", multivariate: true" : "");
         *fn = s_mixed;
         break;
+    case 6: // constrained: the fronts of Deb's constrained domination
+        s_zdt_spec (yaml, len, "nsga2", seed);
+        strncat (yaml, "constraints: [\"f0 >= 0.3\", \"f1 < 3\"]\n", len - strlen (yaml) - 1);
+        *fn = s_zdt1;
+        break;
+    case 7:
+    case 8:
+    case 9:
+        snprintf (yaml, len,
+                  "%ssearch: {algorithm: %s, samples: %d, initial: 8, seed: %d%s}\n"
+                  "objective: {metric: f0, mode: max}\nconstraints: [\"f0 >= -40\"]\n" TRIAL,
+                  s_mixed_space, i == 7 ? "tpe" : i == 8 ? "bayes" : "evolution",
+                  i == 8 ? 40 : 60, seed,
+                  i == 8 ? ", candidates: 200" : i == 9 ? ", population: 10, batch: 4" : "");
+        *fn = s_mixed;
+        break;
     default:
         snprintf (yaml, len,
                   "space:\n  x1: {choice: [-3, 0, 3]}\n  x2: {uniform: [0, 15]}\n  c: 1\n"
@@ -494,10 +610,11 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
         break;
     }
 }
-#define S_NCASES 6
+#define S_NCASES 10
 
-static const char *s_case_names[S_NCASES] = {"evolution", "nsga2", "bayes",
-                                             "random",    "list",  "tpe"};
+static const char *s_case_names[S_NCASES] = {
+    "evolution", "nsga2", "bayes", "random", "list", "tpe",
+    "nsga2+c",   "tpe+c", "bayes+c", "evo+c"};
 
 // The same seed and the same results give the same suggestions; another seed
 // gives others.
@@ -1002,6 +1119,8 @@ main (void)
         cmocka_unit_test (t_evolution_improves),
         cmocka_unit_test (t_bayes_beats_random),
         cmocka_unit_test (t_nsga2_zdt1),
+        cmocka_unit_test (t_nsga2_constrained),
+        cmocka_unit_test (t_constrained_learners),
         cmocka_unit_test (t_bench),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

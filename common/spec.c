@@ -347,12 +347,14 @@ s_parse_doc (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
             rc = spec_parse_early_stop (c, spec, k, v);
         else if (!strcmp (kt, "notify"))
             rc = s_parse_notify (c, spec, k, v);
+        else if (!strcmp (kt, "constraints"))
+            rc = spec_parse_constraints (c, spec, k, v);
         else if (!strcmp (kt, "checkpoint"))
             rc = s_parse_checkpoint (c, spec, v);
         else
             rc = cgq_yamldoc_unknown_key (
                 c->y, k, "the spec",
-                "name, space, search, objective, objectives, early_stop, trial, "
+                "name, space, search, objective, objectives, constraints, early_stop, trial, "
                 "notify, checkpoint");
         if (rc < 0)
             return -1;
@@ -543,6 +545,7 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     spec_objective_fini (&self->objective);
     for (size_t i = 0; i < CGQ_SPEC_MAX_OBJECTIVES; i++)
         spec_objective_fini (&self->objectives[i]);
+    spec_constraints_fini (self);
     free (self->notify.url);
     free (self->checkpoint.store);
     free (self->early_stop.attribute);

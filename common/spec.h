@@ -76,6 +76,17 @@ typedef struct {
     int mode;         // +1 max, -1 min
 } cgq_objective_t;
 
+// The most comparisons of constraints: [...].
+#define CGQ_SPEC_MAX_CONSTRAINTS 32
+
+// One constraint: a comparison over a trial's metrics that a feasible trial
+// satisfies, e.g. "latency_ms <= 20" (docs/spec.md, "constraints").
+typedef struct {
+    char *text;       // as written: its name in a trial's violation (owned)
+    cgq_expr_t *expr; // compiled, a comparison at the top (owned)
+    int op;           // CGQ_EXPR_CMP_LT, _LE, _GT or _GE
+} cgq_constraint_t;
+
 typedef enum {
     CGQ_EARLY_STOP_NONE,
     CGQ_EARLY_STOP_ASHA,   // successive halving at rungs grace * reduction^k
@@ -170,6 +181,11 @@ typedef struct {
     cgq_objective_t objective;
     cgq_objective_t objectives[CGQ_SPEC_MAX_OBJECTIVES]; // objectives: [...] (2..8)
     size_t nobjectives; // 0: none, 1: objective:, 2..8: objectives: (in objectives[])
+
+    // constraints: [...]: a succeeded trial that violates one is infeasible
+    // (never the best, never on the front); cgq_spec_feasible judges.
+    cgq_constraint_t *constraints; // owned; NULL: none
+    size_t nconstraints;           // 0..CGQ_SPEC_MAX_CONSTRAINTS
 
     // early_stop: parsed and checked here, acted on by the coordinator.
     struct {
@@ -278,6 +294,19 @@ int cgq_spec_objective_value (const cgq_spec_t *self, const json_t *metrics, dou
 // err set for the first that cannot be computed.
 int cgq_spec_objective_values (const cgq_spec_t *self, const json_t *metrics, double *out,
                                char *err, size_t errlen);
+
+// cgq_spec_feasible judges a succeeded trial's metrics (a JSON object,
+// borrowed) against the spec's constraints; true when it satisfies all of
+// them (always, for a spec without constraints). Each out-parameter may be
+// NULL. *total: the sum over violated constraints of by how much each is
+// violated (lhs - rhs for <, <=; rhs - lhs for >, >=; DBL_MIN for an
+// equality that < or > refuses), INFINITY when one cannot be computed (a
+// metric the trial did not report): 0 when feasible. *violation: a JSON
+// object {constraint text: amount} of the violated ones, null as the amount
+// of one that cannot be computed, or NULL when feasible (caller decrefs).
+// *warning: what could not be computed and why, or NULL (caller frees).
+bool cgq_spec_feasible (const cgq_spec_t *self, const json_t *metrics, double *total,
+                        json_t **violation, char **warning);
 
 // cgq_spec_objective_senses writes each objective's mode (+1 max, -1 min) into
 // sense (room for CGQ_SPEC_MAX_OBJECTIVES), the form pareto.h takes, and

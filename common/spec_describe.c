@@ -232,6 +232,12 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     }
     else
         fputs ("objective: none (no leaderboard)\n", f);
+    if (self->nconstraints) {
+        fprintf (f, "constraints (a trial that violates one is infeasible: never best, never on "
+                    "the front):\n");
+        for (size_t i = 0; i < self->nconstraints; i++)
+            fprintf (f, "  %s\n", self->constraints[i].text);
+    }
     if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
         fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
                  self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",

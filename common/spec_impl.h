@@ -56,6 +56,11 @@ int spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_no
 int spec_check_early_stop (spec_ctx_t *c, cgq_spec_t *spec);
 void spec_objective_fini (cgq_objective_t *o);
 
+// spec_constraints.c
+int spec_parse_constraints (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
+                            const cgq_yamldoc_node_t *v);
+void spec_constraints_fini (cgq_spec_t *spec);
+
 // spec_trial.c. spec_parse_trial reads trial: (in_stage: one of its stages)
 // and sets *cmd_node, *env_node, *art_node, and stages_nodes[k] for each
 // stage, to what spec_check_templates checks once every param is known.

@@ -528,7 +528,8 @@ t_err_top (void **state)
     s_expect_error ("just text\n", 1, 1, "must be a mapping");
     s_expect_error (TRIAL "serch: {samples: 3}\n", 2, 1,
                     "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
-                    "objectives, early_stop, trial, notify, checkpoint); did you mean 'search'?");
+                    "objectives, constraints, early_stop, trial, notify, checkpoint); did you mean "
+                    "'search'?");
     s_expect_error (TRIAL "---\nname: x\n", 3, 1, "second YAML document");
 }
 
@@ -1661,6 +1662,75 @@ t_client_kind (void **state)
                     "expected one of: command, noop, predictor, client");
 }
 
+
+// constraints: [...]: comparisons kept in order; a trial's metrics judged
+// (by how much each violated one is exceeded; a missing metric: infeasible
+// with a warning); a non-comparison, an unparsable one and an empty list
+// refused at their line and column.
+static void
+t_constraints (void **state)
+{
+    (void) state;
+    const char *y = TRIAL "objective: {metric: acc, mode: max}\n"
+                          "constraints: [\"latency_ms <= 20\", \"params <= 5e6\", 'acc > 0.5',\n"
+                          "              \"2*mem >= 4\"]\n";
+    char err[512] = "";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->nconstraints, 4);
+    assert_string_equal (s->constraints[0].text, "latency_ms <= 20");
+    assert_int_equal (s->constraints[0].op, CGQ_EXPR_CMP_LE);
+    assert_int_equal (s->constraints[2].op, CGQ_EXPR_CMP_GT);
+    assert_int_equal (s->constraints[3].op, CGQ_EXPR_CMP_GE);
+
+    json_t *m = json_pack ("{s:f, s:f, s:f, s:f}", "latency_ms", 12.0, "params", 1e6, "acc", 0.9,
+                           "mem", 3.0);
+    double total = -1;
+    json_t *viol = NULL;
+    char *warn = NULL;
+    assert_true (cgq_spec_feasible (s, m, &total, &viol, &warn));
+    assert_true (total == 0);
+    assert_null (viol);
+    assert_null (warn);
+    json_object_set_new (m, "latency_ms", json_real (23.5));
+    json_object_set_new (m, "acc", json_real (0.5)); // equal: > refuses it
+    json_object_set_new (m, "mem", json_real (1.0));
+    assert_false (cgq_spec_feasible (s, m, &total, &viol, &warn));
+    assert_non_null (viol);
+    assert_null (warn);
+    assert_int_equal (json_object_size (viol), 3);
+    assert_true (json_real_value (json_object_get (viol, "latency_ms <= 20")) == 3.5);
+    assert_true (json_real_value (json_object_get (viol, "2*mem >= 4")) == 2.0);
+    assert_true (json_real_value (json_object_get (viol, "acc > 0.5")) > 0);
+    assert_null (json_object_get (viol, "params <= 5e6"));
+    assert_true (total >= 5.5 && total < 5.5 + 1e-9);
+    json_decref (viol);
+    json_object_del (m, "params"); // a typo or a metric not reported: never silently feasible
+    json_object_set_new (m, "latency_ms", json_real (1));
+    json_object_set_new (m, "acc", json_real (1));
+    json_object_set_new (m, "mem", json_real (9));
+    assert_false (cgq_spec_feasible (s, m, &total, &viol, &warn));
+    assert_true (isinf (total));
+    assert_true (json_is_null (json_object_get (viol, "params <= 5e6")));
+    assert_non_null (warn);
+    assert_non_null (strstr (warn, "constraint \"params <= 5e6\" cannot be computed"));
+    free (warn);
+    json_decref (viol);
+    json_decref (m);
+    cgq_spec_destroy (&s);
+
+    s_expect_error (TRIAL "constraints: [\"latency_ms + 20\"]\n", 2, 15,
+                    "constraints[0] \"latency_ms + 20\" is not a comparison EXPR <= EXPR");
+    s_expect_error (TRIAL "constraints: [\"a <= 1\", \"a == 1\"]\n", 2, 25,
+                    "== and != are not");
+    s_expect_error (TRIAL "constraints: [\"where(a < 1, 1, 0)\"]\n", 2, 15, "not a comparison");
+    s_expect_error (TRIAL "constraints:\n  - \"lat <= \"\n", 3, 13, "constraints[0]: ");
+    s_expect_error (TRIAL "constraints: [\"a <= 1 <= 2\"]\n", 2, 23, "do not chain");
+    s_expect_error (TRIAL "constraints: []\n", 2, 1, "constraints is an empty list");
+    s_expect_error (TRIAL "constraints: \"a <= 1\"\n", 2, 14, "must be a list of comparisons");
+    s_expect_error (TRIAL "constraints: [\"a <= 1\", \"a <= 1\"]\n", 2, 25, "repeats");
+}
+
 int
 main (void)
 {
@@ -1704,6 +1774,7 @@ main (void)
         cmocka_unit_test (t_client_kind),
         cmocka_unit_test (t_err_stages),
         cmocka_unit_test (t_assignment_env),
+        cmocka_unit_test (t_constraints),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

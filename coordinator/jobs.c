@@ -1028,6 +1028,35 @@ s_rank (coord_t *c, trial_t *t, double value, char *vbuf)
     }
 }
 
+// s_feasible judges a succeeded (or stopped) trial's metrics against the
+// spec's constraints (docs/spec.md, "constraints"): appends feasible and
+// violation to kv (room for 4 more) and what could not be computed to why.
+// Returns whether the trial is feasible (always without constraints);
+// *viol (caller frees) is the violation JSON that kv points to, or NULL.
+static bool
+s_feasible (const job_t *j, const json_t *metrics, const char **kv, int *nkv, cgq_buf_t *why,
+            char **viol)
+{
+    *viol = NULL;
+    if (!j->spec->nconstraints)
+        return true;
+    json_t *v = NULL;
+    char *warn = NULL;
+    bool ok = cgq_spec_feasible (j->spec, metrics, NULL, &v, &warn);
+    kv[(*nkv)++] = CGQ_TF_FEASIBLE;
+    kv[(*nkv)++] = ok ? "1" : "0";
+    if (v) {
+        *viol = cgq_json_dumps (v);
+        kv[(*nkv)++] = CGQ_TF_VIOLATION;
+        kv[(*nkv)++] = *viol;
+        json_decref (v);
+    }
+    if (warn)
+        cgq_buf_printf (why, "%s%s", why->len ? "; " : "", warn);
+    free (warn);
+    return ok;
+}
+
 // s_front_insert appends trial id with its objective values to j's front
 // in memory.
 static void
@@ -1298,7 +1327,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     const char *metrics_json = r->metrics_json && *r->metrics_json ? r->metrics_json : "{}";
     // What every outcome records; a success adds its value and end time and
     // sets it all with its state in one HSET.
-    const char *kv[20] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
+    const char *kv[24] = {CGQ_TF_DURATION,  dur, CGQ_TF_LOG, r->log_tail ? r->log_tail : "",
                           CGQ_TF_TRIAL_DIR, r->trial_dir ? r->trial_dir : "", CGQ_TF_METRICS,
                           metrics_json};
     int nkv = 8;
@@ -1317,6 +1346,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     size_t nmembers = 0;
     bool flat = r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED && j->nstages == 1
                 && j->spec->nobjectives <= 1 && !j->spec->objective.expr
+                && !j->spec->nconstraints // constraints read the metrics object
                 && cgq_json_flat_number (metrics_json, metric, &value, &nmembers) == 1;
     if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED)
         fail = r->error && *r->error ? r->error : "failed";
@@ -1435,13 +1465,18 @@ jobs_result (coord_t *c, const Cgq__Result *r)
                               "result.json)%s%s", note ? "; " : "", note ? note : "");
     else if (note)
         cgq_buf_puts (&why, note);
+    char *viol;
+    bool feasible = s_feasible (j, metrics, kv, &nkv, &why, &viol);
     if (why.len) {
         kv[nkv++] = CGQ_TF_WARNING;
         kv[nkv++] = why.data;
     }
 
     if (metric) {
-        s_rank (c, t, value, vbuf);
+        if (feasible) // an infeasible trial is never ranked, never the best
+            s_rank (c, t, value, vbuf);
+        else
+            cgq_fmt_double (vbuf, value);
         kv[nkv++] = CGQ_TF_VALUE;
         kv[nkv++] = vbuf;
     }
@@ -1449,11 +1484,12 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     kv[nkv++] = now;
     s_clear_error (c, t); // an earlier attempt's error no longer applies
     jobs_set_state (c, t, CGQ_TRIAL_SUCCEEDED, kv, nkv);
-    if (j->spec->nobjectives > 1)
+    if (j->spec->nobjectives > 1 && feasible)
         s_front_add (c, j, t->id, vals);
     s_event_group (&j->ev_succeeded, t, NULL);
     cgq_searcher_observe (j->searcher, t->id, metrics, value, true);
     json_decref (metrics);
+    free (viol);
     cgq_buf_fini (&why);
     free (merged_json);
     free (stages_json);
@@ -1490,17 +1526,30 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
     job_t *j = t->job;
     char now[32], vbuf[32];
     cgq_fmt_double (now, cgq_wall_s ());
-    const char *kv[6] = {CGQ_TF_METRICS, report, CGQ_TF_FINISHED, now};
+    const char *kv[12] = {CGQ_TF_METRICS, report, CGQ_TF_FINISHED, now};
     int nkv = 4;
     double value;
     bool ok = jobs_stopped_value (j, metrics, &value);
+    char *viol = NULL;
+    cgq_buf_t warn;
+    cgq_buf_init (&warn);
+    bool feasible = !ok || s_feasible (j, metrics, kv, &nkv, &warn, &viol);
+    if (warn.len) {
+        kv[nkv++] = CGQ_TF_WARNING;
+        kv[nkv++] = warn.data;
+    }
     if (ok && isfinite (value)) {
-        s_rank (c, t, value, vbuf);
+        if (feasible)
+            s_rank (c, t, value, vbuf);
+        else
+            cgq_fmt_double (vbuf, value);
         kv[nkv++] = CGQ_TF_VALUE;
         kv[nkv++] = vbuf;
     }
     s_clear_error (c, t);
     jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
+    free (viol);
+    cgq_buf_fini (&warn);
     s_event (c, j, "trial.early_stopped", (int64_t) t->id,
                      t->node ? t->node->id : NULL, t->attempt, why);
     cgq_tinfo (j->id, t->id, t->attempt, "stopped early: %s", why);

@@ -505,6 +505,78 @@ test_objective_expression (void **state)
     ct_coord_destroy (&c);
 }
 
+
+// constraints: an infeasible success records feasible 0 and by how much it
+// violates each constraint, keeps its value, and is never the best, on the
+// leaderboard or on the Pareto front; a constraint over a metric the trial
+// did not report makes it infeasible with a warning.
+static void
+test_constraints_infeasible (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 61,
+            "space: {x: {choice: [1, 2, 3]}}\n"
+            "search: {algorithm: grid}\n"
+            "objective: {metric: acc, mode: max}\n"
+            "constraints: [\"lat <= 20\", \"params < 5e6\"]\n"
+            "trial: {kind: noop}\n");
+    ct_node (c, "w", 3, 0, 0);
+    assert_int_equal (dispatch_run (c), 3);
+    ct_result (c, "w", 61, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED,
+               "{\"acc\": 0.99, \"lat\": 23.5, \"params\": 1e6}", NULL);
+    ct_result (c, "w", 61, 1, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED,
+               "{\"acc\": 0.8, \"lat\": 10, \"params\": 1e6}", NULL);
+    ct_result (c, "w", 61, 2, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED,
+               "{\"acc\": 0.95, \"latency\": 10, \"params\": 1e6}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    cgq_key_trial (key, sizeof key, 61, 0);
+    s_assert_field (c, key, CGQ_TF_STATE, "succeeded");
+    s_assert_field (c, key, CGQ_TF_FEASIBLE, "0");
+    s_assert_field (c, key, CGQ_TF_VIOLATION, "{\"lat <= 20\":3.5}");
+    s_assert_field (c, key, CGQ_TF_VALUE, "0.99");
+    cgq_key_trial (key, sizeof key, 61, 1);
+    s_assert_field (c, key, CGQ_TF_FEASIBLE, "1");
+    char *v = s_hget (c, key, CGQ_TF_VIOLATION);
+    assert_null (v);
+    cgq_key_trial (key, sizeof key, 61, 2); // reported latency, not lat
+    s_assert_field (c, key, CGQ_TF_STATE, "succeeded");
+    s_assert_field (c, key, CGQ_TF_FEASIBLE, "0");
+    s_assert_field (c, key, CGQ_TF_VIOLATION, "{\"lat <= 20\":null}");
+    char *w = s_hget (c, key, CGQ_TF_WARNING);
+    assert_non_null (w);
+    if (!strstr (w, "constraint \"lat <= 20\" cannot be computed"))
+        fail_msg ("the warning names the constraint: %s", w);
+    free (w);
+    s_assert_field (c, cgq_key_job (key, sizeof key, 61), CGQ_JF_BEST_TRIAL, "1");
+    s_assert_field (c, key, CGQ_JF_BEST_VALUE, "0.8");
+    redisReply *r = s_cmd (c, "ZRANGE %s 0 -1%s", cgq_key_leaderboard (key, sizeof key, 61), "");
+    assert_int_equal (r->elements, 1);
+    assert_string_equal (r->element[0]->str, "1");
+    freeReplyObject (r);
+
+    // Several objectives: an infeasible trial that dominates every feasible
+    // one stays off the front and removes none of them.
+    ct_job (c, 62,
+            "space: {x: {choice: [1, 2, 3]}}\n"
+            "search: {algorithm: grid}\n"
+            "objectives: [{metric: a, mode: min}, {metric: b, mode: max}]\n"
+            "constraints: [\"b <= 10\"]\n"
+            "trial: {kind: noop}\n");
+    assert_int_equal (dispatch_run (c), 3);
+    ct_result (c, "w", 62, 0, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 1, \"b\": 2}", NULL);
+    ct_result (c, "w", 62, 1, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 0, \"b\": 50}", NULL);
+    ct_result (c, "w", 62, 2, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"a\": 2, \"b\": 5}", NULL);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    s_assert_field (c, cgq_key_trial (key, sizeof key, 62, 1), CGQ_TF_VIOLATION, "{\"b <= 10\":40.0}");
+    r = s_cmd (c, "HKEYS %s%s", cgq_key_pareto (key, sizeof key, 62), "");
+    assert_int_equal (r->elements, 2);
+    assert_true (strcmp (r->element[0]->str, "1") && strcmp (r->element[1]->str, "1"));
+    freeReplyObject (r);
+    ct_coord_destroy (&c);
+}
+
 // search.fail_fast counts failures across a coordinator restart (the counts
 // come back from Redis): 2 before, 1 after, and a fail_fast of 3 stops the
 // job, its running trial stopped, its pending ones dropped; a late failure
@@ -1610,6 +1682,7 @@ main (void)
         cmocka_unit_test (test_objective_expression),
         cmocka_unit_test (test_fail_fast_survives_restart),
         cmocka_unit_test (test_pareto_front_survives_restart),
+        cmocka_unit_test (test_constraints_infeasible),
         cmocka_unit_test (test_early_stop_transitions),
         cmocka_unit_test (test_stages),
         cmocka_unit_test (test_stage_after_device_restart),

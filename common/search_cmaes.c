@@ -58,6 +58,7 @@ typedef struct {
     double *kfirst;    // coordinate -> INT on a log scale: k of its smallest value
     double *x;         // trial id -> its genes (cap rows of d)
     double *loss;      // trial id -> its objective, minimised (-value for max)
+    double *viol;      // trial id -> its total constraint violation (0: feasible)
     uint8_t *st;       // trial id -> S_*
     size_t cap;
     cgq_cmaes_t *cma; // the distribution of generation [gstart, gstart + lambda)
@@ -76,6 +77,7 @@ s_reserve (s_cmaes_t *t, uint64_t n)
         cap *= 2;
     t->x = cgq_xrealloc (t->x, cap * (t->d ? t->d : 1) * sizeof *t->x);
     t->loss = cgq_xrealloc (t->loss, cap * sizeof *t->loss);
+    t->viol = cgq_xrealloc (t->viol, cap * sizeof *t->viol);
     t->st = cgq_xrealloc (t->st, cap);
     memset (t->st + t->cap, S_UNKNOWN, cap - t->cap);
     t->cap = cap;
@@ -205,6 +207,7 @@ s_fini (cgq_searcher_t *self)
     free (t->kfirst);
     free (t->x);
     free (t->loss);
+    free (t->viol);
     free (t->st);
     free (t->gx);
     free (t->gf);
@@ -242,10 +245,24 @@ s_advance (cgq_searcher_t *self)
             t->gstart = end;
             continue;
         }
+        // Constraints (Deb's rule, as nsga2): a feasible trial ranks before
+        // an infeasible one, two infeasible ones by their violation. CMA-ES
+        // reads ranks only, so an infeasible trial's fitness is placed past
+        // the generation's worst feasible one (or is its violation, when
+        // none is feasible); a failed one ranks last.
+        double worst = -INFINITY;
+        for (uint64_t id = t->gstart; id < end; id++)
+            if (t->st[id] == S_OK && t->viol[id] == 0 && t->loss[id] > worst)
+                worst = t->loss[id];
         for (size_t k = 0; k < L; k++) {
             uint64_t id = t->gstart + k;
             s_to_box (t, &t->x[id * t->d], &t->gx[k * n]);
-            t->gf[k] = t->st[id] == S_OK ? t->loss[id] : INFINITY;
+            double v = t->viol[id];
+            t->gf[k] = t->st[id] != S_OK ? INFINITY
+                       : v == 0          ? t->loss[id]
+                       : !isfinite (v)   ? INFINITY
+                       : worst > -INFINITY ? worst + 1 + v
+                                           : v;
         }
         cgq_cmaes_tell (t->cma, t->gx, t->gf);
         t->gstart = end;
@@ -277,6 +294,7 @@ s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value
     double f;
     if (ok && cgq_search_objectives (self->spec, metrics, value, &f) && isfinite (f)) {
         t->loss[trial] = -self->spec->objective.mode * f;
+        t->viol[trial] = cgq_search_violation (self->spec, metrics);
         s_set (t, trial, S_OK);
     }
     else

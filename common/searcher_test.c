@@ -501,15 +501,19 @@ static void
 t_constrained_learners (void **state)
 {
     (void) state;
-    const char *algs[] = {"tpe", "bayes", "evolution"};
-    for (size_t a = 0; a < 3; a++)
+    const char *algs[] = {"tpe", "bayes", "evolution", "cmaes"};
+    for (size_t a = 0; a < 4; a++)
         for (int constrained = 1; constrained >= 0; constrained--) {
             char yaml[1024];
             snprintf (yaml, sizeof yaml,
                       "space: {x: {uniform: [0, 1]}}\n"
-                      "search: {algorithm: %s, samples: 60, initial: 10, seed: 3%s}\n"
+                      "search: {algorithm: %s, samples: 60, seed: 3%s}\n"
                       "objective: {metric: f0, mode: max}\n%s" TRIAL,
-                      algs[a], a == 1 ? ", candidates: 200" : a == 2 ? ", batch: 4" : "",
+                      algs[a],
+                      a == 0   ? ", initial: 10"
+                      : a == 1 ? ", initial: 10, candidates: 200"
+                      : a == 2 ? ", initial: 10, batch: 4"
+                               : "",
                       constrained ? "constraints: [\"f0 <= 0.5\"]\n" : "");
             cgq_spec_t *spec = s_spec (yaml);
             s_run_t r = {.spec = spec, .fn = s_ident, .inflight = 2, .shuffle = 1};

@@ -31,7 +31,11 @@ With --procs N (N > 1), N processes ask and tell the same study at once,
 of one search). Each process times its own pairs; the rate is all pairs
 over the time from the first start to the last end.
 
-    python3 bench/ask_tell.py [--trials 1000] [--repeat 3] [--procs 1] [--only cgq,optuna-sqlite]
+With --prefetch N the cgq study holds N trials ready ahead of the asks
+(docs/python.md): an ask returns at once, without a round trip.
+
+    python3 bench/ask_tell.py [--trials 1000] [--repeat 3] [--procs 1] [--prefetch 0]
+                              [--only cgq,optuna-sqlite,optuna-journal]
 """
 
 import argparse
@@ -65,12 +69,15 @@ def summary(lat, wall):
 SPACE = {"lr": {"loguniform": [1e-4, 1e-1]}, "layers": {"randint": [2, 6]}}
 
 
+PREFETCH = int(os.environ.get("CGQ_BENCH_PREFETCH", "0"))
+
+
 def cgq_study(redis_url, control, seed, n, new):
     import cgq
     client = cgq.Client(redis=redis_url, coordinator=control)
     if not new:
-        return client.study(name="bench-%d" % seed)
-    return client.study(name="bench-%d" % seed, new=True, space=SPACE,
+        return client.study(name="bench-%d" % seed, prefetch=PREFETCH)
+    return client.study(name="bench-%d" % seed, new=True, space=SPACE, prefetch=PREFETCH,
                         objective={"metric": "loss", "mode": "min"},
                         search={"algorithm": "random", "seed": seed, "samples": n})
 
@@ -183,7 +190,12 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="cgq,optuna-sqlite,optuna-journal")
     ap.add_argument("--procs", type=int, default=1)
+    ap.add_argument("--prefetch", type=int, default=0,
+                    help="cgq: trials held ready ahead of the asks (study prefetch=)")
     args = ap.parse_args()
+    global PREFETCH
+    PREFETCH = args.prefetch
+    os.environ["CGQ_BENCH_PREFETCH"] = str(args.prefetch)  # the --procs workers
     systems = [s for s in args.only.split(",") if s]
     results = {s: [] for s in systems}
     with harness.BenchCluster("bench/ask_tell.py", "cgq-bench-asktell-") as run:

@@ -344,7 +344,7 @@ class Study:
 
 def open_study(client, name=None, space=None, objective=None, objectives=None, search=None,
                early_stop=None, trial=None, spec=None, node_id=None, nodes=None, new=False,
-               prefetch=0):
+               prefetch=0, constraints=None):
     """Opens the running study called `name` (a job with trial: {kind: client}),
     or submits a new one from these parts (or from `spec`, a dict). new=True
     always submits. prefetch=N holds N trials ready ahead of the asks (they
@@ -365,6 +365,8 @@ def open_study(client, name=None, space=None, objective=None, objectives=None, s
             spec["objective"] = objective
         if objectives is not None:
             spec["objectives"] = objectives
+        if constraints is not None:
+            spec["constraints"] = list(constraints)
         spec["search"] = dict(search or {})
         spec["search"].setdefault("samples", DEFAULT_SAMPLES)
         if early_stop is not None:

@@ -366,3 +366,23 @@ def test_prefetch(cl):
     h = job_hash(cl, study.id)
     assert h["state"] == "finished" and h["succeeded"] == "40", h
     assert all(trial_hash(cl, study.id, i)["attempt"] == "1" for i in range(40))
+
+
+def test_constraints(cl):
+    """constraints= as the spec's: the best told trial is the best feasible one."""
+    c = client_of(cl)
+    study = c.study(name="cons", space={"x": {"uniform": [0, 1]}},
+                    objective={"metric": "score", "mode": "max"}, constraints=["score <= 0.5"],
+                    search={"algorithm": "random", "seed": 11, "samples": 20})
+    told = {}
+    while (t := study.ask(wait=20)) is not None:
+        study.tell(t, score=t.params["x"])
+        told[t.id] = t.params["x"]
+    study.close()
+    h = job_hash(cl, study.id)
+    feasible = {i: v for i, v in told.items() if v <= 0.5}
+    assert feasible and len(feasible) < len(told)
+    best = max(feasible, key=feasible.get)
+    assert h["best_trial"] == str(best), (h["best_trial"], best)
+    for i, v in told.items():
+        assert trial_hash(cl, study.id, i)["feasible"] == ("1" if v <= 0.5 else "0")

@@ -265,6 +265,8 @@ class Job:
             cols[name] = [t.metrics.get(k) for t in trials]
         for name in _BUILTIN_COLUMNS[3:]:
             cols[name] = [getattr(t, name) for t in trials]
+        if any(t.feasible is not None for t in trials):  # a spec with constraints
+            cols["feasible"] = [t.feasible for t in trials]
         df = pd.DataFrame(cols)
         if not trials:  # no rows: keep the numeric columns numeric
             df = df.astype({"id": "int64", "value": "float64"})

@@ -83,6 +83,12 @@ class Trial:
     stages: Optional[Dict[str, Any]] = None
     runs: Optional[Dict[str, Any]] = None
     objectives: Optional[Dict[str, float]] = None
+    # A spec with constraints: whether the trial satisfies them, and by how
+    # much each violated one is exceeded (docs/spec.md, constraints).
+    feasible: Optional[bool] = None
+    violation: Optional[Dict[str, Any]] = None
+    # The latest checkpoint recorded (docs/architecture.md, Checkpoints).
+    checkpoint: Optional[Dict[str, Any]] = None
 
     @property
     def done(self):
@@ -206,7 +212,10 @@ def trial_fields(h, tid, params, metrics, metric):
             "duration": duration, "warning": get("warning") or None, "attempts": attempts,
             "trial_dir": get("trial_dir") or None,
             "stage": whole(get("stage")) if "stage" in h else 0, "stages": stages, "runs": runs,
-            "objectives": None}
+            "objectives": None,
+            "feasible": get("feasible") == "1" if get("feasible") in ("0", "1") else None,
+            "violation": obj(get("violation")) if get("violation") else None,
+            "checkpoint": obj(get("checkpoint")) if get("checkpoint") else None}
 
 
 def trials_from(ids, hashes, metric=None):

@@ -386,3 +386,9 @@ def test_constraints(cl):
     assert h["best_trial"] == str(best), (h["best_trial"], best)
     for i, v in told.items():
         assert trial_hash(cl, study.id, i)["feasible"] == ("1" if v <= 0.5 else "0")
+    # The client reads feasibility back, in Trials and in the frame.
+    trials = {t.id: t for t in study.job.trials()}
+    assert all(trials[i].feasible == (v <= 0.5) for i, v in told.items())
+    assert all((trials[i].violation is None) == (v <= 0.5) for i, v in told.items())
+    df = study.job.to_pandas()
+    assert list(df.sort_values("id")["feasible"]) == [told[i] <= 0.5 for i in sorted(told)]

@@ -255,6 +255,17 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         for (size_t i = 0; i < self->trial.nenv; i++)
             fprintf (f, "  env (every stage): %s=%s\n", self->trial.env_keys[i],
                      self->trial.env_vals[i]);
+    unsigned rs = self->checkpoint.resume;
+    if (self->checkpoint.store || self->checkpoint.keep > 1 ||
+        rs != (CGQ_RESUME_LOST | CGQ_RESUME_FAILED))
+        fprintf (f, "checkpoints: in %s, the last %u kept per trial, resumed after%s%s%s%s\n",
+                 self->checkpoint.store ? self->checkpoint.store
+                                        : "each worker's --checkpoint-store",
+                 self->checkpoint.keep ? self->checkpoint.keep : 1,
+                 rs & CGQ_RESUME_LOST ? " a lost node" : "",
+                 rs & CGQ_RESUME_FAILED ? (rs & CGQ_RESUME_LOST ? ", a failure" : " a failure") : "",
+                 rs & CGQ_RESUME_TIMEOUT ? ((rs & 3) ? ", a timeout" : " a timeout") : "",
+                 rs ? "" : " nothing (every retry starts afresh)");
     uint64_t total = 0;
     uint64_t points = self->search.samples ? self->search.samples : 1;
     if (cgq_space_count (self, &total) == 0)

@@ -697,6 +697,27 @@ t_new_kinds (void **state)
     assert_non_null (strstr (out, "sampled without replacement: no repeats among 9 combinations"));
     free (out);
     cgq_spec_destroy (&s);
+
+    // cgq validate shows a checkpoint: section, and nothing without one.
+    y = TRIAL "checkpoint: {store: /ck, keep: 2, resume: [lost, timeout]}\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_non_null (
+        strstr (out, "checkpoints: in /ck, the last 2 kept per trial, resumed after a lost node, "
+                     "a timeout\n"));
+    free (out);
+    cgq_spec_destroy (&s);
+    y = TRIAL;
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    f = open_memstream (&out, &outlen);
+    cgq_spec_describe (s, f);
+    fclose (f);
+    assert_null (strstr (out, "checkpoints:"));
+    free (out);
+    cgq_spec_destroy (&s);
 }
 
 static void

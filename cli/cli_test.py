@@ -655,8 +655,8 @@ class ErrorTest(TmpCase):
             rc, out, _, _ = cgq(*args)
             self.assertEqual(rc, 0)
             self.assertIn("usage: cgq", out)
-        for c in ("run", "submit", "validate", "status", "results", "logs", "cancel", "workers",
-                  "devices", "watch", "plot", "pareto", "keygen"):
+        for c in ("run", "submit", "validate", "status", "results", "logs", "cancel", "update",
+                  "workers", "devices", "watch", "plot", "pareto", "keygen"):
             for args in ([c, "--help"], ["help", c]):
                 rc, out, err, _ = cgq(*args)
                 self.assertEqual(rc, 0, err)

@@ -1,4 +1,4 @@
-// ctl: requests to the coordinator's control ROUTER, and `cgq cancel`.
+// ctl: requests to the coordinator's control ROUTER, `cgq cancel` and `cgq update`.
 #include "ctl.h"
 
 #include <errno.h>
@@ -289,6 +289,54 @@ cgq_cmd_cancel (cgq_cli_t *cli)
         return CGQ_EXIT_BAD;
     char msg[1024];
     int rc = cgq_ctl_cancel (cli->coordinator, job, CGQ_CTL_TIMEOUT_MS, msg, sizeof msg);
+    if (rc == CGQ_EXIT_OK)
+        printf ("%s\n", msg);
+    else
+        cgq_cli_error ("%s", msg);
+    return rc;
+}
+
+int
+cgq_cmd_update (cgq_cli_t *cli)
+{
+    uint64_t job, samples, conc;
+    if (cgq_cli_parse_id ("job", cli->pos[0], &job) < 0 ||
+        cgq_cli_opt_u64 (cli, "samples", 0, 1, (uint64_t) INT64_MAX, &samples) < 0 ||
+        cgq_cli_opt_u64 (cli, "concurrency", 0, 0, UINT32_MAX, &conc) < 0)
+        return CGQ_EXIT_BAD;
+    bool set_conc = cgq_cli_opt (cli, "concurrency") != NULL;
+    if (!samples && !set_conc) {
+        cgq_cli_error ("nothing to update: give --samples N, --concurrency C or both");
+        return CGQ_EXIT_BAD;
+    }
+    Cgq__UpdateJob uj = CGQ__UPDATE_JOB__INIT;
+    uj.job = job;
+    uj.samples = samples;
+    uj.concurrency = (uint32_t) conc;
+    uj.set_concurrency = set_conc;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_UPDATE_JOB;
+    env.update_job = &uj;
+    cgq_env_t *reply = NULL;
+    char msg[1024];
+    int rc = cgq_ctl_request (cli->coordinator, &env, CGQ_CTL_TIMEOUT_MS, &reply, msg, sizeof msg);
+    if (rc == CGQ_EXIT_OK) {
+        if (reply->body_case != CGQ__ENVELOPE__BODY_REPLY) {
+            snprintf (msg, sizeof msg,
+                      "the coordinator at %s answered UpdateJob with '%s' instead of a reply",
+                      cli->coordinator, cgq_wire_body_name (reply));
+            rc = CGQ_EXIT_FAIL;
+        }
+        else {
+            int code = reply->reply->code;
+            snprintf (msg, sizeof msg, "%s",
+                      reply->reply->message && *reply->reply->message ? reply->reply->message
+                      : code == 0 ? "updated"
+                                  : "the update was refused");
+            rc = code == 0 ? CGQ_EXIT_OK : code == 2 ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+        }
+        cgq_wire_free (reply);
+    }
     if (rc == CGQ_EXIT_OK)
         printf ("%s\n", msg);
     else

@@ -76,6 +76,11 @@ static const cgq_cli_opt_t s_plot_opts[] = {
     {"x", "KEY", "report field for the x axis of the learning curves"},
     {NULL}};
 
+static const cgq_cli_opt_t s_update_opts[] = {
+    {"samples", "N", "the job's search.samples from now on (at least the trials already suggested)"},
+    {"concurrency", "C", "the job's search.concurrency from now on (0: no limit)"},
+    {NULL}};
+
 static const cgq_cli_opt_t s_optuna_opts[] = {
     {"sampler", "NAME", "a class of optuna.samplers (default TPESampler; CmaEsSampler, NSGAIISampler, RandomSampler, ...)"},
     {"sampler-args", "JSON", "the sampler's keyword arguments, a JSON object (default {})"},
@@ -151,6 +156,14 @@ static const cgq_cli_cmd_t s_cmds[] = {
      2, 2, s_logs_opts, cgq_cmd_logs},
     {"cancel", "JOB", "cancel a job (its running trials are stopped)", NULL, 1, 1, s_no_opts,
      cgq_cmd_cancel},
+    {"update", "JOB", "change a running job's samples and concurrency",
+     "Sets the job's search.samples (--samples N) and search.concurrency (--concurrency C,\n"
+     "0: no limit) while it runs: dispatch uses them at once, and the coordinator keeps\n"
+     "them across a restart (the job hash's samples and concurrency; event job.updated).\n"
+     "Refused (exit 2) for a job that is not running (a finished job cannot be reopened),\n"
+     "samples below the trials already suggested, and samples of a grid or list search,\n"
+     "whose trials are the points of the space.",
+     1, 1, s_update_opts, cgq_cmd_update},
     {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},
     {"keygen", "NAME", "write a CURVE key pair: NAME.key (public) and NAME.key_secret",
      "Writes DIR/NAME.key (the public certificate: copy it into the coordinator's\n"

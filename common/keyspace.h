@@ -127,6 +127,10 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_JF_BLOCKED "blocked"
 #define CGQ_JF_SEARCHER "searcher"
 #define CGQ_JF_ERROR "error"
+// search.samples and search.concurrency as `cgq update` last set them (absent:
+// the spec's own); recovery applies them over the parsed spec.
+#define CGQ_JF_SAMPLES "samples"
+#define CGQ_JF_CONCURRENCY "concurrency"
 // Bytes of the checkpoints the job's trials refer to (their `checkpoints`
 // lists), kept with HINCRBY as checkpoints are recorded and let go.
 #define CGQ_JF_CHECKPOINT_BYTES "checkpoint_bytes"

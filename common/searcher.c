@@ -252,6 +252,16 @@ cgq_searcher_total (const cgq_searcher_t *self)
     return self->total;
 }
 
+int
+cgq_searcher_recount (cgq_searcher_t *self)
+{
+    uint64_t total;
+    if (cgq_space_count (self->spec, &total) < 0 || total < self->suggested)
+        return -1;
+    self->total = total;
+    return 0;
+}
+
 size_t
 cgq_searcher_nobjectives (const cgq_searcher_t *self)
 {

@@ -95,6 +95,12 @@ uint64_t cgq_searcher_suggested (const cgq_searcher_t *self);
 // Total number of trials the search will suggest, or 0 if not known up front.
 uint64_t cgq_searcher_total (const cgq_searcher_t *self);
 
+// cgq_searcher_recount sets the total again from the spec the searcher
+// borrows, after its owner changed spec->search.samples (cgq update). Returns
+// 0, or -1 (total unchanged) when the count overflows or is below the trials
+// already suggested.
+int cgq_searcher_recount (cgq_searcher_t *self);
+
 // cgq_searcher_nobjectives is the length of the objective vectors the job
 // ranks by (spec->nobjectives): 0 none, 1 a leaderboard, 2..8 a Pareto front
 // (compute the front with cgq_pareto_front over the trials' objective vectors,

@@ -124,6 +124,7 @@ cgq_wire_body_name (const cgq_env_t *env)
     case CGQ__ENVELOPE__BODY_PING: return "ping";
     case CGQ__ENVELOPE__BODY_ENABLE_DEVICE: return "enable_device";
     case CGQ__ENVELOPE__BODY_SUGGEST: return "suggest";
+    case CGQ__ENVELOPE__BODY_UPDATE_JOB: return "update_job";
     case CGQ__ENVELOPE__BODY_CHECKPOINT: return "checkpoint";
     case CGQ__ENVELOPE__BODY_CHECKPOINT_ACK: return "checkpoint_ack";
     default: return "none";

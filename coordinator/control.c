@@ -340,6 +340,180 @@ s_suggest (coord_t *c, const char *rid, size_t rid_len, const Cgq__Suggest *m)
     outbox_reply (c, rid, rid_len, 0, msg, false);
 }
 
+// s_conc writes a concurrency: the number, or "unlimited" for 0.
+static const char *
+s_conc (char *buf, size_t len, uint32_t n)
+{
+    if (n)
+        snprintf (buf, len, "%u", n);
+    else
+        snprintf (buf, len, "unlimited");
+    return buf;
+}
+
+// s_update_over answers an UpdateJob for a job that is not running: in
+// memory and ended, or only in Redis (ended and freed), or unknown. At once.
+static void
+s_update_over (coord_t *c, const char *rid, size_t rid_len, uint64_t id, const char *state)
+{
+    char msg[512];
+    redisReply *r = NULL;
+    if (!state) {
+        char key[64];
+        r = c->redis_retry_ms ? NULL
+                              : cgq_store_command (c->store, "HGET %s %s",
+                                                   cgq_key_job (key, sizeof key, id), CGQ_JF_STATE);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf (msg, sizeof msg, "cannot tell whether job %llu exists: Redis at %s: %s",
+                      (unsigned long long) id, cgq_store_url (c->store),
+                      r ? r->str : cgq_store_errstr (c->store));
+            if (r)
+                freeReplyObject (r);
+            outbox_reply (c, rid, rid_len, 1, msg, true);
+            return;
+        }
+        state = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+    }
+    if (!state)
+        snprintf (msg, sizeof msg, "no job %llu (see cgq status)", (unsigned long long) id);
+    else if (!strcmp (state, cgq_jstate_names[CGQ_JOB_FINISHED]))
+        snprintf (msg, sizeof msg,
+                  "job %llu is finished: a finished job cannot be reopened, nothing was "
+                  "changed (submit a new job for more samples)",
+                  (unsigned long long) id);
+    else
+        snprintf (msg, sizeof msg,
+                  "job %llu is %s: only a running job can be updated, nothing was changed",
+                  (unsigned long long) id, state);
+    if (r)
+        freeReplyObject (r);
+    outbox_reply (c, rid, rid_len, 2, msg, true);
+}
+
+// s_update_samples checks samples for j and, when they fit, sets
+// spec->search.samples and the searcher's total. Returns 0, or -1 with msg
+// saying why nothing changed.
+static int
+s_update_samples (coord_t *c, job_t *j, uint64_t samples, char *msg, size_t msglen)
+{
+    cgq_spec_t *spec = j->spec;
+    cgq_search_alg_t alg = spec->search.algorithm;
+    const char *name = cgq_spec_search_name (alg);
+    if (alg == CGQ_SEARCH_GRID || alg == CGQ_SEARCH_LIST) {
+        snprintf (msg, msglen,
+                  "job %llu searches with algorithm %s: its trials are the %s of its space, so "
+                  "its samples cannot change (change --concurrency only, or submit a new job)",
+                  (unsigned long long) j->id, name,
+                  alg == CGQ_SEARCH_GRID ? "points of the grid" : "points of search.points");
+        return -1;
+    }
+    uint64_t old = spec->search.samples;
+    bool perm = cgq_space_without_replacement (spec);
+    spec->search.samples = samples;
+    char why[512];
+    uint64_t d = 0;
+    if (perm != cgq_space_without_replacement (spec) && cgq_space_sampled_size (spec, &d) == 0 &&
+        d > 1) { // d == 1: the grid axes alone make each point, drawn either way
+        snprintf (msg, msglen,
+                  "job %llu: its space has %llu distinct points, which random search draws "
+                  "without replacement while samples <= %llu: samples %llu -> %llu would change "
+                  "which point each trial gets; nothing was changed",
+                  (unsigned long long) j->id, (unsigned long long) d, (unsigned long long) d,
+                  (unsigned long long) old, (unsigned long long) samples);
+        spec->search.samples = old;
+        return -1;
+    }
+    if (cgq_space_check_limit (spec, (uint64_t) c->cfg.max_trials, why, sizeof why) < 0) {
+        snprintf (msg, msglen, "job %llu: %s; nothing was changed", (unsigned long long) j->id,
+                  why);
+        spec->search.samples = old;
+        return -1;
+    }
+    uint64_t total = 0;
+    cgq_space_count (spec, &total);
+    uint64_t given = cgq_searcher_suggested (j->searcher) + cgq_searcher_waiting (j->searcher);
+    if (total < given || cgq_searcher_recount (j->searcher) < 0) {
+        snprintf (msg, msglen,
+                  "job %llu: samples %llu would make %llu trial(s), fewer than the %llu already "
+                  "suggested; give --samples of at least %llu%s; nothing was changed",
+                  (unsigned long long) j->id, (unsigned long long) samples,
+                  (unsigned long long) total, (unsigned long long) given,
+                  (unsigned long long) (total ? (given + total / samples - 1) / (total / samples)
+                                              : given),
+                  alg == CGQ_SEARCH_RANDOM && total / samples > 1 ? " (samples are per grid point)"
+                                                                  : "");
+        spec->search.samples = old;
+        return -1;
+    }
+    return 0;
+}
+
+// s_update changes a running job's search.samples and search.concurrency
+// (cgq update). Both take effect at once (dispatch runs again this turn);
+// the job hash's samples, concurrency and total and a job.updated event go
+// into this turn's batch, and the Reply out after it: recovery applies the
+// stored values over the spec, so a restart keeps them.
+static void
+s_update (coord_t *c, const char *rid, size_t rid_len, const Cgq__UpdateJob *m)
+{
+    char msg[1024];
+    job_t *j = jobs_find (c, m->job);
+    if (!j) {
+        s_update_over (c, rid, rid_len, m->job, NULL);
+        return;
+    }
+    if (j->state != CGQ_JOB_RUNNING || j->ended) {
+        s_update_over (c, rid, rid_len, m->job, cgq_jstate_names[j->state]);
+        return;
+    }
+    if (!m->samples && !m->set_concurrency) {
+        outbox_reply (c, rid, rid_len, 2,
+                      "nothing to update (give --samples N, --concurrency C or both)", true);
+        return;
+    }
+    if (c->redis_retry_ms) {
+        snprintf (msg, sizeof msg,
+                  "Redis at %s is unreachable (%s): nothing was changed; update the job again "
+                  "once Redis is back",
+                  cgq_store_url (c->store), cgq_store_errstr (c->store));
+        outbox_reply (c, rid, rid_len, 1, msg, true);
+        return;
+    }
+    cgq_spec_t *spec = j->spec;
+    uint64_t old_samples = spec->search.samples;
+    uint32_t old_conc = spec->search.concurrency;
+    if (m->samples && m->samples != old_samples &&
+        s_update_samples (c, j, m->samples, msg, sizeof msg) < 0) {
+        outbox_reply (c, rid, rid_len, 2, msg, true);
+        return;
+    }
+    if (m->set_concurrency)
+        spec->search.concurrency = m->concurrency;
+
+    char jkey[64];
+    cgq_key_job (jkey, sizeof jkey, j->id);
+    cgq_hset_t h;
+    cgq_hset_init (&h, jkey);
+    cgq_hset_u64 (&h, CGQ_JF_SAMPLES, spec->search.samples);
+    cgq_hset_u64 (&h, CGQ_JF_CONCURRENCY, spec->search.concurrency);
+    cgq_hset_u64 (&h, CGQ_JF_TOTAL, cgq_searcher_total (j->searcher));
+    cgq_hset_queue (&h, c->store);
+    j->dirty = true; // the pending count holds the trials not suggested yet
+    c->sched_dirty = true;
+
+    char a[24], b[24], detail[160];
+    snprintf (detail, sizeof detail, "samples %llu -> %llu, concurrency %s -> %s",
+              (unsigned long long) old_samples, (unsigned long long) spec->search.samples,
+              s_conc (a, sizeof a, old_conc), s_conc (b, sizeof b, spec->search.concurrency));
+    jobs_event (c, j, "job.updated", detail);
+    snprintf (msg, sizeof msg, "job %llu: %s", (unsigned long long) j->id, detail);
+    cgq_info ("%s (%llu trials, %llu suggested)", msg,
+              (unsigned long long) cgq_searcher_total (j->searcher),
+              (unsigned long long) cgq_searcher_suggested (j->searcher));
+    jobs_check_done (c, j); // samples lowered to the trials already done: it ends now
+    outbox_reply (c, rid, rid_len, 0, msg, false);
+}
+
 void
 control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
@@ -355,6 +529,9 @@ control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_SUGGEST:
         s_suggest (c, rid, rid_len, env->suggest);
+        break;
+    case CGQ__ENVELOPE__BODY_UPDATE_JOB:
+        s_update (c, rid, rid_len, env->update_job);
         break;
     case CGQ__ENVELOPE__BODY_PING: {
         char msg[64];

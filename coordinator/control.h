@@ -1,7 +1,7 @@
 // control: what the CLI asks on the control socket. SubmitJob (parse and
 // check the spec, allocate a job id, create the job), CancelJob, EnableDevice
-// (cgq devices enable), Suggest (the points of an external job's searcher)
-// and Ping.
+// (cgq devices enable), Suggest (the points of an external job's searcher),
+// UpdateJob (cgq update: a running job's samples and concurrency) and Ping.
 // An error that changed nothing is answered at once; an answer that depends
 // on this turn's state changes goes out after the flush.
 #ifndef CGQ_CONTROL_H

@@ -90,6 +90,12 @@ s_event (coord_t *c, job_t *j, const char *type, int64_t trial, const char *node
     cgq_keyspace_event (c->store, type, j->id, trial, node, attempt, detail);
 }
 
+void
+jobs_event (coord_t *c, job_t *j, const char *type, const char *detail)
+{
+    s_event (c, j, type, -1, NULL, 0, detail);
+}
+
 job_t *
 jobs_find (coord_t *c, uint64_t id)
 {

@@ -11,6 +11,9 @@
 
 
 job_t *jobs_find (coord_t *c, uint64_t id);
+// jobs_event queues an event of job j itself (type "job.updated", detail
+// borrowed) after the job's grouped trial events of this turn.
+void jobs_event (coord_t *c, job_t *j, const char *type, const char *detail);
 trial_t *jobs_trial (coord_t *c, uint64_t job, uint64_t trial);
 
 // jobs_add creates job id in memory and appends it to c->jobs. Takes

@@ -336,6 +336,11 @@ recovery_jobs (coord_t *c)
         if (!h)
             break;
         cgq_job_rec_t *rec = cgq_job_rec_from (id, h);
+        // What `cgq update` changed (control.c) goes over the spec's own values.
+        bool has_samples = cgq_hash_get (h, CGQ_JF_SAMPLES) != NULL;
+        bool has_conc = cgq_hash_get (h, CGQ_JF_CONCURRENCY) != NULL;
+        uint64_t samples = cgq_hash_u64 (h, CGQ_JF_SAMPLES);
+        uint64_t conc = cgq_hash_u64 (h, CGQ_JF_CONCURRENCY);
         freeReplyObject (h);
         if (strcmp (rec->state, cgq_jstate_names[CGQ_JOB_RUNNING]) != 0) {
             cgq_job_rec_destroy (&rec);
@@ -346,6 +351,10 @@ recovery_jobs (coord_t *c)
                                                         *rec->spec_path ? rec->spec_path : "spec",
                                                         err, sizeof err)
                                       : NULL;
+        if (spec && has_samples && samples > 0)
+            spec->search.samples = samples;
+        if (spec && has_conc)
+            spec->search.concurrency = (uint32_t) conc;
         json_t *st = *rec->searcher ? json_loads (rec->searcher, 0, NULL) : NULL;
         cgq_searcher_t *searcher = spec ? cgq_searcher_new (spec, st, err, sizeof err) : NULL;
         json_decref (st);

@@ -177,8 +177,6 @@ class ClientNode:
                     self._cv.wait(min(check, end if end is not None else check) - now)
                 t = self._held[self._unclaimed.pop(0)]
                 t.claimed = True
-                if self.prefetch:
-                    self._queue_heartbeat()  # one fewer ready: the coordinator refills
                 limit = timeout if timeout is not None else t.timeout_s
                 now = time.monotonic()
                 t.started = now
@@ -186,9 +184,11 @@ class ClientNode:
                 got = t
                 return t
             finally:
-                self._waiting -= 1
+                self._waiting -= 1  # before the want below is computed
                 if got is None:
                     self._queue_heartbeat()  # the ask ended unanswered: want shrinks
+                elif self.prefetch:
+                    self._queue_heartbeat()  # one fewer ready: the coordinator refills
 
     def report(self, t, report_json):
         pb = self._pb

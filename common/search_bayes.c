@@ -65,17 +65,7 @@ typedef struct {
 static void
 s_reserve (s_bayes_t *b, uint64_t n)
 {
-    if (n <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < n)
-        cap *= 2;
-    b->u = cgq_xrealloc (b->u, cap * (b->d ? b->d : 1) * sizeof *b->u);
-    b->y = cgq_xrealloc (b->y, cap * sizeof *b->y);
-    b->viol = cgq_xrealloc (b->viol, cap * sizeof *b->viol);
-    b->st = cgq_xrealloc (b->st, cap);
-    memset (b->st + b->cap, S_UNKNOWN, cap - b->cap);
-    b->cap = cap;
+    cgq_search_rows_reserve (n, b->d, &b->cap, &b->u, &b->y, &b->viol, &b->st);
 }
 
 static int

@@ -594,3 +594,20 @@ cgq_search_violation (const cgq_spec_t *spec, const json_t *metrics)
     cgq_spec_feasible (spec, metrics, &total, NULL, NULL);
     return total;
 }
+
+void
+cgq_search_rows_reserve (uint64_t n, size_t d, size_t *cap, double **x, double **y,
+                         double **viol, uint8_t **st)
+{
+    if (n <= *cap)
+        return;
+    size_t c = *cap ? *cap : 64;
+    while (c < n)
+        c *= 2;
+    *x = cgq_xrealloc (*x, c * (d ? d : 1) * sizeof **x);
+    *y = cgq_xrealloc (*y, c * sizeof **y);
+    *viol = cgq_xrealloc (*viol, c * sizeof **viol);
+    *st = cgq_xrealloc (*st, c);
+    memset (*st + *cap, 0, c - *cap);
+    *cap = c;
+}

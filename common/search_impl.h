@@ -154,6 +154,13 @@ int cgq_search_state_ids (const json_t *state, const char *key, uint64_t next, u
 // same number.
 double cgq_search_violation (const cgq_spec_t *spec, const json_t *metrics);
 
+// cgq_search_rows_reserve grows the per-trial history that bayes, tpe and
+// cmaes keep, so that trial ids below n fit: *x rows of d doubles (1 when
+// d is 0), *y and *viol one double each, *st one status byte, the new ones
+// 0 (each searcher's S_UNKNOWN). *cap, the rows held, doubles from 64.
+void cgq_search_rows_reserve (uint64_t n, size_t d, size_t *cap, double **x, double **y,
+                              double **viol, uint8_t **st);
+
 // cgq_search_objectives computes a trial's objective vector (oriented as
 // reported) from metrics, or for one objective from value when metrics lack
 // it. Returns false when it cannot (a failed trial, a missing metric).

@@ -63,17 +63,7 @@ typedef struct {
 static void
 s_reserve (s_tpe_t *t, uint64_t n)
 {
-    if (n <= t->cap)
-        return;
-    size_t cap = t->cap ? t->cap : 64;
-    while (cap < n)
-        cap *= 2;
-    t->x = cgq_xrealloc (t->x, cap * (t->d ? t->d : 1) * sizeof *t->x);
-    t->loss = cgq_xrealloc (t->loss, cap * sizeof *t->loss);
-    t->viol = cgq_xrealloc (t->viol, cap * sizeof *t->viol);
-    t->st = cgq_xrealloc (t->st, cap);
-    memset (t->st + t->cap, S_UNKNOWN, cap - t->cap);
-    t->cap = cap;
+    cgq_search_rows_reserve (n, t->d, &t->cap, &t->x, &t->loss, &t->viol, &t->st);
 }
 
 // s_coord is gene i's value x in the estimator's coordinates.

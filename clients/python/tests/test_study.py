@@ -187,6 +187,14 @@ def test_attach_to_a_worker_job_is_refused(cl):
     from cgq.study import Study
     with pytest.raises(StudyError, match="not in a client"):
         Study(c, job).ask(wait=5)
+    # A Hello for a job id that never was (a stranger's guess): refused too,
+    # with the coordinator still serving the worker job afterwards.
+    with pytest.raises(StudyError, match="job 999 is not running"):
+        s = Study(c, 999)
+        s._ended = lambda: False  # past the client's own Redis check: the Hello itself
+        s.ask(wait=5)
+    cl.start_worker("w1", cpus=2)
+    assert cl.wait_job(job, timeout=30)["state"] == "finished"
 
 
 DYING = r'''

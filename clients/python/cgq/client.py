@@ -11,9 +11,10 @@ import json
 import math
 import os
 import re
+import sys
 import urllib.parse
 
-from . import _proto, keyspace, records
+from . import _local_run, _proto, keyspace, records
 from .control import Control
 from .errors import CgqError, ConnectionError, NotFound, RequestError, SpecError
 from .job import Job
@@ -165,8 +166,14 @@ class Client:
       coordinator's public .key); timeout: seconds a request or a Redis
       command may take; max_spec: the largest spec sent (bytes or "4M").
 
-    Nothing is contacted until a method needs it; bad arguments (a URL that
-    does not parse, a certificate that does not load) raise here."""
+    With no redis= and no CGQ_REDIS, in a directory where `cgq run` left its
+    state (./.cgq), the client reads that run, as `cgq results` there does:
+    through the run's redis-server while it runs (and its coordinator for
+    requests), else through one started on its data now and stopped by
+    close() or at exit.
+
+    Otherwise nothing is contacted until a method needs it; bad arguments (a
+    URL that does not parse, a certificate that does not load) raise here."""
 
     def __init__(self, redis=None, coordinator=None, curve_secret=None, curve_server=None,
                  timeout=5.0, max_spec=None):
@@ -177,8 +184,20 @@ class Client:
                            "in a venv made with --system-site-packages)")
         self._redis_mod = redis_mod
         self.timeout = float(timeout)
+        self.local_run = None  # the state of a `cgq run` here (cgq/_local_run.py)
         if redis is None:
-            redis = os.environ.get("CGQ_REDIS") or DEFAULT_REDIS
+            redis = os.environ.get("CGQ_REDIS")
+        if redis is None:
+            run = _local_run.find()
+            if run is not None:
+                self.local_run = run.open()
+                redis = run.url
+                sys.stderr.write("cgq: reading the state of the cgq run in ./%s%s (redis= or "
+                                 "CGQ_REDIS reads another)\n"
+                                 % (_local_run.LOCAL_DIR, ", which is running" if run.running
+                                    else ""))
+        if redis is None:
+            redis = DEFAULT_REDIS
         if isinstance(redis, (str, bytes)):
             self.redis_url = os.fsdecode(redis)
             kw = redis_kwargs(self.redis_url)
@@ -189,7 +208,9 @@ class Client:
             self.redis = self._decoding(redis)
             self.redis_url = self._describe(redis)
         self.redis_where = mask_url(self.redis_url)
-        self.coordinator = coordinator or os.environ.get("CGQ_COORDINATOR") or DEFAULT_COORDINATOR
+        self.coordinator = (coordinator or os.environ.get("CGQ_COORDINATOR")
+                            or (self.local_run and self.local_run.coordinator)
+                            or DEFAULT_COORDINATOR)
         # None: from the environment; "" turns CURVE off whatever it says.
         if curve_secret is None:
             curve_secret = os.environ.get("CGQ_CURVE_SECRET")
@@ -273,6 +294,8 @@ class Client:
             self.redis.close()
         except Exception:
             pass
+        if self.local_run is not None:
+            self.local_run.close()
 
     def __enter__(self):
         return self

@@ -508,6 +508,50 @@ def test_local_cluster(tmp_path):
     assert not harness.my_children(), "the Redis it started is stopped"
 
 
+def test_reads_the_state_a_cgq_run_left(tmp_path, monkeypatch, capfd):
+    """A Client made where `cgq run` ran, with no redis= and no CGQ_REDIS,
+    reads that run: through a redis-server it starts on ./.cgq/redis and
+    stops at close(); a second client meanwhile uses the first's server and
+    leaves it running."""
+    spec = tmp_path / "tune.yaml"
+    spec.write_text(json.dumps(dict(NOOP, name="left-behind")))
+    env = dict(os.environ)
+    for k in ("CGQ_REDIS", "CGQ_COORDINATOR"):
+        env.pop(k, None)
+    r = subprocess.run([harness.binary("cgq"), "run", "--workers", "1", str(spec)],
+                       cwd=str(tmp_path), env=env, capture_output=True, text=True,
+                       timeout=120 * harness.SPEED)
+    assert r.returncode == 0, r.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CGQ_REDIS", raising=False)
+    monkeypatch.delenv("CGQ_COORDINATOR", raising=False)
+    sock = str(tmp_path / ".cgq" / "redis.sock")
+    c = cgq.Client(curve_secret="", curve_server="")
+    assert c.local_run is not None and c.local_run.started
+    assert c.redis_url == "unix://" + sock
+    assert "reading the state of the cgq run in ./.cgq (redis=" in capfd.readouterr().err
+    job = c.job(1)
+    assert job.status()["state"] == "finished"
+    assert sorted(t.params["x"] for t in job.trials()) == [1, 2, 3, 4]
+    assert job.best().params == {"x": 4}
+    other = cgq.Client(curve_secret="", curve_server="")
+    assert other.local_run is not None and not other.local_run.started
+    assert "which is running" in capfd.readouterr().err
+    other.close()
+    assert len(c.jobs()) == 1, "the first client's server is not stopped by the second's close"
+    pid = c.local_run._proc.pid
+    c.close()
+    assert not harness.pid_alive(pid), "close() stops the redis-server it started"
+    # redis= still wins, and elsewhere nothing is looked for
+    port = free_port()
+    explicit = cgq.Client(redis="redis://127.0.0.1:%d/0" % port, curve_secret="",
+                          curve_server="")
+    assert explicit.local_run is None
+    explicit.close()
+    monkeypatch.chdir(tmp_path / ".cgq")
+    assert cgq.Client(curve_secret="", curve_server="").local_run is None
+
+
 # ---------------------------------------------------------------- units (no processes)
 
 

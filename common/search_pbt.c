@@ -462,6 +462,19 @@ cgq_searcher_pbt_report (cgq_searcher_t *self, uint64_t trial, double t, double 
     m->t = t;
 }
 
+void
+cgq_searcher_pbt_score (const cgq_searcher_t *self, uint64_t trial, double *t, double *score)
+{
+    *t = *score = NAN;
+    if (!cgq_searcher_pbt (self))
+        return;
+    const s_member_t *m = s_member (self->impl, trial);
+    if (m && m->scored) {
+        *t = m->t;
+        *score = m->score;
+    }
+}
+
 static double
 s_step_of (const cgq_searcher_t *self, const json_t *record)
 {

@@ -177,6 +177,11 @@ bool cgq_searcher_pbt (const cgq_searcher_t *self);
 // time_attr t. A no-op for other searchers and unknown trials.
 void cgq_searcher_pbt_report (cgq_searcher_t *self, uint64_t trial, double t, double score);
 
+// cgq_searcher_pbt_score: trial's latest score and its time_attr (NAN both
+// when it has none, or is not a member).
+void cgq_searcher_pbt_score (const cgq_searcher_t *self, uint64_t trial, double *t,
+                             double *score);
+
 // cgq_searcher_pbt_checkpoint: trial's checkpoint record (as the trial hash
 // keeps it, borrowed) was recorded. Returns 1 with d->exploit set when the
 // trial is exploited, else 0 (d->why may say why not).

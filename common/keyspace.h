@@ -319,6 +319,10 @@ typedef struct {
     // ... and each finished stage's run ({"train": {"attempt", "node",
     // "started", "finished", "duration", "trial_dir"}}, owned), NULL otherwise.
     json_t *runs;
+    // pbt: a child's lineage ({"parent", "replaces", "step", "checkpoint",
+    // "changed"}), an exploited trial's end ({"by", "donor", "step"}); owned,
+    // NULL otherwise.
+    json_t *lineage, *exploited;
 } cgq_trial_rec_t;
 
 typedef struct {

@@ -156,6 +156,8 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     }
     c->max_job_id = id;
 
+    if (cgq_searcher_pbt (searcher))
+        total = 0; // not known up front: each exploit adds a trial
     job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
     jobs_submitted (c, j, yaml, path, total);
 

@@ -13,6 +13,10 @@ cgq.checkpoint():
   exploited trial's child resumes from its donor's checkpoint (its state
   is the donor's at that step) and its first report is the step after it,
   never epoch 1;
+- every sealed checkpoint corrupted in the store as soon as it appears: a
+  child cannot restore its donor's, and fails saying so; it never starts
+  from epoch 1 with the donor's perturbed params;
+- orchestration/examples/pbt under `cgq run`, as a user runs it;
 - the coordinator killed (-9) twice in the middle of a PBT job: it still
   finishes, and the lineage is consistent: every exploited trial names its
   child, whose lineage names the trial it replaces and a donor whose
@@ -21,11 +25,14 @@ cgq.checkpoint():
 
 import json
 import os
+import shutil
+import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, CgqTestCase, endpoint_port, main  # noqa: E402
+from harness import REPO, CgqTestCase, binary, endpoint_port, main  # noqa: E402
 
 CLIENTS = os.path.join(REPO, "clients", "python")
 
@@ -211,6 +218,70 @@ class PbtTest(CgqTestCase):
         # to restore), and the store still has what the last acks named.
         for t, h in trials.items():
             self.assertFalse(h.get("error"), (t, h))
+
+    def test_unrestorable_donor_checkpoint_fails_the_child(self):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        c.start_worker("w1", cpus=4)
+        search = pbt_search(3, population=4, interval=2)[:-1] + ", fail_fast: 0}"
+        j, d = self.run_job(c, "pbt-corrupt", search, sleep="0.1", epochs=10, wait=False)
+        store = os.path.join(d, "store")
+        done = threading.Event()
+        flipped = set()
+
+        def corrupt():
+            while not done.is_set():
+                for root, dirs, files in os.walk(store):
+                    base = os.path.basename(root)
+                    if base.startswith("ckpt-") and not base.endswith(".tmp") and root not in flipped:
+                        p = os.path.join(root, "files", "state.json")
+                        try:
+                            with open(p, "r+b") as f:
+                                b = f.read(1)
+                                f.seek(0)
+                                f.write(b"[" if b != b"[" else b"{")
+                            flipped.add(root)
+                        except OSError:
+                            pass
+                time.sleep(0.005)
+
+        th = threading.Thread(target=corrupt, daemon=True)
+        th.start()
+        try:
+            job = c.wait_job(j, 120, states=("finished", "cancelled", "failed"))
+        finally:
+            done.set()
+            th.join(5)
+        self.assertEqual(job.get("state"), "finished", job)
+        trials = c.trials(j)
+        children = {t: h for t, h in trials.items() if h.get("lineage")}
+        self.assertTrue(children, "some trial was exploited")
+        started = {r["trial"] for r in self.lines(d, "runs.jsonl")}
+        for t, h in children.items():
+            self.assertEqual(h.get("state"), "failed", (t, h))
+            self.assertIn("could not be restored, and it must not start afresh", h.get("error", ""))
+            self.assertNotIn(t, started, "a child never starts without its donor's checkpoint")
+
+    def test_example(self):
+        work = os.path.join(self.tmp, "work")
+        shutil.copytree(os.path.join(REPO, "orchestration", "examples", "pbt"),
+                        os.path.join(work, "orchestration", "examples", "pbt"),
+                        ignore=shutil.ignore_patterns("__pycache__", ".checkpoints"))
+        shutil.copytree(CLIENTS, os.path.join(work, "clients", "python"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CGQ_")}
+        p = subprocess.run([binary("cgq"), "run", "orchestration/examples/pbt/tune.yaml",
+                            "--format", "json"], cwd=work, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        doc = json.loads(p.stdout)
+        self.assertEqual(doc["state"], "finished", doc)
+        trials = doc["trials"]
+        self.assertTrue([t for t in trials if t.get("lineage")], trials)
+        self.assertTrue([t for t in trials if t.get("exploited")], trials)
+        best = max(t["metrics"]["val_score"] for t in trials if t["state"] == "succeeded")
+        self.assertGreater(best, 3.0, trials)
 
 
 if __name__ == "__main__":

@@ -993,8 +993,11 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
     size_t nnames = checkpoint_names (t ? t->ckpts : NULL, &names);
     // pbt: the checkpoints of this trial that children still resume from
     // are named too, so its worker keeps them (search_pbt.c, pins).
+    // Also for a trial no longer in memory: a re-sent checkpoint of a donor
+    // that has ended is refused, and its worker deletes it unless named.
     char pins[16][64];
-    size_t npins = t ? cgq_searcher_pbt_pins (t->job->searcher, t->id, pins, 16) : 0;
+    job_t *pj = t ? t->job : jobs_find (c, m->task->job);
+    size_t npins = pj ? cgq_searcher_pbt_pins (pj->searcher, m->task->trial, pins, 16) : 0;
     for (size_t i = 0; i < npins; i++) {
         bool dup = false;
         for (size_t k = 0; k < nnames; k++)

@@ -191,6 +191,21 @@ class PbtTest(CgqTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         data = json.loads(r.stdout)
         self.assertTrue([t for t in data["trials"] if "lineage" in t], data)
+        # The Python client's Trial has them too.
+        env = dict(os.environ, PYTHONPATH=CLIENTS)
+        code = ("import json, sys, cgq; c = cgq.Client(%r); "
+                "ts = c.job(%d).trials(); "
+                "print(json.dumps([[t.id, t.parent, t.lineage, t.exploited] for t in ts]))"
+                % (c.redis_url, last_pbt))
+        p = subprocess.run(["/usr/bin/python3", "-c", code], env=env, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = {r[0]: r for r in json.loads(p.stdout)}
+        hashes = c.trials(last_pbt)
+        for t, h in hashes.items():
+            self.assertEqual(rows[t][1], int(h["parent"]) if h.get("parent") else None)
+            self.assertEqual(rows[t][2], json.loads(h["lineage"]) if h.get("lineage") else None)
+            self.assertEqual(rows[t][3], json.loads(h["exploited"]) if h.get("exploited") else None)
 
     def test_coordinator_kill9_keeps_lineage(self):
         c = self.cluster

@@ -935,7 +935,9 @@ s_resume_judge (coord_t *c, trial_t *t, unsigned how)
 {
     job_t *j = t->job;
     t->end_resume = 0;
-    if (!t->ckpts || (j->spec->checkpoint.resume & how))
+    // A pbt child without a checkpoint of its own keeps its donor's: it is
+    // that checkpoint's continuation, never a fresh start (search_pbt.c).
+    if (!t->ckpts || (j->spec->checkpoint.resume & how) || checkpoint_required (t->ckpts))
         return;
     char key[128];
     cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),

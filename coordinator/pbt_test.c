@@ -247,11 +247,52 @@ test_exploit_pin_child_restart (void **state)
     ct_coord_destroy (&c);
 }
 
+// A child whose attempt times out before it has a checkpoint of its own is
+// retried from its donor's checkpoint even though checkpoint.resume leaves
+// timeouts out: it is that checkpoint's continuation, not a fresh trial.
+static void
+test_child_retry_keeps_donor (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    freeReplyObject (cgq_store_command (c->store, "FLUSHALL")); // the test before used job 41
+    ct_job (c, 41,
+            "name: pbt\n"
+            "space: {lr: {loguniform: [0.001, 1.0]}}\n"
+            "search: {algorithm: pbt, population: 2, perturbation_interval: 2, seed: 3, "
+            "hyperparam_mutations: [lr]}\n"
+            "objective: {metric: score, mode: max}\n"
+            "trial: {command: ./run, resources: {cpu: 1}, retries: 2}\n"
+            "checkpoint: {store: /store, resume: [lost]}\n");
+    ct_node (c, "w1", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 2);
+    s_progress (c, 0, 2, 5.0);
+    s_progress (c, 1, 2, 1.0);
+    s_ckpt (c, 0, 2, 2);
+    s_ckpt (c, 1, 2, 2);
+    ct_result (c, "w1", 41, 1, 1, CGQ__TASK_STATUS__TASK_STOPPED, NULL, "stopped: exploited");
+    assert_int_equal (dispatch_run (c), 1);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    ct_result (c, "w1", 41, 2, 1, CGQ__TASK_STATUS__TASK_TIMEOUT, NULL, "timed out");
+    assert_int_equal (dispatch_run (c), 1);
+    Cgq__TaskRef refs[8];
+    size_t n = ct_assigns (c, refs, 8);
+    assert_true (n >= 1);
+    char resume[512];
+    bool required = false;
+    s_assign_resume (c, 2, resume, sizeof resume, &required);
+    assert_string_equal (resume, "/store/job-41/trial-0/ckpt-1-2");
+    assert_true (required);
+    assert_int_equal (jobs_trial (c, 41, 2)->attempt, 2);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_exploit_pin_child_restart),
+        cmocka_unit_test (test_child_retry_keeps_donor),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -35,9 +35,9 @@
 typedef struct {
     uint64_t id;
     bool scored;
-    double score; // as reported (not oriented)
-    double t;     // time_attr of the score
-    double last;  // time_attr of the last look (or where it started)
+    double score;    // as reported (not oriented)
+    double t;        // time_attr of the score
+    double last;     // time_attr of the last look (or where it started)
     json_t *params;  // owned
     json_t *ckpt;    // its latest checkpoint record (owned); NULL: none yet
     json_t *lineage; // a child: its lineage (owned); NULL: of the first population
@@ -106,8 +106,8 @@ static void
 s_record_name (const json_t *rec, char *buf, size_t len)
 {
     json_t *a = json_object_get (rec, "attempt"), *n = json_object_get (rec, "n");
-    snprintf (buf, len, "ckpt-%lld-%lld", (long long) json_integer_value (a),
-              (long long) json_integer_value (n));
+    snprintf (buf, len, "ckpt-%lld-%lld", (long long)json_integer_value (a),
+              (long long)json_integer_value (n));
 }
 
 // --- ranking and perturbation (pure) ------------------------------------------
@@ -127,8 +127,8 @@ cgq_pbt_quantile_size (size_t n, double fraction)
 {
     if (n <= 1)
         return 0;
-    size_t k = (size_t) ceil ((double) n * fraction - 1e-12);
-    if ((double) k > (double) n / 2)
+    size_t k = (size_t)ceil ((double)n * fraction - 1e-12);
+    if ((double)k > (double)n / 2)
         k = n / 2;
     return k;
 }
@@ -172,15 +172,9 @@ s_perturb_gene (const cgq_genome_t *g, cgq_rng_t *r, double resample, double *x,
     }
     double f = cgq_rng_below (r, 2) ? 1.2 : 0.8;
     switch (gene->kind) {
-    case CGQ_GENE_INDEX:
-        x[i] = s_clamp (x[i] + (f > 1 ? 1 : -1), 0, gene->n - 1);
-        break;
-    case CGQ_GENE_REAL:
-        x[i] = s_clamp (x[i] * f, gene->lo, gene->hi);
-        break;
-    case CGQ_GENE_LOG:
-        x[i] = s_clamp (x[i] + log (f), gene->lo, gene->hi);
-        break;
+    case CGQ_GENE_INDEX: x[i] = s_clamp (x[i] + (f > 1 ? 1 : -1), 0, gene->n - 1); break;
+    case CGQ_GENE_REAL: x[i] = s_clamp (x[i] * f, gene->lo, gene->hi); break;
+    case CGQ_GENE_LOG: x[i] = s_clamp (x[i] + log (f), gene->lo, gene->hi); break;
     case CGQ_GENE_INT: {
         const cgq_param_t *p = gene->p;
         double base = p->kind == CGQ_PARAM_RANDINT ? p->lo : cgq_genome_q_first (p);
@@ -194,8 +188,8 @@ s_perturb_gene (const cgq_genome_t *g, cgq_rng_t *r, double resample, double *x,
 }
 
 json_t *
-cgq_pbt_perturb (const cgq_spec_t *spec, const cgq_genome_t *g, const json_t *params,
-                 cgq_rng_t *r, json_t *changed)
+cgq_pbt_perturb (const cgq_spec_t *spec, const cgq_genome_t *g, const json_t *params, cgq_rng_t *r,
+                 json_t *changed)
 {
     double *xv = cgq_xcalloc (g->ngenes + 1, sizeof *xv);
     double *scratch = cgq_xcalloc (g->ngenes + 1, sizeof *scratch);
@@ -240,7 +234,7 @@ s_load_member (s_pbt_t *x, const json_t *o, char *err, size_t errlen)
         snprintf (err, errlen, "pbt state: a member without id or params");
         return -1;
     }
-    s_member_t *m = s_member_add (x, (uint64_t) json_integer_value (id));
+    s_member_t *m = s_member_add (x, (uint64_t)json_integer_value (id));
     json_t *sc = json_object_get (o, "score");
     m->scored = json_is_number (sc);
     m->score = m->scored ? json_number_value (sc) : NAN;
@@ -254,7 +248,7 @@ s_load_member (s_pbt_t *x, const json_t *o, char *err, size_t errlen)
     const char *pin = json_string_value (json_object_get (o, "pin"));
     if (pin) {
         m->pinned = true;
-        m->pin_donor = (uint64_t) json_integer_value (json_object_get (o, "pin_donor"));
+        m->pin_donor = (uint64_t)json_integer_value (json_object_get (o, "pin_donor"));
         snprintf (m->pin_name, sizeof m->pin_name, "%s", pin);
     }
     return 0;
@@ -285,8 +279,8 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         snprintf (err, errlen, "pbt state without next");
         return -1;
     }
-    self->suggested = (uint64_t) json_integer_value (next);
-    x->exploits = (uint64_t) json_integer_value (json_object_get (state, "exploits"));
+    self->suggested = (uint64_t)json_integer_value (next);
+    x->exploits = (uint64_t)json_integer_value (json_object_get (state, "exploits"));
     size_t i;
     json_t *o;
     json_array_foreach (json_object_get (state, "members"), i, o)
@@ -310,7 +304,7 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         c.score = json_is_number (sc) ? json_number_value (sc) : NAN;
         c.t = json_number_value (json_object_get (o, "t"));
         c.last = json_number_value (json_object_get (o, "last"));
-        c.donor = (uint64_t) json_integer_value (json_object_get (o, "donor"));
+        c.donor = (uint64_t)json_integer_value (json_object_get (o, "donor"));
         s_record_name (r, c.pin_name, sizeof c.pin_name);
         s_queue_push (x, &c);
     }
@@ -377,7 +371,7 @@ s_suggest (cgq_searcher_t *self)
     // The child resumes from the donor's record: keep it as its checkpoint
     // until it has one of its own (cgq_searcher_pbt_child gives it out).
     json_t *rec = json_deep_copy (c.record);
-    json_object_set_new (rec, "donor", json_integer ((json_int_t) c.donor));
+    json_object_set_new (rec, "donor", json_integer ((json_int_t)c.donor));
     m->ckpt = rec;
     json_decref (c.record);
     return c.params;
@@ -386,7 +380,7 @@ s_suggest (cgq_searcher_t *self)
 static void
 s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
-    (void) metrics, (void) value, (void) ok;
+    (void)metrics, (void)value, (void)ok;
     s_pbt_t *x = self->impl;
     for (size_t i = 0; i < x->nm; i++)
         if (x->m[i].id == trial) {
@@ -404,7 +398,7 @@ s_save (const cgq_searcher_t *self, json_t *state)
     json_t *ms = json_array (), *qs = json_array ();
     for (size_t i = 0; i < x->nm; i++) {
         const s_member_t *m = &x->m[i];
-        json_t *o = json_pack ("{s:I, s:o, s:f, s:f, s:O}", "id", (json_int_t) m->id, "score",
+        json_t *o = json_pack ("{s:I, s:o, s:f, s:f, s:O}", "id", (json_int_t)m->id, "score",
                                s_num_or_null (m->scored, m->score), "t", m->t, "last", m->last,
                                "params", m->params);
         if (m->ckpt)
@@ -413,20 +407,19 @@ s_save (const cgq_searcher_t *self, json_t *state)
             json_object_set (o, "lineage", m->lineage);
         if (m->pinned) {
             json_object_set_new (o, "pin", json_string (m->pin_name));
-            json_object_set_new (o, "pin_donor", json_integer ((json_int_t) m->pin_donor));
+            json_object_set_new (o, "pin_donor", json_integer ((json_int_t)m->pin_donor));
         }
         json_array_append_new (ms, o);
     }
     for (size_t i = 0; i < x->nq; i++) {
         const s_child_t *c = &x->q[i];
         json_array_append_new (qs, json_pack ("{s:O, s:O, s:O, s:o, s:f, s:f, s:I}", "params",
-                                              c->params, "lineage", c->lineage, "record",
-                                              c->record, "score", s_num_or_null (true, c->score),
-                                              "t", c->t, "last", c->last, "donor",
-                                              (json_int_t) c->donor));
+                                              c->params, "lineage", c->lineage, "record", c->record,
+                                              "score", s_num_or_null (true, c->score), "t", c->t,
+                                              "last", c->last, "donor", (json_int_t)c->donor));
     }
-    json_object_set_new (state, "next", json_integer ((json_int_t) self->suggested));
-    json_object_set_new (state, "exploits", json_integer ((json_int_t) x->exploits));
+    json_object_set_new (state, "next", json_integer ((json_int_t)self->suggested));
+    json_object_set_new (state, "exploits", json_integer ((json_int_t)x->exploits));
     json_object_set_new (state, "members", ms);
     json_object_set_new (state, "queue", qs);
 }
@@ -505,7 +498,7 @@ cgq_searcher_pbt_checkpoint (cgq_searcher_t *self, uint64_t trial, const json_t 
     if (!m || !isfinite (step))
         return 0;
     json_decref (m->ckpt);
-    m->ckpt = json_incref ((json_t *) record);
+    m->ckpt = json_incref ((json_t *)record);
     m->pinned = false; // its own checkpoint: the donor's is not needed any more
     if (step - m->last < spec->search.pbt.interval)
         return 0;
@@ -531,7 +524,7 @@ cgq_searcher_pbt_checkpoint (cgq_searcher_t *self, uint64_t trial, const json_t 
         return 0;
     }
     cgq_rng_t r;
-    cgq_rng_seed (&r, spec->search.seed, trial, 0x7b7 + (uint64_t) llround (step));
+    cgq_rng_seed (&r, spec->search.seed, trial, 0x7b7 + (uint64_t)llround (step));
     const s_member_t *donor = donors[cgq_rng_below (&r, nd)];
     json_t *changed = json_object ();
     json_t *params = cgq_pbt_perturb (spec, &x->genome, donor->params, &r, changed);
@@ -544,10 +537,9 @@ cgq_searcher_pbt_checkpoint (cgq_searcher_t *self, uint64_t trial, const json_t 
     x->exploits++;
     char name[64];
     s_record_name (donor->ckpt, name, sizeof name);
-    json_t *lineage = json_pack ("{s:I, s:I, s:O, s:s, s:o}", "parent", (json_int_t) donor->id,
-                                 "replaces", (json_int_t) trial, "step",
-                                 json_object_get (donor->ckpt, "step"), "checkpoint", name,
-                                 "changed", changed);
+    json_t *lineage = json_pack (
+        "{s:I, s:I, s:O, s:s, s:o}", "parent", (json_int_t)donor->id, "replaces", (json_int_t)trial,
+        "step", json_object_get (donor->ckpt, "step"), "checkpoint", name, "changed", changed);
     s_child_t c = {0};
     c.params = params;
     c.lineage = lineage;
@@ -566,8 +558,8 @@ cgq_searcher_pbt_checkpoint (cgq_searcher_t *self, uint64_t trial, const json_t 
     snprintf (d->why, sizeof d->why,
               "in the bottom %zu of %zu scored (score %g at %s %g): continues as trial %llu from "
               "trial %llu's checkpoint %s",
-              k, n, m->score, spec->search.pbt.time_attr, m->t, (unsigned long long) child,
-              (unsigned long long) donor->id, name);
+              k, n, m->score, spec->search.pbt.time_attr, m->t, (unsigned long long)child,
+              (unsigned long long)donor->id, name);
     free (order);
     return 1;
 }

@@ -54,7 +54,7 @@ s_good (uint32_t population, double resample)
 static void
 test_quantile_size (void **state)
 {
-    (void) state;
+    (void)state;
     assert_int_equal (cgq_pbt_quantile_size (0, 0.25), 0);
     assert_int_equal (cgq_pbt_quantile_size (1, 0.25), 0);
     assert_int_equal (cgq_pbt_quantile_size (2, 0.25), 1); // smaller than 1/quantile: 1 each
@@ -69,7 +69,7 @@ test_quantile_size (void **state)
 static void
 test_spec_errors (void **state)
 {
-    (void) state;
+    (void)state;
     char err[512];
     const char *ck = "checkpoint: {store: /tmp/ck}\n";
     struct {
@@ -121,7 +121,7 @@ test_spec_errors (void **state)
 static void
 test_perturb (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_spec_t *spec = s_good (4, 0);
     cgq_genome_t g;
     char err[256];
@@ -168,7 +168,7 @@ test_perturb (void **state)
 static void
 test_resample (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_spec_t *spec = s_good (4, 1);
     cgq_genome_t g;
     char err[256];
@@ -207,7 +207,7 @@ s_record (double epoch, int attempt, int n)
 static void
 test_exploit (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_spec_t *spec = s_good (4, 0.25);
     char err[256];
     cgq_searcher_t *s = cgq_searcher_new (spec, NULL, err, sizeof err);
@@ -223,7 +223,7 @@ test_exploit (void **state)
     assert_null (cgq_searcher_suggest (s, &id)); // waits for an exploit
     assert_false (cgq_searcher_done (s));
     for (uint64_t i = 0; i < 4; i++)
-        cgq_searcher_pbt_report (s, i, 4, (double) i + 1);
+        cgq_searcher_pbt_report (s, i, 4, (double)i + 1);
     cgq_pbt_decision_t d;
     json_t *r = s_record (4, 1, 4);
     // Checkpoints before the interval: no look.
@@ -240,8 +240,7 @@ test_exploit (void **state)
     assert_int_equal (d.child, 4);
     assert_int_equal (json_integer_value (json_object_get (d.lineage, "parent")), 3);
     assert_int_equal (json_integer_value (json_object_get (d.lineage, "replaces")), 0);
-    assert_string_equal (json_string_value (json_object_get (d.lineage, "checkpoint")),
-                         "ckpt-1-4");
+    assert_string_equal (json_string_value (json_object_get (d.lineage, "checkpoint")), "ckpt-1-4");
     // The donor's checkpoint is pinned while the child waits.
     char names[4][64];
     assert_int_equal (cgq_searcher_pbt_pins (s, 3, names, 4), 1);
@@ -295,7 +294,7 @@ test_exploit (void **state)
 static void
 test_ties_and_small (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_spec_t *spec = s_good (2, 0.25);
     char err[256];
     cgq_searcher_t *s = cgq_searcher_new (spec, NULL, err, sizeof err);
@@ -335,7 +334,7 @@ test_ties_and_small (void **state)
 static void
 test_determinism (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_spec_t *spec = s_good (8, 0.25);
     char err[256];
     json_t *runs[3];
@@ -347,13 +346,13 @@ test_determinism (void **state)
         for (int i = 0; i < 8; i++)
             json_array_append_new (all, cgq_searcher_suggest (s, &id));
         for (uint64_t i = 0; i < 8; i++)
-            cgq_searcher_pbt_report (s, i, 4, (double) ((i * 5) % 8));
+            cgq_searcher_pbt_report (s, i, 4, (double)((i * 5) % 8));
         json_t *r = s_record (4, 1, 1);
         cgq_pbt_decision_t d;
         for (uint64_t i = 0; i < 8; i++)
             if (cgq_searcher_pbt_checkpoint (s, i, r, &d))
-                json_array_append_new (all, json_pack ("{s:I, s:I}", "trial", (json_int_t) i,
-                                                       "donor", (json_int_t) d.donor));
+                json_array_append_new (all, json_pack ("{s:I, s:I}", "trial", (json_int_t)i,
+                                                       "donor", (json_int_t)d.donor));
         json_decref (r);
         runs[k] = all;
         cgq_searcher_destroy (&s);

@@ -32,7 +32,7 @@ static cgq_test_redis_t *s_redis;
 static int
 s_setup (void **state)
 {
-    (void) state;
+    (void)state;
     s_redis = cgq_test_redis_start (NULL);
     return s_redis ? 0 : -1;
 }
@@ -40,7 +40,7 @@ s_setup (void **state)
 static int
 s_teardown (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_test_redis_stop (&s_redis);
     return 0;
 }
@@ -112,8 +112,8 @@ s_keep (const coord_t *c, uint64_t trial, uint64_t n, bool *recorded, char *keep
         cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
         assert_non_null (env);
         const Cgq__CheckpointAck *a = env->checkpoint_ack;
-        if (env->body_case == CGQ__ENVELOPE__BODY_CHECKPOINT_ACK && a->task->trial == trial
-            && a->n == n) {
+        if (env->body_case == CGQ__ENVELOPE__BODY_CHECKPOINT_ACK && a->task->trial == trial &&
+            a->n == n) {
             found = true;
             *recorded = a->recorded;
             keep[0] = 0;
@@ -162,7 +162,7 @@ static const char *s_spec = "name: pbt\n"
 static void
 test_exploit_pin_child_restart (void **state)
 {
-    (void) state;
+    (void)state;
     coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
     job_t *j = ct_job (c, 41, s_spec);
     node_t *w = ct_node (c, "w1", 2, 0, 0);
@@ -253,7 +253,7 @@ test_exploit_pin_child_restart (void **state)
 static void
 test_child_retry_keeps_donor (void **state)
 {
-    (void) state;
+    (void)state;
     coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
     freeReplyObject (cgq_store_command (c->store, "FLUSHALL")); // the test before used job 41
     ct_job (c, 41,

@@ -112,14 +112,20 @@ s_record_name (const json_t *rec, char *buf, size_t len)
 
 // --- ranking and perturbation (pure) ------------------------------------------
 
-// s_better: member a ranks above member b (ties: the older trial, lower id).
-static bool
-s_better (const cgq_searcher_t *self, const s_member_t *a, const s_member_t *b)
+// A scored member and its score oriented so that higher is better.
+typedef struct {
+    double key;
+    const s_member_t *m;
+} s_rank_t;
+
+// s_rank_cmp orders best first; ties: the older trial (lower id) first.
+static int
+s_rank_cmp (const void *pa, const void *pb)
 {
-    double sa = a->score * self->spec->search.pbt.mode, sb = b->score * self->spec->search.pbt.mode;
-    if (sa != sb)
-        return sa > sb;
-    return a->id < b->id;
+    const s_rank_t *a = pa, *b = pb;
+    if (a->key != b->key)
+        return a->key > b->key ? -1 : 1;
+    return a->m->id < b->m->id ? -1 : a->m->id > b->m->id;
 }
 
 size_t
@@ -137,17 +143,15 @@ cgq_pbt_quantile_size (size_t n, double fraction)
 static size_t
 s_ranked (const cgq_searcher_t *self, const s_pbt_t *x, const s_member_t **order)
 {
+    s_rank_t *r = cgq_xcalloc (x->nm + 1, sizeof *r);
     size_t n = 0;
-    for (size_t i = 0; i < x->nm; i++) {
-        if (!x->m[i].scored || !isfinite (x->m[i].score))
-            continue;
-        size_t j = n++;
-        while (j > 0 && s_better (self, &x->m[i], order[j - 1])) {
-            order[j] = order[j - 1];
-            j--;
-        }
-        order[j] = &x->m[i];
-    }
+    for (size_t i = 0; i < x->nm; i++)
+        if (x->m[i].scored && isfinite (x->m[i].score))
+            r[n++] = (s_rank_t){x->m[i].score * self->spec->search.pbt.mode, &x->m[i]};
+    qsort (r, n, sizeof *r, s_rank_cmp);
+    for (size_t i = 0; i < n; i++)
+        order[i] = r[i].m;
+    free (r);
     return n;
 }
 
@@ -585,11 +589,16 @@ cgq_searcher_pbt_pins (const cgq_searcher_t *self, uint64_t donor, char names[][
         return 0;
     const s_pbt_t *x = self->impl;
     size_t n = 0;
-    for (size_t i = 0; i < x->nm && n < max; i++)
-        if (x->m[i].pinned && x->m[i].pin_donor == donor)
-            snprintf (names[n++], 64, "%s", x->m[i].pin_name);
-    for (size_t i = 0; i < x->nq && n < max; i++)
-        if (x->q[i].donor == donor)
-            snprintf (names[n++], 64, "%s", x->q[i].pin_name);
+    // Each name once: many children may continue the same checkpoint.
+    for (size_t i = 0; i < x->nm + x->nq && n < max; i++) {
+        const char *name = i < x->nm ? x->m[i].pin_name : x->q[i - x->nm].pin_name;
+        bool pins = i < x->nm ? x->m[i].pinned && x->m[i].pin_donor == donor
+                              : x->q[i - x->nm].donor == donor;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = !strcmp (names[k], name);
+        if (pins && !seen)
+            snprintf (names[n++], 64, "%s", name);
+    }
     return n;
 }

@@ -365,6 +365,35 @@ test_determinism (void **state)
     cgq_spec_destroy (&spec);
 }
 
+// Two children of one donor's checkpoint pin it once.
+static void
+test_pins_once (void **state)
+{
+    (void)state;
+    cgq_spec_t *spec = s_good (8, 0.25);
+    char err[256];
+    cgq_searcher_t *s = cgq_searcher_new (spec, NULL, err, sizeof err);
+    uint64_t id;
+    for (int i = 0; i < 8; i++)
+        json_decref (cgq_searcher_suggest (s, &id));
+    for (uint64_t i = 0; i < 8; i++)
+        cgq_searcher_pbt_report (s, i, 4, (double)i); // 7 best; 0 and 1 bottom
+    json_t *r = s_record (4, 1, 4);
+    cgq_pbt_decision_t d;
+    assert_int_equal (cgq_searcher_pbt_checkpoint (s, 7, r, &d), 0);
+    assert_int_equal (cgq_searcher_pbt_checkpoint (s, 0, r, &d), 1);
+    assert_int_equal (d.donor, 7); // 6 has no checkpoint yet
+    assert_int_equal (cgq_searcher_pbt_checkpoint (s, 1, r, &d), 1);
+    assert_int_equal (d.donor, 7);
+    assert_int_equal (d.child, 9);
+    char names[4][64];
+    assert_int_equal (cgq_searcher_pbt_pins (s, 7, names, 4), 1);
+    assert_int_equal (cgq_searcher_pbt_pins (s, 6, names, 4), 0);
+    json_decref (r);
+    cgq_searcher_destroy (&s);
+    cgq_spec_destroy (&spec);
+}
+
 int
 main (void)
 {
@@ -372,7 +401,7 @@ main (void)
         cmocka_unit_test (test_quantile_size), cmocka_unit_test (test_spec_errors),
         cmocka_unit_test (test_perturb),       cmocka_unit_test (test_resample),
         cmocka_unit_test (test_exploit),       cmocka_unit_test (test_ties_and_small),
-        cmocka_unit_test (test_determinism),
+        cmocka_unit_test (test_determinism),   cmocka_unit_test (test_pins_once),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

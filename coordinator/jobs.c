@@ -982,15 +982,16 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
         cgq_tdebug (t->job->id, t->id, t->attempt, "checkpoint %" PRIu64 " recorded (%s)", m->n,
                     m->step_json);
     }
+    else if (!d.record)
+        cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
+                   "checkpoint %" PRIu64 " from node %s not recorded: %s", m->n, node, d.why);
+    // pbt looks at a trial when it records a checkpoint (search_pbt.c).
     bool exploit = false;
     cgq_pbt_decision_t pd = {0};
     if (d.changed && cgq_searcher_pbt (t->job->searcher)) {
         exploit = cgq_searcher_pbt_checkpoint (t->job->searcher, t->id, d.latest, &pd) == 1;
         t->job->dirty = true; // the searcher's state
     }
-    else if (!d.record)
-        cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
-                   "checkpoint %" PRIu64 " from node %s not recorded: %s", m->n, node, d.why);
     char **names;
     size_t nnames = checkpoint_names (t ? t->ckpts : NULL, &names);
     // pbt: the checkpoints of this trial that children still resume from
@@ -1580,14 +1581,14 @@ jobs_stopped_value (const job_t *j, const json_t *metrics, double *value)
     return true;
 }
 
+static void s_stop_as (coord_t *c, trial_t *t, const char *report, const json_t *metrics,
+                       const char *why, const char *event, const char **extra, int nextra);
+
 // s_early_stopped ends running trial t on the early stopper's word: its
 // last report (metrics, borrowed) is its result, its value goes on the
 // leaderboard when it has one, the searcher observes it, and its node gets
 // a Stop. Like a cancelled one it stays in memory, holding its resources,
 // until the node reports the task stopped.
-static void s_stop_as (coord_t *c, trial_t *t, const char *report, const json_t *metrics,
-                       const char *why, const char *event, const char **extra, int nextra);
-
 static void
 s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metrics,
                  const char *why)

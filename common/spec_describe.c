@@ -183,9 +183,9 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     else if (alg == CGQ_SEARCH_PBT) {
         char q[32], r[32], iv[32];
         fprintf (f,
-                 "search: pbt, population %u, seed %llu, concurrency %s: every %s %s a trial "
-                 "with a checkpoint is ranked by %s (%s); the bottom %s copy the top %s and "
-                 "perturb",
+                 "search: pbt, population %u, seed %llu, concurrency %s: a trial that checkpoints "
+                 "%s (of %s) after its last look is ranked by %s (%s); the bottom %s copy the "
+                 "top %s and perturb",
                  self->search.population, (unsigned long long) self->search.seed, conc,
                  cgq_fmt_double (iv, self->search.pbt.interval), self->search.pbt.time_attr,
                  self->search.pbt.metric, self->search.pbt.mode > 0 ? "max" : "min",
@@ -285,7 +285,11 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     uint64_t points = self->search.samples ? self->search.samples : 1;
     if (cgq_space_count (self, &total) == 0)
         points = total / points;
-    if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID && cgq_space_count (self, &total) == 0)
+    if (alg == CGQ_SEARCH_PBT)
+        fprintf (f, "trials: %u, and one more per exploit (not known up front)\n",
+                 self->search.population);
+    else if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID &&
+             cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu\n", (unsigned long long) total);
     else if (cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu (%llu grid point(s) x %llu)\n", (unsigned long long) total,

@@ -7,7 +7,7 @@ cgq.checkpoint():
   x0.8 per epoch): a trial's score grows each epoch by how close its lr is
   to the optimum of that epoch. No fixed lr is good for long; PBT, which
   copies the best members' state and perturbs their lr, beats random search
-  of at least the same budget (10 trials of 16 epochs against a population
+  of at least the same budget (12 trials of 16 epochs against a population
   of 8; every epoch any process ran is counted; mean of the best over 5
   seeds). A fixed lr cannot score more than about 4.8 here. Every
   exploited trial's child resumes from its donor's checkpoint (its state
@@ -166,7 +166,7 @@ class PbtTest(CgqTestCase):
         for seed in (1, 2, 3, 4, 5):
             for kind in ("pbt", "random"):
                 search = (pbt_search(seed) if kind == "pbt" else
-                          "{algorithm: random, samples: 10, seed: %d}" % seed)
+                          "{algorithm: random, samples: 12, seed: %d}" % seed)
                 j, d = self.run_job(c, "%s-%d" % (kind, seed), search)
                 best[kind].append(float(c.job(j)["best_value"]))
                 # Every epoch any trial process ran (an exploited one's too).
@@ -178,8 +178,9 @@ class PbtTest(CgqTestCase):
         mean = {k: sum(v) / len(v) for k, v in best.items()}
         print("best acc per seed: %s; mean %s; epochs run %s" % (best, mean, ran))
         self.assertGreater(mean["pbt"], mean["random"] * 1.1, (best, mean))
-        # The same budget: PBT ran no more epochs than random search (10 x 16 per seed; PBT's
-        # 8 x 16 plus what an exploited trial ran past the step its child resumed from).
+        # At least the same budget for random search: PBT ran no more epochs (random: 12 x 16
+        # per seed; PBT: 8 x 16 plus what each exploited trial ran past the step its child
+        # resumed from, which grows with the exploits: 90 to 160 per seed seen).
         self.assertLessEqual(ran["pbt"], ran["random"], ran)
         # cgq results shows the lineage.
         r = c.cgq("results", str(last_pbt))

@@ -177,6 +177,12 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // (a JSON array of those, at most checkpoint.keep; empty or absent: none).
 #define CGQ_TF_CHECKPOINT "checkpoint"
 #define CGQ_TF_CHECKPOINTS "checkpoints"
+// pbt: a child's lineage (JSON {"parent": donor, "replaces", "step", "checkpoint",
+// "changed": {"lr": [old, new]}}), its parent (the donor's id), and an
+// exploited trial's end (JSON {"by": child, "donor", "step"}).
+#define CGQ_TF_LINEAGE "lineage"
+#define CGQ_TF_PARENT "parent"
+#define CGQ_TF_EXPLOITED "exploited"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -313,6 +319,10 @@ typedef struct {
     // ... and each finished stage's run ({"train": {"attempt", "node",
     // "started", "finished", "duration", "trial_dir"}}, owned), NULL otherwise.
     json_t *runs;
+    // pbt: a child's lineage ({"parent", "replaces", "step", "checkpoint",
+    // "changed"}), an exploited trial's end ({"by", "donor", "step"}); owned,
+    // NULL otherwise.
+    json_t *lineage, *exploited;
 } cgq_trial_rec_t;
 
 typedef struct {

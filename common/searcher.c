@@ -122,6 +122,7 @@ static const struct {
     {CGQ_SEARCH_CMAES, &cgq_search_cmaes_ops},
     {CGQ_SEARCH_BAYES, &cgq_search_bayes_ops},
     {CGQ_SEARCH_EXTERNAL, &cgq_search_external_ops},
+    {CGQ_SEARCH_PBT, &cgq_search_pbt_ops},
 };
 
 cgq_searcher_t *

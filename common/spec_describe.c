@@ -180,6 +180,21 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         fprintf (f, "search: list, %zu point(s)%s%s, concurrency %s\n",
                  json_array_size (self->search.points), self->search.file ? " from " : "",
                  self->search.file ? self->search.file : "", conc);
+    else if (alg == CGQ_SEARCH_PBT) {
+        char q[32], r[32], iv[32];
+        fprintf (f,
+                 "search: pbt, population %u, seed %llu, concurrency %s: a trial that checkpoints "
+                 "%s (of %s) after its last look is ranked by %s (%s); the bottom %s copy the "
+                 "top %s and perturb",
+                 self->search.population, (unsigned long long) self->search.seed, conc,
+                 cgq_fmt_double (iv, self->search.pbt.interval), self->search.pbt.time_attr,
+                 self->search.pbt.metric, self->search.pbt.mode > 0 ? "max" : "min",
+                 cgq_fmt_double (q, self->search.pbt.quantile), q);
+        for (size_t i = 0; i < self->search.pbt.nmutations; i++)
+            fprintf (f, "%s%s", i ? ", " : " ", self->params[self->search.pbt.mutations[i]].name);
+        fprintf (f, " (resampled with probability %s)\n",
+                 cgq_fmt_double (r, self->search.pbt.resample));
+    }
     else if (alg == CGQ_SEARCH_EXTERNAL)
         fprintf (f,
                  "search: external (the params come from a searcher process: cgq "
@@ -270,7 +285,11 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     uint64_t points = self->search.samples ? self->search.samples : 1;
     if (cgq_space_count (self, &total) == 0)
         points = total / points;
-    if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID && cgq_space_count (self, &total) == 0)
+    if (alg == CGQ_SEARCH_PBT)
+        fprintf (f, "trials: %u, and one more per exploit (not known up front)\n",
+                 self->search.population);
+    else if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID &&
+             cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu\n", (unsigned long long) total);
     else if (cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu (%llu grid point(s) x %llu)\n", (unsigned long long) total,

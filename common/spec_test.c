@@ -827,7 +827,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, tpe, cmaes, list, external)");
+                    "nsga2, bayes, tpe, cmaes, list, external, pbt)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -1100,7 +1100,7 @@ t_search_tpe (void **state)
     s_expect_error (TRIAL "search: {algorithm: tpe, population: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 26,
-                    "search.population applies to algorithm evolution, nsga2, not tpe (remove it, "
+                    "search.population applies to algorithm evolution, nsga2, pbt, not tpe (remove it, "
                     "or set algorithm: evolution)");
     s_expect_error (TRIAL "search: {algorithm: bayes, multivariate: true}\nobjective: {metric: a, "
                           "mode: max}\n",
@@ -1198,7 +1198,7 @@ static void
 t_err_search_new (void **state)
 {
     s_expect_error (TRIAL "search: {algorithm: random, population: 5}\n", 2, 29,
-                    "search.population applies to algorithm evolution, nsga2, not random");
+                    "search.population applies to algorithm evolution, nsga2, pbt, not random");
     s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
@@ -1242,7 +1242,7 @@ t_err_search_new (void **state)
     // external reads samples, concurrency and fail_fast: nothing about how to search.
     s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
                     "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, cmaes, "
-                    "not external");
+                    "pbt, not external");
 }
 
 static void

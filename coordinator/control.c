@@ -156,6 +156,8 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     }
     c->max_job_id = id;
 
+    if (cgq_searcher_pbt (searcher))
+        total = 0; // not known up front: each exploit adds a trial
     job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
     jobs_submitted (c, j, yaml, path, total);
 
@@ -399,6 +401,13 @@ s_update_samples (coord_t *c, job_t *j, uint64_t samples, char *msg, size_t msgl
     cgq_spec_t *spec = j->spec;
     cgq_search_alg_t alg = spec->search.algorithm;
     const char *name = cgq_spec_search_name (alg);
+    if (alg == CGQ_SEARCH_PBT) {
+        snprintf (msg, msglen,
+                  "job %llu searches with algorithm pbt: its size is search.population and the "
+                  "exploits, not samples (change --concurrency only, or submit a new job)",
+                  (unsigned long long) j->id);
+        return -1;
+    }
     if (alg == CGQ_SEARCH_GRID || alg == CGQ_SEARCH_LIST) {
         snprintf (msg, msglen,
                   "job %llu searches with algorithm %s: its trials are the %s of its space, so "

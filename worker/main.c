@@ -206,6 +206,17 @@ s_start (void *arg, const Cgq__Assign *a, const char *restored, const char *resu
          const char *notes)
 {
     s_worker_t *w = arg;
+    if (!restored && a->resume_required) {
+        // A PBT child: starting it from zero would run the donor's perturbed
+        // params on an untrained model and call it the donor's continuation.
+        char *e = cgq_xasprintf ("cannot start: the checkpoint this trial continues from could not "
+                                 "be restored, and it must not start afresh (%s)",
+                                 notes ? notes : "none named");
+        cgq_twarn (a->task->job, a->task->trial, a->task->attempt, "%s", e);
+        cgq_link_result (w->link, cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED, NULL, e));
+        free (e);
+        return;
+    }
     cgq_task_opts_t opts = {
         .workdir = w->workdir,
         .log_cap = w->cfg.log_cap,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt_store.h"
 #include "log.h"
 #include "util.h"
 
@@ -90,7 +91,7 @@ s_restore (cgq_seal_job_t *job)
         cgq_buf_printf (&notes, "%scheckpoint %s (step %s, sealed on %s, %s) not used: %s",
                         notes.len ? "\n" : "", name, c->step_json ? c->step_json : "{}",
                         c->host && *c->host ? c->host : "?", c->path, why);
-        if (access (c->path, F_OK) < 0 && errno == ENOENT)
+        if (!cgq_ckpt_store_is_url (c->path) && access (c->path, F_OK) < 0 && errno == ENOENT)
             cgq_buf_printf (&notes, " (a store only its worker sees: set checkpoint.store "
                                     "to a directory every worker shares)");
     }
@@ -116,7 +117,9 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
                                        job->nkeep);
         break;
     case CGQ_REMOVE:
-        if (job->src && cgq_ckpt_rm_tree (job->src) < 0) {
+        if (job->src && cgq_ckpt_store_is_url (job->src)) // a refused one over HTTP
+            job->rc = cgq_ckpt_delete (job->src, job->err, sizeof job->err);
+        else if (job->src && cgq_ckpt_rm_tree (job->src) < 0) {
             snprintf (job->err, sizeof job->err, "cannot remove %s: %s", job->src,
                       strerror (errno));
             job->rc = -1;

@@ -236,6 +236,7 @@ s_start (void *arg, const Cgq__Assign *a, const char *restored, const char *resu
     w->tasks = cgq_xrealloc (w->tasks, (w->n_tasks + 1) * sizeof *w->tasks);
     w->tasks[w->n_tasks++] = task;
     cgq_checkpoints_started (w->ckpts, task, a->checkpoint_store);
+    cgq_checkpoints_inherited (w->ckpts, task, a->resume, a->n_resume);
 }
 
 // s_starting says whether task waits for its checkpoint's restore here.

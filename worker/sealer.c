@@ -66,6 +66,9 @@ cgq_seal_job_free (cgq_seal_job_t **job_p)
     for (size_t i = 0; i < job->nkeep; i++)
         free (job->keep[i]);
     free (job->keep);
+    for (size_t i = 0; i < job->nextra; i++)
+        free (job->extra[i]);
+    free (job->extra);
     cgq_ckpt_info_fini (&job->info);
     free (job->notes);
     free (job);
@@ -115,6 +118,9 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
     case CGQ_PRUNE:
         job->removed = cgq_ckpt_prune (job->trial_store, job->ref.attempt, job->n, job->keep,
                                        job->nkeep);
+        for (size_t i = 0; i < job->nextra; i++)
+            if (cgq_ckpt_delete (job->extra[i], job->err, sizeof job->err) == 0)
+                job->removed++;
         break;
     case CGQ_REMOVE:
         if (job->src && cgq_ckpt_store_is_url (job->src)) // a refused one over HTTP

@@ -40,6 +40,8 @@ typedef struct cgq_seal_job_s {
     char *dst;          // RESTORE
     char **keep;        // PRUNE
     size_t nkeep;
+    char **extra;       // PRUNE: checkpoints (paths) to delete as well
+    size_t nextra;
     // Outcome: rc 0 or -1 with err; SEAL: info; RESTORE: used (index into
     // cands, -1: none passed) and notes ("\n"-separated lines for the
     // trial's log: why a candidate was not used); PRUNE: removed.

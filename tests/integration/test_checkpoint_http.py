@@ -128,6 +128,11 @@ class CheckpointHttpTest(CgqTestCase):
         c.wait_value(lambda: sorted(n for n in os.listdir(tdir) if n.startswith("ckpt-2-")),
                      lambda names: names == ["ckpt-2-%d" % last["n"]], 20,
                      "only the last of attempt 2 kept")
+        # The one attempt 2 resumed from (an HTTP store is not listed: the
+        # worker deletes it by name once the coordinator no longer names it).
+        c.wait_value(lambda: os.path.exists(os.path.join(tdir, name, "manifest")),
+                     lambda there: not there, 20, "the inherited %s deleted" % name)
+        self.assertFalse(os.path.exists(os.path.join(tdir, name, "files", "state.json")))
         self.assertEqual(int(c.job(j).get("checkpoint_bytes", "0")), last["size"])
 
     def test_corrupted_body_is_never_used(self):

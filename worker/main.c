@@ -564,6 +564,7 @@ s_setup (s_worker_t *w)
             fprintf (stderr, S_PROG ": --checkpoint-token-file: %s\n", terr);
             return 2;
         }
+        unsetenv ("CGQ_CHECKPOINT_TOKEN"); // not handed down to the trials
         cgq_ckpt_store_opts_t so = {.token = tok, .retries = (uint32_t) -1};
         cgq_ckpt_store_setup (&so);
         if (tok)

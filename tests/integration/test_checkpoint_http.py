@@ -39,13 +39,17 @@ class CheckpointHttpTest(CgqTestCase):
         self.addCleanup(self.store.stop)
         self.tokfile = self.cluster.write_file("token", TOKEN + "\n", mode=0o600)
 
-    def worker(self, wid):
-        self.cluster.start_worker(wid, cpus=1, extra=("--checkpoint-token-file", self.tokfile))
+    def worker(self, wid, extra=()):
+        self.cluster.start_worker(wid, cpus=1,
+                                  extra=("--checkpoint-token-file", self.tokfile) + tuple(extra))
 
     def job(self, epochs=10, sleep="0.4", keep=1, retries=0, url=None):
         c = self.cluster
         c.write_file("ckpt_trial.py", TRIAL)
-        ckpt = "checkpoint: {store: '%s', keep: %d}" % (url or self.store.url + "/ck/", keep)
+        if url == "":  # the workers' default store
+            ckpt = "checkpoint: {keep: %d}" % keep
+        else:
+            ckpt = "checkpoint: {store: '%s', keep: %d}" % (url or self.store.url + "/ck/", keep)
         spec = SPEC % dict(clients=CLIENTS, epochs=epochs, sleep=sleep, big=0, ckpt=ckpt)
         spec = spec.replace("timeout: 2m", "timeout: 2m\n  retries: %d" % retries)
         return c.submit(c.write_file("ckpt.yaml", spec))
@@ -139,16 +143,19 @@ class CheckpointHttpTest(CgqTestCase):
         c = self.cluster
         c.start_redis()
         c.start_coordinator(extra=("--durable-after", "200ms"))
-        self.worker("w1")
-        j = self.job(keep=2)
+        # Here the store is the workers' default (--checkpoint-store URL).
+        default = ("--checkpoint-store", self.store.url + "/dflt")
+        self.worker("w1", default)
+        j = self.job(keep=2, url="")
         c.wait_value(lambda: self.record(j), lambda r: r and r["step"]["epoch"] >= 4, 60,
                      "a checkpoint at epoch 4 recorded")
         c.workers["w1"].kill9()
         time.sleep(0.3)
         newest, older = json.loads(c.trial(j, 0)["checkpoints"])
+        self.assertTrue(newest["path"].startswith(self.store.url + "/dflt/job-%d/" % j), newest)
         # The store is intact; what it sends of the newest's blob is not.
         self.store.corrupt = "/ckpt-1-%d/files/sub/blob.bin" % newest["n"]
-        self.worker("w2")
+        self.worker("w2", default)
         job = c.wait_job(j, 90)
         self.assertEqual(job.get("state"), "finished", job)
         runs = self.runs()
@@ -183,6 +190,28 @@ class CheckpointHttpTest(CgqTestCase):
         # 507 is not retried by the worker: one PUT per attempt's first file.
         puts = [r for r in self.store.requests if r[0] == "PUT"]
         self.assertEqual([r[2] for r in puts], [507, 507], puts)
+
+    def test_dropped_connections_are_retried(self):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        self.worker("w1")
+        # The first two requests (the first file's PUT) get no answer: the
+        # worker tries again, the seal and the job go through.
+        self.store.drop = 2
+        j = self.job(epochs=2, sleep="0.1")
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("state"), "finished", job)
+        self.assertEqual(c.trial(j, 0).get("attempt"), "1")
+        first = self.store.requests[:3]
+        self.assertEqual([(m, code) for m, _, code, _ in first],
+                         [("PUT", 0), ("PUT", 0), ("PUT", 201)], first)
+        self.assertEqual(first[0][1], first[2][1])
+        with open(os.path.join(c.workers["w1"].err_path)) as f:
+            self.assertIn("attempt 2 of 4", f.read())
+        rec = self.record(j)
+        with open(os.path.join(self.local(rec["path"]), "manifest"), "rb") as f:
+            self.assertEqual(rec["sha256"], hashlib.sha256(f.read()).hexdigest())
 
     def test_unreachable_store_on_resume_starts_afresh(self):
         c = self.cluster

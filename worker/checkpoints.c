@@ -450,6 +450,9 @@ s_sealed (cgq_checkpoints_t *self, cgq_seal_job_t *job)
                    job->n, job->step_json, job->err);
         if (t->live && !t->failed) {
             t->failed = true;
+            // The task's seals still queued would each wait on the same
+            // store: they are dropped, so that its end is not held up.
+            cgq_sealer_cancel (self->sealer, r);
             char *e = cgq_xasprintf ("cannot seal checkpoint %" PRIu64 " (step %s) into the "
                                      "checkpoint store %s: %s",
                                      job->n, job->step_json, t->store, job->err);

@@ -17,6 +17,7 @@
 #include "log.h"
 
 #define S_CHUNK (1u << 20)
+#define S_FLOOR_BPS 65536 // the slowest average a whole request may go at
 
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static cgq_ckpt_store_opts_t s_opts = {.retries = (uint32_t) -1};
@@ -315,6 +316,12 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
         curl_easy_setopt (h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
         curl_easy_setopt (h, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt (h, CURLOPT_LOW_SPEED_TIME, stall_s);
+        // A backstop for what the stall check misses (a server that takes the
+        // body and never answers): the whole request within the stall time
+        // plus its bytes at S_FLOOR_BPS.
+        uint64_t bytes = m == S_PUT ? put_len : m == S_GET && io->max != UINT64_MAX ? io->max : 0;
+        curl_easy_setopt (h, CURLOPT_TIMEOUT_MS,
+                          (long) (stall_s * 1000 + (bytes / S_FLOOR_BPS) * 1000));
         curl_easy_setopt (h, CURLOPT_ERRORBUFFER, cerr);
         curl_easy_setopt (h, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt (h, CURLOPT_USERAGENT, "cgq-worker/" CGQ_VERSION);
@@ -357,10 +364,12 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
             snprintf (err, errlen, "GET %s: cannot write what came: %s", url,
                       strerror (io->write_errno));
         else if (cc != CURLE_OK) {
-            if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST
-                || cc == CURLE_OPERATION_TIMEDOUT)
+            if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
                 hint = " (the checkpoint store is unreachable: is it running, and is its URL "
                        "in checkpoint.store or the worker's --checkpoint-store right?)";
+            else if (cc == CURLE_OPERATION_TIMEDOUT)
+                hint = " (the checkpoint store did not answer in time: is it up and not "
+                       "overloaded? the worker's --checkpoint-stall is how long it waits)";
             snprintf (err, errlen, "%s %s: %s%s", s_method_name (m), url,
                       *cerr ? cerr : curl_easy_strerror (cc), hint);
         }

@@ -40,6 +40,7 @@ typedef struct {
     char *workdir;
     char *checkpoint_store;
     char *checkpoint_token_file; // an HTTP(S) store's bearer token (ckpt_store.h)
+    int64_t checkpoint_stall_ms;  // an HTTP(S) store's transfer without a byte this long ends
     uint64_t log_cap;
     uint64_t max_report_line;
     int64_t kill_grace_ms;
@@ -77,6 +78,11 @@ static const cgq_opt_t s_opts[] = {
      "a file whose first line is the bearer token for an HTTP(S) checkpoint store "
      "(CGQ_CHECKPOINT_TOKEN, the token itself, wins when set)",
      0, 0},
+    {"checkpoint-stall", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, checkpoint_stall_ms), "30s",
+     NULL,
+     "a request to an HTTP(S) checkpoint store that moves no byte for this long is given up "
+     "(and tried again, 3 times at most)",
+     1000, 3600000},
     {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", "CGQ_LOG_CAP",
      "cap of each trial's stdout/stderr log file (0: none)", 0, 0},
     {"max-report-line", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, max_report_line), "1M",
@@ -565,7 +571,9 @@ s_setup (s_worker_t *w)
             return 2;
         }
         unsetenv ("CGQ_CHECKPOINT_TOKEN"); // not handed down to the trials
-        cgq_ckpt_store_opts_t so = {.token = tok, .retries = (uint32_t) -1};
+        cgq_ckpt_store_opts_t so = {.token = tok,
+                                    .retries = (uint32_t) -1,
+                                    .stall_s = (double) w->cfg.checkpoint_stall_ms / 1000.0};
         cgq_ckpt_store_setup (&so);
         if (tok)
             memset (tok, 0, strlen (tok));

@@ -109,6 +109,13 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
     job->rc = 0;
     switch (job->kind) {
     case CGQ_SEAL:
+        if (job->cancelled) {
+            cgq_ckpt_rm_tree (job->src);
+            snprintf (job->err, sizeof job->err,
+                      "not sealed: an earlier checkpoint of this attempt could not be");
+            job->rc = -1;
+            break;
+        }
         job->rc = cgq_ckpt_seal (job->src, job->trial_store, job->ref.attempt, job->n,
                                  &job->info, job->err, sizeof job->err);
         break;
@@ -226,6 +233,17 @@ cgq_sealer_push (cgq_sealer_t *self, cgq_seal_job_t *job)
     }
     s_append (&self->todo, &self->todo_tail, job);
     pthread_cond_signal (&self->cv);
+    pthread_mutex_unlock (&self->mu);
+}
+
+void
+cgq_sealer_cancel (cgq_sealer_t *self, const Cgq__TaskRef *ref)
+{
+    pthread_mutex_lock (&self->mu);
+    for (cgq_seal_job_t *j = self->todo; j; j = j->next)
+        if (j->kind == CGQ_SEAL && j->ref.job == ref->job && j->ref.trial == ref->trial
+            && j->ref.stage == ref->stage && j->ref.attempt == ref->attempt)
+            j->cancelled = true;
     pthread_mutex_unlock (&self->mu);
 }
 

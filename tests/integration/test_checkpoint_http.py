@@ -213,6 +213,29 @@ class CheckpointHttpTest(CgqTestCase):
         with open(os.path.join(self.local(rec["path"]), "manifest"), "rb") as f:
             self.assertEqual(rec["sha256"], hashlib.sha256(f.read()).hexdigest())
 
+    def test_stalled_store_fails_the_trial_in_bounded_time(self):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        # A store that takes 3 s to answer, a worker that gives up on a
+        # request after 1 s without a byte: 4 tries (1 + 3 retries) and the
+        # attempt fails with why, well before its timeout.
+        self.worker("w1", ("--checkpoint-stall", "1s"))
+        self.store.slow_s = 3.0
+        t0 = time.monotonic()
+        j = self.job(epochs=40, sleep="0.5")
+        job = c.wait_job(j, 60)
+        took = time.monotonic() - t0
+        t = c.trial(j, 0)
+        self.assertEqual(t.get("state"), "failed", t)
+        err = t.get("error", "")
+        self.assertIn("cannot seal checkpoint 1", err)
+        self.assertIn("PUT %s/ck/job-%d/trial-0/ckpt-1-1/files/" % (self.store.url, j), err)
+        self.assertIn("timed out", err.lower())
+        self.assertIn("did not answer in time", err)
+        self.assertLess(took, 30, "bounded: 4 tries of ~1 s and the pauses")
+        self.assertEqual(job.get("failed"), "1", job)
+
     def test_unreachable_store_on_resume_starts_afresh(self):
         c = self.cluster
         c.start_redis()

@@ -325,9 +325,9 @@ s_gc_job (s_gc_t *g, cgq_store_t *store, const cgq_job_rec_t *j, const char *ext
             }
             if (!ended)
                 continue;
-            const s_rec_t *all[64];
+            const s_rec_t **all = cgq_xcalloc (r.n + 1, sizeof *all);
             size_t nall = 0;
-            for (size_t k = 0; k < r.n && nall < 63; k++)
+            for (size_t k = 0; k < r.n; k++)
                 all[nall++] = &r.v[k];
             if (r.has_latest && !s_named (&r, r.latest.name))
                 all[nall++] = &r.latest;
@@ -339,6 +339,7 @@ s_gc_job (s_gc_t *g, cgq_store_t *store, const cgq_job_rec_t *j, const char *ext
                     s_delete (g, all[k]->path, all[k]->size,
                               "the job ended; not its best trial's latest");
             }
+            free (all);
         }
         for (size_t i = 0; i < ndirs; i++)
             free (dirs[i]);

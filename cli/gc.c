@@ -86,8 +86,8 @@ s_rec_parse (json_t *o, s_rec_t *out)
     snprintf (out->name, sizeof out->name, "%s", slash + 1);
     out->path = cgq_xstrdup (path);
     json_t *s = json_object_get (o, "size");
-    out->size = json_is_integer (s) && json_integer_value (s) > 0 ? (uint64_t) json_integer_value (s)
-                                                                   : 0;
+    out->size =
+        json_is_integer (s) && json_integer_value (s) > 0 ? (uint64_t)json_integer_value (s) : 0;
     return true;
 }
 
@@ -133,10 +133,10 @@ static uint64_t s_du_total;
 static int
 s_du_cb (const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    (void) path;
-    (void) ftw;
+    (void)path;
+    (void)ftw;
     if (flag == FTW_F)
-        s_du_total += (uint64_t) st->st_size;
+        s_du_total += (uint64_t)st->st_size;
     return 0;
 }
 
@@ -153,7 +153,7 @@ static void
 s_delete (s_gc_t *g, const char *path, uint64_t bytes, const char *why)
 {
     char size[32];
-    cgq_show_bytes (size, sizeof size, (double) bytes);
+    cgq_show_bytes (size, sizeof size, (double)bytes);
     if (g->dry) {
         printf ("would delete %s (%s; %s)\n", path, size, why);
         g->freed += bytes;
@@ -162,8 +162,8 @@ s_delete (s_gc_t *g, const char *path, uint64_t bytes, const char *why)
     }
     char err[1024] = "";
     int rc;
-    if (cgq_ckpt_store_is_url (path) || cgq_ckpt_parse_name (strrchr (path, '/') + 1,
-                                                             &(uint32_t) {0}, &(uint64_t) {0}))
+    if (cgq_ckpt_store_is_url (path) ||
+        cgq_ckpt_parse_name (strrchr (path, '/') + 1, &(uint32_t){0}, &(uint64_t){0}))
         rc = cgq_ckpt_delete (path, err, sizeof err);
     else {
         rc = cgq_ckpt_rm_tree (path);
@@ -197,7 +197,7 @@ s_gc_dir (s_gc_t *g, const char *tdir, bool ended, const s_recs_t *r, const char
     if (!d)
         return;
     struct dirent *e;
-    double now = (double) time (NULL);
+    double now = (double)time (NULL);
     while ((e = readdir (d))) {
         const char *name = e->d_name;
         if (!strcmp (name, ".") || !strcmp (name, ".."))
@@ -215,14 +215,15 @@ s_gc_dir (s_gc_t *g, const char *tdir, bool ended, const s_recs_t *r, const char
                 ; // the best trial's latest
             else if (ended)
                 s_delete (g, path, s_du (path), "the job ended; not its best trial's latest");
-            else if (!s_named (r, name) && !(r->has_latest && !strcmp (r->latest.name, name))
-                     && r->has_latest
-                     && (a < r->latest.attempt || (a == r->latest.attempt && n < r->latest.n)))
+            else if (!s_named (r, name) && !(r->has_latest && !strcmp (r->latest.name, name)) &&
+                     r->has_latest &&
+                     (a < r->latest.attempt || (a == r->latest.attempt && n < r->latest.n)))
                 s_delete (g, path, s_du (path), "no record names it, older than the latest");
         }
-        else if (ended && S_ISDIR (st.st_mode)
-                 && (!strncmp (name, ".gone-", 6) || (strlen (name) > 4 && !strcmp (name + strlen (name) - 4, ".tmp")))) {
-            if (now - (double) st.st_mtime >= S_TMP_QUIET_S)
+        else if (ended && S_ISDIR (st.st_mode) &&
+                 (!strncmp (name, ".gone-", 6) ||
+                  (strlen (name) > 4 && !strcmp (name + strlen (name) - 4, ".tmp")))) {
+            if (now - (double)st.st_mtime >= S_TMP_QUIET_S)
                 s_delete (g, path, s_du (path), "a seal or a deletion that did not finish");
             else
                 printf ("left %s: written less than %d s ago\n", path, S_TMP_QUIET_S);
@@ -263,7 +264,7 @@ static char *
 s_dirname (const char *path)
 {
     const char *slash = strrchr (path, '/');
-    return slash ? cgq_xstrndup (path, (size_t) (slash - path)) : cgq_xstrdup (".");
+    return slash ? cgq_xstrndup (path, (size_t)(slash - path)) : cgq_xstrdup (".");
 }
 
 static int
@@ -271,8 +272,9 @@ s_gc_job (s_gc_t *g, cgq_store_t *store, const cgq_job_rec_t *j, const char *ext
 {
     bool ended = cgq_job_rec_terminal (j);
     printf ("job %" PRIu64 " (%s, %s)%s\n", j->id, j->name, j->state,
-            ended ? "" : ": running, so only checkpoints no record names, older than their "
-                         "trial's latest, are deleted");
+            ended ? ""
+                  : ": running, so only checkpoints no record names, older than their "
+                    "trial's latest, are deleted");
     // The job's own store, as the coordinator renders it for its trials.
     char *spec_store = NULL;
     char err[1024];
@@ -289,9 +291,8 @@ s_gc_job (s_gc_t *g, cgq_store_t *store, const cgq_job_rec_t *j, const char *ext
             free (spec_store);
             return CGQ_EXIT_FAIL;
         }
-        const char *keep = ended && j->has_best && j->best_trial == t && r.has_latest
-                               ? r.latest.name
-                               : NULL;
+        const char *keep =
+            ended && j->has_best && j->best_trial == t && r.has_latest ? r.latest.name : NULL;
         char **dirs = NULL;
         size_t ndirs = 0;
         for (size_t i = 0; i < r.n; i++) {
@@ -349,7 +350,7 @@ s_gc_job (s_gc_t *g, cgq_store_t *store, const cgq_job_rec_t *j, const char *ext
     free (spec_store);
     if (j->checkpoint_bytes && g->freed > freed0 && ended) {
         char b[32];
-        cgq_show_bytes (b, sizeof b, (double) j->checkpoint_bytes);
+        cgq_show_bytes (b, sizeof b, (double)j->checkpoint_bytes);
         printf ("job %" PRIu64 ": its checkpoint_bytes (%s) counts the checkpoints recorded "
                 "when it ran, not what is left in the store\n",
                 j->id, b);
@@ -392,8 +393,8 @@ cgq_cmd_gc (cgq_cli_t *cli)
         redisReply *r = cgq_store_command (store, "ZRANGE %s 0 -1", CGQ_KEY_JOBS);
         for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
             uint64_t id;
-            if (r->element[i]->type == REDIS_REPLY_STRING
-                && cgq_parse_u64 (r->element[i]->str, &id) == 0) {
+            if (r->element[i]->type == REDIS_REPLY_STRING &&
+                cgq_parse_u64 (r->element[i]->str, &id) == 0) {
                 ids = cgq_xrealloc (ids, (nids + 1) * sizeof *ids);
                 ids[nids++] = id;
             }
@@ -417,7 +418,7 @@ cgq_cmd_gc (cgq_cli_t *cli)
         cgq_job_rec_destroy (&j);
     }
     char b[32];
-    cgq_show_bytes (b, sizeof b, (double) g.freed);
+    cgq_show_bytes (b, sizeof b, (double)g.freed);
     printf ("%s %" PRIu64 " bytes (%s) in %" PRIu64 " checkpoint(s) and leftovers%s\n",
             g.dry ? "would free" : "freed", g.freed, b, g.deleted,
             g.failed ? "; some could not be deleted (above)" : "");

@@ -20,7 +20,7 @@
 #define S_FLOOR_BPS 65536 // the slowest average a whole request may go at
 
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
-static cgq_ckpt_store_opts_t s_opts = {.retries = (uint32_t) -1};
+static cgq_ckpt_store_opts_t s_opts = {.retries = (uint32_t)-1};
 static char *s_token;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 
@@ -38,7 +38,7 @@ cgq_ckpt_store_setup (const cgq_ckpt_store_opts_t *opts)
     free (s_token);
     s_token = NULL;
     memset (&s_opts, 0, sizeof s_opts);
-    s_opts.retries = (uint32_t) -1;
+    s_opts.retries = (uint32_t)-1;
     if (opts) {
         s_opts = *opts;
         s_token = opts->token && *opts->token ? cgq_xstrdup (opts->token) : NULL;
@@ -71,8 +71,9 @@ cgq_ckpt_store_token_load (const char *env, const char *file, char *err, size_t 
     }
     fclose (f);
     if (!tok)
-        snprintf (err, errlen, "the checkpoint store token file %s is empty (write the token on "
-                               "its first line)",
+        snprintf (err, errlen,
+                  "the checkpoint store token file %s is empty (write the token on "
+                  "its first line)",
                   file);
     return tok;
 }
@@ -99,8 +100,9 @@ cgq_ckpt_store_valid_url (const char *url, char *why, size_t whylen)
         return false;
     }
     if (memchr (rest, '@', host)) {
-        snprintf (why, whylen, "it holds a user or password (give a token to the worker "
-                               "instead: --checkpoint-token-file or CGQ_CHECKPOINT_TOKEN)");
+        snprintf (why, whylen,
+                  "it holds a user or password (give a token to the worker "
+                  "instead: --checkpoint-token-file or CGQ_CHECKPOINT_TOKEN)");
         return false;
     }
     if (strpbrk (url, "?# \t\r\n")) {
@@ -117,16 +119,16 @@ cgq_ckpt_store_join (const char *base, const char *rel)
     while (bl > 0 && base[bl - 1] == '/')
         bl--;
     if (!cgq_ckpt_store_is_url (base))
-        return cgq_xasprintf ("%.*s/%s", (int) bl, base, rel);
+        return cgq_xasprintf ("%.*s/%s", (int)bl, base, rel);
     cgq_buf_t b;
     cgq_buf_init (&b);
     cgq_buf_append (&b, base, bl);
     cgq_buf_puts (&b, "/");
     static const char keep[] = "-._~/";
-    for (const unsigned char *p = (const unsigned char *) rel; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
-            || strchr (keep, *p))
-            cgq_buf_append (&b, (const char *) p, 1);
+    for (const unsigned char *p = (const unsigned char *)rel; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            strchr (keep, *p))
+            cgq_buf_append (&b, (const char *)p, 1);
         else
             cgq_buf_printf (&b, "%%%02X", *p);
     }
@@ -158,13 +160,13 @@ typedef enum { S_PUT, S_GET, S_DELETE } s_method_t;
 
 // What a request reads from (PUT) or writes into (GET).
 typedef struct {
-    FILE *in;            // PUT of a file
-    const char *mem;     // PUT of bytes
+    FILE *in;        // PUT of a file
+    const char *mem; // PUT of bytes
     size_t mem_len, mem_at;
-    int out_fd;          // GET into a file, or -1
-    cgq_buf_t *out_buf;  // GET into memory
+    int out_fd;         // GET into a file, or -1
+    cgq_buf_t *out_buf; // GET into memory
     size_t out_buf_start;
-    EVP_MD_CTX *md;      // GET: hashed as it comes
+    EVP_MD_CTX *md; // GET: hashed as it comes
     uint64_t got, max;
     bool over, write_failed;
     int write_errno;
@@ -214,7 +216,7 @@ s_write_cb (char *ptr, size_t size, size_t nmemb, void *arg)
                 return 0;
             }
             p += w;
-            left -= (size_t) w;
+            left -= (size_t)w;
         }
     }
     else if (io->out_buf)
@@ -228,8 +230,8 @@ s_write_cb (char *ptr, size_t size, size_t nmemb, void *arg)
 static size_t
 s_discard_cb (char *ptr, size_t size, size_t nmemb, void *arg)
 {
-    (void) ptr;
-    (void) arg;
+    (void)ptr;
+    (void)arg;
     return size * nmemb;
 }
 
@@ -245,12 +247,9 @@ s_transient (CURLcode rc, long http)
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
     case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-        return true;
-    case CURLE_OK:
-        return (http >= 500 && http != 507) || http == 429;
-    default:
-        return false;
+    case CURLE_PARTIAL_FILE: return true;
+    case CURLE_OK: return (http >= 500 && http != 507) || http == 429;
+    default: return false;
     }
 }
 
@@ -288,9 +287,9 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
     cgq_ckpt_store_opts_t o = s_opts;
     char *auth = s_token ? cgq_xasprintf ("Authorization: Bearer %s", s_token) : NULL;
     pthread_mutex_unlock (&s_mu);
-    uint32_t retries = o.retries == (uint32_t) -1 ? 3 : o.retries;
-    long connect_ms = (long) ((o.connect_timeout_s > 0 ? o.connect_timeout_s : 10) * 1000);
-    long stall_s = (long) (o.stall_s > 0 ? o.stall_s + 0.999 : 30);
+    uint32_t retries = o.retries == (uint32_t)-1 ? 3 : o.retries;
+    long connect_ms = (long)((o.connect_timeout_s > 0 ? o.connect_timeout_s : 10) * 1000);
+    long stall_s = (long)(o.stall_s > 0 ? o.stall_s + 0.999 : 30);
     uint32_t base_ms = o.retry_base_ms ? o.retry_base_ms : 250;
     int rc = -1;
     for (uint32_t attempt = 1;; attempt++) {
@@ -321,7 +320,7 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
         // plus its bytes at S_FLOOR_BPS.
         uint64_t bytes = m == S_PUT ? put_len : m == S_GET && io->max != UINT64_MAX ? io->max : 0;
         curl_easy_setopt (h, CURLOPT_TIMEOUT_MS,
-                          (long) (stall_s * 1000 + (bytes / S_FLOOR_BPS) * 1000));
+                          (long)(stall_s * 1000 + (bytes / S_FLOOR_BPS) * 1000));
         curl_easy_setopt (h, CURLOPT_ERRORBUFFER, cerr);
         curl_easy_setopt (h, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt (h, CURLOPT_USERAGENT, "cgq-worker/" CGQ_VERSION);
@@ -329,7 +328,7 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
             curl_easy_setopt (h, CURLOPT_UPLOAD, 1L);
             curl_easy_setopt (h, CURLOPT_READFUNCTION, s_read_cb);
             curl_easy_setopt (h, CURLOPT_READDATA, io);
-            curl_easy_setopt (h, CURLOPT_INFILESIZE_LARGE, (curl_off_t) put_len);
+            curl_easy_setopt (h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)put_len);
             curl_easy_setopt (h, CURLOPT_WRITEFUNCTION, s_discard_cb);
         }
         else if (m == S_GET) {
@@ -358,8 +357,8 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
             snprintf (err, errlen, "%s %s: stopped (the worker is shutting down)",
                       s_method_name (m), url);
         else if (io->over)
-            snprintf (err, errlen, "GET %s: more than the %llu bytes expected came",
-                      url, (unsigned long long) io->max);
+            snprintf (err, errlen, "GET %s: more than the %llu bytes expected came", url,
+                      (unsigned long long)io->max);
         else if (io->write_failed)
             snprintf (err, errlen, "GET %s: cannot write what came: %s", url,
                       strerror (io->write_errno));
@@ -382,16 +381,16 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
                        "--checkpoint-token-file or CGQ_CHECKPOINT_TOKEN)";
             else if (http == 404 && m == S_GET)
                 hint = " (not in the store)";
-            snprintf (err, errlen, "%s %s: the store answered HTTP %ld%s", s_method_name (m),
-                      url, http, hint);
+            snprintf (err, errlen, "%s %s: the store answered HTTP %ld%s", s_method_name (m), url,
+                      http, hint);
         }
-        if (s_aborted () || io->over || io->write_failed || !s_transient (cc, http)
-            || attempt > retries)
+        if (s_aborted () || io->over || io->write_failed || !s_transient (cc, http) ||
+            attempt > retries)
             break;
-        uint64_t pause = (uint64_t) base_ms << (attempt - 1 < 10 ? attempt - 1 : 10);
+        uint64_t pause = (uint64_t)base_ms << (attempt - 1 < 10 ? attempt - 1 : 10);
         cgq_warn ("checkpoint store: %s (attempt %u of %u; again in %llu ms)", err, attempt,
-                  retries + 1, (unsigned long long) pause);
-        struct timespec ts = {(time_t) (pause / 1000), (long) (pause % 1000) * 1000000};
+                  retries + 1, (unsigned long long)pause);
+        struct timespec ts = {(time_t)(pause / 1000), (long)(pause % 1000) * 1000000};
         while (nanosleep (&ts, &ts) < 0 && errno == EINTR)
             ;
     }
@@ -421,7 +420,7 @@ cgq_ckpt_store_put_file (const char *loc, const char *local, char *err, size_t e
         return -1;
     }
     s_io_t io = {.in = f, .out_fd = -1};
-    int rc = s_http (S_PUT, loc, &io, (uint64_t) st.st_size, err, errlen);
+    int rc = s_http (S_PUT, loc, &io, (uint64_t)st.st_size, err, errlen);
     fclose (f);
     return rc;
 }
@@ -447,7 +446,7 @@ cgq_ckpt_store_put_mem (const char *loc, const void *data, size_t len, char *err
                 return -1;
             }
             p += w;
-            left -= (size_t) w;
+            left -= (size_t)w;
         }
         if (fsync (fd) < 0 || close (fd) < 0) {
             snprintf (err, errlen, "cannot write %s: %s", loc, strerror (errno));
@@ -481,10 +480,10 @@ cgq_ckpt_store_get_mem (const char *loc, uint64_t max, cgq_buf_t *out, char *err
             }
             if (n <= 0)
                 break;
-            cgq_buf_append (out, buf, (size_t) n);
+            cgq_buf_append (out, buf, (size_t)n);
             if (out->len - start > max) {
                 snprintf (err, errlen, "%s is larger than %llu bytes", loc,
-                          (unsigned long long) max);
+                          (unsigned long long)max);
                 rc = -1;
                 break;
             }
@@ -527,7 +526,7 @@ cgq_ckpt_store_get_file (const char *loc, const char *local, uint64_t max, char 
             }
             if (n <= 0)
                 break;
-            if (s_write_cb (buf, 1, (size_t) n, &io) != (size_t) n) {
+            if (s_write_cb (buf, 1, (size_t)n, &io) != (size_t)n) {
                 snprintf (err, errlen, "%s: %s", loc,
                           io.over ? "larger than expected" : strerror (io.write_errno));
                 rc = -1;

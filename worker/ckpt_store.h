@@ -23,7 +23,7 @@
 #include "util.h"
 
 typedef struct {
-    const char *token;       // bearer token, or NULL (copied)
+    const char *token;        // bearer token, or NULL (copied)
     double connect_timeout_s; // 0: 10 s
     double stall_s;           // no byte for this long ends a transfer; 0: 30 s
     uint32_t retries;         // extra attempts after a transient failure; (uint32_t) -1: 3

@@ -29,7 +29,7 @@
 static void
 test_urls (void **state)
 {
-    (void) state;
+    (void)state;
     char why[256];
     assert_true (cgq_ckpt_store_is_url ("http://h/p"));
     assert_true (cgq_ckpt_store_is_url ("https://h"));
@@ -57,7 +57,7 @@ test_urls (void **state)
 static void
 test_token (void **state)
 {
-    (void) state;
+    (void)state;
     char dir[64], err[512];
     assert_int_equal (cgq_test_tmpdir (dir, sizeof dir, "ckpt-store-test"), 0);
     char *file = cgq_xasprintf ("%s/token", dir);
@@ -91,7 +91,7 @@ test_token (void **state)
 static void
 test_dir (void **state)
 {
-    (void) state;
+    (void)state;
     char dir[64], err[512], hex[65];
     assert_int_equal (cgq_test_tmpdir (dir, sizeof dir, "ckpt-store-test"), 0);
     char *a = cgq_xasprintf ("%s/a", dir), *b = cgq_xasprintf ("%s/b", dir),
@@ -125,9 +125,9 @@ s_dead_port (void)
 {
     int fd = socket (AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK)};
-    assert_int_equal (bind (fd, (struct sockaddr *) &sa, sizeof sa), 0);
+    assert_int_equal (bind (fd, (struct sockaddr *)&sa, sizeof sa), 0);
     socklen_t len = sizeof sa;
-    getsockname (fd, (struct sockaddr *) &sa, &len);
+    getsockname (fd, (struct sockaddr *)&sa, &len);
     close (fd);
     return ntohs (sa.sin_port);
 }
@@ -135,9 +135,9 @@ s_dead_port (void)
 static void
 test_unreachable (void **state)
 {
-    (void) state;
-    cgq_ckpt_store_opts_t o = {.token = "t0ps3cret", .connect_timeout_s = 1, .retries = 2,
-                               .retry_base_ms = 20};
+    (void)state;
+    cgq_ckpt_store_opts_t o = {
+        .token = "t0ps3cret", .connect_timeout_s = 1, .retries = 2, .retry_base_ms = 20};
     cgq_ckpt_store_setup (&o);
     char *url = cgq_xasprintf ("http://127.0.0.1:%d/ck/manifest", s_dead_port ());
     char err[1024];
@@ -147,7 +147,7 @@ test_unreachable (void **state)
     clock_gettime (CLOCK_MONOTONIC, &t0);
     assert_int_equal (cgq_ckpt_store_get_mem (url, 100, &m, err, sizeof err), -1);
     clock_gettime (CLOCK_MONOTONIC, &t1);
-    double s = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     assert_true (s >= 0.055 && s < 5); // 20 + 40 ms of pauses: tried 3 times, bounded
     assert_non_null (strstr (err, "GET http://127.0.0.1:"));
     assert_non_null (strstr (err, "the checkpoint store is unreachable"));

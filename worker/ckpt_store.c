@@ -22,6 +22,7 @@
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static cgq_ckpt_store_opts_t s_opts = {.retries = (uint32_t)-1};
 static char *s_token;
+static char *s_ca_file;
 static pthread_once_t s_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -36,14 +37,16 @@ cgq_ckpt_store_setup (const cgq_ckpt_store_opts_t *opts)
     pthread_once (&s_once, s_global_init);
     pthread_mutex_lock (&s_mu);
     free (s_token);
-    s_token = NULL;
+    free (s_ca_file);
+    s_token = s_ca_file = NULL;
     memset (&s_opts, 0, sizeof s_opts);
     s_opts.retries = (uint32_t)-1;
     if (opts) {
         s_opts = *opts;
         s_token = opts->token && *opts->token ? cgq_xstrdup (opts->token) : NULL;
+        s_ca_file = opts->ca_file && *opts->ca_file ? cgq_xstrdup (opts->ca_file) : NULL;
     }
-    s_opts.token = NULL;
+    s_opts.token = s_opts.ca_file = NULL;
     pthread_mutex_unlock (&s_mu);
 }
 
@@ -286,6 +289,7 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
     pthread_mutex_lock (&s_mu);
     cgq_ckpt_store_opts_t o = s_opts;
     char *auth = s_token ? cgq_xasprintf ("Authorization: Bearer %s", s_token) : NULL;
+    char *ca = s_ca_file ? cgq_xstrdup (s_ca_file) : NULL;
     pthread_mutex_unlock (&s_mu);
     uint32_t retries = o.retries == (uint32_t)-1 ? 3 : o.retries;
     long connect_ms = (long)((o.connect_timeout_s > 0 ? o.connect_timeout_s : 10) * 1000);
@@ -310,6 +314,8 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
         hdr = curl_slist_append (hdr, "Expect:"); // no 100-continue round trip
         curl_easy_setopt (h, CURLOPT_URL, url);
         curl_easy_setopt (h, CURLOPT_PROTOCOLS_STR, "http,https");
+        if (ca)
+            curl_easy_setopt (h, CURLOPT_CAINFO, ca);
         curl_easy_setopt (h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt (h, CURLOPT_FAILONERROR, 1L); // an error page is never a body
         curl_easy_setopt (h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
@@ -395,6 +401,7 @@ s_http (s_method_t m, const char *url, s_io_t *io, uint64_t put_len, char *err, 
             ;
     }
     free (auth);
+    free (ca);
     return rc;
 }
 

@@ -28,6 +28,8 @@ typedef struct {
     double stall_s;           // no byte for this long ends a transfer; 0: 30 s
     uint32_t retries;         // extra attempts after a transient failure; (uint32_t) -1: 3
     uint32_t retry_base_ms;   // first pause, doubled each time; 0: 250 ms
+    const char
+        *ca_file; // https: the CA certificates to trust (PEM), or NULL: the system's (copied)
 } cgq_ckpt_store_opts_t;
 
 // cgq_ckpt_store_setup sets the HTTP options for the process (call once,

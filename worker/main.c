@@ -41,6 +41,7 @@ typedef struct {
     char *checkpoint_store;
     char *checkpoint_token_file; // an HTTP(S) store's bearer token (ckpt_store.h)
     int64_t checkpoint_stall_ms;  // an HTTP(S) store's transfer without a byte this long ends
+    char *checkpoint_ca_file;     // an https store's CA certificates (PEM)
     uint64_t log_cap;
     uint64_t max_report_line;
     int64_t kill_grace_ms;
@@ -77,6 +78,10 @@ static const cgq_opt_t s_opts[] = {
      NULL,
      "a file whose first line is the bearer token for an HTTP(S) checkpoint store "
      "(CGQ_CHECKPOINT_TOKEN, the token itself, wins when set)",
+     0, 0},
+    {"checkpoint-ca-file", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, checkpoint_ca_file), NULL, NULL,
+     "the CA certificates (PEM) an https checkpoint store's certificate is checked against "
+     "(default: the system's)",
      0, 0},
     {"checkpoint-stall", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, checkpoint_stall_ms), "30s",
      NULL,
@@ -573,7 +578,16 @@ s_setup (s_worker_t *w)
         unsetenv ("CGQ_CHECKPOINT_TOKEN"); // not handed down to the trials
         cgq_ckpt_store_opts_t so = {.token = tok,
                                     .retries = (uint32_t) -1,
-                                    .stall_s = (double) w->cfg.checkpoint_stall_ms / 1000.0};
+                                    .stall_s = (double) w->cfg.checkpoint_stall_ms / 1000.0,
+                                    .ca_file = w->cfg.checkpoint_ca_file};
+        if (so.ca_file && *so.ca_file && access (so.ca_file, R_OK) < 0) {
+            fprintf (stderr, S_PROG ": --checkpoint-ca-file %s: %s\n", so.ca_file,
+                     strerror (errno));
+            if (tok)
+                memset (tok, 0, strlen (tok));
+            free (tok);
+            return 2;
+        }
         cgq_ckpt_store_setup (&so);
         if (tok)
             memset (tok, 0, strlen (tok));

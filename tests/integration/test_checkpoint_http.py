@@ -18,6 +18,7 @@ real HTTP server (tests/support/http_store.py) on a loopback port:
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -235,6 +236,47 @@ class CheckpointHttpTest(CgqTestCase):
         self.assertIn("did not answer in time", err)
         self.assertLess(took, 30, "bounded: 4 tries of ~1 s and the pauses")
         self.assertEqual(job.get("failed"), "1", job)
+
+    def https_store(self):
+        """An https store with a fresh self-signed certificate for localhost."""
+        c = self.cluster
+        cert, key = os.path.join(c.tmp, "store.crt"), os.path.join(c.tmp, "store.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        st = HttpStore(os.path.join(c.tmp, "https-store"), token=TOKEN, tls=(cert, key)).start()
+        self.addCleanup(st.stop)
+        return st, cert
+
+    def test_https_store(self):
+        c = self.cluster
+        st, cert = self.https_store()
+        c.start_redis()
+        c.start_coordinator()
+        self.worker("w1", ("--checkpoint-ca-file", cert))
+        j = self.job(epochs=3, sleep="0.1", url=st.url + "/ck")
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("state"), "finished", job)
+        rec = self.record(j)
+        self.assertTrue(rec["path"].startswith(st.url + "/ck/job-%d/trial-0/ckpt-1-" % j), rec)
+        local = os.path.join(st.root, rec["path"][len(st.url) + 1:], "manifest")
+        with open(local, "rb") as f:
+            self.assertEqual(rec["sha256"], hashlib.sha256(f.read()).hexdigest())
+        self.assertTrue(st.requests and all(r[3] for r in st.requests), st.requests)
+
+    def test_https_store_not_trusted(self):
+        c = self.cluster
+        st, _ = self.https_store()
+        c.start_redis()
+        c.start_coordinator()
+        self.worker("w1")  # no --checkpoint-ca-file: the self-signed certificate is refused
+        j = self.job(epochs=20, sleep="0.2", url=st.url + "/ck")
+        c.wait_job(j, 60)
+        t = c.trial(j, 0)
+        self.assertEqual(t.get("state"), "failed", t)
+        self.assertIn("cannot seal checkpoint 1", t.get("error", ""))
+        self.assertIn("certificate", t.get("error", "").lower())
+        self.assertEqual([r for r in st.requests if r[2] == 201], [])
 
     def test_unreachable_store_on_resume_starts_afresh(self):
         c = self.cluster

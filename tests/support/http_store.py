@@ -11,7 +11,8 @@ program), for the faults a store can have:
   without an answer;
 - corrupt: a GET of a path ending in this suffix gets one byte flipped;
 - slow_s: every answer waits this long first;
-- token: requests without "Authorization: Bearer TOKEN" get 401.
+- token: requests without "Authorization: Bearer TOKEN" get 401;
+- tls=(cert, key): https (url then names localhost).
 
 Every request is logged in `requests` as (method, path, status, auth) — auth
 is whether the right token came, never the token.
@@ -153,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class HttpStore:
-    def __init__(self, root, port=0, token=None):
+    def __init__(self, root, port=0, token=None, tls=None):
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
         self.full = False
@@ -168,6 +169,12 @@ class HttpStore:
         self.httpd.store = self
         self.port = self.httpd.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
+        if tls:  # (certificate file, key file): https
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            self.url = "https://localhost:%d" % self.port
         self.thread = None
 
     def log(self, method, path, status, auth):
@@ -199,8 +206,9 @@ def main():
     ap.add_argument("--token")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--slow", type=float, default=0.0)
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve https")
     a = ap.parse_args()
-    st = HttpStore(a.dir, a.port, a.token)
+    st = HttpStore(a.dir, a.port, a.token, a.tls)
     st.full, st.slow_s = a.full, a.slow
     print(st.url, flush=True)
     try:

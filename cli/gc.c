@@ -3,7 +3,7 @@
 //
 // It reads the records in Redis (clients read Redis, they never write it)
 // and deletes in the stores: a directory store where this machine sees it,
-// an HTTP(S) store with DELETE (worker/ckpt.c, cgq_ckpt_delete).
+// an HTTP(S) store with DELETE (common/ckpt_store.h).
 //
 // - A job that ended: everything but its best trial's latest checkpoint goes
 //   (the others' records, the unrecorded, the .tmp of a seal that died, the
@@ -29,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
 #include "ckpt_store.h"
 #include "cli.h"
 #include "show.h"
@@ -81,7 +80,7 @@ s_rec_parse (json_t *o, s_rec_t *out)
         return false;
     const char *path = json_string_value (p);
     const char *slash = strrchr (path, '/');
-    if (!slash || !cgq_ckpt_parse_name (slash + 1, &out->attempt, &out->n))
+    if (!slash || !cgq_ckpt_store_parse_name (slash + 1, &out->attempt, &out->n))
         return false;
     snprintf (out->name, sizeof out->name, "%s", slash + 1);
     out->path = cgq_xstrdup (path);
@@ -163,13 +162,10 @@ s_delete (s_gc_t *g, const char *path, uint64_t bytes, const char *why)
     char err[1024] = "";
     int rc;
     if (cgq_ckpt_store_is_url (path) ||
-        cgq_ckpt_parse_name (strrchr (path, '/') + 1, &(uint32_t){0}, &(uint64_t){0}))
-        rc = cgq_ckpt_delete (path, err, sizeof err);
-    else {
-        rc = cgq_ckpt_rm_tree (path);
-        if (rc < 0)
-            snprintf (err, sizeof err, "cannot remove %s: %s", path, strerror (errno));
-    }
+        cgq_ckpt_store_parse_name (strrchr (path, '/') + 1, &(uint32_t){0}, &(uint64_t){0}))
+        rc = cgq_ckpt_store_delete_checkpoint (path, err, sizeof err);
+    else
+        rc = cgq_ckpt_store_delete (path, err, sizeof err); // a .tmp, a .gone-
     if (rc < 0) {
         cgq_cli_error ("%s", err);
         g->failed++;
@@ -210,7 +206,7 @@ s_gc_dir (s_gc_t *g, const char *tdir, bool ended, const s_recs_t *r, const char
             free (path);
             continue;
         }
-        if (cgq_ckpt_parse_name (name, &a, &n)) {
+        if (cgq_ckpt_store_parse_name (name, &a, &n)) {
             if (keep && !strcmp (name, keep))
                 ; // the best trial's latest
             else if (ended)
@@ -308,7 +304,7 @@ s_gc_job (s_gc_t *g, cgq_store_t *store, const cgq_job_rec_t *j, const char *ext
         const char *stores[] = {spec_store, extra};
         for (size_t i = 0; i < 2; i++)
             if (stores[i] && *stores[i]) {
-                char *td = cgq_ckpt_trial_store (stores[i], j->id, t);
+                char *td = cgq_ckpt_store_trial (stores[i], j->id, t);
                 s_add_dir (&dirs, &ndirs, td);
                 free (td);
             }

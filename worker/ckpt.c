@@ -790,53 +790,7 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
 int
 cgq_ckpt_delete (const char *path, char *err, size_t errlen)
 {
-    if (!cgq_ckpt_store_is_url (path)) {
-        // Renamed first, so that a reader never finds half of it under its name.
-        const char *slash = strrchr (path, '/');
-        char *gone = slash ? cgq_xasprintf ("%.*s/.gone-%s", (int) (slash - path), path, slash + 1)
-                           : cgq_xasprintf (".gone-%s", path);
-        int rc = 0;
-        if (rename (path, gone) < 0 && errno != ENOENT)
-            rc = s_fail (err, errlen, errno, "cannot remove %s", path);
-        else if (cgq_ckpt_rm_tree (gone) < 0)
-            rc = s_fail (err, errlen, errno, "cannot remove %s", gone);
-        free (gone);
-        return rc;
-    }
-    // The manifest first (it is the checkpoint), then the files it names.
-    char *murl = cgq_ckpt_store_join (path, "manifest");
-    cgq_buf_t m;
-    cgq_buf_init (&m);
-    int rc = cgq_ckpt_store_get_mem (murl, S_MAX_MANIFEST, &m, err, errlen);
-    if (rc < 0 && strstr (err, "HTTP 404")) {
-        free (murl);
-        cgq_buf_fini (&m);
-        return 0; // gone already
-    }
-    if (rc == 0)
-        rc = cgq_ckpt_store_delete (murl, err, errlen);
-    char *line = rc == 0 && m.len >= strlen (S_MAGIC) ? m.data + strlen (S_MAGIC) : NULL;
-    while (line && *line && rc == 0) {
-        char *nl = strchr (line, '\n');
-        if (!nl)
-            break;
-        *nl = 0;
-        char want[65];
-        uint64_t size;
-        int at = 0;
-        if (sscanf (line, "%64[0-9a-f] %" SCNu64 " %n", want, &size, &at) == 2 && at > 0
-            && s_safe_rel (line + at)) {
-            char *rel = cgq_xasprintf ("files/%s", line + at);
-            char *url = cgq_ckpt_store_join (path, rel);
-            rc = cgq_ckpt_store_delete (url, err, errlen);
-            free (rel);
-            free (url);
-        }
-        line = nl + 1;
-    }
-    free (murl);
-    cgq_buf_fini (&m);
-    return rc;
+    return cgq_ckpt_store_delete_checkpoint (path, err, errlen);
 }
 
 // s_prune_http: a store over HTTP cannot be listed, so the names this

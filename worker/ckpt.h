@@ -1,6 +1,7 @@
-// ckpt: the checkpoint store on a file system or over HTTP(S) (ckpt_store.h) — a trial's checkpoint sealed
-// into STORE/job-J/trial-T/ckpt-A-N, its manifest and sha256, the check and
-// copy back when an attempt resumes, and the pruning of old ones. See
+// ckpt: the checkpoint store, on a file system or over HTTP(S) (its
+// transport: common/ckpt_store.h) — a trial's checkpoint sealed into
+// STORE/job-J/trial-T/ckpt-A-N, its manifest and sha256, the check and copy
+// back when an attempt resumes, and the pruning of old ones. See
 // docs/architecture.md, "Checkpoints".
 //
 // A sealed checkpoint is a directory:

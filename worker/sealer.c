@@ -209,6 +209,7 @@ cgq_sealer_new (void)
     pthread_mutex_init (&self->mu, NULL);
     pthread_cond_init (&self->cv, NULL);
     cgq_ckpt_abort = &s_abort;
+    cgq_ckpt_store_abort = &s_abort;
     return self;
 }
 
@@ -304,6 +305,8 @@ cgq_sealer_destroy (cgq_sealer_t **self_p)
     close (self->pipe[1]);
     if (cgq_ckpt_abort == &s_abort)
         cgq_ckpt_abort = NULL;
+    if (cgq_ckpt_store_abort == &s_abort)
+        cgq_ckpt_store_abort = NULL;
     free (self);
     *self_p = NULL;
 }

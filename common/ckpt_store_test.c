@@ -21,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
 #include "ckpt_store.h"
 #include "tmpdir.h"
 #include "util.h"
@@ -49,9 +48,25 @@ test_urls (void **state)
     j = cgq_ckpt_store_join ("/s/", "files/a b");
     assert_string_equal (j, "/s/files/a b");
     free (j);
-    char *t = cgq_ckpt_trial_store ("http://h/ck/", 3, 4);
+    char *t = cgq_ckpt_store_trial ("http://h/ck/", 3, 4);
     assert_string_equal (t, "http://h/ck/job-3/trial-4");
     free (t);
+}
+
+static void
+test_names (void **state)
+{
+    (void)state;
+    uint32_t a;
+    uint64_t n;
+    assert_true (cgq_ckpt_store_parse_name ("ckpt-2-15", &a, &n));
+    assert_int_equal (a, 2);
+    assert_int_equal (n, 15);
+    assert_false (cgq_ckpt_store_parse_name ("ckpt-2-15.tmp", &a, &n));
+    assert_false (cgq_ckpt_store_parse_name ("ckpt-02-15", &a, &n));
+    assert_false (cgq_ckpt_store_parse_name ("ckpt- 2-15", &a, &n));
+    assert_false (cgq_ckpt_store_parse_name (".gone-ckpt-2-15", &a, &n));
+    assert_false (cgq_ckpt_store_parse_name ("latest", &a, &n));
 }
 
 static void
@@ -113,6 +128,19 @@ test_dir (void **state)
     assert_int_equal (cgq_ckpt_store_delete (a, err, sizeof err), 0);
     assert_int_equal (cgq_ckpt_store_delete (a, err, sizeof err), 0); // gone already
     assert_int_equal (cgq_ckpt_store_get_mem (a, 10, &m, err, sizeof err), -1);
+    // A sealed checkpoint (a directory) goes whole; a second time is no error.
+    char *ck = cgq_xasprintf ("%s/ckpt-1-3", dir);
+    char *f = cgq_xasprintf ("%s/files/x", ck);
+    assert_int_equal (cgq_mkdir_p (ck), 0);
+    char *files = cgq_xasprintf ("%s/files", ck);
+    assert_int_equal (cgq_mkdir_p (files), 0);
+    assert_int_equal (cgq_ckpt_store_put_mem (f, "x", 1, err, sizeof err), 0);
+    assert_int_equal (cgq_ckpt_store_delete_checkpoint (ck, err, sizeof err), 0);
+    assert_int_equal (access (ck, F_OK), -1);
+    assert_int_equal (cgq_ckpt_store_delete_checkpoint (ck, err, sizeof err), 0);
+    free (files);
+    free (f);
+    free (ck);
     free (a);
     free (b);
     free (c);
@@ -164,9 +192,8 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_urls),
-        cmocka_unit_test (test_token),
-        cmocka_unit_test (test_dir),
+        cmocka_unit_test (test_urls),        cmocka_unit_test (test_names),
+        cmocka_unit_test (test_token),       cmocka_unit_test (test_dir),
         cmocka_unit_test (test_unreachable),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

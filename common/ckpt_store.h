@@ -32,6 +32,21 @@ typedef struct {
         *ca_file; // https: the CA certificates to trust (PEM), or NULL: the system's (copied)
 } cgq_ckpt_store_opts_t;
 
+// cgq_ckpt_store_abort, when it points at a flag that becomes true, makes a
+// transfer in progress stop soon with an error (the worker shuts down). Set
+// once before any thread runs; NULL: never.
+extern volatile const bool *cgq_ckpt_store_abort;
+
+// The largest manifest read back (~600,000 files).
+#define CGQ_CKPT_STORE_MAX_MANIFEST (64u << 20)
+
+// cgq_ckpt_store_trial is STORE/job-J/trial-T (one '/' between). Caller frees.
+char *cgq_ckpt_store_trial (const char *store, uint64_t job, uint64_t trial);
+
+// cgq_ckpt_store_parse_name reads "ckpt-A-N" exactly as cgq writes it (not a
+// .tmp). false if not one.
+bool cgq_ckpt_store_parse_name (const char *name, uint32_t *attempt, uint64_t *n);
+
 // cgq_ckpt_store_setup sets the HTTP options for the process (call once,
 // before the sealer thread runs; again in tests). NULL: the defaults.
 void cgq_ckpt_store_setup (const cgq_ckpt_store_opts_t *opts);
@@ -74,5 +89,11 @@ int cgq_ckpt_store_get_file (const char *loc, const char *local, uint64_t max, c
 // cgq_ckpt_store_delete removes loc (a directory store: the tree; HTTP: one
 // DELETE). Absent already is success. 0, or -1 with err.
 int cgq_ckpt_store_delete (const char *loc, char *err, size_t errlen);
+
+// cgq_ckpt_store_delete_checkpoint removes the sealed checkpoint at path: a
+// directory (renamed to .gone-NAME, then removed), or a URL (its manifest
+// first, then the files it names). Absent already is success. 0, or -1 with
+// err.
+int cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen);
 
 #endif

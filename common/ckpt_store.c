@@ -2,8 +2,10 @@
 #include "ckpt_store.h"
 
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,11 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ckpt.h"
 #include "log.h"
 
 #define S_CHUNK (1u << 20)
 #define S_FLOOR_BPS 65536 // the slowest average a whole request may go at
+
+volatile const bool *cgq_ckpt_store_abort = NULL;
 
 static pthread_mutex_t s_mu = PTHREAD_MUTEX_INITIALIZER;
 static cgq_ckpt_store_opts_t s_opts = {.retries = (uint32_t)-1};
@@ -154,7 +157,68 @@ s_hex (const unsigned char *md, char *hex)
 static bool
 s_aborted (void)
 {
-    return cgq_ckpt_abort && *cgq_ckpt_abort;
+    return cgq_ckpt_store_abort && *cgq_ckpt_store_abort;
+}
+
+// --- a directory store -----------------------------------------------------------
+
+static int
+s_rm_at (int parent_fd, const char *name)
+{
+    int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return unlinkat (parent_fd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+    DIR *d = fdopendir (fd);
+    if (!d) {
+        close (fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
+            continue;
+        if (s_rm_at (dirfd (d), e->d_name) < 0)
+            rc = -1;
+    }
+    closedir (d);
+    if (unlinkat (parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+// s_rm_tree removes path and everything below it, following no link.
+static int
+s_rm_tree (const char *path)
+{
+    return s_rm_at (AT_FDCWD, path);
+}
+
+char *
+cgq_ckpt_store_trial (const char *store, uint64_t job, uint64_t trial)
+{
+    size_t len = strlen (store);
+    while (len > 1 && store[len - 1] == '/')
+        len--;
+    return cgq_xasprintf ("%.*s/job-%" PRIu64 "/trial-%" PRIu64, (int)len, store, job, trial);
+}
+
+bool
+cgq_ckpt_store_parse_name (const char *name, uint32_t *attempt, uint64_t *n)
+{
+    unsigned a;
+    uint64_t k;
+    int end = 0;
+    if (strncmp (name, "ckpt-", 5) != 0 ||
+        sscanf (name, "ckpt-%u-%" SCNu64 "%n", &a, &k, &end) != 2 || name[end] != 0)
+        return false;
+    char check[48];
+    snprintf (check, sizeof check, "ckpt-%u-%" PRIu64, a, k);
+    if (strcmp (check, name) != 0)
+        return false; // "ckpt-01-2", "ckpt- 1-2": not a name cgq writes
+    *attempt = a;
+    *n = k;
+    return true;
 }
 
 // --- HTTP ---------------------------------------------------------------------
@@ -564,7 +628,7 @@ int
 cgq_ckpt_store_delete (const char *loc, char *err, size_t errlen)
 {
     if (!cgq_ckpt_store_is_url (loc)) {
-        if (cgq_ckpt_rm_tree (loc) < 0) {
+        if (s_rm_tree (loc) < 0) {
             snprintf (err, errlen, "cannot remove %s: %s", loc, strerror (errno));
             return -1;
         }
@@ -572,4 +636,79 @@ cgq_ckpt_store_delete (const char *loc, char *err, size_t errlen)
     }
     s_io_t io = {.out_fd = -1};
     return s_http (S_DELETE, loc, &io, 0, err, errlen);
+}
+
+// s_safe_rel: a manifest's path, relative and without "." or ".." parts.
+static bool
+s_safe_rel (const char *p)
+{
+    if (!*p || *p == '/')
+        return false;
+    for (const char *q = p; *q;) {
+        const char *e = strchrnul (q, '/');
+        size_t n = (size_t)(e - q);
+        if (n == 0 || (n == 1 && q[0] == '.') || (n == 2 && q[0] == '.' && q[1] == '.'))
+            return false;
+        q = *e ? e + 1 : e;
+    }
+    return true;
+}
+
+int
+cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen)
+{
+    if (!cgq_ckpt_store_is_url (path)) {
+        // Renamed first, so that a reader never finds half of it under its name.
+        const char *slash = strrchr (path, '/');
+        char *gone = slash ? cgq_xasprintf ("%.*s/.gone-%s", (int)(slash - path), path, slash + 1)
+                           : cgq_xasprintf (".gone-%s", path);
+        int rc = 0;
+        if (rename (path, gone) < 0 && errno != ENOENT) {
+            snprintf (err, errlen, "cannot remove %s: %s", path, strerror (errno));
+            rc = -1;
+        }
+        else if (s_rm_tree (gone) < 0) {
+            snprintf (err, errlen, "cannot remove %s: %s", gone, strerror (errno));
+            rc = -1;
+        }
+        free (gone);
+        return rc;
+    }
+    // The manifest first (it is the checkpoint), then the files it names.
+    char *murl = cgq_ckpt_store_join (path, "manifest");
+    cgq_buf_t m;
+    cgq_buf_init (&m);
+    int rc = cgq_ckpt_store_get_mem (murl, CGQ_CKPT_STORE_MAX_MANIFEST, &m, err, errlen);
+    if (rc < 0 && strstr (err, "HTTP 404")) {
+        free (murl);
+        cgq_buf_fini (&m);
+        return 0; // gone already
+    }
+    if (rc == 0)
+        rc = cgq_ckpt_store_delete (murl, err, errlen);
+    const char *magic = "cgq-checkpoint 1\n";
+    char *line = rc == 0 && m.len >= strlen (magic) && !memcmp (m.data, magic, strlen (magic))
+                     ? m.data + strlen (magic)
+                     : NULL;
+    while (line && *line && rc == 0) {
+        char *nl = strchr (line, '\n');
+        if (!nl)
+            break;
+        *nl = 0;
+        char want[65];
+        uint64_t size;
+        int at = 0;
+        if (sscanf (line, "%64[0-9a-f] %" SCNu64 " %n", want, &size, &at) == 2 && at > 0 &&
+            s_safe_rel (line + at)) {
+            char *rel = cgq_xasprintf ("files/%s", line + at);
+            char *url = cgq_ckpt_store_join (path, rel);
+            rc = cgq_ckpt_store_delete (url, err, errlen);
+            free (rel);
+            free (url);
+        }
+        line = nl + 1;
+    }
+    free (murl);
+    cgq_buf_fini (&m);
+    return rc;
 }

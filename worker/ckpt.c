@@ -1,4 +1,5 @@
-// ckpt: sealing, checking and restoring checkpoints in a directory store.
+// ckpt: sealing, checking and restoring checkpoints in a directory store, or
+// over HTTP(S) through the transport of common/ckpt_store.c.
 #include "ckpt.h"
 #include "ckpt_store.h"
 

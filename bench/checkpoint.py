@@ -34,7 +34,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 BENCH = os.path.dirname(os.path.abspath(__file__))

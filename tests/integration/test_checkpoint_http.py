@@ -18,7 +18,6 @@ real HTTP server (tests/support/http_store.py) on a loopback port:
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -33,7 +32,10 @@ CLIENTS = os.path.join(REPO, "clients", "python")
 TOKEN = "s3cr3t-token-4711"
 
 
-class CheckpointHttpTest(CgqTestCase):
+class CheckpointHttpBase(CgqTestCase):
+    """A store with a token, and the helpers (the tests are below and in
+    test_checkpoint_http_faults.py)."""
+
     def setUp(self):
         super().setUp()
         self.store = HttpStore(os.path.join(self.cluster.tmp, "http-store"), token=TOKEN).start()
@@ -83,6 +85,8 @@ class CheckpointHttpTest(CgqTestCase):
                     with open(os.path.join(root, name), "rb") as f:
                         self.assertNotIn(TOKEN.encode(), f.read(), os.path.join(root, name))
 
+
+class CheckpointHttpTest(CheckpointHttpBase):
     def test_killed_worker_resumes_from_http_store(self):
         c = self.cluster
         c.start_redis()
@@ -192,91 +196,43 @@ class CheckpointHttpTest(CgqTestCase):
         puts = [r for r in self.store.requests if r[0] == "PUT"]
         self.assertEqual([r[2] for r in puts], [507, 507], puts)
 
-    def test_dropped_connections_are_retried(self):
+    def test_second_kill_resumes_from_the_first_resume(self):
         c = self.cluster
         c.start_redis()
-        c.start_coordinator()
+        c.start_coordinator(extra=("--durable-after", "200ms"))
         self.worker("w1")
-        # The first two requests (the first file's PUT) get no answer: the
-        # worker tries again, the seal and the job go through.
-        self.store.drop = 2
-        j = self.job(epochs=2, sleep="0.1")
-        job = c.wait_job(j, 60)
+        j = self.job(epochs=14, sleep="0.4")
+        first = c.wait_value(lambda: self.record(j), lambda r: r and r["step"]["epoch"] >= 3,
+                             60, "a checkpoint of attempt 1")
+        c.workers["w1"].kill9()
+        time.sleep(0.3)
+        first = self.record(j)
+        self.worker("w2")
+        c.wait_value(lambda: self.record(j),
+                     lambda r: r and r["attempt"] == 2 and r["step"]["epoch"] >= 8,
+                     60, "a checkpoint of attempt 2 at epoch 8")
+        c.workers["w2"].kill9()  # the second kill
+        time.sleep(0.3)
+        second = self.record(j)
+        self.worker("w3")
+        job = c.wait_job(j, 90)
         self.assertEqual(job.get("state"), "finished", job)
-        self.assertEqual(c.trial(j, 0).get("attempt"), "1")
-        first = self.store.requests[:3]
-        self.assertEqual([(m, code) for m, _, code, _ in first],
-                         [("PUT", 0), ("PUT", 0), ("PUT", 201)], first)
-        self.assertEqual(first[0][1], first[2][1])
-        with open(os.path.join(c.workers["w1"].err_path)) as f:
-            self.assertIn("attempt 2 of 4", f.read())
-        rec = self.record(j)
-        with open(os.path.join(self.local(rec["path"]), "manifest"), "rb") as f:
-            self.assertEqual(rec["sha256"], hashlib.sha256(f.read()).hexdigest())
-
-    def test_stalled_store_fails_the_trial_in_bounded_time(self):
-        c = self.cluster
-        c.start_redis()
-        c.start_coordinator()
-        # A store that takes 3 s to answer, a worker that gives up on a
-        # request after 1 s without a byte: 4 tries (1 + 3 retries) and the
-        # attempt fails with why, well before its timeout.
-        self.worker("w1", ("--checkpoint-stall", "1s"))
-        self.store.slow_s = 3.0
-        t0 = time.monotonic()
-        j = self.job(epochs=40, sleep="0.5")
-        job = c.wait_job(j, 60)
-        took = time.monotonic() - t0
         t = c.trial(j, 0)
-        self.assertEqual(t.get("state"), "failed", t)
-        err = t.get("error", "")
-        self.assertIn("cannot seal checkpoint 1", err)
-        self.assertIn("PUT %s/ck/job-%d/trial-0/ckpt-1-1/files/" % (self.store.url, j), err)
-        self.assertIn("timed out", err.lower())
-        self.assertIn("did not answer in time", err)
-        self.assertLess(took, 30, "bounded: 4 tries of ~1 s and the pauses")
-        self.assertEqual(job.get("failed"), "1", job)
-
-    def https_store(self):
-        """An https store with a fresh self-signed certificate for localhost."""
-        c = self.cluster
-        cert, key = os.path.join(c.tmp, "store.crt"), os.path.join(c.tmp, "store.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-                        "-keyout", key, "-out", cert], check=True, capture_output=True)
-        st = HttpStore(os.path.join(c.tmp, "https-store"), token=TOKEN, tls=(cert, key)).start()
-        self.addCleanup(st.stop)
-        return st, cert
-
-    def test_https_store(self):
-        c = self.cluster
-        st, cert = self.https_store()
-        c.start_redis()
-        c.start_coordinator()
-        self.worker("w1", ("--checkpoint-ca-file", cert))
-        j = self.job(epochs=3, sleep="0.1", url=st.url + "/ck")
-        job = c.wait_job(j, 60)
-        self.assertEqual(job.get("state"), "finished", job)
-        rec = self.record(j)
-        self.assertTrue(rec["path"].startswith(st.url + "/ck/job-%d/trial-0/ckpt-1-" % j), rec)
-        local = os.path.join(st.root, rec["path"][len(st.url) + 1:], "manifest")
-        with open(local, "rb") as f:
-            self.assertEqual(rec["sha256"], hashlib.sha256(f.read()).hexdigest())
-        self.assertTrue(st.requests and all(r[3] for r in st.requests), st.requests)
-
-    def test_https_store_not_trusted(self):
-        c = self.cluster
-        st, _ = self.https_store()
-        c.start_redis()
-        c.start_coordinator()
-        self.worker("w1")  # no --checkpoint-ca-file: the self-signed certificate is refused
-        j = self.job(epochs=20, sleep="0.2", url=st.url + "/ck")
-        c.wait_job(j, 60)
-        t = c.trial(j, 0)
-        self.assertEqual(t.get("state"), "failed", t)
-        self.assertIn("cannot seal checkpoint 1", t.get("error", ""))
-        self.assertIn("certificate", t.get("error", "").lower())
-        self.assertEqual([r for r in st.requests if r[2] == 201], [])
+        self.assertEqual((t.get("node"), t.get("attempt")), ("w3", "3"), t)
+        runs = self.runs()
+        self.assertEqual([r["attempt"] for r in runs], [1, 2, 3], runs)
+        self.assertEqual(runs[1]["resume_step"], first["step"]["epoch"], runs[1])
+        self.assertEqual(runs[2]["resume_step"], second["step"]["epoch"], runs[2])
+        self.assertEqual(runs[2]["state"], {"epoch": second["step"]["epoch"], "attempt": 2})
+        self.assertTrue(runs[2]["blob_ok"], runs[2])
+        self.assertIn("cgq: resumed from checkpoint ckpt-2-%d" % second["n"],
+                      self.trial_log(j, "w3", 3))
+        # Both checkpoints resumed from are deleted once no longer named.
+        tdir = os.path.join(self.store.root, "ck", "job-%d" % j, "trial-0")
+        for rec in (first, second):
+            name = "ckpt-%d-%d" % (rec["attempt"], rec["n"])
+            c.wait_value(lambda: os.path.exists(os.path.join(tdir, name, "manifest")),
+                         lambda there: not there, 20, "%s deleted" % name)
 
     def test_unreachable_store_on_resume_starts_afresh(self):
         c = self.cluster

@@ -223,12 +223,26 @@ s_parse_checkpoint (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v
             if (cgq_yamldoc_get_text (c->y, e, "checkpoint.store",
                                       "write store: /shared/ckpt or {spec_dir}/ckpt", &t) < 0)
                 return -1;
-            if (strstr (t, "://"))
-                return cgq_yamldoc_fail (c->y, e,
-                                         "checkpoint.store '%s': a store over HTTP is not built "
-                                         "yet (write a directory every worker shares, such as "
-                                         "/shared/ckpt)",
-                                         t);
+            if (strstr (t, "://")) {
+                // An HTTP(S) store (worker/ckpt_store.c): PUT, GET, DELETE.
+                const char *rest = !strncmp (t, "http://", 7)    ? t + 7
+                                   : !strncmp (t, "https://", 8) ? t + 8
+                                                                 : NULL;
+                if (!rest)
+                    return cgq_yamldoc_fail (c->y, e,
+                                             "checkpoint.store '%s': only http:// and https:// "
+                                             "stores are built (write store: "
+                                             "http://host:port/prefix or a shared directory)",
+                                             t);
+                size_t host = strcspn (rest, "/");
+                if (host == 0 || memchr (rest, '@', host) || strpbrk (t, "?# \t"))
+                    return cgq_yamldoc_fail (c->y, e,
+                                             "checkpoint.store '%s' is not a store URL: it needs "
+                                             "a host and no user, password, query or fragment "
+                                             "(write store: http://host:port/prefix; a token "
+                                             "goes to the workers: --checkpoint-token-file)",
+                                             t);
+            }
             size_t at;
             char name[64];
             if (cgq_template_check (t, s_no_params, NULL, &at, name, sizeof name) < 0)
@@ -243,7 +257,8 @@ s_parse_checkpoint (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v
                                          "the job's (trials get job-J/trial-T in it)",
                                          t);
             free (spec->checkpoint.store);
-            spec->checkpoint.store = t[0] == '/' || t[0] == '{' ? cgq_xstrdup (t)
+            spec->checkpoint.store = t[0] == '/' || t[0] == '{' || strstr (t, "://")
+                                         ? cgq_xstrdup (t)
                                                                 : cgq_xasprintf ("{spec_dir}/%s", t);
         }
         else if (!strcmp (kt, "keep")) {

@@ -42,10 +42,12 @@ checkpoint_decide (const trial_t *t, uint32_t keep, const Cgq__Checkpoint *m, co
     memset (d, 0, sizeof *d);
     const Cgq__TaskRef *r = m->task;
     json_t *step = NULL;
-    if (!r || m->n == 0 || !s_hex64 (m->sha256) || !m->path || m->path[0] != '/') {
+    // The path: absolute in a directory store, a URL in an HTTP(S) one.
+    bool url = m->path && (!strncmp (m->path, "http://", 7) || !strncmp (m->path, "https://", 8));
+    if (!r || m->n == 0 || !s_hex64 (m->sha256) || !m->path || (m->path[0] != '/' && !url)) {
         snprintf (d->why, sizeof d->why,
                   "malformed Checkpoint (it needs a task, n >= 1, a sha256 of 64 lowercase hex "
-                  "digits and an absolute path)");
+                  "digits and an absolute path or an http(s):// URL)");
         return;
     }
     step = json_loads (m->step_json && *m->step_json ? m->step_json : "{}", 0, NULL);

@@ -1,5 +1,6 @@
-// search_tpe: the tree-structured Parzen estimator (TPE) for one objective,
-// as Optuna's TPESampler does it with its defaults (tpe.h has the estimator).
+// search_tpe: the tree-structured Parzen estimator (TPE), as Optuna's
+// TPESampler does it with its defaults (tpe.h has the estimator), for one
+// objective and, as MOTPE, for several (see below).
 //
 // Until `initial` trials have succeeded, suggestions are random (as
 // n_startup_trials). Then each suggestion splits the trials, in trial id
@@ -24,6 +25,11 @@
 // With constraints (docs/spec.md), an infeasible trial is in the bad group,
 // however good its value; while no trial is feasible, the good group is the
 // trials of the smallest total violation (as Optuna's constrained TPE splits).
+//
+// Several objectives (MOTPE): the feasible trials that succeeded are split
+// by cgq_tpe_split_multi (Pareto fronts, then hypervolume subset selection)
+// into at most gamma good ones, weighted by cgq_tpe_weights_multi instead of
+// by age; every trial in flight or infeasible is bad. The rest is as above.
 //
 // Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
 // only from streams keyed by (seed, i), so the same results give the same
@@ -54,6 +60,10 @@ typedef struct {
     size_t *var;         // their indices
     double *x;           // trial id -> its genes (cap rows of d)
     double *loss;        // trial id -> its objective, minimised (-value for max)
+    size_t nobj;         // objectives (MOTPE when > 1)
+    int sense[CGQ_SPEC_MAX_OBJECTIVES];
+    double *mloss;       // MOTPE: trial id -> its nobj objectives, minimised (mcap rows)
+    size_t mcap;
     double *viol;        // trial id -> its total constraint violation (0: feasible)
     uint8_t *st;         // trial id -> S_*
     size_t cap;
@@ -64,6 +74,10 @@ static void
 s_reserve (s_tpe_t *t, uint64_t n)
 {
     cgq_search_rows_reserve (n, t->d, &t->cap, &t->x, &t->loss, &t->viol, &t->st);
+    if (t->nobj > 1 && t->mcap < t->cap) {
+        t->mloss = cgq_xrealloc (t->mloss, t->cap * t->nobj * sizeof *t->mloss);
+        t->mcap = t->cap;
+    }
 }
 
 // s_coord is gene i's value x in the estimator's coordinates.
@@ -92,13 +106,14 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
     const cgq_spec_t *spec = self->spec;
     s_tpe_t *t = cgq_xcalloc (1, sizeof *t);
     self->impl = t;
-    if (spec->nobjectives != 1) {
+    if (spec->nobjectives < 1 || spec->nobjectives > CGQ_TPE_MAX_OBJECTIVES) {
         snprintf (err, errlen,
-                  "algorithm tpe optimises one objective, the spec has %zu (use nsga2 for "
-                  "several)",
-                  spec->nobjectives);
+                  "algorithm tpe optimises 1 to %d objectives, the spec has %zu (write "
+                  "objective: or objectives: [...])",
+                  CGQ_TPE_MAX_OBJECTIVES, spec->nobjectives);
         return -1;
     }
+    t->nobj = cgq_spec_objective_senses (spec, t->sense);
     if (cgq_genome_init (&t->g, spec, err, errlen) < 0)
         return -1;
     t->d = t->g.ngenes;
@@ -146,6 +161,7 @@ s_fini (cgq_searcher_t *self)
     free (t->var);
     free (t->x);
     free (t->loss);
+    free (t->mloss);
     free (t->viol);
     free (t->st);
     cgq_genome_fini (&t->g);
@@ -175,9 +191,11 @@ static void
 s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
     s_tpe_t *t = self->impl;
-    double f;
-    if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
-        t->loss[trial] = -self->spec->objective.mode * f;
+    double f[CGQ_SPEC_MAX_OBJECTIVES];
+    if (ok && cgq_search_objectives (self->spec, metrics, value, f)) {
+        t->loss[trial] = -self->spec->objective.mode * f[0];
+        for (size_t j = 0; t->nobj > 1 && j < t->nobj; j++)
+            t->mloss[trial * t->nobj + j] = -t->sense[j] * f[j];
         t->viol[trial] = cgq_search_violation (self->spec, metrics);
         s_set (t, trial, S_OK);
     }
@@ -214,8 +232,8 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
 // genes gs (ng of them), draws the candidates from l with r and writes the
 // best one's genes into x (x[gs[j]]).
 static void
-s_choose (cgq_searcher_t *self, const uint64_t *below, size_t nb, const uint64_t *above, size_t na,
-          const size_t *gs, size_t ng, cgq_rng_t *r, double *x)
+s_choose (cgq_searcher_t *self, const uint64_t *below, const double *wbelow, size_t nb,
+          const uint64_t *above, size_t na, const size_t *gs, size_t ng, cgq_rng_t *r, double *x)
 {
     s_tpe_t *t = self->impl;
     size_t d = t->d, m = self->spec->search.candidates ? self->spec->search.candidates : 1;
@@ -230,7 +248,7 @@ s_choose (cgq_searcher_t *self, const uint64_t *below, size_t nb, const uint64_t
             oa[i * ng + j] = s_coord (t, gs[j], t->x[above[i] * d + gs[j]]);
     }
     bool joint = self->spec->search.multivariate;
-    cgq_tpe_t *l = cgq_tpe_new (dims, ng, ob, nb, joint);
+    cgq_tpe_t *l = cgq_tpe_new_weighted (dims, ng, ob, nb, joint, wbelow);
     cgq_tpe_t *g = cgq_tpe_new (dims, ng, oa, na, joint);
     double *cand = cgq_xmalloc (m * ng * sizeof *cand);
     double *genes = cgq_xmalloc (m * d * sizeof *genes);
@@ -265,6 +283,64 @@ s_choose (cgq_searcher_t *self, const uint64_t *below, size_t nb, const uint64_t
     free (lg);
 }
 
+// s_split_multi is MOTPE's split (tpe.h): of the trials that succeeded, the
+// feasible ones are split by cgq_tpe_split_multi into at most gamma good
+// ones (weighted by hypervolume contribution, *wbelow) and the rest; every
+// other trial (in flight, infeasible) is bad. While none is feasible, the
+// good group is the trials of the smallest total violation, weighted 1
+// (*wbelow NULL). below comes in Optuna's order, above in trial order.
+// Returns nb; above gets the nt - nb others.
+static size_t
+s_split_multi (const s_tpe_t *t, uint64_t n, size_t nt, uint64_t *below, double **wbelow,
+               uint64_t *above)
+{
+    size_t m = t->nobj, nf = 0, nk = 0;
+    uint64_t *ids = cgq_xmalloc ((nt ? nt : 1) * sizeof *ids);
+    for (uint64_t i = 0; i < n; i++)
+        if (t->st[i] == S_OK && t->viol[i] <= 0)
+            ids[nf++] = i;
+    size_t nb = cgq_tpe_gamma ((size_t)t->nok);
+    size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);
+    size_t *ai = cgq_xmalloc ((nt ? nt : 1) * sizeof *ai);
+    *wbelow = NULL;
+    if (nf) {
+        nb = nb < nf ? nb : nf;
+        double *loss = cgq_xmalloc (nf * m * sizeof *loss);
+        for (size_t k = 0; k < nf; k++)
+            memcpy (&loss[k * m], &t->mloss[ids[k] * m], m * sizeof *loss);
+        cgq_tpe_split_multi (loss, nf, m, nb, bi, ai);
+        *wbelow = cgq_xmalloc ((nb ? nb : 1) * sizeof **wbelow);
+        cgq_tpe_weights_multi (loss, m, bi, nb, *wbelow);
+        free (loss);
+    }
+    else {
+        // None feasible: the nb smallest violations.
+        double *v = cgq_xmalloc ((nt ? nt : 1) * sizeof *v);
+        for (uint64_t i = 0; i < n; i++)
+            if (t->st[i] == S_OK) {
+                ids[nk] = i;
+                v[nk++] = t->viol[i];
+            }
+        nb = nb < nk ? nb : nk;
+        cgq_tpe_split (v, nk, nb, bi, ai);
+        free (v);
+    }
+    uint8_t *in = cgq_xcalloc (n ? n : 1, 1);
+    for (size_t k = 0; k < nb; k++) {
+        below[k] = ids[bi[k]];
+        in[below[k]] = 1;
+    }
+    size_t na = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if ((t->st[i] == S_OK || t->st[i] == S_FLIGHT) && !in[i])
+            above[na++] = i;
+    free (in);
+    free (ids);
+    free (bi);
+    free (ai);
+    return nb;
+}
+
 // s_model writes the TPE suggestion into x (its random values stay for the
 // genes not modelled: those with one value).
 static void
@@ -272,6 +348,27 @@ s_model (cgq_searcher_t *self, double *x)
 {
     s_tpe_t *t = self->impl;
     uint64_t n = self->suggested, id = n, seed = self->spec->search.seed;
+    if (t->nobj > 1) {
+        size_t nt = (size_t)(t->nok + t->nflight);
+        uint64_t *below = cgq_xmalloc ((nt ? nt : 1) * sizeof *below);
+        uint64_t *above = cgq_xmalloc ((nt ? nt : 1) * sizeof *above);
+        double *wb;
+        size_t nb = s_split_multi (t, n, nt, below, &wb, above);
+        cgq_rng_t r;
+        if (self->spec->search.multivariate) {
+            cgq_rng_seed (&r, seed, id, S_JOINT);
+            s_choose (self, below, wb, nb, above, nt - nb, t->var, t->nvar, &r, x);
+        }
+        else
+            for (size_t j = 0; j < t->nvar; j++) {
+                cgq_rng_seed (&r, seed, id, S_GENE + t->var[j]);
+                s_choose (self, below, wb, nb, above, nt - nb, &t->var[j], 1, &r, x);
+            }
+        free (below);
+        free (above);
+        free (wb);
+        return;
+    }
     size_t k = 0, nt = (size_t)(t->nok + t->nflight);
     uint64_t *ids = cgq_xmalloc ((nt ? nt : 1) * sizeof *ids);
     double *loss = cgq_xmalloc ((nt ? nt : 1) * sizeof *loss);
@@ -304,12 +401,12 @@ s_model (cgq_searcher_t *self, double *x)
     cgq_rng_t r;
     if (self->spec->search.multivariate) {
         cgq_rng_seed (&r, seed, id, S_JOINT);
-        s_choose (self, below, nb, above, nt - nb, t->var, t->nvar, &r, x);
+        s_choose (self, below, NULL, nb, above, nt - nb, t->var, t->nvar, &r, x);
     }
     else
         for (size_t j = 0; j < t->nvar; j++) {
             cgq_rng_seed (&r, seed, id, S_GENE + t->var[j]);
-            s_choose (self, below, nb, above, nt - nb, &t->var[j], 1, &r, x);
+            s_choose (self, below, NULL, nb, above, nt - nb, &t->var[j], 1, &r, x);
         }
     free (ids);
     free (loss);
@@ -350,7 +447,8 @@ s_footprint (const cgq_searcher_t *self)
     const s_tpe_t *t = self->impl;
     size_t d = t->d ? t->d : 1;
     return sizeof *t + d * (sizeof (cgq_gene_t) + sizeof (cgq_tpe_dim_t) + 2 * sizeof (double)) +
-           t->cap * (t->d * sizeof (double) + sizeof (double) + 1);
+           t->cap * (t->d * sizeof (double) + sizeof (double) + 1) +
+           t->mcap * t->nobj * sizeof (double);
 }
 
 const cgq_search_ops_t cgq_search_tpe_ops = {

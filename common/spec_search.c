@@ -623,20 +623,20 @@ spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
     const cgq_yamldoc_node_t *at = c->alg_node;
-    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE ||
-         alg == CGQ_SEARCH_CMAES) &&
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_CMAES) &&
         spec->nobjectives != 1)
         return cgq_yamldoc_fail (
             c->y, at,
             "algorithm %s optimises one objective, and the spec has %s (write "
             "objective: {metric: NAME, mode: max}%s)",
             cgq_spec_search_name (alg), spec->nobjectives ? "several (objectives: [...])" : "none",
-            spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
-    if (alg == CGQ_SEARCH_NSGA2 && spec->nobjectives == 0)
+            spec->nobjectives ? ", or algorithm: nsga2 or tpe for a Pareto front" : "");
+    if ((alg == CGQ_SEARCH_NSGA2 || alg == CGQ_SEARCH_TPE) && spec->nobjectives == 0)
         return cgq_yamldoc_fail (
             c->y, at,
-            "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
-            "mode: min}, {metric: memory, mode: min}])");
+            "algorithm %s needs objectives (write objective: {metric: NAME, mode: max}, or "
+            "objectives: [{metric: time, mode: min}, {metric: memory, mode: min}])",
+            cgq_spec_search_name (alg));
     if (alg == CGQ_SEARCH_LIST)
         return s_check_points (c, spec);
     if (alg == CGQ_SEARCH_CMAES)

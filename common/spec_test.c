@@ -1119,13 +1119,16 @@ t_search_tpe (void **state)
                     "concurrency, seed, initial, candidates, multivariate, fail_fast); did you "
                     "mean 'multivariate'?");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
-                    "algorithm tpe optimises one objective, and the spec has none");
-    s_expect_error (TRIAL "search: {algorithm: tpe}\n"
-                          "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n",
-                    2, 21,
-                    "algorithm tpe optimises one objective, and the spec has several "
-                    "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
-                    "algorithm: nsga2 for a Pareto front)");
+                    "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
+                    "max}, or objectives: [");
+    // Several objectives: MOTPE.
+    y = TRIAL "search: {algorithm: tpe, samples: 20}\n"
+              "objectives: [{metric: a, mode: min}, {metric: b, mode: max}]\n";
+    cgq_spec_t *mo = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!mo)
+        fail_msg ("%s", err);
+    assert_int_equal (mo->nobjectives, 2);
+    cgq_spec_destroy (&mo);
 }
 
 // cmaes: its keys and defaults (popsize from the params, sigma0 1/6, no
@@ -1175,7 +1178,7 @@ t_search_cmaes (void **state)
                     1, 21,
                     "algorithm cmaes optimises one objective, and the spec has several "
                     "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
-                    "algorithm: nsga2 for a Pareto front)");
+                    "algorithm: nsga2 or tpe for a Pareto front)");
     s_expect_error (TRIAL "search: {algorithm: cmaes, sigma0: 0}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 36, "search.sigma0 must be in (0, 1], not 0");

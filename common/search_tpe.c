@@ -62,10 +62,10 @@ typedef struct {
     double *loss;        // trial id -> its objective, minimised (-value for max)
     size_t nobj;         // objectives (MOTPE when > 1)
     int sense[CGQ_SPEC_MAX_OBJECTIVES];
-    double *mloss;       // MOTPE: trial id -> its nobj objectives, minimised (mcap rows)
+    double *mloss; // MOTPE: trial id -> its nobj objectives, minimised (mcap rows)
     size_t mcap;
-    double *viol;        // trial id -> its total constraint violation (0: feasible)
-    uint8_t *st;         // trial id -> S_*
+    double *viol; // trial id -> its total constraint violation (0: feasible)
+    uint8_t *st;  // trial id -> S_*
     size_t cap;
     uint64_t nok, nflight;
 } s_tpe_t;

@@ -217,8 +217,8 @@ s_rebuild (s_run_t *r, cgq_searcher_t *se)
         char *pt = cgq_json_dumps (json_array_get (r->params, id));
         json_t *p = json_loads (pt, 0, NULL);
         free (pt);
-        if (cgq_searcher_replay (nse, id, p, m, json_is_real (v) ? json_real_value (v) : NAN, how, err,
-                                 sizeof err) < 0)
+        if (cgq_searcher_replay (nse, id, p, m, json_is_real (v) ? json_real_value (v) : NAN, how,
+                                 err, sizeof err) < 0)
             fail_msg ("replay %llu: %s", (unsigned long long)id, err);
         json_decref (p);
         json_decref (m);
@@ -636,7 +636,8 @@ t_motpe_restart (void **state)
             s_run_fini (&r);
         }
         printf ("  motpe %s: 50 trials, restarts after every result and every 7th: the same "
-                "suggestions as without\n", mv ? "multivariate" : "univariate");
+                "suggestions as without\n",
+                mv ? "multivariate" : "univariate");
         s_run_fini (&base);
         cgq_spec_destroy (&spec);
     }
@@ -646,10 +647,14 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (t_refuse),  cmocka_unit_test (t_modes),
-        cmocka_unit_test (t_pending), cmocka_unit_test (t_restart_next),
-        cmocka_unit_test (t_restart), cmocka_unit_test (t_beats_random),
-        cmocka_unit_test (t_motpe_beats_random), cmocka_unit_test (t_motpe_restart),
+        cmocka_unit_test (t_refuse),
+        cmocka_unit_test (t_modes),
+        cmocka_unit_test (t_pending),
+        cmocka_unit_test (t_restart_next),
+        cmocka_unit_test (t_restart),
+        cmocka_unit_test (t_beats_random),
+        cmocka_unit_test (t_motpe_beats_random),
+        cmocka_unit_test (t_motpe_restart),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

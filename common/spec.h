@@ -197,6 +197,8 @@ typedef struct {
         uint64_t grace;                 // no stop before attribute reaches grace (default 1)
         double reduction;               // asha: keep 1/reduction at each rung (default 3)
         uint64_t max;                   // the attribute's largest value (default 100)
+        size_t nobjectives; // asha with no metric on a job of objectives: [...]: their
+                            // number (the job's objectives are compared); else 0
     } early_stop;
 
     // trial: without stages: the one stage. With trial.stages: only its

@@ -306,6 +306,28 @@ spec_check_early_stop (spec_ctx_t *c, cgq_spec_t *spec)
     if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
         return 0;
     const cgq_objective_t *o = spec->nobjectives == 1 ? &spec->objective : NULL;
+    if (!spec->early_stop.metric && spec->nobjectives > 1) {
+        // Multi-objective asha: every objective of the job is compared.
+        if (spec->early_stop.algorithm != CGQ_EARLY_STOP_ASHA)
+            return cgq_yamldoc_fail (
+                c->y, c->early_key,
+                "early_stop algorithm median compares one metric and the spec has several "
+                "objectives (write algorithm: asha, which judges them all, or metric: NAME "
+                "and mode: max or min)");
+        if (c->es_mode_given)
+            return cgq_yamldoc_fail (c->y, c->early_key,
+                                     "early_stop.mode applies to early_stop.metric; with several "
+                                     "objectives each has its own mode (remove mode)");
+        spec->early_stop.nobjectives = spec->nobjectives;
+        char names[CGQ_SPEC_MAX_OBJECTIVES * 72] = "";
+        size_t at = 0;
+        for (size_t i = 0; i < spec->nobjectives && at < sizeof names; i++)
+            at += (size_t)snprintf (names + at, sizeof names - at, "%s%s", i ? "," : "",
+                                    spec->objectives[i].metric);
+        spec->early_stop.metric = cgq_xstrdup (names);
+        spec->early_stop.mode = 1;
+        return 0;
+    }
     if (!spec->early_stop.metric) {
         if (!o)
             return cgq_yamldoc_fail (

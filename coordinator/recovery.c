@@ -289,9 +289,19 @@ s_stopper (coord_t *c, job_t *j)
                 break;
             }
             double at = strtod (ats->element[base + i]->str, NULL);
-            for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2)
-                early_stop_restore (j->stopper, at, strtoull (r->element[k]->str, NULL, 10),
-                                    strtod (r->element[k + 1]->str, NULL));
+            for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2) {
+                // "TRIAL", or "TRIAL:V1:V2..." for multi-objective asha.
+                char *end;
+                uint64_t id = strtoull (r->element[k]->str, &end, 10);
+                size_t m = early_stop_nobjectives (j->stopper), got = 0;
+                double v[CGQ_SPEC_MAX_OBJECTIVES];
+                while (*end == ':' && got < m && got < CGQ_SPEC_MAX_OBJECTIVES)
+                    v[got++] = strtod (end + 1, &end);
+                if (m > 1 && got == m && !*end)
+                    early_stop_restore_multi (j->stopper, at, id, v);
+                else if (m <= 1)
+                    early_stop_restore (j->stopper, at, id, strtod (r->element[k + 1]->str, NULL));
+            }
             freeReplyObject (r);
         }
     }

@@ -68,6 +68,11 @@ typedef struct {
     uint8_t *st;  // trial id -> S_*
     size_t cap;
     uint64_t nok, nflight;
+    // Warm start: rows 0 .. nwarm-1 are the warm-start observations, trial
+    // id i is row nwarm + i; a warm row's gene is NaN where its point lacks
+    // the param. started: a trial was replayed or suggested (no more warm).
+    size_t nwarm;
+    bool started;
 } s_tpe_t;
 
 static void
@@ -146,7 +151,7 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         return 0;
     if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
-    s_reserve (t, self->suggested);
+    s_reserve (t, t->nwarm + self->suggested);
     return 0;
 }
 
@@ -186,9 +191,9 @@ s_set (s_tpe_t *t, uint64_t trial, uint8_t st)
     t->nflight += st == S_FLIGHT;
 }
 
-// s_end records how trial ended.
+// s_end_row records how the trial of row ended (a warm-start row: as succeeded).
 static void
-s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+s_end_row (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
     s_tpe_t *t = self->impl;
     double f[CGQ_SPEC_MAX_OBJECTIVES];
@@ -203,11 +208,19 @@ s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value
         s_set (t, trial, S_FAILED);
 }
 
+// s_end records how trial ended (its row is nwarm + trial).
+static void
+s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+{
+    s_tpe_t *t = self->impl;
+    s_end_row (self, t->nwarm + trial, metrics, value, ok);
+}
+
 static void
 s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
     s_tpe_t *t = self->impl;
-    if (trial >= t->cap || t->st[trial] != S_FLIGHT)
+    if (trial + t->nwarm >= t->cap || t->st[trial + t->nwarm] != S_FLIGHT)
         return;
     s_end (self, trial, metrics, value, ok);
 }
@@ -217,12 +230,14 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
           double value, cgq_replay_t outcome, char *err, size_t errlen)
 {
     s_tpe_t *t = self->impl;
-    double *x = &t->x[trial * t->d];
+    t->started = true;
+    s_reserve (t, t->nwarm + self->suggested); // the warm rows came after init's reserve
+    double *x = &t->x[(t->nwarm + trial) * t->d];
     if (cgq_genome_from_params (&t->g, params, x, err, errlen) < 0)
         return -1;
     cgq_genome_canon (&t->g, x);
     if (outcome == CGQ_REPLAY_ACTIVE)
-        s_set (t, trial, S_FLIGHT);
+        s_set (t, t->nwarm + trial, S_FLIGHT);
     else
         s_end (self, trial, metrics, value, outcome == CGQ_REPLAY_SUCCEEDED);
     return 0;
@@ -240,16 +255,37 @@ s_choose (cgq_searcher_t *self, const uint64_t *below, const double *wbelow, siz
     cgq_tpe_dim_t *dims = cgq_xmalloc (ng * sizeof *dims);
     double *ob = cgq_xmalloc ((nb ? nb : 1) * ng * sizeof *ob);
     double *oa = cgq_xmalloc ((na ? na : 1) * ng * sizeof *oa);
-    for (size_t j = 0; j < ng; j++) {
+    double *wb = cgq_xmalloc ((nb ? nb : 1) * sizeof *wb);
+    for (size_t j = 0; j < ng; j++)
         dims[j] = t->dims[gs[j]];
-        for (size_t i = 0; i < nb; i++)
-            ob[i * ng + j] = s_coord (t, gs[j], t->x[below[i] * d + gs[j]]);
-        for (size_t i = 0; i < na; i++)
-            oa[i * ng + j] = s_coord (t, gs[j], t->x[above[i] * d + gs[j]]);
+    // A warm-start row that lacks one of the genes is left out (as Optuna
+    // leaves out a trial without the param).
+    size_t kb = 0, ka = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const double *xr = &t->x[below[i] * d];
+        bool has = true;
+        for (size_t j = 0; j < ng; j++)
+            has = has && !isnan (xr[gs[j]]);
+        if (!has)
+            continue;
+        for (size_t j = 0; j < ng; j++)
+            ob[kb * ng + j] = s_coord (t, gs[j], xr[gs[j]]);
+        wb[kb++] = wbelow ? wbelow[i] : 1;
+    }
+    for (size_t i = 0; i < na; i++) {
+        const double *xr = &t->x[above[i] * d];
+        bool has = true;
+        for (size_t j = 0; j < ng; j++)
+            has = has && !isnan (xr[gs[j]]);
+        if (!has)
+            continue;
+        for (size_t j = 0; j < ng; j++)
+            oa[ka * ng + j] = s_coord (t, gs[j], xr[gs[j]]);
+        ka++;
     }
     bool joint = self->spec->search.multivariate;
-    cgq_tpe_t *l = cgq_tpe_new_weighted (dims, ng, ob, nb, joint, wbelow);
-    cgq_tpe_t *g = cgq_tpe_new (dims, ng, oa, na, joint);
+    cgq_tpe_t *l = cgq_tpe_new_weighted (dims, ng, ob, kb, joint, wbelow ? wb : NULL);
+    cgq_tpe_t *g = cgq_tpe_new (dims, ng, oa, ka, joint);
     double *cand = cgq_xmalloc (m * ng * sizeof *cand);
     double *genes = cgq_xmalloc (m * d * sizeof *genes);
     double *ll = cgq_xmalloc (m * sizeof *ll), *lg = cgq_xmalloc (m * sizeof *lg);
@@ -277,6 +313,7 @@ s_choose (cgq_searcher_t *self, const uint64_t *below, const double *wbelow, siz
     free (dims);
     free (ob);
     free (oa);
+    free (wb);
     free (cand);
     free (genes);
     free (ll);
@@ -347,7 +384,7 @@ static void
 s_model (cgq_searcher_t *self, double *x)
 {
     s_tpe_t *t = self->impl;
-    uint64_t n = self->suggested, id = n, seed = self->spec->search.seed;
+    uint64_t id = self->suggested, n = t->nwarm + id, seed = self->spec->search.seed;
     if (t->nobj > 1) {
         size_t nt = (size_t)(t->nok + t->nflight);
         uint64_t *below = cgq_xmalloc ((nt ? nt : 1) * sizeof *below);
@@ -416,6 +453,56 @@ s_model (cgq_searcher_t *self, double *x)
     free (above);
 }
 
+// s_warm adds a warm-start observation as row nwarm (before any trial).
+static int
+s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err, size_t errlen)
+{
+    s_tpe_t *t = self->impl;
+    const cgq_spec_t *spec = self->spec;
+    if (t->started) {
+        snprintf (err, errlen, "warm-start points come before the job's first trial");
+        return -1;
+    }
+    double f[CGQ_SPEC_MAX_OBJECTIVES];
+    if (!cgq_search_objectives (spec, metrics, NAN, f)) {
+        snprintf (err, errlen, "its metrics lack the objective%s (or one is not a finite number)",
+                  spec->nobjectives > 1 ? "s" : "");
+        return -1;
+    }
+    // The params of the space it lacks get a placeholder (a point drawn at
+    // random), then NaN genes: left out of the model for this point.
+    cgq_rng_t r;
+    cgq_rng_seed (&r, 0, 0, 0);
+    double *tmp = cgq_xmalloc ((t->d ? t->d : 1) * sizeof *tmp);
+    cgq_genome_random (&t->g, &r, tmp);
+    json_t *full = cgq_genome_params (&t->g, tmp);
+    bool *missing = cgq_xcalloc (spec->nparams ? spec->nparams : 1, sizeof *missing);
+    for (size_t p = 0; p < spec->nparams; p++) {
+        const char *name = spec->params[p].name;
+        json_t *v = name ? json_object_get (params, name) : NULL;
+        if (v)
+            json_object_set (full, name, v);
+        else
+            missing[p] = name != NULL;
+    }
+    s_reserve (t, t->nwarm + 1);
+    double *x = &t->x[t->nwarm * t->d];
+    int rc = cgq_genome_from_params (&t->g, full, x, err, errlen);
+    json_decref (full);
+    free (tmp);
+    if (rc == 0) {
+        cgq_genome_canon (&t->g, x);
+        for (size_t p = 0; p < spec->nparams; p++)
+            for (size_t k = 0; missing[p] && k < t->g.count[p]; k++)
+                x[t->g.first[p] + k] = NAN;
+        size_t row = t->nwarm;
+        t->nwarm++;
+        s_end_row (self, row, metrics, NAN, true); // as a trial that succeeded
+    }
+    free (missing);
+    return rc;
+}
+
 static json_t *
 s_suggest (cgq_searcher_t *self)
 {
@@ -423,15 +510,16 @@ s_suggest (cgq_searcher_t *self)
     if (s_done (self))
         return NULL;
     uint64_t id = self->suggested;
-    s_reserve (t, id + 1);
-    double *x = &t->x[id * t->d];
+    t->started = true;
+    s_reserve (t, t->nwarm + id + 1);
+    double *x = &t->x[(t->nwarm + id) * t->d];
     cgq_rng_t r;
     cgq_rng_seed (&r, self->spec->search.seed, id, S_RANDOM);
     cgq_genome_random (&t->g, &r, x);
     if (t->nok >= self->spec->search.initial && t->nvar > 0)
         s_model (self, x);
     cgq_genome_canon (&t->g, x);
-    s_set (t, id, S_FLIGHT);
+    s_set (t, t->nwarm + id, S_FLIGHT);
     return cgq_genome_params (&t->g, x);
 }
 
@@ -458,6 +546,7 @@ const cgq_search_ops_t cgq_search_tpe_ops = {
     .observe = s_observe,
     .replay = s_replay,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
 };

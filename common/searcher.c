@@ -234,6 +234,25 @@ cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params,
     return self->ops->replay (self, trial, params, metrics, value, outcome, err, errlen);
 }
 
+int
+cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+                   size_t errlen)
+{
+    char scratch[8];
+    if (!err || !errlen)
+        err = scratch, errlen = sizeof scratch;
+    if (!self->ops->warm) {
+        snprintf (err, errlen, "algorithm %s takes no warm-start points (use algorithm: tpe)",
+                  self->algorithm);
+        return -1;
+    }
+    if (!json_is_object (params) || !json_is_object (metrics)) {
+        snprintf (err, errlen, "a warm-start point needs params and metrics, both objects");
+        return -1;
+    }
+    return self->ops->warm (self, params, metrics, err, errlen);
+}
+
 bool
 cgq_searcher_done (const cgq_searcher_t *self)
 {

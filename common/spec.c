@@ -552,6 +552,8 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     free (self->early_stop.metric);
     json_decref (self->search.points);
     free (self->search.file);
+    free (self->search.warm_jobs);
+    free (self->search.warm_points);
     spec_stage_fini (&self->trial);
     for (size_t i = 0; i < self->nstages; i++)
         spec_stage_fini (&self->stages[i]);

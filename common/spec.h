@@ -173,6 +173,12 @@ typedef struct {
         double sigma0;
         json_t *points;      // list: the points, a JSON array of objects (owned)
         char *file;          // list: search.file as written (NULL: points written inline)
+        // tpe: warm_start: {jobs: [7, 9], points: FILE}: observations the
+        // searcher starts from (resolved by the submitting client into the
+        // SubmitJob, docs/architecture.md). warm_points as written.
+        uint64_t *warm_jobs; // owned; NULL: none
+        size_t nwarm_jobs;
+        char *warm_points; // owned; NULL: none
     } search;
 
     // objective: {metric|expr, mode}. metric is NULL when the spec has no

@@ -1116,8 +1116,32 @@ t_search_tpe (void **state)
                     2, 26, "search.batch applies to algorithm evolution, nsga2, not tpe");
     s_expect_error (TRIAL "search: {algorithm: tpe, multivariat: true}\n", 2, 26,
                     "unknown key 'multivariat' in search (known keys: algorithm, samples, "
-                    "concurrency, seed, initial, candidates, multivariate, fail_fast); did you "
-                    "mean 'multivariate'?");
+                    "concurrency, seed, initial, candidates, multivariate, warm_start, "
+                    "fail_fast); did you mean 'multivariate'?");
+    // warm_start: jobs and points; what it refuses.
+    {
+        const char *w = "search: {algorithm: tpe, warm_start: {jobs: [7, 9], points: seen.jsonl}}\n"
+                        "objective: {metric: a, mode: min}\n" TRIAL;
+        cgq_spec_t *ws = cgq_spec_parse (w, strlen (w), "t.yaml", err, sizeof err);
+        if (!ws)
+            fail_msg ("%s", err);
+        assert_int_equal (ws->search.nwarm_jobs, 2);
+        assert_true (ws->search.warm_jobs[0] == 7 && ws->search.warm_jobs[1] == 9);
+        assert_string_equal (ws->search.warm_points, "seen.jsonl");
+        cgq_spec_destroy (&ws);
+    }
+    s_expect_error ("search: {algorithm: tpe, warm_start: {jobs: 7}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 45, "search.warm_start.jobs must be a list of 1 to 64 job ids");
+    s_expect_error ("search: {algorithm: tpe, warm_start: {jobs: [0]}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 46, "search.warm_start.jobs[]");
+    s_expect_error ("search: {algorithm: tpe, warm_start: {job: [3]}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 39, "unknown key 'job' in search.warm_start (known keys: jobs, points)");
+    s_expect_error ("search: {algorithm: bayes, warm_start: {jobs: [3]}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 28, "search.warm_start applies to algorithm tpe, not bayes");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
                     "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
                     "max}, or objectives: [");

@@ -253,6 +253,34 @@ cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *met
     return self->ops->warm (self, params, metrics, err, errlen);
 }
 
+int
+cgq_searcher_warm_json (cgq_searcher_t *self, const char *json, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *a = json_loads (json ? json : "", 0, &je);
+    if (!json_is_array (a) || json_array_size (a) > CGQ_SEARCH_MAX_WARM) {
+        snprintf (err, errlen,
+                  "warm_start: the observations are not a JSON array of at most %d points (%s)",
+                  CGQ_SEARCH_MAX_WARM, a ? "wrong shape or too many" : je.text);
+        json_decref (a);
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size (a); i++) {
+        const json_t *o = json_array_get (a, i);
+        const json_t *from = json_object_get (o, "from");
+        char why[512];
+        if (cgq_searcher_warm (self, json_object_get (o, "params"), json_object_get (o, "metrics"),
+                               why, sizeof why) < 0) {
+            snprintf (err, errlen, "warm_start point %zu (%s): %s", i + 1,
+                      json_is_string (from) ? json_string_value (from) : "?", why);
+            json_decref (a);
+            return -1;
+        }
+    }
+    json_decref (a);
+    return 0;
+}
+
 bool
 cgq_searcher_done (const cgq_searcher_t *self)
 {

@@ -98,6 +98,13 @@ int cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *par
 int cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics,
                        char *err, size_t errlen);
 
+// cgq_searcher_warm_json feeds every observation of json, a JSON array of
+// {"params": {...}, "metrics": {...}, "from": "..."} (SubmitJob.warm_json),
+// to cgq_searcher_warm in order. At most CGQ_SEARCH_MAX_WARM of them.
+// Returns 0, or -1 with err set ("warm_start point N (FROM): why").
+#define CGQ_SEARCH_MAX_WARM 100000
+int cgq_searcher_warm_json (cgq_searcher_t *self, const char *json, char *err, size_t errlen);
+
 // cgq_searcher_done is true when no trial will ever be suggested again.
 bool cgq_searcher_done (const cgq_searcher_t *self);
 

@@ -309,6 +309,24 @@ s_stopper (coord_t *c, job_t *j)
     return rc;
 }
 
+// s_warm feeds a job's warm-start observations (cgq:job:{J}:warm, as
+// submitted) to its new searcher, before the replay, as at submit.
+static int
+s_warm (coord_t *c, uint64_t id, cgq_searcher_t *searcher, char *err, size_t errlen)
+{
+    char key[64];
+    redisReply *r = cgq_store_command (c->store, "GET %s", cgq_key_warm (key, sizeof key, id));
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        snprintf (err, errlen, "its warm-start observations (%s) are missing", key);
+        if (r)
+            freeReplyObject (r);
+        return -1;
+    }
+    int rc = cgq_searcher_warm_json (searcher, r->str, err, errlen);
+    freeReplyObject (r);
+    return rc;
+}
+
 // s_front reads a multi-objective job's Pareto front back into memory.
 static int
 s_front (coord_t *c, job_t *j)
@@ -368,6 +386,9 @@ recovery_jobs (coord_t *c)
         json_t *st = *rec->searcher ? json_loads (rec->searcher, 0, NULL) : NULL;
         cgq_searcher_t *searcher = spec ? cgq_searcher_new (spec, st, err, sizeof err) : NULL;
         json_decref (st);
+        if (searcher && (spec->search.nwarm_jobs || spec->search.warm_points)
+            && s_warm (c, id, searcher, err, sizeof err) < 0)
+            cgq_searcher_destroy (&searcher);
         if (!searcher) {
             cgq_error ("job %" PRIu64 " cannot be resumed: %s; marking it failed", id,
                        spec ? err : "its spec no longer parses");

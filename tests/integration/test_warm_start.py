@@ -17,6 +17,7 @@ again after a restart.
 import json
 import math
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -134,6 +135,29 @@ class WarmStartTest(CgqTestCase):
         self._refused(c, self._spec(c, "nofile", "{algorithm: tpe, warm_start: {points: "
                                                  "missing.jsonl}}"),
                       "search.warm_start.points: cannot read", "missing.jsonl")
+
+    def test_a_client_that_does_not_resolve_is_refused(self):
+        # The Python client sends the spec alone: the coordinator refuses a
+        # warm_start it was not given the observations of. The client needs
+        # python3-redis and python3-protobuf: Debian's Python has them.
+        py = "/usr/bin/python3"
+        if subprocess.run([py, "-c", "import redis, google.protobuf"],
+                          capture_output=True).returncode != 0:
+            self.skipTest("no %s with redis and protobuf for the Python client" % py)
+        c = self.start_default(workers=(("w1", 1),))
+        path = self._spec(c, "py", "{algorithm: tpe, warm_start: {jobs: [1]}}")
+        client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients",
+                              "python")
+        script = ("import sys; sys.path.insert(0, sys.argv[1]); import cgq\n"
+                  "try:\n"
+                  "    cgq.Client(redis=sys.argv[2], coordinator=sys.argv[3]).submit(sys.argv[4])\n"
+                  "except cgq.CgqError as e:\n"
+                  "    print(e); sys.exit(3)\n")
+        r = subprocess.run([py, "-c", script, client, c.redis_url, c.control_ep, path],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("search.warm_start is resolved by the submitting client", r.stdout)
+        self.assertEqual(c.redis.cmd("ZCARD", "cgq:jobs"), 0)
 
     def test_warm_started_job_survives_a_kill(self):
         c = self.start_default(workers=(("w1", 1),))

@@ -203,8 +203,10 @@ typedef struct {
         uint64_t grace;                 // no stop before attribute reaches grace (default 1)
         double reduction;               // asha: keep 1/reduction at each rung (default 3)
         uint64_t max;                   // the attribute's largest value (default 100)
-        size_t nobjectives; // asha with no metric on a job of objectives: [...]: their
-                            // number (the job's objectives are compared); else 0
+        size_t nobjectives; // multi-objective asha (no metric, a job of objectives: [...]):
+                            // how many of the job's objectives are compared; else 0
+        size_t obj[CGQ_SPEC_MAX_OBJECTIVES]; // their indices in objectives[] (all, or
+                                             // early_stop.objectives: [names])
     } early_stop;
 
     // trial: without stages: the one stage. With trial.stages: only its

@@ -1328,7 +1328,7 @@ t_err_early_stop (void **state)
                     "early_stop.max 5 is below early_stop.grace 10");
     s_expect_error (ES ("early_stop: {algorithm: asha, graec: 1}\n"), 3, 31,
                     "unknown key 'graec' in early_stop (known keys: algorithm, attribute, "
-                    "metric, mode, grace, reduction, max)");
+                    "metric, objectives, mode, grace, reduction, max)");
     s_expect_error (ES ("early_stop: {algorithm: asha, metric: acc}\n"), 3, 1,
                     "early_stop.mode is missing");
     s_expect_error (ES ("early_stop: {algorithm: asha, mode: most}\n"), 3, 37,

@@ -76,8 +76,13 @@ early_stop_new (const cgq_spec_t *spec)
     self->max = (double) spec->early_stop.max;
     self->mode = spec->early_stop.mode >= 0 ? 1 : -1;
     self->m = 1;
-    if (spec->early_stop.nobjectives > 1 && self->alg == CGQ_EARLY_STOP_ASHA)
-        self->m = cgq_spec_objective_senses (spec, self->sense);
+    if (spec->early_stop.nobjectives > 1 && self->alg == CGQ_EARLY_STOP_ASHA) {
+        int all[CGQ_SPEC_MAX_OBJECTIVES];
+        cgq_spec_objective_senses (spec, all);
+        self->m = spec->early_stop.nobjectives;
+        for (size_t j = 0; j < self->m; j++)
+            self->sense[j] = all[spec->early_stop.obj[j]];
+    }
     if (self->alg == CGQ_EARLY_STOP_ASHA)
         for (double m = self->grace; m < self->max && self->nrungs < S_MAX_RUNGS;
              m *= self->reduction)
@@ -342,7 +347,7 @@ s_fmt_vec (const early_stop_t *self, const double *v, char *buf, size_t n)
     for (size_t j = 0; j < self->m && at < n; j++) {
         char x[32];
         at += (size_t) snprintf (buf + at, n - at, "%s%s %s", j ? ", " : "(",
-                                 cgq_spec_objective (self->spec, j)->metric,
+                                 cgq_spec_objective (self->spec, self->spec->early_stop.obj[j])->metric,
                                  cgq_fmt_double (x, v[j]));
     }
     if (at < n)
@@ -360,13 +365,16 @@ s_finite (const double *v, size_t m)
 }
 
 void
-early_stop_report_multi (early_stop_t *self, uint64_t trial, double attr, const double *values,
+early_stop_report_multi (early_stop_t *self, uint64_t trial, double attr, const double *all,
                          early_stop_decision_t *d)
 {
     if (self && self->m == 1) {
-        early_stop_report (self, trial, attr, values[0], d);
+        early_stop_report (self, trial, attr, all[0], d);
         return;
     }
+    double values[CGQ_SPEC_MAX_OBJECTIVES];
+    for (size_t j = 0; self && j < self->m; j++)
+        values[j] = all[self->spec->early_stop.obj[j]];
     memset (d, 0, sizeof *d);
     if (!self || !isfinite (attr) || !s_finite (values, self->m))
         return;

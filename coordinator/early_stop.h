@@ -83,11 +83,13 @@ void early_stop_report (early_stop_t *self, uint64_t trial, double attr, double 
                         early_stop_decision_t *d);
 
 // early_stop_report_multi is early_stop_report for a stopper of several
-// objectives (early_stop_nobjectives > 1): values holds each objective as
-// reported (the spec's modes say which way is better). For a stopper of one
-// objective it is early_stop_report of values[0].
-void early_stop_report_multi (early_stop_t *self, uint64_t trial, double attr,
-                              const double *values, early_stop_decision_t *d);
+// objectives (early_stop_nobjectives > 1): all holds each of the job's
+// objectives as reported (cgq_spec_objective_values; the spec's modes say
+// which way is better), of which the stopper compares those of
+// spec->early_stop.obj; d->values gets them (what to persist and restore).
+// For a stopper of one objective it is early_stop_report of all[0].
+void early_stop_report_multi (early_stop_t *self, uint64_t trial, double attr, const double *all,
+                              early_stop_decision_t *d);
 
 // early_stop_nobjectives is the number of values a report is judged on: 1,
 // or the job's objectives for multi-objective asha (0 for NULL).
@@ -102,7 +104,7 @@ void early_stop_forget (early_stop_t *self, uint64_t trial);
 // value per bucket, as ZRANGE gives them, costs O(1) each).
 void early_stop_restore (early_stop_t *self, double at, uint64_t trial, double value);
 // early_stop_restore_multi puts back one persisted vector record (several
-// objectives).
+// objectives: the d->values that early_stop_report_multi gave).
 void early_stop_restore_multi (early_stop_t *self, double at, uint64_t trial,
                                const double *values);
 

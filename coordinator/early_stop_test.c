@@ -351,6 +351,44 @@ test_asha_multi (void **state)
                                "[{metric: a, mode: min}, {metric: b, mode: min}]", err,
                                sizeof err));
     assert_non_null (strstr (err, "early_stop.mode applies to early_stop.metric"));
+    // early_stop.objectives: a subset of the job's, by name, in its order.
+    spec = s_spec_multi ("{algorithm: asha, objectives: [lat, loss]}",
+                         "[{metric: loss, mode: min}, {metric: acc, mode: max}, "
+                         "{metric: lat, mode: min}]",
+                         err, sizeof err);
+    if (!spec)
+        fail_msg ("%s", err);
+    assert_int_equal (spec->early_stop.nobjectives, 2);
+    assert_true (spec->early_stop.obj[0] == 2 && spec->early_stop.obj[1] == 0);
+    es = early_stop_new (spec);
+    double all0[3] = {0.5, 0.1, 10}, all1[3] = {0.7, 0.99, 12}, all2[3] = {0.9, 0.0, 5};
+    early_stop_report_multi (es, 0, 1, all0, &d);
+    assert_true (d.record && !d.stop && d.nvalues == 2 && d.values[0] == 10 && d.values[1] == 0.5);
+    // Dominated by trial 0 in (lat, loss), whatever its accuracy: stops.
+    early_stop_report_multi (es, 1, 1, all1, &d);
+    assert_true (d.stop);
+    assert_non_null (strstr (d.why, "its (lat 12, loss 0.7) is dominated by 1 of 2"));
+    early_stop_report_multi (es, 2, 1, all2, &d);
+    assert_false (d.stop);
+    early_stop_destroy (&es);
+    cgq_spec_destroy (&spec);
+    assert_null (s_spec_multi ("{algorithm: asha, objectives: [lat, acc]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (
+        strstr (err, "early_stop.objectives: 'lat' is not one of the job's objectives (loss, acc)"));
+    assert_null (s_spec_multi ("{algorithm: asha, objectives: [acc, acc]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop.objectives names 'acc' twice"));
+    assert_null (s_spec_multi ("{algorithm: asha, objectives: [acc]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop.objectives must list 2 to 8"));
+    assert_null (s_spec_multi ("{algorithm: asha, metric: acc, mode: max, objectives: [acc, loss]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop has both metric and objectives"));
     // A metric given: one-objective asha on it, as before.
     spec = s_spec_multi ("{algorithm: asha, metric: a, mode: min}",
                          "[{metric: a, mode: min}, {metric: b, mode: min}]", err, sizeof err);

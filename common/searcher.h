@@ -93,7 +93,8 @@ int cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *par
 // constraints' metrics). Call it for every observation, in the same order,
 // after cgq_searcher_new and before any replay or suggestion, at submit and
 // after every restart: the observations are not part of the saved state.
-// Returns 0, or -1 with err set when the algorithm takes none, a value lies
+// Returns 0, or -1 with err set when the algorithm takes none (only tpe and
+// bayes take them; bayes needs every param of the space), a value lies
 // outside its param's domain, or the metrics lack an objective.
 int cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics,
                        char *err, size_t errlen);

@@ -32,7 +32,7 @@ static const struct {
      "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation, "
      "fail_fast"},
     {CGQ_SEARCH_BAYES, "bayes",
-     "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
+     "algorithm, samples, concurrency, seed, initial, candidates, warm_start, fail_fast"},
     {CGQ_SEARCH_TPE, "tpe",
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, warm_start, "
      "fail_fast"},

@@ -1139,9 +1139,9 @@ t_search_tpe (void **state)
     s_expect_error ("search: {algorithm: tpe, warm_start: {job: [3]}}\n"
                     "objective: {metric: a, mode: min}\n" TRIAL,
                     1, 39, "unknown key 'job' in search.warm_start (known keys: jobs, points)");
-    s_expect_error ("search: {algorithm: bayes, warm_start: {jobs: [3]}}\n"
+    s_expect_error ("search: {algorithm: cmaes, warm_start: {jobs: [3]}}\n"
                     "objective: {metric: a, mode: min}\n" TRIAL,
-                    1, 28, "search.warm_start applies to algorithm tpe, not bayes");
+                    1, 28, "search.warm_start applies to algorithm bayes, tpe, not cmaes");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
                     "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
                     "max}, or objectives: [");

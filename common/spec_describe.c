@@ -210,6 +210,15 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                      self->search.candidates,
                      alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
     }
+    if (self->search.nwarm_jobs || self->search.warm_points) {
+        fprintf (f, "  warm start from");
+        for (size_t i = 0; i < self->search.nwarm_jobs; i++)
+            fprintf (f, "%s job %llu", i ? "," : "", (unsigned long long) self->search.warm_jobs[i]);
+        if (self->search.warm_points)
+            fprintf (f, "%s points %s", self->search.nwarm_jobs ? "," : "",
+                     self->search.warm_points);
+        fprintf (f, " (read by cgq submit)\n");
+    }
     uint64_t d;
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
         fprintf (f, "  sampled without replacement: no repeats among %llu combinations\n",

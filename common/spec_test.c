@@ -1128,6 +1128,14 @@ t_search_tpe (void **state)
         assert_int_equal (ws->search.nwarm_jobs, 2);
         assert_true (ws->search.warm_jobs[0] == 7 && ws->search.warm_jobs[1] == 9);
         assert_string_equal (ws->search.warm_points, "seen.jsonl");
+        char *out = NULL;
+        size_t outlen = 0;
+        FILE *mf = open_memstream (&out, &outlen);
+        cgq_spec_describe (ws, mf);
+        fclose (mf);
+        assert_non_null (strstr (out, "  warm start from job 7, job 9, points seen.jsonl (read by "
+                                      "cgq submit)\n"));
+        free (out);
         cgq_spec_destroy (&ws);
     }
     s_expect_error ("search: {algorithm: tpe, warm_start: {jobs: 7}}\n"

@@ -594,16 +594,41 @@ cgq_tpe_split_multi (const double *loss, size_t n, size_t m, size_t nbelow, size
                      size_t *above)
 {
     nbelow = nbelow < n ? nbelow : n;
-    int *rank = cgq_xmalloc ((n ? n : 1) * sizeof *rank);
-    int nfronts = cgq_pareto_sort (loss, (int)n, (int)m, NULL, rank);
     bool *in = cgq_xcalloc (n ? n : 1, sizeof *in);
+    bool *peeled = cgq_xcalloc (n ? n : 1, sizeof *peeled);
     size_t *cand = cgq_xmalloc ((n ? n : 1) * sizeof *cand);
-    size_t nb = 0;
-    for (int r = 0; r < nfronts && nb < nbelow; r++) {
+    size_t nb = 0, left = n;
+    // The fronts one at a time, only as many as the good group needs (a
+    // full non-dominated sort is O(m n^2)): each is the non-dominated set of
+    // the points not peeled yet, kept online (a point dominated by a member
+    // is skipped, one that dominates members replaces them): O(m n f) for a
+    // front of f. Then in index order, as Optuna lists a rank.
+    while (nb < nbelow && left > 0) {
         size_t nc = 0;
-        for (size_t i = 0; i < n; i++)
-            if (rank[i] == r)
+        for (size_t i = 0; i < n; i++) {
+            if (peeled[i])
+                continue;
+            bool dominated = false;
+            size_t keep = 0;
+            for (size_t k = 0; k < nc; k++) {
+                int c = cgq_pareto_compare (&loss[cand[k] * m], &loss[i * m], (int)m, NULL);
+                dominated = dominated || c == 1;
+                if (c != -1) // a member i dominates leaves the front
+                    cand[keep++] = cand[k];
+            }
+            nc = keep;
+            if (!dominated)
                 cand[nc++] = i;
+        }
+        for (size_t k = 1; k < nc; k++) // insertion sort: fronts are small
+            for (size_t j = k; j > 0 && cand[j - 1] > cand[j]; j--) {
+                size_t t = cand[j];
+                cand[j] = cand[j - 1];
+                cand[j - 1] = t;
+            }
+        for (size_t k = 0; k < nc; k++)
+            peeled[cand[k]] = true;
+        left -= nc;
         if (nb + nc <= nbelow) {
             for (size_t i = 0; i < nc; i++) {
                 below[nb++] = cand[i];
@@ -623,7 +648,7 @@ cgq_tpe_split_multi (const double *loss, size_t n, size_t m, size_t nbelow, size
     for (size_t i = 0; i < n; i++)
         if (!in[i])
             above[na++] = i;
-    free (rank);
+    free (peeled);
     free (in);
     free (cand);
 }

@@ -96,15 +96,13 @@ void cgq_tpe_split (const double *loss, size_t n, size_t nbelow, size_t *below, 
 // each minimised, all finite.
 #define CGQ_TPE_MAX_OBJECTIVES 8
 // cgq_tpe_split_multi is _split_observation_pairs for several objectives:
-// whole non-dominated fronts (cgq_pareto_sort) go into the good group while
-// they fit in nbelow; the front that does not fit gives the rest by greedy
-// hypervolume subset selection (_solve_hssp: each time the point that adds
-// the most hypervolume, reference max(1.1 w, 0.9 w) of that front's worst
-// w per objective, 1e-12 where 0). below gets nbelow indices in Optuna's
-// order (the fronts in index order, then the points chosen in the order
-// chosen), above the rest ascending. With 7 or 8 objectives, where the
-// hypervolume is past cgq_pareto_hypervolume's bounds, the choice falls
-// back to the front's first points in index order.
+// whole non-dominated fronts (peeled one at a time, only as many as needed) go into the good group
+// while they fit in nbelow; the front that does not fit gives the rest by greedy hypervolume subset
+// selection (_solve_hssp: each time the point that adds the most hypervolume, reference max(1.1 w,
+// 0.9 w) of that front's worst w per objective, 1e-12 where 0). below gets nbelow indices in
+// Optuna's order (the fronts in index order, then the points chosen in the order chosen), above the
+// rest ascending. With 7 or 8 objectives, where the hypervolume is past cgq_pareto_hypervolume's
+// bounds, the choice falls back to the front's first points in index order.
 void cgq_tpe_split_multi (const double *loss, size_t n, size_t m, size_t nbelow, size_t *below,
                           size_t *above);
 // cgq_tpe_weights_multi is _calculate_weights_below_for_multi_objective

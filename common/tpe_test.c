@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pareto.h"
 #include "search_impl.h"
 #include "tpe.h"
 #include "util.h"
@@ -258,6 +259,39 @@ t_multi (void **state)
             s_close (mv ? "weighted mv" : "weighted uv", i, out[i],
                      mv ? s_mo_est_mv[i] : s_mo_est_uv[i]);
         cgq_tpe_destroy (&pe);
+    }
+    // The fronts peeled one at a time agree with the full non-dominated
+    // sort: every point of a rank below the last one taken is in, the rest
+    // of the good group is of that rank. Random sets with many ties.
+    uint64_t seed = 5;
+    for (int c = 0; c < 30; c++) {
+        size_t n = 50 + (size_t)(c * 13 % 150), m = 2 + (size_t)(c % 3), nb = 1 + (size_t)(c % 25);
+        double *loss = cgq_xmalloc (n * m * sizeof *loss);
+        for (size_t i = 0; i < n * m; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            loss[i] = (double)((seed >> 33) % 12);
+        }
+        int *rank = cgq_xmalloc (n * sizeof *rank);
+        cgq_pareto_sort (loss, (int)n, (int)m, NULL, rank);
+        size_t *b = cgq_xmalloc (nb * sizeof *b), *ab = cgq_xmalloc (n * sizeof *ab);
+        cgq_tpe_split_multi (loss, n, m, nb, b, ab);
+        int last = 0;
+        bool *in = cgq_xcalloc (n, sizeof *in);
+        for (size_t i = 0; i < nb; i++) {
+            in[b[i]] = true;
+            last = rank[b[i]] > last ? rank[b[i]] : last;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (rank[i] < last && !in[i])
+                fail_msg ("set %d: point %zu of rank %d is not in the good group (last rank %d)", c,
+                          i, rank[i], last);
+        for (size_t i = 0; i < n - nb; i++)
+            assert_false (in[ab[i]]);
+        free (in);
+        free (b);
+        free (ab);
+        free (rank);
+        free (loss);
     }
     // Fewer points than the good group: all of them; one point weighs 1.
     size_t b[3], a[1];

@@ -101,15 +101,17 @@ void cgq_tpe_split (const double *loss, size_t n, size_t nbelow, size_t *below, 
 // selection (_solve_hssp: each time the point that adds the most hypervolume, reference max(1.1 w,
 // 0.9 w) of that front's worst w per objective, 1e-12 where 0). below gets nbelow indices in
 // Optuna's order (the fronts in index order, then the points chosen in the order chosen), above the
-// rest ascending. With 7 or 8 objectives, where the hypervolume is past cgq_pareto_hypervolume's
-// bounds, the choice falls back to the front's first points in index order.
+// rest ascending. With 5 or more objectives, where exact hypervolumes of a large front cost
+// seconds, the subset is the points of the largest own boxes (the greedy choice's first scores,
+// not updated); past cgq_pareto_hypervolume's bounds, the front's first points in index order.
 void cgq_tpe_split_multi (const double *loss, size_t n, size_t m, size_t nbelow, size_t *below,
                           size_t *above);
 // cgq_tpe_weights_multi is _calculate_weights_below_for_multi_objective
 // without constraints: the weight of each of the k points idx is its
 // hypervolume contribution (the hypervolume of all k less that of the other
 // k - 1, plus 1e-12; reference as above over the k) over the largest, in
-// [0, 1]; 1 for a single point. Past the hypervolume's bounds: all 1.
+// [0, 1]; 1 for a single point. With 5 or more objectives, or past the
+// hypervolume's bounds: all 1.
 void cgq_tpe_weights_multi (const double *loss, size_t m, const size_t *idx, size_t k, double *w);
 
 // The standard normal's pieces, exposed for the tests:

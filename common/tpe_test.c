@@ -262,10 +262,11 @@ t_multi (void **state)
     }
     // The fronts peeled one at a time agree with the full non-dominated
     // sort: every point of a rank below the last one taken is in, the rest
-    // of the good group is of that rank. Random sets with many ties.
+    // of the good group is of that rank. Random sets with many ties, 2 to 6
+    // objectives (5 and 6: the subset by own boxes). Weights in [0, 1].
     uint64_t seed = 5;
     for (int c = 0; c < 30; c++) {
-        size_t n = 50 + (size_t)(c * 13 % 150), m = 2 + (size_t)(c % 3), nb = 1 + (size_t)(c % 25);
+        size_t n = 50 + (size_t)(c * 13 % 150), m = 2 + (size_t)(c % 5), nb = 1 + (size_t)(c % 25);
         double *loss = cgq_xmalloc (n * m * sizeof *loss);
         for (size_t i = 0; i < n * m; i++) {
             seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -287,6 +288,11 @@ t_multi (void **state)
                           i, rank[i], last);
         for (size_t i = 0; i < n - nb; i++)
             assert_false (in[ab[i]]);
+        double *wt = cgq_xmalloc (nb * sizeof *wt);
+        cgq_tpe_weights_multi (loss, m, b, nb, wt);
+        for (size_t i = 0; i < nb; i++)
+            assert_true (wt[i] >= 0 && wt[i] <= 1 && (m <= 4 || wt[i] == 1));
+        free (wt);
         free (in);
         free (b);
         free (ab);

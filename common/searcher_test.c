@@ -604,6 +604,23 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
                   i == 8 ? ", candidates: 200" : i == 9 ? ", population: 10, batch: 4" : "");
         *fn = s_mixed;
         break;
+    case 10: // MOTPE, univariate and multivariate by seed; 11: with constraints
+    case 11: {
+        cgq_buf_t y;
+        cgq_buf_init (&y);
+        cgq_buf_puts (&y, "space:\n");
+        for (int k = 0; k < S_ZDT_N; k++)
+            cgq_buf_printf (&y, "  x%d: {uniform: [0, 1]}\n", k);
+        cgq_buf_printf (&y, "search: {algorithm: tpe, samples: 70, initial: 8, seed: %d%s}\n",
+                        seed, seed % 2 ? ", multivariate: true" : "");
+        cgq_buf_puts (&y, "objectives: [{metric: f0, mode: min}, {metric: f1, mode: min}]\n" TRIAL);
+        if (i == 11)
+            cgq_buf_puts (&y, "constraints: [\"f0 >= 0.3\", \"f1 < 3\"]\n");
+        snprintf (yaml, len, "%s", y.data);
+        cgq_buf_fini (&y);
+        *fn = s_zdt1;
+        break;
+    }
     default:
         snprintf (yaml, len,
                   "space:\n  x1: {choice: [-3, 0, 3]}\n  x2: {uniform: [0, 15]}\n  c: 1\n"
@@ -614,11 +631,11 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
         break;
     }
 }
-#define S_NCASES 10
+#define S_NCASES 12
 
 static const char *s_case_names[S_NCASES] = {
     "evolution", "nsga2", "bayes", "random", "list", "tpe",
-    "nsga2+c",   "tpe+c", "bayes+c", "evo+c"};
+    "nsga2+c",   "tpe+c", "bayes+c", "evo+c", "motpe", "motpe+c"};
 
 // The same seed and the same results give the same suggestions; another seed
 // gives others.

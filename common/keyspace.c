@@ -126,6 +126,13 @@ cgq_key_pareto (char *buf, size_t n, uint64_t job)
 }
 
 char *
+cgq_key_warm (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:warm", job);
+    return buf;
+}
+
+char *
 cgq_key_node (char *buf, size_t n, const char *node)
 {
     snprintf (buf, n, "cgq:node:%s", node);

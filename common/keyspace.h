@@ -37,6 +37,8 @@ char *cgq_key_rung (char *buf, size_t n, uint64_t job, double at);          // c
 char *cgq_key_rungs (char *buf, size_t n, uint64_t job);                    // cgq:job:{7}:rungs
 // The current Pareto front of a job with several objectives.
 char *cgq_key_pareto (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:pareto
+// The warm-start observations a job was submitted with (a JSON array).
+char *cgq_key_warm (char *buf, size_t n, uint64_t job);                     // cgq:job:{7}:warm
 
 #define CGQ_KEY_JOB_SEQ "cgq:seq:job"
 #define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"

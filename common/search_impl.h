@@ -30,6 +30,10 @@ typedef struct {
                    const json_t *metrics, double value, cgq_replay_t outcome, char *err,
                    size_t errlen);
     bool (*done) (const cgq_searcher_t *self);
+    // warm adds one warm-start observation (NULL: the algorithm takes none);
+    // -1 with err set if it does not fit.
+    int (*warm) (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+                 size_t errlen);
     // save adds the algorithm's fields to state, which already holds "algorithm".
     void (*save) (const cgq_searcher_t *self, json_t *state);
     size_t (*footprint) (const cgq_searcher_t *self); // bytes held by impl (NULL: 0)

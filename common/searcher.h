@@ -88,6 +88,26 @@ int cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *par
                          const json_t *metrics, double value, cgq_replay_t outcome, char *err,
                          size_t errlen);
 
+// cgq_searcher_warm gives the searcher one warm-start observation (spec
+// search.warm_start): the params of a point run elsewhere (borrowed; params
+// not in the space are ignored, params of the space it lacks are left out
+// of the model for it) and the metrics it reached (the objectives, and the
+// constraints' metrics). Call it for every observation, in the same order,
+// after cgq_searcher_new and before any replay or suggestion, at submit and
+// after every restart: the observations are not part of the saved state.
+// Returns 0, or -1 with err set when the algorithm takes none (only tpe and
+// bayes take them; bayes needs every param of the space), a value lies
+// outside its param's domain, or the metrics lack an objective.
+int cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics,
+                       char *err, size_t errlen);
+
+// cgq_searcher_warm_json feeds every observation of json, a JSON array of
+// {"params": {...}, "metrics": {...}, "from": "..."} (SubmitJob.warm_json),
+// to cgq_searcher_warm in order. At most CGQ_SEARCH_MAX_WARM of them.
+// Returns 0, or -1 with err set ("warm_start point N (FROM): why").
+#define CGQ_SEARCH_MAX_WARM 100000
+int cgq_searcher_warm_json (cgq_searcher_t *self, const char *json, char *err, size_t errlen);
+
 // cgq_searcher_done is true when no trial will ever be suggested again.
 bool cgq_searcher_done (const cgq_searcher_t *self);
 

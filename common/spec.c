@@ -571,6 +571,8 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     free (self->search.file);
     free (self->search.pbt.metric);
     free (self->search.pbt.time_attr);
+    free (self->search.warm_jobs);
+    free (self->search.warm_points);
     spec_stage_fini (&self->trial);
     for (size_t i = 0; i < self->nstages; i++)
         spec_stage_fini (&self->stages[i]);

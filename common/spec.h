@@ -192,6 +192,12 @@ typedef struct {
             size_t mutations[CGQ_SPEC_PBT_MAX_MUTATIONS];
             size_t nmutations;
         } pbt;
+        // tpe: warm_start: {jobs: [7, 9], points: FILE}: observations the
+        // searcher starts from (resolved by the submitting client into the
+        // SubmitJob, docs/architecture.md). warm_points as written.
+        uint64_t *warm_jobs; // owned; NULL: none
+        size_t nwarm_jobs;
+        char *warm_points; // owned; NULL: none
     } search;
 
     // objective: {metric|expr, mode}. metric is NULL when the spec has no
@@ -216,6 +222,10 @@ typedef struct {
         uint64_t grace;                 // no stop before attribute reaches grace (default 1)
         double reduction;               // asha: keep 1/reduction at each rung (default 3)
         uint64_t max;                   // the attribute's largest value (default 100)
+        size_t nobjectives; // multi-objective asha (no metric, a job of objectives: [...]):
+                            // how many of the job's objectives are compared; else 0
+        size_t obj[CGQ_SPEC_MAX_OBJECTIVES]; // their indices in objectives[] (all, or
+                                             // early_stop.objectives: [names])
     } early_stop;
 
     // trial: without stages: the one stage. With trial.stages: only its

@@ -225,6 +225,15 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                      self->search.candidates,
                      alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
     }
+    if (self->search.nwarm_jobs || self->search.warm_points) {
+        fprintf (f, "  warm start from");
+        for (size_t i = 0; i < self->search.nwarm_jobs; i++)
+            fprintf (f, "%s job %llu", i ? "," : "", (unsigned long long) self->search.warm_jobs[i]);
+        if (self->search.warm_points)
+            fprintf (f, "%s points %s", self->search.nwarm_jobs ? "," : "",
+                     self->search.warm_points);
+        fprintf (f, " (read by cgq submit)\n");
+    }
     uint64_t d;
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
         fprintf (f, "  sampled without replacement: no repeats among %llu combinations\n",
@@ -256,7 +265,10 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
         fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
                  self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",
-                 self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
+                 self->early_stop.metric,
+                 self->early_stop.nobjectives > 1 ? "each objective's mode, Pareto"
+                 : self->early_stop.mode > 0      ? "max"
+                                                  : "min",
                  self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
                  (unsigned long long) self->early_stop.max);
     if (!self->nstages)

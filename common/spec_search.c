@@ -32,9 +32,10 @@ static const struct {
      "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation, "
      "fail_fast"},
     {CGQ_SEARCH_BAYES, "bayes",
-     "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
+     "algorithm, samples, concurrency, seed, initial, candidates, warm_start, fail_fast"},
     {CGQ_SEARCH_TPE, "tpe",
-     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
+     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, warm_start, "
+     "fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
      "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
@@ -113,6 +114,60 @@ s_get_prob (spec_ctx_t *c, const cgq_yamldoc_node_t *e, const char *what, const 
 }
 
 static int s_read_points_file (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e);
+
+// The most jobs a warm_start names.
+#define S_WARM_MAX_JOBS 64
+
+// s_parse_warm_start reads search.warm_start: {jobs: [7, 9], points: FILE}.
+static int
+s_parse_warm_start (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
+{
+    const char *hint = "write warm_start: {jobs: [7, 9]} or warm_start: {points: seen.jsonl}";
+    if (cgq_yamldoc_expect_map (c->y, v, "search.warm_start", hint) < 0)
+        return -1;
+    if (cgq_yamldoc_npairs (v) == 0)
+        return cgq_yamldoc_fail (c->y, v, "search.warm_start is empty (%s)", hint);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *key = cgq_yamldoc_text (k);
+        if (!strcmp (key, "jobs")) {
+            char buf[96];
+            if (e->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (e) < 1 ||
+                cgq_yamldoc_nitems (e) > S_WARM_MAX_JOBS)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.warm_start.jobs must be a list of 1 to %d job "
+                                         "ids, not %s (write jobs: [7, 9])",
+                                         S_WARM_MAX_JOBS, cgq_yamldoc_what (e, buf, sizeof buf));
+            size_t n = cgq_yamldoc_nitems (e);
+            free (spec->search.warm_jobs);
+            spec->search.warm_jobs = cgq_xcalloc (n, sizeof *spec->search.warm_jobs);
+            spec->search.nwarm_jobs = n;
+            for (size_t i = 0; i < n; i++) {
+                long long id;
+                if (cgq_yamldoc_get_int (c->y, cgq_yamldoc_item (c->y, e, i),
+                                         "search.warm_start.jobs[]", 1, LLONG_MAX,
+                                         "write a job id such as 7 (cgq status lists them)",
+                                         &id) < 0)
+                    return -1;
+                spec->search.warm_jobs[i] = (uint64_t)id;
+            }
+        }
+        else if (!strcmp (key, "points")) {
+            const char *t;
+            if (cgq_yamldoc_get_text (c->y, e, "search.warm_start.points",
+                                      "write points: seen.jsonl (JSON lines of {params, "
+                                      "metrics}, relative to the spec)",
+                                      &t) < 0)
+                return -1;
+            free (spec->search.warm_points);
+            spec->search.warm_points = cgq_xstrdup (t);
+        }
+        else
+            return cgq_yamldoc_unknown_key (c->y, k, "search.warm_start", "jobs, points");
+    }
+    return 0;
+}
 
 int
 spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
@@ -363,6 +418,10 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
             if (!spec->search.points)
                 return -1;
             c->points_node = e;
+        }
+        else if (!strcmp (key, "warm_start")) {
+            if (s_parse_warm_start (c, spec, e) < 0)
+                return -1;
         }
         else if (!strcmp (key, "file")) {
             if (c->points_node)
@@ -789,20 +848,20 @@ spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
     const cgq_yamldoc_node_t *at = c->alg_node;
-    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE ||
-         alg == CGQ_SEARCH_CMAES) &&
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_CMAES) &&
         spec->nobjectives != 1)
         return cgq_yamldoc_fail (
             c->y, at,
             "algorithm %s optimises one objective, and the spec has %s (write "
             "objective: {metric: NAME, mode: max}%s)",
             cgq_spec_search_name (alg), spec->nobjectives ? "several (objectives: [...])" : "none",
-            spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
-    if (alg == CGQ_SEARCH_NSGA2 && spec->nobjectives == 0)
+            spec->nobjectives ? ", or algorithm: nsga2 or tpe for a Pareto front" : "");
+    if ((alg == CGQ_SEARCH_NSGA2 || alg == CGQ_SEARCH_TPE) && spec->nobjectives == 0)
         return cgq_yamldoc_fail (
             c->y, at,
-            "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
-            "mode: min}, {metric: memory, mode: min}])");
+            "algorithm %s needs objectives (write objective: {metric: NAME, mode: max}, or "
+            "objectives: [{metric: time, mode: min}, {metric: memory, mode: min}])",
+            cgq_spec_search_name (alg));
     if (alg == CGQ_SEARCH_LIST)
         return s_check_points (c, spec);
     if (alg == CGQ_SEARCH_PBT)

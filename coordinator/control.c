@@ -110,6 +110,19 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         return;
     }
     cgq_searcher_t *searcher = cgq_searcher_new (spec, NULL, err, sizeof err);
+    // search.warm_start: the client resolved it into warm_json (the
+    // coordinator reads no other job here: docs/architecture.md).
+    bool warm = spec->search.nwarm_jobs || spec->search.warm_points;
+    const char *warm_json = m->warm_json && *m->warm_json ? m->warm_json : NULL;
+    if (searcher && warm && !warm_json) {
+        snprintf (err, sizeof err,
+                  "%s: search.warm_start is resolved by the submitting client (cgq submit, cgq "
+                  "run), and this one sent no observations; nothing was submitted",
+                  path);
+        cgq_searcher_destroy (&searcher);
+    }
+    else if (searcher && warm && cgq_searcher_warm_json (searcher, warm_json, err, sizeof err) < 0)
+        cgq_searcher_destroy (&searcher);
     if (!searcher) {
         cgq_spec_destroy (&spec);
         outbox_reply (c, rid, rid_len, 2, err, true);
@@ -160,6 +173,10 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         total = 0; // not known up front: each exploit adds a trial
     job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
     jobs_submitted (c, j, yaml, path, total);
+    if (warm) { // kept for a restart, which feeds them to the searcher again
+        char wkey[64];
+        cgq_store_cmd (c->store, "SET %s %s", cgq_key_warm (wkey, sizeof wkey, id), warm_json);
+    }
 
     Cgq__SubmitReply sr = CGQ__SUBMIT_REPLY__INIT;
     sr.job = id;

@@ -1700,7 +1700,14 @@ s_judge (coord_t *c, trial_t *t, const json_t *report, early_stop_decision_t *d,
     if (!json_is_number (a))
         return;
     double value = NAN;
-    if (spec->early_stop.expr) {
+    if (early_stop_nobjectives (j->stopper) > 1) {
+        // Multi-objective asha: every objective of the report.
+        double vals[CGQ_SPEC_MAX_OBJECTIVES];
+        if (cgq_spec_objective_values (spec, report, vals, NULL, 0) < 0)
+            return;
+        early_stop_report_multi (j->stopper, t->id, json_number_value (a), vals, d);
+    }
+    else if (spec->early_stop.expr) {
         if (cgq_expr_eval (spec->early_stop.expr, report, &value, NULL, 0) < 0)
             return;
     }
@@ -1710,13 +1717,20 @@ s_judge (coord_t *c, trial_t *t, const json_t *report, early_stop_decision_t *d,
             return;
         value = json_number_value (v);
     }
-    early_stop_report (j->stopper, t->id, json_number_value (a), value, d);
+    if (early_stop_nobjectives (j->stopper) <= 1)
+        early_stop_report (j->stopper, t->id, json_number_value (a), value, d);
     if (!d->record)
         return;
     early_stop_trial_state (j->stopper, t->id, state, n);
     char key[128], at[32], val[32];
-    cgq_store_cmd (c->store, "ZADD %s %s %llu", cgq_key_rung (key, sizeof key, j->id, d->at),
-                   cgq_fmt_double (val, d->value), (unsigned long long) t->id);
+    // Several objectives: the member is "TRIAL:V1:V2..." (the score is V1).
+    char member[24 + CGQ_SPEC_MAX_OBJECTIVES * 33];
+    size_t mlen = (size_t) snprintf (member, sizeof member, "%llu", (unsigned long long) t->id);
+    for (size_t i = 0; d->nvalues > 1 && i < d->nvalues && mlen < sizeof member; i++)
+        mlen += (size_t) snprintf (member + mlen, sizeof member - mlen, ":%s",
+                                   cgq_fmt_double (val, d->values[i]));
+    cgq_store_cmd (c->store, "ZADD %s %s %s", cgq_key_rung (key, sizeof key, j->id, d->at),
+                   cgq_fmt_double (val, d->value), member);
     if (d->new_bucket)
         cgq_store_cmd (c->store, "ZADD %s %s %s", cgq_key_rungs (key, sizeof key, j->id),
                        cgq_fmt_double (at, d->at), at);

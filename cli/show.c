@@ -87,10 +87,10 @@ s_ago (char *buf, size_t n, double t)
     return buf;
 }
 
-// s_value_text returns a param or metric value as text (caller frees):
+// cgq_show_value_text returns a param or metric value as text (caller frees):
 // strings bare, numbers short (table) or exact (csv), the rest as JSON.
-static char *
-s_value_text (const json_t *v, bool exact)
+char *
+cgq_show_value_text (const json_t *v, bool exact)
 {
     char num[32];
     if (!v)
@@ -241,10 +241,10 @@ cgq_table_fini (cgq_table_t *t)
     memset (t, 0, sizeof *t);
 }
 
-// s_keys collects the keys of every trial's params (or metrics) in order of
+// cgq_show_keys collects the keys of every trial's params (or metrics) in order of
 // first appearance. The strings are borrowed from the trials.
-static const char **
-s_keys (cgq_trial_rec_t **trials, size_t n, bool metrics, size_t *nkeys)
+const char **
+cgq_show_keys (cgq_trial_rec_t **trials, size_t n, bool metrics, size_t *nkeys)
 {
     size_t cap = 8, k = 0;
     const char **keys = cgq_xcalloc (cap, sizeof *keys);
@@ -324,13 +324,13 @@ cgq_show_bytes (char *buf, size_t n, double v)
 
 // s_unit_cell writes a number for a table, with a unit when the metric's name
 // says it: NAME_s, NAME_sec, NAME_seconds (seconds), NAME_ms (milliseconds),
-// NAME_bytes or bytes (bytes). Anything else is s_value_text's.
+// NAME_bytes or bytes (bytes). Anything else is cgq_show_value_text's.
 static char *
 s_unit_cell (const char *name, const json_t *v)
 {
     char buf[48];
     if (!json_is_number (v))
-        return s_value_text (v, false);
+        return cgq_show_value_text (v, false);
     double x = json_number_value (v);
     if (s_ends_with (name, "_s") || s_ends_with (name, "_sec") || s_ends_with (name, "_seconds"))
         return cgq_xstrdup (x >= 0 && x < 1 ? (snprintf (buf, sizeof buf, "%.3gms", x * 1000), buf)
@@ -343,7 +343,7 @@ s_unit_cell (const char *name, const json_t *v)
     }
     if (s_ends_with (name, "_bytes") || !strcmp (name, "bytes"))
         return cgq_xstrdup (cgq_show_bytes (buf, sizeof buf, x));
-    return s_value_text (v, false);
+    return cgq_show_value_text (v, false);
 }
 
 // ---------------------------------------------------------------- trials
@@ -383,7 +383,7 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         return;
     }
     size_t np;
-    const char **pk = s_keys (trials, n, false, &np);
+    const char **pk = cgq_show_keys (trials, n, false, &np);
     bool ranked = job->metric != NULL;
     cgq_spec_t *spec = NULL;
     const char *mk[32];
@@ -424,7 +424,7 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
             cgq_table_add (&t, v ? s_unit_cell (mk[k], v) : cgq_xstrdup ("-"));
         }
         for (size_t k = 0; k < np; k++)
-            cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+            cgq_table_add (&t, cgq_show_value_text (json_object_get (tr->params, pk[k]), false));
         cgq_table_add (&t, s_duration_cell (tr));
     }
     cgq_table_print (&t, f, "");
@@ -437,11 +437,11 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     free (pk);
 }
 
-// s_names splits a comma-separated list of names (--group-by, --columns),
+// cgq_show_names splits a comma-separated list of names (--group-by, --columns),
 // each trimmed of spaces, empty ones dropped. Returns them, pointing into
 // *copy (caller frees both), and their count in *n.
-static char **
-s_names (const char *list, char **copy, size_t *n)
+char **
+cgq_show_names (const char *list, char **copy, size_t *n)
 {
     *copy = cgq_xstrdup (list);
     char **names = cgq_xcalloc (strlen (list) + 1, sizeof *names);
@@ -572,8 +572,8 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         return 0;
     }
     size_t np, nm;
-    const char **pk = s_keys (trials, n, false, &np);
-    const char **mk = s_keys (trials, n, true, &nm);
+    const char **pk = cgq_show_keys (trials, n, false, &np);
+    const char **mk = cgq_show_keys (trials, n, true, &nm);
     const char *vname = job->metric ? job->metric : "value";
     const char *builtins[] = {"trial", "state", vname, "attempts", "node", "duration", "error", NULL};
     // The objective metric is the value column already.
@@ -585,7 +585,7 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
     if (columns) { // only the params and metrics named, in that order
         char *copy;
         size_t nl;
-        char **listed = s_names (columns, &copy, &nl);
+        char **listed = cgq_show_names (columns, &copy, &nl);
         const char *missing = NULL;
         for (size_t l = 0; l < nl && !missing; l++)
             if (!s_among (listed[l], pk, np) && !s_among (listed[l], mk, nm))
@@ -658,7 +658,7 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         if (pbt)
             cgq_table_add (&t, s_lineage_text (tr));
         for (size_t k = 0; k < np; k++)
-            cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
+            cgq_table_add (&t, cgq_show_value_text (json_object_get (tr->params, pk[k]), false));
         for (size_t k = 0; k < nm; k++) {
             const json_t *v = json_object_get (tr->metrics, mk[k]);
             cgq_table_add (&t, v ? s_unit_cell (mk[k], v) : cgq_xstrdup ("-"));
@@ -694,10 +694,10 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
     return 0;
 }
 
-// s_csv_field appends s quoted as RFC 4180 asks: in double quotes when it
+// cgq_show_csv_field appends s quoted as RFC 4180 asks: in double quotes when it
 // holds a comma, a quote or a line break, with quotes doubled.
-static void
-s_csv_field (cgq_buf_t *b, const char *s, bool first)
+void
+cgq_show_csv_field (cgq_buf_t *b, const char *s, bool first)
 {
     if (!first)
         cgq_buf_puts (b, ",");
@@ -718,8 +718,8 @@ s_csv_field (cgq_buf_t *b, const char *s, bool first)
 static void
 s_csv_value (cgq_buf_t *b, const json_t *v)
 {
-    char *s = s_value_text (v, true);
-    s_csv_field (b, s, false);
+    char *s = cgq_show_value_text (v, true);
+    cgq_show_csv_field (b, s, false);
     free (s);
 }
 
@@ -727,52 +727,52 @@ void
 cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n)
 {
     size_t np, nm;
-    const char **pk = s_keys (trials, n, false, &np);
-    const char **mk = s_keys (trials, n, true, &nm);
+    const char **pk = cgq_show_keys (trials, n, false, &np);
+    const char **mk = cgq_show_keys (trials, n, true, &nm);
     cgq_buf_t b;
     cgq_buf_init (&b);
     const char *builtins[] = {"id", "state", "value", "attempts", "node", "duration", "error", NULL};
-    s_csv_field (&b, "id", true);
-    s_csv_field (&b, "state", false);
-    s_csv_field (&b, "value", false);
+    cgq_show_csv_field (&b, "id", true);
+    cgq_show_csv_field (&b, "state", false);
+    cgq_show_csv_field (&b, "value", false);
     bool judged = s_judged (trials, n);
     if (judged) { // feasible 1/0, violation the JSON of the violated constraints
-        s_csv_field (&b, "feasible", false);
-        s_csv_field (&b, "violation", false);
+        cgq_show_csv_field (&b, "feasible", false);
+        cgq_show_csv_field (&b, "violation", false);
     }
     bool pbt = s_pbt (trials, n);
     if (pbt) { // parent: the donor's id; lineage, exploited: the JSON of the trial hash
-        s_csv_field (&b, "parent", false);
-        s_csv_field (&b, "lineage", false);
-        s_csv_field (&b, "exploited", false);
+        cgq_show_csv_field (&b, "parent", false);
+        cgq_show_csv_field (&b, "lineage", false);
+        cgq_show_csv_field (&b, "exploited", false);
     }
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
-        s_csv_field (&b, name, false);
+        cgq_show_csv_field (&b, name, false);
         free (name);
     }
     for (size_t k = 0; k < nm; k++) {
         char *name = s_col_name (mk[k], true, builtins, pk, np);
-        s_csv_field (&b, name, false);
+        cgq_show_csv_field (&b, name, false);
         free (name);
     }
-    s_csv_field (&b, "attempts", false);
-    s_csv_field (&b, "node", false);
-    s_csv_field (&b, "duration", false);
-    s_csv_field (&b, "error", false);
+    cgq_show_csv_field (&b, "attempts", false);
+    cgq_show_csv_field (&b, "node", false);
+    cgq_show_csv_field (&b, "duration", false);
+    cgq_show_csv_field (&b, "error", false);
     fprintf (f, "%s\n", b.data);
     char num[32];
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *t = trials[i];
         cgq_buf_reset (&b);
         cgq_buf_printf (&b, "%" PRIu64, t->id);
-        s_csv_field (&b, t->state, false);
-        s_csv_field (&b, t->has_value && isfinite (t->value) ? cgq_fmt_double (num, t->value) : "",
+        cgq_show_csv_field (&b, t->state, false);
+        cgq_show_csv_field (&b, t->has_value && isfinite (t->value) ? cgq_fmt_double (num, t->value) : "",
                      false);
         if (judged) {
-            s_csv_field (&b, t->feasible < 0 ? "" : t->feasible ? "1" : "0", false);
+            cgq_show_csv_field (&b, t->feasible < 0 ? "" : t->feasible ? "1" : "0", false);
             char *vj = t->violation ? cgq_json_dumps (t->violation) : NULL;
-            s_csv_field (&b, vj ? vj : "", false);
+            cgq_show_csv_field (&b, vj ? vj : "", false);
             free (vj);
         }
         if (pbt) {
@@ -784,8 +784,8 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
                                                                                  "parent")));
             else
                 cgq_buf_puts (&b, ",");
-            s_csv_field (&b, lj ? lj : "", false);
-            s_csv_field (&b, ej ? ej : "", false);
+            cgq_show_csv_field (&b, lj ? lj : "", false);
+            cgq_show_csv_field (&b, ej ? ej : "", false);
             free (lj);
             free (ej);
         }
@@ -794,13 +794,13 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         for (size_t k = 0; k < nm; k++)
             s_csv_value (&b, json_object_get (t->metrics, mk[k]));
         cgq_buf_printf (&b, ",%u", cgq_trial_rec_tries (t));
-        s_csv_field (&b, t->node ? t->node : "", false);
+        cgq_show_csv_field (&b, t->node ? t->node : "", false);
         double d;
         if (cgq_trial_rec_run_time (t, &d))
             cgq_buf_printf (&b, ",%.3f", d);
         else
             cgq_buf_puts (&b, ",");
-        s_csv_field (&b, t->error ? t->error : "", false);
+        cgq_show_csv_field (&b, t->error ? t->error : "", false);
         fprintf (f, "%s\n", b.data);
     }
     cgq_buf_fini (&b);
@@ -839,8 +839,8 @@ s_utf8_lossy (const char *s)
     return cgq_buf_take (&b);
 }
 
-static void
-s_json_str_or_null (cgq_buf_t *b, const char *s)
+void
+cgq_show_json_str (cgq_buf_t *b, const char *s)
 {
     if (!s) {
         cgq_buf_puts (b, "null");
@@ -862,8 +862,8 @@ s_json_str_or_null (cgq_buf_t *b, const char *s)
     json_decref (j);
 }
 
-static void
-s_json_num_or_null (cgq_buf_t *b, bool has, double v)
+void
+cgq_show_json_num (cgq_buf_t *b, bool has, double v)
 {
     char num[32];
     cgq_buf_puts (b, has && isfinite (v) ? cgq_fmt_double (num, v) : "null");
@@ -876,13 +876,13 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
     cgq_buf_t b;
     cgq_buf_init (&b);
     cgq_buf_printf (&b, "{\n  \"job\": %" PRIu64 ",\n  \"name\": ", job->id);
-    s_json_str_or_null (&b, job->name);
+    cgq_show_json_str (&b, job->name);
     cgq_buf_puts (&b, ",\n  \"state\": ");
-    s_json_str_or_null (&b, job->state);
+    cgq_show_json_str (&b, job->state);
     cgq_buf_puts (&b, ",\n  \"objective\": ");
     if (job->metric) {
         cgq_buf_puts (&b, "{\"metric\": ");
-        s_json_str_or_null (&b, job->metric);
+        cgq_show_json_str (&b, job->metric);
         cgq_buf_printf (&b, ", \"mode\": \"%s\"}", job->mode > 0 ? "max" : "min");
     }
     else
@@ -895,7 +895,7 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
         for (size_t k = 0; k < front.spec->nobjectives; k++) {
             const cgq_objective_t *o = cgq_spec_objective (front.spec, k);
             cgq_buf_puts (&b, k ? ", {\"metric\": " : "{\"metric\": ");
-            s_json_str_or_null (&b, o->metric);
+            cgq_show_json_str (&b, o->metric);
             cgq_buf_printf (&b, ", \"mode\": \"%s\"}", o->mode > 0 ? "max" : "min");
         }
         cgq_buf_puts (&b, "],\n  \"front\": [");
@@ -909,7 +909,7 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
     for (size_t i = 0; i < n; i++) {
         const cgq_trial_rec_t *t = trials[i];
         cgq_buf_printf (&b, "%s\n    {\"id\": %" PRIu64 ", \"state\": ", i ? "," : "", t->id);
-        s_json_str_or_null (&b, t->state);
+        cgq_show_json_str (&b, t->state);
         cgq_buf_puts (&b, ", \"params\": ");
         if (t->params)
             cgq_json_append (&b, t->params, true);
@@ -929,15 +929,15 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
             cgq_json_append (&b, t->exploited, true);
         }
         cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", cgq_trial_rec_tries (t));
-        s_json_str_or_null (&b, t->node);
+        cgq_show_json_str (&b, t->node);
         cgq_buf_puts (&b, ", \"started\": ");
-        s_json_num_or_null (&b, t->has_started, t->started);
+        cgq_show_json_num (&b, t->has_started, t->started);
         cgq_buf_puts (&b, ", \"finished\": ");
-        s_json_num_or_null (&b, t->has_finished, t->finished);
+        cgq_show_json_num (&b, t->has_finished, t->finished);
         cgq_buf_puts (&b, ", \"error\": ");
-        s_json_str_or_null (&b, t->error);
+        cgq_show_json_str (&b, t->error);
         cgq_buf_puts (&b, ", \"warning\": ");
-        s_json_str_or_null (&b, t->warning);
+        cgq_show_json_str (&b, t->warning);
         if (t->feasible >= 0) { // judged against the spec's constraints
             cgq_buf_printf (&b, ", \"feasible\": %s, \"violation\": ",
                             t->feasible ? "true" : "false");
@@ -959,542 +959,6 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
     cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");
     fputs (b.data, f);
     cgq_buf_fini (&b);
-}
-
-// ---------------------------------------------------------------- groups
-
-typedef struct {
-    char *name;  // column name (params.X when a metric has the same name)
-    const char *key;
-    bool metric; // a metric, else a param
-} s_stat_col_t;
-
-typedef struct {
-    json_t **key;   // per group-by key: the value (borrowed), NULL when missing
-    size_t *cnt;    // per stat column: how many trials have a number for it
-    double **vals;  // per stat column: those numbers (mean first, then the std)
-    size_t n;       // succeeded trials in the group
-} s_group_t;
-
-static int
-s_json_cmp (const json_t *a, const json_t *b)
-{
-    if (!a || !b)
-        return !a && !b ? 0 : !a ? 1 : -1; // missing last
-    if (json_is_number (a) && json_is_number (b)) {
-        double x = json_number_value (a), y = json_number_value (b);
-        return x < y ? -1 : x > y;
-    }
-    char *x = s_value_text (a, true), *y = s_value_text (b, true);
-    int r = strcmp (x, y);
-    free (x);
-    free (y);
-    return r;
-}
-
-static size_t s_sort_nkeys;
-
-static int
-s_group_cmp (const void *pa, const void *pb)
-{
-    const s_group_t *a = pa, *b = pb;
-    for (size_t k = 0; k < s_sort_nkeys; k++) {
-        int r = s_json_cmp (a->key[k], b->key[k]);
-        if (r)
-            return r;
-    }
-    return 0;
-}
-
-static const json_t *
-s_lookup (const cgq_trial_rec_t *t, const char *key)
-{
-    const json_t *v = json_object_get (t->params, key);
-    return v ? v : json_object_get (t->metrics, key);
-}
-
-static bool
-s_is_num (const json_t *v)
-{
-    return json_is_number (v) && isfinite (json_number_value (v));
-}
-
-// s_stats_of computes mean, sample std (n - 1; NaN when n < 2), min, max.
-static void
-s_stats_of (const double *v, size_t n, double *mean, double *sd, double *lo, double *hi)
-{
-    double sum = 0;
-    *lo = INFINITY;
-    *hi = -INFINITY;
-    for (size_t i = 0; i < n; i++) {
-        sum += v[i];
-        if (v[i] < *lo)
-            *lo = v[i];
-        if (v[i] > *hi)
-            *hi = v[i];
-    }
-    *mean = n ? sum / (double) n : NAN;
-    double ss = 0;
-    for (size_t i = 0; i < n; i++)
-        ss += (v[i] - *mean) * (v[i] - *mean);
-    *sd = n > 1 ? sqrt (ss / (double) (n - 1)) : NAN;
-    // A constant has no spread; the sum above can leave 5e-19 of it.
-    if (n > 1 && *lo == *hi) {
-        *mean = *lo;
-        *sd = 0;
-    }
-}
-
-// s_decimals is the number of decimals that shows sd to two significant
-// digits (a negative count rounds to tens, hundreds ...); -99 when sd is 0
-// or missing: then numbers are written in full.
-static int
-s_decimals (double sd, size_t n)
-{
-    if (n < 2 || !(sd > 0) || !isfinite (sd))
-        return -99;
-    return 1 - (int) floor (log10 (sd));
-}
-
-// s_fixed writes v with d decimals (see s_decimals; -99: a whole number in
-// full, else as %.6g); past 4 decimals, in scientific notation with the
-// same last digit.
-static char *
-s_fixed (char *buf, size_t n, double v, int d)
-{
-    if (d == -99 && v == floor (v) && fabs (v) < 1e15) { // a whole number in full: 1572864
-        snprintf (buf, n, "%.0f", v);
-        return buf;
-    }
-    if (d == -99)
-        return cgq_show_number (buf, n, v);
-    if (d > 4 && v != 0) { // 0.0000030 reads badly: 3.0e-06, the same last digit
-        int p = (int) floor (log10 (fabs (v))) + d;
-        snprintf (buf, n, "%.*e", p < 0 ? 0 : p > 15 ? 15 : p, v);
-        return buf;
-    }
-    if (d >= 0)
-        snprintf (buf, n, "%.*f", d > 15 ? 15 : d, v);
-    else {
-        double unit = pow (10, -d);
-        snprintf (buf, n, "%.0f", round (v / unit) * unit);
-    }
-    if (!strcmp (buf, "-0") || strspn (buf, "-0.") == strlen (buf)) // -0.00 is 0.00
-        if (buf[0] == '-')
-            memmove (buf, buf + 1, strlen (buf));
-    return buf;
-}
-
-// s_pick_columns keeps, in the order listed, the stat columns named in the
-// comma-separated list (by column name or key). Returns the new count, or -1
-// with err set naming the unknown one and the choices.
-static long
-s_pick_columns (s_stat_col_t *cols, size_t ncols, const char *list, char *err, size_t errlen)
-{
-    s_stat_col_t *out = cgq_xcalloc (ncols + 1, sizeof *out);
-    bool *used = cgq_xcalloc (ncols + 1, sizeof *used);
-    size_t nout = 0, nl;
-    long rc = 0;
-    char *copy;
-    char **listed = s_names (list, &copy, &nl);
-    for (size_t l = 0; l < nl && rc == 0; l++) {
-        const char *k = listed[l];
-        size_t c = 0;
-        while (c < ncols && strcmp (cols[c].name, k) && strcmp (cols[c].key, k))
-            c++;
-        if (c == ncols) {
-            cgq_buf_t names;
-            cgq_buf_init (&names);
-            for (size_t i = 0; i < ncols; i++)
-                cgq_buf_printf (&names, "%s%s", i ? ", " : "", cols[i].name);
-            snprintf (err, errlen, "--columns: no numeric metric or param '%s' to summarise (columns: %s)",
-                      k, ncols ? names.data : "none");
-            cgq_buf_fini (&names);
-            rc = -1;
-        }
-        else if (!used[c]) {
-            used[c] = true;
-            out[nout++] = cols[c];
-        }
-    }
-    free (listed);
-    free (copy);
-    if (rc == 0) {
-        for (size_t c = 0; c < ncols; c++)
-            if (!used[c])
-                free (cols[c].name);
-        memcpy (cols, out, nout * sizeof *out);
-        rc = (long) nout;
-    }
-    free (out);
-    free (used);
-    return rc;
-}
-
-// s_tex appends s with LaTeX's special characters escaped.
-static void
-s_tex (cgq_buf_t *b, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '\\': cgq_buf_puts (b, "\\textbackslash{}"); break;
-        case '~': cgq_buf_puts (b, "\\textasciitilde{}"); break;
-        case '^': cgq_buf_puts (b, "\\textasciicircum{}"); break;
-        case '&': case '%': case '$': case '#': case '_': case '{': case '}':
-            cgq_buf_printf (b, "\\%c", *s);
-            break;
-        default: cgq_buf_append (b, s, 1);
-        }
-    }
-}
-
-// s_md appends s for a Markdown table cell ('|' escaped, lines joined).
-static void
-s_md (cgq_buf_t *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|')
-            cgq_buf_puts (b, "\\|");
-        else if (*s == '\n' || *s == '\r')
-            cgq_buf_puts (b, " ");
-        else
-            cgq_buf_append (b, s, 1);
-    }
-}
-
-// s_paper_table writes the groups as a Markdown or LaTeX table: the keys, n,
-// and "mean ± std" of each column to the std's two significant digits.
-static void
-s_paper_table (FILE *f, bool latex, char **keys, size_t nkeys, const s_stat_col_t *cols,
-               size_t ncols, const s_group_t *groups, size_t ng)
-{
-    cgq_buf_t b;
-    cgq_buf_init (&b);
-    if (latex) {
-        cgq_buf_puts (&b, "\\begin{tabular}{");
-        for (size_t k = 0; k < nkeys; k++)
-            cgq_buf_puts (&b, "l");
-        for (size_t c = 0; c <= ncols; c++)
-            cgq_buf_puts (&b, "r");
-        cgq_buf_puts (&b, "}\n\\hline\n");
-    }
-    else
-        cgq_buf_puts (&b, "|");
-    for (size_t k = 0; k < nkeys + 1 + ncols; k++) {
-        const char *h = k < nkeys ? keys[k] : k == nkeys ? "n" : cols[k - nkeys - 1].name;
-        if (latex) {
-            cgq_buf_puts (&b, k ? " & " : "");
-            if (k == nkeys)
-                cgq_buf_puts (&b, "$n$");
-            else
-                s_tex (&b, h);
-        }
-        else {
-            cgq_buf_puts (&b, " ");
-            s_md (&b, h);
-            cgq_buf_puts (&b, " |");
-        }
-    }
-    if (latex)
-        cgq_buf_puts (&b, " \\\\\n\\hline\n");
-    else {
-        cgq_buf_puts (&b, "\n|");
-        for (size_t k = 0; k < nkeys + 1 + ncols; k++)
-            cgq_buf_puts (&b, k < nkeys ? "---|" : "---:|");
-        cgq_buf_puts (&b, "\n");
-    }
-    for (size_t j = 0; j < ng; j++) {
-        const s_group_t *g = &groups[j];
-        if (!latex)
-            cgq_buf_puts (&b, "|");
-        for (size_t k = 0; k < nkeys; k++) {
-            char *v = g->key[k] ? s_value_text (g->key[k], false) : cgq_xstrdup ("-");
-            if (latex) {
-                cgq_buf_puts (&b, k ? " & " : "");
-                s_tex (&b, v);
-            }
-            else {
-                cgq_buf_puts (&b, " ");
-                s_md (&b, v);
-                cgq_buf_puts (&b, " |");
-            }
-            free (v);
-        }
-        if (latex)
-            cgq_buf_printf (&b, "%s%zu", nkeys ? " & " : "", g->n);
-        else
-            cgq_buf_printf (&b, " %zu |", g->n);
-        for (size_t c = 0; c < ncols; c++) {
-            double mean, sd, lo, hi;
-            s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
-            int d = s_decimals (sd, g->cnt[c]);
-            char a[48], e[48];
-            if (g->cnt[c] == 0)
-                cgq_buf_puts (&b, latex ? " & --" : " - |");
-            else if (g->cnt[c] == 1 || d == -99)
-                cgq_buf_printf (&b, latex ? " & $%s$" : " %s |", s_fixed (a, sizeof a, mean, d));
-            else
-                cgq_buf_printf (&b, latex ? " & $%s \\pm %s$" : " %s ± %s |",
-                                s_fixed (a, sizeof a, mean, d), s_fixed (e, sizeof e, sd, d));
-        }
-        cgq_buf_puts (&b, latex ? " \\\\\n" : "\n");
-    }
-    if (latex)
-        cgq_buf_puts (&b, "\\hline\n\\end{tabular}\n");
-    fputs (b.data, f);
-    cgq_buf_fini (&b);
-}
-
-// s_groups_free frees what cgq_show_groups built before its groups.
-static void
-s_groups_free (s_stat_col_t *cols, size_t ncols, const char **pk, const char **mk, char **keys,
-               char *list)
-{
-    for (size_t c = 0; c < ncols; c++)
-        free (cols[c].name);
-    free (cols);
-    free (pk);
-    free (mk);
-    free (keys);
-    free (list);
-}
-
-int
-cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job, cgq_trial_rec_t **trials,
-                 size_t n, const char *by, const char *columns, char *err, size_t errlen)
-{
-    // the group-by keys
-    size_t nkeys;
-    char *list;
-    char **keys = s_names (by, &list, &nkeys);
-    if (nkeys == 0) {
-        snprintf (err, errlen, "bad --group-by '%s' (expected param names: --group-by family,dataset)",
-                  by);
-        free (keys);
-        free (list);
-        return -1;
-    }
-    // succeeded trials only: the others have no metrics to average
-    // (swapped to the front: the caller still frees all n)
-    size_t nok = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp (trials[i]->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED])) {
-            cgq_trial_rec_t *tmp = trials[nok];
-            trials[nok++] = trials[i];
-            trials[i] = tmp;
-        }
-    for (size_t k = 0; k < nkeys; k++) {
-        bool seen = false;
-        for (size_t i = 0; i < nok && !seen; i++)
-            seen = s_lookup (trials[i], keys[k]) != NULL;
-        if (!seen && nok) {
-            snprintf (err, errlen,
-                      "no succeeded trial of job %" PRIu64 " has a param or metric '%s' to group by",
-                      job->id, keys[k]);
-            free (keys);
-            free (list);
-            return -1;
-        }
-    }
-    // the stat columns: numeric metrics, then numeric params not grouped on
-    size_t np, nm;
-    const char **pk = s_keys (trials, nok, false, &np);
-    const char **mk = s_keys (trials, nok, true, &nm);
-    s_stat_col_t *cols = cgq_xcalloc (np + nm + 1, sizeof *cols);
-    size_t ncols = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        bool metric = pass == 0;
-        const char **ks = metric ? mk : pk;
-        size_t nk = metric ? nm : np;
-        for (size_t k = 0; k < nk; k++) {
-            bool grouped = false, numeric = false;
-            for (size_t g = 0; g < nkeys && !grouped; g++)
-                grouped = !strcmp (keys[g], ks[k]);
-            for (size_t i = 0; i < nok && !numeric; i++)
-                numeric = s_is_num (json_object_get (metric ? trials[i]->metrics : trials[i]->params, ks[k]));
-            if (grouped || !numeric)
-                continue;
-            bool clash = false;
-            for (size_t c = 0; c < ncols && !clash; c++)
-                clash = !strcmp (cols[c].key, ks[k]);
-            cols[ncols].key = ks[k];
-            cols[ncols].metric = metric;
-            cols[ncols].name = clash ? cgq_xasprintf ("params.%s", ks[k]) : cgq_xstrdup (ks[k]);
-            ncols++;
-        }
-    }
-    if (columns) {
-        long picked = s_pick_columns (cols, ncols, columns, err, errlen);
-        if (picked < 0) {
-            s_groups_free (cols, ncols, pk, mk, keys, list);
-            return -1;
-        }
-        ncols = (size_t) picked;
-    }
-    // the groups
-    s_group_t *groups = cgq_xcalloc (nok + 1, sizeof *groups);
-    size_t ng = 0;
-    for (size_t i = 0; i < nok; i++) {
-        const cgq_trial_rec_t *t = trials[i];
-        s_group_t *g = NULL;
-        for (size_t j = 0; j < ng && !g; j++) {
-            bool same = true;
-            for (size_t k = 0; k < nkeys && same; k++) {
-                const json_t *v = s_lookup (t, keys[k]);
-                same = (!v && !groups[j].key[k]) || (v && groups[j].key[k] && json_equal ((json_t *) v, groups[j].key[k]));
-            }
-            if (same)
-                g = &groups[j];
-        }
-        if (!g) {
-            g = &groups[ng++];
-            g->key = cgq_xcalloc (nkeys, sizeof *g->key);
-            for (size_t k = 0; k < nkeys; k++)
-                g->key[k] = (json_t *) s_lookup (t, keys[k]);
-            g->vals = cgq_xcalloc (ncols + 1, sizeof *g->vals);
-            g->cnt = cgq_xcalloc (ncols + 1, sizeof *g->cnt);
-            for (size_t c = 0; c < ncols; c++)
-                g->vals[c] = cgq_xcalloc (nok, sizeof *g->vals[c]);
-        }
-        g->n++;
-        for (size_t c = 0; c < ncols; c++) {
-            const json_t *v = json_object_get (cols[c].metric ? t->metrics : t->params, cols[c].key);
-            if (s_is_num (v))
-                g->vals[c][g->cnt[c]++] = json_number_value (v);
-        }
-    }
-    s_sort_nkeys = nkeys;
-    if (ng > 1)
-        qsort (groups, ng, sizeof *groups, s_group_cmp);
-
-    char num[32];
-    cgq_buf_t b;
-    cgq_buf_init (&b);
-    if (!strcmp (format, "json")) {
-        cgq_buf_printf (&b, "{\n  \"job\": %" PRIu64 ",\n  \"group_by\": [", job->id);
-        for (size_t k = 0; k < nkeys; k++) {
-            cgq_buf_puts (&b, k ? ", " : "");
-            s_json_str_or_null (&b, keys[k]);
-        }
-        cgq_buf_puts (&b, "],\n  \"std\": \"sample\",\n  \"groups\": [");
-        for (size_t j = 0; j < ng; j++) {
-            const s_group_t *g = &groups[j];
-            cgq_buf_printf (&b, "%s\n    {\"key\": {", j ? "," : "");
-            for (size_t k = 0; k < nkeys; k++) {
-                cgq_buf_puts (&b, k ? ", " : "");
-                s_json_str_or_null (&b, keys[k]);
-                cgq_buf_puts (&b, ": ");
-                if (g->key[k])
-                    cgq_json_append (&b, g->key[k], true);
-                else
-                    cgq_buf_puts (&b, "null");
-            }
-            cgq_buf_printf (&b, "}, \"n\": %zu, \"stats\": {", g->n);
-            for (size_t c = 0; c < ncols; c++) {
-                double mean, sd, lo, hi;
-                s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
-                cgq_buf_puts (&b, c ? ",\n      " : "\n      ");
-                s_json_str_or_null (&b, cols[c].name);
-                cgq_buf_printf (&b, ": {\"n\": %zu, \"mean\": ", g->cnt[c]);
-                s_json_num_or_null (&b, g->cnt[c] > 0, mean);
-                cgq_buf_puts (&b, ", \"std\": ");
-                s_json_num_or_null (&b, g->cnt[c] > 1, sd);
-                cgq_buf_puts (&b, ", \"min\": ");
-                s_json_num_or_null (&b, g->cnt[c] > 0, lo);
-                cgq_buf_puts (&b, ", \"max\": ");
-                s_json_num_or_null (&b, g->cnt[c] > 0, hi);
-                cgq_buf_puts (&b, "}");
-            }
-            cgq_buf_puts (&b, "}}");
-        }
-        cgq_buf_puts (&b, ng ? "\n  ]\n}\n" : "]\n}\n");
-        fputs (b.data, f);
-    }
-    else if (!strcmp (format, "csv")) {
-        for (size_t k = 0; k < nkeys; k++)
-            s_csv_field (&b, keys[k], k == 0);
-        s_csv_field (&b, "n", false);
-        const char *st[] = {"mean", "std", "min", "max"};
-        for (size_t c = 0; c < ncols; c++)
-            for (size_t s = 0; s < 4; s++) {
-                char *h = cgq_xasprintf ("%s_%s", cols[c].name, st[s]);
-                s_csv_field (&b, h, false);
-                free (h);
-            }
-        fprintf (f, "%s\n", b.data);
-        for (size_t j = 0; j < ng; j++) {
-            const s_group_t *g = &groups[j];
-            cgq_buf_reset (&b);
-            for (size_t k = 0; k < nkeys; k++) {
-                char *v = s_value_text (g->key[k], true);
-                s_csv_field (&b, v, k == 0);
-                free (v);
-            }
-            cgq_buf_printf (&b, ",%zu", g->n);
-            for (size_t c = 0; c < ncols; c++) {
-                double v[4];
-                s_stats_of (g->vals[c], g->cnt[c], &v[0], &v[1], &v[2], &v[3]);
-                for (size_t s = 0; s < 4; s++)
-                    cgq_buf_printf (&b, ",%s", g->cnt[c] > (s == 1 ? 1u : 0u) && isfinite (v[s])
-                                                   ? cgq_fmt_double (num, v[s]) : "");
-            }
-            fprintf (f, "%s\n", b.data);
-        }
-    }
-    else if (!strcmp (format, "markdown") || !strcmp (format, "latex")) {
-        if (ng == 0)
-            fprintf (f, "job %" PRIu64 " has no succeeded trial to group\n", job->id);
-        else
-            s_paper_table (f, !strcmp (format, "latex"), keys, nkeys, cols, ncols, groups, ng);
-    }
-    else {
-        if (ng == 0)
-            fprintf (f, "job %" PRIu64 " has no succeeded trial to group\n", job->id);
-        else {
-            cgq_table_t t;
-            cgq_table_init (&t, nkeys + 1 + ncols);
-            for (size_t k = 0; k < nkeys; k++)
-                cgq_table_head (&t, k, keys[k], false);
-            cgq_table_head (&t, nkeys, "n", true);
-            for (size_t c = 0; c < ncols; c++)
-                cgq_table_head (&t, nkeys + 1 + c, cols[c].name, true);
-            for (size_t j = 0; j < ng; j++) {
-                const s_group_t *g = &groups[j];
-                for (size_t k = 0; k < nkeys; k++)
-                    cgq_table_add (&t, g->key[k] ? s_value_text (g->key[k], false) : cgq_xstrdup ("-"));
-                cgq_table_addf (&t, "%zu", g->n);
-                for (size_t c = 0; c < ncols; c++) {
-                    double mean, sd, lo, hi;
-                    s_stats_of (g->vals[c], g->cnt[c], &mean, &sd, &lo, &hi);
-                    char a[48], d[48], l[48], h[48];
-                    int dec = s_decimals (sd, g->cnt[c]); // the std's two digits
-                    if (g->cnt[c] == 0)
-                        cgq_table_add (&t, cgq_xstrdup ("-"));
-                    else if (g->cnt[c] == 1)
-                        cgq_table_add (&t, cgq_xstrdup (cgq_show_number (a, sizeof a, mean)));
-                    else
-                        cgq_table_addf (&t, "%s ± %s [%s, %s]", s_fixed (a, sizeof a, mean, dec),
-                                        s_fixed (d, sizeof d, sd, dec),
-                                        s_fixed (l, sizeof l, lo, dec),
-                                        s_fixed (h, sizeof h, hi, dec));
-                }
-            }
-            cgq_table_print (&t, f, "");
-            cgq_table_fini (&t);
-            fprintf (f, "(mean ± sample std [min, max] over the succeeded trials of each group)\n");
-        }
-    }
-    cgq_buf_fini (&b);
-    for (size_t j = 0; j < ng; j++) {
-        for (size_t c = 0; c < ncols; c++)
-            free (groups[j].vals[c]);
-        free (groups[j].vals);
-        free (groups[j].cnt);
-        free (groups[j].key);
-    }
-    free (groups);
-    s_groups_free (cols, ncols, pk, mk, keys, list);
-    return 0;
 }
 
 // ---------------------------------------------------------------- commands

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "store.h"
+#include "util.h"
 #include "view.h"
 
 // cgq_show_leaderboard prints the given trials (best first) as a table: rank,
@@ -88,5 +89,21 @@ char *cgq_show_bytes (char *buf, size_t n, double v);
 
 // cgq_show_number writes v with 6 significant digits, for tables. Returns buf.
 char *cgq_show_number (char *buf, size_t n, double v);
+
+// Shared by show.c and groups.c (cgq results' formats):
+// cgq_show_value_text returns a param or metric value as text (caller
+// frees): strings bare, numbers short (table) or exact (csv), the rest as
+// JSON. cgq_show_names splits a comma-separated list of names, each trimmed,
+// empty ones dropped, pointing into *copy (caller frees both); count in *n.
+// cgq_show_keys collects the keys of every trial's params (or metrics) in
+// order of first appearance (borrowed). cgq_show_json_str / _num append a
+// JSON string or number, or null. cgq_show_csv_field appends s quoted as
+// RFC 4180 asks.
+char *cgq_show_value_text (const json_t *v, bool exact);
+char **cgq_show_names (const char *list, char **copy, size_t *n);
+const char **cgq_show_keys (cgq_trial_rec_t **trials, size_t n, bool metrics, size_t *nkeys);
+void cgq_show_json_str (cgq_buf_t *b, const char *s);
+void cgq_show_json_num (cgq_buf_t *b, bool has, double v);
+void cgq_show_csv_field (cgq_buf_t *b, const char *s, bool first);
 
 #endif

@@ -9,7 +9,9 @@
 //   session.c    what nodes say: Hello and adoption, heartbeats, results,
 //                progress, Bye, and liveness
 //   control.c    what the CLI says: submit, cancel, suggest, ping
-//   metrics.c    /metrics (libmicrohttpd, polled by the loop), rendered
+//   metrics.c    /metrics, rendered by the loop for the HTTP server (http.c:
+//                libmicrohttpd's threads; api.c: the dashboard's JSON API from
+//                Redis), rendered
 //                from the live jobs, nodes, notifications and histograms
 //   recovery.c   rebuilds jobs and trials from Redis at start-up
 //   dispatch.c   starts trials: asks the scheduler where, renders the Assign
@@ -79,6 +81,8 @@ typedef struct {
     bool log_json;      // the older spelling of --log-format json
     char *metrics;      // HOST:PORT of /metrics; NULL or "": off
     bool metrics_public; // allow a non-loopback HOST
+    char *http;            // HOST:PORT of the dashboard, /api/ and /metrics (--metrics: the same)
+    char *http_token_file; // the bearer token HTTP requests must show; NULL: none
 } coord_cfg_t;
 
 typedef cgq_tstate_t tstate_t;

@@ -302,6 +302,9 @@ s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *
     }
     else if (!strcmp (url, "/") || !strcmp (url, "/index.html"))
         rc = s_file (conn, "index.html", cookie);
+    else if (!strcmp (url, "/favicon.ico")) // browsers ask; none (no 404 in their console)
+        rc = s_send (conn, MHD_HTTP_NO_CONTENT, "", 0, MHD_RESPMEM_PERSISTENT, "image/x-icon",
+                     cookie);
     else if (!strncmp (url, "/jobs/", 6) && s_digits (url + 6))
         rc = s_file (conn, "job.html", cookie);
     else if (!strncmp (url, "/static/", 8) && url[8] && !strchr (url + 8, '/'))

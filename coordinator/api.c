@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/view.h"
 #include "keyspace.h"
 #include "util.h"
 
@@ -99,6 +98,65 @@ s_u64 (const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
+// --- reading Redis ------------------------------------------------------------
+// The CLI's readers (cli/view.c) belong to another program; these few are
+// the dashboard's own, on the same records (common/keyspace.h).
+
+// s_hgetall runs HGETALL key: 1 and *r (caller frees) when the hash
+// exists, 0 when absent, -1 on an I/O or Redis error.
+static int
+s_hgetall (cgq_store_t *store, const char *key, redisReply **out)
+{
+    redisReply *r = cgq_store_command (store, "HGETALL %s", key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (r)
+            freeReplyObject (r);
+        return -1;
+    }
+    if (r->elements == 0) {
+        freeReplyObject (r);
+        return 0;
+    }
+    *out = r;
+    return 1;
+}
+
+// s_reports reads trial's report stream (oldest first) as a JSON array of
+// its report objects; NULL on an error.
+static json_t *
+s_reports (cgq_store_t *store, uint64_t job, uint64_t trial)
+{
+    char key[96];
+    cgq_key_reports (key, sizeof key, job, trial);
+    redisReply *r = cgq_store_command (store, "XRANGE %s - +", key);
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (r)
+            freeReplyObject (r);
+        return NULL;
+    }
+    json_t *out = json_array ();
+    for (size_t i = 0; i < r->elements; i++) { // [id, [field, value, ...]]
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2
+            || e->element[1]->type != REDIS_REPLY_ARRAY)
+            continue;
+        const redisReply *f = e->element[1];
+        for (size_t k = 0; k + 1 < f->elements; k += 2) {
+            if (f->element[k]->type != REDIS_REPLY_STRING
+                || strcmp (f->element[k]->str, CGQ_REPORT_FIELD)
+                || f->element[k + 1]->type != REDIS_REPLY_STRING)
+                continue;
+            json_t *o = json_loads (f->element[k + 1]->str, 0, NULL);
+            if (json_is_object (o))
+                json_array_append_new (out, o);
+            else
+                json_decref (o);
+        }
+    }
+    freeReplyObject (r);
+    return out;
+}
+
 // --- records as JSON ----------------------------------------------------------
 
 static json_t *
@@ -139,7 +197,6 @@ s_job_json (const cgq_job_rec_t *j, bool full)
         json_object_set_new (o, "searcher", s_str (j->searcher));
         json_object_set_new (o, "spec_path", s_str (j->spec_path));
         json_object_set_new (o, "spec", s_str (j->spec));
-        json_object_set_new (o, "checkpoint_bytes", json_integer ((json_int_t)j->checkpoint_bytes));
     }
     return o;
 }
@@ -187,7 +244,9 @@ typedef struct {
 static void
 s_trials_free (s_trials_t *ts)
 {
-    cgq_view_trials_free (ts->v, ts->n);
+    for (size_t i = 0; i < ts->n; i++)
+        cgq_trial_rec_destroy (&ts->v[i]);
+    free (ts->v);
     memset (ts, 0, sizeof *ts);
 }
 
@@ -412,13 +471,16 @@ s_jobs (cgq_store_t *store, const api_query_t *q, char **body)
 static int
 s_job_load (cgq_store_t *store, uint64_t id, cgq_job_rec_t **job, char **body)
 {
-    char err[512];
-    int rc = cgq_view_job_load (store, id, job, err, sizeof err);
-    if (rc == CGQ_VIEW_OK)
-        return 0;
-    if (rc == CGQ_VIEW_ABSENT)
+    char key[64];
+    redisReply *r = NULL;
+    int rc = s_hgetall (store, cgq_key_job (key, sizeof key, id), &r);
+    if (rc < 0)
+        return s_store_error (store, body);
+    if (rc == 0)
         return s_error (404, body, "no job %" PRIu64, id);
-    return s_error (503, body, "%s", err);
+    *job = cgq_job_rec_from (id, r);
+    freeReplyObject (r);
+    return 0;
 }
 
 static int
@@ -505,17 +567,19 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
 static int
 s_trial (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t id, char **body)
 {
-    char err[512];
-    cgq_trial_rec_t *t = NULL;
-    int rc = cgq_view_trial_load (store, job, id, &t, err, sizeof err);
-    if (rc == CGQ_VIEW_ABSENT)
+    char key[96];
+    redisReply *r = NULL;
+    int rc = s_hgetall (store, cgq_key_trial (key, sizeof key, job->id, id), &r);
+    if (rc < 0)
+        return s_store_error (store, body);
+    if (rc == 0)
         return s_error (404, body, "job %" PRIu64 " has no trial %" PRIu64, job->id, id);
-    if (rc != CGQ_VIEW_OK)
-        return s_error (503, body, "%s", err);
-    json_t *reports = NULL;
-    if (cgq_view_reports (store, job->id, id, &reports, err, sizeof err) != CGQ_VIEW_OK) {
+    cgq_trial_rec_t *t = cgq_trial_rec_from (job, id, r);
+    freeReplyObject (r);
+    json_t *reports = s_reports (store, job->id, id);
+    if (!reports) {
         cgq_trial_rec_destroy (&t);
-        return s_error (503, body, "%s", err);
+        return s_store_error (store, body);
     }
     json_t *o = s_trial_json (t);
     json_object_set_new (o, "job", json_integer ((json_int_t)job->id));
@@ -529,32 +593,73 @@ s_trial (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t id, char **body)
     return s_answer (o, 200, body);
 }
 
+static json_t *
+s_node_json (const cgq_node_rec_t *nd)
+{
+    json_t *o = json_object ();
+    json_object_set_new (o, "id", s_str (nd->id));
+    json_object_set_new (o, "kind", s_str (nd->kind));
+    json_object_set_new (o, "state", s_str (nd->state));
+    json_object_set_new (o, "hostname", s_str (nd->hostname));
+    json_object_set_new (o, "cpus", s_num (true, nd->cpus));
+    json_object_set_new (o, "free_cpus", s_num (true, nd->free_cpus));
+    json_object_set_new (o, "gpus", s_num (true, nd->gpus));
+    json_object_set_new (o, "free_gpus", s_num (true, nd->free_gpus));
+    json_object_set_new (o, "running", json_integer ((json_int_t)nd->running));
+    json_object_set_new (o, "connected", json_boolean (nd->connected));
+    json_object_set_new (o, "last_seen", s_num (nd->has_last_seen, nd->last_seen));
+    return o;
+}
+
+static int
+s_cmp_str (const void *a, const void *b)
+{
+    return strcmp (*(char *const *)a, *(char *const *)b);
+}
+
+// s_nodes: every node of cgq:nodes, by id.
 static int
 s_nodes (cgq_store_t *store, char **body)
 {
-    char err[512];
-    cgq_node_rec_t **nodes = NULL;
-    size_t n = 0;
-    if (cgq_view_nodes_load (store, &nodes, &n, err, sizeof err) != CGQ_VIEW_OK)
-        return s_error (503, body, "%s", err);
-    json_t *arr = json_array ();
-    for (size_t i = 0; i < n; i++) {
-        const cgq_node_rec_t *nd = nodes[i];
-        json_t *o = json_object ();
-        json_object_set_new (o, "id", s_str (nd->id));
-        json_object_set_new (o, "kind", s_str (nd->kind));
-        json_object_set_new (o, "state", s_str (nd->state));
-        json_object_set_new (o, "hostname", s_str (nd->hostname));
-        json_object_set_new (o, "cpus", s_num (true, nd->cpus));
-        json_object_set_new (o, "free_cpus", s_num (true, nd->free_cpus));
-        json_object_set_new (o, "gpus", s_num (true, nd->gpus));
-        json_object_set_new (o, "free_gpus", s_num (true, nd->free_gpus));
-        json_object_set_new (o, "running", json_integer ((json_int_t)nd->running));
-        json_object_set_new (o, "connected", json_boolean (nd->connected));
-        json_object_set_new (o, "last_seen", s_num (nd->has_last_seen, nd->last_seen));
-        json_array_append_new (arr, o);
+    redisReply *ids = cgq_store_command (store, "SMEMBERS %s", CGQ_KEY_NODES);
+    if (!ids || ids->type != REDIS_REPLY_ARRAY) {
+        if (ids)
+            freeReplyObject (ids);
+        return s_store_error (store, body);
     }
-    cgq_view_nodes_free (nodes, n);
+    size_t m = 0;
+    char **names = cgq_xcalloc (ids->elements ? ids->elements : 1, sizeof *names);
+    for (size_t i = 0; i < ids->elements; i++)
+        if (ids->element[i]->type == REDIS_REPLY_STRING)
+            names[m++] = ids->element[i]->str; // borrowed from ids
+    qsort (names, m, sizeof *names, s_cmp_str);
+    char key[512];
+    size_t sent = 0;
+    for (; sent < m; sent++)
+        if (cgq_store_append (store, "HGETALL %s", cgq_key_node (key, sizeof key, names[sent]))
+            < 0)
+            break;
+    bool ok = sent == m;
+    json_t *arr = json_array ();
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *h = cgq_store_get_reply (store);
+        if (!h) {
+            ok = false;
+            break;
+        }
+        if (h->type == REDIS_REPLY_ARRAY && h->elements > 0) {
+            cgq_node_rec_t *nd = cgq_node_rec_from (names[i], h);
+            json_array_append_new (arr, s_node_json (nd));
+            cgq_node_rec_destroy (&nd);
+        }
+        freeReplyObject (h);
+    }
+    free (names);
+    freeReplyObject (ids);
+    if (!ok) {
+        json_decref (arr);
+        return s_store_error (store, body);
+    }
     return s_answer (json_pack ("{s:o}", "nodes", arr), 200, body);
 }
 

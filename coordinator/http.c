@@ -14,7 +14,6 @@
 
 #include "api.h"
 #include "log.h"
-#include "metrics.h"
 #include "store.h"
 #include "util.h"
 #include "web_assets.h"
@@ -37,7 +36,8 @@ static const char *const s_csp = "default-src 'self'; frame-ancestors 'none'; ba
 
 struct http_srv_s {
     struct MHD_Daemon *mhd;
-    struct metrics_srv_s *metrics;
+    char *(*page) (void *arg, int timeout_ms);
+    void *page_arg;
     char *redis; // NULL: no API
     char *token; // NULL: none wanted
     int port;
@@ -264,7 +264,7 @@ s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *
                    : NULL;
     enum MHD_Result rc;
     if (!strcmp (url, "/metrics")) {
-        char *page = s->metrics ? metrics_fetch (s->metrics, S_METRICS_WAIT_MS) : NULL;
+        char *page = s->page ? s->page (s->page_arg, S_METRICS_WAIT_MS) : NULL;
         if (!page)
             rc = s_text (conn, MHD_HTTP_SERVICE_UNAVAILABLE,
                          cgq_xstrdup ("the coordinator's loop did not render /metrics in time "
@@ -361,7 +361,7 @@ s_read_token (const char *path, char *err, size_t errlen)
 }
 
 struct http_srv_s *
-http_start (const http_cfg_t *cfg, struct metrics_srv_s *metrics, char *err, size_t errlen)
+http_start (const http_cfg_t *cfg, char *err, size_t errlen)
 {
     const char *addr = cfg->addr;
     const char *colon = strrchr (addr, ':');
@@ -408,7 +408,8 @@ http_start (const http_cfg_t *cfg, struct metrics_srv_s *metrics, char *err, siz
         free (s);
         return NULL;
     }
-    s->metrics = metrics;
+    s->page = cfg->page;
+    s->page_arg = cfg->page_arg;
     s->redis = cfg->redis ? cgq_xstrdup (cfg->redis) : NULL;
     pthread_key_create (&s->store_key, s_store_free);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |

@@ -3,7 +3,7 @@
 // It runs on libmicrohttpd's own threads (a small pool), each with its own
 // Redis connection used for reads only, and never reads the coordinator's
 // memory: the dashboard is a reader of Redis like the CLI, and /metrics is
-// rendered by the loop on request (metrics_fetch). A slow browser, a big job
+// rendered by the loop on request (the page callback: metrics_fetch). A slow browser, a big job
 // or a Redis round trip never holds up the loop.
 //
 // Security: binds loopback unless told otherwise; a HOST beyond loopback
@@ -17,7 +17,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct metrics_srv_s;
 struct http_srv_s;
 
 typedef struct {
@@ -26,12 +25,15 @@ typedef struct {
     bool insecure;          // allow a HOST beyond loopback without a token
     const char *redis;      // the URL the API reads (NULL: no /api/, pages only)
     int threads;            // libmicrohttpd's pool (0: 4)
+    // /metrics: page (any thread) returns the page, rendered within
+    // timeout_ms, or NULL (503); the caller frees it. NULL: no /metrics.
+    char *(*page) (void *arg, int timeout_ms);
+    void *page_arg;
 } http_cfg_t;
 
-// http_start binds and starts serving; metrics (may be NULL: /metrics 404)
-// renders /metrics. Returns the server, or NULL with err set.
-struct http_srv_s *http_start (const http_cfg_t *cfg, struct metrics_srv_s *metrics, char *err,
-                               size_t errlen);
+// http_start binds and starts serving. Returns the server, or NULL with
+// err set.
+struct http_srv_s *http_start (const http_cfg_t *cfg, char *err, size_t errlen);
 // http_stop stops serving, joins the threads (their Redis connections close)
 // and frees s (NULL-safe).
 void http_stop (struct http_srv_s *s);

@@ -209,8 +209,9 @@ struct metrics_srv_s {
 };
 
 char *
-metrics_fetch (struct metrics_srv_s *m, int timeout_ms)
+metrics_fetch (void *arg, int timeout_ms)
 {
+    struct metrics_srv_s *m = arg;
     struct timespec until;
     clock_gettime (CLOCK_REALTIME, &until);
     until.tv_sec += timeout_ms / 1000;
@@ -245,7 +246,10 @@ metrics_start_http (coord_t *c, const http_cfg_t *cfg, char *err, size_t errlen)
     }
     pthread_mutex_init (&m->mu, NULL);
     pthread_cond_init (&m->cv, NULL);
-    m->http = http_start (cfg, m, err, errlen);
+    http_cfg_t with = *cfg;
+    with.page = metrics_fetch;
+    with.page_arg = m;
+    m->http = http_start (&with, err, errlen);
     if (!m->http) {
         close (m->efd);
         pthread_mutex_destroy (&m->mu);

@@ -31,7 +31,8 @@ int metrics_start_http (struct coord_s *c, const http_cfg_t *cfg, char *err, siz
 // metrics_fetch (any thread but the loop's) asks the loop for a page and
 // waits for it at most timeout_ms. Returns it (caller frees), or NULL when
 // the loop did not answer in time or the server is stopping.
-char *metrics_fetch (struct metrics_srv_s *m, int timeout_ms);
+// (m: the struct metrics_srv_s, as http.h's page callback wants it.)
+char *metrics_fetch (void *m, int timeout_ms);
 // metrics_stop stops the server (NULL-safe); closes its sockets.
 void metrics_stop (struct coord_s *c);
 // metrics_fd is the one fd to poll for input (-1 when off): readable when a

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import CgqTestCase, binary, free_port, main  # noqa: E402
+from harness import CgqTestCase, Proc, binary, free_port, main  # noqa: E402
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -243,6 +243,39 @@ class DashboardApiTest(CgqTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         c.wait_job(running, timeout=60)
         self.assertEqual(self.get_json("/api/jobs/%d" % running)["state"], "cancelled")
+
+    def test_standby_serves_the_same(self):
+        c = self.cluster
+        c.start_redis()
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        c.start_worker("w1", cpus=2)
+        c.write_file("t.py", TRIAL)
+        done = c.submit(c.write_file("done.yaml", DONE))
+        c.wait_job(done, timeout=90)
+        leader_port = self.port
+        self.port = free_port()
+        argv = [binary("cgq-coordinator"), "--redis", c.redis_url, "--bind",
+                "tcp://127.0.0.1:0", "--control", "tcp://127.0.0.1:0", "--http",
+                "127.0.0.1:%d" % self.port]
+        standby = Proc("standby", argv, c.logdir, capture_stdout=True)
+        c.procs.append(standby)
+        line = standby.wait_first_line(30)
+        self.assertTrue(line and line.startswith("cgq-coordinator standby"), line)
+        for path in ("/api/jobs", "/api/jobs/%d" % done, "/api/jobs/%d/trials?limit=500" % done,
+                     "/api/nodes"):
+            mine = self.get_json(path)
+            self.port, theirs = leader_port, None
+            try:
+                theirs = self.get_json(path)
+            finally:
+                self.port = int(argv[-1].rsplit(":", 1)[1])
+            for doc in (mine, theirs):  # a running clock: the duration of running jobs
+                for j in doc.get("jobs", [doc]):
+                    j.pop("duration", None)
+            self.assertEqual(mine, theirs, path)
+        status, _, body = request(self.port, "/metrics")
+        self.assertIn("cgq_coordinator_leader 0\n", body)
 
     def test_token(self):
         c = self.cluster

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,14 +138,14 @@ s_reports (cgq_store_t *store, uint64_t job, uint64_t trial)
     json_t *out = json_array ();
     for (size_t i = 0; i < r->elements; i++) { // [id, [field, value, ...]]
         const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2
-            || e->element[1]->type != REDIS_REPLY_ARRAY)
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+            e->element[1]->type != REDIS_REPLY_ARRAY)
             continue;
         const redisReply *f = e->element[1];
         for (size_t k = 0; k + 1 < f->elements; k += 2) {
-            if (f->element[k]->type != REDIS_REPLY_STRING
-                || strcmp (f->element[k]->str, CGQ_REPORT_FIELD)
-                || f->element[k + 1]->type != REDIS_REPLY_STRING)
+            if (f->element[k]->type != REDIS_REPLY_STRING ||
+                strcmp (f->element[k]->str, CGQ_REPORT_FIELD) ||
+                f->element[k + 1]->type != REDIS_REPLY_STRING)
                 continue;
             json_t *o = json_loads (f->element[k + 1]->str, 0, NULL);
             if (json_is_object (o))
@@ -250,18 +251,42 @@ s_trials_free (s_trials_t *ts)
     memset (ts, 0, sizeof *ts);
 }
 
-// s_load reads trials lo, lo+step, ... (count of them; step +1 or -1) with
-// pipelined HGETALLs, skipping absent ones; state (NULL: any) filters.
+// Which trials s_load reads: lo, lo+step, ... (count of them; step +1 or
+// -1), or the count ids given.
+typedef struct {
+    const uint64_t *ids; // NULL: the range
+    uint64_t lo, count;
+    int step;
+} s_which_t;
+
+static uint64_t
+s_which_id (const s_which_t *w, uint64_t i)
+{
+    return w->ids ? w->ids[i] : w->lo + (uint64_t)w->step * i;
+}
+
+// s_load reads the trials w names with pipelined HGETALLs, skipping absent
+// ones; state (NULL: any) filters. With fields (nfields of them, the first
+// CGQ_TF_STATE) it reads only those, with HMGET: records enough to sort
+// on, without the log tails and errors that make up most of a big job.
 static int
-s_load (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t lo, int step, uint64_t count,
-        const char *state, s_trials_t *out)
+s_load (cgq_store_t *store, const cgq_job_rec_t *job, const s_which_t *w, const char *state,
+        const char *const *fields, size_t nfields, s_trials_t *out)
 {
     char key[96];
-    for (uint64_t base = 0; base < count; base += S_CHUNK) {
-        uint64_t m = count - base < S_CHUNK ? count - base : S_CHUNK;
+    redisReply kv[2 * 16];
+    redisReply *pairs[2 * 16];
+    if (nfields > 16)
+        nfields = 16;
+    // "HMGET %s f1 f2 ...": the field names are ours, plain words.
+    char fmt[256] = "HMGET %s";
+    for (size_t f = 0; fields && f < nfields; f++)
+        snprintf (fmt + strlen (fmt), sizeof fmt - strlen (fmt), " %s", fields[f]);
+    for (uint64_t base = 0; base < w->count; base += S_CHUNK) {
+        uint64_t m = w->count - base < S_CHUNK ? w->count - base : S_CHUNK;
         for (uint64_t i = 0; i < m; i++) {
-            cgq_key_trial (key, sizeof key, job->id, lo + (uint64_t)step * (base + i));
-            if (cgq_store_append (store, "HGETALL %s", key) < 0)
+            cgq_key_trial (key, sizeof key, job->id, s_which_id (w, base + i));
+            if (cgq_store_append (store, fields ? fmt : "HGETALL %s", key) < 0)
                 return -1;
         }
         int rc = 0;
@@ -269,17 +294,31 @@ s_load (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t lo, int step, uin
             redisReply *r = cgq_store_get_reply (store);
             if (!r)
                 return -1;
+            const redisReply *h = r;
+            redisReply fake = {.type = REDIS_REPLY_ARRAY, .element = pairs};
             if (r->type != REDIS_REPLY_ARRAY)
                 rc = -1;
-            else if (r->elements > 0 && rc == 0) {
-                const char *st = cgq_hash_get (r, CGQ_TF_STATE);
+            else if (fields) { // HMGET's values as the field/value pairs of HGETALL
+                for (size_t f = 0; f < nfields && f < r->elements; f++) {
+                    if (r->element[f]->type != REDIS_REPLY_STRING)
+                        continue;
+                    kv[fake.elements] = (redisReply){.type = REDIS_REPLY_STRING,
+                                                     .str = (char *)fields[f],
+                                                     .len = strlen (fields[f])};
+                    pairs[fake.elements] = &kv[fake.elements];
+                    fake.elements++;
+                    pairs[fake.elements++] = r->element[f];
+                }
+                h = &fake;
+            }
+            if (rc == 0 && h->elements > 0) {
+                const char *st = cgq_hash_get (h, CGQ_TF_STATE);
                 if (!state || (st && !strcmp (st, state))) {
                     if (out->n == out->cap) {
                         out->cap = out->cap ? out->cap * 2 : 64;
                         out->v = cgq_xrealloc (out->v, out->cap * sizeof *out->v);
                     }
-                    out->v[out->n++] =
-                        cgq_trial_rec_from (job, lo + (uint64_t)step * (base + i), r);
+                    out->v[out->n++] = cgq_trial_rec_from (job, s_which_id (w, base + i), h);
                 }
             }
             freeReplyObject (r);
@@ -390,6 +429,79 @@ s_cmp (const void *a, const void *b, void *arg)
     else if (kp.cls == 1)
         c = strcmp (kp.str, kq.str);
     return c ? x->sign * c : byid;
+}
+
+// --- the order of finished jobs, kept ----------------------------------------
+// Sorting a big job reads all of it; a job that has ended no longer changes,
+// so the order of its trials (ids only: 8 bytes a trial) is kept for the
+// next poll, keyed by what it was sorted on and by the job's counts (a
+// cancelled job's trials may still end after it). A few orders, shared by
+// the HTTP threads under a mutex; the least recently used goes.
+
+#define S_ORDERS 8
+
+typedef struct {
+    uint64_t job, stamp, used;
+    char *how; // "sort order state"
+    uint64_t *ids;
+    size_t n;
+} s_order_t;
+
+static pthread_mutex_t s_orders_mu = PTHREAD_MUTEX_INITIALIZER;
+static s_order_t s_orders[S_ORDERS];
+static uint64_t s_orders_clock;
+
+// s_stamp: what changes whenever an ended job's trials could sort otherwise.
+static uint64_t
+s_stamp (const cgq_job_rec_t *job)
+{
+    uint64_t h = 1469598103934665603ULL ^ job->suggested;
+    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
+        h = (h ^ job->counts[k]) * 1099511628211ULL;
+    return h;
+}
+
+// s_order_get copies the kept order into *ids (caller frees); false: none.
+static bool
+s_order_get (const cgq_job_rec_t *job, const char *how, uint64_t **ids, size_t *n)
+{
+    bool hit = false;
+    uint64_t stamp = s_stamp (job);
+    pthread_mutex_lock (&s_orders_mu);
+    for (int i = 0; i < S_ORDERS && !hit; i++) {
+        s_order_t *o = &s_orders[i];
+        if (o->how && o->job == job->id && o->stamp == stamp && !strcmp (o->how, how)) {
+            *ids = cgq_xcalloc (o->n + 1, sizeof **ids);
+            memcpy (*ids, o->ids, o->n * sizeof **ids);
+            *n = o->n;
+            o->used = ++s_orders_clock;
+            hit = true;
+        }
+    }
+    pthread_mutex_unlock (&s_orders_mu);
+    return hit;
+}
+
+static void
+s_order_put (const cgq_job_rec_t *job, const char *how, cgq_trial_rec_t **v, size_t n)
+{
+    uint64_t *ids = cgq_xcalloc (n + 1, sizeof *ids);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = v[i]->id;
+    pthread_mutex_lock (&s_orders_mu);
+    s_order_t *o = &s_orders[0];
+    for (int i = 1; i < S_ORDERS; i++)
+        if (s_orders[i].used < o->used)
+            o = &s_orders[i];
+    free (o->how);
+    free (o->ids);
+    *o = (s_order_t){.job = job->id,
+                     .stamp = s_stamp (job),
+                     .used = ++s_orders_clock,
+                     .how = cgq_xstrdup (how),
+                     .ids = ids,
+                     .n = n};
+    pthread_mutex_unlock (&s_orders_mu);
 }
 
 // --- the endpoints --------------------------------------------------------------
@@ -530,24 +642,46 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
         uint64_t count = offset < total ? total - offset : 0;
         if (count > limit)
             count = limit;
-        uint64_t first = x.sign > 0 ? offset : total - 1 - offset;
-        rc = s_load (store, job, first, x.sign, count, NULL, &ts);
+        s_which_t w = {
+            .lo = x.sign > 0 ? offset : total - 1 - offset, .step = x.sign, .count = count};
+        rc = s_load (store, job, &w, NULL, NULL, 0, &ts);
     }
     else {
-        // Every trial, filtered and sorted here; the page is cut from it.
-        rc = s_load (store, job, 0, 1, job->suggested, q->state, &ts);
-        if (rc == 0 && ts.n > 1)
-            qsort_r (ts.v, ts.n, sizeof *ts.v, s_cmp, &x);
-        total = ts.n;
-        if (rc == 0) { // keep the page only
-            size_t lo = offset < ts.n ? (size_t)offset : ts.n;
-            size_t hi = ts.n - lo > limit ? lo + limit : ts.n;
-            for (size_t i = 0; i < ts.n; i++)
-                if (i < lo || i >= hi)
-                    cgq_trial_rec_destroy (&ts.v[i]);
-            memmove (ts.v, ts.v + lo, (hi - lo) * sizeof *ts.v);
-            ts.n = hi - lo;
+        // Every trial, filtered and sorted here on what the order needs
+        // (all of each trial only when the order needs its stage runs);
+        // then the page's trials are read whole.
+        static const char *const sort_fields[] = {CGQ_TF_STATE,    CGQ_TF_VALUE,   CGQ_TF_FEASIBLE,
+                                                  CGQ_TF_METRICS,  CGQ_TF_STARTED, CGQ_TF_FINISHED,
+                                                  CGQ_TF_DURATION, CGQ_TF_NODE,    CGQ_TF_PARAMS};
+        size_t nf = sizeof sort_fields / sizeof *sort_fields - (x.by == S_PARAM ? 0 : 1);
+        bool whole = x.by == S_DURATION || x.by == S_ATTEMPTS;
+        bool ended = cgq_job_rec_terminal (job);
+        char *how = cgq_xasprintf ("%s %d %s", sort, x.sign, q->state ? q->state : "");
+        uint64_t *order = NULL;
+        size_t n = 0;
+        rc = 0;
+        if (!ended || !s_order_get (job, how, &order, &n)) {
+            s_which_t all = {.lo = 0, .step = 1, .count = job->suggested};
+            rc = s_load (store, job, &all, q->state, whole ? NULL : sort_fields, nf, &ts);
+            if (rc == 0 && ts.n > 1)
+                qsort_r (ts.v, ts.n, sizeof *ts.v, s_cmp, &x);
+            if (rc == 0 && ended)
+                s_order_put (job, how, ts.v, ts.n);
+            n = ts.n;
+            order = cgq_xcalloc (n + 1, sizeof *order);
+            for (size_t i = 0; i < n; i++)
+                order[i] = ts.v[i]->id;
+            s_trials_free (&ts);
         }
+        free (how);
+        total = n;
+        if (rc == 0) {
+            size_t lo = offset < n ? (size_t)offset : n;
+            size_t hi = n - lo > limit ? lo + limit : n;
+            s_which_t page = {.ids = order + lo, .count = hi - lo};
+            rc = s_load (store, job, &page, NULL, NULL, 0, &ts);
+        }
+        free (order);
     }
     if (rc < 0) {
         s_trials_free (&ts);
@@ -636,8 +770,7 @@ s_nodes (cgq_store_t *store, char **body)
     char key[512];
     size_t sent = 0;
     for (; sent < m; sent++)
-        if (cgq_store_append (store, "HGETALL %s", cgq_key_node (key, sizeof key, names[sent]))
-            < 0)
+        if (cgq_store_append (store, "HGETALL %s", cgq_key_node (key, sizeof key, names[sent])) < 0)
             break;
     bool ok = sent == m;
     json_t *arr = json_array ();

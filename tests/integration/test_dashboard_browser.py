@@ -3,19 +3,24 @@
 real cluster. With --dump-dom (the DOM after the page's scripts ran): the
 jobs page lists the jobs Redis holds, with links; a job page shows its
 counts and its trials, a param value holding HTML as text (no <img>
-element made). Over the DevTools protocol (python3-websocket): a trial that
+element made). Over the DevTools protocol: a trial that
 finishes while the page is open shows up within 3 s without a reload;
 clicking a column header sorts the leaderboard (on the server); no script
-error, console error or dialog (alert) happens.
+error, console error or dialog (alert) happens. The DevTools protocol
+runs over a websocket client of the standard library's (below).
 
-Skipped, saying why, when chromium (or, for the second test,
-python3-websocket) is not installed: scripts/bootstrap installs both."""
+Skipped, saying why, when chromium is not installed: scripts/bootstrap
+installs it."""
 
+import base64
+import hashlib
 import json
 import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -26,10 +31,87 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import SPEED, CgqTestCase, free_port, main, tail  # noqa: E402
 
-try:
-    import websocket  # python3-websocket
-except ImportError:
-    websocket = None
+
+
+class WebSocket:
+    """The client side of RFC 6455, enough for the DevTools protocol: text
+    frames, masked as a client must, fragments joined, pings answered
+    (Python's standard library only, so the test runs under any python3)."""
+
+    def __init__(self, url, timeout):
+        m = re.match(r"ws://([^/:]+):(\d+)(/.*)", url)
+        self.sock = socket.create_connection((m.group(1), int(m.group(2))), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(("GET %s HTTP/1.1\r\nHost: %s:%s\r\nUpgrade: websocket\r\n"
+                           "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                           "Sec-WebSocket-Version: 13\r\n\r\n"
+                           % (m.group(3), m.group(1), m.group(2), key)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise AssertionError("DevTools closed the websocket handshake")
+            head += chunk
+        head, self.buf = head.split(b"\r\n\r\n", 1)
+        want = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        if not head.startswith(b"HTTP/1.1 101") or want.encode() not in head:
+            raise AssertionError("websocket handshake refused: %r" % head[:300])
+
+    def _send_frame(self, opcode, data):
+        n = len(data)
+        hdr = bytes([0x80 | opcode])
+        if n < 126:
+            hdr += bytes([0x80 | n])
+        elif n < 65536:
+            hdr += bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            hdr += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        self.sock.sendall(hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def send(self, text):
+        self._send_frame(0x1, text.encode())
+
+    def _exact(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise AssertionError("DevTools closed the websocket")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def recv(self):
+        parts = []
+        while True:
+            b0, b1 = self._exact(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._exact(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._exact(8))[0]
+            mask = self._exact(4) if b1 & 0x80 else None
+            data = self._exact(n)
+            if mask:
+                data = bytes(b ^ mask[i % 4] for i, b in enumerate(data))
+            opcode = b0 & 0x0F
+            if opcode == 0x9:  # ping
+                self._send_frame(0xA, data)
+                continue
+            if opcode == 0x8:
+                raise AssertionError("DevTools closed the websocket")
+            if opcode in (0x0, 0x1, 0x2):
+                parts.append(data)
+                if b0 & 0x80:
+                    return b"".join(parts).decode("utf-8", "replace")
+
+    def close(self):
+        try:
+            self._send_frame(0x8, b"")
+        except OSError:
+            pass
+        self.sock.close()
 
 XSS = "<img src=x onerror=alert(1)>"
 
@@ -164,8 +246,7 @@ class Browser:
         with urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port, timeout=10) as r:
             targets = json.load(r)
         page = [t for t in targets if t.get("type") == "page"][0]
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30,
-                                              suppress_origin=True)
+        self.ws = WebSocket(page["webSocketDebuggerUrl"], timeout=30)
         for method in ("Page.enable", "Runtime.enable", "Log.enable"):
             self.call(method)
 
@@ -287,8 +368,6 @@ class DashboardBrowserTest(CgqTestCase):
         r = c.cgq("cancel", str(live))
         self.assertEqual(r.returncode, 0, r.stderr)
 
-    @unittest.skipIf(websocket is None,
-                     "python3-websocket is not installed (apt-get install python3-websocket)")
     def test_live_and_sort(self):
         c = self.cluster
         self.start()

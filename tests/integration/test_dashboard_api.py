@@ -277,6 +277,30 @@ class DashboardApiTest(CgqTestCase):
         status, _, body = request(self.port, "/metrics")
         self.assertIn("cgq_coordinator_leader 0\n", body)
 
+    def test_redis_down(self):
+        # Redis stops: the API says so (503, JSON), the pages and /metrics
+        # still answer; Redis back: the API reads again, same connection pool.
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        c.start_worker("w1", cpus=2)
+        c.write_file("t.py", TRIAL)
+        done = c.submit(c.write_file("done.yaml", DONE))
+        c.wait_job(done, timeout=90)
+        self.assertEqual(self.get_json("/api/jobs")["total"], 1)
+        c.stop_redis()
+        for path in ("/api/jobs", "/api/jobs/%d/trials" % done, "/api/nodes"):
+            doc = self.get_json(path, want=503)
+            self.assertIn("Redis", doc["error"], path)
+        self.assertEqual(request(self.port, "/")[0], 200)
+        status, _, body = request(self.port, "/metrics")
+        self.assertEqual(status, 200, body)
+        c.restart_redis()
+        c.wait_value(lambda: request(self.port, "/api/jobs")[0], lambda s: s == 200, 20,
+                     "the API to read Redis again")
+        self.assertEqual(len(self.all_pages(done, 7)), 20)
+
     def test_token(self):
         c = self.cluster
         c.start_redis()

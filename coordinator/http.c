@@ -183,6 +183,21 @@ s_unescape (void *cls, struct MHD_Connection *conn, char *s)
     return (size_t)(w - s);
 }
 
+// s_trial_page: /jobs/ID/trials/T.
+static bool
+s_trial_page (const char *url)
+{
+    if (strncmp (url, "/jobs/", 6) != 0)
+        return false;
+    const char *p = url + 6, *slash = strchr (p, '/');
+    if (!slash || slash - p > 19 || strncmp (slash, "/trials/", 8) != 0 || !s_digits (slash + 8))
+        return false;
+    for (; p < slash; p++)
+        if (!isdigit ((unsigned char)*p))
+            return false;
+    return slash > url + 6;
+}
+
 // s_arg is the query argument name (NULL: absent); one that holds a NUL
 // byte (%00), which C would read cut short, sets *nul.
 static const char *
@@ -307,6 +322,10 @@ s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *
                      cookie);
     else if (!strncmp (url, "/jobs/", 6) && s_digits (url + 6))
         rc = s_file (conn, "job.html", cookie);
+    else if (s_trial_page (url))
+        rc = s_file (conn, "trial.html", cookie);
+    else if (!strcmp (url, "/nodes"))
+        rc = s_file (conn, "nodes.html", cookie);
     else if (!strncmp (url, "/static/", 8) && url[8] && !strchr (url + 8, '/'))
         rc = s_file (conn, url + 8, cookie);
     else

@@ -1,5 +1,6 @@
 // http: the coordinator's HTTP server: /metrics (metrics.h), the dashboard's
-// pages (web/, compiled in) and its read-only JSON API under /api/ (api.h).
+// pages (web/, compiled in: / the jobs, /jobs/ID, /jobs/ID/trials/T,
+// /nodes; /static/FILE) and its read-only JSON API under /api/ (api.h).
 // It runs on libmicrohttpd's own threads (a small pool), each with its own
 // Redis connection used for reads only, and never reads the coordinator's
 // memory: the dashboard is a reader of Redis like the CLI, and /metrics is

@@ -1,4 +1,5 @@
-// cgq dashboard: the jobs page (/) and a job page (/jobs/ID), polling the
+// cgq dashboard: the jobs page (/), a job page (/jobs/ID), a trial page
+// (/jobs/ID/trials/T) and the nodes page (/nodes), polling the
 // coordinator's JSON API (/api/) every POLL_MS. Everything that came from a
 // trial or a spec is put into the page as text (textContent, never
 // innerHTML), so a param value like <img src=x onerror=alert(1)> shows as
@@ -135,7 +136,8 @@ function renderTrials(j, page) {
     Object.keys(t.metrics || {}).forEach((k) => metrics.add(k));
   }
   const cols = [
-    { title: "trial", sort: "id", get: (t) => t.id, num: true },
+    { title: "trial", sort: "id", get: (t) => t.id, num: true,
+      link: (t) => "/jobs/" + j.job + "/trials/" + t.id },
     { title: "state", sort: "state", get: (t) => t.state },
     { title: j.objective ? j.objective.metric + " (" + j.objective.mode + ")" : "value",
       sort: "rank", get: (t) => fmtNum(t.value), num: true },
@@ -168,7 +170,15 @@ function renderTrials(j, page) {
     const tr = el("tr");
     tr.className = "state-" + t.state;
     tr.dataset.trial = t.id;
-    for (const c of cols) tr.appendChild(el("td", c.get(t), c.num ? "num" : undefined));
+    for (const c of cols) {
+      const td = el("td", c.link ? null : c.get(t), c.num ? "num" : undefined);
+      if (c.link) {
+        const a = el("a", c.get(t));
+        a.setAttribute("href", c.link(t));
+        td.appendChild(a);
+      }
+      tr.appendChild(td);
+    }
     rows.push(tr);
   }
   document.querySelector("#trials tbody").replaceChildren(...rows);
@@ -177,6 +187,90 @@ function renderTrials(j, page) {
     page.total ? (page.offset + 1) + "\u2013" + last + " of " + page.total : "no trials yet";
   document.getElementById("prev").disabled = page.offset === 0;
   document.getElementById("next").disabled = last >= page.total;
+}
+
+// --- a trial page -------------------------------------------------------------
+
+const TERMINAL = new Set(["succeeded", "failed", "stopped", "cancelled"]);
+
+function kvRows(tbody, obj) {
+  const rows = [];
+  for (const k of Object.keys(obj || {}).sort()) {
+    const tr = el("tr");
+    tr.appendChild(el("th", k));
+    tr.appendChild(el("td", fmtNum(obj[k])));
+    rows.push(tr);
+  }
+  tbody.replaceChildren(...rows);
+}
+
+async function renderTrial(job, trial) {
+  const t = await getJSON("/api/jobs/" + job + "/trials/" + trial);
+  document.title = "cgq: job " + job + " trial " + trial;
+  document.getElementById("title").textContent = "Job " + job + ", trial " + trial + ": " + t.state;
+  const dl = document.getElementById("facts");
+  dl.replaceChildren();
+  fact(dl, "state", t.state);
+  if (t.value !== null) fact(dl, "value", fmtNum(t.value));
+  fact(dl, "attempts", t.attempts);
+  if (t.node) fact(dl, "node", t.node);
+  if (t.started) fact(dl, "started", fmtTime(t.started));
+  if (t.finished) fact(dl, "finished", fmtTime(t.finished));
+  if (t.duration !== null) fact(dl, "duration", fmtDuration(t.duration));
+  if (t.error) fact(dl, "error", t.error);
+  if (t.warning) fact(dl, "warning", t.warning);
+  if (t.trial_dir) fact(dl, "directory", t.trial_dir);
+  kvRows(document.querySelector("#params tbody"), t.params);
+  kvRows(document.querySelector("#metrics tbody"), t.metrics);
+  const runs = Object.entries(t.runs || {});
+  document.getElementById("runs-section").hidden = runs.length === 0;
+  document.querySelector("#runs tbody").replaceChildren(...runs.map(([stage, r]) => {
+    const tr = el("tr");
+    for (const v of [stage, r.attempt, r.node, fmtTime(r.started), fmtDuration(r.duration)])
+      tr.appendChild(el("td", v));
+    return tr;
+  }));
+  const reports = t.reports || [];
+  document.getElementById("reports-none").hidden = reports.length > 0;
+  const keys = [...new Set(reports.flatMap((r) => Object.keys(r)))].sort();
+  const head = document.querySelector("#reports thead tr");
+  head.replaceChildren(...keys.map((k) => el("th", k)));
+  document.querySelector("#reports tbody").replaceChildren(...reports.map((r) => {
+    const tr = el("tr");
+    for (const k of keys) tr.appendChild(el("td", fmtNum(r[k]), "num"));
+    return tr;
+  }));
+  document.getElementById("log-section").hidden = !t.log;
+  document.getElementById("log").textContent = t.log || "";
+  return TERMINAL.has(t.state);
+}
+
+function startTrial() {
+  const m = /^\/jobs\/(\d+)\/trials\/(\d+)$/.exec(location.pathname);
+  if (!m) return;
+  document.getElementById("back").setAttribute("href", "/jobs/" + m[1]);
+  document.getElementById("back").textContent = "\u2190 job " + m[1];
+  poll(() => renderTrial(m[1], m[2]));
+}
+
+// --- the nodes page ------------------------------------------------------------
+
+function ago(t) {
+  return t ? fmtDuration(Math.max(0, Date.now() / 1000 - t)) + " ago" : "never";
+}
+
+async function renderNodes() {
+  const doc = await getJSON("/api/nodes");
+  document.querySelector("#nodes tbody").replaceChildren(...doc.nodes.map((n) => {
+    const tr = el("tr");
+    tr.className = "state-" + n.state;
+    tr.dataset.node = n.id;
+    for (const v of [n.id, n.kind, n.state, n.hostname, fmtNum(n.free_cpus) + " / " + fmtNum(n.cpus),
+                     fmtNum(n.free_gpus) + " / " + fmtNum(n.gpus), n.running, ago(n.last_seen)])
+      tr.appendChild(el("td", v));
+    return tr;
+  }));
+  document.getElementById("empty").hidden = doc.nodes.length > 0;
 }
 
 function startJob() {
@@ -198,4 +292,6 @@ document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
   if (page === "jobs") poll(renderJobs);
   else if (page === "job") startJob();
+  else if (page === "trial") startTrial();
+  else if (page === "nodes") poll(renderNodes);
 });

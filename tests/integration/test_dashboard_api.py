@@ -225,6 +225,7 @@ class DashboardApiTest(CgqTestCase):
 
         # Pages, files, /metrics on the same server; the CSP on every answer.
         for path, ctype in (("/", "text/html"), ("/jobs/%d" % done, "text/html"),
+                            ("/jobs/%d/trials/3" % done, "text/html"), ("/nodes", "text/html"),
                             ("/static/app.js", "text/javascript"), ("/static/app.css", "text/css"),
                             ("/metrics", "text/plain"), ("/api/jobs", "application/json")):
             status, headers, body = request(self.port, path)
@@ -236,7 +237,9 @@ class DashboardApiTest(CgqTestCase):
         self.assertIn("cgq_jobs_active 1\n", body)
         status, _, body = request(self.port, "/")
         self.assertNotIn("<script>", body, "no inline script")
-        self.assertEqual(request(self.port, "/jobs/abc")[0], 404)
+        for path in ("/jobs/abc", "/jobs/1/trials/x", "/jobs/1/trials/", "/jobs/x/trials/1",
+                     "/jobs/1/trials/1/more", "/nodes/x"):
+            self.assertEqual(request(self.port, path)[0], 404, path)
         self.assertEqual(request(self.port, "/static/nope.js")[0], 404)
 
         r = c.cgq("cancel", str(running))

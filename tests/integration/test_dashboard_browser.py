@@ -3,7 +3,8 @@
 real cluster. With --dump-dom (the DOM after the page's scripts ran): the
 jobs page lists the jobs Redis holds, with links; a job page shows its
 counts and its trials, a param value holding HTML as text (no <img>
-element made). Over the DevTools protocol: a trial that
+element made); a trial page shows its params (as text), metrics and
+error; the nodes page lists the worker. Over the DevTools protocol: a trial that
 finishes while the page is open shows up within 3 s without a reload;
 clicking a column header sorts the leaderboard (on the server); no script
 error, console error or dialog (alert) happens. The DevTools protocol
@@ -365,6 +366,21 @@ class DashboardBrowserTest(CgqTestCase):
                            dom.split('id="counts"')[1].split("</table>")[0])
         self.assertEqual(dict(zip(heads, map(int, cells)))["succeeded"], int(h["succeeded"]))
         self.assertEqual(dict(zip(heads, map(int, cells)))["failed"], int(h["failed"]))
+        self.assertIn('href="/jobs/%d/trials/2"' % done, dom, "trial ids link their pages")
+
+        # A trial page: its params (the HTML one as text), metrics, state.
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/2" % done)
+        self.assertIn("Job %d, trial 2: succeeded" % done, dom)
+        self.assertIn("<th>s</th><td>&lt;img src=x onerror=alert(1)&gt;</td>", dom)
+        self.assertIn("<th>v</th><td>20</td>", dom)
+        self.assertNotIn("<img", dom)
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/3" % done)
+        self.assertIn("exit status 3", dom, "a failed trial's error is shown")
+
+        # The nodes page.
+        dom = dump_dom(self.tmp, self.base + "/nodes")
+        self.assertIn('data-node="w1"', dom)
+        self.assertIn("alive", dom)
         r = c.cgq("cancel", str(live))
         self.assertEqual(r.returncode, 0, r.stderr)
 

@@ -90,7 +90,7 @@ async function renderJobs() {
 
 // --- a job page --------------------------------------------------------------
 
-const view = { sort: "rank", order: "asc", offset: 0, job: null };
+const view = { sort: "rank", order: "asc", offset: 0, job: null, state: "" };
 
 function fact(dl, name, value) {
   dl.appendChild(el("dt", name));
@@ -102,7 +102,8 @@ async function renderJob() {
   const [j, page] = await Promise.all([
     getJSON("/api/jobs/" + id),
     getJSON("/api/jobs/" + id + "/trials?offset=" + view.offset + "&limit=" + PAGE +
-            "&sort=" + encodeURIComponent(view.sort) + "&order=" + view.order),
+            "&sort=" + encodeURIComponent(view.sort) + "&order=" + view.order +
+            (view.state ? "&state=" + encodeURIComponent(view.state) : "")),
   ]);
   document.title = "cgq: job " + j.job + " " + j.name;
   document.getElementById("title").textContent = "Job " + j.job + ": " + j.name;
@@ -149,12 +150,14 @@ function renderTrials(j, page) {
   cols.push({ title: "attempts", sort: "attempts", get: (t) => t.attempts, num: true });
   cols.push({ title: "node", sort: "node", get: (t) => t.node || "" });
   cols.push({ title: "duration", sort: "duration", get: (t) => fmtDuration(t.duration), num: true });
-  cols.push({ title: "error", sort: "state", get: (t) => t.error || "" });
+  cols.push({ title: "error", sort: null, get: (t) => t.error || "" });
 
   const head = document.querySelector("#trials thead tr");
   head.replaceChildren();
   for (const c of cols) {
     const th = el("th", c.title);
+    head.appendChild(th);
+    if (!c.sort) continue;
     th.dataset.sort = c.sort;
     if (c.sort === view.sort) th.className = "sorted-" + view.order;
     th.addEventListener("click", () => {
@@ -163,7 +166,6 @@ function renderTrials(j, page) {
       view.offset = 0;
       renderJob().catch((e) => setStatus(String(e.message || e), true));
     });
-    head.appendChild(th);
   }
   const rows = [];
   for (const t of page.trials) {
@@ -277,6 +279,11 @@ function startJob() {
   const m = /^\/jobs\/(\d+)$/.exec(location.pathname);
   if (!m) return;
   view.job = m[1];
+  document.getElementById("state").addEventListener("change", (e) => {
+    view.state = e.target.value;
+    view.offset = 0;
+    renderJob().catch((err) => setStatus(String(err.message || err), true));
+  });
   document.getElementById("prev").addEventListener("click", () => {
     view.offset = Math.max(0, view.offset - PAGE);
     renderJob().catch((e) => setStatus(String(e.message || e), true));

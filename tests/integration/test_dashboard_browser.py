@@ -6,7 +6,8 @@ counts and its trials, a param value holding HTML as text (no <img>
 element made); a trial page shows its params (as text), metrics and
 error; the nodes page lists the worker. Over the DevTools protocol: a trial that
 finishes while the page is open shows up within 3 s without a reload;
-clicking a column header sorts the leaderboard (on the server); no script
+clicking a column header sorts the leaderboard and the state menu filters
+it (both on the server); no script
 error, console error or dialog (alert) happens. The DevTools protocol
 runs over a websocket client of the standard library's (below).
 
@@ -422,6 +423,14 @@ class DashboardBrowserTest(CgqTestCase):
             self.assertEqual(
                 b.eval("document.querySelector('th[data-sort=\"params.i\"]').className"),
                 "sorted-desc")
+            # The state filter: only the failed trial, from the server.
+            b.eval("const s = document.getElementById('state'); s.value = 'failed';"
+                   "s.dispatchEvent(new Event('change'))")
+            b.wait(ROWS, lambda v: json.loads(v) == [[3, "state-failed"]], 5,
+                   "only the failed trial after choosing state failed")
+            b.eval("const s2 = document.getElementById('state'); s2.value = '';"
+                   "s2.dispatchEvent(new Event('change'))")
+            b.wait(ROWS, lambda v: len(json.loads(v)) == 4, 5, "every trial again")
             # The XSS value: text in its cells, no <img> anywhere, no alert.
             cells = b.eval("[...document.querySelectorAll('#trials td')]"
                            ".filter(td => td.textContent === %s).length" % json.dumps(XSS))

@@ -7,6 +7,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,6 +432,15 @@ http_start (const http_cfg_t *cfg, char *err, size_t errlen)
     s->page_arg = cfg->page_arg;
     s->redis = cfg->redis ? cgq_xstrdup (cfg->redis) : NULL;
     pthread_key_create (&s->store_key, s_store_free);
+    // The pool inherits this thread's signal mask: with SIGINT and SIGTERM
+    // blocked there, a stop signal always lands on the loop's thread and
+    // interrupts its poll at once (coord_stop), never on an HTTP thread.
+    sigset_t stop_signals, before;
+    sigemptyset (&stop_signals);
+    sigaddset (&stop_signals, SIGINT);
+    sigaddset (&stop_signals, SIGTERM);
+    sigaddset (&stop_signals, SIGHUP);
+    pthread_sigmask (SIG_BLOCK, &stop_signals, &before);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     s->mhd = MHD_start_daemon (
@@ -439,6 +449,7 @@ http_start (const http_cfg_t *cfg, char *err, size_t errlen)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)S_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)S_CONN_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK, s_unescape, NULL, MHD_OPTION_END);
     int e = errno;
+    pthread_sigmask (SIG_SETMASK, &before, NULL);
     freeaddrinfo (ai);
     if (!s->mhd) {
         snprintf (err, errlen, "cannot serve HTTP on %s: %s (set --http to a free port)", addr,

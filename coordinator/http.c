@@ -310,8 +310,16 @@ s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *
                 body = cgq_xstrdup ("{\"error\":\"a query argument holds a NUL byte\"}");
                 code = MHD_HTTP_BAD_REQUEST;
             }
-            else
+            else {
                 code = api_handle (st, url, &q, &body);
+                if (code == MHD_HTTP_SERVICE_UNAVAILABLE && !cgq_store_connected (st)) {
+                    // This thread's connection died (Redis restarted since
+                    // it was last used): reads are safe to send again, once,
+                    // on a new connection.
+                    free (body);
+                    code = api_handle (st, url, &q, &body);
+                }
+            }
         }
         rc = s_send (conn, (unsigned)code, body, strlen (body), MHD_RESPMEM_MUST_FREE,
                      "application/json", cookie);

@@ -751,15 +751,47 @@ s_cmp_str (const void *a, const void *b)
     return strcmp (*(char *const *)a, *(char *const *)b);
 }
 
-// s_nodes: every node of cgq:nodes, by id.
-static int
-s_nodes (cgq_store_t *store, char **body)
+static json_t *
+s_node_rec_json (const char *id, const redisReply *h)
 {
-    redisReply *ids = cgq_store_command (store, "SMEMBERS %s", CGQ_KEY_NODES);
+    cgq_node_rec_t *nd = cgq_node_rec_from (id, h);
+    json_t *o = s_node_json (nd);
+    cgq_node_rec_destroy (&nd);
+    return o;
+}
+
+static json_t *
+s_device_rec_json (const char *id, const redisReply *h)
+{
+    cgq_device_rec_t *d = cgq_device_rec_from (id, h);
+    json_t *o = json_object ();
+    json_object_set_new (o, "id", s_str (d->id));
+    json_object_set_new (o, "node", s_str (*d->node ? d->node : NULL));
+    json_object_set_new (o, "state", s_str (d->state));
+    json_t *tags = json_loads (d->tags, 0, NULL);
+    json_object_set_new (o, "tags", json_is_object (tags) ? tags : json_object ());
+    if (tags && !json_is_object (tags))
+        json_decref (tags);
+    json_object_set_new (o, "task", s_str (*d->task ? d->task : NULL));
+    json_object_set_new (o, "failures", json_integer ((json_int_t)d->failures));
+    json_object_set_new (o, "quarantined", json_boolean (d->quarantined));
+    json_object_set_new (o, "last_error", s_str (*d->last_error ? d->last_error : NULL));
+    json_object_set_new (o, "updated", s_num (d->has_updated, d->updated));
+    cgq_device_rec_destroy (&d);
+    return o;
+}
+
+// s_members reads the hash of every member of the set set_key (key names
+// it), by id, as JSON (rec); NULL on an error.
+static json_t *
+s_members (cgq_store_t *store, const char *set_key, char *(*key) (char *, size_t, const char *),
+           json_t *(*rec) (const char *, const redisReply *))
+{
+    redisReply *ids = cgq_store_command (store, "SMEMBERS %s", set_key);
     if (!ids || ids->type != REDIS_REPLY_ARRAY) {
         if (ids)
             freeReplyObject (ids);
-        return s_store_error (store, body);
+        return NULL;
     }
     size_t m = 0;
     char **names = cgq_xcalloc (ids->elements ? ids->elements : 1, sizeof *names);
@@ -767,10 +799,10 @@ s_nodes (cgq_store_t *store, char **body)
         if (ids->element[i]->type == REDIS_REPLY_STRING)
             names[m++] = ids->element[i]->str; // borrowed from ids
     qsort (names, m, sizeof *names, s_cmp_str);
-    char key[512];
+    char k[512];
     size_t sent = 0;
     for (; sent < m; sent++)
-        if (cgq_store_append (store, "HGETALL %s", cgq_key_node (key, sizeof key, names[sent])) < 0)
+        if (cgq_store_append (store, "HGETALL %s", key (k, sizeof k, names[sent])) < 0)
             break;
     bool ok = sent == m;
     json_t *arr = json_array ();
@@ -780,20 +812,80 @@ s_nodes (cgq_store_t *store, char **body)
             ok = false;
             break;
         }
-        if (h->type == REDIS_REPLY_ARRAY && h->elements > 0) {
-            cgq_node_rec_t *nd = cgq_node_rec_from (names[i], h);
-            json_array_append_new (arr, s_node_json (nd));
-            cgq_node_rec_destroy (&nd);
-        }
+        if (h->type == REDIS_REPLY_ARRAY && h->elements > 0)
+            json_array_append_new (arr, rec (names[i], h));
         freeReplyObject (h);
     }
     free (names);
     freeReplyObject (ids);
     if (!ok) {
         json_decref (arr);
+        return NULL;
+    }
+    return arr;
+}
+
+static int
+s_nodes (cgq_store_t *store, char **body)
+{
+    json_t *arr = s_members (store, CGQ_KEY_NODES, cgq_key_node, s_node_rec_json);
+    if (!arr)
+        return s_store_error (store, body);
+    return s_answer (json_pack ("{s:o}", "nodes", arr), 200, body);
+}
+
+static int
+s_devices (cgq_store_t *store, char **body)
+{
+    json_t *arr = s_members (store, CGQ_KEY_DEVICES, cgq_key_device, s_device_rec_json);
+    if (!arr)
+        return s_store_error (store, body);
+    return s_answer (json_pack ("{s:o}", "devices", arr), 200, body);
+}
+
+// s_front: a job with several objectives: its current Pareto front
+// (cgq:job:{J}:pareto), by trial id, each with its objective values.
+static int
+s_front (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
+{
+    char key[64];
+    redisReply *r =
+        cgq_store_command (store, "HGETALL %s", cgq_key_pareto (key, sizeof key, job->id));
+    if (!r || r->type != REDIS_REPLY_ARRAY) {
+        if (r)
+            freeReplyObject (r);
         return s_store_error (store, body);
     }
-    return s_answer (json_pack ("{s:o}", "nodes", arr), 200, body);
+    size_t n = r->elements / 2, m = 0;
+    uint64_t *ids = cgq_xcalloc (n + 1, sizeof *ids);
+    const redisReply **vals = cgq_xcalloc (n + 1, sizeof *vals);
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        uint64_t id;
+        if (r->element[i]->type == REDIS_REPLY_STRING &&
+            r->element[i + 1]->type == REDIS_REPLY_STRING &&
+            s_u64 (r->element[i]->str, UINT64_MAX, &id)) {
+            size_t k = m++; // insertion by id: a front is small
+            while (k > 0 && ids[k - 1] > id) {
+                ids[k] = ids[k - 1];
+                vals[k] = vals[k - 1];
+                k--;
+            }
+            ids[k] = id;
+            vals[k] = r->element[i + 1];
+        }
+    }
+    json_t *arr = json_array ();
+    for (size_t i = 0; i < m; i++) {
+        json_t *v = json_loads (vals[i]->str, 0, NULL);
+        json_array_append_new (arr, json_pack ("{s:I,s:o}", "trial", (json_int_t)ids[i], "values",
+                                               json_is_object (v) ? v : json_object ()));
+        if (v && !json_is_object (v))
+            json_decref (v);
+    }
+    free (ids);
+    free (vals);
+    freeReplyObject (r);
+    return s_answer (json_pack ("{s:I,s:o}", "job", (json_int_t)job->id, "front", arr), 200, body);
 }
 
 // s_segment copies the path segment at *p (up to '/' or the end) into seg
@@ -826,6 +918,8 @@ api_handle (cgq_store_t *store, const char *path, const api_query_t *q, char **b
         return s_jobs (store, q, body);
     if (!strcmp (p, "nodes") || !strcmp (p, "nodes/"))
         return s_nodes (store, body);
+    if (!strcmp (p, "devices") || !strcmp (p, "devices/"))
+        return s_devices (store, body);
     if (strncmp (p, "jobs/", 5) != 0)
         return s_error (404, body,
                         "no such API path: /api/jobs, /api/jobs/ID, "
@@ -840,6 +934,11 @@ api_handle (cgq_store_t *store, const char *path, const api_query_t *q, char **b
         if ((status = s_job_load (store, jid, &job, body)) != 0)
             return status;
         status = s_answer (s_job_json (job, true), 200, body);
+    }
+    else if (!strcmp (p, "front") || !strcmp (p, "front/")) {
+        if ((status = s_job_load (store, jid, &job, body)) != 0)
+            return status;
+        status = s_front (store, job, body);
     }
     else if (!strcmp (p, "trials") || !strcmp (p, "trials/")) {
         if ((status = s_job_load (store, jid, &job, body)) != 0)

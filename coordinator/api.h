@@ -12,7 +12,11 @@
 //       &order=asc|desc (rank asc: best first, as `cgq results`)
 //   GET /api/jobs/ID/trials/T        TRIAL with "value", "duration", "log", "trial_dir",
 //                                     "gpus", "last_report" and "reports" (the report stream)
+//   GET /api/jobs/ID/front           {"job", "front": [{"trial", "values": {metric: v}}]}: a
+//                                    job with several objectives: its Pareto front, by id
 //   GET /api/nodes                   {"nodes": [NODE]}
+//   GET /api/devices                 {"devices": [DEVICE]} (device runners' devices: state,
+//                                     node, tags, task, failures, quarantined, last_error)
 //
 // TRIAL carries the fields of `cgq results --format json`'s trials, under
 // the same names, plus "value" and "duration"; JOB: "job", "name", "state",

@@ -262,7 +262,7 @@ function ago(t) {
 }
 
 async function renderNodes() {
-  const doc = await getJSON("/api/nodes");
+  const [doc, devs] = await Promise.all([getJSON("/api/nodes"), getJSON("/api/devices")]);
   document.querySelector("#nodes tbody").replaceChildren(...doc.nodes.map((n) => {
     const tr = el("tr");
     tr.className = "state-" + n.state;
@@ -273,6 +273,17 @@ async function renderNodes() {
     return tr;
   }));
   document.getElementById("empty").hidden = doc.nodes.length > 0;
+  document.getElementById("devices-section").hidden = devs.devices.length === 0;
+  document.querySelector("#devices tbody").replaceChildren(...devs.devices.map((d) => {
+    const tr = el("tr");
+    tr.className = "state-" + d.state;
+    tr.dataset.device = d.id;
+    const tags = Object.entries(d.tags).map(([k, v]) => k + "=" + v).join(" ");
+    for (const v of [d.id, d.state, d.node || "", tags, d.task || "", d.failures,
+                     d.last_error || "", ago(d.updated)])
+      tr.appendChild(el("td", v));
+    return tr;
+  }));
 }
 
 function startJob() {

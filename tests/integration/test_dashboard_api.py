@@ -5,7 +5,9 @@ finished job and a running one read through /api/ are what `cgq results
 filtering and paging happen on the server; unknown jobs and trials are 404,
 bad queries 400, hostile paths and a huge query string 4xx with the server
 still answering; a param value holding HTML comes back as the same string;
-/metrics is served by the same --http server; pages carry the CSP. With
+/metrics is served by the same --http server; pages carry the CSP; a job
+with two objectives has the front `cgq results` names; devices read as
+written. With
 --http-token-file every path wants the token (401 without, 200 with the
 bearer header, ?token= once sets an HttpOnly cookie that then suffices);
 beyond loopback without a token the coordinator refuses to start."""
@@ -53,6 +55,21 @@ space:
 objective: {metric: v, mode: min}
 trial:
   command: python3 {spec_dir}/slow.py {i}
+  resources: {cpu: 1}
+'''
+
+TWO = r'''
+import json, os, sys
+i = int(sys.argv[1])
+os.write(3, (json.dumps({"x": i % 4, "y": 3 - i % 4 - (i // 4)}) + "\n").encode())
+'''
+
+TWO_SPEC = '''name: dash-two
+space:
+  i: {grid: [0, 1, 2, 3, 4, 5, 6, 7]}
+objectives: [{metric: x, mode: max}, {metric: y, mode: max}]
+trial:
+  command: python3 {spec_dir}/two.py {i}
   resources: {cpu: 1}
 '''
 
@@ -302,7 +319,48 @@ class DashboardApiTest(CgqTestCase):
         c.restart_redis()
         c.wait_value(lambda: request(self.port, "/api/jobs")[0], lambda s: s == 200, 20,
                      "the API to read Redis again")
+        # Every HTTP thread had a connection Redis closed: each reconnects
+        # and reads again, none answers 503 for it.
+        for _ in range(16):
+            self.get_json("/api/jobs")
         self.assertEqual(len(self.all_pages(done, 7)), 20)
+
+    def test_front_and_devices(self):
+        c = self.cluster
+        c.start_redis()
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        c.start_worker("w1", cpus=2)
+        c.write_file("two.py", TWO)
+        j = c.submit(c.write_file("two.yaml", TWO_SPEC))
+        c.wait_job(j, timeout=90)
+        res = self.results(j)
+        front = self.get_json("/api/jobs/%d/front" % j)
+        self.assertEqual(sorted(m["trial"] for m in front["front"]), sorted(res["front"]))
+        self.assertEqual([m["trial"] for m in front["front"]],
+                         sorted(m["trial"] for m in front["front"]), "by id")
+        trials = {t["id"]: t for t in res["trials"]}
+        for m in front["front"]:
+            self.assertEqual(m["values"], {k: trials[m["trial"]]["metrics"][k] for k in "xy"})
+        # An unknown job is 404.
+        self.assertEqual(self.get_json("/api/jobs/999/front", want=404)["error"], "no job 999")
+
+        # Devices, as the coordinator writes them (hand-written here): an
+        # error string with HTML comes back as the same string.
+        c.redis.pipeline([
+            ("SADD", "cgq:devices", "board-2", "board-1"),
+            ("HSET", "cgq:device:board-1", "id", "board-1", "node", "r1", "state", "quarantined",
+             "tags", '{"device": "pi"}', "task", "", "failures", 3, "quarantined", 1,
+             "last_error", XSS, "updated", 1700000000.5),
+            ("HSET", "cgq:device:board-2", "id", "board-2", "node", "", "state", "offline",
+             "tags", "not json", "failures", 0, "quarantined", 0),
+        ])
+        devs = self.get_json("/api/devices")["devices"]
+        self.assertEqual([d["id"] for d in devs], ["board-1", "board-2"])
+        self.assertEqual(devs[0]["last_error"], XSS)
+        self.assertEqual((devs[0]["quarantined"], devs[0]["failures"], devs[0]["tags"]),
+                         (True, 3, {"device": "pi"}))
+        self.assertEqual((devs[1]["node"], devs[1]["tags"], devs[1]["updated"]), (None, {}, None))
 
     def test_token(self):
         c = self.cluster

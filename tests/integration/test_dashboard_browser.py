@@ -4,7 +4,8 @@ real cluster. With --dump-dom (the DOM after the page's scripts ran): the
 jobs page lists the jobs Redis holds, with links; a job page shows its
 counts and its trials, a param value holding HTML as text (no <img>
 element made); a trial page shows its params (as text), metrics and
-error; the nodes page lists the worker. Over the DevTools protocol: a trial that
+error; the nodes page lists the worker and a device (its HTML error as
+text). Over the DevTools protocol: a trial that
 finishes while the page is open shows up within 3 s without a reload;
 clicking a column header sorts the leaderboard and the state menu filters
 it (both on the server); no script
@@ -378,10 +379,19 @@ class DashboardBrowserTest(CgqTestCase):
         dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/3" % done)
         self.assertIn("exit status 3", dom, "a failed trial's error is shown")
 
-        # The nodes page.
+        # The nodes page, and a device (hand-written as the coordinator
+        # writes one) whose last error holds HTML: shown as text.
+        c.redis.pipeline([
+            ("SADD", "cgq:devices", "board-1"),
+            ("HSET", "cgq:device:board-1", "id", "board-1", "node", "", "state", "quarantined",
+             "tags", '{"device": "pi"}', "failures", 3, "quarantined", 1, "last_error", XSS)])
         dom = dump_dom(self.tmp, self.base + "/nodes")
         self.assertIn('data-node="w1"', dom)
         self.assertIn("alive", dom)
+        self.assertIn('<tr class="state-quarantined" data-device="board-1">', dom)
+        self.assertIn("<td>device=pi</td>", dom)
+        self.assertIn("<td>&lt;img src=x onerror=alert(1)&gt;</td>", dom)
+        self.assertNotIn("<img", dom)
         r = c.cgq("cancel", str(live))
         self.assertEqual(r.returncode, 0, r.stderr)
 

@@ -49,15 +49,18 @@ async function getJSON(url) {
   return body;
 }
 
+// poll calls fn now and every POLL_MS after it settles, until fn returns
+// true (a page whose data can no longer change).
 function poll(fn) {
   const tick = async () => {
+    let done = false;
     try {
-      await fn();
-      setStatus("updated " + new Date().toLocaleTimeString(), false);
+      done = (await fn()) === true;
+      setStatus((done ? "final, " : "updated ") + new Date().toLocaleTimeString(), false);
     } catch (e) {
       setStatus(String(e.message || e), true);
     }
-    setTimeout(tick, POLL_MS);
+    if (!done) setTimeout(tick, POLL_MS);
   };
   tick();
 }

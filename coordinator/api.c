@@ -539,18 +539,21 @@ s_jobs (cgq_store_t *store, const api_query_t *q, char **body)
     }
     json_t *jobs = json_array ();
     char key[64];
-    size_t sent = 0;
-    for (size_t i = 0; i < ids->elements; i++) {
+    size_t sent = 0, valid = 0; // a member that is no job id is skipped
+    bool ok = true;
+    for (size_t i = 0; i < ids->elements && ok; i++) {
         uint64_t id;
         if (ids->element[i]->type != REDIS_REPLY_STRING ||
             !s_u64 (ids->element[i]->str, UINT64_MAX, &id))
             continue;
+        valid++;
         cgq_key_job (key, sizeof key, id);
         if (cgq_store_append (store, "HGETALL %s", key) < 0)
-            break;
-        sent++;
+            ok = false;
+        else
+            sent++;
     }
-    bool ok = sent == ids->elements || ids->elements == 0;
+    ok = ok && sent == valid;
     for (size_t i = 0, k = 0; i < ids->elements && k < sent; i++) {
         uint64_t id;
         if (ids->element[i]->type != REDIS_REPLY_STRING ||

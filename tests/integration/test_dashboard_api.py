@@ -226,6 +226,12 @@ class DashboardApiTest(CgqTestCase):
                      "/api/jobs/99999999999999999999999999"):
             self.get_json(path, want=400)
 
+        # A member of cgq:jobs that is no job id (hand-written junk) is
+        # skipped, not an error.
+        c.redis.cmd("ZADD", "cgq:jobs", 1, "junk")
+        self.assertEqual([x["job"] for x in self.get_json("/api/jobs")["jobs"]], [running, done])
+        c.redis.cmd("ZREM", "cgq:jobs", "junk")
+
         # Hostile paths, a huge query string, other methods.
         for path in ("/static/../../etc/passwd", "/static/%2e%2e/%2e%2e/etc/passwd",
                      "/api/jobs/../nodes", "/" + "a" * 300, "/static//etc/passwd",

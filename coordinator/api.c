@@ -442,7 +442,7 @@ s_cmp (const void *a, const void *b, void *arg)
 
 typedef struct {
     uint64_t job, stamp, used;
-    char *how; // "sort order state"
+    char *how; // sign, state and sort, 0x1f between
     uint64_t *ids;
     size_t n;
 } s_order_t;
@@ -659,7 +659,7 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
         size_t nf = sizeof sort_fields / sizeof *sort_fields - (x.by == S_PARAM ? 0 : 1);
         bool whole = x.by == S_DURATION || x.by == S_ATTEMPTS;
         bool ended = cgq_job_rec_terminal (job);
-        char *how = cgq_xasprintf ("%s %d %s", sort, x.sign, q->state ? q->state : "");
+        char *how = cgq_xasprintf ("%d\x1f%s\x1f%s", x.sign, q->state ? q->state : "", sort);
         uint64_t *order = NULL;
         size_t n = 0;
         rc = 0;

@@ -891,6 +891,66 @@ s_front (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
     return s_answer (json_pack ("{s:I,s:o}", "job", (json_int_t)job->id, "front", arr), 200, body);
 }
 
+// s_failures: the job's failed trials grouped by their error's first line
+// (at most 200 bytes), most frequent first, each with its first 10 trial
+// ids: what went wrong, without paging through the failures.
+#define S_FAIL_IDS 10
+
+typedef struct {
+    char *error;
+    uint64_t count, ids[S_FAIL_IDS];
+} s_group_t;
+
+static int
+s_cmp_groups (const void *a, const void *b)
+{
+    const s_group_t *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->ids[0] < y->ids[0] ? -1 : x->ids[0] > y->ids[0];
+}
+
+static int
+s_failures (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
+{
+    static const char *const fields[] = {CGQ_TF_STATE, CGQ_TF_ERROR};
+    s_trials_t ts = {0};
+    s_which_t all = {.lo = 0, .step = 1, .count = job->suggested};
+    if (s_load (store, job, &all, cgq_tstate_names[CGQ_TRIAL_FAILED], fields, 2, &ts) < 0) {
+        s_trials_free (&ts);
+        return s_store_error (store, body);
+    }
+    s_group_t *g = cgq_xcalloc (ts.n + 1, sizeof *g);
+    size_t ng = 0;
+    for (size_t i = 0; i < ts.n; i++) { // by id, so each group's ids ascend
+        const char *e = ts.v[i]->error ? ts.v[i]->error : "";
+        size_t len = strcspn (e, "\n");
+        if (len > 200)
+            len = 200;
+        size_t k = 0;
+        while (k < ng && (strlen (g[k].error) != len || strncmp (g[k].error, e, len)))
+            k++;
+        if (k == ng)
+            g[ng++].error = cgq_xstrndup (e, len);
+        if (g[k].count < S_FAIL_IDS)
+            g[k].ids[g[k].count] = ts.v[i]->id;
+        g[k].count++;
+    }
+    s_trials_free (&ts);
+    qsort (g, ng, sizeof *g, s_cmp_groups);
+    json_t *arr = json_array ();
+    for (size_t k = 0; k < ng; k++) {
+        json_t *ids = json_array ();
+        for (uint64_t i = 0; i < g[k].count && i < S_FAIL_IDS; i++)
+            json_array_append_new (ids, json_integer ((json_int_t)g[k].ids[i]));
+        json_array_append_new (arr, json_pack ("{s:o,s:I,s:o}", "error", s_str (g[k].error),
+                                               "count", (json_int_t)g[k].count, "trials", ids));
+        free (g[k].error);
+    }
+    free (g);
+    return s_answer (json_pack ("{s:I,s:o}", "job", (json_int_t)job->id, "groups", arr), 200, body);
+}
+
 // s_segment copies the path segment at *p (up to '/' or the end) into seg
 // and moves *p past it and its '/'. false when longer than segn - 1.
 static bool
@@ -937,6 +997,11 @@ api_handle (cgq_store_t *store, const char *path, const api_query_t *q, char **b
         if ((status = s_job_load (store, jid, &job, body)) != 0)
             return status;
         status = s_answer (s_job_json (job, true), 200, body);
+    }
+    else if (!strcmp (p, "failures") || !strcmp (p, "failures/")) {
+        if ((status = s_job_load (store, jid, &job, body)) != 0)
+            return status;
+        status = s_failures (store, job, body);
     }
     else if (!strcmp (p, "front") || !strcmp (p, "front/")) {
         if ((status = s_job_load (store, jid, &job, body)) != 0)

@@ -14,6 +14,8 @@
 //                                     "gpus", "last_report" and "reports" (the report stream)
 //   GET /api/jobs/ID/front           {"job", "front": [{"trial", "values": {metric: v}}]}: a
 //                                    job with several objectives: its Pareto front, by id
+//   GET /api/jobs/ID/failures        {"job", "groups": [{"error", "count", "trials"}]}: failed
+//                                    trials by their error's first line, most first, 10 ids each
 //   GET /api/nodes                   {"nodes": [NODE]}
 //   GET /api/devices                 {"devices": [DEVICE]} (device runners' devices: state,
 //                                     node, tags, task, failures, quarantined, last_error)

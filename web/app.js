@@ -131,6 +131,28 @@ async function renderJob() {
     cells.appendChild(el("td", n, "num"));
   }
   renderTrials(j, page);
+  // Grouping reads every failed trial's error: only when there are some.
+  const fails = j.counts.failed > 0 ? await getJSON("/api/jobs/" + id + "/failures")
+                                    : { groups: [] };
+  renderFailures(j, fails);
+}
+
+function renderFailures(j, fails) {
+  document.getElementById("failures-section").hidden = fails.groups.length === 0;
+  document.querySelector("#failures tbody").replaceChildren(...fails.groups.map((g) => {
+    const tr = el("tr");
+    tr.appendChild(el("td", g.count, "num"));
+    tr.appendChild(el("td", g.error || "(no error text)"));
+    const td = el("td");
+    g.trials.forEach((t, i) => {
+      if (i) td.appendChild(document.createTextNode(" "));
+      const a = el("a", t);
+      a.setAttribute("href", "/jobs/" + j.job + "/trials/" + t);
+      td.appendChild(a);
+    });
+    tr.appendChild(td);
+    return tr;
+  }));
 }
 
 function renderTrials(j, page) {

@@ -169,6 +169,18 @@ class DashboardApiTest(CgqTestCase):
         self.assertEqual(trials[0]["value"], 4)
         self.assert_same_as_results(running)
 
+        # Failures grouped by the first line of their error, most first.
+        groups = {}
+        for t in self.results(done)["trials"]:
+            if t["state"] == "failed":
+                groups.setdefault(t["error"].split("\n")[0][:200], []).append(t["id"])
+        want = sorted(({"error": e, "count": len(ids), "trials": sorted(ids)[:10]}
+                       for e, ids in groups.items()), key=lambda g: (-g["count"], g["trials"][0]))
+        fails = self.get_json("/api/jobs/%d/failures" % done)
+        self.assertEqual(fails["groups"], want)
+        self.assertEqual(sum(g["count"] for g in fails["groups"]), 4)
+        self.assertEqual(self.get_json("/api/jobs/%d/failures" % running)["groups"], [])
+
         # The HTML in a param comes back as the same string.
         xss = [t for t in trials if t["params"]["s"] == XSS]
         self.assertEqual(len(xss), 10)

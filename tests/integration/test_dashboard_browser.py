@@ -369,6 +369,10 @@ class DashboardBrowserTest(CgqTestCase):
         self.assertEqual(dict(zip(heads, map(int, cells)))["succeeded"], int(h["succeeded"]))
         self.assertEqual(dict(zip(heads, map(int, cells)))["failed"], int(h["failed"]))
         self.assertIn('href="/jobs/%d/trials/2"' % done, dom, "trial ids link their pages")
+        # Failures grouped by error: the one failed trial, linked.
+        fails = dom.split('id="failures"')[1].split("</table>")[0]
+        self.assertIn('<td class="num">1</td><td>exit status 3</td>', fails)
+        self.assertIn('<a href="/jobs/%d/trials/3">3</a>' % done, fails)
 
         # A trial page: its params (the HTML one as text), metrics, state.
         dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/2" % done)

@@ -120,6 +120,10 @@ async function renderJob() {
   fact(dl, "best", j.best ? fmtNum(j.best.value) + " (trial " + j.best.trial + ")" : "none yet");
   fact(dl, "created", fmtTime(j.created));
   fact(dl, "duration", fmtDuration(j.duration));
+  // ETA: the time so far per trial done, for the trials left (a rough
+  // guess: it assumes the pace so far holds).
+  if (j.state === "running" && j.total !== null && j.done > 0 && j.done < j.total)
+    fact(dl, "ETA", "about " + fmtDuration(j.duration * (j.total - j.done) / j.done));
   if (j.blocked) fact(dl, "blocked", j.blocked);
   if (j.error) fact(dl, "error", j.error);
   const head = document.querySelector("#counts thead tr");

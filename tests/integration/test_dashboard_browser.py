@@ -421,6 +421,9 @@ class DashboardBrowserTest(CgqTestCase):
             b.wait(ROWS, lambda v: [1, "state-succeeded"] in json.loads(v), 3,
                    "the page to show trial 1 succeeded (polling, no reload)")
             self.assertLess(time.monotonic() - seen, 3 * SPEED)
+            # One of two done: the page guesses the time left.
+            b.wait("document.getElementById('facts').textContent",
+                   lambda v: "ETAabout " in v, 5, "an ETA once a trial is done")
             open(os.path.join(c.specdir, "gate0"), "w").close()
             c.wait_job(live, timeout=30)
 

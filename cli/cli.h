@@ -132,5 +132,6 @@ int cgq_cmd_pareto (cgq_cli_t *cli);   // pareto.c
 int cgq_cmd_watch (cgq_cli_t *cli);    // watch.c
 int cgq_cmd_plot (cgq_cli_t *cli);     // plot.c
 int cgq_cmd_optuna_search (cgq_cli_t *cli); // optuna.c
+int cgq_cmd_gc (cgq_cli_t *cli);       // gc.c
 
 #endif

@@ -89,6 +89,11 @@ static const cgq_cli_opt_t s_optuna_opts[] = {
     {"quiet", NULL, "no progress lines"},
     {NULL}};
 
+static const cgq_cli_opt_t s_gc_opts[] = {
+    {"dry-run", NULL, "say what would be deleted, delete nothing"},
+    {"store", "DIR", "also sweep this store (the workers' --checkpoint-store, where this machine sees it)"},
+    {NULL}};
+
 static const cgq_cli_cmd_t s_cmds[] = {
     {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
      "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
@@ -164,6 +169,17 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "samples below the trials already suggested, and samples of a grid or list search,\n"
      "whose trials are the points of the space.",
      1, 1, s_update_opts, cgq_cmd_update},
+    {"gc", "[JOB...]", "delete the checkpoints jobs no longer need (all jobs without JOB)",
+     "Reads the jobs' records in Redis and deletes in their checkpoint stores (a directory\n"
+     "this machine sees, or an HTTP(S) store with DELETE). A job that ended keeps only its\n"
+     "best trial's latest checkpoint: the rest goes, with the .tmp of seals that died (quiet\n"
+     "for 2 minutes) and empty directories. A running job loses only checkpoints no record\n"
+     "names that are older than their trial's latest recorded one; a .tmp being sealed and\n"
+     "a checkpoint on its way to being recorded are never touched. An HTTP store cannot be\n"
+     "listed: there only recorded checkpoints are found. Prints each deletion and the bytes\n"
+     "freed. The job's checkpoint_bytes keeps counting its recorded checkpoints.\n"
+     "Exit 0, 1 when something could not be deleted or Redis not read, 2 for an unknown job.",
+     0, 1000000, s_gc_opts, cgq_cmd_gc},
     {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},
     {"keygen", "NAME", "write a CURVE key pair: NAME.key (public) and NAME.key_secret",
      "Writes DIR/NAME.key (the public certificate: copy it into the coordinator's\n"

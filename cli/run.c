@@ -27,6 +27,7 @@
 #include "show.h"
 #include "spec.h"
 #include "util.h"
+#include "warm.h"
 #include "view.h"
 #include "yamldoc.h"
 
@@ -237,9 +238,16 @@ s_spec_dir (const char *path)
 // s_submit sends the spec to the coordinator's control endpoint. Returns an
 // exit status; on success *job and *trials (0: unbounded) are set.
 static int
-s_submit (const char *endpoint, const cgq_spec_t *spec, const char *path, uint64_t *job,
-          uint64_t *trials)
+s_submit (const char *endpoint, const cgq_spec_t *spec, const char *path, cgq_store_t *store,
+          uint64_t *job, uint64_t *trials)
 {
+    char *warm = NULL;
+    char werr[1024];
+    int wrc = cgq_warm_resolve (spec, path, store, &warm, werr, sizeof werr);
+    if (wrc != CGQ_EXIT_OK) {
+        cgq_cli_error ("%s: %s", path, werr);
+        return wrc;
+    }
     char *dir = s_spec_dir (path);
     if (!dir) {
         cgq_cli_error ("cannot resolve the directory of %s: %s", path, strerror (errno));
@@ -249,6 +257,8 @@ s_submit (const char *endpoint, const cgq_spec_t *spec, const char *path, uint64
     sj.spec_yaml = spec->text;
     sj.spec_path = (char *) path;
     sj.spec_dir = dir;
+    if (warm)
+        sj.warm_json = warm;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_SUBMIT_JOB;
     env.submit_job = &sj;
@@ -256,6 +266,7 @@ s_submit (const char *endpoint, const cgq_spec_t *spec, const char *path, uint64
     char err[1024];
     int rc = cgq_ctl_request (endpoint, &env, CGQ_CTL_TIMEOUT_MS, &reply, err, sizeof err);
     free (dir);
+    free (warm);
     if (rc != CGQ_EXIT_OK) {
         cgq_cli_error ("%s", err);
         return rc;
@@ -379,7 +390,12 @@ cgq_cmd_submit (cgq_cli_t *cli)
         return CGQ_EXIT_BAD;
     s_check_scripts (spec, cli->pos[0], true); // the workers may see another file system
     uint64_t job = 0, trials = 0;
-    int rc = s_submit (cli->coordinator, spec, cli->pos[0], &job, &trials);
+    // search.warm_start.jobs: their trials are read here, from Redis.
+    cgq_store_t *wstore = NULL;
+    int rc = spec->search.nwarm_jobs ? cgq_cli_store (cli, &wstore) : CGQ_EXIT_OK;
+    if (rc == CGQ_EXIT_OK)
+        rc = s_submit (cli->coordinator, spec, cli->pos[0], wstore, &job, &trials);
+    cgq_store_destroy (&wstore);
     cgq_spec_destroy (&spec);
     if (rc != CGQ_EXIT_OK)
         return rc;
@@ -1289,7 +1305,7 @@ cgq_cmd_run (cgq_cli_t *cli)
         goto stop;
     }
     uint64_t trials = 0;
-    rc = s_submit (l.control_ep, spec, path, &l.job, &trials);
+    rc = s_submit (l.control_ep, spec, path, l.store, &l.job, &trials);
     if (rc != CGQ_EXIT_OK)
         goto stop;
     if (trials)

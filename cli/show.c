@@ -522,6 +522,47 @@ s_violation_text (const cgq_trial_rec_t *t, char *buf, size_t n)
     return buf;
 }
 
+// s_pbt is true when some trial has a pbt lineage (a child, or exploited):
+// then results show it.
+static bool
+s_pbt (cgq_trial_rec_t **trials, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (trials[i]->lineage || trials[i]->exploited)
+            return true;
+    return false;
+}
+
+// s_lineage_text: "3@8" (a child of trial 3's checkpoint at step 8), "->9"
+// (exploited, continued as trial 9), both, or "-". Caller frees.
+static char *
+s_lineage_text (const cgq_trial_rec_t *t)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    if (t->lineage) {
+        json_t *step = json_object_get (t->lineage, "step"), *v;
+        const char *k;
+        char num[32] = "?";
+        json_object_foreach (step, k, v)
+        {
+            if (json_is_number (v)) {
+                cgq_show_number (num, sizeof num, json_number_value (v));
+                break;
+            }
+        }
+        cgq_buf_printf (&b, "%lld@%s",
+                        (long long) json_integer_value (json_object_get (t->lineage, "parent")),
+                        num);
+    }
+    if (t->exploited)
+        cgq_buf_printf (&b, "%s->%lld", b.len ? " " : "",
+                        (long long) json_integer_value (json_object_get (t->exploited, "by")));
+    char *out = cgq_xstrdup (b.len ? b.data : "-");
+    cgq_buf_fini (&b);
+    return out;
+}
+
 int
 cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n,
                         const char *columns, int width, char *err, size_t errlen)
@@ -572,8 +613,8 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
     }
     // trial, state, value, [feasible, violation,] params..., metrics..., attempts, node,
     // duration, error
-    bool judged = s_judged (trials, n);
-    size_t first = judged ? 5 : 3; // the first param column
+    bool judged = s_judged (trials, n), pbt = s_pbt (trials, n);
+    size_t first = (judged ? 5 : 3) + pbt; // the first param column
     size_t ncols = first + 4 + np + nm;
     cgq_table_t t;
     cgq_table_init (&t, ncols);
@@ -585,6 +626,8 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         cgq_table_head (&t, c++, "feasible", false);
         cgq_table_head (&t, c++, "violation", true);
     }
+    if (pbt)
+        cgq_table_head (&t, c++, "lineage", false);
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
         cgq_table_head (&t, c++, name, false);
@@ -612,6 +655,8 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
                                                 ? s_violation_text (tr, num, sizeof num)
                                                 : "-"));
         }
+        if (pbt)
+            cgq_table_add (&t, s_lineage_text (tr));
         for (size_t k = 0; k < np; k++)
             cgq_table_add (&t, s_value_text (json_object_get (tr->params, pk[k]), false));
         for (size_t k = 0; k < nm; k++) {
@@ -695,6 +740,12 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         s_csv_field (&b, "feasible", false);
         s_csv_field (&b, "violation", false);
     }
+    bool pbt = s_pbt (trials, n);
+    if (pbt) { // parent: the donor's id; lineage, exploited: the JSON of the trial hash
+        s_csv_field (&b, "parent", false);
+        s_csv_field (&b, "lineage", false);
+        s_csv_field (&b, "exploited", false);
+    }
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
         s_csv_field (&b, name, false);
@@ -723,6 +774,20 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
             char *vj = t->violation ? cgq_json_dumps (t->violation) : NULL;
             s_csv_field (&b, vj ? vj : "", false);
             free (vj);
+        }
+        if (pbt) {
+            char *lj = t->lineage ? cgq_json_dumps (t->lineage) : NULL;
+            char *ej = t->exploited ? cgq_json_dumps (t->exploited) : NULL;
+            if (t->lineage)
+                cgq_buf_printf (&b, ",%lld",
+                                (long long) json_integer_value (json_object_get (t->lineage,
+                                                                                 "parent")));
+            else
+                cgq_buf_puts (&b, ",");
+            s_csv_field (&b, lj ? lj : "", false);
+            s_csv_field (&b, ej ? ej : "", false);
+            free (lj);
+            free (ej);
         }
         for (size_t k = 0; k < np; k++)
             s_csv_value (&b, json_object_get (t->params, pk[k]));
@@ -855,6 +920,14 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
             cgq_json_append (&b, t->metrics, true);
         else
             cgq_buf_puts (&b, "null");
+        if (t->lineage) {
+            cgq_buf_puts (&b, ", \"lineage\": ");
+            cgq_json_append (&b, t->lineage, true);
+        }
+        if (t->exploited) {
+            cgq_buf_puts (&b, ", \"exploited\": ");
+            cgq_json_append (&b, t->exploited, true);
+        }
         cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", cgq_trial_rec_tries (t));
         s_json_str_or_null (&b, t->node);
         cgq_buf_puts (&b, ", \"started\": ");

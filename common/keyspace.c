@@ -126,6 +126,13 @@ cgq_key_pareto (char *buf, size_t n, uint64_t job)
 }
 
 char *
+cgq_key_warm (char *buf, size_t n, uint64_t job)
+{
+    snprintf (buf, n, "cgq:job:{%" PRIu64 "}:warm", job);
+    return buf;
+}
+
+char *
 cgq_key_node (char *buf, size_t n, const char *node)
 {
     snprintf (buf, n, "cgq:node:%s", node);
@@ -451,6 +458,8 @@ cgq_trial_rec_from (const cgq_job_rec_t *job, uint64_t id, const redisReply *r)
     const char *fs = cgq_hash_get (r, CGQ_TF_FEASIBLE);
     t->feasible = fs && *fs ? (strcmp (fs, "0") != 0) : -1;
     t->violation = s_object (r, CGQ_TF_VIOLATION);
+    t->lineage = s_object (r, CGQ_TF_LINEAGE);
+    t->exploited = s_object (r, CGQ_TF_EXPLOITED);
     t->reports = cgq_hash_u64 (r, CGQ_TF_REPORTS);
     uint64_t stage = cgq_hash_u64 (r, CGQ_TF_STAGE);
     t->stage = stage > UINT32_MAX ? UINT32_MAX : (uint32_t) stage;
@@ -563,6 +572,8 @@ cgq_trial_rec_destroy (cgq_trial_rec_t **self_p)
     free (t->last_report);
     free (t->warning);
     json_decref (t->violation);
+    json_decref (t->lineage);
+    json_decref (t->exploited);
     free (t);
     *self_p = NULL;
 }

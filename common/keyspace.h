@@ -37,6 +37,8 @@ char *cgq_key_rung (char *buf, size_t n, uint64_t job, double at);          // c
 char *cgq_key_rungs (char *buf, size_t n, uint64_t job);                    // cgq:job:{7}:rungs
 // The current Pareto front of a job with several objectives.
 char *cgq_key_pareto (char *buf, size_t n, uint64_t job);                   // cgq:job:{7}:pareto
+// The warm-start observations a job was submitted with (a JSON array).
+char *cgq_key_warm (char *buf, size_t n, uint64_t job);                     // cgq:job:{7}:warm
 
 #define CGQ_KEY_JOB_SEQ "cgq:seq:job"
 #define CGQ_KEY_EPOCH_SEQ "cgq:seq:epoch"
@@ -177,6 +179,12 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // (a JSON array of those, at most checkpoint.keep; empty or absent: none).
 #define CGQ_TF_CHECKPOINT "checkpoint"
 #define CGQ_TF_CHECKPOINTS "checkpoints"
+// pbt: a child's lineage (JSON {"parent": donor, "replaces", "step", "checkpoint",
+// "changed": {"lr": [old, new]}}), its parent (the donor's id), and an
+// exploited trial's end (JSON {"by": child, "donor", "step"}).
+#define CGQ_TF_LINEAGE "lineage"
+#define CGQ_TF_PARENT "parent"
+#define CGQ_TF_EXPLOITED "exploited"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -313,6 +321,10 @@ typedef struct {
     // ... and each finished stage's run ({"train": {"attempt", "node",
     // "started", "finished", "duration", "trial_dir"}}, owned), NULL otherwise.
     json_t *runs;
+    // pbt: a child's lineage ({"parent", "replaces", "step", "checkpoint",
+    // "changed"}), an exploited trial's end ({"by", "donor", "step"}); owned,
+    // NULL otherwise.
+    json_t *lineage, *exploited;
 } cgq_trial_rec_t;
 
 typedef struct {

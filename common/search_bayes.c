@@ -60,6 +60,11 @@ typedef struct {
     size_t cap;    // rows of u, y, st
     uint64_t nflight;
     cgq_hset64_t seen;
+    // Warm start: rows 0 .. nwarm-1 hold the warm-start observations, trial
+    // id i is row nwarm + i (u, y, viol, st); started: a trial was replayed
+    // or suggested (no more warm points).
+    size_t nwarm;
+    bool started;
 } s_bayes_t;
 
 static void
@@ -98,7 +103,7 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         return 0;
     if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
-    s_reserve (b, self->suggested);
+    s_reserve (b, b->nwarm + self->suggested);
     const json_t *h = json_object_get (state, "hyper");
     if (h && b->gp) {
         const json_t *l = json_object_get (h, "lengths");
@@ -145,7 +150,7 @@ s_done (const cgq_searcher_t *self)
     return self->suggested >= self->total;
 }
 
-// s_end records how trial ended.
+// s_end records how the trial of row (nwarm + trial id, or a warm row) ended.
 static void
 s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
@@ -164,6 +169,7 @@ static void
 s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
     s_bayes_t *b = self->impl;
+    trial += b->nwarm; // its row
     if (trial >= b->cap || b->st[trial] != S_FLIGHT)
         return;
     b->nflight--;
@@ -178,6 +184,9 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
     double x[CGQ_GP_MAX_DIM + 1];
     if (cgq_genome_from_params (&b->g, params, x, err, errlen) < 0)
         return -1;
+    b->started = true;
+    s_reserve (b, b->nwarm + self->suggested); // the warm rows came after init's reserve
+    trial += b->nwarm;                          // its row
     cgq_genome_canon (&b->g, x);
     cgq_hset64_add (&b->seen, cgq_genome_hash (&b->g, x));
     cgq_genome_to_unit (&b->g, x, &b->u[trial * b->d]);
@@ -250,7 +259,7 @@ static bool
 s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
 {
     s_bayes_t *b = self->impl;
-    uint64_t n = self->suggested, nok = 0;
+    uint64_t n = b->nwarm + self->suggested, nok = 0; // rows
     for (uint64_t i = 0; i < n; i++)
         nok += b->st[i] == S_OK;
     if (!nok || !b->gp)
@@ -342,12 +351,13 @@ s_suggest (cgq_searcher_t *self)
     if (s_done (self))
         return NULL;
     uint64_t id = self->suggested;
-    s_reserve (b, id + 1);
+    b->started = true;
+    s_reserve (b, b->nwarm + id + 1);
     cgq_rng_t r;
     cgq_rng_seed (&r, self->spec->search.seed, id, 2);
     double x[CGQ_GP_MAX_DIM + 1];
     bool modeled = false;
-    if (id >= self->spec->search.initial) {
+    if (b->nwarm + id >= self->spec->search.initial) {
         modeled = s_model (self, &r, x);
         if (!modeled && b->nflight > 0)
             return NULL; // no result to learn from yet: wait for one
@@ -359,10 +369,61 @@ s_suggest (cgq_searcher_t *self)
                 break;
         }
     cgq_hset64_add (&b->seen, cgq_genome_hash (&b->g, x));
-    cgq_genome_to_unit (&b->g, x, &b->u[id * b->d]);
-    b->st[id] = S_FLIGHT;
+    cgq_genome_to_unit (&b->g, x, &b->u[(b->nwarm + id) * b->d]);
+    b->st[b->nwarm + id] = S_FLIGHT;
     b->nflight++;
     return cgq_genome_params (&b->g, x);
+}
+
+// s_warm adds a warm-start observation as row nwarm: it must give every
+// param of the space (the GP models them jointly); others are ignored. Its
+// point is not suggested again.
+static int
+s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+        size_t errlen)
+{
+    s_bayes_t *b = self->impl;
+    const cgq_spec_t *spec = self->spec;
+    if (b->started) {
+        snprintf (err, errlen, "warm-start points come before the job's first trial");
+        return -1;
+    }
+    double f;
+    if (!cgq_search_objectives (spec, metrics, NAN, &f)) {
+        snprintf (err, errlen, "its metrics lack the objective (or it is not a finite number)");
+        return -1;
+    }
+    for (size_t p = 0; p < spec->nparams; p++)
+        if (spec->params[p].name && b->g.count[p] &&
+            !json_object_get (params, spec->params[p].name)) {
+            snprintf (err, errlen,
+                      "it has no value for param %s, and algorithm bayes models every param "
+                      "jointly (give it one, or use algorithm: tpe, which leaves it out)",
+                      spec->params[p].name);
+            return -1;
+        }
+    double x[CGQ_GP_MAX_DIM + 1];
+    // Its values over a point of the space (for the constants it may lack).
+    cgq_rng_t r;
+    cgq_rng_seed (&r, 0, 0, 0);
+    cgq_genome_random (&b->g, &r, x);
+    json_t *only = cgq_genome_params (&b->g, x);
+    for (size_t p = 0; p < spec->nparams; p++) {
+        json_t *v = spec->params[p].name ? json_object_get (params, spec->params[p].name) : NULL;
+        if (v)
+            json_object_set (only, spec->params[p].name, v);
+    }
+    int rc = cgq_genome_from_params (&b->g, only, x, err, errlen);
+    json_decref (only);
+    if (rc < 0)
+        return -1;
+    cgq_genome_canon (&b->g, x);
+    s_reserve (b, b->nwarm + 1);
+    cgq_hset64_add (&b->seen, cgq_genome_hash (&b->g, x));
+    cgq_genome_to_unit (&b->g, x, &b->u[b->nwarm * b->d]);
+    s_end (self, b->nwarm, metrics, NAN, true);
+    b->nwarm++;
+    return 0;
 }
 
 static void
@@ -402,6 +463,7 @@ const cgq_search_ops_t cgq_search_bayes_ops = {
     .observe = s_observe,
     .replay = s_replay,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
 };

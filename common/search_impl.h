@@ -30,6 +30,10 @@ typedef struct {
                    const json_t *metrics, double value, cgq_replay_t outcome, char *err,
                    size_t errlen);
     bool (*done) (const cgq_searcher_t *self);
+    // warm adds one warm-start observation (NULL: the algorithm takes none);
+    // -1 with err set if it does not fit.
+    int (*warm) (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+                 size_t errlen);
     // save adds the algorithm's fields to state, which already holds "algorithm".
     void (*save) (const cgq_searcher_t *self, json_t *state);
     size_t (*footprint) (const cgq_searcher_t *self); // bytes held by impl (NULL: 0)
@@ -50,6 +54,7 @@ extern const cgq_search_ops_t cgq_search_tpe_ops;
 extern const cgq_search_ops_t cgq_search_cmaes_ops;
 extern const cgq_search_ops_t cgq_search_bayes_ops;
 extern const cgq_search_ops_t cgq_search_external_ops;
+extern const cgq_search_ops_t cgq_search_pbt_ops;
 
 // --- random numbers: splitmix64, one stream per (seed, trial, purpose) --------
 // Every suggestion draws from a stream keyed by the trial id, so nothing
@@ -166,5 +171,17 @@ void cgq_search_rows_reserve (uint64_t n, size_t d, size_t *cap, double **x, dou
 // it. Returns false when it cannot (a failed trial, a missing metric).
 bool cgq_search_objectives (const cgq_spec_t *spec, const json_t *metrics, double value,
                             double *out);
+
+// --- pbt (search_pbt.c), pure parts the unit test checks --------------------------
+
+// cgq_pbt_quantile_size: how many of n scored members are in the bottom (and
+// the top) quantile: ceil(n * fraction), at most n / 2; 0 for n <= 1.
+size_t cgq_pbt_quantile_size (size_t n, double fraction);
+
+// cgq_pbt_perturb: params (borrowed) with spec's hyperparam_mutations
+// perturbed (caller decrefs); changed, when not NULL, gets {"name": [old,
+// new]} of each param that changed. NULL if params do not fit the space.
+json_t *cgq_pbt_perturb (const cgq_spec_t *spec, const cgq_genome_t *g, const json_t *params,
+                         cgq_rng_t *r, json_t *changed);
 
 #endif

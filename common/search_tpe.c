@@ -1,5 +1,6 @@
-// search_tpe: the tree-structured Parzen estimator (TPE) for one objective,
-// as Optuna's TPESampler does it with its defaults (tpe.h has the estimator).
+// search_tpe: the tree-structured Parzen estimator (TPE), as Optuna's
+// TPESampler does it with its defaults (tpe.h has the estimator), for one
+// objective and, as MOTPE, for several (see below).
 //
 // Until `initial` trials have succeeded, suggestions are random (as
 // n_startup_trials). Then each suggestion splits the trials, in trial id
@@ -24,6 +25,11 @@
 // With constraints (docs/spec.md), an infeasible trial is in the bad group,
 // however good its value; while no trial is feasible, the good group is the
 // trials of the smallest total violation (as Optuna's constrained TPE splits).
+//
+// Several objectives (MOTPE): the feasible trials that succeeded are split
+// by cgq_tpe_split_multi (Pareto fronts, then hypervolume subset selection)
+// into at most gamma good ones, weighted by cgq_tpe_weights_multi instead of
+// by age; every trial in flight or infeasible is bad. The rest is as above.
 //
 // Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
 // only from streams keyed by (seed, i), so the same results give the same
@@ -54,16 +60,29 @@ typedef struct {
     size_t *var;         // their indices
     double *x;           // trial id -> its genes (cap rows of d)
     double *loss;        // trial id -> its objective, minimised (-value for max)
-    double *viol;        // trial id -> its total constraint violation (0: feasible)
-    uint8_t *st;         // trial id -> S_*
+    size_t nobj;         // objectives (MOTPE when > 1)
+    int sense[CGQ_SPEC_MAX_OBJECTIVES];
+    double *mloss; // MOTPE: trial id -> its nobj objectives, minimised (mcap rows)
+    size_t mcap;
+    double *viol; // trial id -> its total constraint violation (0: feasible)
+    uint8_t *st;  // trial id -> S_*
     size_t cap;
     uint64_t nok, nflight;
+    // Warm start: rows 0 .. nwarm-1 are the warm-start observations, trial
+    // id i is row nwarm + i; a warm row's gene is NaN where its point lacks
+    // the param. started: a trial was replayed or suggested (no more warm).
+    size_t nwarm;
+    bool started;
 } s_tpe_t;
 
 static void
 s_reserve (s_tpe_t *t, uint64_t n)
 {
     cgq_search_rows_reserve (n, t->d, &t->cap, &t->x, &t->loss, &t->viol, &t->st);
+    if (t->nobj > 1 && t->mcap < t->cap) {
+        t->mloss = cgq_xrealloc (t->mloss, t->cap * t->nobj * sizeof *t->mloss);
+        t->mcap = t->cap;
+    }
 }
 
 // s_coord is gene i's value x in the estimator's coordinates.
@@ -92,13 +111,14 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
     const cgq_spec_t *spec = self->spec;
     s_tpe_t *t = cgq_xcalloc (1, sizeof *t);
     self->impl = t;
-    if (spec->nobjectives != 1) {
+    if (spec->nobjectives < 1 || spec->nobjectives > CGQ_TPE_MAX_OBJECTIVES) {
         snprintf (err, errlen,
-                  "algorithm tpe optimises one objective, the spec has %zu (use nsga2 for "
-                  "several)",
-                  spec->nobjectives);
+                  "algorithm tpe optimises 1 to %d objectives, the spec has %zu (write "
+                  "objective: or objectives: [...])",
+                  CGQ_TPE_MAX_OBJECTIVES, spec->nobjectives);
         return -1;
     }
+    t->nobj = cgq_spec_objective_senses (spec, t->sense);
     if (cgq_genome_init (&t->g, spec, err, errlen) < 0)
         return -1;
     t->d = t->g.ngenes;
@@ -131,7 +151,7 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         return 0;
     if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
-    s_reserve (t, self->suggested);
+    s_reserve (t, t->nwarm + self->suggested);
     return 0;
 }
 
@@ -146,6 +166,7 @@ s_fini (cgq_searcher_t *self)
     free (t->var);
     free (t->x);
     free (t->loss);
+    free (t->mloss);
     free (t->viol);
     free (t->st);
     cgq_genome_fini (&t->g);
@@ -170,14 +191,16 @@ s_set (s_tpe_t *t, uint64_t trial, uint8_t st)
     t->nflight += st == S_FLIGHT;
 }
 
-// s_end records how trial ended.
+// s_end_row records how the trial of row ended (a warm-start row: as succeeded).
 static void
-s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+s_end_row (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
     s_tpe_t *t = self->impl;
-    double f;
-    if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
-        t->loss[trial] = -self->spec->objective.mode * f;
+    double f[CGQ_SPEC_MAX_OBJECTIVES];
+    if (ok && cgq_search_objectives (self->spec, metrics, value, f)) {
+        t->loss[trial] = -self->spec->objective.mode * f[0];
+        for (size_t j = 0; t->nobj > 1 && j < t->nobj; j++)
+            t->mloss[trial * t->nobj + j] = -t->sense[j] * f[j];
         t->viol[trial] = cgq_search_violation (self->spec, metrics);
         s_set (t, trial, S_OK);
     }
@@ -185,11 +208,19 @@ s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value
         s_set (t, trial, S_FAILED);
 }
 
+// s_end records how trial ended (its row is nwarm + trial).
+static void
+s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
+{
+    s_tpe_t *t = self->impl;
+    s_end_row (self, t->nwarm + trial, metrics, value, ok);
+}
+
 static void
 s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value, bool ok)
 {
     s_tpe_t *t = self->impl;
-    if (trial >= t->cap || t->st[trial] != S_FLIGHT)
+    if (trial + t->nwarm >= t->cap || t->st[trial + t->nwarm] != S_FLIGHT)
         return;
     s_end (self, trial, metrics, value, ok);
 }
@@ -199,12 +230,14 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
           double value, cgq_replay_t outcome, char *err, size_t errlen)
 {
     s_tpe_t *t = self->impl;
-    double *x = &t->x[trial * t->d];
+    t->started = true;
+    s_reserve (t, t->nwarm + self->suggested); // the warm rows came after init's reserve
+    double *x = &t->x[(t->nwarm + trial) * t->d];
     if (cgq_genome_from_params (&t->g, params, x, err, errlen) < 0)
         return -1;
     cgq_genome_canon (&t->g, x);
     if (outcome == CGQ_REPLAY_ACTIVE)
-        s_set (t, trial, S_FLIGHT);
+        s_set (t, t->nwarm + trial, S_FLIGHT);
     else
         s_end (self, trial, metrics, value, outcome == CGQ_REPLAY_SUCCEEDED);
     return 0;
@@ -214,24 +247,45 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
 // genes gs (ng of them), draws the candidates from l with r and writes the
 // best one's genes into x (x[gs[j]]).
 static void
-s_choose (cgq_searcher_t *self, const uint64_t *below, size_t nb, const uint64_t *above, size_t na,
-          const size_t *gs, size_t ng, cgq_rng_t *r, double *x)
+s_choose (cgq_searcher_t *self, const uint64_t *below, const double *wbelow, size_t nb,
+          const uint64_t *above, size_t na, const size_t *gs, size_t ng, cgq_rng_t *r, double *x)
 {
     s_tpe_t *t = self->impl;
     size_t d = t->d, m = self->spec->search.candidates ? self->spec->search.candidates : 1;
     cgq_tpe_dim_t *dims = cgq_xmalloc (ng * sizeof *dims);
     double *ob = cgq_xmalloc ((nb ? nb : 1) * ng * sizeof *ob);
     double *oa = cgq_xmalloc ((na ? na : 1) * ng * sizeof *oa);
-    for (size_t j = 0; j < ng; j++) {
+    double *wb = cgq_xmalloc ((nb ? nb : 1) * sizeof *wb);
+    for (size_t j = 0; j < ng; j++)
         dims[j] = t->dims[gs[j]];
-        for (size_t i = 0; i < nb; i++)
-            ob[i * ng + j] = s_coord (t, gs[j], t->x[below[i] * d + gs[j]]);
-        for (size_t i = 0; i < na; i++)
-            oa[i * ng + j] = s_coord (t, gs[j], t->x[above[i] * d + gs[j]]);
+    // A warm-start row that lacks one of the genes is left out (as Optuna
+    // leaves out a trial without the param).
+    size_t kb = 0, ka = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const double *xr = &t->x[below[i] * d];
+        bool has = true;
+        for (size_t j = 0; j < ng; j++)
+            has = has && !isnan (xr[gs[j]]);
+        if (!has)
+            continue;
+        for (size_t j = 0; j < ng; j++)
+            ob[kb * ng + j] = s_coord (t, gs[j], xr[gs[j]]);
+        wb[kb++] = wbelow ? wbelow[i] : 1;
+    }
+    for (size_t i = 0; i < na; i++) {
+        const double *xr = &t->x[above[i] * d];
+        bool has = true;
+        for (size_t j = 0; j < ng; j++)
+            has = has && !isnan (xr[gs[j]]);
+        if (!has)
+            continue;
+        for (size_t j = 0; j < ng; j++)
+            oa[ka * ng + j] = s_coord (t, gs[j], xr[gs[j]]);
+        ka++;
     }
     bool joint = self->spec->search.multivariate;
-    cgq_tpe_t *l = cgq_tpe_new (dims, ng, ob, nb, joint);
-    cgq_tpe_t *g = cgq_tpe_new (dims, ng, oa, na, joint);
+    cgq_tpe_t *l = cgq_tpe_new_weighted (dims, ng, ob, kb, joint, wbelow ? wb : NULL);
+    cgq_tpe_t *g = cgq_tpe_new (dims, ng, oa, ka, joint);
     double *cand = cgq_xmalloc (m * ng * sizeof *cand);
     double *genes = cgq_xmalloc (m * d * sizeof *genes);
     double *ll = cgq_xmalloc (m * sizeof *ll), *lg = cgq_xmalloc (m * sizeof *lg);
@@ -259,10 +313,69 @@ s_choose (cgq_searcher_t *self, const uint64_t *below, size_t nb, const uint64_t
     free (dims);
     free (ob);
     free (oa);
+    free (wb);
     free (cand);
     free (genes);
     free (ll);
     free (lg);
+}
+
+// s_split_multi is MOTPE's split (tpe.h): of the trials that succeeded, the
+// feasible ones are split by cgq_tpe_split_multi into at most gamma good
+// ones (weighted by hypervolume contribution, *wbelow) and the rest; every
+// other trial (in flight, infeasible) is bad. While none is feasible, the
+// good group is the trials of the smallest total violation, weighted 1
+// (*wbelow NULL). below comes in Optuna's order, above in trial order.
+// Returns nb; above gets the nt - nb others.
+static size_t
+s_split_multi (const s_tpe_t *t, uint64_t n, size_t nt, uint64_t *below, double **wbelow,
+               uint64_t *above)
+{
+    size_t m = t->nobj, nf = 0, nk = 0;
+    uint64_t *ids = cgq_xmalloc ((nt ? nt : 1) * sizeof *ids);
+    for (uint64_t i = 0; i < n; i++)
+        if (t->st[i] == S_OK && t->viol[i] <= 0)
+            ids[nf++] = i;
+    size_t nb = cgq_tpe_gamma ((size_t)t->nok);
+    size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);
+    size_t *ai = cgq_xmalloc ((nt ? nt : 1) * sizeof *ai);
+    *wbelow = NULL;
+    if (nf) {
+        nb = nb < nf ? nb : nf;
+        double *loss = cgq_xmalloc (nf * m * sizeof *loss);
+        for (size_t k = 0; k < nf; k++)
+            memcpy (&loss[k * m], &t->mloss[ids[k] * m], m * sizeof *loss);
+        cgq_tpe_split_multi (loss, nf, m, nb, bi, ai);
+        *wbelow = cgq_xmalloc ((nb ? nb : 1) * sizeof **wbelow);
+        cgq_tpe_weights_multi (loss, m, bi, nb, *wbelow);
+        free (loss);
+    }
+    else {
+        // None feasible: the nb smallest violations.
+        double *v = cgq_xmalloc ((nt ? nt : 1) * sizeof *v);
+        for (uint64_t i = 0; i < n; i++)
+            if (t->st[i] == S_OK) {
+                ids[nk] = i;
+                v[nk++] = t->viol[i];
+            }
+        nb = nb < nk ? nb : nk;
+        cgq_tpe_split (v, nk, nb, bi, ai);
+        free (v);
+    }
+    uint8_t *in = cgq_xcalloc (n ? n : 1, 1);
+    for (size_t k = 0; k < nb; k++) {
+        below[k] = ids[bi[k]];
+        in[below[k]] = 1;
+    }
+    size_t na = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if ((t->st[i] == S_OK || t->st[i] == S_FLIGHT) && !in[i])
+            above[na++] = i;
+    free (in);
+    free (ids);
+    free (bi);
+    free (ai);
+    return nb;
 }
 
 // s_model writes the TPE suggestion into x (its random values stay for the
@@ -271,7 +384,28 @@ static void
 s_model (cgq_searcher_t *self, double *x)
 {
     s_tpe_t *t = self->impl;
-    uint64_t n = self->suggested, id = n, seed = self->spec->search.seed;
+    uint64_t id = self->suggested, n = t->nwarm + id, seed = self->spec->search.seed;
+    if (t->nobj > 1) {
+        size_t nt = (size_t)(t->nok + t->nflight);
+        uint64_t *below = cgq_xmalloc ((nt ? nt : 1) * sizeof *below);
+        uint64_t *above = cgq_xmalloc ((nt ? nt : 1) * sizeof *above);
+        double *wb;
+        size_t nb = s_split_multi (t, n, nt, below, &wb, above);
+        cgq_rng_t r;
+        if (self->spec->search.multivariate) {
+            cgq_rng_seed (&r, seed, id, S_JOINT);
+            s_choose (self, below, wb, nb, above, nt - nb, t->var, t->nvar, &r, x);
+        }
+        else
+            for (size_t j = 0; j < t->nvar; j++) {
+                cgq_rng_seed (&r, seed, id, S_GENE + t->var[j]);
+                s_choose (self, below, wb, nb, above, nt - nb, &t->var[j], 1, &r, x);
+            }
+        free (below);
+        free (above);
+        free (wb);
+        return;
+    }
     size_t k = 0, nt = (size_t)(t->nok + t->nflight);
     uint64_t *ids = cgq_xmalloc ((nt ? nt : 1) * sizeof *ids);
     double *loss = cgq_xmalloc ((nt ? nt : 1) * sizeof *loss);
@@ -304,12 +438,12 @@ s_model (cgq_searcher_t *self, double *x)
     cgq_rng_t r;
     if (self->spec->search.multivariate) {
         cgq_rng_seed (&r, seed, id, S_JOINT);
-        s_choose (self, below, nb, above, nt - nb, t->var, t->nvar, &r, x);
+        s_choose (self, below, NULL, nb, above, nt - nb, t->var, t->nvar, &r, x);
     }
     else
         for (size_t j = 0; j < t->nvar; j++) {
             cgq_rng_seed (&r, seed, id, S_GENE + t->var[j]);
-            s_choose (self, below, nb, above, nt - nb, &t->var[j], 1, &r, x);
+            s_choose (self, below, NULL, nb, above, nt - nb, &t->var[j], 1, &r, x);
         }
     free (ids);
     free (loss);
@@ -319,6 +453,56 @@ s_model (cgq_searcher_t *self, double *x)
     free (above);
 }
 
+// s_warm adds a warm-start observation as row nwarm (before any trial).
+static int
+s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err, size_t errlen)
+{
+    s_tpe_t *t = self->impl;
+    const cgq_spec_t *spec = self->spec;
+    if (t->started) {
+        snprintf (err, errlen, "warm-start points come before the job's first trial");
+        return -1;
+    }
+    double f[CGQ_SPEC_MAX_OBJECTIVES];
+    if (!cgq_search_objectives (spec, metrics, NAN, f)) {
+        snprintf (err, errlen, "its metrics lack the objective%s (or one is not a finite number)",
+                  spec->nobjectives > 1 ? "s" : "");
+        return -1;
+    }
+    // The params of the space it lacks get a placeholder (a point drawn at
+    // random), then NaN genes: left out of the model for this point.
+    cgq_rng_t r;
+    cgq_rng_seed (&r, 0, 0, 0);
+    double *tmp = cgq_xmalloc ((t->d ? t->d : 1) * sizeof *tmp);
+    cgq_genome_random (&t->g, &r, tmp);
+    json_t *full = cgq_genome_params (&t->g, tmp);
+    bool *missing = cgq_xcalloc (spec->nparams ? spec->nparams : 1, sizeof *missing);
+    for (size_t p = 0; p < spec->nparams; p++) {
+        const char *name = spec->params[p].name;
+        json_t *v = name ? json_object_get (params, name) : NULL;
+        if (v)
+            json_object_set (full, name, v);
+        else
+            missing[p] = name != NULL;
+    }
+    s_reserve (t, t->nwarm + 1);
+    double *x = &t->x[t->nwarm * t->d];
+    int rc = cgq_genome_from_params (&t->g, full, x, err, errlen);
+    json_decref (full);
+    free (tmp);
+    if (rc == 0) {
+        cgq_genome_canon (&t->g, x);
+        for (size_t p = 0; p < spec->nparams; p++)
+            for (size_t k = 0; missing[p] && k < t->g.count[p]; k++)
+                x[t->g.first[p] + k] = NAN;
+        size_t row = t->nwarm;
+        t->nwarm++;
+        s_end_row (self, row, metrics, NAN, true); // as a trial that succeeded
+    }
+    free (missing);
+    return rc;
+}
+
 static json_t *
 s_suggest (cgq_searcher_t *self)
 {
@@ -326,15 +510,16 @@ s_suggest (cgq_searcher_t *self)
     if (s_done (self))
         return NULL;
     uint64_t id = self->suggested;
-    s_reserve (t, id + 1);
-    double *x = &t->x[id * t->d];
+    t->started = true;
+    s_reserve (t, t->nwarm + id + 1);
+    double *x = &t->x[(t->nwarm + id) * t->d];
     cgq_rng_t r;
     cgq_rng_seed (&r, self->spec->search.seed, id, S_RANDOM);
     cgq_genome_random (&t->g, &r, x);
     if (t->nok >= self->spec->search.initial && t->nvar > 0)
         s_model (self, x);
     cgq_genome_canon (&t->g, x);
-    s_set (t, id, S_FLIGHT);
+    s_set (t, t->nwarm + id, S_FLIGHT);
     return cgq_genome_params (&t->g, x);
 }
 
@@ -350,7 +535,8 @@ s_footprint (const cgq_searcher_t *self)
     const s_tpe_t *t = self->impl;
     size_t d = t->d ? t->d : 1;
     return sizeof *t + d * (sizeof (cgq_gene_t) + sizeof (cgq_tpe_dim_t) + 2 * sizeof (double)) +
-           t->cap * (t->d * sizeof (double) + sizeof (double) + 1);
+           t->cap * (t->d * sizeof (double) + sizeof (double) + 1) +
+           t->mcap * t->nobj * sizeof (double);
 }
 
 const cgq_search_ops_t cgq_search_tpe_ops = {
@@ -360,6 +546,7 @@ const cgq_search_ops_t cgq_search_tpe_ops = {
     .observe = s_observe,
     .replay = s_replay,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
 };

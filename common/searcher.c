@@ -122,6 +122,7 @@ static const struct {
     {CGQ_SEARCH_CMAES, &cgq_search_cmaes_ops},
     {CGQ_SEARCH_BAYES, &cgq_search_bayes_ops},
     {CGQ_SEARCH_EXTERNAL, &cgq_search_external_ops},
+    {CGQ_SEARCH_PBT, &cgq_search_pbt_ops},
 };
 
 cgq_searcher_t *
@@ -232,6 +233,53 @@ cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params,
         return -1;
     }
     return self->ops->replay (self, trial, params, metrics, value, outcome, err, errlen);
+}
+
+int
+cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+                   size_t errlen)
+{
+    char scratch[8];
+    if (!err || !errlen)
+        err = scratch, errlen = sizeof scratch;
+    if (!self->ops->warm) {
+        snprintf (err, errlen, "algorithm %s takes no warm-start points (use algorithm: tpe)",
+                  self->algorithm);
+        return -1;
+    }
+    if (!json_is_object (params) || !json_is_object (metrics)) {
+        snprintf (err, errlen, "a warm-start point needs params and metrics, both objects");
+        return -1;
+    }
+    return self->ops->warm (self, params, metrics, err, errlen);
+}
+
+int
+cgq_searcher_warm_json (cgq_searcher_t *self, const char *json, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *a = json_loads (json ? json : "", 0, &je);
+    if (!json_is_array (a) || json_array_size (a) > CGQ_SEARCH_MAX_WARM) {
+        snprintf (err, errlen,
+                  "warm_start: the observations are not a JSON array of at most %d points (%s)",
+                  CGQ_SEARCH_MAX_WARM, a ? "wrong shape or too many" : je.text);
+        json_decref (a);
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size (a); i++) {
+        const json_t *o = json_array_get (a, i);
+        const json_t *from = json_object_get (o, "from");
+        char why[512];
+        if (cgq_searcher_warm (self, json_object_get (o, "params"), json_object_get (o, "metrics"),
+                               why, sizeof why) < 0) {
+            snprintf (err, errlen, "warm_start point %zu (%s): %s", i + 1,
+                      json_is_string (from) ? json_string_value (from) : "?", why);
+            json_decref (a);
+            return -1;
+        }
+    }
+    json_decref (a);
+    return 0;
 }
 
 bool

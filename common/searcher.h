@@ -7,6 +7,8 @@
 //   tpe           tree-structured Parzen estimator, as Optuna's TPE (search_tpe.c).
 //   cmaes         CMA-ES with IPOP restarts, steady state (search_cmaes.c).
 //   bayes         Gaussian process + expected improvement (search_bayes.c).
+//   pbt           Population Based Training: a population that copies its best
+//                 members' checkpoints and perturbs their params (search_pbt.c).
 //   external      the params a process outside the coordinator sends, in the
 //                 order received (search_external.c; cgq_searcher_give).
 //
@@ -86,6 +88,26 @@ int cgq_searcher_replay (cgq_searcher_t *self, uint64_t trial, const json_t *par
                          const json_t *metrics, double value, cgq_replay_t outcome, char *err,
                          size_t errlen);
 
+// cgq_searcher_warm gives the searcher one warm-start observation (spec
+// search.warm_start): the params of a point run elsewhere (borrowed; params
+// not in the space are ignored, params of the space it lacks are left out
+// of the model for it) and the metrics it reached (the objectives, and the
+// constraints' metrics). Call it for every observation, in the same order,
+// after cgq_searcher_new and before any replay or suggestion, at submit and
+// after every restart: the observations are not part of the saved state.
+// Returns 0, or -1 with err set when the algorithm takes none (only tpe and
+// bayes take them; bayes needs every param of the space), a value lies
+// outside its param's domain, or the metrics lack an objective.
+int cgq_searcher_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics,
+                       char *err, size_t errlen);
+
+// cgq_searcher_warm_json feeds every observation of json, a JSON array of
+// {"params": {...}, "metrics": {...}, "from": "..."} (SubmitJob.warm_json),
+// to cgq_searcher_warm in order. At most CGQ_SEARCH_MAX_WARM of them.
+// Returns 0, or -1 with err set ("warm_start point N (FROM): why").
+#define CGQ_SEARCH_MAX_WARM 100000
+int cgq_searcher_warm_json (cgq_searcher_t *self, const char *json, char *err, size_t errlen);
+
 // cgq_searcher_done is true when no trial will ever be suggested again.
 bool cgq_searcher_done (const cgq_searcher_t *self);
 
@@ -149,6 +171,53 @@ int cgq_searcher_give (cgq_searcher_t *self, json_t *point);
 // cgq_searcher_waiting is the number of points given and not suggested yet
 // (0 for a searcher that is not external).
 uint64_t cgq_searcher_waiting (const cgq_searcher_t *self);
+
+// --- algorithm pbt: Population Based Training -------------------------------------
+// The coordinator tells a pbt searcher every report's score
+// (cgq_searcher_pbt_report) and every recorded checkpoint
+// (cgq_searcher_pbt_checkpoint), which may decide an exploit: the trial
+// ends (the coordinator stops it, event trial.exploited) and a child waits
+// to be suggested, with the donor's params perturbed; when it is suggested,
+// cgq_searcher_pbt_child gives its lineage and the donor's checkpoint record
+// its first Assign resumes from. See search_pbt.c.
+
+typedef struct {
+    bool exploit;      // the trial is exploited: stop it
+    uint64_t donor;    // whose checkpoint and params the child continues
+    uint64_t child;    // the id the child will get
+    double step;       // time_attr of the trial's checkpoint
+    const json_t *lineage; // the child's lineage (borrowed until the next call)
+    char why[256];     // the decision in words
+} cgq_pbt_decision_t;
+
+// cgq_searcher_pbt is true for a searcher of algorithm pbt.
+bool cgq_searcher_pbt (const cgq_searcher_t *self);
+
+// cgq_searcher_pbt_report: trial reported score (search.pbt.metric) at
+// time_attr t. A no-op for other searchers and unknown trials.
+void cgq_searcher_pbt_report (cgq_searcher_t *self, uint64_t trial, double t, double score);
+
+// cgq_searcher_pbt_score: trial's latest score and its time_attr (NAN both
+// when it has none, or is not a member).
+void cgq_searcher_pbt_score (const cgq_searcher_t *self, uint64_t trial, double *t,
+                             double *score);
+
+// cgq_searcher_pbt_checkpoint: trial's checkpoint record (as the trial hash
+// keeps it, borrowed) was recorded. Returns 1 with d->exploit set when the
+// trial is exploited, else 0 (d->why may say why not).
+int cgq_searcher_pbt_checkpoint (cgq_searcher_t *self, uint64_t trial, const json_t *record,
+                                 cgq_pbt_decision_t *d);
+
+// cgq_searcher_pbt_child: trial's lineage if it is a child (borrowed; NULL:
+// of the first population), and in *record, while it has no checkpoint of
+// its own, the donor's record it resumes from (borrowed, with "donor" set).
+json_t *cgq_searcher_pbt_child (cgq_searcher_t *self, uint64_t trial, json_t **record);
+
+// cgq_searcher_pbt_pins writes into names (at most max) the names (ckpt-A-N)
+// of donor's checkpoints that children still need (waiting, or started
+// without a checkpoint of their own): its worker must keep them.
+size_t cgq_searcher_pbt_pins (const cgq_searcher_t *self, uint64_t donor, char names[][64],
+                              size_t max);
 
 // cgq_searcher_footprint is an estimate of the bytes the searcher holds in
 // memory (for benchmarks and monitoring).

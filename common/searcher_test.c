@@ -604,6 +604,23 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
                   i == 8 ? ", candidates: 200" : i == 9 ? ", population: 10, batch: 4" : "");
         *fn = s_mixed;
         break;
+    case 10: // MOTPE, univariate and multivariate by seed; 11: with constraints
+    case 11: {
+        cgq_buf_t y;
+        cgq_buf_init (&y);
+        cgq_buf_puts (&y, "space:\n");
+        for (int k = 0; k < S_ZDT_N; k++)
+            cgq_buf_printf (&y, "  x%d: {uniform: [0, 1]}\n", k);
+        cgq_buf_printf (&y, "search: {algorithm: tpe, samples: 70, initial: 8, seed: %d%s}\n",
+                        seed, seed % 2 ? ", multivariate: true" : "");
+        cgq_buf_puts (&y, "objectives: [{metric: f0, mode: min}, {metric: f1, mode: min}]\n" TRIAL);
+        if (i == 11)
+            cgq_buf_puts (&y, "constraints: [\"f0 >= 0.3\", \"f1 < 3\"]\n");
+        snprintf (yaml, len, "%s", y.data);
+        cgq_buf_fini (&y);
+        *fn = s_zdt1;
+        break;
+    }
     default:
         snprintf (yaml, len,
                   "space:\n  x1: {choice: [-3, 0, 3]}\n  x2: {uniform: [0, 15]}\n  c: 1\n"
@@ -614,11 +631,11 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
         break;
     }
 }
-#define S_NCASES 10
+#define S_NCASES 12
 
 static const char *s_case_names[S_NCASES] = {
     "evolution", "nsga2", "bayes", "random", "list", "tpe",
-    "nsga2+c",   "tpe+c", "bayes+c", "evo+c"};
+    "nsga2+c",   "tpe+c", "bayes+c", "evo+c", "motpe", "motpe+c"};
 
 // The same seed and the same results give the same suggestions; another seed
 // gives others.
@@ -1110,11 +1127,89 @@ t_bench (void **state)
     }
 }
 
+// bayes warm start: 30 observations of a bowl (minimum at x1 = 2, x2 = 7)
+// make its first suggestion the model's, near the minimum, where a cold
+// start's is random; the points are not suggested again; a point without
+// every param is refused; a restart (state, the same warm points, replay)
+// gives the same next suggestion.
+static void
+t_bayes_warm (void **state)
+{
+    (void)state;
+    const char *yaml = "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                       "search: {algorithm: bayes, samples: 10, seed: 2, candidates: 300}\n"
+                       "objective: {metric: f0, mode: min}\n"
+                       "trial: {kind: noop}\n";
+    cgq_spec_t *spec = s_spec (yaml);
+    char err[512];
+    cgq_searcher_t *cold = cgq_searcher_new (spec, NULL, err, sizeof err);
+    cgq_searcher_t *warm = cgq_searcher_new (spec, NULL, err, sizeof err);
+    json_t *pts = json_array ();
+    for (int i = 0; i < 30; i++) {
+        double x1 = -5 + 15 * ((i * 7919) % 101) / 100.0, x2 = 15 * ((i * 104729) % 97) / 96.0;
+        json_t *p = json_pack ("{s:f, s:f, s:i}", "x1", x1, "x2", x2, "other", 1);
+        json_t *m = json_pack ("{s:f}", "f0", (x1 - 2) * (x1 - 2) + (x2 - 7) * (x2 - 7));
+        json_array_append_new (pts, json_pack ("{s:o, s:o, s:s}", "params", p, "metrics", m,
+                                               "from", "test"));
+    }
+    char *text = json_dumps (pts, JSON_COMPACT);
+    assert_int_equal (cgq_searcher_warm_json (warm, text, err, sizeof err), 0);
+    uint64_t a, b;
+    json_t *pc = cgq_searcher_suggest (cold, &a), *pw = cgq_searcher_suggest (warm, &b);
+    assert_int_equal (a, 0);
+    assert_int_equal (b, 0);
+    double dc = hypot (json_real_value (json_object_get (pc, "x1")) - 2,
+                       json_real_value (json_object_get (pc, "x2")) - 7);
+    double dw = hypot (json_real_value (json_object_get (pw, "x1")) - 2,
+                       json_real_value (json_object_get (pw, "x2")) - 7);
+    printf ("  bayes: first suggestion's distance to the optimum: warm-started %.3f, cold %.3f\n",
+            dw, dc);
+    assert_true (dw < 2.0);
+    assert_true (dw < dc);
+    // A restart.
+    json_t *st = cgq_searcher_save (warm);
+    cgq_searcher_t *again = cgq_searcher_new (spec, st, err, sizeof err);
+    assert_int_equal (cgq_searcher_warm_json (again, text, err, sizeof err), 0);
+    assert_int_equal (cgq_searcher_replay (again, 0, pw, NULL, NAN, CGQ_REPLAY_ACTIVE, err,
+                                           sizeof err),
+                      0);
+    json_t *m = json_pack ("{s:f}", "f0", dw * dw);
+    cgq_searcher_observe (warm, 0, m, dw * dw, true);
+    cgq_searcher_observe (again, 0, m, dw * dw, true);
+    json_t *na = cgq_searcher_suggest (warm, &a), *nb = cgq_searcher_suggest (again, &b);
+    char *ta = json_dumps (na, JSON_SORT_KEYS), *tb = json_dumps (nb, JSON_SORT_KEYS);
+    assert_string_equal (ta, tb);
+    free (ta);
+    free (tb);
+    // A point without x2; warm after the first suggestion.
+    cgq_searcher_t *fresh = cgq_searcher_new (spec, NULL, err, sizeof err);
+    json_t *p1 = json_pack ("{s:f}", "x1", 1.0);
+    assert_int_equal (cgq_searcher_warm (fresh, p1, m, err, sizeof err), -1);
+    assert_non_null (strstr (err, "no value for param x2, and algorithm bayes models every param"));
+    assert_int_equal (cgq_searcher_warm (warm, pw, m, err, sizeof err), -1);
+    assert_non_null (strstr (err, "before the job's first trial"));
+    json_decref (p1);
+    json_decref (m);
+    json_decref (na);
+    json_decref (nb);
+    json_decref (st);
+    json_decref (pc);
+    json_decref (pw);
+    json_decref (pts);
+    free (text);
+    cgq_searcher_destroy (&fresh);
+    cgq_searcher_destroy (&again);
+    cgq_searcher_destroy (&cold);
+    cgq_searcher_destroy (&warm);
+    cgq_spec_destroy (&spec);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (t_index_searchers),
+        cmocka_unit_test (t_bayes_warm),
         cmocka_unit_test (t_bad_state),
         cmocka_unit_test (t_external),
         cmocka_unit_test (t_reproducible),

@@ -223,12 +223,26 @@ s_parse_checkpoint (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v
             if (cgq_yamldoc_get_text (c->y, e, "checkpoint.store",
                                       "write store: /shared/ckpt or {spec_dir}/ckpt", &t) < 0)
                 return -1;
-            if (strstr (t, "://"))
-                return cgq_yamldoc_fail (c->y, e,
-                                         "checkpoint.store '%s': a store over HTTP is not built "
-                                         "yet (write a directory every worker shares, such as "
-                                         "/shared/ckpt)",
-                                         t);
+            if (strstr (t, "://")) {
+                // An HTTP(S) store (worker/ckpt_store.c): PUT, GET, DELETE.
+                const char *rest = !strncmp (t, "http://", 7)    ? t + 7
+                                   : !strncmp (t, "https://", 8) ? t + 8
+                                                                 : NULL;
+                if (!rest)
+                    return cgq_yamldoc_fail (c->y, e,
+                                             "checkpoint.store '%s': only http:// and https:// "
+                                             "stores are built (write store: "
+                                             "http://host:port/prefix or a shared directory)",
+                                             t);
+                size_t host = strcspn (rest, "/");
+                if (host == 0 || memchr (rest, '@', host) || strpbrk (t, "?# \t"))
+                    return cgq_yamldoc_fail (c->y, e,
+                                             "checkpoint.store '%s' is not a store URL: it needs "
+                                             "a host and no user, password, query or fragment "
+                                             "(write store: http://host:port/prefix; a token "
+                                             "goes to the workers: --checkpoint-token-file)",
+                                             t);
+            }
             size_t at;
             char name[64];
             if (cgq_template_check (t, s_no_params, NULL, &at, name, sizeof name) < 0)
@@ -243,7 +257,8 @@ s_parse_checkpoint (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v
                                          "the job's (trials get job-J/trial-T in it)",
                                          t);
             free (spec->checkpoint.store);
-            spec->checkpoint.store = t[0] == '/' || t[0] == '{' ? cgq_xstrdup (t)
+            spec->checkpoint.store = t[0] == '/' || t[0] == '{' || strstr (t, "://")
+                                         ? cgq_xstrdup (t)
                                                                 : cgq_xasprintf ("{spec_dir}/%s", t);
         }
         else if (!strcmp (kt, "keep")) {
@@ -349,8 +364,10 @@ s_parse_doc (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
             rc = s_parse_notify (c, spec, k, v);
         else if (!strcmp (kt, "constraints"))
             rc = spec_parse_constraints (c, spec, k, v);
-        else if (!strcmp (kt, "checkpoint"))
+        else if (!strcmp (kt, "checkpoint")) {
+            c->checkpoint_key = k;
             rc = s_parse_checkpoint (c, spec, v);
+        }
         else
             rc = cgq_yamldoc_unknown_key (
                 c->y, k, "the spec",
@@ -552,6 +569,10 @@ cgq_spec_destroy (cgq_spec_t **self_p)
     free (self->early_stop.metric);
     json_decref (self->search.points);
     free (self->search.file);
+    free (self->search.pbt.metric);
+    free (self->search.pbt.time_attr);
+    free (self->search.warm_jobs);
+    free (self->search.warm_points);
     spec_stage_fini (&self->trial);
     for (size_t i = 0; i < self->nstages; i++)
         spec_stage_fini (&self->stages[i]);

@@ -55,7 +55,11 @@ typedef enum {
     CGQ_SEARCH_LIST,      // the points of search.points (or search.file), in order
     CGQ_SEARCH_EXTERNAL,  // the points a process outside the coordinator sends (Suggest)
     CGQ_SEARCH_CMAES,     // CMA-ES with IPOP restarts (as Optuna's CmaEsSampler)
+    CGQ_SEARCH_PBT,       // Population Based Training (search_pbt.c; needs checkpoint:)
 } cgq_search_alg_t;
+
+// The most params search.hyperparam_mutations of algorithm pbt may name.
+#define CGQ_SPEC_PBT_MAX_MUTATIONS 64
 
 // search.samples of algorithm external when the spec leaves it out: the
 // searcher outside decides when to stop sending (or the job is cancelled).
@@ -173,6 +177,27 @@ typedef struct {
         double sigma0;
         json_t *points;      // list: the points, a JSON array of objects (owned)
         char *file;          // list: search.file as written (NULL: points written inline)
+        // pbt (search_pbt.c): population is search.population (default 8).
+        // metric/mode: what ranks the population (default: the objective's);
+        // time_attr: the report's step attribute (default "epoch"); every
+        // perturbation_interval of it a trial that recorded a checkpoint is
+        // ranked; quantile_fraction (0.25) the bottom/top share;
+        // resample_probability (0.25); mutations: indices into params of
+        // the params hyperparam_mutations names, in the order written.
+        struct {
+            char *metric;  // owned; NULL: the objective's
+            int mode;      // +1 max, -1 min
+            char *time_attr; // owned; NULL: "epoch"
+            double interval, quantile, resample;
+            size_t mutations[CGQ_SPEC_PBT_MAX_MUTATIONS];
+            size_t nmutations;
+        } pbt;
+        // tpe: warm_start: {jobs: [7, 9], points: FILE}: observations the
+        // searcher starts from (resolved by the submitting client into the
+        // SubmitJob, docs/architecture.md). warm_points as written.
+        uint64_t *warm_jobs; // owned; NULL: none
+        size_t nwarm_jobs;
+        char *warm_points; // owned; NULL: none
     } search;
 
     // objective: {metric|expr, mode}. metric is NULL when the spec has no
@@ -197,6 +222,10 @@ typedef struct {
         uint64_t grace;                 // no stop before attribute reaches grace (default 1)
         double reduction;               // asha: keep 1/reduction at each rung (default 3)
         uint64_t max;                   // the attribute's largest value (default 100)
+        size_t nobjectives; // multi-objective asha (no metric, a job of objectives: [...]):
+                            // how many of the job's objectives are compared; else 0
+        size_t obj[CGQ_SPEC_MAX_OBJECTIVES]; // their indices in objectives[] (all, or
+                                             // early_stop.objectives: [names])
     } early_stop;
 
     // trial: without stages: the one stage. With trial.stages: only its

@@ -180,6 +180,21 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         fprintf (f, "search: list, %zu point(s)%s%s, concurrency %s\n",
                  json_array_size (self->search.points), self->search.file ? " from " : "",
                  self->search.file ? self->search.file : "", conc);
+    else if (alg == CGQ_SEARCH_PBT) {
+        char q[32], r[32], iv[32];
+        fprintf (f,
+                 "search: pbt, population %u, seed %llu, concurrency %s: a trial that checkpoints "
+                 "%s (of %s) after its last look is ranked by %s (%s); the bottom %s copy the "
+                 "top %s and perturb",
+                 self->search.population, (unsigned long long) self->search.seed, conc,
+                 cgq_fmt_double (iv, self->search.pbt.interval), self->search.pbt.time_attr,
+                 self->search.pbt.metric, self->search.pbt.mode > 0 ? "max" : "min",
+                 cgq_fmt_double (q, self->search.pbt.quantile), q);
+        for (size_t i = 0; i < self->search.pbt.nmutations; i++)
+            fprintf (f, "%s%s", i ? ", " : " ", self->params[self->search.pbt.mutations[i]].name);
+        fprintf (f, " (resampled with probability %s)\n",
+                 cgq_fmt_double (r, self->search.pbt.resample));
+    }
     else if (alg == CGQ_SEARCH_EXTERNAL)
         fprintf (f,
                  "search: external (the params come from a searcher process: cgq "
@@ -209,6 +224,15 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
                      self->search.initial, alg == CGQ_SEARCH_TPE ? " (until so many succeed)" : "",
                      self->search.candidates,
                      alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
+    }
+    if (self->search.nwarm_jobs || self->search.warm_points) {
+        fprintf (f, "  warm start from");
+        for (size_t i = 0; i < self->search.nwarm_jobs; i++)
+            fprintf (f, "%s job %llu", i ? "," : "", (unsigned long long) self->search.warm_jobs[i]);
+        if (self->search.warm_points)
+            fprintf (f, "%s points %s", self->search.nwarm_jobs ? "," : "",
+                     self->search.warm_points);
+        fprintf (f, " (read by cgq submit)\n");
     }
     uint64_t d;
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)
@@ -241,7 +265,10 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
         fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
                  self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",
-                 self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
+                 self->early_stop.metric,
+                 self->early_stop.nobjectives > 1 ? "each objective's mode, Pareto"
+                 : self->early_stop.mode > 0      ? "max"
+                                                  : "min",
                  self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
                  (unsigned long long) self->early_stop.max);
     if (!self->nstages)
@@ -270,7 +297,11 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     uint64_t points = self->search.samples ? self->search.samples : 1;
     if (cgq_space_count (self, &total) == 0)
         points = total / points;
-    if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID && cgq_space_count (self, &total) == 0)
+    if (alg == CGQ_SEARCH_PBT)
+        fprintf (f, "trials: %u, and one more per exploit (not known up front)\n",
+                 self->search.population);
+    else if (alg != CGQ_SEARCH_RANDOM && alg != CGQ_SEARCH_GRID &&
+             cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu\n", (unsigned long long) total);
     else if (cgq_space_count (self, &total) == 0)
         fprintf (f, "trials: %llu (%llu grid point(s) x %llu)\n", (unsigned long long) total,

@@ -22,6 +22,11 @@ typedef struct {
     size_t *point_lines; // search.file: the file's line of each point
     const cgq_yamldoc_node_t *reduction_key;
     bool es_mode_given;
+    const cgq_yamldoc_node_t *checkpoint_key; // checkpoint: as written (NULL: absent)
+    const cgq_yamldoc_node_t *pbt_mutations;  // search.hyperparam_mutations (pbt)
+    const cgq_yamldoc_node_t *pbt_metric_node; // search.metric (pbt)
+    bool pbt_resample_given;
+    const cgq_yamldoc_node_t *es_objectives; // early_stop.objectives (resolved in the check)
 } spec_ctx_t;
 
 // spec_is_ident is true for a name that can be written in a template's {}

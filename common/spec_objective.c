@@ -222,6 +222,23 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
                     "median)",
                     t);
         }
+        else if (!strcmp (kt, "objectives")) {
+            char buf[96];
+            if (e->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (e) < 2
+                || cgq_yamldoc_nitems (e) > CGQ_SPEC_MAX_OBJECTIVES)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "early_stop.objectives must list 2 to %d of the job's "
+                                         "objectives by name, not %s (write objectives: [loss, "
+                                         "latency]; for one, write metric:)",
+                                         CGQ_SPEC_MAX_OBJECTIVES,
+                                         cgq_yamldoc_what (e, buf, sizeof buf));
+            for (size_t i = 0; i < cgq_yamldoc_nitems (e); i++)
+                if (cgq_yamldoc_get_text (c->y, cgq_yamldoc_item (c->y, e, i),
+                                          "early_stop.objectives[]",
+                                          "write the name of one of the job's objectives", &t) < 0)
+                    return -1;
+            c->es_objectives = e;
+        }
         else if (!strcmp (kt, "attribute") || !strcmp (kt, "metric")) {
             char what[64];
             snprintf (what, sizeof what, "early_stop.%s", kt);
@@ -276,7 +293,8 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
         }
         else
             return cgq_yamldoc_unknown_key (
-                c->y, k, "early_stop", "algorithm, attribute, metric, mode, grace, reduction, max");
+                c->y, k, "early_stop",
+                "algorithm, attribute, metric, objectives, mode, grace, reduction, max");
     }
     if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
         return cgq_yamldoc_fail (
@@ -306,6 +324,62 @@ spec_check_early_stop (spec_ctx_t *c, cgq_spec_t *spec)
     if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
         return 0;
     const cgq_objective_t *o = spec->nobjectives == 1 ? &spec->objective : NULL;
+    if (c->es_objectives && (spec->early_stop.metric || spec->nobjectives < 2))
+        return cgq_yamldoc_fail (c->y, c->es_objectives,
+                                 spec->early_stop.metric
+                                     ? "early_stop has both metric and objectives (keep one)"
+                                     : "early_stop.objectives names objectives of a job with "
+                                       "several (objectives: [...]); this spec has %s (write "
+                                       "metric: instead)",
+                                 spec->nobjectives ? "one" : "none");
+    if (!spec->early_stop.metric && spec->nobjectives > 1) {
+        // Multi-objective asha: every objective of the job is compared.
+        if (spec->early_stop.algorithm != CGQ_EARLY_STOP_ASHA)
+            return cgq_yamldoc_fail (
+                c->y, c->early_key,
+                "early_stop algorithm median compares one metric and the spec has several "
+                "objectives (write algorithm: asha, which judges them all, or metric: NAME "
+                "and mode: max or min)");
+        if (c->es_mode_given)
+            return cgq_yamldoc_fail (c->y, c->early_key,
+                                     "early_stop.mode applies to early_stop.metric; with several "
+                                     "objectives each has its own mode (remove mode)");
+        // Which: the names early_stop.objectives lists, else all.
+        size_t n = c->es_objectives ? cgq_yamldoc_nitems (c->es_objectives) : spec->nobjectives;
+        for (size_t i = 0; i < n; i++) {
+            spec->early_stop.obj[i] = i;
+            if (!c->es_objectives)
+                continue;
+            const cgq_yamldoc_node_t *e = cgq_yamldoc_item (c->y, c->es_objectives, i);
+            const char *name = cgq_yamldoc_text (e);
+            size_t k = 0;
+            while (k < spec->nobjectives && strcmp (spec->objectives[k].metric, name))
+                k++;
+            char known[CGQ_SPEC_MAX_OBJECTIVES * 72] = "";
+            for (size_t a = 0, at = 0; a < spec->nobjectives && at < sizeof known; a++)
+                at += (size_t)snprintf (known + at, sizeof known - at, "%s%s", a ? ", " : "",
+                                        spec->objectives[a].metric);
+            if (k == spec->nobjectives)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "early_stop.objectives: '%s' is not one of the job's "
+                                         "objectives (%s)",
+                                         name, known);
+            for (size_t a = 0; a < i; a++)
+                if (spec->early_stop.obj[a] == k)
+                    return cgq_yamldoc_fail (c->y, e, "early_stop.objectives names '%s' twice",
+                                             name);
+            spec->early_stop.obj[i] = k;
+        }
+        spec->early_stop.nobjectives = n;
+        char names[CGQ_SPEC_MAX_OBJECTIVES * 72] = "";
+        size_t at = 0;
+        for (size_t i = 0; i < n && at < sizeof names; i++)
+            at += (size_t)snprintf (names + at, sizeof names - at, "%s%s", i ? "," : "",
+                                    spec->objectives[spec->early_stop.obj[i]].metric);
+        spec->early_stop.metric = cgq_xstrdup (names);
+        spec->early_stop.mode = 1;
+        return 0;
+    }
     if (!spec->early_stop.metric) {
         if (!o)
             return cgq_yamldoc_fail (

@@ -32,17 +32,21 @@ static const struct {
      "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation, "
      "fail_fast"},
     {CGQ_SEARCH_BAYES, "bayes",
-     "algorithm, samples, concurrency, seed, initial, candidates, fail_fast"},
+     "algorithm, samples, concurrency, seed, initial, candidates, warm_start, fail_fast"},
     {CGQ_SEARCH_TPE, "tpe",
-     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
+     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, warm_start, "
+     "fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
      "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
     {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
+    {CGQ_SEARCH_PBT, "pbt",
+     "algorithm, population, concurrency, seed, metric, mode, time_attr, perturbation_interval, "
+     "quantile_fraction, resample_probability, hyperparam_mutations, fail_fast"},
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
 static const char *s_alg_names =
-    "random, grid, evolution, nsga2, bayes, tpe, cmaes, list, external";
+    "random, grid, evolution, nsga2, bayes, tpe, cmaes, list, external, pbt";
 
 const char *
 cgq_spec_search_name (cgq_search_alg_t alg)
@@ -110,6 +114,60 @@ s_get_prob (spec_ctx_t *c, const cgq_yamldoc_node_t *e, const char *what, const 
 }
 
 static int s_read_points_file (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *e);
+
+// The most jobs a warm_start names.
+#define S_WARM_MAX_JOBS 64
+
+// s_parse_warm_start reads search.warm_start: {jobs: [7, 9], points: FILE}.
+static int
+s_parse_warm_start (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
+{
+    const char *hint = "write warm_start: {jobs: [7, 9]} or warm_start: {points: seen.jsonl}";
+    if (cgq_yamldoc_expect_map (c->y, v, "search.warm_start", hint) < 0)
+        return -1;
+    if (cgq_yamldoc_npairs (v) == 0)
+        return cgq_yamldoc_fail (c->y, v, "search.warm_start is empty (%s)", hint);
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        const char *key = cgq_yamldoc_text (k);
+        if (!strcmp (key, "jobs")) {
+            char buf[96];
+            if (e->type != CGQ_YAMLDOC_SEQ || cgq_yamldoc_nitems (e) < 1 ||
+                cgq_yamldoc_nitems (e) > S_WARM_MAX_JOBS)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.warm_start.jobs must be a list of 1 to %d job "
+                                         "ids, not %s (write jobs: [7, 9])",
+                                         S_WARM_MAX_JOBS, cgq_yamldoc_what (e, buf, sizeof buf));
+            size_t n = cgq_yamldoc_nitems (e);
+            free (spec->search.warm_jobs);
+            spec->search.warm_jobs = cgq_xcalloc (n, sizeof *spec->search.warm_jobs);
+            spec->search.nwarm_jobs = n;
+            for (size_t i = 0; i < n; i++) {
+                long long id;
+                if (cgq_yamldoc_get_int (c->y, cgq_yamldoc_item (c->y, e, i),
+                                         "search.warm_start.jobs[]", 1, LLONG_MAX,
+                                         "write a job id such as 7 (cgq status lists them)",
+                                         &id) < 0)
+                    return -1;
+                spec->search.warm_jobs[i] = (uint64_t)id;
+            }
+        }
+        else if (!strcmp (key, "points")) {
+            const char *t;
+            if (cgq_yamldoc_get_text (c->y, e, "search.warm_start.points",
+                                      "write points: seen.jsonl (JSON lines of {params, "
+                                      "metrics}, relative to the spec)",
+                                      &t) < 0)
+                return -1;
+            free (spec->search.warm_points);
+            spec->search.warm_points = cgq_xstrdup (t);
+        }
+        else
+            return cgq_yamldoc_unknown_key (c->y, k, "search.warm_start", "jobs, points");
+    }
+    return 0;
+}
 
 int
 spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
@@ -248,6 +306,81 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                                          cgq_yamldoc_text (e));
             spec->search.sigma0 = d;
         }
+        else if (!strcmp (key, "metric")) {
+            const char *m;
+            if (cgq_yamldoc_get_text (c->y, e, "search.metric", "write e.g. metric: accuracy",
+                                      &m) < 0)
+                return -1;
+            free (spec->search.pbt.metric);
+            spec->search.pbt.metric = cgq_xstrdup (m);
+            c->pbt_metric_node = e;
+        }
+        else if (!strcmp (key, "mode")) {
+            const char *m;
+            if (cgq_yamldoc_get_text (c->y, e, "search.mode", "write mode: max or mode: min",
+                                      &m) < 0)
+                return -1;
+            if (strcmp (m, "max") && strcmp (m, "min"))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.mode must be max or min, not '%s' (write mode: "
+                                         "max)",
+                                         m);
+            spec->search.pbt.mode = !strcmp (m, "max") ? 1 : -1;
+        }
+        else if (!strcmp (key, "time_attr")) {
+            const char *m;
+            if (cgq_yamldoc_get_text (c->y, e, "search.time_attr",
+                                      "write e.g. time_attr: epoch (the step attribute the trial "
+                                      "reports and checkpoints with)",
+                                      &m) < 0)
+                return -1;
+            free (spec->search.pbt.time_attr);
+            spec->search.pbt.time_attr = cgq_xstrdup (m);
+        }
+        else if (!strcmp (key, "perturbation_interval")) {
+            double d;
+            if (cgq_yamldoc_get_number (c->y, e, "search.perturbation_interval",
+                                        "write e.g. perturbation_interval: 4", &d) < 0)
+                return -1;
+            if (!(d > 0) || !isfinite (d))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.perturbation_interval must be > 0, not %s (how "
+                                         "many steps of time_attr between two looks at a trial; "
+                                         "write e.g. perturbation_interval: 4)",
+                                         cgq_yamldoc_text (e));
+            spec->search.pbt.interval = d;
+        }
+        else if (!strcmp (key, "quantile_fraction")) {
+            double d;
+            if (cgq_yamldoc_get_number (c->y, e, "search.quantile_fraction",
+                                        "write e.g. quantile_fraction: 0.25", &d) < 0)
+                return -1;
+            if (!(d > 0 && d <= 0.5))
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.quantile_fraction must be in (0, 0.5], not %s "
+                                         "(the share of the population in the bottom, and in the "
+                                         "top, quantile; write e.g. quantile_fraction: 0.25)",
+                                         cgq_yamldoc_text (e));
+            spec->search.pbt.quantile = d;
+        }
+        else if (!strcmp (key, "resample_probability")) {
+            if (s_get_prob (c, e, "search.resample_probability",
+                            "write e.g. resample_probability: 0.25",
+                            &spec->search.pbt.resample) < 0)
+                return -1;
+            c->pbt_resample_given = true;
+        }
+        else if (!strcmp (key, "hyperparam_mutations")) {
+            bool map = e->type == CGQ_YAMLDOC_MAP;
+            if (!map && e->type != CGQ_YAMLDOC_SEQ)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.hyperparam_mutations must be a list of param "
+                                         "names or a mapping of them (write e.g. "
+                                         "hyperparam_mutations: [lr, momentum])");
+            if (map && cgq_yamldoc_check_keys (c->y, e) < 0)
+                return -1;
+            c->pbt_mutations = e;
+        }
         else if (!strcmp (key, "crossover")) {
             if (s_get_prob (c, e, "search.crossover", "write e.g. crossover: 0.9",
                             &spec->search.crossover) < 0)
@@ -286,6 +419,10 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                 return -1;
             c->points_node = e;
         }
+        else if (!strcmp (key, "warm_start")) {
+            if (s_parse_warm_start (c, spec, e) < 0)
+                return -1;
+        }
         else if (!strcmp (key, "file")) {
             if (c->points_node)
                 return cgq_yamldoc_fail (c->y, k,
@@ -305,7 +442,11 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
         spec->search.samples = CGQ_SPEC_EXTERNAL_SAMPLES;
     bool evo = alg == CGQ_SEARCH_EVOLUTION, ns = alg == CGQ_SEARCH_NSGA2;
     if (!spec->search.population)
-        spec->search.population = 50;
+        spec->search.population = alg == CGQ_SEARCH_PBT ? 8 : 50;
+    if (!spec->search.pbt.quantile)
+        spec->search.pbt.quantile = 0.25;
+    if (!c->pbt_resample_given)
+        spec->search.pbt.resample = 0.25;
     if (!spec->search.tournament)
         spec->search.tournament = 5;
     if (!spec->search.initial)
@@ -617,28 +758,114 @@ s_check_points (spec_ctx_t *c, cgq_spec_t *spec)
     return 0;
 }
 
+// s_check_pbt: population based training continues trials from others'
+// checkpoints, ranks them by one metric, and perturbs the params it names.
+static int
+s_check_pbt (spec_ctx_t *c, cgq_spec_t *spec)
+{
+    const cgq_yamldoc_node_t *at = c->alg_node;
+    if (!c->checkpoint_key)
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "algorithm pbt continues trials from each other's checkpoints, and the spec has no "
+            "checkpoint section (write checkpoint: {store: /shared/ckpt}, a directory every "
+            "worker sees, and make the trial call cgq.checkpoint())");
+    if (!spec->search.pbt.interval)
+        return cgq_yamldoc_fail (c->y, at,
+                                 "algorithm pbt needs search.perturbation_interval (write e.g. "
+                                 "perturbation_interval: 4, in steps of time_attr)");
+    if (!spec->search.pbt.metric) {
+        if (spec->nobjectives != 1 || !spec->objective.metric || spec->objective.expr)
+            return cgq_yamldoc_fail (c->y, at,
+                                     "algorithm pbt ranks the population by one reported metric "
+                                     "(write search.metric: NAME and search.mode: max, or "
+                                     "objective: {metric: NAME, mode: max})");
+        spec->search.pbt.metric = cgq_xstrdup (spec->objective.metric);
+        if (!spec->search.pbt.mode)
+            spec->search.pbt.mode = spec->objective.mode;
+    }
+    if (!spec->search.pbt.mode)
+        return cgq_yamldoc_fail (c->y, c->pbt_metric_node ? c->pbt_metric_node : at,
+                                 "search.metric needs search.mode (write mode: max or mode: min)");
+    if (!spec->search.pbt.time_attr)
+        spec->search.pbt.time_attr = cgq_xstrdup ("epoch");
+    const cgq_yamldoc_node_t *m = c->pbt_mutations;
+    if (!m)
+        return cgq_yamldoc_fail (c->y, at,
+                                 "algorithm pbt needs search.hyperparam_mutations, the params "
+                                 "it perturbs (write e.g. hyperparam_mutations: [lr])");
+    bool map = m->type == CGQ_YAMLDOC_MAP;
+    size_t n = map ? cgq_yamldoc_npairs (m) : cgq_yamldoc_nitems (m);
+    if (n == 0 || n > CGQ_SPEC_PBT_MAX_MUTATIONS)
+        return cgq_yamldoc_fail (c->y, m,
+                                 "search.hyperparam_mutations names %zu params (write 1 to %d "
+                                 "param names of space, e.g. [lr])",
+                                 n, CGQ_SPEC_PBT_MAX_MUTATIONS);
+    for (size_t i = 0; i < n; i++) {
+        const cgq_yamldoc_node_t *e = map ? cgq_yamldoc_key (c->y, m, i) : cgq_yamldoc_item (c->y, m, i);
+        if (map) {
+            const cgq_yamldoc_node_t *val = cgq_yamldoc_val (c->y, m, i);
+            if (!cgq_yamldoc_is_null (val) &&
+                !(val->type == CGQ_YAMLDOC_MAP && cgq_yamldoc_npairs (val) == 0))
+                return cgq_yamldoc_fail (c->y, val,
+                                         "search.hyperparam_mutations.%s must be {} (the param "
+                                         "is resampled from its own space entry; write %s: {})",
+                                         cgq_yamldoc_text (e), cgq_yamldoc_text (e));
+        }
+        const char *name;
+        if (cgq_yamldoc_get_text (c->y, e, "a name of search.hyperparam_mutations",
+                                  "write a param name of space, e.g. lr", &name) < 0)
+            return -1;
+        size_t j = 0;
+        while (j < spec->nparams && strcmp (spec->params[j].name, name))
+            j++;
+        if (j == spec->nparams)
+            return cgq_yamldoc_fail (c->y, e,
+                                     "search.hyperparam_mutations names '%s', which is not a "
+                                     "param of space (write one of the space's names)",
+                                     name);
+        const cgq_param_t *p = &spec->params[j];
+        if (p->kind == CGQ_PARAM_CONST || p->kind == CGQ_PARAM_REPEAT ||
+            p->kind == CGQ_PARAM_ASSIGNMENT)
+            return cgq_yamldoc_fail (c->y, e,
+                                     "search.hyperparam_mutations names '%s', which pbt cannot "
+                                     "perturb (a constant, repeat or assignment; pbt perturbs "
+                                     "choice, grid, randint, uniform, loguniform and their q "
+                                     "forms)",
+                                     name);
+        for (size_t k = 0; k < spec->search.pbt.nmutations; k++)
+            if (spec->search.pbt.mutations[k] == j)
+                return cgq_yamldoc_fail (c->y, e,
+                                         "search.hyperparam_mutations names '%s' twice", name);
+        spec->search.pbt.mutations[spec->search.pbt.nmutations++] = j;
+    }
+    return 0;
+}
+
 // spec_check_search checks what the algorithm needs from the rest of the spec.
 int
 spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
     const cgq_yamldoc_node_t *at = c->alg_node;
-    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE ||
-         alg == CGQ_SEARCH_CMAES) &&
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_CMAES) &&
         spec->nobjectives != 1)
         return cgq_yamldoc_fail (
             c->y, at,
             "algorithm %s optimises one objective, and the spec has %s (write "
             "objective: {metric: NAME, mode: max}%s)",
             cgq_spec_search_name (alg), spec->nobjectives ? "several (objectives: [...])" : "none",
-            spec->nobjectives ? ", or algorithm: nsga2 for a Pareto front" : "");
-    if (alg == CGQ_SEARCH_NSGA2 && spec->nobjectives == 0)
+            spec->nobjectives ? ", or algorithm: nsga2 or tpe for a Pareto front" : "");
+    if ((alg == CGQ_SEARCH_NSGA2 || alg == CGQ_SEARCH_TPE) && spec->nobjectives == 0)
         return cgq_yamldoc_fail (
             c->y, at,
-            "algorithm nsga2 needs objectives (write objectives: [{metric: time, "
-            "mode: min}, {metric: memory, mode: min}])");
+            "algorithm %s needs objectives (write objective: {metric: NAME, mode: max}, or "
+            "objectives: [{metric: time, mode: min}, {metric: memory, mode: min}])",
+            cgq_spec_search_name (alg));
     if (alg == CGQ_SEARCH_LIST)
         return s_check_points (c, spec);
+    if (alg == CGQ_SEARCH_PBT)
+        return s_check_pbt (c, spec);
     if (alg == CGQ_SEARCH_CMAES)
         for (size_t i = 0; i < spec->nparams; i++) {
             const cgq_param_t *p = &spec->params[i];

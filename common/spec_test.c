@@ -306,8 +306,22 @@ t_checkpoint (void **state)
                     "unknown key 'stor' in checkpoint (known keys: store, keep, resume); did you "
                     "mean 'store'?");
     s_expect_error (TRIAL "checkpoint: /c\n", 2, 13, "checkpoint must be a mapping");
-    s_expect_error (TRIAL "checkpoint: {store: 'https://s3/b'}\n", 2, 21,
-                    "a store over HTTP is not built yet");
+    // An HTTP(S) store: kept as written (no {spec_dir}/ before it); a URL
+    // with a user, a query or no host, or another scheme, is refused.
+    {
+        const char *hy = TRIAL "checkpoint: {store: 'https://s3.lab:8443/b'}\n";
+        char herr[1024] = "";
+        cgq_spec_t *hs = cgq_spec_parse (hy, strlen (hy), "t.yaml", herr, sizeof herr);
+        assert_non_null (hs);
+        assert_string_equal (hs->checkpoint.store, "https://s3.lab:8443/b");
+        cgq_spec_destroy (&hs);
+    }
+    s_expect_error (TRIAL "checkpoint: {store: 'ftp://s3/b'}\n", 2, 21,
+                    "only http:// and https:// stores are built");
+    s_expect_error (TRIAL "checkpoint: {store: 'http://u:pw@s3/b'}\n", 2, 21,
+                    "is not a store URL");
+    s_expect_error (TRIAL "checkpoint: {store: 'http:///b'}\n", 2, 21, "is not a store URL");
+    s_expect_error (TRIAL "checkpoint: {store: 'http://h/b?x=1'}\n", 2, 21, "is not a store URL");
 }
 
 static void
@@ -827,7 +841,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, tpe, cmaes, list, external)");
+                    "nsga2, bayes, tpe, cmaes, list, external, pbt)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -1100,7 +1114,7 @@ t_search_tpe (void **state)
     s_expect_error (TRIAL "search: {algorithm: tpe, population: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 26,
-                    "search.population applies to algorithm evolution, nsga2, not tpe (remove it, "
+                    "search.population applies to algorithm evolution, nsga2, pbt, not tpe (remove it, "
                     "or set algorithm: evolution)");
     s_expect_error (TRIAL "search: {algorithm: bayes, multivariate: true}\nobjective: {metric: a, "
                           "mode: max}\n",
@@ -1116,16 +1130,51 @@ t_search_tpe (void **state)
                     2, 26, "search.batch applies to algorithm evolution, nsga2, not tpe");
     s_expect_error (TRIAL "search: {algorithm: tpe, multivariat: true}\n", 2, 26,
                     "unknown key 'multivariat' in search (known keys: algorithm, samples, "
-                    "concurrency, seed, initial, candidates, multivariate, fail_fast); did you "
-                    "mean 'multivariate'?");
+                    "concurrency, seed, initial, candidates, multivariate, warm_start, "
+                    "fail_fast); did you mean 'multivariate'?");
+    // warm_start: jobs and points; what it refuses.
+    {
+        const char *w = "search: {algorithm: tpe, warm_start: {jobs: [7, 9], points: seen.jsonl}}\n"
+                        "objective: {metric: a, mode: min}\n" TRIAL;
+        cgq_spec_t *ws = cgq_spec_parse (w, strlen (w), "t.yaml", err, sizeof err);
+        if (!ws)
+            fail_msg ("%s", err);
+        assert_int_equal (ws->search.nwarm_jobs, 2);
+        assert_true (ws->search.warm_jobs[0] == 7 && ws->search.warm_jobs[1] == 9);
+        assert_string_equal (ws->search.warm_points, "seen.jsonl");
+        char *out = NULL;
+        size_t outlen = 0;
+        FILE *mf = open_memstream (&out, &outlen);
+        cgq_spec_describe (ws, mf);
+        fclose (mf);
+        assert_non_null (strstr (out, "  warm start from job 7, job 9, points seen.jsonl (read by "
+                                      "cgq submit)\n"));
+        free (out);
+        cgq_spec_destroy (&ws);
+    }
+    s_expect_error ("search: {algorithm: tpe, warm_start: {jobs: 7}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 45, "search.warm_start.jobs must be a list of 1 to 64 job ids");
+    s_expect_error ("search: {algorithm: tpe, warm_start: {jobs: [0]}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 46, "search.warm_start.jobs[]");
+    s_expect_error ("search: {algorithm: tpe, warm_start: {job: [3]}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 39, "unknown key 'job' in search.warm_start (known keys: jobs, points)");
+    s_expect_error ("search: {algorithm: cmaes, warm_start: {jobs: [3]}}\n"
+                    "objective: {metric: a, mode: min}\n" TRIAL,
+                    1, 28, "search.warm_start applies to algorithm bayes, tpe, not cmaes");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
-                    "algorithm tpe optimises one objective, and the spec has none");
-    s_expect_error (TRIAL "search: {algorithm: tpe}\n"
-                          "objectives: [{metric: a, mode: min}, {metric: b, mode: min}]\n",
-                    2, 21,
-                    "algorithm tpe optimises one objective, and the spec has several "
-                    "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
-                    "algorithm: nsga2 for a Pareto front)");
+                    "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
+                    "max}, or objectives: [");
+    // Several objectives: MOTPE.
+    y = TRIAL "search: {algorithm: tpe, samples: 20}\n"
+              "objectives: [{metric: a, mode: min}, {metric: b, mode: max}]\n";
+    cgq_spec_t *mo = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    if (!mo)
+        fail_msg ("%s", err);
+    assert_int_equal (mo->nobjectives, 2);
+    cgq_spec_destroy (&mo);
 }
 
 // cmaes: its keys and defaults (popsize from the params, sigma0 1/6, no
@@ -1175,7 +1224,7 @@ t_search_cmaes (void **state)
                     1, 21,
                     "algorithm cmaes optimises one objective, and the spec has several "
                     "(objectives: [...]) (write objective: {metric: NAME, mode: max}, or "
-                    "algorithm: nsga2 for a Pareto front)");
+                    "algorithm: nsga2 or tpe for a Pareto front)");
     s_expect_error (TRIAL "search: {algorithm: cmaes, sigma0: 0}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 36, "search.sigma0 must be in (0, 1], not 0");
@@ -1198,7 +1247,7 @@ static void
 t_err_search_new (void **state)
 {
     s_expect_error (TRIAL "search: {algorithm: random, population: 5}\n", 2, 29,
-                    "search.population applies to algorithm evolution, nsga2, not random");
+                    "search.population applies to algorithm evolution, nsga2, pbt, not random");
     s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
@@ -1242,7 +1291,7 @@ t_err_search_new (void **state)
     // external reads samples, concurrency and fail_fast: nothing about how to search.
     s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
                     "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, cmaes, "
-                    "not external");
+                    "pbt, not external");
 }
 
 static void
@@ -1301,7 +1350,7 @@ t_err_early_stop (void **state)
                     "early_stop.max 5 is below early_stop.grace 10");
     s_expect_error (ES ("early_stop: {algorithm: asha, graec: 1}\n"), 3, 31,
                     "unknown key 'graec' in early_stop (known keys: algorithm, attribute, "
-                    "metric, mode, grace, reduction, max)");
+                    "metric, objectives, mode, grace, reduction, max)");
     s_expect_error (ES ("early_stop: {algorithm: asha, metric: acc}\n"), 3, 1,
                     "early_stop.mode is missing");
     s_expect_error (ES ("early_stop: {algorithm: asha, mode: most}\n"), 3, 37,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pareto.h"
 #include "util.h"
 
 #define S_PRIOR_WEIGHT 1.0
@@ -273,6 +274,13 @@ cgq_tpe_t *
 cgq_tpe_new (const cgq_tpe_dim_t *dims, size_t ndim, const double *obs, size_t nobs,
              bool multivariate)
 {
+    return cgq_tpe_new_weighted (dims, ndim, obs, nobs, multivariate, NULL);
+}
+
+cgq_tpe_t *
+cgq_tpe_new_weighted (const cgq_tpe_dim_t *dims, size_t ndim, const double *obs, size_t nobs,
+                      bool multivariate, const double *weights)
+{
     cgq_tpe_t *self = cgq_xcalloc (1, sizeof *self);
     size_t m = nobs + 1;
     self->ndim = ndim;
@@ -290,9 +298,13 @@ cgq_tpe_new (const cgq_tpe_dim_t *dims, size_t ndim, const double *obs, size_t n
     self->cat_hit = cgq_xcalloc (ndim ? ndim : 1, sizeof *self->cat_hit);
     self->cat_miss = cgq_xcalloc (ndim ? ndim : 1, sizeof *self->cat_miss);
 
-    // Weights: Optuna's default_weights over the observations, then the prior.
+    // Weights: the given ones or Optuna's default_weights over the
+    // observations, then the prior.
     double *w = cgq_xmalloc (m * sizeof *w), sum = 0;
-    cgq_tpe_weights (nobs, w);
+    if (weights)
+        memcpy (w, weights, nobs * sizeof *w);
+    else
+        cgq_tpe_weights (nobs, w);
     w[nobs] = S_PRIOR_WEIGHT;
     for (size_t k = 0; k < m; k++)
         sum += w[k];
@@ -494,4 +506,201 @@ cgq_tpe_sample (const cgq_tpe_t *self, cgq_rng_t *r, size_t m, double *out)
             out[j * nd + d] = v;
         }
     }
+}
+
+// --- multi-objective: the split and the good group's weights (MOTPE) -----------------
+
+#define S_EPS 1e-12 // Optuna's EPS: a reference coordinate of 0, a contribution's floor
+// Above this many objectives the exact hypervolumes cost too much for a
+// suggestion made inside the coordinator's loop (a front of hundreds and
+// 25 chosen: seconds at 6 objectives): the subset is chosen by each point's
+// own box and the weights are all 1 (tpe.h).
+#define S_EXACT_MAX_M 4
+
+// s_ref is Optuna's reference point for the k points idx of loss (n rows of
+// m): per objective max(1.1 w, 0.9 w) of the worst value w, EPS where that is 0.
+static void
+s_ref (const double *loss, size_t m, const size_t *idx, size_t k, double *ref)
+{
+    for (size_t j = 0; j < m; j++) {
+        double w = -INFINITY;
+        for (size_t i = 0; i < k; i++)
+            w = loss[idx[i] * m + j] > w ? loss[idx[i] * m + j] : w;
+        ref[j] = 1.1 * w > 0.9 * w ? 1.1 * w : 0.9 * w;
+        if (ref[j] == 0)
+            ref[j] = S_EPS;
+    }
+}
+
+// s_hv is the hypervolume of k points (rows of m, minimised) below ref; NaN
+// when past cgq_pareto_hypervolume's bounds (7 or 8 objectives, many points).
+static double
+s_hv (const double *pts, size_t k, size_t m, const double *ref)
+{
+    double hv = 0;
+    if (k && cgq_pareto_hypervolume (pts, (int)k, (int)m, NULL, ref, &hv) < 0)
+        return NAN;
+    return hv;
+}
+
+// s_hssp is Optuna's _solve_hssp: the greedy choice of k of the nc points
+// cand (one front) that adds the most hypervolume each time, the first of
+// equals; each remaining point's contribution is cut by the part it shares
+// with the one chosen. Writes the chosen indices to out in the order
+// chosen. Past the hypervolume's bounds: the first k of cand.
+static void
+s_hssp (const double *loss, size_t m, const size_t *cand, size_t nc, size_t k, const double *ref,
+        size_t *out)
+{
+    double *contrib = cgq_xmalloc (nc * sizeof *contrib);
+    double *sel = cgq_xmalloc ((k + 1) * m * sizeof *sel);
+    bool *taken = cgq_xcalloc (nc, sizeof *taken);
+    bool ok = true;
+    for (size_t j = 0; j < nc && ok; j++) {
+        contrib[j] = s_hv (&loss[cand[j] * m], 1, m, ref);
+        ok = !isnan (contrib[j]);
+    }
+    double hv_sel = 0;
+    // Many objectives: the k largest boxes, without the updates.
+    bool exact = m <= S_EXACT_MAX_M;
+    for (size_t ns = 0; ns < k && ok && !exact; ns++) {
+        size_t best = 0;
+        bool any = false;
+        for (size_t j = 0; j < nc; j++)
+            if (!taken[j] && (!any || contrib[j] > contrib[best])) {
+                best = j;
+                any = true;
+            }
+        taken[best] = true;
+        out[ns] = cand[best];
+    }
+    for (size_t ns = 0; ns < k && ok && exact; ns++) {
+        size_t best = 0;
+        bool any = false;
+        for (size_t j = 0; j < nc; j++)
+            if (!taken[j] && (!any || contrib[j] > contrib[best])) {
+                best = j;
+                any = true;
+            }
+        taken[best] = true;
+        const double *s = &loss[cand[best] * m];
+        for (size_t j = 0; j < nc && ok; j++) {
+            if (taken[j])
+                continue;
+            const double *v = &loss[cand[j] * m];
+            for (size_t c = 0; c < m; c++)
+                sel[ns * m + c] = s[c] > v[c] ? s[c] : v[c];
+            double hv = s_hv (sel, ns + 1, m, ref);
+            ok = !isnan (hv);
+            contrib[j] -= hv - hv_sel;
+        }
+        memcpy (&sel[ns * m], s, m * sizeof *s);
+        out[ns] = cand[best];
+        hv_sel = s_hv (sel, ns + 1, m, ref);
+        ok = ok && !isnan (hv_sel);
+    }
+    if (!ok)
+        for (size_t i = 0; i < k; i++)
+            out[i] = cand[i];
+    free (contrib);
+    free (sel);
+    free (taken);
+}
+
+void
+cgq_tpe_split_multi (const double *loss, size_t n, size_t m, size_t nbelow, size_t *below,
+                     size_t *above)
+{
+    nbelow = nbelow < n ? nbelow : n;
+    bool *in = cgq_xcalloc (n ? n : 1, sizeof *in);
+    bool *peeled = cgq_xcalloc (n ? n : 1, sizeof *peeled);
+    size_t *cand = cgq_xmalloc ((n ? n : 1) * sizeof *cand);
+    size_t nb = 0, left = n;
+    // The fronts one at a time, only as many as the good group needs (a
+    // full non-dominated sort is O(m n^2)): each is the non-dominated set of
+    // the points not peeled yet, kept online (a point dominated by a member
+    // is skipped, one that dominates members replaces them): O(m n f) for a
+    // front of f. Then in index order, as Optuna lists a rank.
+    while (nb < nbelow && left > 0) {
+        size_t nc = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (peeled[i])
+                continue;
+            bool dominated = false;
+            size_t keep = 0;
+            for (size_t k = 0; k < nc; k++) {
+                int c = cgq_pareto_compare (&loss[cand[k] * m], &loss[i * m], (int)m, NULL);
+                dominated = dominated || c == 1;
+                if (c != -1) // a member i dominates leaves the front
+                    cand[keep++] = cand[k];
+            }
+            nc = keep;
+            if (!dominated)
+                cand[nc++] = i;
+        }
+        for (size_t k = 1; k < nc; k++) // insertion sort: fronts are small
+            for (size_t j = k; j > 0 && cand[j - 1] > cand[j]; j--) {
+                size_t t = cand[j];
+                cand[j] = cand[j - 1];
+                cand[j - 1] = t;
+            }
+        for (size_t k = 0; k < nc; k++)
+            peeled[cand[k]] = true;
+        left -= nc;
+        if (nb + nc <= nbelow) {
+            for (size_t i = 0; i < nc; i++) {
+                below[nb++] = cand[i];
+                in[cand[i]] = true;
+            }
+            continue;
+        }
+        double *ref = cgq_xmalloc (m * sizeof *ref);
+        s_ref (loss, m, cand, nc, ref);
+        s_hssp (loss, m, cand, nc, nbelow - nb, ref, &below[nb]);
+        for (size_t i = nb; i < nbelow; i++)
+            in[below[i]] = true;
+        nb = nbelow;
+        free (ref);
+    }
+    size_t na = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!in[i])
+            above[na++] = i;
+    free (peeled);
+    free (in);
+    free (cand);
+}
+
+void
+cgq_tpe_weights_multi (const double *loss, size_t m, const size_t *idx, size_t k, double *w)
+{
+    if (k <= 1 || m > S_EXACT_MAX_M) {
+        for (size_t i = 0; i < k; i++)
+            w[i] = 1;
+        return;
+    }
+    double *ref = cgq_xmalloc (m * sizeof *ref);
+    double *pts = cgq_xmalloc (k * m * sizeof *pts);
+    s_ref (loss, m, idx, k, ref);
+    for (size_t i = 0; i < k; i++)
+        memcpy (&pts[i * m], &loss[idx[i] * m], m * sizeof *pts);
+    double hv = s_hv (pts, k, m, ref), top = 0;
+    bool ok = !isnan (hv);
+    for (size_t i = 0; i < k && ok; i++) {
+        // Without point i: the last row moved into its place.
+        double keep[CGQ_TPE_MAX_OBJECTIVES];
+        memcpy (keep, &pts[i * m], m * sizeof *pts);
+        memcpy (&pts[i * m], &pts[(k - 1) * m], m * sizeof *pts);
+        double without = s_hv (pts, k - 1, m, ref);
+        memcpy (&pts[i * m], keep, m * sizeof *pts);
+        ok = !isnan (without);
+        w[i] = hv - without + S_EPS;
+        top = w[i] > top ? w[i] : top;
+    }
+    for (size_t i = 0; i < k; i++) {
+        double x = ok && top > 0 ? w[i] / top : 1;
+        w[i] = x < 0 ? 0 : x > 1 ? 1 : x;
+    }
+    free (ref);
+    free (pts);
 }

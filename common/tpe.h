@@ -55,6 +55,13 @@ cgq_tpe_t *cgq_tpe_new (const cgq_tpe_dim_t *dims, size_t ndim, const double *ob
                         bool multivariate);
 void cgq_tpe_destroy (cgq_tpe_t **self_p);
 
+// cgq_tpe_new_weighted is cgq_tpe_new with the observations' weights given
+// (nobs values >= 0, not all 0; normalised with the prior's 1 here) instead
+// of Optuna's default_weights: MOTPE's good group (cgq_tpe_weights_multi).
+// weights NULL: cgq_tpe_new.
+cgq_tpe_t *cgq_tpe_new_weighted (const cgq_tpe_dim_t *dims, size_t ndim, const double *obs,
+                                 size_t nobs, bool multivariate, const double *weights);
+
 // cgq_tpe_sample draws m points of the mixture into out (m rows of ndim):
 // a kernel by weight, then each dimension from it (STEP values rounded to a
 // value, as Optuna rounds them).
@@ -83,6 +90,29 @@ void cgq_tpe_weights (size_t n, double *w);
 // the nbelow best, ties to the older, and the rest. Both lists come out in
 // trial order (below: nbelow indices, above: n - nbelow).
 void cgq_tpe_split (const double *loss, size_t n, size_t nbelow, size_t *below, size_t *above);
+
+// Multi-objective TPE (MOTPE), as Optuna 3.1's TPESampler does it for
+// several objectives. loss is n rows of m objectives (m <= CGQ_TPE_MAX_OBJECTIVES),
+// each minimised, all finite.
+#define CGQ_TPE_MAX_OBJECTIVES 8
+// cgq_tpe_split_multi is _split_observation_pairs for several objectives:
+// whole non-dominated fronts (peeled one at a time, only as many as needed) go into the good group
+// while they fit in nbelow; the front that does not fit gives the rest by greedy hypervolume subset
+// selection (_solve_hssp: each time the point that adds the most hypervolume, reference max(1.1 w,
+// 0.9 w) of that front's worst w per objective, 1e-12 where 0). below gets nbelow indices in
+// Optuna's order (the fronts in index order, then the points chosen in the order chosen), above the
+// rest ascending. With 5 or more objectives, where exact hypervolumes of a large front cost
+// seconds, the subset is the points of the largest own boxes (the greedy choice's first scores,
+// not updated); past cgq_pareto_hypervolume's bounds, the front's first points in index order.
+void cgq_tpe_split_multi (const double *loss, size_t n, size_t m, size_t nbelow, size_t *below,
+                          size_t *above);
+// cgq_tpe_weights_multi is _calculate_weights_below_for_multi_objective
+// without constraints: the weight of each of the k points idx is its
+// hypervolume contribution (the hypervolume of all k less that of the other
+// k - 1, plus 1e-12; reference as above over the k) over the largest, in
+// [0, 1]; 1 for a single point. With 5 or more objectives, or past the
+// hypervolume's bounds: all 1.
+void cgq_tpe_weights_multi (const double *loss, size_t m, const size_t *idx, size_t k, double *w);
 
 // The standard normal's pieces, exposed for the tests:
 // cgq_tpe_log_mass is log(Phi(b) - Phi(a)) for a <= b, accurate in the tails.

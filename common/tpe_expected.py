@@ -29,6 +29,7 @@ from optuna.samplers._tpe.sampler import TPESampler
 from optuna.samplers._tpe.sampler import _split_observation_pairs
 from optuna.samplers._tpe.sampler import default_gamma
 from optuna.samplers._tpe.sampler import default_weights
+from optuna.samplers._tpe.sampler import _calculate_weights_below_for_multi_objective
 
 _logpdf_31 = _truncnorm.logpdf
 
@@ -216,8 +217,78 @@ def main():
             out.append("static const size_t s_%s_%s_best = %d;"
                        % (tag, name, int(np.argmax(lb - la))))
             out.append("// chosen: %s" % best)
+    out += multi_objective()
     out += ["", "#endif"]
     print("\n".join(out))
+
+
+def multi_objective():
+    """MOTPE: Optuna's split of several objectives (whole non-dominated
+    fronts, then greedy hypervolume subset selection on the front that does
+    not fit), the good group's weights (hypervolume contributions), and the
+    log densities of a good group's estimator with those weights."""
+    out = ["", "// MOTPE.", "typedef struct {", "    const char *name;",
+           "    size_t n, m, nbelow;", "    const double *loss;",
+           "    const size_t *below, *above;", "    const double *weights;",
+           "} s_mo_case_t;", ""]
+    rng = random.Random(31)
+    cases = []
+    # Two objectives on a trade-off curve plus noise: the first front holds
+    # more than gamma, so the subset selection decides.
+    pts = []
+    for _ in range(30):
+        a = rng.random()
+        pts.append([round(a + 0.3 * rng.random(), 6), round(1 - a + 0.3 * rng.random(), 6)])
+    cases.append(("two30", pts, default_gamma(30)))
+    # 50 points: gamma 5; a front of 2 fits, the next is selected from.
+    pts = [[round(rng.uniform(0, 4), 4), round(rng.uniform(0, 4), 4)] for _ in range(50)]
+    cases.append(("two50", pts, default_gamma(50)))
+    # Three objectives (one negative: maximised metrics come in negated),
+    # duplicates and a zero worst value (the reference's EPS).
+    pts = [[round(rng.uniform(-2, 0), 3), round(rng.uniform(0, 1), 3), 0.0 if i % 3 else
+            round(-rng.random(), 3)] for i in range(40)]
+    pts[7] = list(pts[3])
+    pts[21] = list(pts[3])
+    cases.append(("three40", pts, 10))
+    # Four objectives, a larger good group than the first front.
+    pts = [[round(rng.random(), 4) for _ in range(4)] for _ in range(60)]
+    cases.append(("four60", pts, 12))
+    rows = []
+    for name, pts, nb in cases:
+        scores = [(-float("inf"), p) for p in pts]
+        below, above = _split_observation_pairs(scores, nb, None)
+        w = _calculate_weights_below_for_multi_objective(scores, below, None)
+        out.append("static const double s_mo_%s_loss[] = %s;"
+                   % (name, c_doubles(v for p in pts for v in p)))
+        out.append("static const size_t s_mo_%s_below[] = {%s};"
+                   % (name, ", ".join(str(int(i)) for i in below)))
+        out.append("static const size_t s_mo_%s_above[] = {%s};"
+                   % (name, ", ".join(str(int(i)) for i in above)))
+        out.append("static const double s_mo_%s_weights[] = %s;" % (name, c_doubles(w)))
+        rows.append('    {"%s", %d, %d, %d, s_mo_%s_loss, s_mo_%s_below, s_mo_%s_above, '
+                    's_mo_%s_weights},' % (name, len(pts), len(pts[0]), nb, name, name, name,
+                                           name))
+    out += ["", "static const s_mo_case_t s_mo_cases[] = {"] + rows + ["};", ""]
+
+    # A weighted estimator: the good group of two30 over (x float, k int),
+    # its params drawn here, univariate and multivariate.
+    name, pts, nb = cases[0]
+    scores = [(-float("inf"), p) for p in pts]
+    below, _ = _split_observation_pairs(scores, nb, None)
+    w = _calculate_weights_below_for_multi_objective(scores, below, None)
+    space = {"x": D.FloatDistribution(-5, 10), "k": D.IntDistribution(0, 20)}
+    obs = [[round(rng.uniform(-5, 10), 4), rng.randint(0, 20)] for _ in below]
+    qs = [[round(rng.uniform(-5, 10), 4), rng.randint(0, 20)] for _ in range(7)]
+    out.append("static const double s_mo_est_obs[] = %s;" % c_doubles(coords(space, obs)))
+    out.append("static const double s_mo_est_w[] = %s;" % c_doubles(w))
+    out.append("static const double s_mo_est_pts[] = %s;" % c_doubles(coords(space, qs)))
+    for mv in (False, True):
+        names = list(space)
+        ob = {k: np.asarray([o[j] for o in obs], dtype=float) for j, k in enumerate(names)}
+        pe = _ParzenEstimator(ob, space, params(mv), w)
+        out.append("static const double s_mo_est_%s[] = %s;"
+                   % ("mv" if mv else "uv", c_doubles(log_pdf(pe, space, qs))))
+    return out
 
 
 if __name__ == "__main__":

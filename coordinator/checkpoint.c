@@ -42,10 +42,12 @@ checkpoint_decide (const trial_t *t, uint32_t keep, const Cgq__Checkpoint *m, co
     memset (d, 0, sizeof *d);
     const Cgq__TaskRef *r = m->task;
     json_t *step = NULL;
-    if (!r || m->n == 0 || !s_hex64 (m->sha256) || !m->path || m->path[0] != '/') {
+    // The path: absolute in a directory store, a URL in an HTTP(S) one.
+    bool url = m->path && (!strncmp (m->path, "http://", 7) || !strncmp (m->path, "https://", 8));
+    if (!r || m->n == 0 || !s_hex64 (m->sha256) || !m->path || (m->path[0] != '/' && !url)) {
         snprintf (d->why, sizeof d->why,
                   "malformed Checkpoint (it needs a task, n >= 1, a sha256 of 64 lowercase hex "
-                  "digits and an absolute path)");
+                  "digits and an absolute path or an http(s):// URL)");
         return;
     }
     step = json_loads (m->step_json && *m->step_json ? m->step_json : "{}", 0, NULL);
@@ -72,18 +74,25 @@ checkpoint_decide (const trial_t *t, uint32_t keep, const Cgq__Checkpoint *m, co
         json_decref (step);
         return;
     }
-    // A re-send, or one overtaken by a newer one of this attempt.
+    // A re-send, or one overtaken by a newer one of this attempt. A record
+    // with "donor" is another trial's (a PBT child resumes from its donor's
+    // checkpoint until it has one of its own): its attempt and n say nothing
+    // about this trial's, and the trial's first own checkpoint replaces it.
     size_t i;
-    json_t *rec;
+    json_t *rec, *own = NULL;
     json_array_foreach (t->ckpts, i, rec)
     {
+        if (json_object_get (rec, "donor"))
+            continue;
+        if (!own)
+            own = rec;
         if (s_u64 (rec, "attempt") == r->attempt && s_u64 (rec, "n") == m->n) {
             d->record = true;
             json_decref (step);
             return;
         }
     }
-    rec = json_array_get (t->ckpts, 0);
+    rec = own;
     if (rec && !s_newer (r->attempt, m->n, s_u64 (rec, "attempt"), s_u64 (rec, "n"))) {
         snprintf (d->why, sizeof d->why,
                   "checkpoint %" PRIu64 " of attempt %u is older than the trial's latest (%" PRIu64
@@ -109,6 +118,8 @@ checkpoint_decide (const trial_t *t, uint32_t keep, const Cgq__Checkpoint *m, co
         keep = 1;
     json_array_foreach (t->ckpts, i, rec)
     {
+        if (json_object_get (rec, "donor"))
+            continue; // the donor's, counted in the donor's bytes
         if (json_array_size (d->list) < keep)
             json_array_append (d->list, rec);
         else
@@ -144,8 +155,15 @@ checkpoint_bytes (const json_t *list)
     size_t i;
     json_t *rec;
     json_array_foreach (list, i, rec)
-        b += (int64_t) s_u64 (rec, "size");
+        if (!json_object_get (rec, "donor")) // a donor's is counted in the donor's
+            b += (int64_t) s_u64 (rec, "size");
     return b;
+}
+
+bool
+checkpoint_required (const json_t *list)
+{
+    return json_object_get (json_array_get (list, 0), "donor") != NULL;
 }
 
 static char *

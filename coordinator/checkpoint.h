@@ -34,6 +34,11 @@ size_t checkpoint_names (const json_t *list, char ***names);
 // checkpoint_bytes is the size of list's records together.
 int64_t checkpoint_bytes (const json_t *list);
 
+// checkpoint_required is true when list's newest record is another trial's
+// (a PBT child's donor's, marked "donor"): the Assign must resume from it
+// (Assign.resume_required), never start afresh.
+bool checkpoint_required (const json_t *list);
+
 // checkpoint_resume builds what an Assign of stage restores from list: its
 // records of that stage, newest first, as Checkpoints (all owned; free with
 // checkpoint_resume_free). Returns how many (0: a fresh start).

@@ -350,6 +350,14 @@ test_decide (void **state)
     m.path = "relative";
     checkpoint_decide (NULL, 1, &m, "w", 1.0, &d);
     assert_non_null (strstr (d.why, "malformed"));
+    m.path = "ftp://s/ckpt-1-1";
+    checkpoint_decide (NULL, 1, &m, "w", 1.0, &d);
+    assert_non_null (strstr (d.why, "malformed"));
+    // A checkpoint in an HTTP(S) store: past the form check (not running here).
+    m.path = "https://store:8443/p/job-1/trial-0/ckpt-1-1";
+    checkpoint_decide (NULL, 1, &m, "w", 1.0, &d);
+    assert_null (strstr (d.why, "malformed"));
+    assert_non_null (strstr (d.why, "is not running here"));
     m.path = "/s/ckpt-1-1";
     m.sha256 = "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef";
     checkpoint_decide (NULL, 1, &m, "w", 1.0, &d);

@@ -110,6 +110,19 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
         return;
     }
     cgq_searcher_t *searcher = cgq_searcher_new (spec, NULL, err, sizeof err);
+    // search.warm_start: the client resolved it into warm_json (the
+    // coordinator reads no other job here: docs/architecture.md).
+    bool warm = spec->search.nwarm_jobs || spec->search.warm_points;
+    const char *warm_json = m->warm_json && *m->warm_json ? m->warm_json : NULL;
+    if (searcher && warm && !warm_json) {
+        snprintf (err, sizeof err,
+                  "%s: search.warm_start is resolved by the submitting client (cgq submit, cgq "
+                  "run), and this one sent no observations; nothing was submitted",
+                  path);
+        cgq_searcher_destroy (&searcher);
+    }
+    else if (searcher && warm && cgq_searcher_warm_json (searcher, warm_json, err, sizeof err) < 0)
+        cgq_searcher_destroy (&searcher);
     if (!searcher) {
         cgq_spec_destroy (&spec);
         outbox_reply (c, rid, rid_len, 2, err, true);
@@ -156,8 +169,14 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     }
     c->max_job_id = id;
 
+    if (cgq_searcher_pbt (searcher))
+        total = 0; // not known up front: each exploit adds a trial
     job_t *j = jobs_add (c, id, spec, searcher, m->spec_dir);
     jobs_submitted (c, j, yaml, path, total);
+    if (warm) { // kept for a restart, which feeds them to the searcher again
+        char wkey[64];
+        cgq_store_cmd (c->store, "SET %s %s", cgq_key_warm (wkey, sizeof wkey, id), warm_json);
+    }
 
     Cgq__SubmitReply sr = CGQ__SUBMIT_REPLY__INIT;
     sr.job = id;
@@ -399,6 +418,13 @@ s_update_samples (coord_t *c, job_t *j, uint64_t samples, char *msg, size_t msgl
     cgq_spec_t *spec = j->spec;
     cgq_search_alg_t alg = spec->search.algorithm;
     const char *name = cgq_spec_search_name (alg);
+    if (alg == CGQ_SEARCH_PBT) {
+        snprintf (msg, msglen,
+                  "job %llu searches with algorithm pbt: its size is search.population and the "
+                  "exploits, not samples (change --concurrency only, or submit a new job)",
+                  (unsigned long long) j->id);
+        return -1;
+    }
     if (alg == CGQ_SEARCH_GRID || alg == CGQ_SEARCH_LIST) {
         snprintf (msg, msglen,
                   "job %llu searches with algorithm %s: its trials are the %s of its space, so "

@@ -355,6 +355,7 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
         a.checkpoint_keep = j->spec->checkpoint.keep;
         a.n_resume = checkpoint_resume (t->ckpts, t->stage, &resume);
         a.resume = resume;
+        a.resume_required = a.n_resume > 0 && checkpoint_required (t->ckpts);
     }
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_ASSIGN;

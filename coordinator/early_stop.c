@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pareto.h"
 #include "util.h"
 
 // The most asha rungs: grace * reduction^k below max, reduction > 1.
@@ -25,6 +26,11 @@ typedef struct {
     double at;
     s_entry_t *e;
     size_t n, cap;
+    // Several objectives: the recorded vectors (mn rows of m) and their
+    // trials, in the order recorded (the rule does not depend on it).
+    double *mv;
+    uint64_t *mt;
+    size_t mn, mcap;
 } s_bucket_t;
 
 // A running trial: its last attribute judged (asha: the last rung it was
@@ -41,6 +47,8 @@ struct early_stop_s {
     cgq_early_stop_alg_t alg;
     double grace, reduction, max;
     int mode; // +1 larger is better, -1 smaller
+    size_t m; // objectives compared: 1, or the job's (multi-objective asha)
+    int sense[CGQ_SPEC_MAX_OBJECTIVES];
     double rungs[S_MAX_RUNGS];
     int nrungs;
     s_bucket_t *b; // sorted by at
@@ -67,6 +75,14 @@ early_stop_new (const cgq_spec_t *spec)
     self->reduction = spec->early_stop.reduction > 1 ? spec->early_stop.reduction : 3;
     self->max = (double) spec->early_stop.max;
     self->mode = spec->early_stop.mode >= 0 ? 1 : -1;
+    self->m = 1;
+    if (spec->early_stop.nobjectives > 1 && self->alg == CGQ_EARLY_STOP_ASHA) {
+        int all[CGQ_SPEC_MAX_OBJECTIVES];
+        cgq_spec_objective_senses (spec, all);
+        self->m = spec->early_stop.nobjectives;
+        for (size_t j = 0; j < self->m; j++)
+            self->sense[j] = all[spec->early_stop.obj[j]];
+    }
     if (self->alg == CGQ_EARLY_STOP_ASHA)
         for (double m = self->grace; m < self->max && self->nrungs < S_MAX_RUNGS;
              m *= self->reduction)
@@ -82,8 +98,11 @@ early_stop_destroy (early_stop_t **self_p)
     if (!self_p || !*self_p)
         return;
     early_stop_t *self = *self_p;
-    for (size_t i = 0; i < self->nb; i++)
+    for (size_t i = 0; i < self->nb; i++) {
         free (self->b[i].e);
+        free (self->b[i].mv);
+        free (self->b[i].mt);
+    }
     free (self->b);
     zhashx_destroy (&self->trials);
     free (self);
@@ -306,6 +325,132 @@ early_stop_report (early_stop_t *self, uint64_t trial, double attr, double value
         s_median_rule (self, t, trial, attr, value, d);
 }
 
+// --- several objectives (multi-objective asha) -----------------------------------
+
+static void
+s_mbucket_add (const early_stop_t *self, s_bucket_t *b, uint64_t trial, const double *v)
+{
+    if (b->mn == b->mcap) {
+        b->mcap = b->mcap ? b->mcap * 2 : 8;
+        b->mv = cgq_xrealloc (b->mv, b->mcap * self->m * sizeof *b->mv);
+        b->mt = cgq_xrealloc (b->mt, b->mcap * sizeof *b->mt);
+    }
+    memcpy (&b->mv[b->mn * self->m], v, self->m * sizeof *v);
+    b->mt[b->mn++] = trial;
+}
+
+// s_fmt_vec writes "(name v, name v, ...)" of v into buf.
+static const char *
+s_fmt_vec (const early_stop_t *self, const double *v, char *buf, size_t n)
+{
+    size_t at = 0;
+    for (size_t j = 0; j < self->m && at < n; j++) {
+        char x[32];
+        at += (size_t) snprintf (buf + at, n - at, "%s%s %s", j ? ", " : "(",
+                                 cgq_spec_objective (self->spec, self->spec->early_stop.obj[j])->metric,
+                                 cgq_fmt_double (x, v[j]));
+    }
+    if (at < n)
+        snprintf (buf + at, n - at, ")");
+    return buf;
+}
+
+static bool
+s_finite (const double *v, size_t m)
+{
+    for (size_t j = 0; j < m; j++)
+        if (!isfinite (v[j]))
+            return false;
+    return true;
+}
+
+void
+early_stop_report_multi (early_stop_t *self, uint64_t trial, double attr, const double *all,
+                         early_stop_decision_t *d)
+{
+    if (self && self->m == 1) {
+        early_stop_report (self, trial, attr, all[0], d);
+        return;
+    }
+    double values[CGQ_SPEC_MAX_OBJECTIVES];
+    for (size_t j = 0; self && j < self->m; j++)
+        values[j] = all[self->spec->early_stop.obj[j]];
+    memset (d, 0, sizeof *d);
+    if (!self || !isfinite (attr) || !s_finite (values, self->m))
+        return;
+    s_trial_t *t = s_trial (self, trial, true);
+    if (attr <= t->last)
+        return;
+    int k = self->nrungs - 1;
+    while (k >= 0 && self->rungs[k] > attr)
+        k--;
+    if (k < 0 || self->rungs[k] <= t->last)
+        return;
+    double rung = self->rungs[k];
+    t->last = rung;
+    size_t m = self->m, dominated = 0, better[CGQ_SPEC_MAX_OBJECTIVES] = {0};
+    s_bucket_t *b = s_bucket_find (self, rung);
+    for (size_t i = 0; b && i < b->mn; i++) {
+        const double *o = &b->mv[i * m];
+        dominated += cgq_pareto_dominates (o, values, (int) m, self->sense);
+        for (size_t j = 0; j < m; j++)
+            better[j] += self->sense[j] * o[j] > self->sense[j] * values[j];
+    }
+    size_t n = (b ? b->mn : 0) + 1;
+    size_t keep = (size_t) floor ((double) n / self->reduction);
+    if (keep < 1)
+        keep = 1;
+    bool made;
+    b = s_bucket_get (self, rung, &made);
+    if (b) {
+        s_mbucket_add (self, b, trial, values);
+        d->record = true;
+        d->new_bucket = made;
+        d->at = rung;
+        d->value = values[0];
+        d->nvalues = m;
+        memcpy (d->values, values, m * sizeof *values);
+    }
+    bool go_on = dominated == 0;
+    for (size_t j = 0; j < m; j++)
+        go_on |= better[j] < keep;
+    if (go_on)
+        return;
+    char at[32], v[160], ranks[96];
+    size_t r = 0;
+    for (size_t j = 0; j < m && r < sizeof ranks; j++)
+        r += (size_t) snprintf (ranks + r, sizeof ranks - r, "%s%zu", j ? ", " : "", better[j] + 1);
+    d->stop = true;
+    snprintf (d->why, sizeof d->why,
+              "asha: at rung %s=%s its %s is dominated by %zu of %zu recorded there and ranks "
+              "%s by objective; only the non-dominated and the top %zu (1/%g) by some objective "
+              "go on",
+              self->spec->early_stop.attribute, cgq_fmt_double (at, rung),
+              s_fmt_vec (self, values, v, sizeof v), dominated, n, ranks, keep, self->reduction);
+}
+
+void
+early_stop_restore_multi (early_stop_t *self, double at, uint64_t trial, const double *values)
+{
+    if (!self || self->m == 1) {
+        if (self)
+            early_stop_restore (self, at, trial, values[0]);
+        return;
+    }
+    if (!isfinite (at) || !s_finite (values, self->m))
+        return;
+    bool made;
+    s_bucket_t *b = s_bucket_get (self, at, &made);
+    if (b)
+        s_mbucket_add (self, b, trial, values);
+}
+
+size_t
+early_stop_nobjectives (const early_stop_t *self)
+{
+    return self ? self->m : 0;
+}
+
 void
 early_stop_restore (early_stop_t *self, double at, uint64_t trial, double value)
 {
@@ -362,5 +507,5 @@ size_t
 early_stop_bucket_size (const early_stop_t *self, double at)
 {
     const s_bucket_t *b = self ? s_bucket_find (self, at) : NULL;
-    return b ? b->n : 0;
+    return b ? b->n + b->mn : 0;
 }

@@ -17,6 +17,22 @@
 // EARLY_STOP_MEDIAN_MIN other trials have reported at that value. Each report
 // from grace on records the trial's running average at its attribute value.
 //
+// asha with several objectives (multi-objective asha; the spec's
+// early_stop has no metric and the job has objectives: [...]): the first
+// report of a trial at a rung records its vector of objectives there; with
+// n vectors recorded at that rung so far (itself included) and keep =
+// max(1, floor(n / reduction)), the trial goes on when no recorded vector
+// dominates its own (it is in the rung's non-dominated set), or when for
+// some objective fewer than keep recorded values are strictly better than
+// its own (it is in the top 1/reduction of that objective alone: the
+// scalarisations are the m single objectives, the corners of the weight
+// simplex); else it stops. So with one objective it is asha; with several,
+// the trials kept are a superset of what each objective's asha keeps,
+// widened by the rung's Pareto front -- Schmucker et al.,
+// "Multi-objective asynchronous successive halving" (arXiv:2106.12639,
+// 2021) rank by non-dominated sorting; this rule keeps the whole first
+// front instead of a ranked share of it.
+//
 // Per rule, the state is: the values recorded at each attribute value ("a
 // bucket": one per rung for asha, one per step for median), and per running
 // trial a few numbers (early_stop_trial_state). A report whose attribute is
@@ -47,8 +63,10 @@ typedef struct {
     bool record;
     bool new_bucket;
     double at, value;
+    size_t nvalues;                           // several objectives: the vector recorded
+    double values[CGQ_SPEC_MAX_OBJECTIVES];   // (value is values[0])
     bool stop;
-    char why[256]; // when stop: one line for the events stream and the trial
+    char why[512]; // when stop: one line for the events stream and the trial
 } early_stop_decision_t;
 
 // early_stop_new returns the stopper of spec->early_stop, or NULL when the
@@ -64,6 +82,19 @@ void early_stop_destroy (early_stop_t **self_p);
 void early_stop_report (early_stop_t *self, uint64_t trial, double attr, double value,
                         early_stop_decision_t *d);
 
+// early_stop_report_multi is early_stop_report for a stopper of several
+// objectives (early_stop_nobjectives > 1): all holds each of the job's
+// objectives as reported (cgq_spec_objective_values; the spec's modes say
+// which way is better), of which the stopper compares those of
+// spec->early_stop.obj; d->values gets them (what to persist and restore).
+// For a stopper of one objective it is early_stop_report of all[0].
+void early_stop_report_multi (early_stop_t *self, uint64_t trial, double attr, const double *all,
+                              early_stop_decision_t *d);
+
+// early_stop_nobjectives is the number of values a report is judged on: 1,
+// or the job's objectives for multi-objective asha (0 for NULL).
+size_t early_stop_nobjectives (const early_stop_t *self);
+
 // early_stop_forget drops trial's per-trial state (it ended); its records
 // in the buckets stay, the other trials are judged against them.
 void early_stop_forget (early_stop_t *self, uint64_t trial);
@@ -72,6 +103,10 @@ void early_stop_forget (early_stop_t *self, uint64_t trial);
 // bucket at) after a restart, each record once, in any order (ascending
 // value per bucket, as ZRANGE gives them, costs O(1) each).
 void early_stop_restore (early_stop_t *self, double at, uint64_t trial, double value);
+// early_stop_restore_multi puts back one persisted vector record (several
+// objectives: the d->values that early_stop_report_multi gave).
+void early_stop_restore_multi (early_stop_t *self, double at, uint64_t trial,
+                               const double *values);
 
 // early_stop_trial_state writes trial's state as a small JSON object into
 // buf (n bytes, 160 are enough) for the trial's hash; "" when there is none.

@@ -227,6 +227,179 @@ test_none (void **state)
     cgq_spec_destroy (&spec);
 }
 
+// --- multi-objective asha ------------------------------------------------------
+
+static cgq_spec_t *
+s_spec_multi (const char *early_stop, const char *objectives, char *err, size_t errlen)
+{
+    char yaml[1024];
+    snprintf (yaml, sizeof yaml,
+              "space: {x: {choice: [1, 2]}}\n"
+              "objectives: %s\n"
+              "early_stop: %s\n"
+              "trial: {command: 'true'}\n",
+              objectives, early_stop);
+    return cgq_spec_parse (yaml, strlen (yaml), "t.yaml", err, errlen);
+}
+
+// s_report2 applies one report of two objectives; the decision in *d.
+static bool
+s_report2 (early_stop_t *es, uint64_t trial, double attr, double a, double b,
+           early_stop_decision_t *d)
+{
+    double v[2] = {a, b};
+    early_stop_report_multi (es, trial, attr, v, d);
+    if (d->record) {
+        assert_int_equal (d->nvalues, 2);
+        assert_true (d->values[0] == a && d->values[1] == b && d->value == a);
+    }
+    return d->stop;
+}
+
+// Several objectives: at a rung a trial goes on when no recorded vector
+// dominates it, or when it is in the top max(1, floor(n/3)) of some single
+// objective; else it stops, with the numbers in why. A stopper rebuilt from
+// the records (a restart) decides the same.
+static void
+test_asha_multi (void **state)
+{
+    (void) state;
+    char err[512];
+    cgq_spec_t *spec = s_spec_multi ("{algorithm: asha, grace: 1, reduction: 3, max: 27}",
+                                     "[{metric: loss, mode: min}, {metric: lat, mode: min}]", err,
+                                     sizeof err);
+    if (!spec)
+        fail_msg ("%s", err);
+    assert_int_equal (spec->early_stop.nobjectives, 2);
+    early_stop_t *es = early_stop_new (spec);
+    assert_int_equal (early_stop_nobjectives (es), 2);
+    early_stop_decision_t d, rec[16];
+    uint64_t rec_trial[16];
+    size_t nrec = 0;
+    struct {
+        double loss, lat;
+        bool stop;
+    } steps[] = {
+        {0.5, 10, false},  // 0: the first goes on
+        {0.7, 12, true},   // 1: dominated by 0, not the top 1 of either
+        {0.9, 5, false},   // 2: non-dominated (the best latency)
+        {0.6, 11, true},   // 3: dominated by 0; 2nd by loss, 3rd by latency; keep 1
+        {0.95, 4.9, false}, // 4: non-dominated
+        {0.55, 10.5, false}, // 5: dominated by 0, but 2nd by loss and 6/3 = 2 go on
+        {0.8, 8, false},   // 6: dominated by none
+        {1.0, 13, true},   // 7: dominated by all 7, last in both
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        bool stop = s_report2 (es, i, 1, steps[i].loss, steps[i].lat, &d);
+        if (stop != steps[i].stop)
+            fail_msg ("trial %zu: stop %d, expected %d (%s)", i, stop, steps[i].stop, d.why);
+        assert_true (d.record && d.at == 1);
+        rec[nrec] = d;
+        rec_trial[nrec++] = i;
+    }
+    assert_non_null (strstr (d.why, "asha: at rung epoch=1 its (loss 1, lat 13) is dominated by "
+                                    "7 of 8 recorded there and ranks 8, 8 by objective; only the "
+                                    "non-dominated and the top 2 (1/3) by some objective go on"));
+    assert_int_equal (early_stop_bucket_size (es, 1), 8);
+    // Rung 3: the first there goes on, whatever it is.
+    assert_false (s_report2 (es, 0, 3, 0.45, 9, &d));
+    rec[nrec] = d;
+    rec_trial[nrec++] = 0;
+    // The same rung is not judged twice; a NaN objective is ignored.
+    assert_false (s_report2 (es, 0, 3, 9, 99, &d) || d.record);
+    assert_false (s_report2 (es, 9, 1, NAN, 1, &d) || d.record);
+
+    // A restart: a new stopper from the records decides the next trials as
+    // the first one does.
+    early_stop_t *again = early_stop_new (spec);
+    for (size_t i = nrec; i-- > 0;)
+        early_stop_restore_multi (again, rec[i].at, rec_trial[i], rec[i].values);
+    assert_int_equal (early_stop_bucket_size (again, 1), 8);
+    assert_int_equal (early_stop_bucket_size (again, 3), 1);
+    double next[][2] = {{0.58, 10.2}, {0.75, 12.5}, {0.3, 20}, {0.85, 10.3}};
+    int stops = 0;
+    for (size_t i = 0; i < 4; i++) {
+        early_stop_decision_t d1, d2;
+        s_report2 (es, 20 + i, 1, next[i][0], next[i][1], &d1);
+        s_report2 (again, 20 + i, 1, next[i][0], next[i][1], &d2);
+        assert_int_equal (d1.stop, d2.stop);
+        assert_string_equal (d1.why, d2.why);
+        stops += d1.stop;
+    }
+    assert_int_equal (stops, 2); // (0.75, 12.5) and (0.85, 10.3) stop
+    early_stop_destroy (&again);
+    early_stop_destroy (&es);
+    cgq_spec_destroy (&spec);
+
+    // Senses: accuracy maximised, latency minimised.
+    spec = s_spec_multi ("{algorithm: asha, grace: 1, max: 27}",
+                         "[{metric: acc, mode: max}, {metric: lat, mode: min}]", err, sizeof err);
+    es = early_stop_new (spec);
+    assert_false (s_report2 (es, 0, 1, 0.9, 10, &d));
+    assert_true (s_report2 (es, 1, 1, 0.8, 12, &d));
+    assert_false (s_report2 (es, 2, 1, 0.95, 11, &d));
+    early_stop_destroy (&es);
+    cgq_spec_destroy (&spec);
+
+    // What the spec refuses: median of several objectives, a mode without a metric.
+    assert_null (s_spec_multi ("{algorithm: median}",
+                               "[{metric: a, mode: min}, {metric: b, mode: min}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop algorithm median compares one metric and the spec "
+                                  "has several objectives (write algorithm: asha"));
+    assert_null (s_spec_multi ("{algorithm: asha, mode: max}",
+                               "[{metric: a, mode: min}, {metric: b, mode: min}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop.mode applies to early_stop.metric"));
+    // early_stop.objectives: a subset of the job's, by name, in its order.
+    spec = s_spec_multi ("{algorithm: asha, objectives: [lat, loss]}",
+                         "[{metric: loss, mode: min}, {metric: acc, mode: max}, "
+                         "{metric: lat, mode: min}]",
+                         err, sizeof err);
+    if (!spec)
+        fail_msg ("%s", err);
+    assert_int_equal (spec->early_stop.nobjectives, 2);
+    assert_true (spec->early_stop.obj[0] == 2 && spec->early_stop.obj[1] == 0);
+    es = early_stop_new (spec);
+    double all0[3] = {0.5, 0.1, 10}, all1[3] = {0.7, 0.99, 12}, all2[3] = {0.9, 0.0, 5};
+    early_stop_report_multi (es, 0, 1, all0, &d);
+    assert_true (d.record && !d.stop && d.nvalues == 2 && d.values[0] == 10 && d.values[1] == 0.5);
+    // Dominated by trial 0 in (lat, loss), whatever its accuracy: stops.
+    early_stop_report_multi (es, 1, 1, all1, &d);
+    assert_true (d.stop);
+    assert_non_null (strstr (d.why, "its (lat 12, loss 0.7) is dominated by 1 of 2"));
+    early_stop_report_multi (es, 2, 1, all2, &d);
+    assert_false (d.stop);
+    early_stop_destroy (&es);
+    cgq_spec_destroy (&spec);
+    assert_null (s_spec_multi ("{algorithm: asha, objectives: [lat, acc]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (
+        strstr (err, "early_stop.objectives: 'lat' is not one of the job's objectives (loss, acc)"));
+    assert_null (s_spec_multi ("{algorithm: asha, objectives: [acc, acc]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop.objectives names 'acc' twice"));
+    assert_null (s_spec_multi ("{algorithm: asha, objectives: [acc]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop.objectives must list 2 to 8"));
+    assert_null (s_spec_multi ("{algorithm: asha, metric: acc, mode: max, objectives: [acc, loss]}",
+                               "[{metric: loss, mode: min}, {metric: acc, mode: max}]", err,
+                               sizeof err));
+    assert_non_null (strstr (err, "early_stop has both metric and objectives"));
+    // A metric given: one-objective asha on it, as before.
+    spec = s_spec_multi ("{algorithm: asha, metric: a, mode: min}",
+                         "[{metric: a, mode: min}, {metric: b, mode: min}]", err, sizeof err);
+    assert_non_null (spec);
+    assert_int_equal (spec->early_stop.nobjectives, 0);
+    es = early_stop_new (spec);
+    assert_int_equal (early_stop_nobjectives (es), 1);
+    early_stop_destroy (&es);
+    cgq_spec_destroy (&spec);
+}
+
 int
 main (void)
 {
@@ -236,6 +409,7 @@ main (void)
         cmocka_unit_test (test_median_rule),
         cmocka_unit_test (test_restore),
         cmocka_unit_test (test_none),
+        cmocka_unit_test (test_asha_multi),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

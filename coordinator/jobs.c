@@ -473,6 +473,36 @@ jobs_trial_insert (job_t *j, uint64_t id, json_t *params)
     return t;
 }
 
+// s_pbt_child: t was just suggested by a pbt searcher. A child of an
+// exploit resumes from its donor's checkpoint: that record is its list
+// (t->ckpts, so its first Assign restores it, and a restarted coordinator
+// reads it back from the hash), and its hash gets its lineage and parent.
+static void
+s_pbt_child (coord_t *c, trial_t *t)
+{
+    json_t *rec;
+    json_t *lineage = cgq_searcher_pbt_child (t->job->searcher, t->id, &rec);
+    if (!lineage)
+        return;
+    char key[128];
+    char *lin = cgq_json_dumps (lineage), *list = NULL, parent[24];
+    snprintf (parent, sizeof parent, "%lld",
+              (long long) json_integer_value (json_object_get (lineage, "parent")));
+    cgq_hset_t h;
+    cgq_hset_init (&h, cgq_key_trial (key, sizeof key, t->job->id, t->id));
+    cgq_hset_str (&h, CGQ_TF_LINEAGE, lin);
+    cgq_hset_str (&h, CGQ_TF_PARENT, parent);
+    if (rec) {
+        json_decref (t->ckpts);
+        t->ckpts = json_pack ("[O]", rec);
+        list = cgq_json_dumps (t->ckpts);
+        cgq_hset_str (&h, CGQ_TF_CHECKPOINTS, list);
+    }
+    cgq_hset_queue (&h, c->store);
+    free (lin);
+    free (list);
+}
+
 static trial_t *
 s_trial_create (coord_t *c, job_t *j)
 {
@@ -482,6 +512,7 @@ s_trial_create (coord_t *c, job_t *j)
         return NULL;
     trial_t *t = jobs_trial_insert (j, id, params);
     j->counts[CGQ_TRIAL_PENDING]++;
+    s_pbt_child (c, t);
     // Its hash goes out with its first transition (jobs_set_state: every
     // caller starts it, fails it or marks it unschedulable in the same
     // turn), or at the turn's end (s_job_write); its id joins the active set
@@ -904,7 +935,9 @@ s_resume_judge (coord_t *c, trial_t *t, unsigned how)
 {
     job_t *j = t->job;
     t->end_resume = 0;
-    if (!t->ckpts || (j->spec->checkpoint.resume & how))
+    // A pbt child without a checkpoint of its own keeps its donor's: it is
+    // that checkpoint's continuation, never a fresh start (search_pbt.c).
+    if (!t->ckpts || (j->spec->checkpoint.resume & how) || checkpoint_required (t->ckpts))
         return;
     char key[128];
     cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),
@@ -921,6 +954,8 @@ s_resume_judge (coord_t *c, trial_t *t, unsigned how)
                : how == CGQ_RESUME_LOST  ? "a lost node"
                                          : "a failure");
 }
+
+static void s_exploited (coord_t *c, trial_t *t, const cgq_pbt_decision_t *pd);
 
 void
 jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
@@ -950,13 +985,39 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
     else if (!d.record)
         cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
                    "checkpoint %" PRIu64 " from node %s not recorded: %s", m->n, node, d.why);
+    // pbt looks at a trial when it records a checkpoint (search_pbt.c).
+    bool exploit = false;
+    cgq_pbt_decision_t pd = {0};
+    if (d.changed && cgq_searcher_pbt (t->job->searcher)) {
+        exploit = cgq_searcher_pbt_checkpoint (t->job->searcher, t->id, d.latest, &pd) == 1;
+        t->job->dirty = true; // the searcher's state
+    }
     char **names;
     size_t nnames = checkpoint_names (t ? t->ckpts : NULL, &names);
+    // pbt: the checkpoints of this trial that children still resume from
+    // are named too, so its worker keeps them (search_pbt.c, pins).
+    // Also for a trial no longer in memory: a re-sent checkpoint of a donor
+    // that has ended is refused, and its worker deletes it unless named.
+    char pins[16][64];
+    job_t *pj = t ? t->job : jobs_find (c, m->task->job);
+    size_t npins = pj ? cgq_searcher_pbt_pins (pj->searcher, m->task->trial, pins, 16) : 0;
+    for (size_t i = 0; i < npins; i++) {
+        bool dup = false;
+        for (size_t k = 0; k < nnames; k++)
+            dup |= !strcmp (names[k], pins[i]);
+        if (dup)
+            continue;
+        names = cgq_xrealloc (names, (nnames + 2) * sizeof *names);
+        names[nnames++] = cgq_xstrdup (pins[i]);
+        names[nnames] = NULL;
+    }
     outbox_checkpoint_ack (c, node, m->task, m->n, d.record, d.why, names, nnames);
     for (size_t i = 0; i < nnames; i++)
         free (names[i]);
     free (names);
     checkpoint_decision_fini (&d);
+    if (exploit)
+        s_exploited (c, t, &pd);
 }
 
 void
@@ -1520,6 +1581,9 @@ jobs_stopped_value (const job_t *j, const json_t *metrics, double *value)
     return true;
 }
 
+static void s_stop_as (coord_t *c, trial_t *t, const char *report, const json_t *metrics,
+                       const char *why, const char *event, const char **extra, int nextra);
+
 // s_early_stopped ends running trial t on the early stopper's word: its
 // last report (metrics, borrowed) is its result, its value goes on the
 // leaderboard when it has one, the searcher observes it, and its node gets
@@ -1529,11 +1593,24 @@ static void
 s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metrics,
                  const char *why)
 {
+    s_stop_as (c, t, report, metrics, why, "trial.early_stopped", NULL, 0);
+}
+
+// s_stop_as is s_early_stopped with the event's type, and extra fields
+// (nextra strings, name and value) for the trial's hash.
+static void
+s_stop_as (coord_t *c, trial_t *t, const char *report, const json_t *metrics, const char *why,
+           const char *event, const char **extra, int nextra)
+{
     job_t *j = t->job;
     char now[32], vbuf[32];
     cgq_fmt_double (now, cgq_wall_s ());
-    const char *kv[12] = {CGQ_TF_METRICS, report, CGQ_TF_FINISHED, now};
+    const char *kv[16] = {CGQ_TF_METRICS, report, CGQ_TF_FINISHED, now};
     int nkv = 4;
+    for (int i = 0; i + 1 < nextra && i < 2; i += 2) { // one pair: kv has room for it
+        kv[nkv++] = extra[i];
+        kv[nkv++] = extra[i + 1];
+    }
     double value;
     bool ok = jobs_stopped_value (j, metrics, &value);
     char *viol = NULL;
@@ -1556,18 +1633,56 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
     jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
     free (viol);
     cgq_buf_fini (&warn);
-    s_event (c, j, "trial.early_stopped", (int64_t) t->id,
-                     t->node ? t->node->id : NULL, t->attempt, why);
-    cgq_tinfo (j->id, t->id, t->attempt, "stopped early: %s", why);
+    s_event (c, j, event, (int64_t) t->id, t->node ? t->node->id : NULL, t->attempt, why);
+    cgq_tinfo (j->id, t->id, t->attempt, "%s: %s",
+               strcmp (event, "trial.exploited") ? "stopped early" : "exploited", why);
     cgq_searcher_observe (j->searcher, t->id, ok ? metrics : NULL, value, ok);
     if (!t->node) {
         s_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
         return;
     }
     char reason[300];
-    snprintf (reason, sizeof reason, "early stop: %s", why);
+    snprintf (reason, sizeof reason, "%s: %s",
+              strcmp (event, "trial.exploited") ? "early stop" : "exploited (pbt)", why);
     s_stop_on_node (c, t, reason);
     c->sched_dirty = true;
+}
+
+// s_exploited ends running trial t on pbt's word (cgq_searcher_pbt_checkpoint):
+// as an early stop, its latest score its result, with the event
+// trial.exploited (the decision and the params that change) and the field
+// exploited ({"by": child, "donor", "step"}). The child is created when the
+// scheduler next asks the searcher.
+static void
+s_exploited (coord_t *c, trial_t *t, const cgq_pbt_decision_t *pd)
+{
+    job_t *j = t->job;
+    const cgq_spec_t *spec = j->spec;
+    json_t *lineage = json_deep_copy (pd->lineage);
+    // The report that ranked it: its latest score at its time_attr.
+    json_t *metrics = json_object ();
+    double score = NAN, at = NAN;
+    cgq_searcher_pbt_score (j->searcher, t->id, &at, &score);
+    if (isfinite (at))
+        json_object_set_new (metrics, spec->search.pbt.time_attr, json_real (at));
+    if (isfinite (score))
+        json_object_set_new (metrics, spec->search.pbt.metric, json_real (score));
+    char *report = cgq_json_dumps (metrics);
+    json_t *ex = json_pack ("{s:I, s:I, s:O}", "by", (json_int_t) pd->child, "donor",
+                            (json_int_t) pd->donor, "step", json_object_get (lineage, "step"));
+    char *exs = cgq_json_dumps (ex);
+    char *changed = cgq_json_dumps (json_object_get (lineage, "changed"));
+    char why[600];
+    snprintf (why, sizeof why, "%s; params %s", pd->why, changed);
+    const char *extra[] = {CGQ_TF_EXPLOITED, exs};
+    s_stop_as (c, t, report, metrics, why, "trial.exploited", extra, 2);
+    c->sched_dirty = true; // the child waits to be suggested
+    free (changed);
+    free (exs);
+    free (report);
+    json_decref (ex);
+    json_decref (metrics);
+    json_decref (lineage);
 }
 
 // s_judge hands a running trial's report to the job's early stopper and
@@ -1585,7 +1700,14 @@ s_judge (coord_t *c, trial_t *t, const json_t *report, early_stop_decision_t *d,
     if (!json_is_number (a))
         return;
     double value = NAN;
-    if (spec->early_stop.expr) {
+    if (early_stop_nobjectives (j->stopper) > 1) {
+        // Multi-objective asha: every objective of the report.
+        double vals[CGQ_SPEC_MAX_OBJECTIVES];
+        if (cgq_spec_objective_values (spec, report, vals, NULL, 0) < 0)
+            return;
+        early_stop_report_multi (j->stopper, t->id, json_number_value (a), vals, d);
+    }
+    else if (spec->early_stop.expr) {
         if (cgq_expr_eval (spec->early_stop.expr, report, &value, NULL, 0) < 0)
             return;
     }
@@ -1595,13 +1717,20 @@ s_judge (coord_t *c, trial_t *t, const json_t *report, early_stop_decision_t *d,
             return;
         value = json_number_value (v);
     }
-    early_stop_report (j->stopper, t->id, json_number_value (a), value, d);
+    if (early_stop_nobjectives (j->stopper) <= 1)
+        early_stop_report (j->stopper, t->id, json_number_value (a), value, d);
     if (!d->record)
         return;
     early_stop_trial_state (j->stopper, t->id, state, n);
     char key[128], at[32], val[32];
-    cgq_store_cmd (c->store, "ZADD %s %s %llu", cgq_key_rung (key, sizeof key, j->id, d->at),
-                   cgq_fmt_double (val, d->value), (unsigned long long) t->id);
+    // Several objectives: the member is "TRIAL:V1:V2..." (the score is V1).
+    char member[24 + CGQ_SPEC_MAX_OBJECTIVES * 33];
+    size_t mlen = (size_t) snprintf (member, sizeof member, "%llu", (unsigned long long) t->id);
+    for (size_t i = 0; d->nvalues > 1 && i < d->nvalues && mlen < sizeof member; i++)
+        mlen += (size_t) snprintf (member + mlen, sizeof member - mlen, ":%s",
+                                   cgq_fmt_double (val, d->values[i]));
+    cgq_store_cmd (c->store, "ZADD %s %s %s", cgq_key_rung (key, sizeof key, j->id, d->at),
+                   cgq_fmt_double (val, d->value), member);
     if (d->new_bucket)
         cgq_store_cmd (c->store, "ZADD %s %s %s", cgq_key_rungs (key, sizeof key, j->id),
                        cgq_fmt_double (at, d->at), at);
@@ -1623,10 +1752,22 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     cgq_store_cmd (c->store, "HINCRBY %s %s 1", tkey, CGQ_TF_REPORTS);
     // The early stopper judges the first stage's reports (where a trial
     // trains); a later stage's are stored, not judged.
-    json_t *report = j->stopper && t->stage == 0 ? json_loads (p->report_json, 0, NULL) : NULL;
+    bool pbt = cgq_searcher_pbt (j->searcher);
+    json_t *report = (j->stopper || pbt) && t->stage == 0 ? json_loads (p->report_json, 0, NULL)
+                                                          : NULL;
+    if (pbt && json_is_object (report)) {
+        // pbt ranks trials by their latest score (search_pbt.c).
+        json_t *at = json_object_get (report, j->spec->search.pbt.time_attr),
+               *v = json_object_get (report, j->spec->search.pbt.metric);
+        if (json_is_number (at) && json_is_number (v)) {
+            cgq_searcher_pbt_report (j->searcher, t->id, json_number_value (at),
+                                     json_number_value (v));
+            j->dirty = true; // the searcher's state
+        }
+    }
     early_stop_decision_t d = {0};
     char state[192] = "";
-    if (json_is_object (report))
+    if (j->stopper && json_is_object (report))
         s_judge (c, t, report, &d, state, sizeof state);
     cgq_hset_t h;
     cgq_hset_init (&h, tkey);

@@ -289,13 +289,41 @@ s_stopper (coord_t *c, job_t *j)
                 break;
             }
             double at = strtod (ats->element[base + i]->str, NULL);
-            for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2)
-                early_stop_restore (j->stopper, at, strtoull (r->element[k]->str, NULL, 10),
-                                    strtod (r->element[k + 1]->str, NULL));
+            for (size_t k = 0; r->type == REDIS_REPLY_ARRAY && k + 1 < r->elements; k += 2) {
+                // "TRIAL", or "TRIAL:V1:V2..." for multi-objective asha.
+                char *end;
+                uint64_t id = strtoull (r->element[k]->str, &end, 10);
+                size_t m = early_stop_nobjectives (j->stopper), got = 0;
+                double v[CGQ_SPEC_MAX_OBJECTIVES];
+                while (*end == ':' && got < m && got < CGQ_SPEC_MAX_OBJECTIVES)
+                    v[got++] = strtod (end + 1, &end);
+                if (m > 1 && got == m && !*end)
+                    early_stop_restore_multi (j->stopper, at, id, v);
+                else if (m <= 1)
+                    early_stop_restore (j->stopper, at, id, strtod (r->element[k + 1]->str, NULL));
+            }
             freeReplyObject (r);
         }
     }
     freeReplyObject (ats);
+    return rc;
+}
+
+// s_warm feeds a job's warm-start observations (cgq:job:{J}:warm, as
+// submitted) to its new searcher, before the replay, as at submit.
+static int
+s_warm (coord_t *c, uint64_t id, cgq_searcher_t *searcher, char *err, size_t errlen)
+{
+    char key[64];
+    redisReply *r = cgq_store_command (c->store, "GET %s", cgq_key_warm (key, sizeof key, id));
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        snprintf (err, errlen, "its warm-start observations (%s) are missing", key);
+        if (r)
+            freeReplyObject (r);
+        return -1;
+    }
+    int rc = cgq_searcher_warm_json (searcher, r->str, err, errlen);
+    freeReplyObject (r);
     return rc;
 }
 
@@ -358,6 +386,9 @@ recovery_jobs (coord_t *c)
         json_t *st = *rec->searcher ? json_loads (rec->searcher, 0, NULL) : NULL;
         cgq_searcher_t *searcher = spec ? cgq_searcher_new (spec, st, err, sizeof err) : NULL;
         json_decref (st);
+        if (searcher && (spec->search.nwarm_jobs || spec->search.warm_points)
+            && s_warm (c, id, searcher, err, sizeof err) < 0)
+            cgq_searcher_destroy (&searcher);
         if (!searcher) {
             cgq_error ("job %" PRIu64 " cannot be resumed: %s; marking it failed", id,
                        spec ? err : "its spec no longer parses");

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "ckpt_store.h"
 #include "log.h"
 #include "result.h"
 #include "sealer.h"
@@ -36,6 +37,10 @@ typedef struct s_track_s {
     Cgq__Checkpoint *unacked; // all fields owned
     int64_t sent_ms;
     int64_t ended_ms;
+    // An HTTP store's checkpoints of earlier attempts (paths) to delete once
+    // not named (cgq_checkpoints_inherited).
+    char **inherited;
+    size_t ninherited;
     struct s_track_s *next;
 } s_track_t;
 
@@ -101,6 +106,9 @@ static void
 s_track_free (s_track_t *t)
 {
     s_ckpt_free (&t->unacked);
+    for (size_t i = 0; i < t->ninherited; i++)
+        free (t->inherited[i]);
+    free (t->inherited);
     free (t->trial_store);
     free (t->store);
     free (t);
@@ -354,6 +362,26 @@ cgq_checkpoints_started (cgq_checkpoints_t *self, cgq_task_t *task, const char *
 }
 
 void
+cgq_checkpoints_inherited (cgq_checkpoints_t *self, const cgq_task_t *task,
+                           Cgq__Checkpoint *const *resume, size_t n)
+{
+    s_track_t *t = s_track_of_task (self, task);
+    if (!t || !cgq_ckpt_store_is_url (t->trial_store))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const Cgq__Checkpoint *c = resume[i];
+        const char *slash = c && c->path ? strrchr (c->path, '/') : NULL;
+        uint32_t a;
+        uint64_t k;
+        if (!slash || !cgq_ckpt_store_is_url (c->path)
+            || !cgq_ckpt_parse_name (slash + 1, &a, &k) || a >= t->ref.attempt)
+            continue;
+        t->inherited = cgq_xrealloc (t->inherited, (t->ninherited + 1) * sizeof *t->inherited);
+        t->inherited[t->ninherited++] = cgq_xstrdup (c->path);
+    }
+}
+
+void
 cgq_checkpoints_announce (cgq_checkpoints_t *self, cgq_task_t *task, const char *step_json,
                           uint64_t line)
 {
@@ -422,6 +450,9 @@ s_sealed (cgq_checkpoints_t *self, cgq_seal_job_t *job)
                    job->n, job->step_json, job->err);
         if (t->live && !t->failed) {
             t->failed = true;
+            // The task's seals still queued would each wait on the same
+            // store: they are dropped, so that its end is not held up.
+            cgq_sealer_cancel (self->sealer, r);
             char *e = cgq_xasprintf ("cannot seal checkpoint %" PRIu64 " (step %s) into the "
                                      "checkpoint store %s: %s",
                                      job->n, job->step_json, t->store, job->err);
@@ -504,6 +535,18 @@ cgq_checkpoints_ack (cgq_checkpoints_t *self, const Cgq__CheckpointAck *ack)
         for (size_t i = 0; i < ack->n_keep; i++)
             if (ack->keep[i])
                 job->keep[job->nkeep++] = cgq_xstrdup (ack->keep[i]);
+        // An HTTP store's inherited ones the coordinator no longer names go too.
+        size_t left = 0;
+        for (size_t i = 0; i < t->ninherited; i++) {
+            const char *slash = strrchr (t->inherited[i], '/');
+            if (slash && s_kept (ack, slash + 1))
+                t->inherited[left++] = t->inherited[i];
+            else {
+                job->extra = cgq_xrealloc (job->extra, (job->nextra + 1) * sizeof *job->extra);
+                job->extra[job->nextra++] = t->inherited[i];
+            }
+        }
+        t->ninherited = left;
     }
     else {
         cgq_tinfo (r->job, r->trial, r->attempt,

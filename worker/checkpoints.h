@@ -71,6 +71,13 @@ bool cgq_checkpoints_stop (cgq_checkpoints_t *self, const Cgq__TaskRef *ref, con
 // runs; its checkpoints go into store (NULL or "": opts.store).
 void cgq_checkpoints_started (cgq_checkpoints_t *self, cgq_task_t *task, const char *store);
 
+// cgq_checkpoints_inherited: the started task's Assign offered these
+// checkpoints of earlier attempts (Assign.resume). In an HTTP store, which
+// cannot be listed, they are deleted with the task's own older ones once
+// the coordinator no longer names them (a directory store is listed).
+void cgq_checkpoints_inherited (cgq_checkpoints_t *self, const cgq_task_t *task,
+                                Cgq__Checkpoint *const *resume, size_t n);
+
 // cgq_checkpoints_announce: task's trial announced a checkpoint (task.h,
 // cgq_task_checkpoint_fn).
 void cgq_checkpoints_announce (cgq_checkpoints_t *self, cgq_task_t *task, const char *step_json,

@@ -1,5 +1,7 @@
-// ckpt: sealing, checking and restoring checkpoints in a directory store.
+// ckpt: sealing, checking and restoring checkpoints in a directory store, or
+// over HTTP(S) through the transport of common/ckpt_store.c.
 #include "ckpt.h"
+#include "ckpt_store.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,7 +42,10 @@ cgq_ckpt_info_fini (cgq_ckpt_info_t *info)
 char *
 cgq_ckpt_trial_store (const char *store, uint64_t job, uint64_t trial)
 {
-    return cgq_xasprintf ("%s/job-%" PRIu64 "/trial-%" PRIu64, store, job, trial);
+    size_t len = strlen (store);
+    while (len > 1 && store[len - 1] == '/')
+        len--;
+    return cgq_xasprintf ("%.*s/job-%" PRIu64 "/trial-%" PRIu64, (int) len, store, job, trial);
 }
 
 char *
@@ -488,11 +493,77 @@ s_fsync_dirs (const char *root, const s_list_t *l, char *err, size_t errlen)
 
 // --- seal --------------------------------------------------------------------------
 
+// s_seal_http seals src into an HTTP store: its manifest made here, every
+// file PUT under NAME/files/, then the manifest, last (a checkpoint exists
+// once its manifest is there). What was put is deleted again on a failure.
+static int
+s_seal_http (const char *src, const char *trial_store, uint32_t attempt, uint64_t n,
+             cgq_ckpt_info_t *info, char *err, size_t errlen)
+{
+    char name[48];
+    cgq_ckpt_name (name, attempt, n);
+    char *base = cgq_ckpt_store_join (trial_store, name);
+    cgq_buf_t manifest;
+    cgq_buf_init (&manifest);
+    s_list_t l;
+    uint64_t size = 0;
+    size_t put = 0;
+    int rc = s_list (src, &l, err, errlen);
+    bool listed = rc == 0;
+    if (rc == 0)
+        rc = s_hash_list (src, &l, false, &manifest, &size, err, errlen);
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        char *rel = cgq_xasprintf ("files/%s", l.paths[i]);
+        char *url = cgq_ckpt_store_join (base, rel);
+        char *local = cgq_xasprintf ("%s/%s", src, l.paths[i]);
+        if (s_aborted ())
+            rc = s_fail (err, errlen, ECANCELED, "checkpoint of %s", local);
+        else
+            rc = cgq_ckpt_store_put_file (url, local, err, errlen);
+        if (rc == 0)
+            put++;
+        free (rel);
+        free (url);
+        free (local);
+    }
+    char *murl = cgq_ckpt_store_join (base, "manifest");
+    if (rc == 0)
+        rc = cgq_ckpt_store_put_mem (murl, manifest.data, manifest.len, err, errlen);
+    if (rc == 0) {
+        s_sha256 (manifest.data, manifest.len, info->sha256);
+        info->size = size;
+        info->files = l.n;
+        info->path = base;
+        info->note = s_list_note (&l);
+        base = NULL;
+    }
+    else {
+        // Not a checkpoint (no manifest): what was put goes, as far as it can.
+        char ignored[256];
+        for (size_t i = 0; i < put; i++) {
+            char *rel = cgq_xasprintf ("files/%s", l.paths[i]);
+            char *url = cgq_ckpt_store_join (base, rel);
+            cgq_ckpt_store_delete (url, ignored, sizeof ignored);
+            free (rel);
+            free (url);
+        }
+    }
+    cgq_ckpt_rm_tree (src);
+    if (listed)
+        s_list_fini (&l);
+    cgq_buf_fini (&manifest);
+    free (murl);
+    free (base);
+    return rc;
+}
+
 int
 cgq_ckpt_seal (const char *src, const char *trial_store, uint32_t attempt, uint64_t n,
                cgq_ckpt_info_t *info, char *err, size_t errlen)
 {
     memset (info, 0, sizeof *info);
+    if (cgq_ckpt_store_is_url (trial_store))
+        return s_seal_http (src, trial_store, attempt, n, info, err, errlen);
     char name[48];
     cgq_ckpt_name (name, attempt, n);
     char *tmp = cgq_xasprintf ("%s/%s.tmp", trial_store, name);
@@ -640,7 +711,15 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
 {
     cgq_buf_t m;
     cgq_buf_init (&m);
-    int rc = s_read_manifest (path, &m, err, errlen);
+    bool url = cgq_ckpt_store_is_url (path);
+    int rc = 0;
+    if (url) {
+        char *murl = cgq_ckpt_store_join (path, "manifest");
+        rc = cgq_ckpt_store_get_mem (murl, S_MAX_MANIFEST, &m, err, errlen);
+        free (murl);
+    }
+    else
+        rc = s_read_manifest (path, &m, err, errlen);
     char hex[65];
     if (rc == 0) {
         s_sha256 (m.data, m.len, hex);
@@ -677,11 +756,16 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
             break;
         }
         const char *rel = line + at;
-        char *from = cgq_xasprintf ("%s/files/%s", path, rel);
+        char *frel = cgq_xasprintf ("files/%s", rel);
+        char *from = url ? cgq_ckpt_store_join (path, frel) : cgq_xasprintf ("%s/%s", path, frel);
+        free (frel);
         char *to = cgq_xasprintf ("%s/%s", dst, rel);
         uint64_t got = 0;
         if (s_mkdirs (dst, rel) < 0)
             rc = s_fail (err, errlen, errno, "cannot create the directories of %s", to);
+        else if (url)
+            // Streamed, hashed as it comes, stopped past the manifest's size.
+            rc = cgq_ckpt_store_get_file (from, to, size, hex, &got, err, errlen);
         else
             rc = s_copy_file (from, to, false, hex, &got, buf, err, errlen);
         if (rc == 0 && (got != size || strcmp (hex, want) != 0)) {
@@ -704,10 +788,41 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
 
 // --- prune -------------------------------------------------------------------------
 
+int
+cgq_ckpt_delete (const char *path, char *err, size_t errlen)
+{
+    return cgq_ckpt_store_delete_checkpoint (path, err, errlen);
+}
+
+// s_prune_http: a store over HTTP cannot be listed, so the names this
+// attempt may have left behind are tried: its 8 checkpoints before n.
+static size_t
+s_prune_http (const char *trial_store, uint32_t attempt, uint64_t n, char *const *keep,
+              size_t nkeep)
+{
+    size_t removed = 0;
+    for (uint64_t k = n > 8 ? n - 8 : 1; k < n; k++) {
+        char name[48], err[512];
+        cgq_ckpt_name (name, attempt, k);
+        bool kept = false;
+        for (size_t i = 0; i < nkeep && !kept; i++)
+            kept = keep[i] && !strcmp (keep[i], name);
+        if (kept)
+            continue;
+        char *path = cgq_ckpt_store_join (trial_store, name);
+        if (cgq_ckpt_delete (path, err, sizeof err) == 0)
+            removed++;
+        free (path);
+    }
+    return removed;
+}
+
 size_t
 cgq_ckpt_prune (const char *trial_store, uint32_t attempt, uint64_t n, char *const *keep,
                 size_t nkeep)
 {
+    if (cgq_ckpt_store_is_url (trial_store))
+        return s_prune_http (trial_store, attempt, n, keep, nkeep);
     DIR *d = opendir (trial_store);
     if (!d)
         return 0;

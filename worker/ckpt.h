@@ -1,6 +1,7 @@
-// ckpt: the checkpoint store on a file system — a trial's checkpoint sealed
-// into STORE/job-J/trial-T/ckpt-A-N, its manifest and sha256, the check and
-// copy back when an attempt resumes, and the pruning of old ones. See
+// ckpt: the checkpoint store, on a file system or over HTTP(S) (its
+// transport: common/ckpt_store.h) — a trial's checkpoint sealed into
+// STORE/job-J/trial-T/ckpt-A-N, its manifest and sha256, the check and copy
+// back when an attempt resumes, and the pruning of old ones. See
 // docs/architecture.md, "Checkpoints".
 //
 // A sealed checkpoint is a directory:
@@ -79,6 +80,11 @@ int cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, cha
 // a .tmp being written is left alone. Returns how many it removed.
 size_t cgq_ckpt_prune (const char *trial_store, uint32_t attempt, uint64_t n,
                        char *const *keep, size_t nkeep);
+
+// cgq_ckpt_delete removes the sealed checkpoint at path (a directory, or a
+// URL: its manifest first, then its files). Absent already is success.
+// 0, or -1 with err.
+int cgq_ckpt_delete (const char *path, char *err, size_t errlen);
 
 // cgq_ckpt_rm_tree removes path and everything below it, following no link.
 // 0, or -1 with errno (what could be removed is).

@@ -16,6 +16,7 @@
 #include "allow.h"
 #include "auth.h"
 #include "checkpoints.h"
+#include "ckpt_store.h"
 #include "config.h"
 #include "confine.h"
 #include "gpu.h"
@@ -38,6 +39,9 @@ typedef struct {
     uint64_t memory;
     char *workdir;
     char *checkpoint_store;
+    char *checkpoint_token_file; // an HTTP(S) store's bearer token (ckpt_store.h)
+    int64_t checkpoint_stall_ms;  // an HTTP(S) store's transfer without a byte this long ends
+    char *checkpoint_ca_file;     // an https store's CA certificates (PEM)
     uint64_t log_cap;
     uint64_t max_report_line;
     int64_t kill_grace_ms;
@@ -70,6 +74,20 @@ static const cgq_opt_t s_opts[] = {
      "where trials' checkpoints are sealed when their spec names no checkpoint.store "
      "(default: WORKDIR/checkpoints, which only this machine sees: a trial resumes here only)",
      0, 0},
+    {"checkpoint-token-file", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, checkpoint_token_file), NULL,
+     NULL,
+     "a file whose first line is the bearer token for an HTTP(S) checkpoint store "
+     "(CGQ_CHECKPOINT_TOKEN, the token itself, wins when set)",
+     0, 0},
+    {"checkpoint-ca-file", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, checkpoint_ca_file), NULL, NULL,
+     "the CA certificates (PEM) an https checkpoint store's certificate is checked against "
+     "(default: the system's)",
+     0, 0},
+    {"checkpoint-stall", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, checkpoint_stall_ms), "30s",
+     NULL,
+     "a request to an HTTP(S) checkpoint store that moves no byte for this long is given up "
+     "(and tried again, 3 times at most)",
+     1000, 3600000},
     {"log-cap", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, log_cap), "16M", "CGQ_LOG_CAP",
      "cap of each trial's stdout/stderr log file (0: none)", 0, 0},
     {"max-report-line", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, max_report_line), "1M",
@@ -206,6 +224,17 @@ s_start (void *arg, const Cgq__Assign *a, const char *restored, const char *resu
          const char *notes)
 {
     s_worker_t *w = arg;
+    if (!restored && a->resume_required) {
+        // A PBT child: starting it from zero would run the donor's perturbed
+        // params on an untrained model and call it the donor's continuation.
+        char *e = cgq_xasprintf ("cannot start: the checkpoint this trial continues from could not "
+                                 "be restored, and it must not start afresh (%s)",
+                                 notes ? notes : "none named");
+        cgq_twarn (a->task->job, a->task->trial, a->task->attempt, "%s", e);
+        cgq_link_result (w->link, cgq_result_new (a->task, CGQ__TASK_STATUS__TASK_FAILED, NULL, e));
+        free (e);
+        return;
+    }
     cgq_task_opts_t opts = {
         .workdir = w->workdir,
         .log_cap = w->cfg.log_cap,
@@ -229,6 +258,7 @@ s_start (void *arg, const Cgq__Assign *a, const char *restored, const char *resu
     w->tasks = cgq_xrealloc (w->tasks, (w->n_tasks + 1) * sizeof *w->tasks);
     w->tasks[w->n_tasks++] = task;
     cgq_checkpoints_started (w->ckpts, task, a->checkpoint_store);
+    cgq_checkpoints_inherited (w->ckpts, task, a->resume, a->n_resume);
 }
 
 // s_starting says whether task waits for its checkpoint's restore here.
@@ -540,13 +570,41 @@ s_setup (s_worker_t *w)
     // The default checkpoint store: absolute, as every path a trial or the
     // coordinator sees.
     const char *store = w->cfg.checkpoint_store;
-    if (store && strstr (store, "://")) {
-        fprintf (stderr, S_PROG ": --checkpoint-store %s: a store over HTTP is not built yet "
-                         "(give a directory, shared by the workers for resumes anywhere)\n",
-                 store);
+    char why[256];
+    if (store && strstr (store, "://") && !cgq_ckpt_store_valid_url (store, why, sizeof why)) {
+        fprintf (stderr, S_PROG ": --checkpoint-store %s: %s (give http://HOST:PORT/PREFIX, or a "
+                         "directory shared by the workers for resumes anywhere)\n",
+                 store, why);
         return 2;
     }
-    if (store && *store && store[0] != '/') {
+    {
+        // The token of an HTTP(S) store: never in a spec, never logged.
+        char terr[512];
+        char *tok = cgq_ckpt_store_token_load ("CGQ_CHECKPOINT_TOKEN",
+                                               w->cfg.checkpoint_token_file, terr, sizeof terr);
+        if (!tok && *terr) {
+            fprintf (stderr, S_PROG ": --checkpoint-token-file: %s\n", terr);
+            return 2;
+        }
+        unsetenv ("CGQ_CHECKPOINT_TOKEN"); // not handed down to the trials
+        cgq_ckpt_store_opts_t so = {.token = tok,
+                                    .retries = (uint32_t) -1,
+                                    .stall_s = (double) w->cfg.checkpoint_stall_ms / 1000.0,
+                                    .ca_file = w->cfg.checkpoint_ca_file};
+        if (so.ca_file && *so.ca_file && access (so.ca_file, R_OK) < 0) {
+            fprintf (stderr, S_PROG ": --checkpoint-ca-file %s: %s\n", so.ca_file,
+                     strerror (errno));
+            if (tok)
+                memset (tok, 0, strlen (tok));
+            free (tok);
+            return 2;
+        }
+        cgq_ckpt_store_setup (&so);
+        if (tok)
+            memset (tok, 0, strlen (tok));
+        free (tok);
+    }
+    if (store && *store && store[0] != '/' && !strstr (store, "://")) {
         char cwd[PATH_MAX];
         if (!getcwd (cwd, sizeof cwd)) {
             fprintf (stderr, S_PROG ": cannot resolve --checkpoint-store %s: %s\n", store,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckpt_store.h"
 #include "log.h"
 #include "util.h"
 
@@ -65,6 +66,9 @@ cgq_seal_job_free (cgq_seal_job_t **job_p)
     for (size_t i = 0; i < job->nkeep; i++)
         free (job->keep[i]);
     free (job->keep);
+    for (size_t i = 0; i < job->nextra; i++)
+        free (job->extra[i]);
+    free (job->extra);
     cgq_ckpt_info_fini (&job->info);
     free (job->notes);
     free (job);
@@ -90,7 +94,7 @@ s_restore (cgq_seal_job_t *job)
         cgq_buf_printf (&notes, "%scheckpoint %s (step %s, sealed on %s, %s) not used: %s",
                         notes.len ? "\n" : "", name, c->step_json ? c->step_json : "{}",
                         c->host && *c->host ? c->host : "?", c->path, why);
-        if (access (c->path, F_OK) < 0 && errno == ENOENT)
+        if (!cgq_ckpt_store_is_url (c->path) && access (c->path, F_OK) < 0 && errno == ENOENT)
             cgq_buf_printf (&notes, " (a store only its worker sees: set checkpoint.store "
                                     "to a directory every worker shares)");
     }
@@ -105,6 +109,13 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
     job->rc = 0;
     switch (job->kind) {
     case CGQ_SEAL:
+        if (job->cancelled) {
+            cgq_ckpt_rm_tree (job->src);
+            snprintf (job->err, sizeof job->err,
+                      "not sealed: an earlier checkpoint of this attempt could not be");
+            job->rc = -1;
+            break;
+        }
         job->rc = cgq_ckpt_seal (job->src, job->trial_store, job->ref.attempt, job->n,
                                  &job->info, job->err, sizeof job->err);
         break;
@@ -114,9 +125,14 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
     case CGQ_PRUNE:
         job->removed = cgq_ckpt_prune (job->trial_store, job->ref.attempt, job->n, job->keep,
                                        job->nkeep);
+        for (size_t i = 0; i < job->nextra; i++)
+            if (cgq_ckpt_delete (job->extra[i], job->err, sizeof job->err) == 0)
+                job->removed++;
         break;
     case CGQ_REMOVE:
-        if (job->src && cgq_ckpt_rm_tree (job->src) < 0) {
+        if (job->src && cgq_ckpt_store_is_url (job->src)) // a refused one over HTTP
+            job->rc = cgq_ckpt_delete (job->src, job->err, sizeof job->err);
+        else if (job->src && cgq_ckpt_rm_tree (job->src) < 0) {
             snprintf (job->err, sizeof job->err, "cannot remove %s: %s", job->src,
                       strerror (errno));
             job->rc = -1;
@@ -193,6 +209,7 @@ cgq_sealer_new (void)
     pthread_mutex_init (&self->mu, NULL);
     pthread_cond_init (&self->cv, NULL);
     cgq_ckpt_abort = &s_abort;
+    cgq_ckpt_store_abort = &s_abort;
     return self;
 }
 
@@ -217,6 +234,17 @@ cgq_sealer_push (cgq_sealer_t *self, cgq_seal_job_t *job)
     }
     s_append (&self->todo, &self->todo_tail, job);
     pthread_cond_signal (&self->cv);
+    pthread_mutex_unlock (&self->mu);
+}
+
+void
+cgq_sealer_cancel (cgq_sealer_t *self, const Cgq__TaskRef *ref)
+{
+    pthread_mutex_lock (&self->mu);
+    for (cgq_seal_job_t *j = self->todo; j; j = j->next)
+        if (j->kind == CGQ_SEAL && j->ref.job == ref->job && j->ref.trial == ref->trial
+            && j->ref.stage == ref->stage && j->ref.attempt == ref->attempt)
+            j->cancelled = true;
     pthread_mutex_unlock (&self->mu);
 }
 
@@ -277,6 +305,8 @@ cgq_sealer_destroy (cgq_sealer_t **self_p)
     close (self->pipe[1]);
     if (cgq_ckpt_abort == &s_abort)
         cgq_ckpt_abort = NULL;
+    if (cgq_ckpt_store_abort == &s_abort)
+        cgq_ckpt_store_abort = NULL;
     free (self);
     *self_p = NULL;
 }

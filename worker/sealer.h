@@ -40,6 +40,9 @@ typedef struct cgq_seal_job_s {
     char *dst;          // RESTORE
     char **keep;        // PRUNE
     size_t nkeep;
+    char **extra;       // PRUNE: checkpoints (paths) to delete as well
+    size_t nextra;
+    bool cancelled;     // SEAL: dropped (cgq_sealer_cancel)
     // Outcome: rc 0 or -1 with err; SEAL: info; RESTORE: used (index into
     // cands, -1: none passed) and notes ("\n"-separated lines for the
     // trial's log: why a candidate was not used); PRUNE: removed.
@@ -69,6 +72,11 @@ void cgq_sealer_destroy (cgq_sealer_t **self_p);
 // cgq_sealer_push queues job (takes it). A thread that cannot be started
 // does the job at once, here.
 void cgq_sealer_push (cgq_sealer_t *self, cgq_seal_job_t *job);
+
+// cgq_sealer_cancel makes ref's SEAL jobs still queued fail at once (their
+// directories removed, err says why) instead of running: an earlier seal of
+// that task failed.
+void cgq_sealer_cancel (cgq_sealer_t *self, const Cgq__TaskRef *ref);
 
 // The fd to poll for reading: readable while done jobs wait.
 int cgq_sealer_fd (const cgq_sealer_t *self);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A coordinator killed with SIGKILL mid-search, an evolution job, a bayes
-job, a tpe job and a cmaes job (numeric params: y a randint) running side by side, and restarted on the same ports: each
+job, a tpe job, a multi-objective tpe (MOTPE) job and a cmaes job (numeric params: y a randint) running side by side, and restarted on the same ports: each
 job resumes its search from Redis and ends with exactly its planned number of
 trials, none suggested twice, none run twice (the trials running at the kill
 are adopted), every trial ending once."""
@@ -21,7 +21,8 @@ with open(sys.argv[1], "a") as f:
                             os.environ["CGQ_ATTEMPT"]))
 time.sleep(0.15)
 score = -(p["x"] - 0.3) ** 2 - 0.1 * (p["y"] - 2) ** 2
-os.write(3, (json.dumps({"score": score}) + "\n").encode())
+cost = p["x"] + 0.2 * p["y"]
+os.write(3, (json.dumps({"score": score, "cost": cost}) + "\n").encode())
 '''
 
 SPEC = '''name: %s
@@ -39,19 +40,26 @@ JOBS = {
     "bayes": ("{algorithm: bayes, samples: 30, initial: 6, candidates: 200, seed: 3, "
               "concurrency: 2}", 30),
     "tpe": ("{algorithm: tpe, samples: 30, initial: 6, seed: 3, concurrency: 2}", 30),
+    # Two objectives (score max, cost min): MOTPE, no leaderboard.
+    "motpe": ("{algorithm: tpe, samples: 30, initial: 6, seed: 4, concurrency: 2}", 30),
     # lambda 6 (two params): generations of 6, two at a time, waits in between.
     "cmaes": ("{algorithm: cmaes, samples: 30, seed: 3, concurrency: 2}", 30),
 }
 
 
 class SearchRestartTest(CgqTestCase):
-    def test_kill9_mid_evolution_bayes_tpe_and_cmaes(self):
+    def test_kill9_mid_evolution_bayes_tpe_motpe_and_cmaes(self):
         c = self.start_default(workers=(("w1", 2), ("w2", 2)))
         c.write_file("trial.py", SCRIPT)
         ids = {}
         for name, (search, _) in JOBS.items():
             y = ("randint", "3") if name == "cmaes" else ("choice", "2, 3")
-            ids[name] = c.submit(c.write_file(name + ".yaml", SPEC % ((name,) + y + (search,))))
+            text = SPEC % ((name,) + y + (search,))
+            if name == "motpe":
+                text = text.replace("objective: {metric: score, mode: max}",
+                                    "objectives: [{metric: score, mode: max}, "
+                                    "{metric: cost, mode: min}]")
+            ids[name] = c.submit(c.write_file(name + ".yaml", text))
 
         def done(j):
             h = c.job(j)
@@ -80,7 +88,8 @@ class SearchRestartTest(CgqTestCase):
                 ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
                         ("trial.succeeded", "trial.failed", "trial.cancelled")]
                 self.assertEqual(ends, ["trial.succeeded"], "%s: trial %d ends once" % (name, t))
-            self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), planned)
+            board = 0 if name == "motpe" else planned  # several objectives: a front instead
+            self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), board)
 
         with open(os.path.join(c.specdir, "runs.txt")) as f:
             runs = collections.Counter(tuple(line.split()[:2]) for line in f if line.strip())

@@ -267,6 +267,8 @@ class Job:
             cols[name] = [getattr(t, name) for t in trials]
         if any(t.feasible is not None for t in trials):  # a spec with constraints
             cols["feasible"] = [t.feasible for t in trials]
+        if any(t.lineage or t.exploited for t in trials):  # search pbt: the donor of each child
+            cols["parent"] = [t.parent for t in trials]
         df = pd.DataFrame(cols)
         if not trials:  # no rows: keep the numeric columns numeric
             df = df.astype({"id": "int64", "value": "float64"})

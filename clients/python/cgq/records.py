@@ -89,6 +89,13 @@ class Trial:
     violation: Optional[Dict[str, Any]] = None
     # The latest checkpoint recorded (docs/architecture.md, Checkpoints).
     checkpoint: Optional[Dict[str, Any]] = None
+    # search: {algorithm: pbt}: a child's lineage ({"parent": the donor,
+    # "replaces", "step", "checkpoint", "changed": {"lr": [old, new]}}) and
+    # parent (the donor's id); an exploited trial's end ({"by": the child,
+    # "donor", "step"}). None otherwise.
+    lineage: Optional[Dict[str, Any]] = None
+    parent: Optional[int] = None
+    exploited: Optional[Dict[str, Any]] = None
 
     @property
     def done(self):
@@ -215,7 +222,10 @@ def trial_fields(h, tid, params, metrics, metric):
             "objectives": None,
             "feasible": get("feasible") == "1" if get("feasible") in ("0", "1") else None,
             "violation": obj(get("violation")) if get("violation") else None,
-            "checkpoint": obj(get("checkpoint")) if get("checkpoint") else None}
+            "checkpoint": obj(get("checkpoint")) if get("checkpoint") else None,
+            "lineage": obj(get("lineage")) if get("lineage") else None,
+            "parent": whole(get("parent")) if get("parent") else None,
+            "exploited": obj(get("exploited")) if get("exploited") else None}
 
 
 def trials_from(ids, hashes, metric=None):

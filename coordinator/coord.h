@@ -9,7 +9,7 @@
 //   session.c    what nodes say: Hello and adoption, heartbeats, results,
 //                progress, Bye, and liveness
 //   control.c    what the CLI says: submit, cancel, suggest, ping
-//   metrics.c    /metrics (libmicrohttpd, polled by the loop), rendered
+//   metrics.c    /metrics, rendered by the loop (when the HTTP server asks)
 //                from the live jobs, nodes, notifications and histograms
 //   recovery.c   rebuilds jobs and trials from Redis at start-up
 //   dispatch.c   starts trials: asks the scheduler where, renders the Assign
@@ -26,6 +26,10 @@
 //   notify.c     the spec's notify: POSTs (libcurl multi, polled by the loop)
 //   hist.c       the latency histograms (plain counting; metrics.c renders)
 //   lease.c      the leader lease in Redis (standby coordinators)
+//   http.c       the HTTP server on libmicrohttpd's own threads: /metrics,
+//                the dashboard's pages (web/, compiled in), the token, /api/;
+//                never reads coord_t
+//   api.c        the dashboard's JSON API, read from Redis on those threads
 //
 // Redis key and field names come from common/keyspace.h, never literals.
 #ifndef CGQ_COORD_H
@@ -79,6 +83,8 @@ typedef struct {
     bool log_json;      // the older spelling of --log-format json
     char *metrics;      // HOST:PORT of /metrics; NULL or "": off
     bool metrics_public; // allow a non-loopback HOST
+    char *http;            // HOST:PORT of the dashboard, /api/ and /metrics (--metrics: the same)
+    char *http_token_file; // the bearer token HTTP requests must show; NULL: none
 } coord_cfg_t;
 
 typedef cgq_tstate_t tstate_t;

@@ -383,7 +383,8 @@ int
 coord_run (coord_t *c)
 {
     // The sockets, the ZAP handler's (CURVE: peers wait on our answers),
-    // then the fd of the /metrics server (metrics.h): never a blocking call.
+    // then the eventfd by which the HTTP server asks for /metrics (metrics.h):
+    // never a blocking call.
     // curl's sockets (notify.h) come after them, renewed every turn.
     zmq_pollitem_t items[5 + NOTIFY_POLL_MAX] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
                                                  {c->ctl_sock, 0, ZMQ_POLLIN, 0}};
@@ -449,7 +450,7 @@ coord_run (coord_t *c)
         if (zap >= 0 && (items[zap].revents & ZMQ_POLLIN))
             cgq_auth_zap_handle (c->auth);
         if (http >= 0)
-            metrics_run (c); // also its connection timeouts, so every turn
+            metrics_run (c); // a /metrics page asked for by the HTTP threads
         notify_run (c, cgq_now_ms (), items + nfixed, ncurl);
         now = cgq_now_ms ();
         s_tick (c, now, 0);

@@ -101,12 +101,20 @@ static const cgq_opt_t s_opts[] = {
      0, 0},
     {"log-json", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, log_json), "false", NULL,
      "same as --log-format json", 0, 0},
+    {"http", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, http), NULL, "CGQ_HTTP",
+     "serve the dashboard (/), its JSON API (/api/) and Prometheus /metrics on HOST:PORT "
+     "(e.g. 127.0.0.1:9464; port 0: any free port); off when unset",
+     0, 0},
     {"metrics", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, metrics), NULL, "CGQ_METRICS",
-     "serve Prometheus /metrics on HOST:PORT (e.g. 127.0.0.1:9464; port 0: any free port); "
-     "off when unset",
+     "the older name of --http (the same server: /metrics, the dashboard and /api/)", 0, 0},
+    {"http-token-file", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, http_token_file), NULL,
+     "CGQ_HTTP_TOKEN_FILE",
+     "every HTTP request must show the token in FILE (Authorization: Bearer, or ?token= once "
+     "in a browser, which sets a cookie); needed to bind --http beyond loopback",
      0, 0},
     {"metrics-public", 0, CGQ_OPT_BOOL, offsetof (coord_cfg_t, metrics_public), "false", NULL,
-     "allow --metrics beyond loopback: whoever reaches the port reads job names and counts", 0,
+     "allow --http beyond loopback without a token (as --insecure does): whoever reaches the "
+     "port reads jobs, params and metrics", 0,
      0},
     {NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0},
 };
@@ -356,8 +364,12 @@ main (int argc, char **argv)
         fprintf (stderr, "cgq-coordinator: %s\n", cgq_store_errstr (c.store));
         goto out;
     }
-    if (cfg.metrics && cfg.metrics[0]
-        && metrics_start (&c, cfg.metrics, cfg.metrics_public, err, sizeof err) < 0) {
+    const char *http_addr = cfg.http && cfg.http[0] ? cfg.http : cfg.metrics;
+    http_cfg_t http = {.addr = http_addr,
+                       .token_file = cfg.http_token_file,
+                       .insecure = cfg.metrics_public || cfg.insecure,
+                       .redis = cfg.redis};
+    if (http_addr && http_addr[0] && metrics_start_http (&c, &http, err, sizeof err) < 0) {
         fprintf (stderr, "cgq-coordinator: %s\n", err);
         exit_code = 2;
         goto out;

@@ -1,33 +1,24 @@
-// metrics: /metrics over libmicrohttpd, polled by the coordinator's loop.
+// metrics: /metrics, rendered by the coordinator's loop for the HTTP server's
+// threads (http.c).
 #include "metrics.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <microhttpd.h>
-#include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "coord.h"
+#include "http.h"
 #include "jobs.h"
 #include "log.h"
 #include "notify.h"
-
-struct metrics_srv_s {
-    struct MHD_Daemon *mhd;
-    int fd;   // MHD's epoll fd
-    int port; // bound
-};
-
-// Scrapers are few; a client that opens more waits. An idle or slow one is
-// cut after this many seconds (MHD does it from metrics_run).
-#define S_MAX_CONNECTIONS 16
-#define S_CONN_TIMEOUT_S 10
 
 // --- rendering --------------------------------------------------------------
 
@@ -199,172 +190,140 @@ metrics_render (coord_t *c, cgq_buf_t *b)
 }
 
 // --- the server -------------------------------------------------------------
+// The HTTP server (http.c) answers on libmicrohttpd's own threads, which
+// never touch coord_t. A scrape of /metrics asks the loop for a page: it
+// bumps `asked`, wakes the loop through an eventfd (metrics_fd, polled beside
+// the sockets), and waits on the condition variable until the loop has
+// rendered a page for a request at least that recent. So the page is as
+// fresh as before (rendered after the request came in), and only the loop
+// reads its own state.
 
-static enum MHD_Result
-s_reply (struct MHD_Connection *conn, unsigned code, char *body, const char *type)
-{
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer (strlen (body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free (body);
-        return MHD_NO;
-    }
-    MHD_add_response_header (r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    enum MHD_Result rc = MHD_queue_response (conn, code, r);
-    MHD_destroy_response (r);
-    return rc;
-}
+struct metrics_srv_s {
+    struct http_srv_s *http;
+    int efd;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t asked, answered; // requests made, and the newest one the page in `page` answers
+    char *page;
+    bool stopping;
+};
 
-static enum MHD_Result
-s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-           const char *version, const char *upload, size_t *upload_size, void **state)
+char *
+metrics_fetch (void *arg, int timeout_ms)
 {
-    (void)version;
-    (void)upload;
-    static int s_seen;
-    if (!*state) { // headers only so far: answer once the request is complete
-        *state = &s_seen;
-        return MHD_YES;
+    struct metrics_srv_s *m = arg;
+    struct timespec until;
+    clock_gettime (CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
     }
-    if (*upload_size) { // a body we do not want: swallow it
-        *upload_size = 0;
-        return MHD_YES;
-    }
-    coord_t *c = cls;
-    const char *text_type = "text/plain; charset=utf-8";
-    if (strcmp (method, "GET") != 0 && strcmp (method, "HEAD") != 0)
-        return s_reply (conn, MHD_HTTP_METHOD_NOT_ALLOWED,
-                        cgq_xstrdup ("only GET /metrics is served here\n"), text_type);
-    if (strcmp (url, "/metrics") != 0)
-        return s_reply (conn, MHD_HTTP_NOT_FOUND,
-                        cgq_xasprintf ("no page %s here: the metrics are at /metrics\n", url),
-                        text_type);
-    cgq_buf_t b;
-    cgq_buf_init (&b);
-    metrics_render (c, &b);
-    return s_reply (conn, MHD_HTTP_OK, cgq_buf_take (&b),
-                    "text/plain; version=0.0.4; charset=utf-8");
-}
-
-static bool
-s_loopback (const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl (((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK (&((const struct sockaddr_in6 *)sa)->sin6_addr);
-    return false;
+    pthread_mutex_lock (&m->mu);
+    uint64_t mine = ++m->asked;
+    uint64_t one = 1;
+    ssize_t w = write (m->efd, &one, sizeof one);
+    (void)w; // a full counter still wakes the loop
+    while (m->answered < mine && !m->stopping)
+        if (pthread_cond_timedwait (&m->cv, &m->mu, &until) == ETIMEDOUT)
+            break;
+    char *page = m->answered >= mine && m->page ? cgq_xstrdup (m->page) : NULL;
+    pthread_mutex_unlock (&m->mu);
+    return page;
 }
 
 int
-metrics_start (coord_t *c, const char *addr, bool public, char *err, size_t errlen)
+metrics_start_http (coord_t *c, const http_cfg_t *cfg, char *err, size_t errlen)
 {
-    const char *colon = strrchr (addr, ':');
-    if (!colon || colon == addr || !colon[1]) {
-        snprintf (err, errlen,
-                  "--metrics '%s' is not HOST:PORT (write e.g. 127.0.0.1:9464, or :0 style "
-                  "127.0.0.1:0 for any free port)",
-                  addr);
-        return -1;
-    }
-    char *host = cgq_xstrndup (addr, (size_t)(colon - addr));
-    if (host[0] == '[' && host[strlen (host) - 1] == ']') { // [::1]:9464
-        memmove (host, host + 1, strlen (host));
-        host[strlen (host) - 1] = 0;
-    }
-    bool any = strcmp (host, "*") == 0;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV | (any ? AI_PASSIVE : 0)};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo (any ? NULL : host, colon + 1, &hints, &ai);
-    if (gai != 0 || !ai) {
-        snprintf (err, errlen, "--metrics '%s': cannot resolve '%s' port '%s': %s", addr, host,
-                  colon + 1, gai_strerror (gai));
-        free (host);
-        return -1;
-    }
-    free (host);
-    if (!s_loopback (ai->ai_addr) && !public) {
-        snprintf (err, errlen,
-                  "refusing to serve /metrics on %s beyond loopback: the page names every "
-                  "running job and counts nodes, with no authentication. Bind loopback "
-                  "(--metrics 127.0.0.1:9464) and scrape through a proxy or tunnel, or pass "
-                  "--metrics-public on a network you trust",
-                  addr);
-        freeaddrinfo (ai);
-        return -1;
-    }
-    unsigned flags = MHD_USE_EPOLL | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    struct MHD_Daemon *d = MHD_start_daemon (
-        flags, 0, NULL, NULL, s_handler, c, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)S_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)S_CONN_TIMEOUT_S, MHD_OPTION_END);
-    int e = errno;
-    bool pub = !s_loopback (ai->ai_addr);
-    freeaddrinfo (ai);
-    if (!d) {
-        snprintf (err, errlen, "cannot serve /metrics on %s: %s (set --metrics to a free port)",
-                  addr, e ? strerror (e) : "libmicrohttpd could not start");
-        return -1;
-    }
-    const union MHD_DaemonInfo *fdi = MHD_get_daemon_info (d, MHD_DAEMON_INFO_EPOLL_FD);
-    const union MHD_DaemonInfo *pi = MHD_get_daemon_info (d, MHD_DAEMON_INFO_BIND_PORT);
-    if (!fdi || fdi->epoll_fd < 0) {
-        snprintf (err, errlen, "cannot serve /metrics on %s: libmicrohttpd has no epoll fd", addr);
-        MHD_stop_daemon (d);
-        return -1;
-    }
     struct metrics_srv_s *m = cgq_xcalloc (1, sizeof *m);
-    m->mhd = d;
-    m->fd = fdi->epoll_fd;
-    m->port = pi ? pi->port : 0;
+    m->efd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (m->efd < 0) {
+        snprintf (err, errlen, "cannot serve HTTP on %s: eventfd: %s", cfg->addr,
+                  strerror (errno));
+        free (m);
+        return -1;
+    }
+    pthread_mutex_init (&m->mu, NULL);
+    pthread_cond_init (&m->cv, NULL);
+    http_cfg_t with = *cfg;
+    with.page = metrics_fetch;
+    with.page_arg = m;
+    m->http = http_start (&with, err, errlen);
+    if (!m->http) {
+        close (m->efd);
+        pthread_mutex_destroy (&m->mu);
+        pthread_cond_destroy (&m->cv);
+        free (m);
+        return -1;
+    }
     c->metrics = m;
-    if (pub)
-        cgq_warn ("--metrics-public: /metrics on %s (port %d) is open to whoever reaches it", addr,
-                  m->port);
-    cgq_info ("metrics: http://%s/metrics (port %d)", addr, m->port);
     return 0;
 }
 
 void
 metrics_stop (coord_t *c)
 {
-    if (!c->metrics)
+    struct metrics_srv_s *m = c->metrics;
+    if (!m)
         return;
-    MHD_stop_daemon (c->metrics->mhd);
-    free (c->metrics);
+    pthread_mutex_lock (&m->mu);
+    m->stopping = true; // a scrape waiting for the loop gives up now
+    pthread_cond_broadcast (&m->cv);
+    pthread_mutex_unlock (&m->mu);
+    http_stop (m->http); // joins its threads
+    close (m->efd);
+    pthread_mutex_destroy (&m->mu);
+    pthread_cond_destroy (&m->cv);
+    free (m->page);
+    free (m);
     c->metrics = NULL;
 }
 
 int
 metrics_fd (coord_t *c)
 {
-    return c->metrics ? c->metrics->fd : -1;
+    return c->metrics ? c->metrics->efd : -1;
 }
 
 int
 metrics_port (coord_t *c)
 {
-    return c->metrics ? c->metrics->port : 0;
+    return c->metrics ? http_port (c->metrics->http) : 0;
 }
 
 int64_t
 metrics_next_ms (coord_t *c, int64_t now)
 {
-    if (!c->metrics)
-        return 0;
-    MHD_UNSIGNED_LONG_LONG ms = 0;
-    if (MHD_get_timeout (c->metrics->mhd, &ms) != MHD_YES)
-        return 0;
-    return now + (int64_t)(ms > 3600000 ? 3600000 : ms);
+    (void)c;
+    (void)now;
+    return 0; // libmicrohttpd keeps its own time on its own threads
 }
 
 void
 metrics_run (coord_t *c)
 {
-    if (c->metrics)
-        MHD_run (c->metrics->mhd);
+    struct metrics_srv_s *m = c->metrics;
+    if (!m)
+        return;
+    uint64_t n;
+    ssize_t r = read (m->efd, &n, sizeof n);
+    (void)r;
+    pthread_mutex_lock (&m->mu);
+    uint64_t asked = m->asked;
+    pthread_mutex_unlock (&m->mu);
+    if (asked == m->answered)
+        return; // only the loop writes answered
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    metrics_render (c, &b);
+    char *page = cgq_buf_take (&b);
+    pthread_mutex_lock (&m->mu);
+    free (m->page);
+    m->page = page;
+    m->answered = asked;
+    pthread_cond_broadcast (&m->cv);
+    pthread_mutex_unlock (&m->mu);
 }
 
 void
@@ -375,11 +334,7 @@ metrics_wait (coord_t *c, int64_t ms)
         nanosleep (&ts, NULL);
         return;
     }
-    int64_t now = cgq_now_ms ();
-    int64_t due = metrics_next_ms (c, now);
-    if (due && due - now < ms)
-        ms = due > now ? due - now : 0;
-    struct pollfd p = {.fd = c->metrics->fd, .events = POLLIN};
+    struct pollfd p = {.fd = c->metrics->efd, .events = POLLIN};
     poll (&p, 1, (int)ms);
     metrics_run (c);
 }

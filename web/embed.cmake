@@ -1,0 +1,20 @@
+# embed.cmake: writes OUT, a C file holding every file of WEB_DIR (not this
+# script) as a byte array, and the table coordinator/web_assets.h declares.
+# Run at build time: cmake -DWEB_DIR=... -DOUT=... -P embed.cmake
+file(GLOB files RELATIVE ${WEB_DIR} ${WEB_DIR}/*.html ${WEB_DIR}/*.js ${WEB_DIR}/*.css)
+list(SORT files)
+set(body "// Generated from web/ by web/embed.cmake at build time: do not edit.\n#include \"web_assets.h\"\n\n")
+set(table "")
+set(i 0)
+foreach(f ${files})
+  file(READ ${WEB_DIR}/${f} hex HEX)
+  string(LENGTH "${hex}" hexlen)
+  math(EXPR len "${hexlen} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND body "static const unsigned char s_f${i}[] = {${bytes} 0};\n")
+  string(APPEND table "    {\"${f}\", s_f${i}, ${len}},\n")
+  math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND body "\nconst cgq_web_asset_t cgq_web_assets[] = {\n${table}    {0, 0, 0},\n};\nconst size_t cgq_web_nassets = ${i};\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(RENAME ${OUT}.tmp ${OUT})

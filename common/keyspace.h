@@ -69,6 +69,10 @@ typedef enum {
     // Memory keeps such a trial running (trial_t.stale); only Redis and the
     // counts say stale.
     CGQ_TRIAL_STALE,
+    // Stopped by `cgq pause` (at its checkpoint, or at once with --now):
+    // not terminal, not queued; `cgq resume` queues it again, to resume
+    // from its checkpoints (docs/architecture.md, "Pause and resume").
+    CGQ_TRIAL_PAUSED,
     CGQ_TRIAL_NSTATES
 } cgq_tstate_t;
 extern const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES];
@@ -134,6 +138,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // Bytes of the checkpoints the job's trials refer to (their `checkpoints`
 // lists), kept with HINCRBY as checkpoints are recorded and let go.
 #define CGQ_JF_CHECKPOINT_BYTES "checkpoint_bytes"
+// `cgq pause`: "checkpoint" (running trials stop at their next checkpoint)
+// or "now" (stopped at once); absent: not paused. Recovery reads it back.
+#define CGQ_JF_PAUSED "pause" // not "paused": that is the count of paused trials
 
 // cgq:job:{J}:trial:T
 #define CGQ_TF_ID "id"
@@ -177,6 +184,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // (a JSON array of those, at most checkpoint.keep; empty or absent: none).
 #define CGQ_TF_CHECKPOINT "checkpoint"
 #define CGQ_TF_CHECKPOINTS "checkpoints"
+// A paused trial: where it was paused, one line ("at checkpoint ckpt-1-3
+// (step {"epoch":3})", or that it had none and restarts from zero).
+#define CGQ_TF_PAUSED "paused"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -288,6 +298,7 @@ typedef struct {
     uint64_t best_trial;
     double best_value;
     uint64_t checkpoint_bytes; // of the checkpoints its trials may resume from (0: none)
+    char *paused;    // `cgq pause`: "checkpoint" or "now"; NULL when not paused
 } cgq_job_rec_t;
 
 typedef struct {

@@ -179,6 +179,18 @@ s_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
     outbox_reply (c, rid, rid_len, code, msg, rc != JOBS_CANCEL_DONE);
 }
 
+// s_pause pauses or resumes a job (jobs_pause); like a cancel, answered
+// after the flush when it changed something, so the reply means the paused
+// state is in Redis.
+static void
+s_pause (coord_t *c, const char *rid, size_t rid_len, const Cgq__PauseJob *m)
+{
+    char msg[512];
+    jobs_cancel_t rc = jobs_pause (c, m->job, m->resume, m->now, msg, sizeof msg);
+    int code = rc == JOBS_CANCEL_IO ? 1 : rc == JOBS_CANCEL_DONE ? 0 : 2;
+    outbox_reply (c, rid, rid_len, code, msg, rc != JOBS_CANCEL_DONE);
+}
+
 // s_enable returns a quarantined device to service; answered after the
 // flush, so the reply means the change is in Redis.
 static void
@@ -523,6 +535,9 @@ control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_CANCEL_JOB:
         s_cancel (c, rid, rid_len, env->cancel_job->job);
+        break;
+    case CGQ__ENVELOPE__BODY_PAUSE_JOB:
+        s_pause (c, rid, rid_len, env->pause_job);
         break;
     case CGQ__ENVELOPE__BODY_ENABLE_DEVICE:
         s_enable (c, rid, rid_len, env->enable_device);

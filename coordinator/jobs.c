@@ -880,6 +880,177 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     return JOBS_CANCEL_DONE;
 }
 
+// --- pause and resume --------------------------------------------------------
+
+// s_pause_trial pauses t (running, or queued again after a loss while its
+// job is paused): its state paused, not queued, its node asked to stop.
+// Like a stopped trial it holds its resources until the node reports the
+// task ended (jobs_result). Its trial hash's `paused` says where it stopped:
+// at its latest checkpoint, or with none, to restart from zero.
+static void
+s_pause_trial (coord_t *c, trial_t *t)
+{
+    job_t *j = t->job;
+    if (t->queued)
+        jobs_unqueue (j, t);
+    char line[512];
+    json_t *last = t->ckpts ? json_array_get (t->ckpts, 0) : NULL;
+    if (last) {
+        char *step = cgq_json_dumps (json_object_get (last, "step"));
+        snprintf (line, sizeof line,
+                  "paused at checkpoint ckpt-%" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT
+                  " (step %s); cgq resume continues it from there",
+                  json_integer_value (json_object_get (last, "attempt")),
+                  json_integer_value (json_object_get (last, "n")), step ? step : "{}");
+        free (step);
+    }
+    else
+        snprintf (line, sizeof line,
+                  "paused with no checkpoint to resume from: cgq resume restarts it from zero");
+    const char *kv[] = {CGQ_TF_PAUSED, line};
+    jobs_set_state (c, t, CGQ_TRIAL_PAUSED, kv, 2);
+    s_stop_on_node (c, t, "job paused");
+    s_event (c, j, "trial.paused", (int64_t) t->id, t->node ? t->node->id : NULL, t->attempt,
+             line);
+    cgq_tinfo (j->id, t->id, t->attempt, "%s", line);
+    c->sched_dirty = true;
+}
+
+// s_resume_trial queues paused t again, first in its stage's queue, with
+// its checkpoints (whatever checkpoint.resume says: a pause is made to be
+// resumed). The paused attempt is moved below the stage's base, so it does
+// not count against retries, and anything it still says (a late result, a
+// checkpoint) is stale from now on.
+static void
+s_resume_trial (coord_t *c, trial_t *t)
+{
+    job_t *j = t->job;
+    if (t->node)
+        nodes_release (c, t); // its Stop is on its way; that attempt is over for us
+    t->end_resume = 0;
+    if (t->attempt > t->stage_base)
+        t->stage_base++;
+    char key[128], base[16];
+    snprintf (base, sizeof base, "%u", t->stage_base);
+    const char *kv[] = {CGQ_TF_STAGE_BASE, base};
+    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
+    cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),
+                   CGQ_TF_PAUSED);
+    jobs_enqueue (j, t, true);
+}
+
+// s_job_gone answers a request about job id when it is not running here:
+// ended (OVER), never known (UNKNOWN), or Redis cannot say (IO).
+static jobs_cancel_t
+s_job_gone (coord_t *c, uint64_t id, const char *verb, char *msg, size_t msglen)
+{
+    char jkey[64];
+    cgq_key_job (jkey, sizeof jkey, id);
+    redisReply *r = cgq_store_command (c->store, "HGET %s %s", jkey, CGQ_JF_STATE);
+    if (!r) {
+        snprintf (msg, msglen, "cannot read job %llu: %s", (unsigned long long) id,
+                  cgq_store_errstr (c->store));
+        return JOBS_CANCEL_IO;
+    }
+    jobs_cancel_t rc = r->type == REDIS_REPLY_STRING ? JOBS_CANCEL_OVER : JOBS_CANCEL_UNKNOWN;
+    if (rc == JOBS_CANCEL_OVER)
+        snprintf (msg, msglen, "cannot %s job %llu: it is already %s", verb,
+                  (unsigned long long) id, r->str);
+    else
+        snprintf (msg, msglen, "no job %llu (see cgq status)", (unsigned long long) id);
+    freeReplyObject (r);
+    return rc;
+}
+
+jobs_cancel_t
+jobs_pause (coord_t *c, uint64_t id, bool resume, bool now, char *msg, size_t msglen)
+{
+    job_t *j = jobs_find (c, id);
+    if (!j || j->state != CGQ_JOB_RUNNING)
+        return s_job_gone (c, id, resume ? "resume" : "pause", msg, msglen);
+    unsigned long long jid = (unsigned long long) id;
+    char jkey[64], detail[256];
+    cgq_key_job (jkey, sizeof jkey, j->id);
+    size_t n;
+    trial_t **all = s_trials_list (j, &n);
+    uint64_t count = 0, waiting = 0;
+    if (resume) {
+        if (!j->paused) {
+            free (all);
+            snprintf (msg, msglen, "job %llu is not paused (cgq pause %llu pauses it)", jid, jid);
+            return JOBS_CANCEL_OVER;
+        }
+        j->paused = 0;
+        cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_PAUSED);
+        for (size_t i = 0; i < n; i++)
+            if (all[i]->state == CGQ_TRIAL_PAUSED) {
+                s_resume_trial (c, all[i]);
+                count++;
+            }
+        free (all);
+        snprintf (detail, sizeof detail,
+                  "%llu paused trial(s) queued again, to resume from their checkpoints",
+                  (unsigned long long) count);
+        jobs_event (c, j, "job.resumed", detail);
+        snprintf (msg, msglen, "resumed job %llu: %s", jid, detail);
+        cgq_info ("%s", msg);
+        j->dirty = true;
+        c->sched_dirty = true;
+        return JOBS_CANCEL_DONE;
+    }
+    if (j->paused == JOBS_PAUSE_NOW || (j->paused && !now)) {
+        for (size_t i = 0; i < n; i++)
+            waiting += all[i]->state == CGQ_TRIAL_RUNNING;
+        free (all);
+        snprintf (msg, msglen,
+                  "job %llu is already paused%s (%llu trial(s) still running to their next "
+                  "checkpoint; cgq pause %llu --now stops them at once; cgq resume %llu "
+                  "resumes it)",
+                  jid, j->paused == JOBS_PAUSE_NOW ? " --now" : "", (unsigned long long) waiting,
+                  jid, jid);
+        return JOBS_CANCEL_DONE;
+    }
+    bool again = j->paused != 0; // a checkpoint pause made a pause now
+    j->paused = now ? JOBS_PAUSE_NOW : JOBS_PAUSE_CHECKPOINT;
+    cgq_hset_t h;
+    cgq_hset_init (&h, jkey);
+    cgq_hset_str (&h, CGQ_JF_PAUSED, now ? "now" : "checkpoint");
+    cgq_hset_queue (&h, c->store);
+    for (size_t i = 0; i < n; i++) {
+        trial_t *t = all[i];
+        if (t->state != CGQ_TRIAL_RUNNING)
+            continue;
+        if (now && t->node) {
+            s_pause_trial (c, t);
+            count++;
+        }
+        else
+            waiting++; // a checkpoint pause, or a recovered trial not adopted yet
+    }
+    free (all);
+    if (now)
+        snprintf (detail, sizeof detail,
+                  "%s%llu running trial(s) stopped now, each keeping its last checkpoint",
+                  again ? "now: " : "", (unsigned long long) count);
+    else
+        snprintf (detail, sizeof detail, "%llu running trial(s) stop at their next checkpoint",
+                  (unsigned long long) waiting);
+    jobs_event (c, j, "job.paused", detail);
+    snprintf (msg, msglen, "paused job %llu: %s; nothing new starts until cgq resume %llu", jid,
+              detail, jid);
+    cgq_info ("%s", msg);
+    j->dirty = true;
+    c->sched_dirty = true;
+    return JOBS_CANCEL_DONE;
+}
+
+void
+jobs_pause_adopted (coord_t *c, trial_t *t)
+{
+    if (t->job->paused == JOBS_PAUSE_NOW && t->state == CGQ_TRIAL_RUNNING && t->node)
+        s_pause_trial (c, t);
+}
+
 static void
 s_metric_names (cgq_buf_t *b, const json_t *metrics)
 {
@@ -946,6 +1117,8 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
         t->ckpts = json_incref (d.list);
         cgq_tdebug (t->job->id, t->id, t->attempt, "checkpoint %" PRIu64 " recorded (%s)", m->n,
                     m->step_json);
+        if (t->job->paused && t->node) // a paused job's trial stops at its next checkpoint
+            s_pause_trial (c, t);
     }
     else if (!d.record)
         cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
@@ -1307,6 +1480,21 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     if (t->state == CGQ_TRIAL_CANCELLED || t->state == CGQ_TRIAL_STOPPED) {
         s_trial_end (c, t); // its node reported the stop: resources free
         return;
+    }
+    if (t->state == CGQ_TRIAL_PAUSED) {
+        if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+            // Our Stop ended it (or it failed as it came): paused it stays,
+            // its resources free, until cgq resume. No retry is used.
+            if (t->node)
+                nodes_release (c, t);
+            c->sched_dirty = true;
+            return;
+        }
+        // It finished before our Stop reached it: a success like any other.
+        char key[128];
+        cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),
+                       CGQ_TF_PAUSED);
+        jobs_set_state (c, t, CGQ_TRIAL_RUNNING, NULL, 0);
     }
     if (t->state == CGQ_TRIAL_PENDING && t->queued && t->attempt > 0 && t->losses > 0
         && r->status != CGQ__TASK_STATUS__TASK_STOPPED) {
@@ -1682,6 +1870,8 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
     snprintf (err, sizeof err, "attempt %u lost: %s", t->attempt, why);
     s_resume_judge (c, t, CGQ_RESUME_LOST);
     s_requeue (c, t, err);
+    if (j->paused) // it waits for cgq resume with the others, from its last checkpoint
+        s_pause_trial (c, t);
 }
 
 // s_undelivered: a recovered running trial whose node's process never got
@@ -1747,6 +1937,7 @@ s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     cgq_tinfo (t->job->id, t->id, attempt, "%s", detail);
     s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt,
                      detail);
+    jobs_pause_adopted (c, t);
     return true;
 }
 
@@ -1775,6 +1966,7 @@ jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
                "adopted it back",
                n->id);
     s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
+    jobs_pause_adopted (c, t);
     return true;
 }
 
@@ -1795,6 +1987,7 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
     s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
     jobs_set_stale (c, t, false, "its node reported it after the coordinator restarted");
+    jobs_pause_adopted (c, t);
     return true;
 }
 

@@ -250,7 +250,9 @@ s_trials (coord_t *c, job_t *j)
             // (jobs_set_blocked); without the reason they are plain pending.
             if (t->state == CGQ_TRIAL_UNSCHEDULABLE && !j->blocked)
                 jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
-            jobs_enqueue (j, t, false);
+            // A paused trial waits for cgq resume, unqueued (jobs_pause).
+            if (t->state != CGQ_TRIAL_PAUSED)
+                jobs_enqueue (j, t, false);
         }
         freeReplyObject (h);
     }
@@ -375,6 +377,8 @@ recovery_jobs (coord_t *c)
         j->created = rec->created;
         if (rec->blocked)
             j->blocked = cgq_xstrdup (rec->blocked);
+        if (rec->paused) // cgq pause, written in the batch that decided it
+            j->paused = !strcmp (rec->paused, "now") ? JOBS_PAUSE_NOW : JOBS_PAUSE_CHECKPOINT;
         if (rec->has_best) {
             j->best_trial = (int64_t) rec->best_trial;
             j->best_value = rec->best_value;

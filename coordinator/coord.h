@@ -202,7 +202,7 @@ struct job_s {
     // of the job, so the stream keeps the order of every job's transitions.
     cgq_buf_t ev_succeeded, ev_running;
     size_t unwritten;       // trials created this turn whose hash is not queued yet
-    // `cgq pause` (jobs_pause): no dispatch; running trials pause at their
+    // `cgq pause` (control_pause): no dispatch; running trials pause at their
     // next checkpoint (JOBS_PAUSE_CHECKPOINT) or were stopped at once
     // (JOBS_PAUSE_NOW). 0: not paused. The job hash's `paused` says so.
     int paused;

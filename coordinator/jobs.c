@@ -882,13 +882,13 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
 
 // --- pause and resume --------------------------------------------------------
 
-// s_pause_trial pauses t (running, or queued again after a loss while its
+// jobs_pause_trial pauses t (running, or queued again after a loss while its
 // job is paused): its state paused, not queued, its node asked to stop.
 // Like a stopped trial it holds its resources until the node reports the
 // task ended (jobs_result). Its trial hash's `paused` says where it stopped:
 // at its latest checkpoint, or with none, to restart from zero.
-static void
-s_pause_trial (coord_t *c, trial_t *t)
+void
+jobs_pause_trial (coord_t *c, trial_t *t)
 {
     job_t *j = t->job;
     if (t->queued)
@@ -916,13 +916,13 @@ s_pause_trial (coord_t *c, trial_t *t)
     c->sched_dirty = true;
 }
 
-// s_resume_trial queues paused t again, first in its stage's queue, with
+// jobs_resume_trial queues paused t again, first in its stage's queue, with
 // its checkpoints (whatever checkpoint.resume says: a pause is made to be
 // resumed). The paused attempt is moved below the stage's base, so it does
 // not count against retries, and anything it still says (a late result, a
 // checkpoint) is stale from now on.
-static void
-s_resume_trial (coord_t *c, trial_t *t)
+void
+jobs_resume_trial (coord_t *c, trial_t *t)
 {
     job_t *j = t->job;
     if (t->node)
@@ -939,116 +939,14 @@ s_resume_trial (coord_t *c, trial_t *t)
     jobs_enqueue (j, t, true);
 }
 
-// s_job_gone answers a request about job id when it is not running here:
-// ended (OVER), never known (UNKNOWN), or Redis cannot say (IO).
-static jobs_cancel_t
-s_job_gone (coord_t *c, uint64_t id, const char *verb, char *msg, size_t msglen)
-{
-    char jkey[64];
-    cgq_key_job (jkey, sizeof jkey, id);
-    redisReply *r = cgq_store_command (c->store, "HGET %s %s", jkey, CGQ_JF_STATE);
-    if (!r) {
-        snprintf (msg, msglen, "cannot read job %llu: %s", (unsigned long long) id,
-                  cgq_store_errstr (c->store));
-        return JOBS_CANCEL_IO;
-    }
-    jobs_cancel_t rc = r->type == REDIS_REPLY_STRING ? JOBS_CANCEL_OVER : JOBS_CANCEL_UNKNOWN;
-    if (rc == JOBS_CANCEL_OVER)
-        snprintf (msg, msglen, "cannot %s job %llu: it is already %s", verb,
-                  (unsigned long long) id, r->str);
-    else
-        snprintf (msg, msglen, "no job %llu (see cgq status)", (unsigned long long) id);
-    freeReplyObject (r);
-    return rc;
-}
-
-jobs_cancel_t
-jobs_pause (coord_t *c, uint64_t id, bool resume, bool now, char *msg, size_t msglen)
-{
-    job_t *j = jobs_find (c, id);
-    if (!j || j->state != CGQ_JOB_RUNNING)
-        return s_job_gone (c, id, resume ? "resume" : "pause", msg, msglen);
-    unsigned long long jid = (unsigned long long) id;
-    char jkey[64], detail[256];
-    cgq_key_job (jkey, sizeof jkey, j->id);
-    size_t n;
-    trial_t **all = s_trials_list (j, &n);
-    uint64_t count = 0, waiting = 0;
-    if (resume) {
-        if (!j->paused) {
-            free (all);
-            snprintf (msg, msglen, "job %llu is not paused (cgq pause %llu pauses it)", jid, jid);
-            return JOBS_CANCEL_OVER;
-        }
-        j->paused = 0;
-        cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_PAUSED);
-        for (size_t i = 0; i < n; i++)
-            if (all[i]->state == CGQ_TRIAL_PAUSED) {
-                s_resume_trial (c, all[i]);
-                count++;
-            }
-        free (all);
-        snprintf (detail, sizeof detail,
-                  "%llu paused trial(s) queued again, to resume from their checkpoints",
-                  (unsigned long long) count);
-        jobs_event (c, j, "job.resumed", detail);
-        snprintf (msg, msglen, "resumed job %llu: %s", jid, detail);
-        cgq_info ("%s", msg);
-        j->dirty = true;
-        c->sched_dirty = true;
-        return JOBS_CANCEL_DONE;
-    }
-    if (j->paused == JOBS_PAUSE_NOW || (j->paused && !now)) {
-        for (size_t i = 0; i < n; i++)
-            waiting += all[i]->state == CGQ_TRIAL_RUNNING;
-        free (all);
-        snprintf (msg, msglen,
-                  "job %llu is already paused%s (%llu trial(s) still running to their next "
-                  "checkpoint; cgq pause %llu --now stops them at once; cgq resume %llu "
-                  "resumes it)",
-                  jid, j->paused == JOBS_PAUSE_NOW ? " --now" : "", (unsigned long long) waiting,
-                  jid, jid);
-        return JOBS_CANCEL_DONE;
-    }
-    bool again = j->paused != 0; // a checkpoint pause made a pause now
-    j->paused = now ? JOBS_PAUSE_NOW : JOBS_PAUSE_CHECKPOINT;
-    cgq_hset_t h;
-    cgq_hset_init (&h, jkey);
-    cgq_hset_str (&h, CGQ_JF_PAUSED, now ? "now" : "checkpoint");
-    cgq_hset_queue (&h, c->store);
-    for (size_t i = 0; i < n; i++) {
-        trial_t *t = all[i];
-        if (t->state != CGQ_TRIAL_RUNNING)
-            continue;
-        if (now && t->node) {
-            s_pause_trial (c, t);
-            count++;
-        }
-        else
-            waiting++; // a checkpoint pause, or a recovered trial not adopted yet
-    }
-    free (all);
-    if (now)
-        snprintf (detail, sizeof detail,
-                  "%s%llu running trial(s) stopped now, each keeping its last checkpoint",
-                  again ? "now: " : "", (unsigned long long) count);
-    else
-        snprintf (detail, sizeof detail, "%llu running trial(s) stop at their next checkpoint",
-                  (unsigned long long) waiting);
-    jobs_event (c, j, "job.paused", detail);
-    snprintf (msg, msglen, "paused job %llu: %s; nothing new starts until cgq resume %llu", jid,
-              detail, jid);
-    cgq_info ("%s", msg);
-    j->dirty = true;
-    c->sched_dirty = true;
-    return JOBS_CANCEL_DONE;
-}
-
-void
-jobs_pause_adopted (coord_t *c, trial_t *t)
+// s_pause_adopted: t (of a paused job) runs again on a node, adopted after
+// a restart or re-adopted after a loss: a pause now stops it at once; a
+// checkpoint pause waits for its next checkpoint as before.
+static void
+s_pause_adopted (coord_t *c, trial_t *t)
 {
     if (t->job->paused == JOBS_PAUSE_NOW && t->state == CGQ_TRIAL_RUNNING && t->node)
-        s_pause_trial (c, t);
+        jobs_pause_trial (c, t);
 }
 
 static void
@@ -1118,7 +1016,7 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
         cgq_tdebug (t->job->id, t->id, t->attempt, "checkpoint %" PRIu64 " recorded (%s)", m->n,
                     m->step_json);
         if (t->job->paused && t->node) // a paused job's trial stops at its next checkpoint
-            s_pause_trial (c, t);
+            jobs_pause_trial (c, t);
     }
     else if (!d.record)
         cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
@@ -1871,7 +1769,7 @@ jobs_lost (coord_t *c, trial_t *t, const char *why)
     s_resume_judge (c, t, CGQ_RESUME_LOST);
     s_requeue (c, t, err);
     if (j->paused) // it waits for cgq resume with the others, from its last checkpoint
-        s_pause_trial (c, t);
+        jobs_pause_trial (c, t);
 }
 
 // s_undelivered: a recovered running trial whose node's process never got
@@ -1937,7 +1835,7 @@ s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     cgq_tinfo (t->job->id, t->id, attempt, "%s", detail);
     s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt,
                      detail);
-    jobs_pause_adopted (c, t);
+    s_pause_adopted (c, t);
     return true;
 }
 
@@ -1966,7 +1864,7 @@ jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
                "adopted it back",
                n->id);
     s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
-    jobs_pause_adopted (c, t);
+    s_pause_adopted (c, t);
     return true;
 }
 
@@ -1987,7 +1885,7 @@ jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
     cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
     s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
     jobs_set_stale (c, t, false, "its node reported it after the coordinator restarted");
-    jobs_pause_adopted (c, t);
+    s_pause_adopted (c, t);
     return true;
 }
 

@@ -35,23 +35,19 @@ typedef enum {
 } jobs_cancel_t;
 jobs_cancel_t jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen);
 
-// jobs_pause pauses (resume false) or resumes job id (docs/architecture.md,
-// "Pause and resume"). Pause: nothing new is dispatched; running trials
-// become paused at their next recorded checkpoint (jobs_checkpoint), or at
-// once with now (a Stop each); pausing a paused job again is a no-op, or
-// turns a checkpoint pause into a pause now. Resume: paused trials are
-// queued again, first, keeping their checkpoints, and their paused attempt
-// does not count against retries. Returns JOBS_CANCEL_DONE when the state
-// changed; OVER and UNKNOWN as for a cancel, and OVER also for a resume of
-// a job that is not paused. msg gets one line for the user.
-#define JOBS_PAUSE_CHECKPOINT 1
-#define JOBS_PAUSE_NOW 2
-jobs_cancel_t jobs_pause (coord_t *c, uint64_t id, bool resume, bool now, char *msg,
-                          size_t msglen);
-// jobs_pause_adopted: t (of a paused job) runs again on a node, adopted
-// after a restart or re-adopted after a loss: a pause now stops it at once;
-// a checkpoint pause waits for its next checkpoint as before.
-void jobs_pause_adopted (coord_t *c, trial_t *t);
+// cgq pause / cgq resume (control.c decides for the job; docs/architecture.md,
+// "Pause and resume"). job_t.paused is one of these (0: not paused).
+#define JOBS_PAUSE_CHECKPOINT 1 // running trials pause at their next checkpoint
+#define JOBS_PAUSE_NOW 2        // running trials were paused at once
+// jobs_pause_trial pauses t (running on a node, or queued after a loss while
+// its job is paused): state paused, unqueued, a Stop to its node, its hash's
+// `paused` line (where: its latest checkpoint, or none: restarts from zero),
+// a trial.paused event. jobs_checkpoint calls it for a paused job's trial
+// whose next checkpoint it records.
+void jobs_pause_trial (coord_t *c, trial_t *t);
+// jobs_resume_trial queues paused t again, first, keeping its checkpoints;
+// the paused attempt goes below stage_base, so it uses no retry.
+void jobs_resume_trial (coord_t *c, trial_t *t);
 
 // --- trials ----------------------------------------------------------------
 // jobs_trial_insert puts a trial into j's memory (state pending, attempt 0)

@@ -250,7 +250,7 @@ s_trials (coord_t *c, job_t *j)
             // (jobs_set_blocked); without the reason they are plain pending.
             if (t->state == CGQ_TRIAL_UNSCHEDULABLE && !j->blocked)
                 jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
-            // A paused trial waits for cgq resume, unqueued (jobs_pause).
+            // A paused trial waits for cgq resume, unqueued (control_pause).
             if (t->state != CGQ_TRIAL_PAUSED)
                 jobs_enqueue (j, t, false);
         }

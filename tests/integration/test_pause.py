@@ -15,6 +15,7 @@
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -205,6 +206,24 @@ class PauseTest(CgqTestCase):
         with open(c.coordinator.err_path) as f:
             self.assertIn("restarts it from zero", f.read())
         self.assertEqual(c.job(j).get("pause"), "now")
+
+        # The Python client's Job.pause/resume, over the same control socket
+        # (run by the Python that has its packages: redis, zmq, protobuf).
+        py = "/usr/bin/python3"
+        script = ("import sys; sys.path.insert(0, %r); import cgq\n"
+                  "with cgq.Client(redis=%r, coordinator=%r) as cl:\n"
+                  "    print(cl.job(%d).pause())\n"
+                  "    try:\n"
+                  "        cgq.Job(cl, 999).resume()\n"
+                  "    except cgq.NotFound as e:\n"
+                  "        print('NotFound:', e)\n" % (CLIENTS, c.redis_url, c.control_ep, j))
+        r = subprocess.run([py, "-c", script], capture_output=True, text=True, timeout=60)
+        if "needs redis for Python" in r.stderr or "No module named" in r.stderr:
+            print("skipping the Python client part: %s" % r.stderr.strip()[-200:])
+        else:
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("already paused --now", r.stdout)
+            self.assertIn("NotFound: no job 999", r.stdout)
 
         r = c.cgq("cancel", j)
         self.assertEqual(r.returncode, 0, r.stderr)

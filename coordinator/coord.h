@@ -19,6 +19,8 @@
 //   checkpoint.c checkpoint records as pure decisions (no I/O): which one a
 //                trial records, what a resumed attempt restores
 //   early_stop.c the early stopping rules as pure decisions (no I/O)
+//   hyperband.c  Hyperband's brackets as pure decisions (no I/O; not wired
+//                into jobs.c yet)
 //   outbox.c     messages that wait until the Redis batch they depend on is
 //                flushed
 //   nodes.c      the node registry: lookup, resources, grant and release of

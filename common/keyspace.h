@@ -141,6 +141,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // `cgq pause`: "checkpoint" (running trials stop at their next checkpoint)
 // or "now" (stopped at once); absent: not paused. Recovery reads it back.
 #define CGQ_JF_PAUSED "pause" // not "paused": that is the count of paused trials
+// early_stop hyperband: its whole state (coordinator/hyperband.c's dump),
+// written at the end of each turn that changed it; recovery loads it.
+#define CGQ_JF_HYPERBAND "hyperband"
 
 // cgq:job:{J}:trial:T
 #define CGQ_TF_ID "id"

@@ -349,8 +349,10 @@ s_parse_doc (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
             rc = s_parse_notify (c, spec, k, v);
         else if (!strcmp (kt, "constraints"))
             rc = spec_parse_constraints (c, spec, k, v);
-        else if (!strcmp (kt, "checkpoint"))
+        else if (!strcmp (kt, "checkpoint")) {
+            c->checkpoint_key = k;
             rc = s_parse_checkpoint (c, spec, v);
+        }
         else
             rc = cgq_yamldoc_unknown_key (
                 c->y, k, "the spec",

@@ -91,6 +91,7 @@ typedef enum {
     CGQ_EARLY_STOP_NONE,
     CGQ_EARLY_STOP_ASHA,   // successive halving at rungs grace * reduction^k
     CGQ_EARLY_STOP_MEDIAN, // stop below the median of the others at the same attribute
+    CGQ_EARLY_STOP_HYPERBAND, // brackets of successive halving; promotions resume paused trials
 } cgq_early_stop_alg_t;
 
 typedef enum {
@@ -197,6 +198,7 @@ typedef struct {
         uint64_t grace;                 // no stop before attribute reaches grace (default 1)
         double reduction;               // asha: keep 1/reduction at each rung (default 3)
         uint64_t max;                   // the attribute's largest value (default 100)
+        uint32_t brackets;              // hyperband: brackets used (0: all, s_max + 1)
     } early_stop;
 
     // trial: without stages: the one stage. With trial.stages: only its

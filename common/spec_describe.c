@@ -240,7 +240,9 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     }
     if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
         fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
-                 self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",
+                 self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA        ? "asha"
+                 : self->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND ? "hyperband"
+                                                                          : "median",
                  self->early_stop.metric, self->early_stop.mode > 0 ? "max" : "min",
                  self->early_stop.attribute, (unsigned long long) self->early_stop.grace,
                  (unsigned long long) self->early_stop.max);

@@ -21,6 +21,7 @@ typedef struct {
         *objectives_key, *early_key;
     size_t *point_lines; // search.file: the file's line of each point
     const cgq_yamldoc_node_t *reduction_key;
+    const cgq_yamldoc_node_t *brackets_key, *es_alg_node, *checkpoint_key; // hyperband's checks
     bool es_mode_given;
 } spec_ctx_t;
 

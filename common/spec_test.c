@@ -1289,19 +1289,33 @@ t_err_early_stop (void **state)
     char y[512];
 #define ES(text) (snprintf (y, sizeof y, TRIAL "%s%s", obj, text), y)
     s_expect_error (ES ("early_stop: {grace: 2}\n"), 3, 1, "early_stop.algorithm is missing");
+    s_expect_error (ES ("early_stop: {algorithm: hyperbnd}\n"), 3, 25,
+                    "unknown early_stop.algorithm 'hyperbnd' (expected one of: asha, median, "
+                    "hyperband)");
     s_expect_error (ES ("early_stop: {algorithm: hyperband}\n"), 3, 25,
-                    "unknown early_stop.algorithm 'hyperband' (expected one of: asha, median)");
+                    "early_stop hyperband needs a checkpoint: section");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband, max_t: 9, brackets: 4}\n"
+                        "checkpoint: {store: /c}\n"),
+                    3, 56, "early_stop.brackets 4 is more than max_t 9 and reduction_factor 3 "
+                    "allow (floor(log(max_t) / log(reduction_factor)) + 1 = 3");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband, max_t: 2}\ncheckpoint: {store: /c}\n"),
+                    3, 43, "early_stop.max_t 2 is below reduction_factor 3");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband, reduction_factor: 1.5}\n"
+                        "checkpoint: {store: /c}\n"),
+                    3, 36, "reduction_factor of hyperband must be at least 2, not 1.5");
+    s_expect_error (ES ("early_stop: {algorithm: asha, brackets: 2}\n"), 3, 41,
+                    "early_stop.brackets applies to algorithm hyperband only");
     s_expect_error (ES ("early_stop: {algorithm: asha, grace: 0}\n"), 3, 38,
                     "early_stop.grace must be an integer >= 1, not 0");
     s_expect_error (ES ("early_stop: {algorithm: asha, reduction: 1}\n"), 3, 42,
                     "early_stop.reduction must be a number > 1, not 1");
     s_expect_error (ES ("early_stop: {algorithm: median, reduction: 2}\n"), 3, 33,
-                    "early_stop.reduction applies to algorithm asha only");
+                    "early_stop.reduction applies to algorithms asha and hyperband only");
     s_expect_error (ES ("early_stop: {algorithm: asha, grace: 10, max: 5}\n"), 3, 47,
                     "early_stop.max 5 is below early_stop.grace 10");
     s_expect_error (ES ("early_stop: {algorithm: asha, graec: 1}\n"), 3, 31,
                     "unknown key 'graec' in early_stop (known keys: algorithm, attribute, "
-                    "metric, mode, grace, reduction, max)");
+                    "metric, mode, grace, reduction, max; hyperband also brackets");
     s_expect_error (ES ("early_stop: {algorithm: asha, metric: acc}\n"), 3, 1,
                     "early_stop.mode is missing");
     s_expect_error (ES ("early_stop: {algorithm: asha, mode: most}\n"), 3, 37,

@@ -157,6 +157,13 @@ hyperband_report (hyperband_t *self, uint64_t trial, double attr, double value)
     return true;
 }
 
+bool
+hyperband_reached (const hyperband_t *self, uint64_t trial)
+{
+    const s_trial_t *t = s_find (self, trial);
+    return t && t->state == S_REACHED;
+}
+
 void
 hyperband_ended (hyperband_t *self, uint64_t trial)
 {
@@ -230,6 +237,8 @@ s_cohort_decide (hyperband_t *self, uint32_t bi, hyperband_verdict_t **out, size
         memset (v, 0, sizeof *v);
         v->trial = r[i]->trial;
         v->promote = i < keep;
+        v->value = r[i]->value;
+        v->at = budget;
         if (v->promote) {
             r[i]->rung++;
             r[i]->state = S_RUNNING;

@@ -15,8 +15,9 @@
 // best max(1, floor(members / eta)) of those that reached it are promoted,
 // the others stopped. A trial of its bracket's last rung runs to its end.
 //
-// Not wired into the coordinator yet (docs/architecture.md, "Hyperband"):
-// this file and hyperband_test.c are the decision logic only.
+// jobs.c feeds it (docs/architecture.md, "Hyperband"): it pauses a trial
+// that reached its budget at its next checkpoint (jobs_pause_trial), and
+// applies the verdicts once per turn (resumes, early stops).
 #ifndef CGQ_HYPERBAND_H
 #define CGQ_HYPERBAND_H
 
@@ -31,6 +32,8 @@ typedef struct {
     uint64_t trial;
     bool promote;  // true: resume it to the next rung; false: stop it
     double budget; // when promoted: its new rung's budget
+    double value;  // its value at the rung just decided
+    double at;     // that rung's budget
     char why[256]; // one line: the rung, its value and the cut-off
 } hyperband_verdict_t;
 
@@ -57,6 +60,10 @@ double hyperband_budget (const hyperband_t *self, uint64_t trial);
 // its rung's budget below the last rung: its value is recorded and the
 // caller pauses it (at its checkpoint). NaNs and unknown trials: false.
 bool hyperband_report (hyperband_t *self, uint64_t trial, double attr, double value);
+
+// hyperband_reached: trial reached its rung's budget and waits for its
+// cohort's verdict (after a restart: a running one is to pause still).
+bool hyperband_reached (const hyperband_t *self, uint64_t trial);
 
 // hyperband_ended: trial ended without reaching its budget (failed,
 // cancelled, or succeeded early): it leaves its rung's cohort unranked.

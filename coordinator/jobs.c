@@ -10,6 +10,7 @@
 #include "checkpoint.h"
 #include "early_stop.h"
 #include "hist.h"
+#include "hyperband.h"
 #include "json.h"
 #include "log.h"
 #include "notify.h"
@@ -17,6 +18,8 @@
 #include "outbox.h"
 #include "pareto.h"
 #include "yamldoc.h"
+
+static void s_hb_turn (coord_t *c, job_t *j);
 
 // --- trial table: id -> trial, keyed by a pointer to the trial's own id ----
 
@@ -187,6 +190,7 @@ s_job_free (job_t *j)
         s_trial_free (all[i]);
     free (all);
     zhashx_destroy (&j->trials);
+    hyperband_destroy (&j->hb);
     early_stop_destroy (&j->stopper);
     free (j->front_ids);
     free (j->front_vals);
@@ -249,6 +253,9 @@ jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
     cgq_buf_init (&j->ev_succeeded);
     cgq_buf_init (&j->ev_running);
     j->stopper = early_stop_new (spec);
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND)
+        j->hb = hyperband_new ((double) spec->early_stop.max, spec->early_stop.reduction,
+                               spec->early_stop.brackets, spec->early_stop.mode >= 0 ? 1 : -1);
     j->nstages = (uint32_t) cgq_spec_nstages (spec);
     for (uint32_t k = 0; k < j->nstages; k++) {
         const cgq_stage_t *st = cgq_spec_stage (spec, k);
@@ -490,6 +497,10 @@ s_trial_create (coord_t *c, job_t *j)
     j->unwritten++;
     s_ids_push (&j->act_add, id);
     j->dirty = true; // counts, suggested, the searcher's state, the active set
+    if (j->hb) { // it joins the bracket being filled
+        hyperband_add (j->hb, id);
+        j->hb_dirty = true;
+    }
     (void) c;
     return t;
 }
@@ -525,6 +536,10 @@ s_trial_end (coord_t *c, trial_t *t)
         nodes_release (c, t);
     if (t->queued)
         jobs_unqueue (j, t);
+    if (j->hb) { // its cohort may be complete without it
+        hyperband_ended (j->hb, t->id);
+        j->hb_check = j->hb_dirty = true;
+    }
     zhashx_delete (j->trials, &t->id);
     s_trial_free (t);
     jobs_check_done (c, j);
@@ -639,6 +654,8 @@ void
 jobs_write_dirty (coord_t *c)
 {
     for (job_t *j = c->jobs; j; j = j->next) {
+        if (j->hb)
+            s_hb_turn (c, j);
         s_events_flush (c, j);
         if (j->dirty)
             s_job_write (c, j);
@@ -882,11 +899,8 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
 
 // --- pause and resume --------------------------------------------------------
 
-// jobs_pause_trial pauses t (running, or queued again after a loss while its
-// job is paused): its state paused, not queued, its node asked to stop.
-// Like a stopped trial it holds its resources until the node reports the
-// task ended (jobs_result). Its trial hash's `paused` says where it stopped:
-// at its latest checkpoint, or with none, to restart from zero.
+// jobs_pause_trial (jobs.h): like a stopped trial, a paused one holds its
+// resources until its node reports the task ended (jobs_result).
 void
 jobs_pause_trial (coord_t *c, trial_t *t)
 {
@@ -916,11 +930,8 @@ jobs_pause_trial (coord_t *c, trial_t *t)
     c->sched_dirty = true;
 }
 
-// jobs_resume_trial queues paused t again, first in its stage's queue, with
-// its checkpoints (whatever checkpoint.resume says: a pause is made to be
-// resumed). The paused attempt is moved below the stage's base, so it does
-// not count against retries, and anything it still says (a late result, a
-// checkpoint) is stale from now on.
+// jobs_resume_trial (jobs.h): whatever checkpoint.resume says, a pause is
+// made to be resumed; from now on the paused attempt is stale.
 void
 jobs_resume_trial (coord_t *c, trial_t *t)
 {
@@ -1015,8 +1026,10 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
         t->ckpts = json_incref (d.list);
         cgq_tdebug (t->job->id, t->id, t->attempt, "checkpoint %" PRIu64 " recorded (%s)", m->n,
                     m->step_json);
-        if (t->job->paused && t->node) // a paused job's trial stops at its next checkpoint
+        if ((t->job->paused || t->hb_pause) && t->node) { // a paused job's, or hyperband's
+            t->hb_pause = false;
             jobs_pause_trial (c, t);
+        }
     }
     else if (!d.record)
         cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
@@ -1656,6 +1669,55 @@ s_early_stopped (coord_t *c, trial_t *t, const char *report, const json_t *metri
     c->sched_dirty = true;
 }
 
+// s_hb_turn, once per turn for a hyperband job: the search's end (partly
+// filled brackets complete), the verdicts of every cohort complete now
+// (promoted: a paused trial resumes from its checkpoint, one still on its
+// way to its checkpoint runs on; stopped: early-stopped with its value at
+// the rung as its metrics), and its state into the job hash when changed.
+static void
+s_hb_turn (coord_t *c, job_t *j)
+{
+    if (!j->hb_done && j->state == CGQ_JOB_RUNNING && cgq_searcher_done (j->searcher)) {
+        hyperband_search_done (j->hb);
+        j->hb_done = j->hb_check = j->hb_dirty = true;
+    }
+    hyperband_verdict_t *v = NULL;
+    size_t n = j->hb_check && j->state == CGQ_JOB_RUNNING ? hyperband_decide (j->hb, &v) : 0;
+    j->hb_check = false;
+    for (size_t i = 0; i < n; i++) {
+        trial_t *t = zhashx_lookup (j->trials, &v[i].trial);
+        j->hb_dirty = true;
+        if (!t || cgq_tstate_terminal (t->state))
+            continue;
+        if (v[i].promote) {
+            t->hb_pause = false;
+            if (t->state == CGQ_TRIAL_PAUSED && !j->paused)
+                jobs_resume_trial (c, t);
+            s_event (c, j, "trial.promoted", (int64_t) t->id, NULL, t->attempt, v[i].why);
+            cgq_tinfo (j->id, t->id, t->attempt, "%s", v[i].why);
+            c->sched_dirty = true;
+            continue;
+        }
+        json_t *m = json_object ();
+        json_object_set_new (m, j->spec->early_stop.metric, json_real (v[i].value));
+        json_object_set_new (m, j->spec->early_stop.attribute, json_real (v[i].at));
+        char *text = cgq_json_dumps (m);
+        s_early_stopped (c, t, text, m, v[i].why);
+        free (text);
+        json_decref (m);
+    }
+    free (v);
+    if (j->hb_dirty) {
+        char key[64], *dump = hyperband_dump (j->hb);
+        cgq_hset_t h;
+        cgq_hset_init (&h, cgq_key_job (key, sizeof key, j->id));
+        cgq_hset_str (&h, CGQ_JF_HYPERBAND, dump);
+        cgq_hset_queue (&h, c->store);
+        free (dump);
+        j->hb_dirty = false;
+    }
+}
+
 // s_judge hands a running trial's report to the job's early stopper and
 // queues what it records; early_stop is set to the trial's new stopper
 // state (buffer of n bytes) and *stop to whether it must stop.
@@ -1709,11 +1771,26 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     cgq_store_cmd (c->store, "HINCRBY %s %s 1", tkey, CGQ_TF_REPORTS);
     // The early stopper judges the first stage's reports (where a trial
     // trains); a later stage's are stored, not judged.
-    json_t *report = j->stopper && t->stage == 0 ? json_loads (p->report_json, 0, NULL) : NULL;
+    json_t *report = (j->stopper || j->hb) && t->stage == 0 ? json_loads (p->report_json, 0, NULL)
+                                                             : NULL;
     early_stop_decision_t d = {0};
     char state[192] = "";
-    if (json_is_object (report))
+    if (json_is_object (report) && j->stopper)
         s_judge (c, t, report, &d, state, sizeof state);
+    if (json_is_object (report) && j->hb) {
+        const cgq_spec_t *sp = j->spec;
+        json_t *a = json_object_get (report, sp->early_stop.attribute),
+               *v = json_object_get (report, sp->early_stop.metric);
+        if (json_is_number (a) && json_is_number (v)
+            && hyperband_report (j->hb, t->id, json_number_value (a), json_number_value (v))) {
+            t->hb_pause = true; // at its next checkpoint (jobs_checkpoint)
+            j->hb_dirty = j->hb_check = true; // the last of its cohort decides it
+            cgq_tinfo (j->id, t->id, t->attempt,
+                       "hyperband: reached its rung's budget (%s %g); pauses at its next "
+                       "checkpoint",
+                       sp->early_stop.attribute, json_number_value (a));
+        }
+    }
     cgq_hset_t h;
     cgq_hset_init (&h, tkey);
     cgq_hset_str (&h, CGQ_TF_LAST_REPORT, p->report_json);

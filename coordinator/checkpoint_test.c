@@ -447,7 +447,23 @@ test_pause_resume (void **state)
     assert_non_null (strstr (msg, "already paused"));
     assert_int_equal (control_pause (c, 41, false, true, msg, sizeof msg), 0);
     assert_non_null (strstr (msg, "0 running trial(s) stopped now"));
-    // Its node comes back and says attempt 1 succeeded after all: it counts.
+    // Its node comes back still running attempt 1 (a heartbeat): told to stop
+    // it; the trial stays paused, not re-adopted.
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT, *refs[1] = {&ref};
+    ref.job = 41;
+    ref.trial = 1;
+    ref.attempt = 1;
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.n_running = 1;
+    hb.running = refs;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    session_message (c, "w1", 2, &env);
+    assert_true (s_stop_queued (c, 1, 1));
+    assert_int_equal (t1->state, CGQ_TRIAL_PAUSED);
+    assert_null (t1->node);
+    // And then says attempt 1 succeeded after all: it counts.
     ct_result (c, "w1", 41, 1, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 3}", NULL);
     assert_null (jobs_trial (c, 41, 1));
     assert_int_equal (dispatch_run (c), 0);

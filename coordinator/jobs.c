@@ -913,9 +913,11 @@ jobs_pause_trial (coord_t *c, trial_t *t)
         char *step = cgq_json_dumps (json_object_get (last, "step"));
         snprintf (line, sizeof line,
                   "paused at checkpoint ckpt-%" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT
-                  " (step %s); cgq resume continues it from there",
+                  " (step %s); %s",
                   json_integer_value (json_object_get (last, "attempt")),
-                  json_integer_value (json_object_get (last, "n")), step ? step : "{}");
+                  json_integer_value (json_object_get (last, "n")), step ? step : "{}",
+                  j->paused ? "cgq resume continues it from there"
+                            : "hyperband: its rung's verdict resumes it from there or stops it");
         free (step);
     }
     else
@@ -1062,7 +1064,7 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
         s_event (c, j, "trial.retry", (int64_t) t->id, NULL, t->attempt, error);
-        cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", t->attempt,
+        cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", tries,
                    (unsigned) j->spec->trial.retries, error);
         c->sched_dirty = true;
         return;

@@ -25,6 +25,13 @@
 // however good its value; while no trial is feasible, the good group is the
 // trials of the smallest total violation (as Optuna's constrained TPE splits).
 //
+// bohb (with early_stop hyperband): as BOHB (Falkner et al., 2018) builds its
+// model, each result is taken at its budget (a trial stopped by hyperband
+// carries its rung's budget in its metrics' time attribute; any other, max_t)
+// and the split uses only the results at the largest budget that at least
+// (genes modelled + 2) results reached, the others left out. Trials in flight
+// are liars as above. Its random start and its estimator are TPE's.
+//
 // Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
 // only from streams keyed by (seed, i), so the same results give the same
 // suggestions, after a restart too.
@@ -56,6 +63,7 @@ typedef struct {
     double *loss;        // trial id -> its objective, minimised (-value for max)
     double *viol;        // trial id -> its total constraint violation (0: feasible)
     uint8_t *st;         // trial id -> S_*
+    double *budget;      // trial id -> bohb: the budget its result is at
     size_t cap;
     uint64_t nok, nflight;
 } s_tpe_t;
@@ -63,7 +71,13 @@ typedef struct {
 static void
 s_reserve (s_tpe_t *t, uint64_t n)
 {
+    size_t old = t->cap;
     cgq_search_rows_reserve (n, t->d, &t->cap, &t->x, &t->loss, &t->viol, &t->st);
+    if (t->cap != old) {
+        t->budget = cgq_xrealloc (t->budget, t->cap * sizeof *t->budget);
+        for (size_t i = old; i < t->cap; i++)
+            t->budget[i] = 0;
+    }
 }
 
 // s_coord is gene i's value x in the estimator's coordinates.
@@ -148,6 +162,7 @@ s_fini (cgq_searcher_t *self)
     free (t->loss);
     free (t->viol);
     free (t->st);
+    free (t->budget);
     cgq_genome_fini (&t->g);
     free (t);
     self->impl = NULL;
@@ -179,6 +194,9 @@ s_end (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double value
     if (ok && cgq_search_objectives (self->spec, metrics, value, &f)) {
         t->loss[trial] = -self->spec->objective.mode * f;
         t->viol[trial] = cgq_search_violation (self->spec, metrics);
+        const json_t *at = json_object_get (metrics, self->spec->early_stop.attribute);
+        t->budget[trial] = json_is_number (at) ? json_number_value (at)
+                                               : (double) self->spec->early_stop.max;
         s_set (t, trial, S_OK);
     }
     else
@@ -278,18 +296,35 @@ s_model (cgq_searcher_t *self, double *x)
     // Constraints: infeasible trials go to the bad group (loss +INFINITY,
     // and the good group no larger than the feasible trials); while none is
     // feasible, the good group is those of the smallest total violation.
-    uint64_t nfeas = 0;
-    for (uint64_t i = 0; i < n; i++)
+    // bohb: only the results at the largest budget that enough reached.
+    double floor_b = -INFINITY;
+    if (self->spec->search.algorithm == CGQ_SEARCH_BOHB)
+        for (uint64_t i = 0; i < n; i++) {
+            size_t reached = 0;
+            if (t->st[i] != S_OK || t->budget[i] <= floor_b)
+                continue;
+            for (uint64_t k2 = 0; k2 < n; k2++)
+                reached += t->st[k2] == S_OK && t->budget[k2] >= t->budget[i];
+            if (reached >= t->nvar + 2)
+                floor_b = t->budget[i];
+        }
+    uint64_t nfeas = 0, nok = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (t->st[i] == S_OK && t->budget[i] < floor_b)
+            continue;
         nfeas += t->st[i] == S_OK && t->viol[i] <= 0;
+        nok += t->st[i] == S_OK;
+    }
     for (uint64_t i = 0; i < n; i++)
-        if (t->st[i] == S_OK || t->st[i] == S_FLIGHT) {
+        if ((t->st[i] == S_OK && !(t->budget[i] < floor_b)) || t->st[i] == S_FLIGHT) {
             ids[k] = i;
             loss[k++] = t->st[i] != S_OK  ? INFINITY // the constant liar
                         : t->viol[i] <= 0 ? t->loss[i]
                         : nfeas           ? INFINITY
                                           : t->viol[i];
         }
-    size_t nb = cgq_tpe_gamma ((size_t)t->nok);
+    nt = k;
+    size_t nb = cgq_tpe_gamma ((size_t)nok);
     if (nfeas && nb > nfeas)
         nb = (size_t)nfeas;
     size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);

@@ -55,6 +55,7 @@ typedef enum {
     CGQ_SEARCH_LIST,      // the points of search.points (or search.file), in order
     CGQ_SEARCH_EXTERNAL,  // the points a process outside the coordinator sends (Suggest)
     CGQ_SEARCH_CMAES,     // CMA-ES with IPOP restarts (as Optuna's CmaEsSampler)
+    CGQ_SEARCH_BOHB,      // TPE on the largest budget with enough results, for hyperband
 } cgq_search_alg_t;
 
 // search.samples of algorithm external when the spec leaves it out: the

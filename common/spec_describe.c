@@ -206,9 +206,12 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         }
         else
             fprintf (f, "  %u random first%s, %u candidates per suggestion%s\n",
-                     self->search.initial, alg == CGQ_SEARCH_TPE ? " (until so many succeed)" : "",
+                     self->search.initial,
+                     alg == CGQ_SEARCH_TPE || alg == CGQ_SEARCH_BOHB ? " (until so many succeed)" : "",
                      self->search.candidates,
-                     alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
+                     (alg == CGQ_SEARCH_TPE || alg == CGQ_SEARCH_BOHB) && self->search.multivariate
+                         ? ", multivariate"
+                         : "");
     }
     uint64_t d;
     if (cgq_space_without_replacement (self) && cgq_space_sampled_size (self, &d) == 0)

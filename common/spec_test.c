@@ -827,7 +827,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, tpe, cmaes, list, external)");
+                    "nsga2, bayes, tpe, bohb, cmaes, list, external)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -1104,7 +1104,7 @@ t_search_tpe (void **state)
                     "or set algorithm: evolution)");
     s_expect_error (TRIAL "search: {algorithm: bayes, multivariate: true}\nobjective: {metric: a, "
                           "mode: max}\n",
-                    2, 28, "search.multivariate applies to algorithm tpe, not bayes");
+                    2, 28, "search.multivariate applies to algorithm tpe, bohb, not bayes");
     s_expect_error (TRIAL "search: {algorithm: tpe, multivariate: 1}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 40, "search.multivariate must be true or false, not the integer 1");
@@ -1188,7 +1188,7 @@ t_search_cmaes (void **state)
     s_expect_error (TRIAL "search: {algorithm: cmaes, initial: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 28, "search.initial applies to algorithm evolution, nsga2, bayes, tpe, "
-                    "not cmaes");
+                    "bohb, not cmaes");
     s_expect_error (TRIAL "search: {algorithm: tpe, restarts: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 26, "search.restarts applies to algorithm cmaes, not tpe");
@@ -1201,7 +1201,7 @@ t_err_search_new (void **state)
                     "search.population applies to algorithm evolution, nsga2, not random");
     s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
-                    2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
+                    2, 32, "search.candidates applies to algorithm bayes, tpe, bohb, not evolution");
     s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
                     "unknown key 'populashun' in search (known keys: algorithm, samples, "
                     "concurrency, seed, population, tournament, initial, batch, fail_fast)");
@@ -1238,10 +1238,10 @@ t_err_search_new (void **state)
                     "search.file 'p.jsonl' is read where the spec file is");
     s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
                     "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
-                    "tpe, cmaes, external, not list");
+                    "tpe, bohb, cmaes, external, not list");
     // external reads samples, concurrency and fail_fast: nothing about how to search.
     s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
-                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, cmaes, "
+                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, bohb, cmaes, "
                     "not external");
 }
 
@@ -1305,6 +1305,9 @@ t_err_early_stop (void **state)
                     3, 36, "reduction_factor of hyperband must be at least 2, not 1.5");
     s_expect_error (ES ("early_stop: {algorithm: asha, brackets: 2}\n"), 3, 41,
                     "early_stop.brackets applies to algorithm hyperband only");
+    s_expect_error (TRIAL "objective: {metric: loss, mode: min}\nsearch: {algorithm: bohb}\n",
+                    3, 21, "algorithm bohb proposes the configurations of hyperband's brackets "
+                    "and needs early_stop: {algorithm: hyperband");
     s_expect_error (ES ("early_stop: {algorithm: asha, grace: 0}\n"), 3, 38,
                     "early_stop.grace must be an integer >= 1, not 0");
     s_expect_error (ES ("early_stop: {algorithm: asha, reduction: 1}\n"), 3, 42,

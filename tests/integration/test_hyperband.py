@@ -132,5 +132,31 @@ class HyperbandTest(CgqTestCase):
         self.assertEqual(self.epochs(c, int(job["best_trial"]))[-1], 9)
         self.assertEqual(sorted(set(self.epochs(c, int(job["best_trial"])))), list(range(1, 10)))
 
+    def test_bohb_two_rounds(self):
+        # search: bohb proposes the second round's configurations from the
+        # first round's results (at the largest budget enough reached).
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        c.start_worker("w1", cpus=3)
+        c.write_file("hb_trial.py", TRIAL)
+        spec = (SPEC % CLIENTS).replace(
+            "x: {grid: [-1.7, -1.4, -1.1, -0.8, -0.5, -0.2, 0.1, 0.4, 0.7]}",
+            "x: {uniform: [-2, 1]}").replace(
+            "search: {algorithm: grid}", "search: {algorithm: bohb, samples: 18, initial: 4}")
+        j = c.submit(c.write_file("bohb.yaml", spec))
+        job = c.wait_job(j, 150)
+        self.assertEqual(job.get("state"), "finished", job)
+        self.assertEqual(job.get("succeeded"), "2", job)  # one per bracket
+        self.assertEqual(job.get("stopped"), "16", job)
+        trials = c.trials(j)
+        total = sum(len(self.epochs(c, t)) for t in trials)
+        self.assertLess(total, 80, "epochs run: %d (all 18 to max_t: 162)" % total)
+        best = json.loads(trials[int(job["best_trial"])]["params"])["x"]
+        self.assertLess(abs(best - 0.7), 0.6, "bohb's best x=%s" % best)
+        for t in trials:
+            self.assertEqual(self.epochs(c, t).count(1), 1, "trial %s restarted" % t)
+
+
 if __name__ == "__main__":
     main()

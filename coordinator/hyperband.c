@@ -40,22 +40,22 @@ struct hyperband_s {
 static uint32_t
 s_n0 (const hyperband_t *self, uint32_t s)
 {
-    return (uint32_t) ceil ((double) (self->s_max + 1) / (s + 1) * pow (self->eta, s) - 1e-9);
+    return (uint32_t)ceil ((double)(self->s_max + 1) / (s + 1) * pow (self->eta, s) - 1e-9);
 }
 
 static double
 s_rung_budget (const hyperband_t *self, uint32_t s, uint32_t rung)
 {
-    return rung >= s ? self->max_t : self->max_t * pow (self->eta, (double) rung - (double) s);
+    return rung >= s ? self->max_t : self->max_t * pow (self->eta, (double)rung - (double)s);
 }
 
 hyperband_t *
 hyperband_new (double max_t, double eta, uint32_t brackets, int mode)
 {
-    if (!(max_t > 1) || !isfinite (max_t) || !(eta >= 2) || !isfinite (eta)
-        || (mode != 1 && mode != -1))
+    if (!(max_t > 1) || !isfinite (max_t) || !(eta >= 2) || !isfinite (eta) ||
+        (mode != 1 && mode != -1))
         return NULL;
-    uint32_t s_max = (uint32_t) floor (log (max_t) / log (eta) + 1e-9);
+    uint32_t s_max = (uint32_t)floor (log (max_t) / log (eta) + 1e-9);
     if (s_max > 30 || brackets > s_max + 1)
         return NULL;
     hyperband_t *self = cgq_xcalloc (1, sizeof *self);
@@ -124,11 +124,11 @@ hyperband_add (hyperband_t *self, uint64_t trial)
 {
     s_bracket_t *b = self->nb ? &self->brackets[self->nb - 1] : NULL;
     if (!b || b->added >= b->n0)
-        b = s_bracket_push (self, self->s_max - (uint32_t) (self->nb % self->nbrackets));
+        b = s_bracket_push (self, self->s_max - (uint32_t)(self->nb % self->nbrackets));
     b->added++;
     s_trial_t *t = s_trial_push (self);
     t->trial = trial;
-    t->bracket = (uint32_t) (b - self->brackets);
+    t->bracket = (uint32_t)(b - self->brackets);
     t->state = S_RUNNING;
     return t->bracket;
 }
@@ -190,8 +190,7 @@ s_before (const s_trial_t *a, const s_trial_t *b, int mode)
 // s_cohort_decide decides bracket bi's open rung when its cohort is
 // complete; appends verdicts to *out (n, cap). Returns true if it decided.
 static bool
-s_cohort_decide (hyperband_t *self, uint32_t bi, hyperband_verdict_t **out, size_t *n,
-                 size_t *cap)
+s_cohort_decide (hyperband_t *self, uint32_t bi, hyperband_verdict_t **out, size_t *n, size_t *cap)
 {
     s_bracket_t *b = &self->brackets[bi];
     if (b->rung >= b->s || (b->added < b->n0 && !self->search_done))
@@ -221,7 +220,7 @@ s_cohort_decide (hyperband_t *self, uint32_t bi, hyperband_verdict_t **out, size
             r[j] = r[j - 1];
             r[j - 1] = x;
         }
-    size_t keep = (size_t) floor ((double) members / self->eta + 1e-9);
+    size_t keep = (size_t)floor ((double)members / self->eta + 1e-9);
     if (keep < 1)
         keep = 1;
     if (keep > reached)
@@ -253,8 +252,7 @@ s_cohort_decide (hyperband_t *self, uint32_t bi, hyperband_verdict_t **out, size
             snprintf (v->why, sizeof v->why,
                       "hyperband bracket %u rung %u (budget %g): value %g is #%zu of %zu, not in "
                       "the top %zu (cut-off %g)",
-                      bi, b->rung, budget, r[i]->value, i + 1, members, keep,
-                      r[keep - 1]->value);
+                      bi, b->rung, budget, r[i]->value, i + 1, members, keep, r[keep - 1]->value);
         }
     }
     free (r);
@@ -279,15 +277,15 @@ hyperband_dump (const hyperband_t *self)
     json_t *o = json_object (), *bs = json_array (), *ts = json_array ();
     for (size_t i = 0; i < self->nb; i++) {
         const s_bracket_t *b = &self->brackets[i];
-        json_array_append_new (bs, json_pack ("[IIII]", (json_int_t) b->s, (json_int_t) b->n0,
-                                              (json_int_t) b->added, (json_int_t) b->rung));
+        json_array_append_new (bs, json_pack ("[IIII]", (json_int_t)b->s, (json_int_t)b->n0,
+                                              (json_int_t)b->added, (json_int_t)b->rung));
     }
     for (size_t i = 0; i < self->ntrials; i++) {
         const s_trial_t *t = &self->trials[i];
-        json_array_append_new (ts, json_pack ("[IIIIf]", (json_int_t) t->trial,
-                                              (json_int_t) t->bracket, (json_int_t) t->rung,
-                                              (json_int_t) t->state,
-                                              isfinite (t->value) ? t->value : 0.0));
+        json_array_append_new (ts,
+                               json_pack ("[IIIIf]", (json_int_t)t->trial, (json_int_t)t->bracket,
+                                          (json_int_t)t->rung, (json_int_t)t->state,
+                                          isfinite (t->value) ? t->value : 0.0));
     }
     json_object_set_new (o, "v", json_integer (1));
     json_object_set_new (o, "done", json_boolean (self->search_done));
@@ -304,8 +302,8 @@ hyperband_load (double max_t, double eta, uint32_t brackets, int mode, const cha
     hyperband_t *self = hyperband_new (max_t, eta, brackets, mode);
     json_t *o = json ? json_loads (json, 0, NULL) : NULL;
     json_t *bs = json_object_get (o, "brackets"), *ts = json_object_get (o, "trials");
-    if (!self || json_integer_value (json_object_get (o, "v")) != 1 || !json_is_array (bs)
-        || !json_is_array (ts))
+    if (!self || json_integer_value (json_object_get (o, "v")) != 1 || !json_is_array (bs) ||
+        !json_is_array (ts))
         goto bad;
     self->search_done = json_is_true (json_object_get (o, "done"));
     size_t i;
@@ -313,26 +311,26 @@ hyperband_load (double max_t, double eta, uint32_t brackets, int mode, const cha
     json_array_foreach (bs, i, e)
     {
         json_int_t s, n0, added, rung;
-        if (json_unpack (e, "[IIII]", &s, &n0, &added, &rung) < 0 || s < 0
-            || s > (json_int_t) self->s_max || added < 0 || rung < 0 || rung > s)
+        if (json_unpack (e, "[IIII]", &s, &n0, &added, &rung) < 0 || s < 0 ||
+            s > (json_int_t)self->s_max || added < 0 || rung < 0 || rung > s)
             goto bad;
-        s_bracket_t *b = s_bracket_push (self, (uint32_t) s);
-        b->n0 = (uint32_t) n0;
-        b->added = (uint32_t) added;
-        b->rung = (uint32_t) rung;
+        s_bracket_t *b = s_bracket_push (self, (uint32_t)s);
+        b->n0 = (uint32_t)n0;
+        b->added = (uint32_t)added;
+        b->rung = (uint32_t)rung;
     }
     json_array_foreach (ts, i, e)
     {
         json_int_t id, bi, rung, state;
         double value;
-        if (json_unpack (e, "[IIIIF]", &id, &bi, &rung, &state, &value) < 0 || bi < 0
-            || (size_t) bi >= self->nb || rung < 0 || state < S_RUNNING || state > S_STOPPED)
+        if (json_unpack (e, "[IIIIF]", &id, &bi, &rung, &state, &value) < 0 || bi < 0 ||
+            (size_t)bi >= self->nb || rung < 0 || state < S_RUNNING || state > S_STOPPED)
             goto bad;
         s_trial_t *t = s_trial_push (self);
-        t->trial = (uint64_t) id;
-        t->bracket = (uint32_t) bi;
-        t->rung = (uint32_t) rung;
-        t->state = (int) state;
+        t->trial = (uint64_t)id;
+        t->bracket = (uint32_t)bi;
+        t->rung = (uint32_t)rung;
+        t->state = (int)state;
         t->value = value;
     }
     json_decref (o);

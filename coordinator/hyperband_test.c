@@ -21,7 +21,7 @@
 static void
 test_brackets (void **state)
 {
-    (void) state;
+    (void)state;
     hyperband_t *hb = hyperband_new (81, 3, 0, 1);
     assert_non_null (hb);
     assert_int_equal (hyperband_s_max (hb), 4);
@@ -64,7 +64,7 @@ s_find (hyperband_verdict_t *v, size_t n, uint64_t trial)
     for (size_t i = 0; i < n; i++)
         if (v[i].trial == trial)
             return &v[i];
-    fail_msg ("no verdict for trial %llu", (unsigned long long) trial);
+    fail_msg ("no verdict for trial %llu", (unsigned long long)trial);
     return NULL;
 }
 
@@ -81,7 +81,7 @@ s_halving (hyperband_t **hbp, int mode, bool reload)
         assert_false (hyperband_report (hb, i, 0.5, 100)); // below the budget
         assert_int_equal (hyperband_decide (hb, &v), 0);
         // At or past it: recorded, paused (a report that jumps past counts).
-        assert_true (hyperband_report (hb, i, i == 4 ? 2 : 1, (double) i * mode));
+        assert_true (hyperband_report (hb, i, i == 4 ? 2 : 1, (double)i * mode));
         assert_false (hyperband_report (hb, i, 2, 0)); // once
     }
     if (reload) {
@@ -141,7 +141,7 @@ s_halving (hyperband_t **hbp, int mode, bool reload)
 static void
 test_successive_halving (void **state)
 {
-    (void) state;
+    (void)state;
     for (int reload = 0; reload < 2; reload++)
         for (int mode = -1; mode <= 1; mode += 2) {
             hyperband_t *hb = hyperband_new (9, 3, 1, mode);
@@ -155,12 +155,12 @@ test_successive_halving (void **state)
 static void
 test_search_done (void **state)
 {
-    (void) state;
+    (void)state;
     hyperband_t *hb = hyperband_new (9, 3, 1, 1);
     hyperband_verdict_t *v;
     for (uint64_t i = 0; i < 2; i++) {
         hyperband_add (hb, i);
-        assert_true (hyperband_report (hb, i, 1, (double) i));
+        assert_true (hyperband_report (hb, i, 1, (double)i));
     }
     assert_int_equal (hyperband_decide (hb, &v), 0); // 7 more may come
     hyperband_search_done (hb);
@@ -179,8 +179,11 @@ test_search_done (void **state)
 static void
 test_load_refuses (void **state)
 {
-    (void) state;
-    const char *bad[] = {NULL, "", "[]", "{\"v\": 2, \"brackets\": [], \"trials\": []}",
+    (void)state;
+    const char *bad[] = {NULL,
+                         "",
+                         "[]",
+                         "{\"v\": 2, \"brackets\": [], \"trials\": []}",
                          "{\"v\": 1, \"brackets\": [[9, 1, 1, 0]], \"trials\": []}",
                          "{\"v\": 1, \"brackets\": [], \"trials\": [[1, 0, 0, 0, 0.5]]}",
                          "{\"v\": 1, \"brackets\": [[2, 9, 1, 0]], \"trials\": [[1, 0, 0, 7, 0]]}"};

@@ -122,6 +122,8 @@ int cgq_cmd_submit (cgq_cli_t *cli);   // run.c
 int cgq_cmd_run (cgq_cli_t *cli);      // run.c
 int cgq_cmd_cancel (cgq_cli_t *cli);   // ctl.c
 int cgq_cmd_update (cgq_cli_t *cli);   // ctl.c
+int cgq_cmd_pause (cgq_cli_t *cli);    // ctl.c
+int cgq_cmd_resume (cgq_cli_t *cli);   // ctl.c
 int cgq_cmd_status (cgq_cli_t *cli);   // show.c
 int cgq_cmd_results (cgq_cli_t *cli);  // show.c
 int cgq_cmd_workers (cgq_cli_t *cli);  // show.c

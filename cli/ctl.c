@@ -343,3 +343,57 @@ cgq_cmd_update (cgq_cli_t *cli)
         cgq_cli_error ("%s", msg);
     return rc;
 }
+
+// s_pause sends a PauseJob (cgq pause, cgq resume) and prints the answer.
+static int
+s_pause (cgq_cli_t *cli, bool resume)
+{
+    uint64_t job;
+    if (cgq_cli_parse_id ("job", cli->pos[0], &job) < 0)
+        return CGQ_EXIT_BAD;
+    Cgq__PauseJob pj = CGQ__PAUSE_JOB__INIT;
+    pj.job = job;
+    pj.resume = resume;
+    pj.now = !resume && cgq_cli_flag (cli, "now");
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_PAUSE_JOB;
+    env.pause_job = &pj;
+    cgq_env_t *reply = NULL;
+    char msg[1024];
+    int rc = cgq_ctl_request (cli->coordinator, &env, CGQ_CTL_TIMEOUT_MS, &reply, msg, sizeof msg);
+    if (rc == CGQ_EXIT_OK) {
+        if (reply->body_case != CGQ__ENVELOPE__BODY_REPLY) {
+            snprintf (msg, sizeof msg,
+                      "the coordinator at %s answered PauseJob with '%s' instead of a reply (is "
+                      "it older than this CLI?)",
+                      cli->coordinator, cgq_wire_body_name (reply));
+            rc = CGQ_EXIT_FAIL;
+        }
+        else {
+            int code = reply->reply->code;
+            snprintf (msg, sizeof msg, "%s",
+                      reply->reply->message && *reply->reply->message ? reply->reply->message
+                      : code == 0 ? (resume ? "resumed" : "paused")
+                                  : "refused");
+            rc = code == 0 ? CGQ_EXIT_OK : code == 2 ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+        }
+        cgq_wire_free (reply);
+    }
+    if (rc == CGQ_EXIT_OK)
+        printf ("%s\n", msg);
+    else
+        cgq_cli_error ("%s", msg);
+    return rc;
+}
+
+int
+cgq_cmd_pause (cgq_cli_t *cli)
+{
+    return s_pause (cli, false);
+}
+
+int
+cgq_cmd_resume (cgq_cli_t *cli)
+{
+    return s_pause (cli, true);
+}

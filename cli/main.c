@@ -81,6 +81,10 @@ static const cgq_cli_opt_t s_update_opts[] = {
     {"concurrency", "C", "the job's search.concurrency from now on (0: no limit)"},
     {NULL}};
 
+static const cgq_cli_opt_t s_pause_opts[] = {
+    {"now", NULL, "stop running trials at once (each keeps its last checkpoint)"},
+    {NULL}};
+
 static const cgq_cli_opt_t s_optuna_opts[] = {
     {"sampler", "NAME", "a class of optuna.samplers (default TPESampler; CmaEsSampler, NSGAIISampler, RandomSampler, ...)"},
     {"sampler-args", "JSON", "the sampler's keyword arguments, a JSON object (default {})"},
@@ -180,6 +184,20 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "freed. The job's checkpoint_bytes keeps counting its recorded checkpoints.\n"
      "Exit 0, 1 when something could not be deleted or Redis not read, 2 for an unknown job.",
      0, 1000000, s_gc_opts, cgq_cmd_gc},
+    {"pause", "JOB", "pause a job: nothing new starts, running trials stop at a checkpoint",
+     "Nothing new is dispatched; each running trial goes on to its next checkpoint, is\n"
+     "stopped there and waits as paused (--now: stopped at once, keeping its last\n"
+     "checkpoint; one that has none restarts from zero on resume). A trial that never\n"
+     "checkpoints runs to its end under a plain pause. Kept across coordinator restarts\n"
+     "(the job hash's paused; events job.paused, trial.paused). Pausing again is a\n"
+     "no-op, or with --now stops the trials still running to their checkpoint.\n"
+     "Refused (exit 2) for a job that is unknown or has ended.",
+     1, 1, s_pause_opts, cgq_cmd_pause},
+    {"resume", "JOB", "resume a paused job: paused trials continue from their checkpoints",
+     "Paused trials are queued again, first, and resume from their latest checkpoint\n"
+     "(CGQ_RESUME_STEP set); the paused attempt uses none of their retries. New trials\n"
+     "start again. Refused (exit 2) for a job that is not paused.",
+     1, 1, s_no_opts, cgq_cmd_resume},
     {"workers", "", "the nodes the coordinator knows", NULL, 0, 0, s_no_opts, cgq_cmd_workers},
     {"keygen", "NAME", "write a CURVE key pair: NAME.key (public) and NAME.key_secret",
      "Writes DIR/NAME.key (the public certificate: copy it into the coordinator's\n"

@@ -1064,7 +1064,9 @@ s_status_list (cgq_cli_t *cli)
         }
         cgq_table_addf (&t, "%" PRIu64, id);
         cgq_table_add (&t, cgq_xstrdup (j->name));
-        if (j->blocked && !cgq_job_rec_terminal (j))
+        if (j->paused && !cgq_job_rec_terminal (j))
+            cgq_table_addf (&t, "%s (paused)", j->state);
+        else if (j->blocked && !cgq_job_rec_terminal (j))
             cgq_table_addf (&t, "%s (blocked)", j->state);
         else
             cgq_table_add (&t, cgq_xstrdup (j->state));
@@ -1171,6 +1173,11 @@ s_status_job (cgq_cli_t *cli)
     }
     if (j->blocked)
         printf ("unschedulable: %s\n", j->blocked);
+    if (j->paused && !cgq_job_rec_terminal (j))
+        printf ("%-11s %s: nothing new starts; %" PRIu64 " trial(s) paused (cgq resume %" PRIu64
+                ")\n",
+                "paused", !strcmp (j->paused, "now") ? "--now" : "at checkpoints",
+                j->counts[CGQ_TRIAL_PAUSED], j->id);
     if (j->error)
         printf ("%-11s %s\n", "error", j->error);
 

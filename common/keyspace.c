@@ -12,7 +12,8 @@
 #include "util.h"
 
 const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES] = {
-    "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable", "stale"};
+    "pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable", "stale",
+    "paused"};
 const char *const cgq_jstate_names[CGQ_JOB_NSTATES] = {"running", "finished", "cancelled",
                                                         "failed"};
 
@@ -372,6 +373,7 @@ cgq_job_rec_from (uint64_t id, const redisReply *r)
     j->mode = mode && (!strcmp (mode, "min") || !strcmp (mode, "-1")) ? -1 : 1;
     j->blocked = s_dup_nonempty (r, CGQ_JF_BLOCKED);
     j->error = s_dup_nonempty (r, CGQ_JF_ERROR);
+    j->paused = s_dup_nonempty (r, CGQ_JF_PAUSED);
     cgq_hash_num (r, CGQ_JF_CREATED, &j->created);
     cgq_hash_num (r, CGQ_JF_FINISHED, &j->finished);
     double total;
@@ -411,6 +413,7 @@ cgq_job_rec_destroy (cgq_job_rec_t **self_p)
     free (j->metric);
     free (j->blocked);
     free (j->error);
+    free (j->paused);
     free (j);
     *self_p = NULL;
 }

@@ -71,6 +71,10 @@ typedef enum {
     // Memory keeps such a trial running (trial_t.stale); only Redis and the
     // counts say stale.
     CGQ_TRIAL_STALE,
+    // Stopped by `cgq pause` (at its checkpoint, or at once with --now):
+    // not terminal, not queued; `cgq resume` queues it again, to resume
+    // from its checkpoints (docs/architecture.md, "Pause and resume").
+    CGQ_TRIAL_PAUSED,
     CGQ_TRIAL_NSTATES
 } cgq_tstate_t;
 extern const char *const cgq_tstate_names[CGQ_TRIAL_NSTATES];
@@ -136,6 +140,12 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // Bytes of the checkpoints the job's trials refer to (their `checkpoints`
 // lists), kept with HINCRBY as checkpoints are recorded and let go.
 #define CGQ_JF_CHECKPOINT_BYTES "checkpoint_bytes"
+// `cgq pause`: "checkpoint" (running trials stop at their next checkpoint)
+// or "now" (stopped at once); absent: not paused. Recovery reads it back.
+#define CGQ_JF_PAUSED "pause" // not "paused": that is the count of paused trials
+// early_stop hyperband: its whole state (coordinator/hyperband.c's dump),
+// written at the end of each turn that changed it; recovery loads it.
+#define CGQ_JF_HYPERBAND "hyperband"
 
 // cgq:job:{J}:trial:T
 #define CGQ_TF_ID "id"
@@ -185,6 +195,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_TF_LINEAGE "lineage"
 #define CGQ_TF_PARENT "parent"
 #define CGQ_TF_EXPLOITED "exploited"
+// A paused trial: where it was paused, one line ("at checkpoint ckpt-1-3
+// (step {"epoch":3})", or that it had none and restarts from zero).
+#define CGQ_TF_PAUSED "paused"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"
@@ -296,6 +309,7 @@ typedef struct {
     uint64_t best_trial;
     double best_value;
     uint64_t checkpoint_bytes; // of the checkpoints its trials may resume from (0: none)
+    char *paused;    // `cgq pause`: "checkpoint" or "now"; NULL when not paused
 } cgq_job_rec_t;
 
 typedef struct {

@@ -31,6 +31,13 @@
 // into at most gamma good ones, weighted by cgq_tpe_weights_multi instead of
 // by age; every trial in flight or infeasible is bad. The rest is as above.
 //
+// bohb (with early_stop hyperband): as BOHB (Falkner et al., 2018) builds its
+// model, each result is taken at its budget (a trial stopped by hyperband
+// carries its rung's budget in its metrics' time attribute; any other, max_t)
+// and the split uses only the results at the largest budget that at least
+// (genes modelled + 2) results reached, the others left out. Trials in flight
+// are liars as above. Its random start and its estimator are TPE's.
+//
 // Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
 // only from streams keyed by (seed, i), so the same results give the same
 // suggestions, after a restart too.
@@ -64,8 +71,9 @@ typedef struct {
     int sense[CGQ_SPEC_MAX_OBJECTIVES];
     double *mloss; // MOTPE: trial id -> its nobj objectives, minimised (mcap rows)
     size_t mcap;
-    double *viol; // trial id -> its total constraint violation (0: feasible)
-    uint8_t *st;  // trial id -> S_*
+    double *viol;   // trial id -> its total constraint violation (0: feasible)
+    uint8_t *st;    // trial id -> S_*
+    double *budget; // trial id -> bohb: the budget its result is at
     size_t cap;
     uint64_t nok, nflight;
     // Warm start: rows 0 .. nwarm-1 are the warm-start observations, trial
@@ -78,10 +86,16 @@ typedef struct {
 static void
 s_reserve (s_tpe_t *t, uint64_t n)
 {
+    size_t old = t->cap;
     cgq_search_rows_reserve (n, t->d, &t->cap, &t->x, &t->loss, &t->viol, &t->st);
     if (t->nobj > 1 && t->mcap < t->cap) {
         t->mloss = cgq_xrealloc (t->mloss, t->cap * t->nobj * sizeof *t->mloss);
         t->mcap = t->cap;
+    }
+    if (t->cap != old) {
+        t->budget = cgq_xrealloc (t->budget, t->cap * sizeof *t->budget);
+        for (size_t i = old; i < t->cap; i++)
+            t->budget[i] = 0;
     }
 }
 
@@ -169,6 +183,7 @@ s_fini (cgq_searcher_t *self)
     free (t->mloss);
     free (t->viol);
     free (t->st);
+    free (t->budget);
     cgq_genome_fini (&t->g);
     free (t);
     self->impl = NULL;
@@ -202,6 +217,9 @@ s_end_row (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double v
         for (size_t j = 0; t->nobj > 1 && j < t->nobj; j++)
             t->mloss[trial * t->nobj + j] = -t->sense[j] * f[j];
         t->viol[trial] = cgq_search_violation (self->spec, metrics);
+        const json_t *at = json_object_get (metrics, self->spec->early_stop.attribute);
+        t->budget[trial] = json_is_number (at) ? json_number_value (at)
+                                               : (double) self->spec->early_stop.max;
         s_set (t, trial, S_OK);
     }
     else
@@ -412,18 +430,35 @@ s_model (cgq_searcher_t *self, double *x)
     // Constraints: infeasible trials go to the bad group (loss +INFINITY,
     // and the good group no larger than the feasible trials); while none is
     // feasible, the good group is those of the smallest total violation.
-    uint64_t nfeas = 0;
-    for (uint64_t i = 0; i < n; i++)
+    // bohb: only the results at the largest budget that enough reached.
+    double floor_b = -INFINITY;
+    if (self->spec->search.algorithm == CGQ_SEARCH_BOHB)
+        for (uint64_t i = 0; i < n; i++) {
+            size_t reached = 0;
+            if (t->st[i] != S_OK || t->budget[i] <= floor_b)
+                continue;
+            for (uint64_t k2 = 0; k2 < n; k2++)
+                reached += t->st[k2] == S_OK && t->budget[k2] >= t->budget[i];
+            if (reached >= t->nvar + 2)
+                floor_b = t->budget[i];
+        }
+    uint64_t nfeas = 0, nok = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (t->st[i] == S_OK && t->budget[i] < floor_b)
+            continue;
         nfeas += t->st[i] == S_OK && t->viol[i] <= 0;
+        nok += t->st[i] == S_OK;
+    }
     for (uint64_t i = 0; i < n; i++)
-        if (t->st[i] == S_OK || t->st[i] == S_FLIGHT) {
+        if ((t->st[i] == S_OK && !(t->budget[i] < floor_b)) || t->st[i] == S_FLIGHT) {
             ids[k] = i;
             loss[k++] = t->st[i] != S_OK  ? INFINITY // the constant liar
                         : t->viol[i] <= 0 ? t->loss[i]
                         : nfeas           ? INFINITY
                                           : t->viol[i];
         }
-    size_t nb = cgq_tpe_gamma ((size_t)t->nok);
+    nt = k;
+    size_t nb = cgq_tpe_gamma ((size_t)nok);
     if (nfeas && nb > nfeas)
         nb = (size_t)nfeas;
     size_t *bi = cgq_xmalloc ((nb ? nb : 1) * sizeof *bi);

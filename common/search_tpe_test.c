@@ -843,6 +843,65 @@ t_motpe_warm (void **state)
     cgq_spec_destroy (&spec);
 }
 
+// bohb: the same results, two ways. Nine at budget 1 say x near -1.5 is
+// best; nine at the largest budget (9, max_t) say x near 0.7 is. tpe ranks
+// them all together (the budget-1 values are lower here) and goes toward
+// -1.5; bohb models only the largest budget that enough results reached (at
+// least the one gene + 2) and goes toward 0.7. Five suggestions each, the
+// earlier ones in flight as liars.
+static double
+s_bohb_mean (const char *alg)
+{
+    char yaml[512];
+    snprintf (yaml, sizeof yaml,
+              "space: {x: {uniform: [-2, 1]}}\n"
+              "search: {algorithm: %s, samples: 40, initial: 3, seed: 5}\n"
+              "objective: {metric: loss, mode: min}\n"
+              "early_stop: {algorithm: hyperband, max_t: 9, reduction_factor: 3}\n"
+              "checkpoint: {store: /c}\n" TRIAL,
+              alg);
+    cgq_spec_t *spec = s_spec (yaml);
+    char err[256];
+    cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+    assert_non_null (se);
+    // The first nine at budget 1, whose loss is lowest at -1.5; nine at
+    // budget 9 (no epoch: max_t), whose loss is lowest at 0.7.
+    for (int i = 0; i < 18; i++) {
+        uint64_t id;
+        json_t *p = cgq_searcher_suggest (se, &id);
+        double x = s_num (p, "x");
+        bool low = i < 9;
+        json_t *m = json_pack ("{s:f}", "loss",
+                               low ? 0.001 + 0.01 * fabs (x + 1.5) : 0.1 + 0.3 * fabs (x - 0.7));
+        if (low) // a trial hyperband stopped at budget 1 carries it
+            json_object_set_new (m, "epoch", json_real (1));
+        cgq_searcher_observe (se, id, m, json_number_value (json_object_get (m, "loss")), true);
+        json_decref (m);
+        json_decref (p);
+    }
+    double sum = 0;
+    for (int i = 0; i < 5; i++) {
+        uint64_t id;
+        json_t *p = cgq_searcher_suggest (se, &id);
+        sum += s_num (p, "x");
+        json_decref (p);
+    }
+    cgq_searcher_destroy (&se);
+    cgq_spec_destroy (&spec);
+    return sum / 5;
+}
+
+static void
+t_bohb (void **state)
+{
+    (void) state;
+    double tpe = s_bohb_mean ("tpe"), bohb = s_bohb_mean ("bohb");
+    // (Seeded: the same numbers every run; TPE's prior keeps both spread.)
+    if (!(tpe < -0.7) || !(bohb > tpe + 0.6))
+        fail_msg ("mean suggestion: tpe %g (want < -0.7), bohb %g (want > tpe + 0.6)", tpe,
+                  bohb);
+}
+
 int
 main (void)
 {
@@ -858,6 +917,7 @@ main (void)
         cmocka_unit_test (t_warm_start),
         cmocka_unit_test (t_motpe_constraints),
         cmocka_unit_test (t_motpe_warm),
+        cmocka_unit_test (t_bohb),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -119,6 +119,7 @@ static const struct {
     {CGQ_SEARCH_EVOLUTION, &cgq_search_evolution_ops},
     {CGQ_SEARCH_NSGA2, &cgq_search_nsga2_ops},
     {CGQ_SEARCH_TPE, &cgq_search_tpe_ops},
+    {CGQ_SEARCH_BOHB, &cgq_search_tpe_ops}, // search_tpe.c, on the largest budget
     {CGQ_SEARCH_CMAES, &cgq_search_cmaes_ops},
     {CGQ_SEARCH_BAYES, &cgq_search_bayes_ops},
     {CGQ_SEARCH_EXTERNAL, &cgq_search_external_ops},
@@ -139,7 +140,7 @@ cgq_searcher_new (const cgq_spec_t *spec, const json_t *state, char *err, size_t
     if (i == nalg) {
         snprintf (err, errlen,
                   "search algorithm %d has no searcher (expected one of: random, grid, list, "
-                  "evolution, nsga2, bayes, tpe, cmaes, external)",
+                  "evolution, nsga2, bayes, tpe, bohb, cmaes, external)",
                   (int) spec->search.algorithm);
         return NULL;
     }

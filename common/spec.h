@@ -56,6 +56,7 @@ typedef enum {
     CGQ_SEARCH_EXTERNAL,  // the points a process outside the coordinator sends (Suggest)
     CGQ_SEARCH_CMAES,     // CMA-ES with IPOP restarts (as Optuna's CmaEsSampler)
     CGQ_SEARCH_PBT,       // Population Based Training (search_pbt.c; needs checkpoint:)
+    CGQ_SEARCH_BOHB,      // TPE on the largest budget with enough results, for hyperband
 } cgq_search_alg_t;
 
 // The most params search.hyperparam_mutations of algorithm pbt may name.
@@ -95,6 +96,7 @@ typedef enum {
     CGQ_EARLY_STOP_NONE,
     CGQ_EARLY_STOP_ASHA,   // successive halving at rungs grace * reduction^k
     CGQ_EARLY_STOP_MEDIAN, // stop below the median of the others at the same attribute
+    CGQ_EARLY_STOP_HYPERBAND, // brackets of successive halving; promotions resume paused trials
 } cgq_early_stop_alg_t;
 
 typedef enum {
@@ -226,6 +228,7 @@ typedef struct {
                             // how many of the job's objectives are compared; else 0
         size_t obj[CGQ_SPEC_MAX_OBJECTIVES]; // their indices in objectives[] (all, or
                                              // early_stop.objectives: [names])
+        uint32_t brackets;              // hyperband: brackets used (0: all, s_max + 1)
     } early_stop;
 
     // trial: without stages: the one stage. With trial.stages: only its

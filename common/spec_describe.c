@@ -221,9 +221,12 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
         }
         else
             fprintf (f, "  %u random first%s, %u candidates per suggestion%s\n",
-                     self->search.initial, alg == CGQ_SEARCH_TPE ? " (until so many succeed)" : "",
+                     self->search.initial,
+                     alg == CGQ_SEARCH_TPE || alg == CGQ_SEARCH_BOHB ? " (until so many succeed)" : "",
                      self->search.candidates,
-                     alg == CGQ_SEARCH_TPE && self->search.multivariate ? ", multivariate" : "");
+                     (alg == CGQ_SEARCH_TPE || alg == CGQ_SEARCH_BOHB) && self->search.multivariate
+                         ? ", multivariate"
+                         : "");
     }
     if (self->search.nwarm_jobs || self->search.warm_points) {
         fprintf (f, "  warm start from");
@@ -264,7 +267,9 @@ cgq_spec_describe (const cgq_spec_t *self, FILE *f)
     }
     if (self->early_stop.algorithm != CGQ_EARLY_STOP_NONE)
         fprintf (f, "early stop: %s on %s (%s) by %s, grace %llu, max %llu\n",
-                 self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA ? "asha" : "median",
+                 self->early_stop.algorithm == CGQ_EARLY_STOP_ASHA        ? "asha"
+                 : self->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND ? "hyperband"
+                                                                          : "median",
                  self->early_stop.metric,
                  self->early_stop.nobjectives > 1 ? "each objective's mode, Pareto"
                  : self->early_stop.mode > 0      ? "max"

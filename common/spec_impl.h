@@ -21,6 +21,7 @@ typedef struct {
         *objectives_key, *early_key;
     size_t *point_lines; // search.file: the file's line of each point
     const cgq_yamldoc_node_t *reduction_key;
+    const cgq_yamldoc_node_t *brackets_key, *es_alg_node; // hyperband's checks
     bool es_mode_given;
     const cgq_yamldoc_node_t *checkpoint_key; // checkpoint: as written (NULL: absent)
     const cgq_yamldoc_node_t *pbt_mutations;  // search.hyperparam_mutations (pbt)

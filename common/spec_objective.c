@@ -209,17 +209,20 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
         long long n;
         if (!strcmp (kt, "algorithm")) {
             if (cgq_yamldoc_get_text (c->y, e, "early_stop.algorithm",
-                                      "write algorithm: asha or median", &t) < 0)
+                                      "write algorithm: asha, median or hyperband", &t) < 0)
                 return -1;
+            c->es_alg_node = e;
             if (!strcmp (t, "asha"))
                 spec->early_stop.algorithm = CGQ_EARLY_STOP_ASHA;
             else if (!strcmp (t, "median"))
                 spec->early_stop.algorithm = CGQ_EARLY_STOP_MEDIAN;
+            else if (!strcmp (t, "hyperband"))
+                spec->early_stop.algorithm = CGQ_EARLY_STOP_HYPERBAND;
             else
                 return cgq_yamldoc_fail (
                     c->y, e,
                     "unknown early_stop.algorithm '%s' (expected one of: asha, "
-                    "median)",
+                    "median, hyperband)",
                     t);
         }
         else if (!strcmp (kt, "objectives")) {
@@ -239,7 +242,14 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
                     return -1;
             c->es_objectives = e;
         }
-        else if (!strcmp (kt, "attribute") || !strcmp (kt, "metric")) {
+        else if (!strcmp (kt, "brackets")) {
+            if (cgq_yamldoc_get_int (c->y, e, "early_stop.brackets", 1, 31,
+                                     "write e.g. brackets: 3", &n) < 0)
+                return -1;
+            spec->early_stop.brackets = (uint32_t) n;
+            c->brackets_key = e;
+        }
+        else if (!strcmp (kt, "attribute") || !strcmp (kt, "metric") || !strcmp (kt, "time_attr")) {
             char what[64];
             snprintf (what, sizeof what, "early_stop.%s", kt);
             if (cgq_yamldoc_get_text (c->y, e, what,
@@ -249,6 +259,7 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
                 return -1;
             char **dst = !strcmp (kt, "metric") ? &spec->early_stop.metric
                                                 : &spec->early_stop.attribute;
+            free (*dst); // attribute and time_attr: the last one written
             *dst = cgq_xstrdup (t);
         }
         else if (!strcmp (kt, "mode")) {
@@ -270,14 +281,14 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
                 return -1;
             spec->early_stop.grace = (uint64_t) n;
         }
-        else if (!strcmp (kt, "max")) {
+        else if (!strcmp (kt, "max") || !strcmp (kt, "max_t")) {
             if (cgq_yamldoc_get_int (c->y, e, "early_stop.max", 1, LLONG_MAX, "write e.g. max: 100",
                                      &n) < 0)
                 return -1;
             spec->early_stop.max = (uint64_t) n;
             max_node = e;
         }
-        else if (!strcmp (kt, "reduction")) {
+        else if (!strcmp (kt, "reduction") || !strcmp (kt, "reduction_factor")) {
             double d;
             if (cgq_yamldoc_get_number (c->y, e, "early_stop.reduction", "write e.g. reduction: 3",
                                         &d) < 0)
@@ -294,16 +305,45 @@ spec_parse_early_stop (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t
         else
             return cgq_yamldoc_unknown_key (
                 c->y, k, "early_stop",
-                "algorithm, attribute, metric, objectives, mode, grace, reduction, max");
+                "algorithm, attribute, metric, objectives, mode, grace, reduction, max; hyperband also "
+                "brackets, and time_attr, max_t, reduction_factor for attribute, max, reduction");
     }
     if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
         return cgq_yamldoc_fail (
             c->y, key,
             "early_stop.algorithm is missing (write algorithm: asha or algorithm: "
             "median)");
-    if (c->reduction_key && spec->early_stop.algorithm != CGQ_EARLY_STOP_ASHA)
+    if (c->reduction_key && spec->early_stop.algorithm != CGQ_EARLY_STOP_ASHA
+        && spec->early_stop.algorithm != CGQ_EARLY_STOP_HYPERBAND)
         return cgq_yamldoc_fail (c->y, c->reduction_key,
-                                 "early_stop.reduction applies to algorithm asha only (remove it)");
+                                 "early_stop.reduction applies to algorithms asha and hyperband "
+                                 "only (remove it)");
+    if (c->brackets_key && spec->early_stop.algorithm != CGQ_EARLY_STOP_HYPERBAND)
+        return cgq_yamldoc_fail (c->y, c->brackets_key,
+                                 "early_stop.brackets applies to algorithm hyperband only (remove "
+                                 "it)");
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND) {
+        double eta = spec->early_stop.reduction, R = (double) spec->early_stop.max;
+        if (eta < 2)
+            return cgq_yamldoc_fail (c->y, c->reduction_key,
+                                     "early_stop.reduction_factor of hyperband must be at least "
+                                     "2, not %g (write reduction_factor: 3)",
+                                     eta);
+        if (R < eta)
+            return cgq_yamldoc_fail (
+                c->y, max_node ? max_node : key,
+                "early_stop.max_t %g is below reduction_factor %g: hyperband would have one "
+                "rung and stop nothing (write max_t: %g or more)",
+                R, eta, eta * eta);
+        unsigned s_max = (unsigned) floor (log (R) / log (eta) + 1e-9);
+        if (spec->early_stop.brackets > s_max + 1)
+            return cgq_yamldoc_fail (
+                c->y, c->brackets_key,
+                "early_stop.brackets %u is more than max_t %g and reduction_factor %g allow "
+                "(floor(log(max_t) / log(reduction_factor)) + 1 = %u; write brackets: %u or "
+                "fewer, or leave it out)",
+                spec->early_stop.brackets, R, eta, s_max + 1, s_max + 1);
+    }
     if (spec->early_stop.max < spec->early_stop.grace)
         return cgq_yamldoc_fail (
             c->y, max_node ? max_node : key,
@@ -323,6 +363,16 @@ spec_check_early_stop (spec_ctx_t *c, cgq_spec_t *spec)
 {
     if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
         return 0;
+    // Hyperband promotes a trial by resuming it from the checkpoint it was
+    // paused at: a spec that says nothing of checkpoints most likely has
+    // trials that never write one, which would restart from zero at every
+    // rung. Say so rather than waste the budget.
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND && !c->checkpoint_key)
+        return cgq_yamldoc_fail (
+            c->y, c->es_alg_node ? c->es_alg_node : c->early_key,
+            "early_stop hyperband needs a checkpoint: section (a promoted trial resumes from "
+            "the checkpoint it was paused at; write checkpoint: {store: '{spec_dir}/ckpt'} "
+            "and have the trial call cgq.checkpoint(epoch=...) after each epoch)");
     const cgq_objective_t *o = spec->nobjectives == 1 ? &spec->objective : NULL;
     if (c->es_objectives && (spec->early_stop.metric || spec->nobjectives < 2))
         return cgq_yamldoc_fail (c->y, c->es_objectives,

@@ -36,6 +36,8 @@ static const struct {
     {CGQ_SEARCH_TPE, "tpe",
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, warm_start, "
      "fail_fast"},
+    {CGQ_SEARCH_BOHB, "bohb",
+     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
      "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
@@ -46,7 +48,7 @@ static const struct {
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
 static const char *s_alg_names =
-    "random, grid, evolution, nsga2, bayes, tpe, cmaes, list, external, pbt";
+    "random, grid, evolution, nsga2, bayes, tpe, bohb, cmaes, list, external, pbt";
 
 const char *
 cgq_spec_search_name (cgq_search_alg_t alg)
@@ -451,11 +453,13 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
         spec->search.tournament = 5;
     if (!spec->search.initial)
         spec->search.initial =
-            alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE ? 10 : spec->search.population;
+            alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_TPE || alg == CGQ_SEARCH_BOHB
+                ? 10
+                : spec->search.population;
     if (!spec->search.batch)
         spec->search.batch = spec->search.population;
     if (!spec->search.candidates)
-        spec->search.candidates = alg == CGQ_SEARCH_TPE ? 24 : 1000;
+        spec->search.candidates = alg == CGQ_SEARCH_TPE || alg == CGQ_SEARCH_BOHB ? 24 : 1000;
     if (!spec->search.sigma0)
         spec->search.sigma0 = 1.0 / 6;
     if (evo && spec->search.tournament > spec->search.population)
@@ -848,7 +852,14 @@ spec_check_search (spec_ctx_t *c, cgq_spec_t *spec)
 {
     cgq_search_alg_t alg = spec->search.algorithm;
     const cgq_yamldoc_node_t *at = c->alg_node;
-    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_CMAES) &&
+    if (alg == CGQ_SEARCH_BOHB && spec->early_stop.algorithm != CGQ_EARLY_STOP_HYPERBAND)
+        return cgq_yamldoc_fail (
+            c->y, at,
+            "algorithm bohb proposes the configurations of hyperband's brackets and needs "
+            "early_stop: {algorithm: hyperband, max_t: 81, reduction_factor: 3} (or write "
+            "algorithm: tpe)");
+    if ((alg == CGQ_SEARCH_EVOLUTION || alg == CGQ_SEARCH_BAYES || alg == CGQ_SEARCH_CMAES ||
+         alg == CGQ_SEARCH_BOHB) &&
         spec->nobjectives != 1)
         return cgq_yamldoc_fail (
             c->y, at,

@@ -841,7 +841,7 @@ t_err_search (void **state)
                     "unknown key '' in search");
     s_expect_error (TRIAL "search: {algorithm: grdi}\n", 2, 21,
                     "unknown search.algorithm 'grdi' (expected one of: random, grid, evolution, "
-                    "nsga2, bayes, tpe, cmaes, list, external, pbt)");
+                    "nsga2, bayes, tpe, bohb, cmaes, list, external, pbt)");
     // 2^32 x 2^32 grid points: more trials than fit in 2^63.
     s_expect_error (
         TRIAL
@@ -1118,7 +1118,7 @@ t_search_tpe (void **state)
                     "or set algorithm: evolution)");
     s_expect_error (TRIAL "search: {algorithm: bayes, multivariate: true}\nobjective: {metric: a, "
                           "mode: max}\n",
-                    2, 28, "search.multivariate applies to algorithm tpe, not bayes");
+                    2, 28, "search.multivariate applies to algorithm tpe, bohb, not bayes");
     s_expect_error (TRIAL "search: {algorithm: tpe, multivariate: 1}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 40, "search.multivariate must be true or false, not the integer 1");
@@ -1237,7 +1237,7 @@ t_search_cmaes (void **state)
     s_expect_error (TRIAL "search: {algorithm: cmaes, initial: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 28, "search.initial applies to algorithm evolution, nsga2, bayes, tpe, "
-                    "not cmaes");
+                    "bohb, not cmaes");
     s_expect_error (TRIAL "search: {algorithm: tpe, restarts: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
                     2, 26, "search.restarts applies to algorithm cmaes, not tpe");
@@ -1250,7 +1250,7 @@ t_err_search_new (void **state)
                     "search.population applies to algorithm evolution, nsga2, pbt, not random");
     s_expect_error (TRIAL "search: {algorithm: evolution, candidates: 5}\nobjective: {metric: a, "
                           "mode: max}\n",
-                    2, 32, "search.candidates applies to algorithm bayes, tpe, not evolution");
+                    2, 32, "search.candidates applies to algorithm bayes, tpe, bohb, not evolution");
     s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
                     "unknown key 'populashun' in search (known keys: algorithm, samples, "
                     "concurrency, seed, population, tournament, initial, batch, fail_fast)");
@@ -1287,11 +1287,11 @@ t_err_search_new (void **state)
                     "search.file 'p.jsonl' is read where the spec file is");
     s_expect_error (TRIAL "search: {algorithm: list, points: [{}], samples: 3}\n", 2, 41,
                     "search.samples applies to algorithm random, grid, evolution, nsga2, bayes, "
-                    "tpe, cmaes, external, not list");
+                    "tpe, bohb, cmaes, external, not list");
     // external reads samples, concurrency and fail_fast: nothing about how to search.
     s_expect_error (TRIAL "search: {algorithm: external, seed: 3}\n", 2, 31,
-                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, cmaes, "
-                    "pbt, not external");
+                    "search.seed applies to algorithm random, grid, evolution, nsga2, bayes, tpe, bohb, "
+                    "cmaes, pbt, not external");
 }
 
 static void
@@ -1338,19 +1338,36 @@ t_err_early_stop (void **state)
     char y[512];
 #define ES(text) (snprintf (y, sizeof y, TRIAL "%s%s", obj, text), y)
     s_expect_error (ES ("early_stop: {grace: 2}\n"), 3, 1, "early_stop.algorithm is missing");
+    s_expect_error (ES ("early_stop: {algorithm: hyperbnd}\n"), 3, 25,
+                    "unknown early_stop.algorithm 'hyperbnd' (expected one of: asha, median, "
+                    "hyperband)");
     s_expect_error (ES ("early_stop: {algorithm: hyperband}\n"), 3, 25,
-                    "unknown early_stop.algorithm 'hyperband' (expected one of: asha, median)");
+                    "early_stop hyperband needs a checkpoint: section");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband, max_t: 9, brackets: 4}\n"
+                        "checkpoint: {store: /c}\n"),
+                    3, 56, "early_stop.brackets 4 is more than max_t 9 and reduction_factor 3 "
+                    "allow (floor(log(max_t) / log(reduction_factor)) + 1 = 3");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband, max_t: 2}\ncheckpoint: {store: /c}\n"),
+                    3, 43, "early_stop.max_t 2 is below reduction_factor 3");
+    s_expect_error (ES ("early_stop: {algorithm: hyperband, reduction_factor: 1.5}\n"
+                        "checkpoint: {store: /c}\n"),
+                    3, 36, "reduction_factor of hyperband must be at least 2, not 1.5");
+    s_expect_error (ES ("early_stop: {algorithm: asha, brackets: 2}\n"), 3, 41,
+                    "early_stop.brackets applies to algorithm hyperband only");
+    s_expect_error (TRIAL "objective: {metric: loss, mode: min}\nsearch: {algorithm: bohb}\n",
+                    3, 21, "algorithm bohb proposes the configurations of hyperband's brackets "
+                    "and needs early_stop: {algorithm: hyperband");
     s_expect_error (ES ("early_stop: {algorithm: asha, grace: 0}\n"), 3, 38,
                     "early_stop.grace must be an integer >= 1, not 0");
     s_expect_error (ES ("early_stop: {algorithm: asha, reduction: 1}\n"), 3, 42,
                     "early_stop.reduction must be a number > 1, not 1");
     s_expect_error (ES ("early_stop: {algorithm: median, reduction: 2}\n"), 3, 33,
-                    "early_stop.reduction applies to algorithm asha only");
+                    "early_stop.reduction applies to algorithms asha and hyperband only");
     s_expect_error (ES ("early_stop: {algorithm: asha, grace: 10, max: 5}\n"), 3, 47,
                     "early_stop.max 5 is below early_stop.grace 10");
     s_expect_error (ES ("early_stop: {algorithm: asha, graec: 1}\n"), 3, 31,
                     "unknown key 'graec' in early_stop (known keys: algorithm, attribute, "
-                    "metric, objectives, mode, grace, reduction, max)");
+                    "metric, objectives, mode, grace, reduction, max; hyperband also brackets");
     s_expect_error (ES ("early_stop: {algorithm: asha, metric: acc}\n"), 3, 1,
                     "early_stop.mode is missing");
     s_expect_error (ES ("early_stop: {algorithm: asha, mode: most}\n"), 3, 37,

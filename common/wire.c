@@ -120,6 +120,7 @@ cgq_wire_body_name (const cgq_env_t *env)
     case CGQ__ENVELOPE__BODY_SUBMIT_JOB: return "submit_job";
     case CGQ__ENVELOPE__BODY_SUBMIT_REPLY: return "submit_reply";
     case CGQ__ENVELOPE__BODY_CANCEL_JOB: return "cancel_job";
+    case CGQ__ENVELOPE__BODY_PAUSE_JOB: return "pause_job";
     case CGQ__ENVELOPE__BODY_REPLY: return "reply";
     case CGQ__ENVELOPE__BODY_PING: return "ping";
     case CGQ__ENVELOPE__BODY_ENABLE_DEVICE: return "enable_device";

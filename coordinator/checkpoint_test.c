@@ -3,7 +3,9 @@
 // newest first, keep of them, the job's bytes), what it refuses (a stale
 // attempt, an older one, a malformed one) and says in the CheckpointAck,
 // what a retry's Assign restores, an attempt whose end does not resume
-// (its records let go), and the records back after a restart.
+// (its records let go), and the records back after a restart; cgq pause
+// and cgq resume (a trial paused at its checkpoint, lost while paused, a
+// late success, the pause across a restart, a resume that uses no retry).
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "checkpoint.h"
+#include "control.h"
 #include "coord_testing.h"
 #include "dispatch.h"
 #include "jobs.h"
@@ -382,6 +385,137 @@ test_decide (void **state)
     json_decref (l);
 }
 
+// s_stop_queued tells whether a Stop of (trial, attempt) waits in the outbox.
+static bool
+s_stop_queued (const coord_t *c, uint64_t trial, uint32_t attempt)
+{
+    bool found = false;
+    for (const out_t *o = c->out_head; o; o = o->next) {
+        if (o->acks)
+            continue;
+        cgq_env_t *env = cgq_wire_decode (o->data, o->len, 0);
+        if (env && env->body_case == CGQ__ENVELOPE__BODY_STOP && env->stop->task->trial == trial
+            && env->stop->task->attempt == attempt)
+            found = true;
+        cgq_wire_free (env);
+    }
+    return found;
+}
+
+// cgq pause / cgq resume (control_pause): a paused job starts nothing; a
+// running trial pauses at its next checkpoint, a lost one while paused
+// waits paused too and a late success of it counts; the pause survives a
+// restart; a resume restores the checkpoint and uses no retry.
+static void
+test_pause_resume (void **state)
+{
+    (void) state;
+    coord_t *c = ct_coord_new (cgq_test_redis_url (s_redis));
+    ct_job (c, 41,
+            "space: {x: {grid: [1, 2, 3]}}\n"
+            "search: {algorithm: grid}\n"
+            "objective: {metric: score, mode: max}\n"
+            "trial: {command: ./run, retries: 1}\n"
+            "checkpoint: {store: /ck}\n");
+    ct_node (c, "w1", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 2);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    trial_t *t0 = jobs_trial (c, 41, 0), *t1 = jobs_trial (c, 41, 1);
+    s_ckpt (c, "w1", 41, 0, 1, 1, 2, 10);
+    char msg[512];
+    assert_int_equal (control_pause (c, 41, false, false, msg, sizeof msg), 0);
+    assert_non_null (strstr (msg, "2 running trial(s) stop at their next checkpoint"));
+    assert_int_equal (t0->state, CGQ_TRIAL_RUNNING); // until its next checkpoint
+    ct_node (c, "w2", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 0); // room, but paused
+    // Its next checkpoint: paused there, its node asked to stop.
+    s_ckpt (c, "w1", 41, 0, 1, 2, 4, 20);
+    assert_int_equal (t0->state, CGQ_TRIAL_PAUSED);
+    assert_false (t0->queued);
+    assert_true (s_stop_queued (c, 0, 1));
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    char key[96];
+    char *line = s_hget (c, cgq_key_trial (key, sizeof key, 41, 0), CGQ_TF_PAUSED);
+    assert_non_null (line);
+    assert_non_null (strstr (line, "paused at checkpoint ckpt-1-2 (step {\"epoch\":4})"));
+    free (line);
+    // The stop comes back as stopped: paused it stays, its CPU free.
+    ct_result (c, "w1", 41, 0, 1, CGQ__TASK_STATUS__TASK_STOPPED, NULL, "stopped: job paused");
+    assert_int_equal (t0->state, CGQ_TRIAL_PAUSED);
+    assert_null (t0->node);
+    // Trial 1's node is lost before its next checkpoint: it waits paused.
+    node_t *w1 = nodes_find (c, "w1");
+    assert_true (w1->free_cpus == 1);
+    nodes_release (c, t1);
+    jobs_lost (c, t1, "test: node lost");
+    assert_int_equal (t1->state, CGQ_TRIAL_PAUSED);
+    assert_false (t1->queued);
+    // Pause again: nothing changes; --now then: nothing left running.
+    assert_int_equal (control_pause (c, 41, false, false, msg, sizeof msg), 0);
+    assert_non_null (strstr (msg, "already paused"));
+    assert_int_equal (control_pause (c, 41, false, true, msg, sizeof msg), 0);
+    assert_non_null (strstr (msg, "0 running trial(s) stopped now"));
+    // Its node comes back still running attempt 1 (a heartbeat): told to stop
+    // it; the trial stays paused, not re-adopted.
+    Cgq__TaskRef ref = CGQ__TASK_REF__INIT, *refs[1] = {&ref};
+    ref.job = 41;
+    ref.trial = 1;
+    ref.attempt = 1;
+    Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
+    hb.n_running = 1;
+    hb.running = refs;
+    cgq_env_t env = CGQ__ENVELOPE__INIT;
+    env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
+    env.heartbeat = &hb;
+    session_message (c, "w1", 2, &env);
+    assert_true (s_stop_queued (c, 1, 1));
+    assert_int_equal (t1->state, CGQ_TRIAL_PAUSED);
+    assert_null (t1->node);
+    // And then says attempt 1 succeeded after all: it counts.
+    ct_result (c, "w1", 41, 1, 1, CGQ__TASK_STATUS__TASK_SUCCEEDED, "{\"score\": 3}", NULL);
+    assert_null (jobs_trial (c, 41, 1));
+    assert_int_equal (dispatch_run (c), 0);
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    assert_int_equal (control_pause (c, 99, false, false, msg, sizeof msg), 2);
+
+    // A restart: still paused (now), trial 0 paused and unqueued.
+    ct_coord_destroy (&c);
+    c = ct_coord_new (cgq_test_redis_url (s_redis));
+    assert_true (recovery_jobs (c) >= 1); // the other tests' jobs too
+    job_t *j = jobs_find (c, 41);
+    assert_int_equal (j->paused, JOBS_PAUSE_NOW);
+    t0 = jobs_trial (c, 41, 0);
+    assert_int_equal (t0->state, CGQ_TRIAL_PAUSED);
+    assert_false (t0->queued);
+    assert_int_equal (j->counts[CGQ_TRIAL_PAUSED], 1);
+    ct_node (c, "w1", 2, 0, 0);
+    assert_int_equal (dispatch_run (c), 0);
+
+    // Resume: trial 0 first, from its checkpoint, the paused attempt below
+    // the stage's base; then the new trial 2.
+    assert_int_equal (control_pause (c, 41, true, false, msg, sizeof msg), 0);
+    assert_non_null (strstr (msg, "1 paused trial(s) queued again"));
+    assert_int_equal (control_pause (c, 41, true, false, msg, sizeof msg), 2);
+    assert_non_null (strstr (msg, "not paused"));
+    assert_int_equal (t0->stage_base, 1);
+    assert_int_equal (dispatch_run (c), 2);
+    char resume[512], store[128];
+    uint32_t k = 0;
+    s_resume (c, 0, 2, resume, sizeof resume, store, sizeof store, &k);
+    assert_string_equal (resume, "ckpt-1-2@{\"epoch\":4}");
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    line = s_hget (c, cgq_key_trial (key, sizeof key, 41, 0), CGQ_TF_PAUSED);
+    assert_null (line);
+    // Its one retry is still there: attempt 2 fails and is retried.
+    ct_result (c, t0->node->id, 41, 0, 2, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 1");
+    assert_int_equal (t0->state, CGQ_TRIAL_PENDING);
+    assert_int_equal (dispatch_run (c), 1);
+    ct_result (c, t0->node->id, 41, 0, 3, CGQ__TASK_STATUS__TASK_FAILED, NULL, "exit status 1");
+    assert_null (jobs_trial (c, 41, 0)); // retries spent: failed
+    assert_int_equal (coord_turn_end (c, cgq_now_ms ()), 0);
+    ct_coord_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -389,6 +523,7 @@ main (void)
         cmocka_unit_test (test_records_and_resume),
         cmocka_unit_test (test_end_without_resume),
         cmocka_unit_test (test_decide),
+        cmocka_unit_test (test_pause_resume),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -198,6 +198,134 @@ s_cancel (coord_t *c, const char *rid, size_t rid_len, uint64_t id)
     outbox_reply (c, rid, rid_len, code, msg, rc != JOBS_CANCEL_DONE);
 }
 
+// s_trials lists j's trials in memory (caller frees the array): what a
+// pause or resume walks while it changes their states.
+static trial_t **
+s_trials (job_t *j, size_t *n)
+{
+    *n = 0;
+    trial_t **all = cgq_xcalloc (zhashx_size (j->trials) + 1, sizeof *all);
+    for (trial_t *t = zhashx_first (j->trials); t; t = zhashx_next (j->trials))
+        all[(*n)++] = t;
+    return all;
+}
+
+// s_job_gone answers a request about job id when it is not running here:
+// ended or never known (2), or Redis cannot say (1).
+static int
+s_job_gone (coord_t *c, uint64_t id, const char *verb, char *msg, size_t msglen)
+{
+    char jkey[64];
+    cgq_key_job (jkey, sizeof jkey, id);
+    redisReply *r = cgq_store_command (c->store, "HGET %s %s", jkey, CGQ_JF_STATE);
+    if (!r) {
+        snprintf (msg, msglen, "cannot read job %llu: %s", (unsigned long long) id,
+                  cgq_store_errstr (c->store));
+        return 1;
+    }
+    int rc = 2;
+    if (r->type == REDIS_REPLY_STRING)
+        snprintf (msg, msglen, "cannot %s job %llu: it is already %s", verb,
+                  (unsigned long long) id, r->str);
+    else
+        snprintf (msg, msglen, "no job %llu (see cgq status)", (unsigned long long) id);
+    freeReplyObject (r);
+    return rc;
+}
+
+int
+control_pause (coord_t *c, uint64_t id, bool resume, bool now, char *msg, size_t msglen)
+{
+    job_t *j = jobs_find (c, id);
+    if (!j || j->state != CGQ_JOB_RUNNING)
+        return s_job_gone (c, id, resume ? "resume" : "pause", msg, msglen);
+    unsigned long long jid = (unsigned long long) id;
+    char jkey[64], detail[256];
+    cgq_key_job (jkey, sizeof jkey, j->id);
+    size_t n;
+    trial_t **all = s_trials (j, &n);
+    uint64_t count = 0, waiting = 0;
+    if (resume) {
+        if (!j->paused) {
+            free (all);
+            snprintf (msg, msglen, "job %llu is not paused (cgq pause %llu pauses it)", jid, jid);
+            return 2;
+        }
+        j->paused = 0;
+        cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_PAUSED);
+        for (size_t i = 0; i < n; i++)
+            if (all[i]->state == CGQ_TRIAL_PAUSED) {
+                jobs_resume_trial (c, all[i]);
+                count++;
+            }
+        free (all);
+        snprintf (detail, sizeof detail,
+                  "%llu paused trial(s) queued again, to resume from their checkpoints",
+                  (unsigned long long) count);
+        jobs_event (c, j, "job.resumed", detail);
+        snprintf (msg, msglen, "resumed job %llu: %s", jid, detail);
+        cgq_info ("%s", msg);
+        j->dirty = true;
+        c->sched_dirty = true;
+        return 0;
+    }
+    if (j->paused == JOBS_PAUSE_NOW || (j->paused && !now)) {
+        for (size_t i = 0; i < n; i++)
+            waiting += all[i]->state == CGQ_TRIAL_RUNNING;
+        free (all);
+        snprintf (msg, msglen,
+                  "job %llu is already paused%s (%llu trial(s) still running to their next "
+                  "checkpoint; cgq pause %llu --now stops them at once; cgq resume %llu "
+                  "resumes it)",
+                  jid, j->paused == JOBS_PAUSE_NOW ? " --now" : "", (unsigned long long) waiting,
+                  jid, jid);
+        return 0;
+    }
+    bool again = j->paused != 0; // a checkpoint pause made a pause now
+    j->paused = now ? JOBS_PAUSE_NOW : JOBS_PAUSE_CHECKPOINT;
+    cgq_hset_t h;
+    cgq_hset_init (&h, jkey);
+    cgq_hset_str (&h, CGQ_JF_PAUSED, now ? "now" : "checkpoint");
+    cgq_hset_queue (&h, c->store);
+    for (size_t i = 0; i < n; i++) {
+        trial_t *t = all[i];
+        if (t->state != CGQ_TRIAL_RUNNING)
+            continue;
+        if (now && t->node) {
+            jobs_pause_trial (c, t);
+            count++;
+        }
+        else
+            waiting++; // a checkpoint pause, or a recovered trial not adopted yet
+    }
+    free (all);
+    if (now)
+        snprintf (detail, sizeof detail,
+                  "%s%llu running trial(s) stopped now, each keeping its last checkpoint",
+                  again ? "now: " : "", (unsigned long long) count);
+    else
+        snprintf (detail, sizeof detail, "%llu running trial(s) stop at their next checkpoint",
+                  (unsigned long long) waiting);
+    jobs_event (c, j, "job.paused", detail);
+    snprintf (msg, msglen, "paused job %llu: %s; nothing new starts until cgq resume %llu", jid,
+              detail, jid);
+    cgq_info ("%s", msg);
+    j->dirty = true;
+    c->sched_dirty = true;
+    return 0;
+}
+
+// s_pause answers a PauseJob (cgq pause, cgq resume) with control_pause's
+// code; like a cancel, after the flush when it changed something, so the
+// reply means the paused state is in Redis.
+static void
+s_pause (coord_t *c, const char *rid, size_t rid_len, const Cgq__PauseJob *m)
+{
+    char msg[512];
+    int code = control_pause (c, m->job, m->resume, m->now, msg, sizeof msg);
+    outbox_reply (c, rid, rid_len, code, msg, code != 0);
+}
+
 // s_enable returns a quarantined device to service; answered after the
 // flush, so the reply means the change is in Redis.
 static void
@@ -549,6 +677,9 @@ control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         break;
     case CGQ__ENVELOPE__BODY_CANCEL_JOB:
         s_cancel (c, rid, rid_len, env->cancel_job->job);
+        break;
+    case CGQ__ENVELOPE__BODY_PAUSE_JOB:
+        s_pause (c, rid, rid_len, env->pause_job);
         break;
     case CGQ__ENVELOPE__BODY_ENABLE_DEVICE:
         s_enable (c, rid, rid_len, env->enable_device);

@@ -1,7 +1,8 @@
 // control: what the CLI asks on the control socket. SubmitJob (parse and
 // check the spec, allocate a job id, create the job), CancelJob, EnableDevice
 // (cgq devices enable), Suggest (the points of an external job's searcher),
-// UpdateJob (cgq update: a running job's samples and concurrency) and Ping.
+// UpdateJob (cgq update: a running job's samples and concurrency), PauseJob
+// (cgq pause, cgq resume) and Ping.
 // An error that changed nothing is answered at once; an answer that depends
 // on this turn's state changes goes out after the flush.
 #ifndef CGQ_CONTROL_H
@@ -10,6 +11,17 @@
 #include "coord.h"
 
 void control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env);
+
+// control_pause pauses (resume false) or resumes job id (docs/architecture.md,
+// "Pause and resume"). Pause: nothing new is dispatched; running trials
+// are paused at their next recorded checkpoint (jobs_checkpoint), or at
+// once with now; pausing a paused job again changes nothing, or turns a
+// checkpoint pause into a pause now. Resume: paused trials are queued again
+// with their checkpoints (jobs_resume_trial). Returns the Reply's code: 0
+// (done, or nothing to do for a second pause), 2 (unknown or ended job, a
+// resume of a job that is not paused), 1 (Redis cannot say whether the job
+// exists); msg gets one line for the user.
+int control_pause (coord_t *c, uint64_t id, bool resume, bool now, char *msg, size_t msglen);
 
 // control_max_request is the largest control frame decoded: a spec of
 // --max-spec and room for its path. control_max_message is the bound of the

@@ -14,11 +14,14 @@
 //   recovery.c   rebuilds jobs and trials from Redis at start-up
 //   dispatch.c   starts trials: asks the scheduler where, renders the Assign
 //   scheduler.c  chooses, and only chooses: which node fits, why none can
+//   jobs_nodes.c the state machine's part that follows a trial's node: lost,
+//                or found again after a restart (adopted, requeued)
 //   jobs.c       the job and trial state machine: every transition changes
 //                memory and queues its Redis commands in the same call
 //   checkpoint.c checkpoint records as pure decisions (no I/O): which one a
 //                trial records, what a resumed attempt restores
 //   early_stop.c the early stopping rules as pure decisions (no I/O)
+//   hyperband.c  Hyperband's brackets as pure decisions (no I/O)
 //   outbox.c     messages that wait until the Redis batch they depend on is
 //                flushed
 //   nodes.c      the node registry: lookup, resources, grant and release of
@@ -163,6 +166,7 @@ struct trial_s {
     // checkpoint.resume judges.
     json_t *ckpts;
     unsigned end_resume;
+    bool hb_pause; // hyperband: reached its rung's budget, pauses at its next checkpoint
 };
 
 struct job_s {
@@ -208,6 +212,15 @@ struct job_s {
     // of the job, so the stream keeps the order of every job's transitions.
     cgq_buf_t ev_succeeded, ev_running;
     size_t unwritten;       // trials created this turn whose hash is not queued yet
+    // `cgq pause` (control_pause): no dispatch; running trials pause at their
+    // next checkpoint (JOBS_PAUSE_CHECKPOINT) or were stopped at once
+    // (JOBS_PAUSE_NOW). 0: not paused. The job hash's `paused` says so.
+    int paused;
+    // early_stop: {algorithm: hyperband} (hyperband.h; NULL: none). hb_check:
+    // a cohort may have completed (verdicts applied at the turn's end);
+    // hb_dirty: its state goes to the job hash's `hyperband` then.
+    struct hyperband_s *hb;
+    bool hb_check, hb_dirty, hb_done;
     bool best_dirty;        // best_trial/best_value changed this turn
     bool ended;             // finished or cancelled with nothing left: freed by jobs_reap
     job_t *next;            // coordinator's job list

@@ -66,7 +66,8 @@ s_trial_destroy (void **item)
 early_stop_t *
 early_stop_new (const cgq_spec_t *spec)
 {
-    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE)
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_NONE
+        || spec->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND) // hyperband.c's, not ours
         return NULL;
     early_stop_t *self = cgq_xcalloc (1, sizeof *self);
     self->spec = spec;

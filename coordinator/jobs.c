@@ -1,5 +1,6 @@
 // jobs: the job and trial state machine.
 #include "jobs.h"
+#include "jobs_impl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include "checkpoint.h"
 #include "early_stop.h"
 #include "hist.h"
+#include "hyperband.h"
 #include "json.h"
 #include "log.h"
 #include "notify.h"
@@ -17,6 +19,8 @@
 #include "outbox.h"
 #include "pareto.h"
 #include "yamldoc.h"
+
+static void s_hb_turn (coord_t *c, job_t *j);
 
 // --- trial table: id -> trial, keyed by a pointer to the trial's own id ----
 
@@ -80,10 +84,10 @@ s_event_group (cgq_buf_t *b, const trial_t *t, const char *node)
     cgq_buf_append (b, " ", 1);
 }
 
-// s_event queues one event of job j (trial < 0: of the job itself), after
+// jobs_trial_event queues one event of job j (trial < 0: of the job itself), after
 // the job's grouped events so far.
-static void
-s_event (coord_t *c, job_t *j, const char *type, int64_t trial, const char *node,
+void
+jobs_trial_event (coord_t *c, job_t *j, const char *type, int64_t trial, const char *node,
          uint32_t attempt, const char *detail)
 {
     s_events_flush (c, j);
@@ -93,7 +97,7 @@ s_event (coord_t *c, job_t *j, const char *type, int64_t trial, const char *node
 void
 jobs_event (coord_t *c, job_t *j, const char *type, const char *detail)
 {
-    s_event (c, j, type, -1, NULL, 0, detail);
+    jobs_trial_event (c, j, type, -1, NULL, 0, detail);
 }
 
 job_t *
@@ -187,6 +191,7 @@ s_job_free (job_t *j)
         s_trial_free (all[i]);
     free (all);
     zhashx_destroy (&j->trials);
+    hyperband_destroy (&j->hb);
     early_stop_destroy (&j->stopper);
     free (j->front_ids);
     free (j->front_vals);
@@ -249,6 +254,9 @@ jobs_add (coord_t *c, uint64_t id, cgq_spec_t *spec, cgq_searcher_t *searcher,
     cgq_buf_init (&j->ev_succeeded);
     cgq_buf_init (&j->ev_running);
     j->stopper = early_stop_new (spec);
+    if (spec->early_stop.algorithm == CGQ_EARLY_STOP_HYPERBAND)
+        j->hb = hyperband_new ((double) spec->early_stop.max, spec->early_stop.reduction,
+                               spec->early_stop.brackets, spec->early_stop.mode >= 0 ? 1 : -1);
     j->nstages = (uint32_t) cgq_spec_nstages (spec);
     for (uint32_t k = 0; k < j->nstages; k++) {
         const cgq_stage_t *st = cgq_spec_stage (spec, k);
@@ -293,7 +301,7 @@ jobs_submitted (coord_t *c, job_t *j, const char *yaml, const char *path, uint64
     char nowbuf[32];
     cgq_store_cmd (c->store, "ZADD %s %s %llu", CGQ_KEY_JOBS, cgq_fmt_double (nowbuf, now),
                    (unsigned long long) j->id);
-    s_event (c, j, "job.submitted", -1, NULL, 0, j->name);
+    jobs_trial_event (c, j, "job.submitted", -1, NULL, 0, j->name);
     cgq_info ("job %" PRIu64 " (%s) submitted: %llu trials", j->id, j->name,
               (unsigned long long) total);
     c->sched_dirty = true;
@@ -455,7 +463,7 @@ jobs_set_stale (coord_t *c, trial_t *t, bool stale, const char *why)
     cgq_hset_init (&h, tkey);
     cgq_hset_str (&h, CGQ_TF_STATE, cgq_tstate_names[to]);
     cgq_hset_queue (&h, c->store);
-    s_event (c, j, stale ? "trial.stale" : "trial.resumed", (int64_t) t->id,
+    jobs_trial_event (c, j, stale ? "trial.stale" : "trial.resumed", (int64_t) t->id,
                      t->node ? t->node->id : t->expect_node, t->attempt, why);
 }
 
@@ -521,6 +529,10 @@ s_trial_create (coord_t *c, job_t *j)
     j->unwritten++;
     s_ids_push (&j->act_add, id);
     j->dirty = true; // counts, suggested, the searcher's state, the active set
+    if (j->hb) { // it joins the bracket being filled
+        hyperband_add (j->hb, id);
+        j->hb_dirty = true;
+    }
     (void) c;
     return t;
 }
@@ -532,11 +544,11 @@ jobs_next_trial (coord_t *c, job_t *j, uint32_t stage)
     return t || stage > 0 ? t : s_trial_create (c, j);
 }
 
-// s_trial_end removes a terminal trial from memory.
-// s_stop_on_node asks t's node to stop t's current attempt (a Stop, sent
+// jobs_trial_end removes a terminal trial from memory.
+// jobs_stop_on_node asks t's node to stop t's current attempt (a Stop, sent
 // after the flush). Nothing when t is on no node.
-static void
-s_stop_on_node (coord_t *c, const trial_t *t, const char *reason)
+void
+jobs_stop_on_node (coord_t *c, const trial_t *t, const char *reason)
 {
     if (!t->node)
         return;
@@ -548,14 +560,18 @@ s_stop_on_node (coord_t *c, const trial_t *t, const char *reason)
     outbox_stop (c, t->node->id, &ref, reason);
 }
 
-static void
-s_trial_end (coord_t *c, trial_t *t)
+void
+jobs_trial_end (coord_t *c, trial_t *t)
 {
     job_t *j = t->job;
     if (t->node)
         nodes_release (c, t);
     if (t->queued)
         jobs_unqueue (j, t);
+    if (j->hb) { // its cohort may be complete without it
+        hyperband_ended (j->hb, t->id);
+        j->hb_check = j->hb_dirty = true;
+    }
     zhashx_delete (j->trials, &t->id);
     s_trial_free (t);
     jobs_check_done (c, j);
@@ -670,6 +686,8 @@ void
 jobs_write_dirty (coord_t *c)
 {
     for (job_t *j = c->jobs; j; j = j->next) {
+        if (j->hb)
+            s_hb_turn (c, j);
         s_events_flush (c, j);
         if (j->dirty)
             s_job_write (c, j);
@@ -743,7 +761,7 @@ jobs_check_done (coord_t *c, job_t *j)
         if (j->counts[CGQ_TRIAL_STOPPED] && len > 0 && (size_t) len < sizeof detail)
             snprintf (detail + len, sizeof detail - (size_t) len, ", %llu stopped early",
                       (unsigned long long) j->counts[CGQ_TRIAL_STOPPED]);
-        s_event (c, j, "job.finished", -1, NULL, 0, detail);
+        jobs_trial_event (c, j, "job.finished", -1, NULL, 0, detail);
         cgq_info ("job %" PRIu64 " (%s) finished: %s", j->id, j->name, detail);
     }
     if (j->dirty)
@@ -778,7 +796,7 @@ jobs_set_blocked (coord_t *c, job_t *j, const char *reason)
             if (reason) {
                 const char *kv[] = {CGQ_TF_ERROR, reason};
                 jobs_set_state (c, t, CGQ_TRIAL_UNSCHEDULABLE, kv, 2);
-                s_event (c, j, "trial.unschedulable", (int64_t) t->id, NULL,
+                jobs_trial_event (c, j, "trial.unschedulable", (int64_t) t->id, NULL,
                                  0, reason);
             }
             else if (t->state == CGQ_TRIAL_UNSCHEDULABLE) {
@@ -849,11 +867,11 @@ s_end_early (coord_t *c, job_t *j, jstate_t state, const char *error, uint64_t *
         bool on_node = t->state == CGQ_TRIAL_RUNNING && t->node;
         const char *kv[] = {CGQ_TF_FINISHED, now};
         jobs_set_state (c, t, CGQ_TRIAL_CANCELLED, kv, 2);
-        s_event (c, j, "trial.cancelled", (int64_t) t->id,
+        jobs_trial_event (c, j, "trial.cancelled", (int64_t) t->id,
                          t->node ? t->node->id : NULL, t->attempt, NULL);
         if (on_node) {
             // It stays in memory, holding its resources, until the node reports it stopped.
-            s_stop_on_node (c, t, state == CGQ_JOB_FAILED ? "job failed" : "job cancelled");
+            jobs_stop_on_node (c, t, state == CGQ_JOB_FAILED ? "job failed" : "job cancelled");
             (*stopped)++;
         }
         else {
@@ -875,7 +893,7 @@ s_end_early (coord_t *c, job_t *j, jstate_t state, const char *error, uint64_t *
         cgq_hset_str (&h, CGQ_JF_ERROR, error);
     cgq_hset_queue (&h, c->store);
     cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
-    s_event (c, j, state == CGQ_JOB_FAILED ? "job.failed" : "job.cancelled", -1, NULL, 0, error);
+    jobs_trial_event (c, j, state == CGQ_JOB_FAILED ? "job.failed" : "job.cancelled", -1, NULL, 0, error);
     s_notify (c, j, cgq_wall_s ());
     jobs_check_done (c, j);
 }
@@ -911,6 +929,71 @@ jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen)
     return JOBS_CANCEL_DONE;
 }
 
+// --- pause and resume --------------------------------------------------------
+
+// jobs_pause_trial (jobs.h): like a stopped trial, a paused one holds its
+// resources until its node reports the task ended (jobs_result).
+void
+jobs_pause_trial (coord_t *c, trial_t *t)
+{
+    job_t *j = t->job;
+    if (t->queued)
+        jobs_unqueue (j, t);
+    char line[512];
+    json_t *last = t->ckpts ? json_array_get (t->ckpts, 0) : NULL;
+    if (last) {
+        char *step = cgq_json_dumps (json_object_get (last, "step"));
+        snprintf (line, sizeof line,
+                  "paused at checkpoint ckpt-%" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT
+                  " (step %s); %s",
+                  json_integer_value (json_object_get (last, "attempt")),
+                  json_integer_value (json_object_get (last, "n")), step ? step : "{}",
+                  j->paused ? "cgq resume continues it from there"
+                            : "hyperband: its rung's verdict resumes it from there or stops it");
+        free (step);
+    }
+    else
+        snprintf (line, sizeof line,
+                  "paused with no checkpoint to resume from: cgq resume restarts it from zero");
+    const char *kv[] = {CGQ_TF_PAUSED, line};
+    jobs_set_state (c, t, CGQ_TRIAL_PAUSED, kv, 2);
+    jobs_stop_on_node (c, t, "job paused");
+    jobs_trial_event (c, j, "trial.paused", (int64_t) t->id, t->node ? t->node->id : NULL, t->attempt,
+             line);
+    cgq_tinfo (j->id, t->id, t->attempt, "%s", line);
+    c->sched_dirty = true;
+}
+
+// jobs_resume_trial (jobs.h): whatever checkpoint.resume says, a pause is
+// made to be resumed; from now on the paused attempt is stale.
+void
+jobs_resume_trial (coord_t *c, trial_t *t)
+{
+    job_t *j = t->job;
+    if (t->node)
+        nodes_release (c, t); // its Stop is on its way; that attempt is over for us
+    t->end_resume = 0;
+    if (t->attempt > t->stage_base)
+        t->stage_base++;
+    char key[128], base[16];
+    snprintf (base, sizeof base, "%u", t->stage_base);
+    const char *kv[] = {CGQ_TF_STAGE_BASE, base};
+    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
+    cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),
+                   CGQ_TF_PAUSED);
+    jobs_enqueue (j, t, true);
+}
+
+// jobs_pause_adopted: t (of a paused job) runs again on a node, adopted after
+// a restart or re-adopted after a loss: a pause now stops it at once; a
+// checkpoint pause waits for its next checkpoint as before.
+void
+jobs_pause_adopted (coord_t *c, trial_t *t)
+{
+    if (t->job->paused == JOBS_PAUSE_NOW && t->state == CGQ_TRIAL_RUNNING && t->node)
+        jobs_pause_trial (c, t);
+}
+
 static void
 s_metric_names (cgq_buf_t *b, const json_t *metrics)
 {
@@ -926,12 +1009,12 @@ s_metric_names (cgq_buf_t *b, const json_t *metrics)
         cgq_buf_puts (b, "none");
 }
 
-// s_resume_judge: t's attempt ended (how: CGQ_RESUME_*) and t runs again.
+// jobs_resume_judge: t's attempt ended (how: CGQ_RESUME_*) and t runs again.
 // Unless checkpoint.resume resumes after such an end, its checkpoints are
 // let go: the next attempt starts afresh (and its worker deletes them once
 // it records one of its own).
-static void
-s_resume_judge (coord_t *c, trial_t *t, unsigned how)
+void
+jobs_resume_judge (coord_t *c, trial_t *t, unsigned how)
 {
     job_t *j = t->job;
     t->end_resume = 0;
@@ -981,6 +1064,10 @@ jobs_checkpoint (coord_t *c, const char *node, const Cgq__Checkpoint *m)
         t->ckpts = json_incref (d.list);
         cgq_tdebug (t->job->id, t->id, t->attempt, "checkpoint %" PRIu64 " recorded (%s)", m->n,
                     m->step_json);
+        if ((t->job->paused || t->hb_pause) && t->node) { // a paused job's, or hyperband's
+            t->hb_pause = false;
+            jobs_pause_trial (c, t);
+        }
     }
     else if (!d.record)
         cgq_tinfo (m->task->job, m->task->trial, m->task->attempt,
@@ -1034,12 +1121,12 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
         error = staged;
     }
     if (retryable && st && tries <= st->retries) {
-        s_resume_judge (c, t, t->end_resume ? t->end_resume : CGQ_RESUME_FAILED);
+        jobs_resume_judge (c, t, t->end_resume ? t->end_resume : CGQ_RESUME_FAILED);
         const char *kv[] = {CGQ_TF_ERROR, error};
         jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
         jobs_enqueue (j, t, false);
-        s_event (c, j, "trial.retry", (int64_t) t->id, NULL, t->attempt, error);
-        cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", t->attempt,
+        jobs_trial_event (c, j, "trial.retry", (int64_t) t->id, NULL, t->attempt, error);
+        cgq_tinfo (j->id, t->id, t->attempt, "failed; retrying (%u of %u retries): %s", tries,
                    (unsigned) j->spec->trial.retries, error);
         c->sched_dirty = true;
         return;
@@ -1048,7 +1135,7 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
     cgq_fmt_double (now, cgq_wall_s ());
     const char *kv[] = {CGQ_TF_ERROR, error, CGQ_TF_FINISHED, now};
     jobs_set_state (c, t, CGQ_TRIAL_FAILED, kv, 4);
-    s_event (c, j, "trial.failed", (int64_t) t->id, NULL, t->attempt, error);
+    jobs_trial_event (c, j, "trial.failed", (int64_t) t->id, NULL, t->attempt, error);
     cgq_searcher_observe (j->searcher, t->id, NULL, NAN, false);
     // Fail fast: so many failures and not one success is a broken spec (a
     // typo in the script's name or the metric's), not bad luck; stop before
@@ -1063,7 +1150,7 @@ jobs_failed (coord_t *c, trial_t *t, const char *error, bool retryable)
                              (unsigned) j->counts[CGQ_TRIAL_FAILED], (unsigned) ff,
                              (int) (len > 300 ? 300 : len), error);
     }
-    s_trial_end (c, t);
+    jobs_trial_end (c, t);
     if (why && j->state == CGQ_JOB_RUNNING) { // not finished by that last trial
         uint64_t stopped, dropped;
         cgq_warn ("job %" PRIu64 " (%s) failed: %s", j->id, j->name, why);
@@ -1202,14 +1289,14 @@ jobs_front_restore (job_t *j, uint64_t id, const char *json)
     return rc;
 }
 
-// s_late_success: the first outcome wins. An attempt we gave up on (its node
+// jobs_late_success: the first outcome wins. An attempt we gave up on (its node
 // went silent past the heartbeat timeout) that succeeded after all is kept
 // when no later attempt has finished yet: the later attempt, queued or
 // running, is withdrawn (stopped on its node) and the trial goes on as if
 // the old attempt were current, so the caller records its result. A failed
 // or stopped late attempt changes nothing: the later one carries on.
-static void
-s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
+void
+jobs_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
 {
     if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED || r->task->attempt == 0
         || !(t->state == CGQ_TRIAL_RUNNING || (t->state == CGQ_TRIAL_PENDING && t->queued)))
@@ -1219,11 +1306,11 @@ s_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
               r->task->attempt, t->attempt,
               t->state == CGQ_TRIAL_RUNNING ? "is stopped" : "will not run");
     cgq_tinfo (t->job->id, t->id, r->task->attempt, "%s", detail);
-    s_event (c, t->job, "trial.late_result", (int64_t) t->id, NULL,
+    jobs_trial_event (c, t->job, "trial.late_result", (int64_t) t->id, NULL,
                      r->task->attempt, detail);
     if (t->state == CGQ_TRIAL_RUNNING) {
         if (t->node) {
-            s_stop_on_node (c, t, "an earlier attempt finished first");
+            jobs_stop_on_node (c, t, "an earlier attempt finished first");
             nodes_release (c, t);
         }
     } else {
@@ -1336,7 +1423,7 @@ s_stage_done (coord_t *c, trial_t *t, json_t *metrics, const char **kv8, const c
     }
     char detail[200];
     snprintf (detail, sizeof detail, "stage %s succeeded; next: %s", st->name, next->name);
-    s_event (c, j, "trial.stage", (int64_t) t->id, NULL, t->attempt, detail);
+    jobs_trial_event (c, j, "trial.stage", (int64_t) t->id, NULL, t->attempt, detail);
     cgq_debug ("trial %" PRIu64 ".%" PRIu64 ": %s", j->id, t->id, detail);
     jobs_enqueue (j, t, false);
     c->sched_dirty = true;
@@ -1358,7 +1445,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     // whatever its attempt.
     bool other = t && !jobs_task_stage_current (t, r->task->stage, r->task->attempt);
     if (t && !other && r->task->attempt < t->attempt)
-        s_late_success (c, t, r);
+        jobs_late_success (c, t, r);
     if (!t || other || t->attempt != r->task->attempt) {
         cgq_tdebug (r->task->job, r->task->trial, r->task->attempt,
                     "result is stale; acknowledged, ignored");
@@ -1366,8 +1453,23 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     }
     job_t *j = t->job;
     if (t->state == CGQ_TRIAL_CANCELLED || t->state == CGQ_TRIAL_STOPPED) {
-        s_trial_end (c, t); // its node reported the stop: resources free
+        jobs_trial_end (c, t); // its node reported the stop: resources free
         return;
+    }
+    if (t->state == CGQ_TRIAL_PAUSED) {
+        if (r->status != CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+            // Our Stop ended it (or it failed as it came): paused it stays,
+            // its resources free, until cgq resume. No retry is used.
+            if (t->node)
+                nodes_release (c, t);
+            c->sched_dirty = true;
+            return;
+        }
+        // It finished before our Stop reached it: a success like any other.
+        char key[128];
+        cgq_store_cmd (c->store, "HDEL %s %s", cgq_key_trial (key, sizeof key, j->id, t->id),
+                       CGQ_TF_PAUSED);
+        jobs_set_state (c, t, CGQ_TRIAL_RUNNING, NULL, 0);
     }
     if (t->state == CGQ_TRIAL_PENDING && t->queued && t->attempt > 0 && t->losses > 0
         && r->status != CGQ__TASK_STATUS__TASK_STOPPED) {
@@ -1562,7 +1664,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     free (stages_json);
     free (run_json);
     free (run_field);
-    s_trial_end (c, t);
+    jobs_trial_end (c, t);
 }
 
 bool
@@ -1633,18 +1735,18 @@ s_stop_as (coord_t *c, trial_t *t, const char *report, const json_t *metrics, co
     jobs_set_state (c, t, CGQ_TRIAL_STOPPED, kv, nkv);
     free (viol);
     cgq_buf_fini (&warn);
-    s_event (c, j, event, (int64_t) t->id, t->node ? t->node->id : NULL, t->attempt, why);
+    jobs_trial_event (c, j, event, (int64_t) t->id, t->node ? t->node->id : NULL, t->attempt, why);
     cgq_tinfo (j->id, t->id, t->attempt, "%s: %s",
                strcmp (event, "trial.exploited") ? "stopped early" : "exploited", why);
     cgq_searcher_observe (j->searcher, t->id, ok ? metrics : NULL, value, ok);
     if (!t->node) {
-        s_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
+        jobs_trial_end (c, t); // a recovered trial not adopted yet: nothing to stop
         return;
     }
     char reason[300];
     snprintf (reason, sizeof reason, "%s: %s",
               strcmp (event, "trial.exploited") ? "early stop" : "exploited (pbt)", why);
-    s_stop_on_node (c, t, reason);
+    jobs_stop_on_node (c, t, reason);
     c->sched_dirty = true;
 }
 
@@ -1683,6 +1785,55 @@ s_exploited (coord_t *c, trial_t *t, const cgq_pbt_decision_t *pd)
     json_decref (ex);
     json_decref (metrics);
     json_decref (lineage);
+}
+
+// s_hb_turn, once per turn for a hyperband job: the search's end (partly
+// filled brackets complete), the verdicts of every cohort complete now
+// (promoted: a paused trial resumes from its checkpoint, one still on its
+// way to its checkpoint runs on; stopped: early-stopped with its value at
+// the rung as its metrics), and its state into the job hash when changed.
+static void
+s_hb_turn (coord_t *c, job_t *j)
+{
+    if (!j->hb_done && j->state == CGQ_JOB_RUNNING && cgq_searcher_done (j->searcher)) {
+        hyperband_search_done (j->hb);
+        j->hb_done = j->hb_check = j->hb_dirty = true;
+    }
+    hyperband_verdict_t *v = NULL;
+    size_t n = j->hb_check && j->state == CGQ_JOB_RUNNING ? hyperband_decide (j->hb, &v) : 0;
+    j->hb_check = false;
+    for (size_t i = 0; i < n; i++) {
+        trial_t *t = zhashx_lookup (j->trials, &v[i].trial);
+        j->hb_dirty = true;
+        if (!t || cgq_tstate_terminal (t->state))
+            continue;
+        if (v[i].promote) {
+            t->hb_pause = false;
+            if (t->state == CGQ_TRIAL_PAUSED && !j->paused)
+                jobs_resume_trial (c, t);
+            jobs_trial_event (c, j, "trial.promoted", (int64_t) t->id, NULL, t->attempt, v[i].why);
+            cgq_tinfo (j->id, t->id, t->attempt, "%s", v[i].why);
+            c->sched_dirty = true;
+            continue;
+        }
+        json_t *m = json_object ();
+        json_object_set_new (m, j->spec->early_stop.metric, json_real (v[i].value));
+        json_object_set_new (m, j->spec->early_stop.attribute, json_real (v[i].at));
+        char *text = cgq_json_dumps (m);
+        s_early_stopped (c, t, text, m, v[i].why);
+        free (text);
+        json_decref (m);
+    }
+    free (v);
+    if (j->hb_dirty) {
+        char key[64], *dump = hyperband_dump (j->hb);
+        cgq_hset_t h;
+        cgq_hset_init (&h, cgq_key_job (key, sizeof key, j->id));
+        cgq_hset_str (&h, CGQ_JF_HYPERBAND, dump);
+        cgq_hset_queue (&h, c->store);
+        free (dump);
+        j->hb_dirty = false;
+    }
 }
 
 // s_judge hands a running trial's report to the job's early stopper and
@@ -1753,8 +1904,9 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     // The early stopper judges the first stage's reports (where a trial
     // trains); a later stage's are stored, not judged.
     bool pbt = cgq_searcher_pbt (j->searcher);
-    json_t *report = (j->stopper || pbt) && t->stage == 0 ? json_loads (p->report_json, 0, NULL)
-                                                          : NULL;
+    json_t *report = (j->stopper || j->hb || pbt) && t->stage == 0
+                         ? json_loads (p->report_json, 0, NULL)
+                         : NULL;
     if (pbt && json_is_object (report)) {
         // pbt ranks trials by their latest score (search_pbt.c).
         json_t *at = json_object_get (report, j->spec->search.pbt.time_attr),
@@ -1769,6 +1921,20 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     char state[192] = "";
     if (j->stopper && json_is_object (report))
         s_judge (c, t, report, &d, state, sizeof state);
+    if (json_is_object (report) && j->hb) {
+        const cgq_spec_t *sp = j->spec;
+        json_t *a = json_object_get (report, sp->early_stop.attribute),
+               *v = json_object_get (report, sp->early_stop.metric);
+        if (json_is_number (a) && json_is_number (v)
+            && hyperband_report (j->hb, t->id, json_number_value (a), json_number_value (v))) {
+            t->hb_pause = true; // at its next checkpoint (jobs_checkpoint)
+            j->hb_dirty = j->hb_check = true; // the last of its cohort decides it
+            cgq_tinfo (j->id, t->id, t->attempt,
+                       "hyperband: reached its rung's budget (%s %g); pauses at its next "
+                       "checkpoint",
+                       sp->early_stop.attribute, json_number_value (a));
+        }
+    }
     cgq_hset_t h;
     cgq_hset_init (&h, tkey);
     cgq_hset_str (&h, CGQ_TF_LAST_REPORT, p->report_json);
@@ -1778,191 +1944,4 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
     if (d.stop)
         s_early_stopped (c, t, p->report_json, report, d.why);
     json_decref (report);
-}
-
-// s_requeue puts a running trial back in its job's queue, its last
-// attempt's fate in its error field.
-static void
-s_requeue (coord_t *c, trial_t *t, const char *err)
-{
-    const char *kv[] = {CGQ_TF_ERROR, err};
-    jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, 2);
-    jobs_enqueue (t->job, t, true);
-    c->sched_dirty = true;
-}
-
-typedef struct {
-    const char *node;
-    uint64_t instance, epoch, seq;
-} s_hello_view_t;
-
-void
-jobs_lost (coord_t *c, trial_t *t, const char *why)
-{
-    job_t *j = t->job;
-    if (t->state == CGQ_TRIAL_CANCELLED || t->state == CGQ_TRIAL_STOPPED) {
-        s_trial_end (c, t);
-        return;
-    }
-    if (t->state != CGQ_TRIAL_RUNNING)
-        return;
-    t->losses++;
-    bool known = false;
-    for (uint32_t i = 0; i < t->nlost_on; i++)
-        known |= t->lost_on[i] == t->node_hash;
-    if (!known && t->nlost_on < JOBS_MAX_LOSSES)
-        t->lost_on[t->nlost_on++] = t->node_hash;
-    char err[256];
-    s_event (c, j, "trial.lost", (int64_t) t->id, NULL, t->attempt, why);
-    if (t->nlost_on >= JOBS_MAX_LOSSES || t->losses >= 2 * JOBS_MAX_LOSSES) {
-        snprintf (err, sizeof err, "lost %u times in a row, on %u node(s), running it (last: %s)",
-                  t->losses, t->nlost_on, why);
-        jobs_failed (c, t, err, false);
-        return;
-    }
-    snprintf (err, sizeof err, "attempt %u lost: %s", t->attempt, why);
-    s_resume_judge (c, t, CGQ_RESUME_LOST);
-    s_requeue (c, t, err);
-}
-
-// s_undelivered: a recovered running trial whose node's process never got
-// its Assign (the node's Hello says the last Assign it saw is older: the
-// coordinator died between saving the batch and sending it). Nothing of it
-// ran: queued again without counting a loss.
-static void
-s_undelivered (coord_t *c, trial_t *t, void *arg)
-{
-    const s_hello_view_t *v = arg;
-    if (t->state != CGQ_TRIAL_RUNNING || t->node || !t->adopt_deadline_ms || !t->expect_node
-        || strcmp (t->expect_node, v->node) != 0 || !v->instance || !t->sent_instance
-        || v->instance != t->sent_instance || !t->sent_epoch
-        || (v->epoch > t->sent_epoch || (v->epoch == t->sent_epoch && v->seq >= t->sent_seq)))
-        return;
-    t->adopt_deadline_ms = 0;
-    char why[300];
-    snprintf (why, sizeof why,
-              "attempt %u never reached node %s (its Hello saw Assigns up to %" PRIu64 ":%" PRIu64
-              ", this one was %" PRIu64 ":%" PRIu64 "); run again",
-              t->attempt, v->node, v->epoch, v->seq, t->sent_epoch, t->sent_seq);
-    cgq_tinfo (t->job->id, t->id, t->attempt, "%s", why);
-    s_event (c, t->job, "trial.requeued", (int64_t) t->id, v->node, t->attempt,
-                     why);
-    s_requeue (c, t, why);
-}
-
-void
-jobs_requeue_undelivered (coord_t *c, const char *node, uint64_t instance, uint64_t epoch,
-                          uint64_t seq)
-{
-    if (!c->adopt_deadline_ms)
-        return; // no recovered trial awaits its node
-    s_hello_view_t v = {.node = node, .instance = instance, .epoch = epoch, .seq = seq};
-    for (job_t *j = c->jobs; j; j = j->next)
-        jobs_each_trial (j, s_undelivered, c, &v);
-}
-
-// s_readopt_older: the node we gave up on still runs an older attempt of a
-// trial that runs again elsewhere. First come, first served: the older one
-// is further along, so it is adopted back and the newer one withdrawn (as a
-// late success would withdraw it; see s_late_success).
-static bool
-s_readopt_older (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
-{
-    char detail[160];
-    snprintf (detail, sizeof detail,
-              "node %s came back still running attempt %u; attempt %u %s", n->id, attempt,
-              t->attempt, t->node ? "is stopped" : "is dropped");
-    if (t->node) {
-        s_stop_on_node (c, t, "an earlier attempt is still running");
-        nodes_release (c, t);
-    }
-    t->attempt = attempt;
-    nodes_attach (n, t);
-    if (nodes_grant (n, t) < 0)
-        cgq_twarn (t->job->id, t->id, attempt, "re-adopted task exceeds node %s's free resources",
-                   n->id);
-    char abuf[16];
-    snprintf (abuf, sizeof abuf, "%u", attempt);
-    const char *kv[] = {CGQ_TF_NODE, n->id, CGQ_TF_ATTEMPT, abuf};
-    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 4);
-    cgq_tinfo (t->job->id, t->id, attempt, "%s", detail);
-    s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt,
-                     detail);
-    return true;
-}
-
-bool
-jobs_readopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
-{
-    // While the trial waits in the queue with the same attempt, that task is
-    // still its current attempt. Stopping it instead would re-run the trial,
-    // and the stopped attempt's result would come back as its failure.
-    if (t && t->state == CGQ_TRIAL_RUNNING && t->losses && attempt < t->attempt && t->node != n
-        && attempt > t->stage_base)
-        return s_readopt_older (c, n, t, attempt);
-    if (!t || t->state != CGQ_TRIAL_PENDING || !t->queued || !t->losses || t->node
-        || t->attempt != attempt)
-        return false;
-    jobs_unqueue (t->job, t);
-    nodes_attach (n, t);
-    // Its GPU grant is still the positions it had on this node (same worker,
-    // same GPU list); nodes_grant re-checks them.
-    if (nodes_grant (n, t) < 0)
-        cgq_twarn (t->job->id, t->id, attempt, "re-adopted task exceeds node %s's free resources",
-                   n->id);
-    const char *kv[] = {CGQ_TF_NODE, n->id};
-    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
-    cgq_tinfo (t->job->id, t->id, attempt, "node %s still runs this attempt, which was lost; "
-               "adopted it back",
-               n->id);
-    s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
-    return true;
-}
-
-bool
-jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt)
-{
-    if (!t || t->state != CGQ_TRIAL_RUNNING || t->node || t->attempt != attempt)
-        return false;
-    // Adoption: it keeps running there, counted once.
-    nodes_attach (n, t);
-    nodes_gpus_from_indices (n, t); // recovery kept the GPU indices it was given
-    if (nodes_grant (n, t) < 0)
-        cgq_twarn (t->job->id, t->id, attempt, "adopted task exceeds node %s's free resources",
-                   n->id);
-    free (t->expect_node);
-    t->expect_node = NULL;
-    t->adopt_deadline_ms = 0;
-    cgq_tinfo (t->job->id, t->id, attempt, "adopted: running on %s", n->id);
-    s_event (c, t->job, "trial.adopted", (int64_t) t->id, n->id, attempt, NULL);
-    jobs_set_stale (c, t, false, "its node reported it after the coordinator restarted");
-    return true;
-}
-
-static void
-s_adopt_expired (coord_t *c, trial_t *t, void *arg)
-{
-    int64_t now = *(int64_t *) arg;
-    // Only trials still awaiting adoption: one whose result came meanwhile
-    // may be queued again.
-    if (!t->adopt_deadline_ms || t->state != CGQ_TRIAL_RUNNING || t->node
-        || now < c->adopt_deadline_ms)
-        return;
-    t->adopt_deadline_ms = 0;
-    char why[300];
-    snprintf (why, sizeof why, "node %s did not report it after the coordinator restarted",
-              t->expect_node ? t->expect_node : "?");
-    jobs_lost (c, t, why);
-}
-
-void
-jobs_adopt_check (coord_t *c, int64_t now)
-{
-    if (!c->adopt_deadline_ms || now < c->adopt_deadline_ms)
-        return;
-    // One deadline for all recovered trials (c->adopt_deadline_ms, which a
-    // stall of the coordinator pushes back).
-    for (job_t *j = c->jobs; j; j = j->next)
-        jobs_each_trial (j, s_adopt_expired, c, &now);
-    c->adopt_deadline_ms = 0;
 }

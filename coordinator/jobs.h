@@ -35,6 +35,20 @@ typedef enum {
 } jobs_cancel_t;
 jobs_cancel_t jobs_cancel (coord_t *c, uint64_t id, char *msg, size_t msglen);
 
+// cgq pause / cgq resume (control.c decides for the job; docs/architecture.md,
+// "Pause and resume"). job_t.paused is one of these (0: not paused).
+#define JOBS_PAUSE_CHECKPOINT 1 // running trials pause at their next checkpoint
+#define JOBS_PAUSE_NOW 2        // running trials were paused at once
+// jobs_pause_trial pauses t (running on a node, or queued after a loss while
+// its job is paused): state paused, unqueued, a Stop to its node, its hash's
+// `paused` line (where: its latest checkpoint, or none: restarts from zero),
+// a trial.paused event. jobs_checkpoint calls it for a paused job's trial
+// whose next checkpoint it records.
+void jobs_pause_trial (coord_t *c, trial_t *t);
+// jobs_resume_trial queues paused t again, first, keeping its checkpoints;
+// the paused attempt goes below stage_base, so it uses no retry.
+void jobs_resume_trial (coord_t *c, trial_t *t);
+
 // --- trials ----------------------------------------------------------------
 // jobs_trial_insert puts a trial into j's memory (state pending, attempt 0)
 // without writing anything: for recovery and trial creation. Takes params.

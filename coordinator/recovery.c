@@ -9,6 +9,7 @@
 
 #include "checkpoint.h"
 #include "early_stop.h"
+#include "hyperband.h"
 #include "jobs.h"
 #include "log.h"
 #include "nodes.h"
@@ -237,6 +238,8 @@ s_trials (coord_t *c, job_t *j)
             }
             t->adopt_deadline_ms = deadline;
             c->adopt_deadline_ms = deadline;
+            // Reached its hyperband budget, not paused yet: at its next checkpoint.
+            t->hb_pause = j->hb && hyperband_reached (j->hb, t->id);
             // Remember the GPU indices it was given; adoption maps them back.
             s_gpu_indices (t, cgq_hash_get (h, CGQ_TF_GPUS));
             // And its device: adoption gives it that one, not another idle
@@ -250,7 +253,9 @@ s_trials (coord_t *c, job_t *j)
             // (jobs_set_blocked); without the reason they are plain pending.
             if (t->state == CGQ_TRIAL_UNSCHEDULABLE && !j->blocked)
                 jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
-            jobs_enqueue (j, t, false);
+            // A paused trial waits for cgq resume, unqueued (control_pause).
+            if (t->state != CGQ_TRIAL_PAUSED)
+                jobs_enqueue (j, t, false);
         }
         freeReplyObject (h);
     }
@@ -369,9 +374,12 @@ recovery_jobs (coord_t *c)
         bool has_conc = cgq_hash_get (h, CGQ_JF_CONCURRENCY) != NULL;
         uint64_t samples = cgq_hash_u64 (h, CGQ_JF_SAMPLES);
         uint64_t conc = cgq_hash_u64 (h, CGQ_JF_CONCURRENCY);
+        const char *hbs = cgq_hash_get (h, CGQ_JF_HYPERBAND);
+        char *hb_json = hbs ? cgq_xstrdup (hbs) : NULL;
         freeReplyObject (h);
         if (strcmp (rec->state, cgq_jstate_names[CGQ_JOB_RUNNING]) != 0) {
             cgq_job_rec_destroy (&rec);
+            free (hb_json);
             continue;
         }
         char err[1024];
@@ -399,6 +407,7 @@ recovery_jobs (coord_t *c)
             cgq_hset_queue (&hs, c->store);
             cgq_spec_destroy (&spec);
             cgq_job_rec_destroy (&rec);
+            free (hb_json);
             continue;
         }
         job_t *j = jobs_add (c, id, spec, searcher, rec->spec_dir);
@@ -406,6 +415,23 @@ recovery_jobs (coord_t *c)
         j->created = rec->created;
         if (rec->blocked)
             j->blocked = cgq_xstrdup (rec->blocked);
+        if (j->hb && hb_json) { // hyperband's brackets, as the last turn left them
+            const cgq_spec_t *sp = j->spec;
+            hyperband_t *hb = hyperband_load ((double) sp->early_stop.max, sp->early_stop.reduction,
+                                              sp->early_stop.brackets,
+                                              sp->early_stop.mode >= 0 ? 1 : -1, hb_json);
+            if (hb) {
+                hyperband_destroy (&j->hb);
+                j->hb = hb;
+                j->hb_check = true;
+            }
+            else
+                cgq_warn ("job %" PRIu64 ": its hyperband state does not load; its brackets "
+                          "start afresh", id);
+        }
+        free (hb_json);
+        if (rec->paused) // cgq pause, written in the batch that decided it
+            j->paused = !strcmp (rec->paused, "now") ? JOBS_PAUSE_NOW : JOBS_PAUSE_CHECKPOINT;
         if (rec->has_best) {
             j->best_trial = (int64_t) rec->best_trial;
             j->best_value = rec->best_value;

@@ -41,7 +41,7 @@ scheduler_choose_stage (coord_t *c, const job_t *j, node_t **node, uint32_t *sta
 {
     *node = NULL;
     *stage = 0;
-    if (j->state != CGQ_JOB_RUNNING)
+    if (j->state != CGQ_JOB_RUNNING || j->paused) // cgq pause: nothing new starts
         return SCHEDULE_IDLE;
     // Later stages first: a trial that has started is finished before a new
     // one starts. Trials waiting for a later stage count against

@@ -452,6 +452,8 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb, bool clock)
                 outbox_stop (c, n->id, r, "job cancelled");
             else if (t->state == CGQ_TRIAL_STOPPED)
                 outbox_stop (c, n->id, r, "stopped early");
+            else if (t->state == CGQ_TRIAL_PAUSED)
+                outbox_stop (c, n->id, r, "job paused");
             continue;
         }
         if (jobs_readopt (c, n, t, r->attempt)) {

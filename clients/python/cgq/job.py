@@ -156,6 +156,33 @@ class Job:
             raise NotFound(msg or "the coordinator does not know job %d" % self.id)
         raise RequestError(msg or "cannot cancel job %d" % self.id, code=code, reply=reply)
 
+    def pause(self, now=False, timeout=None):
+        """Asks the coordinator to pause the job (`cgq pause`): nothing new
+        starts, running trials stop at their next checkpoint (now=True: at
+        once) and wait as paused. Returns its answer. NotFound for a job it
+        does not know, RequestError for one that has ended."""
+        return self._pause(False, now, timeout)
+
+    def resume(self, timeout=None):
+        """Asks the coordinator to resume the paused job (`cgq resume`):
+        paused trials continue from their checkpoints. RequestError when it
+        is not paused."""
+        return self._pause(True, False, timeout)
+
+    def _pause(self, resume, now, timeout):
+        verb = "resume" if resume else "pause"
+        reply = self.client.request("pause_job", job=self.id, now=now, resume=resume,
+                                    timeout=timeout, check=False)
+        if reply.WhichOneof("body") != "reply":
+            raise CgqError("the coordinator at %s answered PauseJob with '%s' instead of a reply"
+                           % (self.client.coordinator, reply.WhichOneof("body")))
+        code, msg = reply.reply.code, reply.reply.message
+        if code == 0:
+            return msg or "%sd job %d" % (verb, self.id)
+        if code == 2 and msg.startswith("no job"):
+            raise NotFound(msg)
+        raise RequestError(msg or "cannot %s job %d" % (verb, self.id), code=code, reply=reply)
+
     # -- trials
 
     def _metric(self, h=None):

@@ -17,7 +17,7 @@ REPORT_FIELD = "r"               # the report stream's one field: the report's J
 RUN_PREFIX = "run:"              # trial hash: a multi-stage trial's finished stage runs
 
 TRIAL_STATES = ("pending", "running", "succeeded", "failed", "stopped", "cancelled",
-                "unschedulable", "stale")
+                "unschedulable", "stale", "paused")
 TRIAL_DONE = ("succeeded", "failed", "stopped", "cancelled")
 JOB_STATES = ("running", "finished", "cancelled", "failed")
 JOB_DONE = ("finished", "cancelled", "failed")

@@ -112,7 +112,7 @@ class NotifyTest(CgqTestCase):
         self.assertEqual(body["name"], job["name"])
         self.assertEqual(body["state"], job["state"])
         states = ("pending", "running", "succeeded", "failed", "stopped", "cancelled",
-                  "unschedulable", "stale")
+                  "unschedulable", "stale", "paused")
         self.assertEqual(body["counts"], {s: int(job[s]) for s in states}, job)
         self.assertEqual(body["total"], sum(int(job[s]) for s in states))
         if job.get("best_trial"):

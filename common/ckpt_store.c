@@ -162,38 +162,6 @@ s_aborted (void)
 
 // --- a directory store -----------------------------------------------------------
 
-static int
-s_rm_at (int parent_fd, const char *name)
-{
-    int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return unlinkat (parent_fd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
-    DIR *d = fdopendir (fd);
-    if (!d) {
-        close (fd);
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
-            continue;
-        if (s_rm_at (dirfd (d), e->d_name) < 0)
-            rc = -1;
-    }
-    closedir (d);
-    if (unlinkat (parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        rc = -1;
-    return rc;
-}
-
-// s_rm_tree removes path and everything below it, following no link.
-static int
-s_rm_tree (const char *path)
-{
-    return s_rm_at (AT_FDCWD, path);
-}
-
 char *
 cgq_ckpt_store_trial (const char *store, uint64_t job, uint64_t trial)
 {
@@ -628,7 +596,7 @@ int
 cgq_ckpt_store_delete (const char *loc, char *err, size_t errlen)
 {
     if (!cgq_ckpt_store_is_url (loc)) {
-        if (s_rm_tree (loc) < 0) {
+        if (cgq_rm_tree (loc) < 0) {
             snprintf (err, errlen, "cannot remove %s: %s", loc, strerror (errno));
             return -1;
         }
@@ -667,7 +635,7 @@ cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen)
             snprintf (err, errlen, "cannot remove %s: %s", path, strerror (errno));
             rc = -1;
         }
-        else if (s_rm_tree (gone) < 0) {
+        else if (cgq_rm_tree (gone) < 0) {
             snprintf (err, errlen, "cannot remove %s: %s", gone, strerror (errno));
             rc = -1;
         }

@@ -1,7 +1,9 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -501,4 +503,35 @@ cgq_which (const char *name)
             p++;
     }
     return NULL;
+}
+
+int
+cgq_rm_at (int parent_fd, const char *name)
+{
+    int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return unlinkat (parent_fd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
+    DIR *d = fdopendir (fd);
+    if (!d) {
+        close (fd);
+        return -1;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
+            continue;
+        if (cgq_rm_at (dirfd (d), e->d_name) < 0)
+            rc = -1;
+    }
+    closedir (d);
+    if (unlinkat (parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        rc = -1;
+    return rc;
+}
+
+int
+cgq_rm_tree (const char *path)
+{
+    return cgq_rm_at (AT_FDCWD, path);
 }

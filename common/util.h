@@ -93,4 +93,11 @@ char *cgq_self_dir (void);
 // unset). Caller frees; NULL when absent.
 char *cgq_which (const char *name);
 
+// cgq_rm_tree removes path and everything below it, following no link
+// (a link is removed, not what it points to). 0, or -1 with errno (what
+// could be removed is). cgq_rm_at does it for name in the directory
+// parent_fd (AT_FDCWD: the working directory).
+int cgq_rm_tree (const char *path);
+int cgq_rm_at (int parent_fd, const char *name);
+
 #endif

@@ -132,7 +132,7 @@ s_sweep (const char *workdir)
         if (pid != (long) getpid () && (kill ((pid_t) pid, 0) == 0 || errno != ESRCH))
             continue;
         char *path = cgq_xasprintf ("%s/%s", workdir, e->d_name);
-        cgq_ckpt_rm_tree (path);
+        cgq_rm_tree (path);
         free (path);
     }
     closedir (d);
@@ -176,7 +176,7 @@ cgq_checkpoints_destroy (cgq_checkpoints_t **self_p)
     }
     cgq_checkpoints_drop_starting (self);
     if (self->staging)
-        cgq_ckpt_rm_tree (self->staging);
+        cgq_rm_tree (self->staging);
     free (self->staging);
     free (self->refs);
     free ((char *) self->opts.workdir);
@@ -274,7 +274,7 @@ s_restored (cgq_checkpoints_t *self, cgq_seal_job_t *job)
     s_pending_t *p = *pp;
     if (!p) {
         if (job->used >= 0) // dropped at shutdown meanwhile
-            cgq_ckpt_rm_tree (job->dst);
+            cgq_rm_tree (job->dst);
         return;
     }
     *pp = p->next;
@@ -313,7 +313,7 @@ s_restored (cgq_checkpoints_t *self, cgq_seal_job_t *job)
                           c ? c->step_json : NULL, notes.data);
         cgq_buf_fini (&notes);
         if (c && access (job->dst, F_OK) == 0) // not taken (the task was not started)
-            cgq_ckpt_rm_tree (job->dst);
+            cgq_rm_tree (job->dst);
     }
     cgq__assign__free_unpacked (p->assign, NULL);
     free (p->dst);

@@ -148,39 +148,6 @@ s_fsync_path (const char *path)
     return rc;
 }
 
-// --- removal ---------------------------------------------------------------
-
-static int
-s_rm_at (int parent_fd, const char *name)
-{
-    int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return unlinkat (parent_fd, name, 0) < 0 && errno != ENOENT ? -1 : 0;
-    DIR *d = fdopendir (fd);
-    if (!d) {
-        close (fd);
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
-            continue;
-        if (s_rm_at (dirfd (d), e->d_name) < 0)
-            rc = -1;
-    }
-    closedir (d);
-    if (unlinkat (parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        rc = -1;
-    return rc;
-}
-
-int
-cgq_ckpt_rm_tree (const char *path)
-{
-    return s_rm_at (AT_FDCWD, path);
-}
-
 // --- the files of a checkpoint -----------------------------------------------
 
 typedef struct {
@@ -548,7 +515,7 @@ s_seal_http (const char *src, const char *trial_store, uint32_t attempt, uint64_
             free (url);
         }
     }
-    cgq_ckpt_rm_tree (src);
+    cgq_rm_tree (src);
     if (listed)
         s_list_fini (&l);
     cgq_buf_fini (&manifest);
@@ -579,7 +546,7 @@ cgq_ckpt_seal (const char *src, const char *trial_store, uint32_t attempt, uint6
         rc = s_fail (err, errlen, errno, "cannot create checkpoint store directory %s",
                      trial_store);
     if (rc == 0) {
-        cgq_ckpt_rm_tree (tmp); // of an earlier try that died half-way
+        cgq_rm_tree (tmp); // of an earlier try that died half-way
         if (mkdir (tmp, 0700) < 0)
             rc = s_fail (err, errlen, errno, "cannot create %s", tmp);
     }
@@ -648,10 +615,10 @@ cgq_ckpt_seal (const char *src, const char *trial_store, uint32_t attempt, uint6
         final = NULL;
     }
     else {
-        cgq_ckpt_rm_tree (tmp);
-        cgq_ckpt_rm_tree (final); // renamed, but not on disk for sure: not a checkpoint
+        cgq_rm_tree (tmp);
+        cgq_rm_tree (final); // renamed, but not on disk for sure: not a checkpoint
     }
-    cgq_ckpt_rm_tree (src); // copied, or a failure: the trial's copy is not kept
+    cgq_rm_tree (src); // copied, or a failure: the trial's copy is not kept
     if (listed)
         s_list_fini (&l);
     cgq_buf_fini (&manifest);
@@ -781,7 +748,7 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
     }
     free (buf);
     if (rc < 0 && made)
-        cgq_ckpt_rm_tree (dst);
+        cgq_rm_tree (dst);
     cgq_buf_fini (&m);
     return rc;
 }
@@ -843,7 +810,7 @@ cgq_ckpt_prune (const char *trial_store, uint32_t attempt, uint64_t n, char *con
         // Renamed first, so that a reader never finds half of it under its name.
         char *from = cgq_xasprintf ("%s/%s", trial_store, e->d_name);
         char *gone = cgq_xasprintf ("%s/.gone-%s", trial_store, e->d_name);
-        if (rename (from, gone) == 0 && cgq_ckpt_rm_tree (gone) == 0)
+        if (rename (from, gone) == 0 && cgq_rm_tree (gone) == 0)
             removed++;
         free (from);
         free (gone);

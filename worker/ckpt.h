@@ -86,8 +86,5 @@ size_t cgq_ckpt_prune (const char *trial_store, uint32_t attempt, uint64_t n,
 // 0, or -1 with err.
 int cgq_ckpt_delete (const char *path, char *err, size_t errlen);
 
-// cgq_ckpt_rm_tree removes path and everything below it, following no link.
-// 0, or -1 with errno (what could be removed is).
-int cgq_ckpt_rm_tree (const char *path);
 
 #endif

@@ -195,7 +195,7 @@ s_seal_restore (const char *dir, const char *store)
     struct stat st;
     assert_int_equal (lstat (link, &st), -1); // never sealed, never restored
     free (link);
-    cgq_ckpt_rm_tree (dst);
+    cgq_rm_tree (dst);
     free (dst);
     free (latest);
     free (tmp);
@@ -228,7 +228,7 @@ test_seal_copy (void **state)
     rmdir (store);
     char *shm = cgq_xasprintf ("/dev/shm/%s", strrchr (store, '/') + 1);
     s_seal_restore (f->dir, shm);
-    assert_int_equal (cgq_ckpt_rm_tree (shm), 0);
+    assert_int_equal (cgq_rm_tree (shm), 0);
     free (shm);
 }
 
@@ -255,7 +255,7 @@ test_corrupt (void **state)
 
     s_write (info.path, "files/model.pt", "weights"); // good again
     assert_int_equal (cgq_ckpt_restore (info.path, info.sha256, dst, err, sizeof err), 0);
-    cgq_ckpt_rm_tree (dst);
+    cgq_rm_tree (dst);
 
     // The recorded sha256 is not the manifest's (another checkpoint's).
     assert_int_equal (cgq_ckpt_restore (info.path, "00000000000000000000000000000000000000000000"

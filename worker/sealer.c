@@ -110,7 +110,7 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
     switch (job->kind) {
     case CGQ_SEAL:
         if (job->cancelled) {
-            cgq_ckpt_rm_tree (job->src);
+            cgq_rm_tree (job->src);
             snprintf (job->err, sizeof job->err,
                       "not sealed: an earlier checkpoint of this attempt could not be");
             job->rc = -1;
@@ -132,7 +132,7 @@ cgq_sealer_run_job (cgq_seal_job_t *job)
     case CGQ_REMOVE:
         if (job->src && cgq_ckpt_store_is_url (job->src)) // a refused one over HTTP
             job->rc = cgq_ckpt_delete (job->src, job->err, sizeof job->err);
-        else if (job->src && cgq_ckpt_rm_tree (job->src) < 0) {
+        else if (job->src && cgq_rm_tree (job->src) < 0) {
             snprintf (job->err, sizeof job->err, "cannot remove %s: %s", job->src,
                       strerror (errno));
             job->rc = -1;

@@ -49,33 +49,6 @@ struct cgq_spare_t {
     char last_job[PATH_MAX]; // WORKDIR/job-J of the last take (the taking thread's alone)
 };
 
-// s_rm_tree removes dir and everything below it (no links followed).
-static void
-s_rm_tree (int parent_fd, const char *name)
-{
-    int fd = openat (parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        unlinkat (parent_fd, name, 0);
-        return;
-    }
-    DIR *d = fdopendir (fd);
-    if (!d) {
-        close (fd);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (!strcmp (e->d_name, ".") || !strcmp (e->d_name, ".."))
-            continue;
-        if (e->d_type == DT_DIR)
-            s_rm_tree (dirfd (d), e->d_name);
-        else
-            unlinkat (dirfd (d), e->d_name, 0);
-    }
-    closedir (d);
-    unlinkat (parent_fd, name, AT_REMOVEDIR);
-}
-
 // s_sweep removes the pools of workers that no longer run (and a stale one
 // of this pid).
 static void
@@ -94,7 +67,7 @@ s_sweep (const char *workdir)
             continue;
         if (pid != (long) getpid () && (kill ((pid_t) pid, 0) == 0 || errno != ESRCH))
             continue;
-        s_rm_tree (dirfd (d), e->d_name);
+        cgq_rm_at (dirfd (d), e->d_name);
     }
     closedir (d);
 }
@@ -239,7 +212,7 @@ cgq_spare_destroy (cgq_spare_t **self_p)
         if (self->slots[i].err_fd >= 0)
             close (self->slots[i].err_fd);
     }
-    s_rm_tree (AT_FDCWD, self->root);
+    cgq_rm_at (AT_FDCWD, self->root);
     pthread_cond_destroy (&self->cv);
     pthread_mutex_destroy (&self->mu);
     free (self->root);

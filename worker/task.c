@@ -1235,7 +1235,7 @@ s_checkpoint_dir (cgq_task_t *self, const cgq_task_opts_t *opts, bool made)
             return NULL;
         s_warn (self, "cannot move the restored checkpoint %s to %s: %s; starting without it",
                 opts->restored, self->ckpt_dir, strerror (errno));
-        cgq_ckpt_rm_tree (opts->restored);
+        cgq_rm_tree (opts->restored);
         free (self->resume_json);
         free (self->resume_attr);
         self->resume_json = self->resume_attr = NULL;
@@ -1244,7 +1244,7 @@ s_checkpoint_dir (cgq_task_t *self, const cgq_task_opts_t *opts, bool made)
         return NULL;
     if (mkdir (self->ckpt_dir, 0700) == 0)
         return NULL;
-    if (errno == EEXIST && cgq_ckpt_rm_tree (self->ckpt_dir) == 0 && mkdir (self->ckpt_dir, 0700) == 0)
+    if (errno == EEXIST && cgq_rm_tree (self->ckpt_dir) == 0 && mkdir (self->ckpt_dir, 0700) == 0)
         return NULL;
     return cgq_xasprintf ("cannot create checkpoint directory %s: %s", self->ckpt_dir,
                           strerror (errno));

@@ -39,7 +39,7 @@ static const struct {
     {CGQ_SEARCH_BOHB, "bohb",
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
-     "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, fail_fast"},
+     "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, warm_start, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
     {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
     {CGQ_SEARCH_PBT, "pbt",

@@ -27,10 +27,11 @@ static const struct {
     {CGQ_SEARCH_RANDOM, "random", "algorithm, samples, concurrency, seed, fail_fast"},
     {CGQ_SEARCH_GRID, "grid", "algorithm, samples, concurrency, seed, fail_fast"},
     {CGQ_SEARCH_EVOLUTION, "evolution",
-     "algorithm, samples, concurrency, seed, population, tournament, initial, batch, fail_fast"},
+     "algorithm, samples, concurrency, seed, population, tournament, initial, batch, warm_start, "
+     "fail_fast"},
     {CGQ_SEARCH_NSGA2, "nsga2",
      "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation, "
-     "fail_fast"},
+     "warm_start, fail_fast"},
     {CGQ_SEARCH_BAYES, "bayes",
      "algorithm, samples, concurrency, seed, initial, candidates, warm_start, fail_fast"},
     {CGQ_SEARCH_TPE, "tpe",

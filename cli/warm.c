@@ -85,8 +85,17 @@ s_common (const cgq_spec_t *spec, const json_t *seen)
     return false;
 }
 
-// s_job adds job id's succeeded trials to out; points whose values lie
-// outside this space are left out with a note.
+// s_by_id orders trials by id: a job's observations go in trial order
+// (docs/spec.md), not in the best-first order the views give.
+static int
+s_by_id (const void *a, const void *b)
+{
+    const cgq_trial_rec_t *x = *(cgq_trial_rec_t *const *) a, *y = *(cgq_trial_rec_t *const *) b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+// s_job adds job id's succeeded trials to out, in trial order; points whose
+// values lie outside this space are left out with a note.
 static int
 s_job (const cgq_spec_t *spec, cgq_searcher_t *check, cgq_store_t *store, uint64_t id, json_t *out,
        char *err, size_t errlen)
@@ -112,6 +121,8 @@ s_job (const cgq_spec_t *spec, cgq_searcher_t *check, cgq_store_t *store, uint64
         cgq_job_rec_destroy (&job);
         return CGQ_EXIT_FAIL;
     }
+    if (n > 1)
+        qsort (trials, n, sizeof *trials, s_by_id);
     json_t *seen = json_object ();
     size_t used = 0, outside = 0;
     char first_out[600] = "";

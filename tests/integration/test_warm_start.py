@@ -137,8 +137,10 @@ class WarmStartTest(CgqTestCase):
                       "search.warm_start.points: cannot read", "missing.jsonl")
 
     def test_a_client_that_does_not_resolve_is_refused(self):
-        # The Python client sends the spec alone: the coordinator refuses a
-        # warm_start it was not given the observations of. The client needs
+        # A SubmitJob with the spec alone: the coordinator refuses a
+        # warm_start it was not given the observations of (sent raw through
+        # the Python client, whose submit() resolves it: there, a job that
+        # does not exist is its own SpecError). The client needs
         # python3-redis and python3-protobuf: Debian's Python has them.
         py = "/usr/bin/python3"
         if subprocess.run([py, "-c", "import redis, google.protobuf"],
@@ -149,14 +151,21 @@ class WarmStartTest(CgqTestCase):
         client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients",
                               "python")
         script = ("import sys; sys.path.insert(0, sys.argv[1]); import cgq\n"
+                  "c = cgq.Client(redis=sys.argv[2], coordinator=sys.argv[3])\n"
+                  "text = open(sys.argv[4]).read()\n"
+                  "m = c.pb2.SubmitJob(spec_yaml=text, spec_path=sys.argv[4], spec_dir='/tmp')\n"
+                  "r = c.request('submit_job', m, check=False)\n"
+                  "print(r.reply.code, r.reply.message)\n"
                   "try:\n"
-                  "    cgq.Client(redis=sys.argv[2], coordinator=sys.argv[3]).submit(sys.argv[4])\n"
-                  "except cgq.CgqError as e:\n"
+                  "    c.submit(sys.argv[4])\n"
+                  "except cgq.SpecError as e:\n"
                   "    print(e); sys.exit(3)\n")
         r = subprocess.run([py, "-c", script, client, c.redis_url, c.control_ep, path],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
-        self.assertIn("search.warm_start is resolved by the submitting client", r.stdout)
+        self.assertIn("2 %s: search.warm_start is resolved by the submitting client" % path,
+                      r.stdout)
+        self.assertIn("search.warm_start.jobs: job 1 does not exist", r.stdout)
         self.assertEqual(c.redis.cmd("ZCARD", "cgq:jobs"), 0)
 
     def test_warm_started_job_survives_a_kill(self):

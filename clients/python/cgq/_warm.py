@@ -14,6 +14,7 @@ again (as the CLI leaves out a job's trial that does not fit), at most
 MAX_RESENDS times.
 """
 
+import csv
 import json
 import os
 import re
@@ -57,6 +58,33 @@ def _is_json(v):
         return True
     except ValueError:
         return False
+
+
+def _csv_value(text):
+    """A CSV cell as the CLI reads it (cli/warm.c s_csv_value): a JSON
+    number, true or false as such, anything else as text; None (no value)
+    for an empty cell or null."""
+    if text == "":
+        return None
+    try:
+        v = json.loads(text, parse_constant=_no_constant)
+    except ValueError:
+        return text
+    if v is None:
+        return None
+    if isinstance(v, (bool, int)) or (isinstance(v, float) and v == v and abs(v) != float("inf")):
+        return v
+    return text
+
+
+def _csv_fields(line):
+    """A CSV line's fields (RFC 4180 quoting, no field spanning lines), as
+    cli/warm.c's s_csv_split reads them."""
+    try:
+        return next(csv.reader([line.rstrip("\r\n")], strict=True))
+    except csv.Error as e:
+        raise ValueError("bad quoting: %s (a field in quotes cannot span lines; write \"\" "
+                         "for a quote inside quotes)" % e) from None
 
 
 def section(spec, text):
@@ -174,6 +202,8 @@ def _points(spec, points, out, texts):
     text = data.decode("utf-8", "replace")
     texts[points] = text
     seen, used = set(), 0
+    is_csv = points.lower().endswith(".csv") and len(points) > 4
+    header, names = None, _space_names(spec) or set()
     for lineno, line in enumerate(text.split("\n"), 1):
         s = line.strip(" \t\r")
         if not s or s.startswith("#"):
@@ -182,6 +212,32 @@ def _points(spec, points, out, texts):
         def bad(why):
             return SpecError("%s:%d: %s; nothing was submitted" % (points, lineno, why),
                              path=points, line=lineno, text=text, reason=why)
+        if is_csv:
+            try:
+                fields = _csv_fields(line)
+            except ValueError as e:
+                raise bad(str(e)) from None
+            if header is None:
+                for i, f in enumerate(fields):
+                    if not f or f in fields[:i]:
+                        raise bad("the header's column %d is %s (write the param and metric "
+                                  "names, each once: x1,x2,loss)"
+                                  % (i + 1, "a name given twice" if f else "empty"))
+                header = fields
+                continue
+            if len(fields) != len(header):
+                raise bad("%d fields where the header has %d (one value per column, empty for "
+                          "none)" % (len(fields), len(header)))
+            point = {"params": {}, "metrics": {}}
+            for name, cell in zip(header, fields):
+                v = _csv_value(cell)
+                if v is not None:
+                    point["params" if name in names else "metrics"][name] = v
+            seen.update(point["params"])
+            point["from"] = "%s:%d" % (points, lineno)
+            out.append(point)
+            used += 1
+            continue
         try:
             o = _loads(line)
         except ValueError as e:

@@ -74,6 +74,32 @@ def test_same_rows_as_the_cli(cluster, client):
         _same_rows(cluster, client, a, alg)
 
 
+CSV = ['# x1, x2 are params of the space; f and note are metrics',
+       'x1,x2,f,note',
+       '1.5,6.5,0.5,"first, best"',
+       '',
+       '3,8,2.0,',
+       '-4.0,1,72,"say ""hi"""']
+
+
+def test_csv_points_as_the_cli(cluster, client):
+    cluster.write_file("trial.py", SCRIPT)
+    cluster.write_file("seen.csv", "\r\n".join(CSV) + "\r\n")
+    path = cluster.write_file("csv.yaml", SPEC % ("csv", SPACE, "{algorithm: tpe, samples: 1, "
+                                                  "warm_start: {points: seen.csv}}"))
+    c = _cli_job(cluster, path)
+    p = client.submit(path)
+    want = _rows(cluster, c)
+    f = os.path.join(cluster.specdir, "seen.csv")
+    assert want == [
+        {"params": {"x1": 1.5, "x2": 6.5}, "metrics": {"f": 0.5, "note": "first, best"},
+         "from": f + ":3"},
+        {"params": {"x1": 3, "x2": 8}, "metrics": {"f": 2.0}, "from": f + ":5"},
+        {"params": {"x1": -4.0, "x2": 1}, "metrics": {"f": 72, "note": 'say "hi"'},
+         "from": f + ":6"}], want
+    assert _rows(cluster, p.id) == want
+
+
 def _same_rows(cluster, client, a, alg):
     search = ("{algorithm: %s, samples: 2, seed: 3, concurrency: 1, warm_start: {jobs: [%d], "
               "points: seen.jsonl}}" % (alg, a))
@@ -156,6 +182,16 @@ def test_bad_warm_starts_raise_spec_error(cluster, client):
              "x1")
     bad_file("noobj.jsonl", [POINTS[1], '{"params": {"x1": 5, "x2": 1}, "metrics": {"g": 1}}'], 2,
              "objective")
+    # CSV: the same errors from the CLI and from Python.
+    for name, lines, line, match in (
+            ("short.csv", ["x1,x2,f", "1,2,3", "1,2"], 3, "2 fields where the header has 3"),
+            ("twice.csv", ["x1,x2,x1,f", "1,2,3,4"], 1, "column 3 is a name given twice"),
+            ("quote.csv", ["x1,x2,f", '1,"2,3'], 2, "quote"),
+            ("domain.csv", ["x1,x2,f", "1,2,3", "50,2,3"], 3, "x1")):
+        bad_file(name, lines, line, match)
+        r = cluster.cgq("submit", os.path.join(cluster.specdir, name.split(".")[0] + ".yaml"))
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "%s:%d: " % (name, line) in r.stderr and match in r.stderr, r.stderr
     with pytest.raises(cgq.SpecError, match="search.warm_start.points: cannot read .*missing"):
         client.submit(spec("nofile", "{points: missing.jsonl}"))
     assert cluster.jobs_in_redis() == before

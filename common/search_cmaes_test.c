@@ -5,8 +5,10 @@
 // (save, new searcher, replay) mid-generation gives the suggestions an
 // uninterrupted run gives, over every numeric kind of param, with failures;
 // the same seed gives the same search, another seed another; categorical
-// params and several objectives are refused. (cmaes_test
-// checks the update's numbers against NumPy.)
+// params and several objectives are refused; a warm start (WS-CMA-ES) centres
+// the first generation near the warm points' optimum, across restarts too.
+// (cmaes_test checks the update's numbers against NumPy, and the warm-start
+// distribution against the cmaes library.)
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -136,11 +136,12 @@ def _notes(names, source, seen):
 
 
 def _objective_metrics(spec):
+    """The metrics the objectives name (an objective given otherwise, as an
+    expression, is left to the coordinator's check)."""
     objs = spec.get("objectives")
-    if isinstance(objs, list):
-        return [o.get("metric") for o in objs if isinstance(o, dict)]
-    o = spec.get("objective")
-    return [o.get("metric")] if isinstance(o, dict) else []
+    if not isinstance(objs, list):
+        objs = [spec.get("objective")]
+    return [o["metric"] for o in objs if isinstance(o, dict) and isinstance(o.get("metric"), str)]
 
 
 def _job(client, spec, path, jid, out, left):

@@ -7,7 +7,8 @@ processes (conftest.py): Client.submit resolves it as `cgq submit` does.
   trials, in order, the same "from").
 - A source job whose trials partly lie outside this space (x1 up to 20 for
   a space to 10): the trials the coordinator refuses are left out, as the
-  CLI leaves them out, and the rows are again the CLI's.
+  CLI leaves them out, and the rows are again the CLI's; for cmaes, a job
+  that searched x1 alone gives no rows (each trial lacks x2), with a note.
 - Bad cases raise cgq.SpecError and create nothing: a job that does not
   exist, a job of another space, a points line that is not a point
   (FILE:LINE, .line set), a line that is not JSON (NaN too), a value
@@ -144,6 +145,16 @@ def test_trials_outside_the_space_left_out_as_the_cli(cluster, client, capfd):
     assert len(want) == 16 - outside
     assert _rows(cluster, p.id) == want
     assert "job %d: %d succeeded trial(s) left out" % (a, outside) in err, err
+    # cmaes needs every param: a job that searched x1 alone gives nothing, with a note.
+    b = _source(cluster, "half", "{x1: {uniform: [-5, 10]}}", samples=3)
+    search = "{algorithm: cmaes, samples: 1, seed: 3, warm_start: {jobs: [%d]}}" % b
+    path = cluster.write_file("whole.yaml", SPEC % ("whole", SPACE, search))
+    c = _cli_job(cluster, path)
+    capfd.readouterr()
+    p = client.submit(path)
+    err = capfd.readouterr().err
+    assert _rows(cluster, c) == [] and _rows(cluster, p.id) == []
+    assert "job %d: 3 succeeded trial(s) left out" % b in err, err
 
 
 def test_bad_warm_starts_raise_spec_error(cluster, client):

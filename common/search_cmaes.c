@@ -148,7 +148,10 @@ s_start_warm (s_cmaes_t *t, size_t lambda)
            *cov = cgq_xmalloc (n * n * sizeof *cov);
     for (size_t i = 0; i < t->nwarm; i++) {
         double v = t->wviol[i];
-        f[i] = v == 0 ? t->wloss[i] : !isfinite (v) ? INFINITY : worst > -INFINITY ? worst + 1 + v : v;
+        f[i] = v == 0              ? t->wloss[i]
+               : !isfinite (v)     ? INFINITY
+               : worst > -INFINITY ? worst + 1 + v
+                                   : v;
     }
     bool ok = cgq_cmaes_warm_mgd (n, t->nwarm, t->wu, f, S_WARM_GAMMA, S_WARM_ALPHA, m, &sigma,
                                   cov) == 0;

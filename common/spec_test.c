@@ -1163,8 +1163,9 @@ t_search_tpe (void **state)
                     1, 39, "unknown key 'job' in search.warm_start (known keys: jobs, points)");
     s_expect_error ("search: {algorithm: random, warm_start: {jobs: [3]}}\n"
                     "objective: {metric: a, mode: min}\n" TRIAL,
-                    1, 29, "search.warm_start applies to algorithm evolution, nsga2, bayes, tpe, cmaes, not "
-                    "random");
+                    1, 29,
+                    "search.warm_start applies to algorithm evolution, nsga2, bayes, tpe, "
+                    "cmaes, not random");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
                     "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
                     "max}, or objectives: [");

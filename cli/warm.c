@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "searcher.h"
@@ -85,8 +86,17 @@ s_common (const cgq_spec_t *spec, const json_t *seen)
     return false;
 }
 
-// s_job adds job id's succeeded trials to out; points whose values lie
-// outside this space are left out with a note.
+// s_by_id orders trials by id: a job's observations go in trial order
+// (docs/spec.md), not in the best-first order the views give.
+static int
+s_by_id (const void *a, const void *b)
+{
+    const cgq_trial_rec_t *x = *(cgq_trial_rec_t *const *) a, *y = *(cgq_trial_rec_t *const *) b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+// s_job adds job id's succeeded trials to out, in trial order; points whose
+// values lie outside this space are left out with a note.
 static int
 s_job (const cgq_spec_t *spec, cgq_searcher_t *check, cgq_store_t *store, uint64_t id, json_t *out,
        char *err, size_t errlen)
@@ -112,6 +122,8 @@ s_job (const cgq_spec_t *spec, cgq_searcher_t *check, cgq_store_t *store, uint64
         cgq_job_rec_destroy (&job);
         return CGQ_EXIT_FAIL;
     }
+    if (n > 1)
+        qsort (trials, n, sizeof *trials, s_by_id);
     json_t *seen = json_object ();
     size_t used = 0, outside = 0;
     char first_out[600] = "";
@@ -161,6 +173,131 @@ s_job (const cgq_spec_t *spec, cgq_searcher_t *check, cgq_store_t *store, uint64
     return rc;
 }
 
+// s_csv_split splits a CSV line in place into fields (RFC 4180 quoting: a
+// field in double quotes may hold commas, "" is a quote; no field spans
+// lines); the line's end is dropped. *n fields into *fields (caller frees
+// the array). -1 with why set for a quote that does not close, or text
+// after a closing quote.
+static int
+s_csv_split (char *line, char ***fields, size_t *n, char *why, size_t wl)
+{
+    size_t len = strcspn (line, "\r\n"), cap = 8;
+    line[len] = 0;
+    *fields = cgq_xmalloc (cap * sizeof **fields);
+    *n = 0;
+    char *r = line;
+    for (;;) {
+        char *w = r, *start = r;
+        if (*r == '"') {
+            r++;
+            for (;;) {
+                if (!*r) {
+                    snprintf (why, wl, "field %zu: a quote that does not close (a field in "
+                                       "quotes cannot span lines)", *n + 1);
+                    free (*fields);
+                    *fields = NULL;
+                    return -1;
+                }
+                if (*r == '"' && r[1] == '"')
+                    *w++ = '"', r += 2;
+                else if (*r == '"') {
+                    r++;
+                    break;
+                }
+                else
+                    *w++ = *r++;
+            }
+            if (*r && *r != ',') {
+                snprintf (why, wl, "field %zu: text after its closing quote (write \"\" for a "
+                                   "quote inside quotes)", *n + 1);
+                free (*fields);
+                *fields = NULL;
+                return -1;
+            }
+        }
+        else
+            while (*r && *r != ',')
+                *w++ = *r++;
+        char sep = *r;
+        *w = 0;
+        if (*n == cap)
+            *fields = cgq_xrealloc (*fields, (cap *= 2) * sizeof **fields);
+        (*fields)[(*n)++] = start;
+        if (!sep)
+            return 0;
+        r++;
+    }
+}
+
+// s_csv_value is a CSV cell as a JSON value: a JSON number, true or false
+// as such, anything else as text; NULL (no value) for an empty cell or null.
+static json_t *
+s_csv_value (const char *text)
+{
+    if (!*text)
+        return NULL;
+    json_t *v = json_loads (text, JSON_DECODE_ANY, NULL);
+    if (json_is_number (v) || json_is_boolean (v))
+        return v;
+    bool null = json_is_null (v);
+    json_decref (v);
+    return null ? NULL : json_string (text);
+}
+
+// s_csv_point reads a CSV data line under header (the column names) as
+// {"params": the columns that are params of the space, "metrics": the
+// rest}; NULL with why set when it does not fit the header.
+static json_t *
+s_csv_point (const cgq_spec_t *spec, const json_t *header, char *line, char *why, size_t wl)
+{
+    char **f;
+    size_t n;
+    if (s_csv_split (line, &f, &n, why, wl) < 0)
+        return NULL;
+    if (n != json_array_size (header)) {
+        snprintf (why, wl, "%zu fields where the header has %zu (one value per column, empty "
+                           "for none)",
+                  n, json_array_size (header));
+        free (f);
+        return NULL;
+    }
+    json_t *params = json_object (), *metrics = json_object ();
+    for (size_t i = 0; i < n; i++) {
+        const char *name = json_string_value (json_array_get (header, i));
+        json_t *v = s_csv_value (f[i]);
+        if (v)
+            json_object_set_new (cgq_spec_param (spec, name) ? params : metrics, name, v);
+    }
+    free (f);
+    return json_pack ("{s:o, s:o}", "params", params, "metrics", metrics);
+}
+
+// s_csv_header reads the header line: distinct, non-empty column names.
+static json_t *
+s_csv_header (char *line, char *why, size_t wl)
+{
+    char **f;
+    size_t n;
+    if (s_csv_split (line, &f, &n, why, wl) < 0)
+        return NULL;
+    json_t *h = json_array (), *set = json_object ();
+    for (size_t i = 0; i < n && h; i++) {
+        if (!*f[i] || json_object_get (set, f[i])) {
+            snprintf (why, wl, "the header's column %zu is %s (write the param and metric "
+                               "names, each once: x1,x2,loss)",
+                      i + 1, *f[i] ? "a name given twice" : "empty");
+            json_decref (h);
+            h = NULL;
+            break;
+        }
+        json_object_set_new (set, f[i], json_true ());
+        json_array_append_new (h, json_string (f[i]));
+    }
+    json_decref (set);
+    free (f);
+    return h;
+}
+
 // s_points adds the points file's observations to out: JSON lines of
 // {"params": {...}, "metrics": {...}}; blank lines and lines starting with
 // # are skipped; any other line that is not such a point, or does not fit
@@ -188,9 +325,12 @@ s_points (const cgq_spec_t *spec, cgq_searcher_t *check, const char *spec_path, 
         return CGQ_EXIT_BAD;
     }
     char *line = NULL;
-    size_t cap = 0, lineno = 0, used = 0;
+    size_t cap = 0, lineno = 0, used = 0, plen = strlen (path);
     ssize_t len;
     json_t *seen = json_object ();
+    // A .csv file: a header of param and metric names, then one point a line.
+    bool csv = plen > 4 && !strcasecmp (path + plen - 4, ".csv");
+    json_t *header = NULL;
     int rc = CGQ_EXIT_OK;
     while (rc == CGQ_EXIT_OK && (len = getline (&line, &cap, f)) >= 0) {
         lineno++;
@@ -198,10 +338,20 @@ s_points (const cgq_spec_t *spec, cgq_searcher_t *check, const char *spec_path, 
         if (!line[k] || line[k] == '#')
             continue;
         json_error_t je;
-        json_t *o = json_loads (line, JSON_REJECT_DUPLICATES, &je);
+        char why[512], cwhy[256] = "";
+        if (csv && !header) {
+            if (!(header = s_csv_header (line, cwhy, sizeof cwhy))) {
+                snprintf (err, errlen, "%s:%zu: %s", path, lineno, cwhy);
+                rc = CGQ_EXIT_BAD;
+            }
+            continue;
+        }
+        json_t *o = csv ? s_csv_point (spec, header, line, cwhy, sizeof cwhy)
+                        : json_loads (line, JSON_REJECT_DUPLICATES, &je);
         json_t *params = json_object_get (o, "params"), *metrics = json_object_get (o, "metrics");
-        char why[512];
-        if (!o)
+        if (!o && csv)
+            snprintf (err, errlen, "%s:%zu: %s", path, lineno, cwhy);
+        else if (!o)
             snprintf (err, errlen, "%s:%zu: not JSON: %s (write one {\"params\": {...}, "
                                    "\"metrics\": {...}} per line)",
                       path, lineno, je.text);
@@ -227,6 +377,7 @@ s_points (const cgq_spec_t *spec, cgq_searcher_t *check, const char *spec_path, 
     }
     free (line);
     fclose (f);
+    json_decref (header);
     if (rc == CGQ_EXIT_OK) {
         if (used && !s_common (spec, seen)) {
             char a[512];

@@ -105,6 +105,68 @@ cgq_cmaes_destroy (cgq_cmaes_t **self_p)
     *self_p = NULL;
 }
 
+static void s_decompose (cgq_cmaes_t *s);
+
+void
+cgq_cmaes_set_cov (cgq_cmaes_t *self, const double *cov)
+{
+    memcpy (self->C, cov, self->n * self->n * sizeof *self->C);
+    s_decompose (self);
+}
+
+int
+cgq_cmaes_warm_mgd (size_t n, size_t np, const double *x, const double *f, double gamma,
+                    double alpha, double *mean, double *sigma, double *cov)
+{
+    if (!n || !np)
+        return -1;
+    // The best k by f, ties by position (Python's sorted is stable).
+    size_t *idx = cgq_xmalloc (np * sizeof *idx);
+    for (size_t i = 0; i < np; i++) {
+        size_t j = i;
+        while (j > 0 && (f[idx[j - 1]] > f[i] || (f[idx[j - 1]] == f[i] && idx[j - 1] > i))) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = i;
+    }
+    size_t k = (size_t)floor ((double)np * gamma);
+    k = k < 1 ? 1 : k > np ? np : k;
+    memset (mean, 0, n * sizeof *mean);
+    memset (cov, 0, n * n * sizeof *cov);
+    for (size_t r = 0; r < k; r++) {
+        const double *p = &x[idx[r] * n];
+        for (size_t a = 0; a < n; a++) {
+            mean[a] += p[a];
+            for (size_t b = 0; b < n; b++)
+                cov[a * n + b] += p[a] * p[b];
+        }
+    }
+    for (size_t a = 0; a < n; a++)
+        mean[a] /= (double)k;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++)
+            cov[a * n + b] = cov[a * n + b] / (double)k - mean[a] * mean[b] +
+                             (a == b ? alpha * alpha : 0);
+    free (idx);
+    // det(Sigma) from its Cholesky factor, in logs (it underflows in many
+    // dimensions): log det = 2 sum log L_ii.
+    double *l = cgq_xmalloc (n * n * sizeof *l);
+    memcpy (l, cov, n * n * sizeof *l);
+    lapack_int info = LAPACKE_dpotrf (LAPACK_ROW_MAJOR, 'L', (lapack_int)n, l, (lapack_int)n);
+    double logdet = 0;
+    for (size_t a = 0; a < n && info == 0; a++)
+        logdet += 2 * log (l[a * n + a]);
+    free (l);
+    if (info != 0 || !isfinite (logdet))
+        return -1;
+    *sigma = exp (logdet / (2.0 * (double)n));
+    double scale = exp (logdet / (double)n);
+    for (size_t a = 0; a < n * n; a++)
+        cov[a] /= scale;
+    return 0;
+}
+
 size_t
 cgq_cmaes_lambda (const cgq_cmaes_t *self)
 {

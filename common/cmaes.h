@@ -27,6 +27,23 @@ typedef struct cgq_cmaes_t cgq_cmaes_t;
 cgq_cmaes_t *cgq_cmaes_new (size_t n, size_t lambda, const double *mean, double sigma);
 void cgq_cmaes_destroy (cgq_cmaes_t **self_p);
 
+// cgq_cmaes_set_cov replaces C = I of a distribution that has had no update
+// by cov (n * n, row-major, symmetric positive definite; copied) and
+// decomposes it: the warm start's initial shape.
+void cgq_cmaes_set_cov (cgq_cmaes_t *self, const double *cov);
+
+// cgq_cmaes_warm_mgd estimates the initial distribution of a warm-started
+// CMA-ES (WS-CMA-ES, Nomura et al., AAAI 2021, arXiv:2012.06932) as the cmaes
+// library's get_warm_start_mgd does: the best max(1, floor(gamma np)) of the
+// np points x (row-major, np * n) by f (minimised; ties by position), their
+// mean, Sigma = alpha^2 I + their covariance (divided by their number), and
+// from it sigma = det(Sigma)^(1/2n), cov = Sigma / det(Sigma)^(1/n). (The
+// library asserts floor(gamma np) >= 1; this takes the best point then.)
+// Writes mean (n), *sigma and cov (n * n). Returns -1 when Sigma is not
+// positive definite (a NaN among the points), 0 otherwise.
+int cgq_cmaes_warm_mgd (size_t n, size_t np, const double *x, const double *f, double gamma,
+                        double alpha, double *mean, double *sigma, double *cov);
+
 size_t cgq_cmaes_lambda (const cgq_cmaes_t *self);
 size_t cgq_cmaes_dim (const cgq_cmaes_t *self);
 // The distribution as it stands (borrowed until the next tell/destroy).

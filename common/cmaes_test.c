@@ -16,6 +16,7 @@
 
 #include "cmaes.h"
 #include "cmaes_expected.h"
+#include "cmaes_warm_expected.h"
 
 static void
 s_close (const char *what, const double *got, const double *want, size_t n)
@@ -128,12 +129,59 @@ t_stop (void **state)
     cgq_cmaes_destroy (&c);
 }
 
+// The warm-start distribution against the cmaes library's
+// get_warm_start_mgd (cmaes_warm_expected.py); then a distribution started
+// from it samples around its mean with its shape; one point and a NaN.
+static void
+t_warm_mgd (void **state)
+{
+    (void)state;
+    double mean[S_WN], sigma, cov[S_WN * S_WN];
+    assert_int_equal (cgq_cmaes_warm_mgd (S_WN, S_WNP, s_wx, s_wf, s_wa_gamma, s_wa_alpha, mean,
+                                          &sigma, cov),
+                      0);
+    s_close ("a mean", mean, s_wa_mean, S_WN);
+    s_close ("a sigma", &sigma, &s_wa_sigma, 1);
+    s_close ("a cov", cov, s_wa_cov, S_WN * S_WN);
+    assert_int_equal (cgq_cmaes_warm_mgd (S_WN, S_WNP, s_wx, s_wf, s_wb_gamma, s_wb_alpha, mean,
+                                          &sigma, cov),
+                      0);
+    s_close ("b mean", mean, s_wb_mean, S_WN);
+    s_close ("b sigma", &sigma, &s_wb_sigma, 1);
+    s_close ("b cov", cov, s_wb_cov, S_WN * S_WN);
+    cgq_cmaes_t *c = cgq_cmaes_new (S_WN, 0, mean, sigma);
+    cgq_cmaes_set_cov (c, cov);
+    s_close ("started cov", cgq_cmaes_cov (c), s_wb_cov, S_WN * S_WN);
+    double acc[S_WN * S_WN] = {0}, x[S_WN];
+    for (int j = 0; j < S_WN; j++) {
+        double z[S_WN] = {0};
+        z[j] = 1;
+        cgq_cmaes_sample (c, z, x);
+        for (int a = 0; a < S_WN; a++)
+            for (int b = 0; b < S_WN; b++)
+                acc[a * S_WN + b] += (x[a] - mean[a]) / sigma * (x[b] - mean[b]) / sigma;
+    }
+    for (int a = 0; a < S_WN * S_WN; a++)
+        assert_true (fabs (acc[a] - s_wb_cov[a]) < 1e-9);
+    cgq_cmaes_destroy (&c);
+    // One point (the library asserts floor(gamma n) >= 1): that point, alpha, C = I.
+    assert_int_equal (cgq_cmaes_warm_mgd (S_WN, 1, s_wx, s_wf, 0.1, 0.1, mean, &sigma, cov), 0);
+    s_close ("one mean", mean, s_wx, S_WN);
+    assert_true (fabs (sigma - 0.1) < 1e-12);
+    for (int a = 0; a < S_WN; a++)
+        for (int b = 0; b < S_WN; b++)
+            assert_true (fabs (cov[a * S_WN + b] - (a == b)) < 1e-12);
+    double bad[S_WN] = {NAN, 0.5, 0.5}, f1 = 1;
+    assert_int_equal (cgq_cmaes_warm_mgd (S_WN, 1, bad, &f1, 0.1, 0.1, mean, &sigma, cov), -1);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (t_update),
         cmocka_unit_test (t_stop),
+        cmocka_unit_test (t_warm_mgd),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

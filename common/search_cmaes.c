@@ -28,6 +28,18 @@
 // most the trials left, if more than before), mean drawn uniformly in the box from the
 // stream (seed, first id of the new generation, S_RESTART), sigma0, C = I.
 //
+// Warm start (WS-CMA-ES, Nomura et al. 2021, as Optuna's CmaEsSampler
+// source_trials): warm-start points (each giving every param of the space,
+// and the objective) come before the first trial, in box coordinates with
+// their loss; the first distribution, and the one of every IPOP restart (as
+// Optuna's _init_optimizer, which prefers source trials over a random
+// start), is the one cgq_cmaes_warm_mgd estimates from the best
+// S_WARM_GAMMA of them (a feasible point ranked before an infeasible one, as
+// in an update) with prior variance S_WARM_ALPHA^2: its mean, sigma and C
+// (sigma0 unused). Both are 0.1, the library's defaults (Optuna does not
+// expose them). The box is [0,1]^n here where Optuna's is the params'
+// own range, so alpha is 1/10 of each param's range.
+//
 // Saved state: {"next": N}; replay restores every trial's point and outcome,
 // and the generations are replayed from them in order the next time the
 // searcher is asked, so suggestion i after a restart is what an
@@ -46,6 +58,8 @@
 #define S_RESTART 7
 #define S_RANDOM 5
 #define S_RESAMPLE 100
+#define S_WARM_GAMMA 0.1
+#define S_WARM_ALPHA 0.1
 
 enum { S_UNKNOWN, S_FLIGHT, S_OK, S_FAILED };
 
@@ -65,6 +79,12 @@ typedef struct {
     uint64_t gstart;
     uint32_t restarts; // restarts done
     double *gx, *gf;   // scratch: one generation's points and values
+    // Warm start: nwarm points in box coordinates (wu, nwarm rows of n), their
+    // loss and violation; wdirty: points came since the first distribution
+    // was set; started: a trial was suggested or replayed (no more points).
+    size_t nwarm, wcap;
+    double *wu, *wloss, *wviol;
+    bool wdirty, started;
 } s_cmaes_t;
 
 static void
@@ -114,18 +134,57 @@ s_from_box (const s_cmaes_t *t, const double *u, double *x)
     cgq_genome_canon (&t->g, x);
 }
 
+// s_start_warm sets the distribution estimated from the warm points; false
+// if it cannot be estimated (then the cold start applies).
+static bool
+s_start_warm (s_cmaes_t *t, size_t lambda)
+{
+    size_t n = t->n;
+    double worst = -INFINITY, sigma;
+    for (size_t i = 0; i < t->nwarm; i++)
+        if (t->wviol[i] == 0 && t->wloss[i] > worst)
+            worst = t->wloss[i];
+    double *f = cgq_xmalloc (t->nwarm * sizeof *f), *m = cgq_xmalloc (n * sizeof *m),
+           *cov = cgq_xmalloc (n * n * sizeof *cov);
+    for (size_t i = 0; i < t->nwarm; i++) {
+        double v = t->wviol[i];
+        f[i] = v == 0              ? t->wloss[i]
+               : !isfinite (v)     ? INFINITY
+               : worst > -INFINITY ? worst + 1 + v
+                                   : v;
+    }
+    bool ok = cgq_cmaes_warm_mgd (n, t->nwarm, t->wu, f, S_WARM_GAMMA, S_WARM_ALPHA, m, &sigma,
+                                  cov) == 0;
+    if (ok) {
+        t->cma = cgq_cmaes_new (n, lambda, m, sigma > 1e-10 ? sigma : 1e-10);
+        cgq_cmaes_set_cov (t->cma, cov);
+    }
+    free (f);
+    free (m);
+    free (cov);
+    return ok;
+}
+
 // s_start sets the distribution of a generation of lambda starting at trial
-// id start: the box's centre the first time, a random mean on a restart.
+// id start: the warm points' when there are some; else the box's centre the
+// first time, a random mean on a restart.
 static void
 s_start (cgq_searcher_t *self, uint64_t start, size_t lambda)
 {
     s_cmaes_t *t = self->impl;
+    cgq_cmaes_destroy (&t->cma);
+    if (t->nwarm && s_start_warm (t, lambda)) {
+        t->gstart = start;
+        size_t L = cgq_cmaes_lambda (t->cma);
+        t->gx = cgq_xrealloc (t->gx, L * t->n * sizeof *t->gx);
+        t->gf = cgq_xrealloc (t->gf, L * sizeof *t->gf);
+        return;
+    }
     double *m = cgq_xmalloc (t->n * sizeof *m);
     cgq_rng_t r;
     cgq_rng_seed (&r, self->spec->search.seed, start, S_RESTART);
     for (size_t j = 0; j < t->n; j++)
         m[j] = t->restarts ? cgq_rng_unit (&r) : 0.5;
-    cgq_cmaes_destroy (&t->cma);
     t->cma = cgq_cmaes_new (t->n, lambda, m, self->spec->search.sigma0);
     t->gstart = start;
     free (m);
@@ -201,6 +260,9 @@ s_fini (cgq_searcher_t *self)
     free (t->st);
     free (t->gx);
     free (t->gf);
+    free (t->wu);
+    free (t->wloss);
+    free (t->wviol);
     cgq_genome_fini (&t->g);
     free (t);
     self->impl = NULL;
@@ -220,6 +282,10 @@ s_advance (cgq_searcher_t *self)
     s_cmaes_t *t = self->impl;
     if (!t->cma)
         return;
+    if (t->wdirty) { // the warm points came after init set the cold start
+        t->wdirty = false;
+        s_start (self, 0, self->spec->search.popsize);
+    }
     for (;;) {
         size_t L = cgq_cmaes_lambda (t->cma), n = t->n;
         uint64_t end = t->gstart + L;
@@ -306,6 +372,7 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
           double value, cgq_replay_t outcome, char *err, size_t errlen)
 {
     s_cmaes_t *t = self->impl;
+    t->started = true;
     double *x = &t->x[trial * t->d];
     if (cgq_genome_from_params (&t->g, params, x, err, errlen) < 0)
         return -1;
@@ -323,6 +390,7 @@ s_suggest (cgq_searcher_t *self)
     s_cmaes_t *t = self->impl;
     if (s_done (self))
         return NULL;
+    t->started = true;
     s_advance (self);
     uint64_t id = self->suggested, seed = self->spec->search.seed;
     if (t->cma && id >= t->gstart + cgq_cmaes_lambda (t->cma))
@@ -354,6 +422,62 @@ s_suggest (cgq_searcher_t *self)
     return cgq_genome_params (&t->g, x);
 }
 
+// s_warm adds a warm-start point: it must give every param of the space
+// (CMA-ES models them jointly) and the objective; others are ignored.
+static int
+s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+        size_t errlen)
+{
+    s_cmaes_t *t = self->impl;
+    const cgq_spec_t *spec = self->spec;
+    if (t->started) {
+        snprintf (err, errlen, "warm-start points come before the job's first trial");
+        return -1;
+    }
+    double f;
+    if (!cgq_search_objectives (spec, metrics, NAN, &f) || !isfinite (f)) {
+        snprintf (err, errlen, "its metrics lack the objective (or it is not a finite number)");
+        return -1;
+    }
+    for (size_t p = 0; p < spec->nparams; p++)
+        if (spec->params[p].name && t->g.count[p] &&
+            !json_object_get (params, spec->params[p].name)) {
+            snprintf (err, errlen,
+                      "it has no value for param %s, and algorithm cmaes models every param "
+                      "jointly (give it one, or use algorithm: tpe, which leaves it out)",
+                      spec->params[p].name);
+            return -1;
+        }
+    double *x = cgq_xmalloc ((t->d ? t->d : 1) * sizeof *x);
+    cgq_rng_t r;
+    cgq_rng_seed (&r, 0, 0, 0);
+    cgq_genome_random (&t->g, &r, x); // for the constants it may lack
+    json_t *only = cgq_genome_params (&t->g, x);
+    for (size_t p = 0; p < spec->nparams; p++) {
+        json_t *v = spec->params[p].name ? json_object_get (params, spec->params[p].name) : NULL;
+        if (v)
+            json_object_set (only, spec->params[p].name, v);
+    }
+    int rc = cgq_genome_from_params (&t->g, only, x, err, errlen);
+    json_decref (only);
+    if (rc == 0 && t->n) {
+        cgq_genome_canon (&t->g, x);
+        if (t->nwarm == t->wcap) {
+            t->wcap = t->wcap ? 2 * t->wcap : 64;
+            t->wu = cgq_xrealloc (t->wu, t->wcap * t->n * sizeof *t->wu);
+            t->wloss = cgq_xrealloc (t->wloss, t->wcap * sizeof *t->wloss);
+            t->wviol = cgq_xrealloc (t->wviol, t->wcap * sizeof *t->wviol);
+        }
+        s_to_box (t, x, &t->wu[t->nwarm * t->n]);
+        t->wloss[t->nwarm] = -spec->objective.mode * f;
+        t->wviol[t->nwarm] = cgq_search_violation (spec, metrics);
+        t->nwarm++;
+        t->wdirty = true;
+    }
+    free (x);
+    return rc;
+}
+
 static void
 s_save (const cgq_searcher_t *self, json_t *state)
 {
@@ -367,7 +491,8 @@ s_footprint (const cgq_searcher_t *self)
     size_t n = t->n, L = t->cma ? cgq_cmaes_lambda (t->cma) : 0;
     return sizeof *t + t->d * (sizeof (cgq_gene_t) + 4 * sizeof (double)) +
            (3 * n * n + 6 * n + 3 * L * n + 3 * L) * sizeof (double) +
-           t->cap * (t->d * sizeof (double) + sizeof (double) + 1);
+           t->cap * (t->d * sizeof (double) + sizeof (double) + 1) +
+           t->wcap * (n + 2) * sizeof (double);
 }
 
 const cgq_search_ops_t cgq_search_cmaes_ops = {
@@ -377,6 +502,7 @@ const cgq_search_ops_t cgq_search_cmaes_ops = {
     .observe = s_observe,
     .replay = s_replay,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
 };

@@ -24,7 +24,18 @@
 // waits; never when nothing is in flight, so a job cannot stall (if no trial
 // ever succeeded, it suggests random points).
 //
-// Saved state: {"next": N, "population": [ids, in order]}: O(population).
+// Warm start: warm-start points (each giving every param of the space, and
+// the objectives) come before the first trial and join the population as
+// members that succeeded before trial 0, in the order given (so with more
+// points than `population`, evolution keeps the last ones and nsga2 the
+// best fronts); they count toward `initial` (initial - points random trials
+// first, none when the points are enough: the very first suggestion is a
+// child of them) and are never suggested again.
+//
+// Saved state: {"next": N, "population": [ids, in order]}: O(population);
+// with warm members still in the population, "warm": [[position, k], ...]
+// places warm point k at that position among the ids (the points are fed
+// again after a restart, before the replay, and fill them in).
 // Replay rebuilds the rest: each member's genome (from its params) and
 // objectives, the hashes of every point suggested (so a point is not
 // suggested twice while an unseen one is found in 32 tries), the trials in
@@ -45,6 +56,7 @@ typedef struct {
     double *x;                        // genome (owned); NULL until replay fills it
     double f[CGQ_SPEC_MAX_OBJECTIVES]; // objectives as reported
     double v;                          // total constraint violation: 0 feasible
+    bool warm;                         // id is the index of a warm-start point, not a trial
 } s_member_t;
 
 typedef struct {
@@ -65,7 +77,16 @@ typedef struct {
     cgq_hset64_t seen;
     uint64_t ended, init_ended; // observed trials; of which ids < initial
     bool restoring;             // saved members may still lack their genome
+    uint64_t nwarm;             // warm-start points taken
+    bool started;               // a trial was suggested or replayed: no more warm points
 } s_evo_t;
+
+// s_initial is how many random trials come first: initial less the warm points.
+static uint64_t
+s_initial (const s_evo_t *e)
+{
+    return e->initial > e->nwarm ? e->initial - e->nwarm : 0;
+}
 
 static void
 s_member_free (s_member_t *m)
@@ -120,8 +141,34 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
         free (ids);
         return -1;
     }
-    for (size_t i = 0; i < n; i++)
-        e->pop[e->npop++].id = ids[i];
+    // Warm members at their positions, the trials' ids in order around them.
+    const json_t *wl = json_object_get (state, "warm");
+    size_t nw = json_array_size (wl), at = 0;
+    if (wl && (!json_is_array (wl) || n + nw > e->population)) {
+        snprintf (err, errlen, "searcher state: \"warm\" is not a list of [position, point] that "
+                               "fits search.population (resubmit the job)");
+        free (ids);
+        return -1;
+    }
+    for (size_t i = 0; i < nw; i++) {
+        const json_t *pr = json_array_get (wl, i);
+        json_int_t pos = json_integer_value (json_array_get (pr, 0)),
+                   k = json_integer_value (json_array_get (pr, 1));
+        if (json_array_size (pr) != 2 || !json_is_integer (json_array_get (pr, 0)) ||
+            !json_is_integer (json_array_get (pr, 1)) || pos < 0 || (size_t)pos >= n + nw ||
+            k < 0 || e->pop[pos].warm) {
+            snprintf (err, errlen, "searcher state: \"warm\"[%zu] is not [position, point] "
+                                   "(resubmit the job)", i);
+            free (ids);
+            return -1;
+        }
+        e->pop[pos].warm = true;
+        e->pop[pos].id = (uint64_t)k;
+    }
+    e->npop = n + nw;
+    for (size_t i = 0; i < e->npop; i++)
+        if (!e->pop[i].warm)
+            e->pop[i].id = ids[at++];
     free (ids);
     e->restoring = true;
     return 0;
@@ -228,10 +275,11 @@ s_rank (const s_evo_t *e, int *rank, double *crowd)
 // s_admit adds a successful trial to the population, and makes one leave if
 // that is one too many.
 static void
-s_admit (s_evo_t *e, uint64_t id, double *x, const double *f, double v)
+s_admit (s_evo_t *e, uint64_t id, bool warm, double *x, const double *f, double v)
 {
     s_member_t *m = &e->pop[e->npop++];
     m->id = id;
+    m->warm = warm;
     m->x = x;
     m->v = v;
     memcpy (m->f, f, (size_t) e->m * sizeof *f);
@@ -262,11 +310,11 @@ s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double v
     if (!x)
         return; // observed twice, or never in flight
     e->ended++;
-    if (trial < e->initial)
+    if (trial < s_initial (e))
         e->init_ended++;
     double f[CGQ_SPEC_MAX_OBJECTIVES];
     if (ok && cgq_search_objectives (self->spec, metrics, value, f))
-        s_admit (e, trial, x, f, cgq_search_violation (self->spec, metrics));
+        s_admit (e, trial, false, x, f, cgq_search_violation (self->spec, metrics));
     else
         free (x);
 }
@@ -276,6 +324,7 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
           double value, cgq_replay_t outcome, char *err, size_t errlen)
 {
     s_evo_t *e = self->impl;
+    e->started = true;
     double *x = cgq_xmalloc ((e->g.ngenes + 1) * sizeof *x);
     if (cgq_genome_from_params (&e->g, params, x, err, errlen) < 0) {
         free (x);
@@ -289,11 +338,11 @@ s_replay (cgq_searcher_t *self, uint64_t trial, const json_t *params, const json
         return 0;
     }
     e->ended++;
-    if (trial < e->initial)
+    if (trial < s_initial (e))
         e->init_ended++;
     double f[CGQ_SPEC_MAX_OBJECTIVES];
     for (size_t i = 0; i < e->npop; i++)
-        if (e->pop[i].id == trial && !e->pop[i].x) {
+        if (e->pop[i].id == trial && !e->pop[i].warm && !e->pop[i].x) {
             if (outcome == CGQ_REPLAY_SUCCEEDED &&
                 cgq_search_objectives (self->spec, metrics, value, f)) {
                 e->pop[i].x = x;
@@ -416,14 +465,15 @@ s_suggest (cgq_searcher_t *self)
 {
     s_evo_t *e = self->impl;
     s_settle (e);
+    e->started = true;
     if (s_done (self))
         return NULL;
-    uint64_t id = self->suggested;
-    bool random = id < e->initial || e->npop == 0;
-    if (id >= e->initial && e->nflight > 0) {
+    uint64_t id = self->suggested, first = s_initial (e);
+    bool random = id < first || e->npop == 0;
+    if (id >= first && e->nflight > 0) {
         // Breed only from a population that has seen every random trial,
         // and with at most batch children in flight.
-        uint64_t initial = e->initial < self->total ? e->initial : self->total;
+        uint64_t initial = first < self->total ? first : self->total;
         if (e->init_ended < initial || e->nflight >= e->batch)
             return NULL;
     }
@@ -459,10 +509,81 @@ s_save (const cgq_searcher_t *self, json_t *state)
 {
     const s_evo_t *e = self->impl;
     json_object_set_new (state, "next", json_integer ((json_int_t) self->suggested));
-    json_t *ids = json_array ();
+    json_t *ids = json_array (), *warm = json_array ();
     for (size_t i = 0; i < e->npop; i++)
-        json_array_append_new (ids, json_integer ((json_int_t) e->pop[i].id));
+        if (e->pop[i].warm)
+            json_array_append_new (warm, json_pack ("[I, I]", (json_int_t) i,
+                                                    (json_int_t) e->pop[i].id));
+        else
+            json_array_append_new (ids, json_integer ((json_int_t) e->pop[i].id));
     json_object_set_new (state, "population", ids);
+    if (json_array_size (warm))
+        json_object_set_new (state, "warm", warm);
+    else
+        json_decref (warm);
+}
+
+// s_warm adds warm-start point nwarm to the population (or, restoring, fills
+// the saved member it was); it must give every param of the space and the
+// objectives; other params are ignored.
+static int
+s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err,
+        size_t errlen)
+{
+    s_evo_t *e = self->impl;
+    const cgq_spec_t *spec = self->spec;
+    if (e->started) {
+        snprintf (err, errlen, "warm-start points come before the job's first trial");
+        return -1;
+    }
+    double f[CGQ_SPEC_MAX_OBJECTIVES];
+    if (!cgq_search_objectives (spec, metrics, NAN, f)) {
+        snprintf (err, errlen, "its metrics lack the objective%s (or one is not a number)",
+                  e->m > 1 ? "s" : "");
+        return -1;
+    }
+    for (size_t p = 0; p < spec->nparams; p++)
+        if (spec->params[p].name && e->g.count[p] &&
+            !json_object_get (params, spec->params[p].name)) {
+            snprintf (err, errlen,
+                      "it has no value for param %s, and algorithm %s breeds from whole points "
+                      "(give it one, or use algorithm: tpe, which leaves it out)",
+                      spec->params[p].name, self->algorithm);
+            return -1;
+        }
+    double *x = cgq_xmalloc ((e->g.ngenes + 1) * sizeof *x);
+    cgq_rng_t r;
+    cgq_rng_seed (&r, 0, 0, 0);
+    cgq_genome_random (&e->g, &r, x); // for the constants it may lack
+    json_t *only = cgq_genome_params (&e->g, x);
+    for (size_t p = 0; p < spec->nparams; p++) {
+        json_t *v = spec->params[p].name ? json_object_get (params, spec->params[p].name) : NULL;
+        if (v)
+            json_object_set (only, spec->params[p].name, v);
+    }
+    int rc = cgq_genome_from_params (&e->g, only, x, err, errlen);
+    json_decref (only);
+    if (rc < 0) {
+        free (x);
+        return -1;
+    }
+    cgq_genome_canon (&e->g, x);
+    cgq_hset64_add (&e->seen, cgq_genome_hash (&e->g, x));
+    uint64_t k = e->nwarm++;
+    double v = cgq_search_violation (spec, metrics);
+    if (!e->restoring) {
+        s_admit (e, k, true, x, f, v);
+        return 0;
+    }
+    for (size_t i = 0; i < e->npop; i++)
+        if (e->pop[i].warm && e->pop[i].id == k && !e->pop[i].x) {
+            e->pop[i].x = x;
+            e->pop[i].v = v;
+            memcpy (e->pop[i].f, f, (size_t) e->m * sizeof *f);
+            return 0;
+        }
+    free (x); // it had left the population
+    return 0;
 }
 
 static size_t
@@ -482,6 +603,7 @@ const cgq_search_ops_t cgq_search_evolution_ops = {
     .observe = s_observe,
     .replay = s_replay,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
 };
@@ -493,6 +615,7 @@ const cgq_search_ops_t cgq_search_nsga2_ops = {
     .observe = s_observe,
     .replay = s_replay,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
 };

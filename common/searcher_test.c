@@ -43,6 +43,7 @@ typedef struct {
     size_t cap;
     size_t max_state;        // the largest saved state, in bytes
     uint64_t restarts;
+    const char *warm;        // warm-start points fed to every new searcher (NULL: none)
 } s_run_t;
 
 static uint64_t
@@ -89,6 +90,9 @@ s_restart (s_run_t *r, cgq_searcher_t *se)
     json_decref (loaded);
     if (!se)
         fail_msg ("restart: %s", err);
+    // As recovery: the warm points again, before the replay.
+    if (r->warm && cgq_searcher_warm_json (se, r->warm, err, sizeof err) < 0)
+        fail_msg ("restart: warm: %s", err);
     assert_int_equal (cgq_searcher_suggested (se), suggested);
     for (uint64_t id = 0; id < suggested; id++) {
         // Replayed from what Redis keeps: the params and result as text.
@@ -119,6 +123,8 @@ s_drive (s_run_t *r)
     cgq_searcher_t *se = cgq_searcher_new (r->spec, NULL, err, sizeof err);
     if (!se)
         fail_msg ("%s", err);
+    if (r->warm && cgq_searcher_warm_json (se, r->warm, err, sizeof err) < 0)
+        fail_msg ("warm: %s", err);
     r->params = json_array ();
     r->metrics = json_array ();
     r->cap = cgq_searcher_total (se) + 1;
@@ -1204,12 +1210,168 @@ t_bayes_warm (void **state)
     cgq_spec_destroy (&spec);
 }
 
+// Two bowls: f0's minimum at (2, 7), f1's at (-3, 2).
+static void
+s_bowls (const json_t *params, double *out)
+{
+    double x1 = s_num (params, "x1"), x2 = s_num (params, "x2");
+    out[0] = (x1 - 2) * (x1 - 2) + (x2 - 7) * (x2 - 7);
+    out[1] = (x1 + 3) * (x1 + 3) + (x2 - 2) * (x2 - 2);
+}
+
+// s_bowl_points is a warm start's JSON: n points spread over the box with
+// both bowls' values.
+static char *
+s_bowl_points (int n)
+{
+    json_t *pts = json_array ();
+    for (int i = 0; i < n; i++) {
+        double x1 = -5 + 15 * ((i * 7919) % 101) / 100.0, x2 = 15 * ((i * 104729) % 97) / 96.0;
+        json_t *p = json_pack ("{s:f, s:f, s:i}", "x1", x1, "x2", x2, "other", 1);
+        double f[2];
+        s_bowls (p, f);
+        json_t *m = json_pack ("{s:f, s:f}", "f0", f[0], "f1", f[1]);
+        json_array_append_new (pts, json_pack ("{s:o, s:o, s:s}", "params", p, "metrics", m,
+                                               "from", "test"));
+    }
+    char *text = json_dumps (pts, JSON_COMPACT);
+    json_decref (pts);
+    return text;
+}
+
+// s_count_until_wait suggests until the searcher waits; how many came.
+static size_t
+s_count_until_wait (cgq_searcher_t *se)
+{
+    size_t n = 0;
+    uint64_t id;
+    json_t *p;
+    while ((p = cgq_searcher_suggest (se, &id)) && n < 1000) {
+        json_decref (p);
+        n++;
+    }
+    json_decref (p);
+    return n;
+}
+
+// evolution and nsga2 warm start: the points join the population and count
+// toward initial (initial 15 with 10 points: 5 random trials, then it waits
+// for them; with 20 points: children at once, batch of them); the first
+// children, bred from the points, are better than a cold start's random
+// ones; a restart (state, the same points, replay) continues the same search
+// at any point; a point without every param, or after the first trial, is
+// refused.
+static void
+t_evo_warm (void **state)
+{
+    (void) state;
+    char *w10 = s_bowl_points (10), *w20 = s_bowl_points (20);
+    for (int alg = 0; alg < 2; alg++) {
+        const char *name = alg ? "nsga2" : "evolution";
+        const char *obj = alg ? "objectives: [{metric: f0, mode: min}, {metric: f1, mode: min}]\n"
+                              : "objective: {metric: f0, mode: min}\n";
+        char yaml[1024], err[512];
+        for (int initial = 10; initial <= 15; initial += 5) {
+            snprintf (yaml, sizeof yaml,
+                      "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                      "search: {algorithm: %s, samples: 60, seed: 4, population: 10, "
+                      "initial: %d, warm_start: {points: p.jsonl}}\n%s"
+                      "trial: {kind: noop}\n",
+                      name, initial, obj);
+            cgq_spec_t *spec = s_spec (yaml);
+            cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+            assert_int_equal (cgq_searcher_warm_json (se, w10, err, sizeof err), 0);
+            json_t *st = cgq_searcher_save (se);
+            assert_non_null (json_object_get (st, "warm")); // warm members in the population
+            json_decref (st);
+            // initial 10, 10 points: children at once (batch = population = 10);
+            // initial 15: 5 random, then it waits for them.
+            assert_int_equal (s_count_until_wait (se), initial == 10 ? 10 : 5);
+            cgq_searcher_destroy (&se);
+            // Cold: initial random trials before it waits.
+            se = cgq_searcher_new (spec, NULL, err, sizeof err);
+            assert_int_equal (s_count_until_wait (se), (size_t) initial);
+            cgq_searcher_destroy (&se);
+            cgq_spec_destroy (&spec);
+        }
+        snprintf (yaml, sizeof yaml,
+                  "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                  "search: {algorithm: %s, samples: 60, seed: 4, population: 10, initial: 10, "
+                  "batch: 4, warm_start: {points: p.jsonl}}\n%s"
+                  "trial: {kind: noop}\n",
+                  name, obj);
+        cgq_spec_t *spec = s_spec (yaml);
+        s_run_t cold = {.spec = spec, .fn = s_bowls, .inflight = 4, .shuffle = 3};
+        s_run_t hot = {.spec = spec, .fn = s_bowls, .inflight = 4, .shuffle = 3, .warm = w20};
+        s_drive (&cold);
+        s_drive (&hot);
+        double mc = 0, mh = 0; // mean f0 + f1 of the first 10 trials
+        for (size_t i = 0; i < 10; i++) {
+            double fc[2], fh[2];
+            s_bowls (json_array_get (cold.params, i), fc);
+            s_bowls (json_array_get (hot.params, i), fh);
+            mc += (fc[0] + (alg ? fc[1] : 0)) / 10;
+            mh += (fh[0] + (alg ? fh[1] : 0)) / 10;
+        }
+        printf ("  %s: mean objective%s of the first 10 trials: warm-started %.2f, cold %.2f\n",
+                name, alg ? "s' sum" : "", mh, mc);
+        assert_true (mh < mc / 2);
+        uint64_t points[] = {1, 5, 13};
+        for (size_t k = 0; k < 3; k++) {
+            s_run_t r = {.spec = spec, .fn = s_bowls, .inflight = 4, .shuffle = 3, .warm = w20,
+                         .restart_at = points[k], .restart_every = k == 2 ? 7 : 0};
+            s_drive (&r);
+            if (!s_same_params (&hot, &r))
+                fail_msg ("%s warm: a restart after %llu results changed the search", name,
+                          (unsigned long long) points[k]);
+            assert_true (r.restarts >= 1);
+            s_run_fini (&r);
+        }
+        // Refusals.
+        cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+        json_t *p1 = json_pack ("{s:f}", "x1", 1.0), *m = json_pack ("{s:f, s:f}", "f0", 1.0, "f1",
+                                                                      2.0);
+        assert_int_equal (cgq_searcher_warm (se, p1, m, err, sizeof err), -1);
+        assert_non_null (strstr (err, "no value for param x2, and algorithm"));
+        json_object_set_new (p1, "x2", json_real (99.0));
+        assert_int_equal (cgq_searcher_warm (se, p1, m, err, sizeof err), -1);
+        json_object_set_new (p1, "x2", json_real (9.0));
+        assert_int_equal (cgq_searcher_warm (se, p1, m, err, sizeof err), 0);
+        uint64_t id;
+        json_decref (cgq_searcher_suggest (se, &id));
+        assert_int_equal (cgq_searcher_warm (se, p1, m, err, sizeof err), -1);
+        assert_non_null (strstr (err, "before the job's first trial"));
+        json_decref (p1);
+        json_decref (m);
+        cgq_searcher_destroy (&se);
+        // A saved "warm" that does not fit.
+        const char *bad[] = {"[[5, 0]]", "[[0, 0], [0, 1]]", "[[0]]", "{}", "[[0, -1]]"};
+        for (size_t i = 0; i < 5; i++) {
+            char text[160];
+            snprintf (text, sizeof text,
+                      "{\"algorithm\": \"%s\", \"next\": 1, \"population\": [0], \"warm\": %s}",
+                      name, bad[i]);
+            json_t *bs = json_loads (text, 0, NULL);
+            assert_non_null (bs);
+            assert_null (cgq_searcher_new (spec, bs, err, sizeof err));
+            assert_non_null (strstr (err, "warm"));
+            json_decref (bs);
+        }
+        s_run_fini (&cold);
+        s_run_fini (&hot);
+        cgq_spec_destroy (&spec);
+    }
+    free (w10);
+    free (w20);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (t_index_searchers),
         cmocka_unit_test (t_bayes_warm),
+        cmocka_unit_test (t_evo_warm),
         cmocka_unit_test (t_bad_state),
         cmocka_unit_test (t_external),
         cmocka_unit_test (t_reproducible),

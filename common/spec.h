@@ -194,7 +194,7 @@ typedef struct {
             size_t mutations[CGQ_SPEC_PBT_MAX_MUTATIONS];
             size_t nmutations;
         } pbt;
-        // tpe: warm_start: {jobs: [7, 9], points: FILE}: observations the
+        // tpe, bayes, cmaes: warm_start: {jobs: [7, 9], points: FILE}: observations the
         // searcher starts from (resolved by the submitting client into the
         // SubmitJob, docs/architecture.md). warm_points as written.
         uint64_t *warm_jobs; // owned; NULL: none

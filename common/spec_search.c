@@ -27,10 +27,11 @@ static const struct {
     {CGQ_SEARCH_RANDOM, "random", "algorithm, samples, concurrency, seed, fail_fast"},
     {CGQ_SEARCH_GRID, "grid", "algorithm, samples, concurrency, seed, fail_fast"},
     {CGQ_SEARCH_EVOLUTION, "evolution",
-     "algorithm, samples, concurrency, seed, population, tournament, initial, batch, fail_fast"},
+     "algorithm, samples, concurrency, seed, population, tournament, initial, batch, warm_start, "
+     "fail_fast"},
     {CGQ_SEARCH_NSGA2, "nsga2",
      "algorithm, samples, concurrency, seed, population, initial, batch, crossover, mutation, "
-     "fail_fast"},
+     "warm_start, fail_fast"},
     {CGQ_SEARCH_BAYES, "bayes",
      "algorithm, samples, concurrency, seed, initial, candidates, warm_start, fail_fast"},
     {CGQ_SEARCH_TPE, "tpe",
@@ -39,7 +40,7 @@ static const struct {
     {CGQ_SEARCH_BOHB, "bohb",
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
-     "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, fail_fast"},
+     "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, warm_start, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
     {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
     {CGQ_SEARCH_PBT, "pbt",

@@ -1161,9 +1161,11 @@ t_search_tpe (void **state)
     s_expect_error ("search: {algorithm: tpe, warm_start: {job: [3]}}\n"
                     "objective: {metric: a, mode: min}\n" TRIAL,
                     1, 39, "unknown key 'job' in search.warm_start (known keys: jobs, points)");
-    s_expect_error ("search: {algorithm: cmaes, warm_start: {jobs: [3]}}\n"
+    s_expect_error ("search: {algorithm: random, warm_start: {jobs: [3]}}\n"
                     "objective: {metric: a, mode: min}\n" TRIAL,
-                    1, 28, "search.warm_start applies to algorithm bayes, tpe, not cmaes");
+                    1, 29,
+                    "search.warm_start applies to algorithm evolution, nsga2, bayes, tpe, "
+                    "cmaes, not random");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
                     "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
                     "max}, or objectives: [");
@@ -1253,7 +1255,8 @@ t_err_search_new (void **state)
                     2, 32, "search.candidates applies to algorithm bayes, tpe, bohb, not evolution");
     s_expect_error (TRIAL "search: {algorithm: evolution, populashun: 5}\n", 2, 32,
                     "unknown key 'populashun' in search (known keys: algorithm, samples, "
-                    "concurrency, seed, population, tournament, initial, batch, fail_fast)");
+                    "concurrency, seed, population, tournament, initial, batch, warm_start, "
+                    "fail_fast)");
     s_expect_error (TRIAL "search: {algorithm: evolution, population: 1}\n", 2, 44,
                     "search.population must be an integer >= 2, not 1");
     s_expect_error (TRIAL "search: {algorithm: evolution, population: 4, tournament: 5}\n", 2, 9,

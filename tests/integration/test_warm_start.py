@@ -10,6 +10,11 @@ again after a restart.
   samples (the warm points are not run again).
 - A coordinator killed with SIGKILL mid-way through the warm-started job
   resumes it: the job ends with exactly its samples.
+- cmaes and evolution warm-started from that job, each killed with
+  SIGKILL mid-way (evolution's saved state holds warm members of its
+  population, "warm": [[position, point]]): each resumes and ends with
+  exactly its samples (search_cmaes_test and searcher_test show what the
+  warm points do to the search).
 - Hostile: a job that does not exist, a job of another space, a points
   file with a bad line (FILE:LINE), a points value outside the space.
 """
@@ -137,8 +142,10 @@ class WarmStartTest(CgqTestCase):
                       "search.warm_start.points: cannot read", "missing.jsonl")
 
     def test_a_client_that_does_not_resolve_is_refused(self):
-        # The Python client sends the spec alone: the coordinator refuses a
-        # warm_start it was not given the observations of. The client needs
+        # A SubmitJob with the spec alone: the coordinator refuses a
+        # warm_start it was not given the observations of (sent raw through
+        # the Python client, whose submit() resolves it: there, a job that
+        # does not exist is its own SpecError). The client needs
         # python3-redis and python3-protobuf: Debian's Python has them.
         py = "/usr/bin/python3"
         if subprocess.run([py, "-c", "import redis, google.protobuf"],
@@ -149,14 +156,21 @@ class WarmStartTest(CgqTestCase):
         client = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients",
                               "python")
         script = ("import sys; sys.path.insert(0, sys.argv[1]); import cgq\n"
+                  "c = cgq.Client(redis=sys.argv[2], coordinator=sys.argv[3])\n"
+                  "text = open(sys.argv[4]).read()\n"
+                  "m = c.pb2.SubmitJob(spec_yaml=text, spec_path=sys.argv[4], spec_dir='/tmp')\n"
+                  "r = c.request('submit_job', m, check=False)\n"
+                  "print(r.reply.code, r.reply.message)\n"
                   "try:\n"
-                  "    cgq.Client(redis=sys.argv[2], coordinator=sys.argv[3]).submit(sys.argv[4])\n"
-                  "except cgq.CgqError as e:\n"
+                  "    c.submit(sys.argv[4])\n"
+                  "except cgq.SpecError as e:\n"
                   "    print(e); sys.exit(3)\n")
         r = subprocess.run([py, "-c", script, client, c.redis_url, c.control_ep, path],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
-        self.assertIn("search.warm_start is resolved by the submitting client", r.stdout)
+        self.assertIn("2 %s: search.warm_start is resolved by the submitting client" % path,
+                      r.stdout)
+        self.assertIn("search.warm_start.jobs: job 1 does not exist", r.stdout)
         self.assertEqual(c.redis.cmd("ZCARD", "cgq:jobs"), 0)
 
     def test_warm_started_job_survives_a_kill(self):
@@ -174,6 +188,29 @@ class WarmStartTest(CgqTestCase):
         self.assertEqual(job.get("state"), "finished", job)
         self.assertEqual(job.get("succeeded"), "8", job)
         self.assertEqual(sorted(c.trials(w)), list(range(8)))
+
+    def test_cmaes_and_evolution_warm_started_survive_a_kill(self):
+        c = self.start_default(workers=(("w1", 1),))
+        c.write_file("trial.py", SCRIPT)
+        a = c.submit(self._spec(c, "seen", "{algorithm: random, samples: 30, seed: 2}"))
+        self.assertEqual(c.wait_job(a, 90).get("state"), "finished")
+        for alg, extra in (("cmaes", "popsize: 4"), ("evolution", "population: 6, initial: 6")):
+            w = c.submit(self._spec(c, "warm" + alg, "{algorithm: %s, samples: 10, seed: 3, "
+                                                   "concurrency: 1, %s, warm_start: {jobs: [%d]}}"
+                                    % (alg, extra, a), delay="0.2"))
+            c.wait_for(lambda: int(c.job(w).get("succeeded") or 0) >= 3, 60, "3 trials done")
+            st = json.loads(c.job(w).get("searcher") or "{}")
+            if alg == "evolution":
+                # 30 warm points, population 6: all of it warm until children come back
+                self.assertIn("warm", st, st)
+            c.coordinator.kill9()
+            c.start_coordinator(extra=("--bind", "tcp://127.0.0.1:%d" % endpoint_port(c.nodes_ep),
+                                       "--control",
+                                       "tcp://127.0.0.1:%d" % endpoint_port(c.control_ep)))
+            job = c.wait_job(w, 90)
+            self.assertEqual(job.get("state"), "finished", job)
+            self.assertEqual(job.get("succeeded"), "10", job)
+            self.assertEqual(sorted(c.trials(w)), list(range(10)))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import re
 import sys
 import urllib.parse
 
-from . import _local_run, _proto, keyspace, records
+from . import _local_run, _proto, _warm, keyspace, records
 from .control import Control
 from .errors import CgqError, ConnectionError, NotFound, RequestError, SpecError
 from .job import Job
@@ -330,7 +330,14 @@ class Client:
 
         A dict goes as JSON text (valid YAML) under the path "<dict>"; its
         {spec_dir} is spec_dir, default the current directory. A file's
-        {spec_dir} is its own directory, as with `cgq submit`."""
+        {spec_dir} is its own directory, as with `cgq submit`.
+
+        search.warm_start is resolved here, as `cgq submit` does: the named
+        jobs' succeeded trials read from this client's Redis, the points
+        file (relative to the spec's directory) read from disk, both sent
+        with the spec (docs/spec.md, Warm starts); a missing job, a job of
+        another space, a bad line of the file (SpecError at FILE:LINE) are
+        refused before anything is created."""
         if isinstance(spec, dict):
             path = "<dict>"
             problem = _spec_value_problem(spec, "the spec")
@@ -375,9 +382,24 @@ class Client:
             raise SpecError("%s: the spec is longer than %d bytes, the largest this client sends "
                             "(raise max_spec= / CGQ_MAX_SPEC, and the coordinator's --max-spec); "
                             "nothing was submitted" % (path, self.max_spec), path=path)
-        msg = self.pb2.SubmitJob(spec_yaml=text, spec_path=path, spec_dir=spec_dir)
-        reply = self.request("submit_job", msg, timeout=timeout, check=False)
-        body = reply.WhichOneof("body")
+        warm, parsed = _warm.section(spec if isinstance(spec, dict) else None, text)
+        out = left = texts = None
+        if warm is not None:
+            out, left, texts = _warm.resolve(self, warm, parsed, path, spec_dir,
+                                             isinstance(spec, dict))
+        for _ in range(_warm.MAX_RESENDS + 1):
+            msg = self.pb2.SubmitJob(spec_yaml=text, spec_path=path, spec_dir=spec_dir)
+            if out is not None:
+                msg.warm_json = json.dumps(out, ensure_ascii=False, allow_nan=False,
+                                           separators=(",", ":"))
+            reply = self.request("submit_job", msg, timeout=timeout, check=False)
+            body = reply.WhichOneof("body")
+            # A job's trial that does not fit the spec: left out, as the CLI does.
+            if out is None or body != "reply" or reply.reply.code != 2 or \
+                    not _warm.refused(reply.reply.message, out, left, texts):
+                break
+        if left:
+            _warm.report_left(left)
         if body == "submit_reply":
             job = Job(self, reply.submit_reply.job)
             job.total = reply.submit_reply.trials or None

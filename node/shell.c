@@ -286,6 +286,8 @@ cgq_shell_shutdown (cgq_shell_t *self, int64_t grace_ms)
                 self->ops.checkpoint_ack (self->arg, env->checkpoint_ack);
             cgq_wire_free (env);
         }
+        if (own && self->ops.turn) // the program's timers (watched above) move on
+            self->ops.turn (self->arg);
         cgq_link_tick (link, cgq_now_ms ());
     }
     if (cgq_link_unacked (link) > 0)

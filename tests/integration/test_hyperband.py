@@ -224,6 +224,11 @@ class HyperbandTest(CgqTestCase):
         self.assertLess(abs(best - 0.7), 0.6, "bohb's best x=%s" % best)
         for t in trials:
             self.assertEqual(self.epochs(c, t).count(1), 1, "trial %s restarted" % t)
+        # Every rung a trial reached below max_t is an observation of the
+        # model, kept in the searcher's state: two rounds of 9 at budget 1
+        # and 3 at budget 3.
+        rungs = json.loads(job["searcher"]).get("rungs", [])
+        self.assertEqual(sorted(b for _, b, _ in rungs), [1.0] * 18 + [3.0] * 6, rungs)
 
 
 if __name__ == "__main__":

@@ -577,11 +577,11 @@ s_hb_load (const cgq_job_rec_t *job)
         json_array_foreach (ts, i, e)
         {
             json_t *id = json_array_get (e, 0);
-            if (!json_is_integer (id) || !json_is_integer (json_array_get (e, 1))
-                || !json_is_integer (json_array_get (e, 2)))
+            if (!json_is_integer (id) || !json_is_integer (json_array_get (e, 1)) ||
+                !json_is_integer (json_array_get (e, 2)))
                 continue;
             char key[32];
-            snprintf (key, sizeof key, "%lld", (long long) json_integer_value (id));
+            snprintf (key, sizeof key, "%lld", (long long)json_integer_value (id));
             json_object_set_new (out, key,
                                  json_pack ("[OO]", json_array_get (e, 1), json_array_get (e, 2)));
         }
@@ -596,8 +596,8 @@ s_hb_cell (const json_t *hb, uint64_t trial, int k)
 {
     char key[32];
     snprintf (key, sizeof key, "%" PRIu64, trial);
-    json_t *v = json_array_get (json_object_get (hb, key), (size_t) k);
-    return json_is_integer (v) ? cgq_xasprintf ("%lld", (long long) json_integer_value (v))
+    json_t *v = json_array_get (json_object_get (hb, key), (size_t)k);
+    return json_is_integer (v) ? cgq_xasprintf ("%lld", (long long)json_integer_value (v))
                                : cgq_xstrdup ("-");
 }
 
@@ -993,8 +993,8 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
         const json_t *place = json_object_get (hb, hkey);
         if (place) // hyperband: its bracket and the rung it reached (or runs toward)
             cgq_buf_printf (&b, ", \"bracket\": %lld, \"rung\": %lld",
-                            (long long) json_integer_value (json_array_get (place, 0)),
-                            (long long) json_integer_value (json_array_get (place, 1)));
+                            (long long)json_integer_value (json_array_get (place, 0)),
+                            (long long)json_integer_value (json_array_get (place, 1)));
         cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", cgq_trial_rec_tries (t));
         cgq_show_json_str (&b, t->node);
         cgq_buf_puts (&b, ", \"started\": ");

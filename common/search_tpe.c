@@ -66,6 +66,12 @@
 
 enum { S_UNKNOWN, S_FLIGHT, S_OK, S_FAILED };
 
+// bohb: a trial's value at a rung's budget.
+struct s_rung_s {
+    uint64_t trial; // trial id (row nwarm + trial)
+    double budget, loss;
+};
+
 typedef struct {
     cgq_genome_t g;
     size_t d;            // genes
@@ -84,10 +90,7 @@ typedef struct {
     double *budget; // trial id -> bohb: the budget its result is at
     size_t cap;
     // bohb: the trials' values at the rungs they reached (cgq_searcher_rung).
-    struct s_rung_s {
-        uint64_t trial; // trial id (row nwarm + trial)
-        double budget, loss;
-    } *rungs;
+    struct s_rung_s *rungs;
     size_t nrungs, rcap;
     uint64_t nok, nflight;
     // Warm start: rows 0 .. nwarm-1 are the warm-start observations, trial
@@ -206,10 +209,10 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
     {
         const json_t *a = json_array_get (r, 0), *b = json_array_get (r, 1),
                      *l = json_array_get (r, 2);
-        if (json_array_size (r) != 3 || !json_is_integer (a) || json_integer_value (a) < 0
-            || (uint64_t)json_integer_value (a) >= self->suggested || !json_is_number (b)
-            || !json_is_number (l) || !isfinite (json_number_value (b))
-            || !isfinite (json_number_value (l))) {
+        if (json_array_size (r) != 3 || !json_is_integer (a) || json_integer_value (a) < 0 ||
+            (uint64_t)json_integer_value (a) >= self->suggested || !json_is_number (b) ||
+            !json_is_number (l) || !isfinite (json_number_value (b)) ||
+            !isfinite (json_number_value (l))) {
             snprintf (err, errlen,
                       "searcher state: rungs[%zu] is not [trial, budget, loss] of a trial "
                       "suggested",
@@ -302,8 +305,8 @@ s_rung (cgq_searcher_t *self, uint64_t trial, double budget, const json_t *metri
 {
     s_tpe_t *t = self->impl;
     double f[CGQ_SPEC_MAX_OBJECTIVES];
-    if (self->spec->search.algorithm != CGQ_SEARCH_BOHB || t->nobj > 1
-        || !cgq_search_objectives (self->spec, metrics, NAN, f) || !isfinite (f[0]))
+    if (self->spec->search.algorithm != CGQ_SEARCH_BOHB || t->nobj > 1 ||
+        !cgq_search_objectives (self->spec, metrics, NAN, f) || !isfinite (f[0]))
         return false;
     return s_rung_add (t, trial, budget, -self->spec->objective.mode * f[0]);
 }
@@ -499,9 +502,9 @@ s_model (cgq_searcher_t *self, double *x)
     // trial's observation at the smallest budget at or above it (its
     // result, or its value at a rung).
     double floor_b = -INFINITY;
-    double *ol = cgq_xmalloc ((n ? n : 1) * sizeof *ol);  // row -> its observation's loss
-    double *ob = cgq_xmalloc ((n ? n : 1) * sizeof *ob);  // row -> its budget (NAN: none)
-    double *ov = cgq_xmalloc ((n ? n : 1) * sizeof *ov);  // row -> its violation
+    double *ol = cgq_xmalloc ((n ? n : 1) * sizeof *ol); // row -> its observation's loss
+    double *ob = cgq_xmalloc ((n ? n : 1) * sizeof *ob); // row -> its budget (NAN: none)
+    double *ov = cgq_xmalloc ((n ? n : 1) * sizeof *ov); // row -> its violation
     if (self->spec->search.algorithm == CGQ_SEARCH_BOHB) {
         double *top = cgq_xmalloc ((n ? n : 1) * sizeof *top); // row -> its largest budget
         for (uint64_t i = 0; i < n; i++)

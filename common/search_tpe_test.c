@@ -926,7 +926,7 @@ s_bohb_spec (const char *extra)
 static void
 t_bohb_random_fraction (void **state)
 {
-    (void) state;
+    (void)state;
     cgq_spec_t *specs[3] = {s_bohb_spec (", random_fraction: 0, seed: 5"),
                             s_bohb_spec (", seed: 5"),
                             s_bohb_spec (", random_fraction: 1, seed: 5")};
@@ -1017,10 +1017,9 @@ s_rungs_run (int mode, bool restart, int seed)
         double x = s_num (p, "x");
         json_array_append (params, p);
         json_decref (p);
-        json_t *m = i < 9 ? json_pack ("{s:f, s:f}", "loss", 0.001 + 0.01 * fabs (x + 1.5),
-                                       "epoch", 1.0)
-                          : json_pack ("{s:f, s:f}", "loss", 0.1 + 0.3 * fabs (x - 0.7),
-                                       "epoch", 3.0);
+        json_t *m =
+            i < 9 ? json_pack ("{s:f, s:f}", "loss", 0.001 + 0.01 * fabs (x + 1.5), "epoch", 1.0)
+                  : json_pack ("{s:f, s:f}", "loss", 0.1 + 0.3 * fabs (x - 0.7), "epoch", 3.0);
         double v = json_number_value (json_object_get (m, "loss"));
         if (i < 9 || mode == 2) { // stopped at its rung (or ended at budget 3)
             cgq_searcher_observe (se, id, m, v, true);
@@ -1044,12 +1043,11 @@ s_rungs_run (int mode, bool restart, int seed)
         for (uint64_t id = 0; id < 18; id++) {
             json_t *m = json_array_get (metrics, id);
             bool done = json_is_object (m);
-            assert_int_equal (
-                cgq_searcher_replay (twin, id, json_array_get (params, id), done ? m : NULL,
-                                     done ? json_number_value (json_object_get (m, "loss")) : NAN,
-                                     done ? CGQ_REPLAY_SUCCEEDED : CGQ_REPLAY_ACTIVE, err,
-                                     sizeof err),
-                0);
+            assert_int_equal (cgq_searcher_replay (
+                                  twin, id, json_array_get (params, id), done ? m : NULL,
+                                  done ? json_number_value (json_object_get (m, "loss")) : NAN,
+                                  done ? CGQ_REPLAY_SUCCEEDED : CGQ_REPLAY_ACTIVE, err, sizeof err),
+                              0);
         }
         cgq_searcher_destroy (&se);
         se = twin;
@@ -1074,13 +1072,13 @@ s_mean (const json_t *a)
     double sum = 0;
     for (size_t i = 0; i < json_array_size (a); i++)
         sum += json_number_value (json_array_get (a, i));
-    return json_array_size (a) ? sum / (double) json_array_size (a) : NAN;
+    return json_array_size (a) ? sum / (double)json_array_size (a) : NAN;
 }
 
 static void
 t_bohb_rungs (void **state)
 {
-    (void) state;
+    (void)state;
     double without = 0, with = 0;
     for (int seed = 1; seed <= 8; seed++) {
         json_t *none = s_rungs_run (0, false, seed), *fed = s_rungs_run (1, false, seed),
@@ -1101,12 +1099,11 @@ t_bohb_rungs (void **state)
             "0.7 best at budget 3), %g without (-1.5 best at budget 1)\n",
             with, without);
     if (!(with > without + 0.2))
-        fail_msg ("mean suggestion: with rungs %g, without %g (want it 0.2 larger)", with,
-                  without);
+        fail_msg ("mean suggestion: with rungs %g, without %g (want it 0.2 larger)", with, without);
     // A state with a malformed rung is refused.
     cgq_spec_t *spec = s_bohb_spec ("");
-    json_t *bad = json_pack ("{s:s, s:i, s:[[i, f]]}", "algorithm", "bohb", "next", 3, "rungs", 1,
-                             3.0);
+    json_t *bad =
+        json_pack ("{s:s, s:i, s:[[i, f]]}", "algorithm", "bohb", "next", 3, "rungs", 1, 3.0);
     char err[256] = "";
     cgq_searcher_t *se = cgq_searcher_new (spec, bad, err, sizeof err);
     assert_null (se);

@@ -79,8 +79,7 @@ void cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *m
 // an observation at that budget (a promoted trial's lower rungs count, as
 // in BOHB), in its saved state; the others ignore it. Returns true when the
 // searcher's state changed (save it).
-bool cgq_searcher_rung (cgq_searcher_t *self, uint64_t trial, double budget,
-                        const json_t *metrics);
+bool cgq_searcher_rung (cgq_searcher_t *self, uint64_t trial, double budget, const json_t *metrics);
 
 // cgq_searcher_needs_history is true when a searcher created from a saved
 // state must be given every earlier trial with cgq_searcher_replay (evolution,

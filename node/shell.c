@@ -277,8 +277,8 @@ cgq_shell_shutdown (cgq_shell_t *self, int64_t grace_ms)
     // the worker prune its older checkpoints).
     int64_t ack_by = cgq_now_ms () + S_SHUTDOWN_ACK_MS;
     bool own = self->ops.unsettled != NULL;
-    while ((cgq_link_unacked (link) > 0 || (own && self->ops.unsettled (self->arg) > 0))
-           && cgq_link_welcomed (link) && cgq_now_ms () < ack_by) {
+    while ((cgq_link_unacked (link) > 0 || (own && self->ops.unsettled (self->arg) > 0)) &&
+           cgq_link_welcomed (link) && cgq_now_ms () < ack_by) {
         s_poll (self, true, own, cgq_now_ms () + 100);
         cgq_env_t *env;
         while ((env = cgq_link_recv (link))) { // Acks are handled inside; no new work

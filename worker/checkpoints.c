@@ -60,7 +60,7 @@ struct cgq_checkpoints_t {
     s_track_t *tracks;
     s_pending_t *pending;
     const Cgq__TaskRef **refs; // scratch for cgq_checkpoints_starting
-    size_t cleaning; // CGQ_PRUNE and CGQ_REMOVE jobs pushed, not taken back
+    size_t cleaning;           // CGQ_PRUNE and CGQ_REMOVE jobs pushed, not taken back
 };
 
 // s_clean hands the sealer a prune or a removal, counted until it is done.

@@ -118,6 +118,7 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "       \"trials\": [{\"id\", \"state\", \"params\", \"metrics\", \"attempts\", \"node\",\n"
      "                   \"started\", \"finished\", \"error\", \"warning\"}]}\n"
      "csv:  id,state,value,<params>,<metrics>,attempts,node,duration,error\n"
+     "(hyperband jobs: bracket,rung before the params, in the table and json too)\n"
      "A param or metric named like a built-in column (or like each other) is written\n"
      "params.NAME / metrics.NAME. Table cells of metrics named *_s, *_sec, *_seconds, *_ms\n"
      "and *_bytes carry units.\n"

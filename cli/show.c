@@ -563,6 +563,44 @@ s_lineage_text (const cgq_trial_rec_t *t)
     return out;
 }
 
+// s_hb_load: a hyperband job's trials' places (its `hyperband` field, as
+// hyperband_dump writes it: trials [[trial, bracket, rung, state, value]]),
+// an object "TRIAL" -> [bracket, rung]; NULL when the job has none.
+static json_t *
+s_hb_load (const cgq_job_rec_t *job)
+{
+    json_t *o = job->hyperband ? json_loads (job->hyperband, 0, NULL) : NULL;
+    json_t *ts = json_object_get (o, "trials"), *out = NULL, *e;
+    size_t i;
+    if (json_is_array (ts)) {
+        out = json_object ();
+        json_array_foreach (ts, i, e)
+        {
+            json_t *id = json_array_get (e, 0);
+            if (!json_is_integer (id) || !json_is_integer (json_array_get (e, 1)) ||
+                !json_is_integer (json_array_get (e, 2)))
+                continue;
+            char key[32];
+            snprintf (key, sizeof key, "%lld", (long long)json_integer_value (id));
+            json_object_set_new (out, key,
+                                 json_pack ("[OO]", json_array_get (e, 1), json_array_get (e, 2)));
+        }
+    }
+    json_decref (o);
+    return out;
+}
+
+// s_hb_cell: trial's bracket (k 0) or rung (k 1) as text ("-" when unknown).
+static char *
+s_hb_cell (const json_t *hb, uint64_t trial, int k)
+{
+    char key[32];
+    snprintf (key, sizeof key, "%" PRIu64, trial);
+    json_t *v = json_array_get (json_object_get (hb, key), (size_t)k);
+    return json_is_integer (v) ? cgq_xasprintf ("%lld", (long long)json_integer_value (v))
+                               : cgq_xstrdup ("-");
+}
+
 int
 cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trials, size_t n,
                         const char *columns, int width, char *err, size_t errlen)
@@ -614,7 +652,8 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
     // trial, state, value, [feasible, violation,] params..., metrics..., attempts, node,
     // duration, error
     bool judged = s_judged (trials, n), pbt = s_pbt (trials, n);
-    size_t first = (judged ? 5 : 3) + pbt; // the first param column
+    json_t *hb = s_hb_load (job); // hyperband: each trial's bracket and rung
+    size_t first = (judged ? 5 : 3) + pbt + (hb ? 2 : 0); // the first param column
     size_t ncols = first + 4 + np + nm;
     cgq_table_t t;
     cgq_table_init (&t, ncols);
@@ -628,6 +667,10 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
     }
     if (pbt)
         cgq_table_head (&t, c++, "lineage", false);
+    if (hb) {
+        cgq_table_head (&t, c++, "bracket", true);
+        cgq_table_head (&t, c++, "rung", true);
+    }
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
         cgq_table_head (&t, c++, name, false);
@@ -657,6 +700,10 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
         }
         if (pbt)
             cgq_table_add (&t, s_lineage_text (tr));
+        if (hb) {
+            cgq_table_add (&t, s_hb_cell (hb, tr->id, 0));
+            cgq_table_add (&t, s_hb_cell (hb, tr->id, 1));
+        }
         for (size_t k = 0; k < np; k++)
             cgq_table_add (&t, cgq_show_value_text (json_object_get (tr->params, pk[k]), false));
         for (size_t k = 0; k < nm; k++) {
@@ -689,6 +736,7 @@ cgq_show_results_table (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **tri
                     "--format csv or json has them all)\n",
                  hidden, hidden == 1 ? "" : "s");
     cgq_table_fini (&t);
+    json_decref (hb);
     free (pk);
     free (mk);
     return 0;
@@ -746,6 +794,11 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         cgq_show_csv_field (&b, "lineage", false);
         cgq_show_csv_field (&b, "exploited", false);
     }
+    json_t *hb = s_hb_load (job); // hyperband: bracket, rung
+    if (hb) {
+        cgq_show_csv_field (&b, "bracket", false);
+        cgq_show_csv_field (&b, "rung", false);
+    }
     for (size_t k = 0; k < np; k++) {
         char *name = s_col_name (pk[k], false, builtins, mk, nm);
         cgq_show_csv_field (&b, name, false);
@@ -789,6 +842,11 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
             free (lj);
             free (ej);
         }
+        for (int k = 0; hb && k < 2; k++) {
+            char *cell = s_hb_cell (hb, t->id, k);
+            cgq_show_csv_field (&b, strcmp (cell, "-") ? cell : "", false);
+            free (cell);
+        }
         for (size_t k = 0; k < np; k++)
             s_csv_value (&b, json_object_get (t->params, pk[k]));
         for (size_t k = 0; k < nm; k++)
@@ -804,6 +862,7 @@ cgq_show_results_csv (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
         fprintf (f, "%s\n", b.data);
     }
     cgq_buf_fini (&b);
+    json_decref (hb);
     free (pk);
     free (mk);
 }
@@ -873,6 +932,7 @@ void
 cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
                        cgq_trial_rec_t **trials, size_t n)
 {
+    json_t *hb = s_hb_load (job); // hyperband: each trial's bracket and rung
     cgq_buf_t b;
     cgq_buf_init (&b);
     cgq_buf_printf (&b, "{\n  \"job\": %" PRIu64 ",\n  \"name\": ", job->id);
@@ -928,6 +988,13 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
             cgq_buf_puts (&b, ", \"exploited\": ");
             cgq_json_append (&b, t->exploited, true);
         }
+        char hkey[32];
+        snprintf (hkey, sizeof hkey, "%" PRIu64, t->id);
+        const json_t *place = json_object_get (hb, hkey);
+        if (place) // hyperband: its bracket and the rung it reached (or runs toward)
+            cgq_buf_printf (&b, ", \"bracket\": %lld, \"rung\": %lld",
+                            (long long)json_integer_value (json_array_get (place, 0)),
+                            (long long)json_integer_value (json_array_get (place, 1)));
         cgq_buf_printf (&b, ", \"attempts\": %u, \"node\": ", cgq_trial_rec_tries (t));
         cgq_show_json_str (&b, t->node);
         cgq_buf_puts (&b, ", \"started\": ");
@@ -959,6 +1026,7 @@ cgq_show_results_json (FILE *f, cgq_store_t *store, const cgq_job_rec_t *job,
     cgq_buf_puts (&b, n ? "\n  ]\n}\n" : "]\n}\n");
     fputs (b.data, f);
     cgq_buf_fini (&b);
+    json_decref (hb);
 }
 
 // ---------------------------------------------------------------- commands

@@ -374,6 +374,7 @@ cgq_job_rec_from (uint64_t id, const redisReply *r)
     j->blocked = s_dup_nonempty (r, CGQ_JF_BLOCKED);
     j->error = s_dup_nonempty (r, CGQ_JF_ERROR);
     j->paused = s_dup_nonempty (r, CGQ_JF_PAUSED);
+    j->hyperband = s_dup_nonempty (r, CGQ_JF_HYPERBAND);
     cgq_hash_num (r, CGQ_JF_CREATED, &j->created);
     cgq_hash_num (r, CGQ_JF_FINISHED, &j->finished);
     double total;
@@ -414,6 +415,7 @@ cgq_job_rec_destroy (cgq_job_rec_t **self_p)
     free (j->blocked);
     free (j->error);
     free (j->paused);
+    free (j->hyperband);
     free (j);
     *self_p = NULL;
 }

@@ -310,6 +310,7 @@ typedef struct {
     double best_value;
     uint64_t checkpoint_bytes; // of the checkpoints its trials may resume from (0: none)
     char *paused;    // `cgq pause`: "checkpoint" or "now"; NULL when not paused
+    char *hyperband; // early_stop hyperband: its state (JSON, hyperband_dump); else NULL
 } cgq_job_rec_t;
 
 typedef struct {

@@ -37,6 +37,9 @@ typedef struct {
     // save adds the algorithm's fields to state, which already holds "algorithm".
     void (*save) (const cgq_searcher_t *self, json_t *state);
     size_t (*footprint) (const cgq_searcher_t *self); // bytes held by impl (NULL: 0)
+    // rung: a trial's report at a hyperband rung's budget (NULL: ignored);
+    // true when the state changed.
+    bool (*rung) (cgq_searcher_t *self, uint64_t trial, double budget, const json_t *metrics);
 } cgq_search_ops_t;
 
 struct cgq_searcher_t {

@@ -32,15 +32,22 @@
 // by age; every trial in flight or infeasible is bad. The rest is as above.
 //
 // bohb (with early_stop hyperband): as BOHB (Falkner et al., 2018) builds its
-// model, each result is taken at its budget (a trial stopped by hyperband
-// carries its rung's budget in its metrics' time attribute; any other, max_t)
-// and the split uses only the results at the largest budget that at least
-// (genes modelled + 2) results reached, the others left out. Trials in flight
-// are liars as above. Its random start and its estimator are TPE's.
+// model, each observation is taken at its budget: a trial's result (a trial
+// stopped by hyperband carries its rung's budget in its metrics' time
+// attribute; any other, max_t) and its value at every rung it reached
+// (cgq_searcher_rung, so a promoted trial's lower rungs count, and a trial
+// paused at a rung is an observation there, not only a liar). The split uses
+// only the largest budget that at least (genes modelled + 2) trials reached:
+// each trial's observation at the smallest budget at or above it; trials
+// with none there are left out, or, in flight, liars as above. After the
+// random start, a share search.random_fraction (1/3) of the suggestions stays
+// random (BOHB's and HpBandSter's random_fraction), decided per suggestion
+// from its own stream. Its estimator is TPE's.
 //
-// Saved state: {"next": N}; replay rebuilds the trials. Suggestion i draws
-// only from streams keyed by (seed, i), so the same results give the same
-// suggestions, after a restart too.
+// Saved state: {"next": N} (bohb: and "rungs", [[trial, budget, loss], ...]);
+// replay rebuilds the trials. Suggestion i draws only from streams keyed by
+// (seed, i), so the same results give the same suggestions, after a restart
+// too.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +62,15 @@
 #define S_RANDOM 5
 #define S_JOINT 6
 #define S_GENE 1000
+#define S_FRACTION 7 // bohb: whether suggestion i stays random
 
 enum { S_UNKNOWN, S_FLIGHT, S_OK, S_FAILED };
+
+// bohb: a trial's value at a rung's budget.
+struct s_rung_s {
+    uint64_t trial; // trial id (row nwarm + trial)
+    double budget, loss;
+};
 
 typedef struct {
     cgq_genome_t g;
@@ -75,6 +89,9 @@ typedef struct {
     uint8_t *st;    // trial id -> S_*
     double *budget; // trial id -> bohb: the budget its result is at
     size_t cap;
+    // bohb: the trials' values at the rungs they reached (cgq_searcher_rung).
+    struct s_rung_s *rungs;
+    size_t nrungs, rcap;
     uint64_t nok, nflight;
     // Warm start: rows 0 .. nwarm-1 are the warm-start observations, trial
     // id i is row nwarm + i; a warm row's gene is NaN where its point lacks
@@ -117,6 +134,21 @@ s_gene_of (const s_tpe_t *t, size_t i, double c)
         return k < 0 ? 0 : k > gene->n - 1 ? gene->n - 1 : k;
     }
     return c;
+}
+
+// s_rung_add keeps trial's value at a rung's budget (false: it had one there).
+static bool
+s_rung_add (s_tpe_t *t, uint64_t trial, double budget, double loss)
+{
+    for (size_t i = 0; i < t->nrungs; i++)
+        if (t->rungs[i].trial == trial && t->rungs[i].budget == budget)
+            return false;
+    if (t->nrungs == t->rcap) {
+        t->rcap = t->rcap ? 2 * t->rcap : 16;
+        t->rungs = cgq_xrealloc (t->rungs, t->rcap * sizeof *t->rungs);
+    }
+    t->rungs[t->nrungs++] = (struct s_rung_s){trial, budget, loss};
+    return true;
 }
 
 static int
@@ -166,6 +198,30 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
     if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
     s_reserve (t, t->nwarm + self->suggested);
+    const json_t *rungs = json_object_get (state, "rungs");
+    size_t i;
+    const json_t *r;
+    if (rungs && !json_is_array (rungs)) {
+        snprintf (err, errlen, "searcher state: rungs is not an array");
+        return -1;
+    }
+    json_array_foreach (rungs, i, r)
+    {
+        const json_t *a = json_array_get (r, 0), *b = json_array_get (r, 1),
+                     *l = json_array_get (r, 2);
+        if (json_array_size (r) != 3 || !json_is_integer (a) || json_integer_value (a) < 0 ||
+            (uint64_t)json_integer_value (a) >= self->suggested || !json_is_number (b) ||
+            !json_is_number (l) || !isfinite (json_number_value (b)) ||
+            !isfinite (json_number_value (l))) {
+            snprintf (err, errlen,
+                      "searcher state: rungs[%zu] is not [trial, budget, loss] of a trial "
+                      "suggested",
+                      i);
+            return -1;
+        }
+        s_rung_add (t, (uint64_t)json_integer_value (a), json_number_value (b),
+                    json_number_value (l));
+    }
     return 0;
 }
 
@@ -184,6 +240,7 @@ s_fini (cgq_searcher_t *self)
     free (t->viol);
     free (t->st);
     free (t->budget);
+    free (t->rungs);
     cgq_genome_fini (&t->g);
     free (t);
     self->impl = NULL;
@@ -241,6 +298,17 @@ s_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics, double v
     if (trial + t->nwarm >= t->cap || t->st[trial + t->nwarm] != S_FLIGHT)
         return;
     s_end (self, trial, metrics, value, ok);
+}
+
+static bool
+s_rung (cgq_searcher_t *self, uint64_t trial, double budget, const json_t *metrics)
+{
+    s_tpe_t *t = self->impl;
+    double f[CGQ_SPEC_MAX_OBJECTIVES];
+    if (self->spec->search.algorithm != CGQ_SEARCH_BOHB || t->nobj > 1 ||
+        !cgq_search_objectives (self->spec, metrics, NAN, f) || !isfinite (f[0]))
+        return false;
+    return s_rung_add (t, trial, budget, -self->spec->objective.mode * f[0]);
 }
 
 static int
@@ -430,33 +498,65 @@ s_model (cgq_searcher_t *self, double *x)
     // Constraints: infeasible trials go to the bad group (loss +INFINITY,
     // and the good group no larger than the feasible trials); while none is
     // feasible, the good group is those of the smallest total violation.
-    // bohb: only the results at the largest budget that enough reached.
+    // bohb: only the largest budget that enough trials reached, each
+    // trial's observation at the smallest budget at or above it (its
+    // result, or its value at a rung).
     double floor_b = -INFINITY;
-    if (self->spec->search.algorithm == CGQ_SEARCH_BOHB)
+    double *ol = cgq_xmalloc ((n ? n : 1) * sizeof *ol); // row -> its observation's loss
+    double *ob = cgq_xmalloc ((n ? n : 1) * sizeof *ob); // row -> its budget (NAN: none)
+    double *ov = cgq_xmalloc ((n ? n : 1) * sizeof *ov); // row -> its violation
+    if (self->spec->search.algorithm == CGQ_SEARCH_BOHB) {
+        double *top = cgq_xmalloc ((n ? n : 1) * sizeof *top); // row -> its largest budget
+        for (uint64_t i = 0; i < n; i++)
+            top[i] = t->st[i] == S_OK ? t->budget[i] : -INFINITY;
+        for (size_t r = 0; r < t->nrungs; r++) {
+            uint64_t row = t->nwarm + t->rungs[r].trial;
+            if (row < n && t->rungs[r].budget > top[row])
+                top[row] = t->rungs[r].budget;
+        }
         for (uint64_t i = 0; i < n; i++) {
             size_t reached = 0;
-            if (t->st[i] != S_OK || t->budget[i] <= floor_b)
+            if (!(top[i] > floor_b))
                 continue;
             for (uint64_t k2 = 0; k2 < n; k2++)
-                reached += t->st[k2] == S_OK && t->budget[k2] >= t->budget[i];
+                reached += top[k2] >= top[i];
             if (reached >= t->nvar + 2)
-                floor_b = t->budget[i];
+                floor_b = top[i];
         }
+        free (top);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        bool have = t->st[i] == S_OK && !(t->budget[i] < floor_b);
+        ob[i] = have ? t->budget[i] : NAN;
+        ol[i] = t->loss[i];
+        ov[i] = t->st[i] == S_OK ? t->viol[i] : 0;
+    }
+    for (size_t r = 0; r < t->nrungs; r++) {
+        uint64_t row = t->nwarm + t->rungs[r].trial;
+        double b = t->rungs[r].budget;
+        if (row >= n || b < floor_b || b >= ob[row])
+            continue;
+        ob[row] = b; // a smaller budget at or above the floor (NAN: the first)
+        ol[row] = t->rungs[r].loss;
+    }
     uint64_t nfeas = 0, nok = 0;
     for (uint64_t i = 0; i < n; i++) {
-        if (t->st[i] == S_OK && t->budget[i] < floor_b)
+        if (isnan (ob[i]))
             continue;
-        nfeas += t->st[i] == S_OK && t->viol[i] <= 0;
-        nok += t->st[i] == S_OK;
+        nfeas += ov[i] <= 0;
+        nok++;
     }
     for (uint64_t i = 0; i < n; i++)
-        if ((t->st[i] == S_OK && !(t->budget[i] < floor_b)) || t->st[i] == S_FLIGHT) {
+        if (!isnan (ob[i]) || t->st[i] == S_FLIGHT) {
             ids[k] = i;
-            loss[k++] = t->st[i] != S_OK  ? INFINITY // the constant liar
-                        : t->viol[i] <= 0 ? t->loss[i]
-                        : nfeas           ? INFINITY
-                                          : t->viol[i];
+            loss[k++] = isnan (ob[i]) ? INFINITY // the constant liar
+                        : ov[i] <= 0  ? ol[i]
+                        : nfeas       ? INFINITY
+                                      : ov[i];
         }
+    free (ol);
+    free (ob);
+    free (ov);
     nt = k;
     size_t nb = cgq_tpe_gamma ((size_t)nok);
     if (nfeas && nb > nfeas)
@@ -551,7 +651,13 @@ s_suggest (cgq_searcher_t *self)
     cgq_rng_t r;
     cgq_rng_seed (&r, self->spec->search.seed, id, S_RANDOM);
     cgq_genome_random (&t->g, &r, x);
-    if (t->nok >= self->spec->search.initial && t->nvar > 0)
+    bool model = t->nok >= self->spec->search.initial && t->nvar > 0;
+    if (model && self->spec->search.random_fraction > 0) { // bohb: a share stays random
+        cgq_rng_t rf;
+        cgq_rng_seed (&rf, self->spec->search.seed, id, S_FRACTION);
+        model = cgq_rng_unit (&rf) >= self->spec->search.random_fraction;
+    }
+    if (model)
         s_model (self, x);
     cgq_genome_canon (&t->g, x);
     s_set (t, t->nwarm + id, S_FLIGHT);
@@ -562,6 +668,14 @@ static void
 s_save (const cgq_searcher_t *self, json_t *state)
 {
     json_object_set_new (state, "next", json_integer ((json_int_t)self->suggested));
+    const s_tpe_t *t = self->impl;
+    if (!t->nrungs)
+        return;
+    json_t *a = json_array ();
+    for (size_t i = 0; i < t->nrungs; i++)
+        json_array_append_new (a, json_pack ("[I, f, f]", (json_int_t)t->rungs[i].trial,
+                                             t->rungs[i].budget, t->rungs[i].loss));
+    json_object_set_new (state, "rungs", a);
 }
 
 static size_t
@@ -571,7 +685,7 @@ s_footprint (const cgq_searcher_t *self)
     size_t d = t->d ? t->d : 1;
     return sizeof *t + d * (sizeof (cgq_gene_t) + sizeof (cgq_tpe_dim_t) + 2 * sizeof (double)) +
            t->cap * (t->d * sizeof (double) + sizeof (double) + 1) +
-           t->mcap * t->nobj * sizeof (double);
+           t->mcap * t->nobj * sizeof (double) + t->rcap * sizeof *t->rungs;
 }
 
 const cgq_search_ops_t cgq_search_tpe_ops = {
@@ -584,4 +698,5 @@ const cgq_search_ops_t cgq_search_tpe_ops = {
     .warm = s_warm,
     .save = s_save,
     .footprint = s_footprint,
+    .rung = s_rung,
 };

@@ -848,18 +848,18 @@ t_motpe_warm (void **state)
 // them all together (the budget-1 values are lower here) and goes toward
 // -1.5; bohb models only the largest budget that enough results reached (at
 // least the one gene + 2) and goes toward 0.7. Five suggestions each, the
-// earlier ones in flight as liars.
+// earlier ones in flight as liars. (random_fraction: 0, the model alone.)
 static double
 s_bohb_mean (const char *alg)
 {
     char yaml[512];
     snprintf (yaml, sizeof yaml,
               "space: {x: {uniform: [-2, 1]}}\n"
-              "search: {algorithm: %s, samples: 40, initial: 3, seed: 5}\n"
+              "search: {algorithm: %s, samples: 40, initial: 3, seed: 5%s}\n"
               "objective: {metric: loss, mode: min}\n"
               "early_stop: {algorithm: hyperband, max_t: 9, reduction_factor: 3}\n"
               "checkpoint: {store: /c}\n" TRIAL,
-              alg);
+              alg, strcmp (alg, "bohb") ? "" : ", random_fraction: 0");
     cgq_spec_t *spec = s_spec (yaml);
     char err[256];
     cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
@@ -902,6 +902,216 @@ t_bohb (void **state)
                   bohb);
 }
 
+// s_bohb_spec: a bohb spec on x in [-2, 1] with extra search keys.
+static cgq_spec_t *
+s_bohb_spec (const char *extra)
+{
+    char yaml[512];
+    snprintf (yaml, sizeof yaml,
+              "space: {x: {uniform: [-2, 1]}}\n"
+              "search: {algorithm: bohb, samples: 400, initial: 3%s}\n"
+              "objective: {metric: loss, mode: min}\n"
+              "early_stop: {algorithm: hyperband, max_t: 9, reduction_factor: 3}\n"
+              "checkpoint: {store: /c}\n" TRIAL,
+              extra);
+    return s_spec (yaml);
+}
+
+// random_fraction: after the startup a share of the suggestions stays the
+// random point of its id. Three searchers, the same results (12 at max_t),
+// fractions 0, the default (1/3) and 1: suggestion i of the default one is
+// exactly the fraction-1 one's (random) in about a third of 300, the
+// fraction-0 one's never. And the spec: the default, and the key refused
+// for tpe and out of [0, 1].
+static void
+t_bohb_random_fraction (void **state)
+{
+    (void)state;
+    cgq_spec_t *specs[3] = {s_bohb_spec (", random_fraction: 0, seed: 5"),
+                            s_bohb_spec (", seed: 5"),
+                            s_bohb_spec (", random_fraction: 1, seed: 5")};
+    assert_true (fabs (specs[1]->search.random_fraction - 1.0 / 3) < 1e-12);
+    cgq_searcher_t *se[3];
+    char err[256];
+    for (int k = 0; k < 3; k++) {
+        se[k] = cgq_searcher_new (specs[k], NULL, err, sizeof err);
+        assert_non_null (se[k]);
+    }
+    for (int i = 0; i < 12; i++)
+        for (int k = 0; k < 3; k++) {
+            uint64_t id;
+            json_t *p = cgq_searcher_suggest (se[k], &id);
+            double x = s_num (p, "x");
+            json_t *m = json_pack ("{s:f}", "loss", 0.1 + fabs (x - 0.7));
+            cgq_searcher_observe (se[k], id, m, json_number_value (json_object_get (m, "loss")),
+                                  true);
+            json_decref (m);
+            json_decref (p);
+        }
+    int as_random = 0, model_as_random = 0;
+    for (int i = 0; i < 300; i++) {
+        double x[3];
+        for (int k = 0; k < 3; k++) {
+            uint64_t id;
+            json_t *p = cgq_searcher_suggest (se[k], &id);
+            x[k] = s_num (p, "x");
+            json_decref (p);
+        }
+        as_random += x[1] == x[2];
+        model_as_random += x[0] == x[2];
+    }
+    printf ("  of 300 suggestions after the startup, random: %d at random_fraction 1/3, %d at "
+            "0\n",
+            as_random, model_as_random);
+    // Binomial(300, 1/3): mean 100, sd 8.2.
+    if (as_random < 70 || as_random > 130 || model_as_random != 0)
+        fail_msg ("random suggestions: %d of 300 at 1/3 (want 70..130), %d at 0 (want 0)",
+                  as_random, model_as_random);
+    for (int k = 0; k < 3; k++) {
+        cgq_searcher_destroy (&se[k]);
+        cgq_spec_destroy (&specs[k]);
+    }
+    const char *bad[] = {"space: {x: {uniform: [-2, 1]}}\n"
+                         "search: {algorithm: tpe, random_fraction: 0.5}\n"
+                         "objective: {metric: loss, mode: min}\n" TRIAL,
+                         "space: {x: {uniform: [-2, 1]}}\n"
+                         "search: {algorithm: bohb, random_fraction: 1.5}\n"
+                         "objective: {metric: loss, mode: min}\n"
+                         "early_stop: {algorithm: hyperband, max_t: 9}\n"
+                         "checkpoint: {store: /c}\n" TRIAL};
+    const char *want[] = {"t.yaml:2:26: search.random_fraction applies to algorithm bohb, not tpe",
+                          "t.yaml:2:44: search.random_fraction must be a probability in [0, 1]"};
+    for (int k = 0; k < 2; k++) {
+        char e[1024] = "";
+        cgq_spec_t *s = cgq_spec_parse (bad[k], strlen (bad[k]), "t.yaml", e, sizeof e);
+        assert_null (s);
+        if (strncmp (e, want[k], strlen (want[k])))
+            fail_msg ("spec error: %s\n(want it to start: %s)", e, want[k]);
+    }
+}
+
+// A promoted trial's lower rungs are observations at their budgets. Nine
+// trials stopped at budget 1 say x near -1.5 is best; nine more reached the
+// rung of budget 3 and run on, promoted (in flight): their values there say
+// x near 0.7 is. mode 0: the rungs are not given (what was kept before:
+// nothing until such a trial ends; the nine are liars); 1: given with
+// cgq_searcher_rung; 2: the nine ended at budget 3 with those values. Fed
+// the rungs, bohb models budget 3 (the largest that 9 >= 1 gene + 2 trials
+// reached) exactly as if they had ended there: the same suggestions as
+// mode 2; without, it has only the budget-1 results. restart: the rungs
+// survive one (a searcher rebuilt from the saved state and the replay
+// suggests what the first one does). Returns the next 5 suggestions' x.
+static json_t *
+s_rungs_run (int mode, bool restart, int seed)
+{
+    char extra[64];
+    snprintf (extra, sizeof extra, ", random_fraction: 0, seed: %d", seed);
+    cgq_spec_t *spec = s_bohb_spec (extra);
+    char err[256];
+    cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+    assert_non_null (se);
+    json_t *params = json_array (), *metrics = json_array ();
+    for (int i = 0; i < 18; i++) {
+        uint64_t id;
+        json_t *p = cgq_searcher_suggest (se, &id);
+        double x = s_num (p, "x");
+        json_array_append (params, p);
+        json_decref (p);
+        json_t *m =
+            i < 9 ? json_pack ("{s:f, s:f}", "loss", 0.001 + 0.01 * fabs (x + 1.5), "epoch", 1.0)
+                  : json_pack ("{s:f, s:f}", "loss", 0.1 + 0.3 * fabs (x - 0.7), "epoch", 3.0);
+        double v = json_number_value (json_object_get (m, "loss"));
+        if (i < 9 || mode == 2) { // stopped at its rung (or ended at budget 3)
+            cgq_searcher_observe (se, id, m, v, true);
+            json_array_append_new (metrics, m);
+            continue;
+        }
+        if (mode == 1) { // its report at rung 3; promoted, it runs on
+            assert_true (cgq_searcher_rung (se, id, 3, m));
+            assert_false (cgq_searcher_rung (se, id, 3, m)); // once
+        }
+        json_decref (m);
+        json_array_append_new (metrics, json_null ());
+    }
+    if (restart) {
+        json_t *saved = cgq_searcher_save (se);
+        assert_int_equal (json_array_size (json_object_get (saved, "rungs")), mode == 1 ? 9 : 0);
+        cgq_searcher_t *twin = cgq_searcher_new (spec, saved, err, sizeof err);
+        if (!twin)
+            fail_msg ("%s", err);
+        json_decref (saved);
+        for (uint64_t id = 0; id < 18; id++) {
+            json_t *m = json_array_get (metrics, id);
+            bool done = json_is_object (m);
+            assert_int_equal (cgq_searcher_replay (
+                                  twin, id, json_array_get (params, id), done ? m : NULL,
+                                  done ? json_number_value (json_object_get (m, "loss")) : NAN,
+                                  done ? CGQ_REPLAY_SUCCEEDED : CGQ_REPLAY_ACTIVE, err, sizeof err),
+                              0);
+        }
+        cgq_searcher_destroy (&se);
+        se = twin;
+    }
+    json_t *out = json_array ();
+    for (int i = 0; i < 5; i++) {
+        uint64_t id;
+        json_t *p = cgq_searcher_suggest (se, &id);
+        json_array_append_new (out, json_real (s_num (p, "x")));
+        json_decref (p);
+    }
+    json_decref (params);
+    json_decref (metrics);
+    cgq_searcher_destroy (&se);
+    cgq_spec_destroy (&spec);
+    return out;
+}
+
+static double
+s_mean (const json_t *a)
+{
+    double sum = 0;
+    for (size_t i = 0; i < json_array_size (a); i++)
+        sum += json_number_value (json_array_get (a, i));
+    return json_array_size (a) ? sum / (double)json_array_size (a) : NAN;
+}
+
+static void
+t_bohb_rungs (void **state)
+{
+    (void)state;
+    double without = 0, with = 0;
+    for (int seed = 1; seed <= 8; seed++) {
+        json_t *none = s_rungs_run (0, false, seed), *fed = s_rungs_run (1, false, seed),
+               *ended = s_rungs_run (2, false, seed), *restarted = s_rungs_run (1, true, seed);
+        if (!json_equal (fed, ended) || !json_equal (fed, restarted) || json_equal (fed, none))
+            fail_msg ("seed %d: the suggestions with the rungs given should be those with the "
+                      "trials ended at the rung's budget, after a restart too, and not those "
+                      "without them",
+                      seed);
+        without += s_mean (none) / 8;
+        with += s_mean (fed) / 8;
+        json_decref (none);
+        json_decref (fed);
+        json_decref (ended);
+        json_decref (restarted);
+    }
+    printf ("  mean suggestion over 8 seeds: %g with the promoted trials' rung values (x near "
+            "0.7 best at budget 3), %g without (-1.5 best at budget 1)\n",
+            with, without);
+    if (!(with > without + 0.2))
+        fail_msg ("mean suggestion: with rungs %g, without %g (want it 0.2 larger)", with, without);
+    // A state with a malformed rung is refused.
+    cgq_spec_t *spec = s_bohb_spec ("");
+    json_t *bad =
+        json_pack ("{s:s, s:i, s:[[i, f]]}", "algorithm", "bohb", "next", 3, "rungs", 1, 3.0);
+    char err[256] = "";
+    cgq_searcher_t *se = cgq_searcher_new (spec, bad, err, sizeof err);
+    assert_null (se);
+    assert_non_null (strstr (err, "rungs[0]"));
+    json_decref (bad);
+    cgq_spec_destroy (&spec);
+}
+
 int
 main (void)
 {
@@ -918,6 +1128,8 @@ main (void)
         cmocka_unit_test (t_motpe_constraints),
         cmocka_unit_test (t_motpe_warm),
         cmocka_unit_test (t_bohb),
+        cmocka_unit_test (t_bohb_random_fraction),
+        cmocka_unit_test (t_bohb_rungs),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 // and no caller changes.
 #include "searcher.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,14 @@ cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metric
     if (trial >= self->suggested)
         return; // not ours: a stale id must not corrupt the state
     self->ops->observe (self, trial, metrics, value, ok);
+}
+
+bool
+cgq_searcher_rung (cgq_searcher_t *self, uint64_t trial, double budget, const json_t *metrics)
+{
+    if (!self || trial >= self->suggested || !self->ops->rung || !isfinite (budget))
+        return false;
+    return self->ops->rung (self, trial, budget, metrics);
 }
 
 bool

@@ -73,6 +73,14 @@ json_t *cgq_searcher_suggest (cgq_searcher_t *self, uint64_t *trial);
 void cgq_searcher_observe (cgq_searcher_t *self, uint64_t trial, const json_t *metrics,
                            double value, bool ok);
 
+// cgq_searcher_rung tells the searcher a trial's value at a rung of
+// hyperband (early_stop hyperband): metrics is the report (borrowed) that
+// reached the rung's budget (value of the time attribute). bohb keeps it as
+// an observation at that budget (a promoted trial's lower rungs count, as
+// in BOHB), in its saved state; the others ignore it. Returns true when the
+// searcher's state changed (save it).
+bool cgq_searcher_rung (cgq_searcher_t *self, uint64_t trial, double budget, const json_t *metrics);
+
 // cgq_searcher_needs_history is true when a searcher created from a saved
 // state must be given every earlier trial with cgq_searcher_replay (evolution,
 // nsga2, bayes, tpe, cmaes); false for grid, random and list, whose state is complete.

@@ -173,6 +173,9 @@ typedef struct {
         double mutation;  // nsga2: per-gene probability of mutation (default 0: 1/genes)
         uint32_t candidates; // bayes: candidates per suggestion (default 1000); tpe: 24
         bool multivariate;   // tpe: one joint estimator instead of one per param (default false)
+        // bohb: the share of suggestions after the startup drawn at random
+        // (default 1/3, as Falkner et al. 2018 and HpBandSter); 0 otherwise.
+        double random_fraction;
         // cmaes: the population lambda (0: 4 + floor(3 ln n)), the initial
         // step size in the [0,1] box (default 1/6), IPOP restarts (default 0).
         uint32_t popsize, restarts;

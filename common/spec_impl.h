@@ -27,6 +27,7 @@ typedef struct {
     const cgq_yamldoc_node_t *pbt_mutations;  // search.hyperparam_mutations (pbt)
     const cgq_yamldoc_node_t *pbt_metric_node; // search.metric (pbt)
     bool pbt_resample_given;
+    bool random_fraction_given;              // search.random_fraction (bohb)
     const cgq_yamldoc_node_t *es_objectives; // early_stop.objectives (resolved in the check)
 } spec_ctx_t;
 

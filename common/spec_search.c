@@ -38,7 +38,8 @@ static const struct {
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, warm_start, "
      "fail_fast"},
     {CGQ_SEARCH_BOHB, "bohb",
-     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, fail_fast"},
+     "algorithm, samples, concurrency, seed, initial, candidates, multivariate, random_fraction, "
+     "fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
      "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, warm_start, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},
@@ -373,6 +374,14 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
                 return -1;
             c->pbt_resample_given = true;
         }
+        else if (!strcmp (key, "random_fraction")) {
+            if (s_get_prob (c, e, "search.random_fraction",
+                            "write e.g. random_fraction: 0.33 (BOHB's share of configurations "
+                            "drawn at random after the startup)",
+                            &spec->search.random_fraction) < 0)
+                return -1;
+            c->random_fraction_given = true;
+        }
         else if (!strcmp (key, "hyperparam_mutations")) {
             bool map = e->type == CGQ_YAMLDOC_MAP;
             if (!map && e->type != CGQ_YAMLDOC_SEQ)
@@ -450,6 +459,10 @@ spec_parse_search (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
         spec->search.pbt.quantile = 0.25;
     if (!c->pbt_resample_given)
         spec->search.pbt.resample = 0.25;
+    if (!c->random_fraction_given)
+        spec->search.random_fraction = 1.0 / 3; // BOHB's, as HpBandSter's
+    if (alg != CGQ_SEARCH_BOHB)
+        spec->search.random_fraction = 0;
     if (!spec->search.tournament)
         spec->search.tournament = 5;
     if (!spec->search.initial)

@@ -1929,6 +1929,9 @@ jobs_progress (coord_t *c, const Cgq__Progress *p)
             && hyperband_report (j->hb, t->id, json_number_value (a), json_number_value (v))) {
             t->hb_pause = true; // at its next checkpoint (jobs_checkpoint)
             j->hb_dirty = j->hb_check = true; // the last of its cohort decides it
+            // bohb keeps it as an observation at the rung's budget.
+            if (cgq_searcher_rung (j->searcher, t->id, hyperband_budget (j->hb, t->id), report))
+                j->dirty = true;
             cgq_tinfo (j->id, t->id, t->attempt,
                        "hyperband: reached its rung's budget (%s %g); pauses at its next "
                        "checkpoint",

@@ -272,12 +272,22 @@ cgq_shell_shutdown (cgq_shell_t *self, int64_t grace_ms)
         self->ops.abandon (self->arg);
     // Results that finished before the signal are real work: give the
     // coordinator a moment to acknowledge them, or their trials run again.
+    // The same for the program's own (a worker's checkpoints: a fast
+    // trial's last CheckpointAcks come after it ended, and only they let
+    // the worker prune its older checkpoints).
     int64_t ack_by = cgq_now_ms () + S_SHUTDOWN_ACK_MS;
-    while (cgq_link_unacked (link) > 0 && cgq_link_welcomed (link) && cgq_now_ms () < ack_by) {
-        s_poll (self, true, false, cgq_now_ms () + 100);
+    bool own = self->ops.unsettled != NULL;
+    while ((cgq_link_unacked (link) > 0 || (own && self->ops.unsettled (self->arg) > 0)) &&
+           cgq_link_welcomed (link) && cgq_now_ms () < ack_by) {
+        s_poll (self, true, own, cgq_now_ms () + 100);
         cgq_env_t *env;
-        while ((env = cgq_link_recv (link))) // Acks are handled inside; no new work
+        while ((env = cgq_link_recv (link))) { // Acks are handled inside; no new work
+            if (env->body_case == CGQ__ENVELOPE__BODY_CHECKPOINT_ACK && self->ops.checkpoint_ack)
+                self->ops.checkpoint_ack (self->arg, env->checkpoint_ack);
             cgq_wire_free (env);
+        }
+        if (own && self->ops.turn) // the program's timers (watched above) move on
+            self->ops.turn (self->arg);
         cgq_link_tick (link, cgq_now_ms ());
     }
     if (cgq_link_unacked (link) > 0)

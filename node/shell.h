@@ -53,6 +53,13 @@ typedef struct {
     // At shutdown, once the wait for the stopped tasks is over: ends what is
     // left of them now (their results dropped). Optional.
     void (*abandon) (void *arg);
+    // At shutdown, after abandon: how many of the program's own messages
+    // still wait for the coordinator's answer, or for what that answer asks
+    // (a worker's Checkpoints not acked, the prunes their acks asked for not
+    // done); called once per turn of that wait, so it also ticks them. The
+    // shutdown waits for them as for the results' Acks, as long at most,
+    // and hands CheckpointAcks to checkpoint_ack meanwhile. Optional.
+    size_t (*unsettled) (void *arg);
 } cgq_shell_ops_t;
 
 // cgq_shell_new installs the handlers of SIGTERM, SIGINT and SIGCHLD and

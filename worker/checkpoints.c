@@ -60,7 +60,16 @@ struct cgq_checkpoints_t {
     s_track_t *tracks;
     s_pending_t *pending;
     const Cgq__TaskRef **refs; // scratch for cgq_checkpoints_starting
+    size_t cleaning;           // CGQ_PRUNE and CGQ_REMOVE jobs pushed, not taken back
 };
+
+// s_clean hands the sealer a prune or a removal, counted until it is done.
+static void
+s_clean (cgq_checkpoints_t *self, cgq_seal_job_t *job)
+{
+    self->cleaning++;
+    cgq_sealer_push (self->sealer, job);
+}
 
 static bool
 s_same (const Cgq__TaskRef *a, const Cgq__TaskRef *b)
@@ -283,7 +292,7 @@ s_restored (cgq_checkpoints_t *self, cgq_seal_job_t *job)
         if (job->used >= 0) {
             cgq_seal_job_t *rm = cgq_seal_job_new (CGQ_REMOVE, ref);
             rm->src = cgq_xstrdup (job->dst);
-            cgq_sealer_push (self->sealer, rm);
+            s_clean (self, rm);
         }
     }
     else {
@@ -415,7 +424,7 @@ cgq_checkpoints_announce (cgq_checkpoints_t *self, cgq_task_t *task, const char 
                        line);
         cgq_seal_job_t *rm = cgq_seal_job_new (CGQ_REMOVE, &t->ref);
         rm->src = src;
-        cgq_sealer_push (self->sealer, rm);
+        s_clean (self, rm);
         return;
     }
     cgq_seal_job_t *job = cgq_seal_job_new (CGQ_SEAL, &t->ref);
@@ -557,7 +566,7 @@ cgq_checkpoints_ack (cgq_checkpoints_t *self, const Cgq__CheckpointAck *ack)
         job = cgq_seal_job_new (CGQ_REMOVE, r);
         job->src = cgq_xasprintf ("%s/%s", t->trial_store, name);
     }
-    cgq_sealer_push (self->sealer, job);
+    s_clean (self, job);
 }
 
 int
@@ -579,11 +588,15 @@ cgq_checkpoints_on_readable (cgq_checkpoints_t *self)
             s_restored (self, job);
             break;
         case CGQ_PRUNE:
+            if (self->cleaning)
+                self->cleaning--;
             if (job->removed)
                 cgq_tdebug (job->ref.job, job->ref.trial, job->ref.attempt,
                             "removed %zu older checkpoint(s) of the trial", job->removed);
             break;
         case CGQ_REMOVE:
+            if (self->cleaning)
+                self->cleaning--;
             if (job->rc < 0)
                 cgq_warn ("%s", job->err);
             break;
@@ -628,4 +641,13 @@ cgq_checkpoints_deadline (const cgq_checkpoints_t *self)
             d = due;
     }
     return d;
+}
+
+size_t
+cgq_checkpoints_unsettled (const cgq_checkpoints_t *self)
+{
+    size_t n = self->cleaning;
+    for (const s_track_t *t = self->tracks; t; t = t->next)
+        n += t->unacked != NULL;
+    return n;
 }

@@ -102,6 +102,12 @@ void cgq_checkpoints_on_readable (cgq_checkpoints_t *self);
 void cgq_checkpoints_tick (cgq_checkpoints_t *self, int64_t now_ms);
 int64_t cgq_checkpoints_deadline (const cgq_checkpoints_t *self);
 
+// cgq_checkpoints_unsettled: how many Checkpoints still wait for their ack,
+// plus the prunes and removals acks asked for that the sealer has not done
+// yet. The worker's shutdown waits (bounded) until it is 0, so that a fast
+// trial's last acks, which come after its task ended, still prune.
+size_t cgq_checkpoints_unsettled (const cgq_checkpoints_t *self);
+
 // Shutdown: tasks waiting for their restore are dropped (their results
 // too, as the worker's running tasks' are). Returns how many.
 size_t cgq_checkpoints_drop_starting (cgq_checkpoints_t *self);

@@ -489,6 +489,18 @@ s_abandon (void *arg)
     w->n_tasks = 0;
 }
 
+// s_unsettled: at shutdown, what of the checkpoints still waits for the
+// coordinator or the sealer (cgq_checkpoints_unsettled), ticked.
+static size_t
+s_unsettled (void *arg)
+{
+    s_worker_t *w = arg;
+    if (!w->ckpts)
+        return 0;
+    cgq_checkpoints_tick (w->ckpts, cgq_now_ms ());
+    return cgq_checkpoints_unsettled (w->ckpts);
+}
+
 static const cgq_shell_ops_t s_ops = {
     .assign = s_on_assign,
     .stop = s_on_stop,
@@ -500,6 +512,7 @@ static const cgq_shell_ops_t s_ops = {
     .reap = s_reap,
     .stop_all = s_stop_all,
     .abandon = s_abandon,
+    .unsettled = s_unsettled,
 };
 
 static uint64_t

@@ -11,8 +11,14 @@ from their checkpoints to epoch 3, the best of those to epoch 9. Checked:
   (CGQ_RESUME_STEP), never from epoch 1 again;
 - the others end stopped, with the one-line reason;
 - the coordinator killed with -9 mid-bracket (trials paused, waiting for
-  their cohort) and restarted: the bracket completes all the same.
+  their cohort) and restarted: the bracket completes all the same;
+- two brackets at once (brackets: 2: 9 trials at budgets 1/3/9 and 5 at
+  3/9, running side by side on 4 cpus) across a coordinator kill -9: each
+  bracket promotes within itself and ends with one trial at max_t, and
+  `cgq results` (table and csv) shows each trial's bracket and rung.
 """
+import csv
+import io
 
 import json
 import os
@@ -132,6 +138,68 @@ class HyperbandTest(CgqTestCase):
         self.assertEqual(self.epochs(c, int(job["best_trial"]))[-1], 9)
         self.assertEqual(sorted(set(self.epochs(c, int(job["best_trial"])))), list(range(1, 10)))
 
+    def test_two_brackets_at_once_across_a_restart(self):
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator(extra=("--durable-after", "200ms"))
+        c.start_worker("w1", cpus=4)
+        c.write_file("hb_trial.py", TRIAL)
+        xs = [-1.7, -1.4, -1.1, -0.8, -0.5, -0.2, 0.1, 0.4, 0.7, -1.0, -0.4, 0.2, 0.6, 1.0]
+        spec = (SPEC % CLIENTS).replace(
+            "x: {grid: [-1.7, -1.4, -1.1, -0.8, -0.5, -0.2, 0.1, 0.4, 0.7]}",
+            "x: {grid: [%s]}" % ", ".join(str(x) for x in xs)).replace("brackets: 1",
+                                                                      "brackets: 2")
+        j = c.submit(c.write_file("hb2.yaml", spec))
+        # Both brackets under way: a trial of the second (ids 9..13) has run
+        # while some of the first wait paused for their cohort.
+        c.wait_value(lambda: c.trials(j),
+                     lambda ts: (sum(h.get("state") == "paused" for h in ts.values()) >= 2
+                                 and any(int(t) >= 9 and h.get("state") != "pending"
+                                         for t, h in ts.items())),
+                     60, "trials of both brackets under way, some paused")
+        c.coordinator.kill9()
+        c.start_coordinator(extra=("--durable-after", "200ms",
+                                   "--bind", "tcp://127.0.0.1:%d" % endpoint_port(c.nodes_ep),
+                                   "--control", "tcp://127.0.0.1:%d" % endpoint_port(c.control_ep)))
+        job = c.wait_job(j, 150)
+        self.assertEqual(job.get("state"), "finished", job)
+        trials = c.trials(j)
+        self.assertEqual(len(trials), 14)
+        self.assertEqual(job.get("succeeded"), "2", job)  # one per bracket, at max_t
+        self.assertEqual(job.get("stopped"), "12", job)
+        for t in trials:
+            self.assertEqual(self.epochs(c, t).count(1), 1, "trial %s restarted" % t)
+        winners = sorted(int(t) for t, h in trials.items() if h["state"] == "succeeded")
+        self.assertTrue(winners[0] < 9 <= winners[1], winners)  # one of each bracket
+        for w in winners:
+            self.assertEqual(self.epochs(c, w)[-1], 9)
+        # Bracket 1 (s = 1) starts at budget 3: its trials' first epochs stop there.
+        for t in range(9, 14):
+            self.assertGreaterEqual(len(self.epochs(c, t)), 3, (t, self.epochs(c, t)))
+        # cgq results: the bracket and rung of each trial.
+        r = c.cgq("results", str(j), "--format", "csv")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = {int(row["id"]): row for row in csv.DictReader(io.StringIO(r.stdout))}
+        self.assertEqual(len(rows), 14, r.stdout)
+        for t, row in rows.items():
+            self.assertEqual(row["bracket"], "0" if t < 9 else "1", row)
+            if t in winners:  # the last rung: 2 of bracket s=2, 1 of s=1
+                self.assertEqual(row["rung"], "2" if t < 9 else "1", row)
+        rungs0 = sorted(int(rows[t]["rung"]) for t in range(9))
+        self.assertEqual(rungs0, [0] * 6 + [1] * 2 + [2], rows)  # 9 -> 3 -> 1
+        rungs1 = sorted(int(rows[t]["rung"]) for t in range(9, 14))
+        self.assertEqual(rungs1, [0] * 4 + [1], rows)  # 5 -> 1
+        r = c.cgq("results", str(j), "--format", "json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        places = {t["id"]: (t["bracket"], t["rung"]) for t in json.loads(r.stdout)["trials"]}
+        self.assertEqual(places, {t: (int(row["bracket"]), int(row["rung"]))
+                                  for t, row in rows.items()})
+        r = c.cgq("results", str(j))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        head = r.stdout.splitlines()[0].split()
+        self.assertIn("bracket", head, r.stdout)
+        self.assertIn("rung", head, r.stdout)
+
     def test_bohb_two_rounds(self):
         # search: bohb proposes the second round's configurations from the
         # first round's results (at the largest budget enough reached).
@@ -156,6 +224,11 @@ class HyperbandTest(CgqTestCase):
         self.assertLess(abs(best - 0.7), 0.6, "bohb's best x=%s" % best)
         for t in trials:
             self.assertEqual(self.epochs(c, t).count(1), 1, "trial %s restarted" % t)
+        # Every rung a trial reached below max_t is an observation of the
+        # model, kept in the searcher's state: two rounds of 9 at budget 1
+        # and 3 at budget 3.
+        rungs = json.loads(job["searcher"]).get("rungs", [])
+        self.assertEqual(sorted(b for _, b, _ in rungs), [1.0] * 18 + [3.0] * 6, rungs)
 
 
 if __name__ == "__main__":

@@ -666,6 +666,46 @@ cgq_gp_ei_many (const cgq_gp_t *self, const double *C, int c, double best, doubl
 }
 
 int
+cgq_gp_predict_many (const cgq_gp_t *self, const double *C, int c, double *mean, double *var)
+{
+    if (self->n == 0)
+        return -1;
+    double m[S_CHUNK], v[S_CHUNK];
+    for (int start = 0; start < c; start += S_CHUNK) {
+        int k = c - start < S_CHUNK ? c - start : S_CHUNK;
+        s_posterior (self, C + (size_t) start * self->dim, k, m, v);
+        for (int i = 0; i < k; i++) {
+            if (mean)
+                mean[start + i] = self->y_mean + self->y_sd * m[i];
+            if (var)
+                var[start + i] = v[i] * self->y_sd * self->y_sd;
+        }
+    }
+    return 0;
+}
+
+void
+cgq_gp_pof_many (const cgq_gp_t *self, const double *C, int c, double threshold, double *pof)
+{
+    if (self->n == 0) {
+        for (int i = 0; i < c; i++)
+            pof[i] = 1;
+        return;
+    }
+    double m[S_CHUNK], v[S_CHUNK];
+    for (int start = 0; start < c; start += S_CHUNK) {
+        int k = c - start < S_CHUNK ? c - start : S_CHUNK;
+        s_posterior (self, C + (size_t) start * self->dim, k, m, v);
+        for (int i = 0; i < k; i++) {
+            double mean = self->y_mean + self->y_sd * m[i], s = sqrt (v[i]) * self->y_sd;
+            pof[start + i] = s > 0 ? 0.5 * erfc (-(threshold - mean) / (s * M_SQRT2))
+                             : mean <= threshold ? 1
+                                                 : 0;
+        }
+    }
+}
+
+int
 cgq_gp_suggest (const cgq_gp_t *self, int ncand, uint64_t seed, double *x_out)
 {
     int dim = self->dim;

@@ -87,6 +87,22 @@ double cgq_gp_ei (const cgq_gp_t *self, const double *x, double best, double xi)
 void cgq_gp_ei_many (const cgq_gp_t *self, const double *C, int c, double best, double xi,
                      double *ei);
 
+// cgq_gp_predict_many is cgq_gp_predict at c points at once (C: c rows of
+// dim values, row-major) into mean and var (c values each; either may be
+// NULL), in chunks as cgq_gp_ei_many. Returns 0, or -1 (nothing written) if
+// the model has no observations.
+int cgq_gp_predict_many (const cgq_gp_t *self, const double *C, int c, double *mean, double *var);
+
+// cgq_gp_pof_many writes to pof (c values) the probability that the latent
+// function is at most threshold at each of the c points C, under the
+// posterior: Phi((threshold - mean) / sd), 1 or 0 where the model is sure
+// (sd 0). For a model of a constraint (Gardner et al. 2014, "Bayesian
+// optimization with inequality constraints"): y the constraint's value or
+// violation, threshold 0 gives the probability of feasibility. All 1 if the
+// model has no observations (nothing is known to be infeasible).
+void cgq_gp_pof_many (const cgq_gp_t *self, const double *C, int c, double threshold,
+                      double *pof);
+
 // cgq_gp_suggest writes to x_out (dim values in [0,1]) the point of highest
 // expected improvement below the lowest observed y among ncand candidates:
 // half uniform in [0,1]^dim, half the best observations perturbed at random

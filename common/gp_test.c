@@ -355,6 +355,55 @@ t_capped_cost (void **state)
     free (y);
 }
 
+// The batch posterior equals the one-point one; the probability of
+// feasibility is the normal CDF of the posterior below the threshold: high
+// where the modelled violation is known 0, low where it is known large,
+// near 1/2 on the boundary, and all 1 without observations.
+static void
+t_probability_of_feasibility (void **state)
+{
+    (void) state;
+    // Violation max(0, x - 0.5) observed on a grid of [0,1].
+    double X[11], y[11];
+    for (int i = 0; i <= 10; i++) {
+        X[i] = i / 10.0;
+        y[i] = X[i] > 0.5 ? X[i] - 0.5 : 0;
+    }
+    cgq_gp_t *gp = cgq_gp_new (1);
+    double grid[601], mean[601], var[601], pof[601];
+    for (int k = 0; k <= 600; k++)
+        grid[k] = k / 600.0;
+    assert_int_equal (cgq_gp_predict_many (gp, grid, 601, mean, var), -1);
+    cgq_gp_pof_many (gp, grid, 601, 0, pof);
+    for (int k = 0; k <= 600; k++)
+        assert_true (pof[k] == 1);
+    assert_int_equal (cgq_gp_fit (gp, X, y, 11, 3), 0);
+    assert_int_equal (cgq_gp_predict_many (gp, grid, 601, mean, var), 0);
+    assert_int_equal (cgq_gp_predict_many (gp, grid, 601, NULL, NULL), 0);
+    cgq_gp_pof_many (gp, grid, 601, 0, pof);
+    for (int k = 0; k <= 600; k++) {
+        double m, v;
+        cgq_gp_predict (gp, &grid[k], &m, &v);
+        if (fabs (m - mean[k]) > 1e-12 + 1e-9 * fabs (m) || fabs (v - var[k]) > 1e-12 + 1e-9 * v)
+            fail_msg ("x=%g: batch %.17g/%.17g, single %.17g/%.17g", grid[k], mean[k], var[k], m,
+                      v);
+        double want = v > 0 ? 0.5 * erfc (m / sqrt (2 * v)) : m <= 0 ? 1 : 0;
+        if (fabs (pof[k] - want) > 1e-12)
+            fail_msg ("x=%g: pof %.17g, want %.17g", grid[k], pof[k], want);
+        assert_true (pof[k] >= 0 && pof[k] <= 1);
+    }
+    printf ("pof: x=0.2 %.3f, x=0.5 %.3f, x=0.8 %.3f, x=1 %.3g\n", pof[120], pof[300], pof[480],
+            pof[600]);
+    assert_true (pof[120] > 0.3); // violation 0 there: not infeasible
+    assert_true (pof[480] < 0.05 && pof[600] < 0.05);
+    assert_true (pof[120] > 5 * pof[480]);
+    // A threshold above the known violation makes it likely feasible.
+    double at = 0.8, p;
+    cgq_gp_pof_many (gp, &at, 1, 1.0, &p);
+    assert_true (p > 0.99);
+    cgq_gp_destroy (&gp);
+}
+
 int
 main (void)
 {
@@ -363,6 +412,7 @@ main (void)
         cmocka_unit_test (t_errors),       cmocka_unit_test (t_interpolates),
         cmocka_unit_test (t_lml_improves), cmocka_unit_test (t_expected_improvement),
         cmocka_unit_test (t_branin),       cmocka_unit_test (t_capped_cost),
+        cmocka_unit_test (t_probability_of_feasibility),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -49,10 +49,17 @@
 
 enum { S_UNKNOWN, S_FLIGHT, S_OK, S_FAILED };
 
+// With constraints, true selects the earlier rule (an infeasible trial fitted
+// at the worst feasible value, see s_fitted) instead of the probability of
+// feasibility: for the tests that compare the two, read at init. Not
+// reachable from a spec.
+bool cgq_search_bayes_penalty = false;
+
 typedef struct {
     cgq_genome_t g;
     size_t d; // dimensions: g.ngenes
     cgq_gp_t *gp;
+    cgq_gp_t *gpc; // the total constraint violation (with constraints only)
     double *u;     // trial id -> its point in [0,1]^d (cap rows)
     double *y;     // trial id -> its objective, to be minimised (-value for max)
     double *viol;  // trial id -> its total constraint violation (0: feasible)
@@ -71,6 +78,27 @@ static void
 s_reserve (s_bayes_t *b, uint64_t n)
 {
     cgq_search_rows_reserve (n, b->d, &b->cap, &b->u, &b->y, &b->viol, &b->st);
+}
+
+// s_load_hyper sets gp's hyper-parameters from the state's object h (absent:
+// keep the defaults). Returns -1 if it does not fit d dimensions.
+static int
+s_load_hyper (cgq_gp_t *gp, const json_t *h, size_t d)
+{
+    if (!h || !gp)
+        return 0;
+    const json_t *l = json_object_get (h, "lengths");
+    double lengths[CGQ_GP_MAX_DIM];
+    bool good = json_array_size (l) == d && json_is_number (json_object_get (h, "signal")) &&
+                json_is_number (json_object_get (h, "noise"));
+    for (size_t i = 0; good && i < d; i++) {
+        good = json_is_number (json_array_get (l, i));
+        lengths[i] = json_number_value (json_array_get (l, i));
+    }
+    if (!good || cgq_gp_set_hyper (gp, lengths, json_number_value (json_object_get (h, "signal")),
+                                   json_number_value (json_object_get (h, "noise"))) < 0)
+        return -1;
+    return 0;
 }
 
 static int
@@ -99,30 +127,20 @@ s_init (cgq_searcher_t *self, const json_t *state, char *err, size_t errlen)
     }
     if (b->d)
         b->gp = cgq_gp_new ((int) b->d);
+    if (b->d && spec->nconstraints && !cgq_search_bayes_penalty)
+        b->gpc = cgq_gp_new ((int) b->d);
     if (!state)
         return 0;
     if (cgq_search_state_next (self, state, err, errlen) < 0)
         return -1;
     s_reserve (b, b->nwarm + self->suggested);
-    const json_t *h = json_object_get (state, "hyper");
-    if (h && b->gp) {
-        const json_t *l = json_object_get (h, "lengths");
-        double lengths[CGQ_GP_MAX_DIM];
-        bool good = json_array_size (l) == b->d && json_is_number (json_object_get (h, "signal")) &&
-                    json_is_number (json_object_get (h, "noise"));
-        for (size_t i = 0; good && i < b->d; i++) {
-            good = json_is_number (json_array_get (l, i));
-            lengths[i] = json_number_value (json_array_get (l, i));
-        }
-        if (!good ||
-            cgq_gp_set_hyper (b->gp, lengths, json_number_value (json_object_get (h, "signal")),
-                              json_number_value (json_object_get (h, "noise"))) < 0) {
-            snprintf (err, errlen,
-                      "searcher state has hyper-parameters that do not fit %zu dimensions (the "
-                      "state belongs to another spec; resubmit the job)",
-                      b->d);
-            return -1;
-        }
+    if (s_load_hyper (b->gp, json_object_get (state, "hyper"), b->d) < 0 ||
+        s_load_hyper (b->gpc, json_object_get (state, "chyper"), b->d) < 0) {
+        snprintf (err, errlen,
+                  "searcher state has hyper-parameters that do not fit %zu dimensions (the "
+                  "state belongs to another spec; resubmit the job)",
+                  b->d);
+        return -1;
     }
     return 0;
 }
@@ -134,6 +152,7 @@ s_fini (cgq_searcher_t *self)
     if (!b)
         return;
     cgq_gp_destroy (&b->gp);
+    cgq_gp_destroy (&b->gpc);
     free (b->u);
     free (b->y);
     free (b->viol);
@@ -212,17 +231,18 @@ s_clamp (double v, double lo, double hi)
 // come back one ulp above 10, which a restart could then not restore. Doing
 // it after every fit keeps the uninterrupted run and a restarted one equal.
 static void
-s_clamp_hyper (s_bayes_t *b)
+s_clamp_hyper (cgq_gp_t *gp, size_t d)
 {
     double l[CGQ_GP_MAX_DIM], signal, noise;
-    cgq_gp_hyper (b->gp, l, &signal, &noise);
-    for (size_t i = 0; i < b->d; i++)
+    cgq_gp_hyper (gp, l, &signal, &noise);
+    for (size_t i = 0; i < d; i++)
         l[i] = s_clamp (l[i], CGQ_GP_LENGTH_MIN, CGQ_GP_LENGTH_MAX);
-    cgq_gp_set_hyper (b->gp, l, s_clamp (signal, CGQ_GP_SIGNAL_MIN, CGQ_GP_SIGNAL_MAX),
+    cgq_gp_set_hyper (gp, l, s_clamp (signal, CGQ_GP_SIGNAL_MIN, CGQ_GP_SIGNAL_MAX),
                       s_clamp (noise, CGQ_GP_NOISE_MIN, CGQ_GP_NOISE_MAX));
 }
 
-// s_fitted returns what the GP fits for trials [0, n) (caller frees): the
+// s_fitted returns what the GP fits for trials [0, n) (caller frees) under
+// the penalty rule (cgq_search_bayes_penalty): the
 // objective, except that with constraints an infeasible trial gets the worst
 // value a feasible one reached, so it never looks good; while none is
 // feasible, every trial gets its total violation (one that cannot be
@@ -253,21 +273,77 @@ s_fitted (cgq_searcher_t *self, uint64_t n)
     return y;
 }
 
-// s_model fits the GP and writes the best candidate into x. Returns false
+// s_cv is the violation the constraint GP models for row i: the total
+// violation, 0 when feasible; one that cannot be computed counts as twice the
+// largest finite one plus 1 (cmax).
+static double
+s_cv (const s_bayes_t *b, uint64_t i, double cmax)
+{
+    return isfinite (b->viol[i]) ? b->viol[i] : cmax;
+}
+
+// s_better says whether row i ranks before row j as a seed for the local
+// candidates: by fitted value y; with the probability of feasibility, a
+// feasible trial before an infeasible one, two infeasible ones by violation.
+static bool
+s_better (const s_bayes_t *b, const double *y, bool pof, double cmax, uint64_t i, uint64_t j)
+{
+    if (!pof)
+        return y[i] < y[j];
+    bool fi = b->viol[i] <= 0, fj = b->viol[j] <= 0;
+    if (fi != fj)
+        return fi;
+    return fi ? y[i] < y[j] : s_cv (b, i, cmax) < s_cv (b, j, cmax);
+}
+
+// s_fit_one fits (or, between hyper-parameter searches, conditions) gp on
+// rows k of X and Y.
+static void
+s_fit_one (s_bayes_t *b, cgq_gp_t *gp, const double *X, const double *Y, size_t k, bool search,
+           uint64_t seed)
+{
+    if (search) {
+        cgq_gp_fit (gp, X, Y, (int) k, seed);
+        s_clamp_hyper (gp, b->d);
+    }
+    else
+        cgq_gp_condition (gp, X, Y, (int) k, seed);
+}
+
+// s_model fits the GP(s) and writes the best candidate into x. Returns false
 // when there is no successful trial yet.
 static bool
 s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
 {
     s_bayes_t *b = self->impl;
-    uint64_t n = b->nwarm + self->suggested, nok = 0; // rows
-    for (uint64_t i = 0; i < n; i++)
-        nok += b->st[i] == S_OK;
+    uint64_t n = b->nwarm + self->suggested, nok = 0, nfeas = 0, ninf = 0; // rows
+    bool pof = b->gpc != NULL; // the constrained rule, else the penalty (or no constraints)
+    double cmax = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (b->st[i] != S_OK)
+            continue;
+        nok++;
+        if (b->viol[i] <= 0)
+            nfeas++;
+        else {
+            ninf++;
+            if (isfinite (b->viol[i]))
+                cmax = fmax (cmax, b->viol[i]);
+        }
+    }
+    cmax = 2 * cmax + 1;
     if (!nok || !b->gp)
         return false;
-    double *y = s_fitted (self, n);
+    double *y;
+    if (pof) {
+        y = cgq_xmalloc (n * sizeof *y);
+        memcpy (y, b->y, n * sizeof *y);
+    }
+    else
+        y = s_fitted (self, n);
     size_t d = b->d, rows = (size_t) (nok + b->nflight);
     double *X = cgq_xmalloc (rows * d * sizeof *X), *Y = cgq_xmalloc (rows * sizeof *Y);
-    double best = INFINITY;
+    double best = INFINITY; // the lowest (feasible, with pof) fitted value
     size_t k = 0;
     // The S_TOP best trials, for the local half of the candidates.
     uint64_t top[S_TOP];
@@ -277,10 +353,10 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
             continue;
         memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
         Y[k++] = y[i];
-        if (y[i] < best)
+        if (y[i] < best && (!pof || b->viol[i] <= 0))
             best = y[i];
         size_t at = ntop < S_TOP ? ntop++ : S_TOP;
-        while (at > 0 && y[top[at - 1]] > y[i]) {
+        while (at > 0 && s_better (b, y, pof, cmax, i, top[at - 1])) {
             if (at < S_TOP)
                 top[at] = top[at - 1];
             at--;
@@ -288,26 +364,52 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
         if (at < S_TOP)
             top[at] = i;
     }
-    for (uint64_t i = 0; i < n; i++)
-        if (b->st[i] == S_FLIGHT) {
-            memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
-            Y[k++] = best; // the constant liar
-        }
     uint64_t seed = self->spec->search.seed * 0x9e3779b97f4a7c15ULL + self->suggested;
-    if (nok <= S_REFIT_ALWAYS || self->suggested % S_REFIT_EVERY == 0) {
-        cgq_gp_fit (b->gp, X, Y, (int) k, seed);
-        s_clamp_hyper (b);
+    bool search = nok <= S_REFIT_ALWAYS || self->suggested % S_REFIT_EVERY == 0;
+    // The objective's GP: on every successful trial (an infeasible one's
+    // value is known too), the trials in flight at the best feasible value
+    // (the constant liar). Not needed while no trial is feasible.
+    bool use_obj = !pof || nfeas > 0;
+    if (use_obj) {
+        for (uint64_t i = 0; i < n; i++)
+            if (b->st[i] == S_FLIGHT) {
+                memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
+                Y[k++] = best; // the constant liar
+            }
+        s_fit_one (b, b->gp, X, Y, k, search, seed);
     }
-    else
-        cgq_gp_condition (b->gp, X, Y, (int) k, seed);
+    // The violation's GP: on every successful trial; while none is feasible
+    // the trials in flight count as the worst violation seen, so that the
+    // suggestions in flight spread out. Not needed while none is infeasible
+    // (nothing is known to be: the probability is 1 everywhere).
+    bool use_con = pof && ninf > 0;
+    if (use_con) {
+        k = 0;
+        double worst = 0;
+        for (uint64_t i = 0; i < n; i++)
+            if (b->st[i] == S_OK) {
+                Y[k++] = s_cv (b, i, cmax);
+                worst = fmax (worst, Y[k - 1]);
+            }
+        if (!nfeas)
+            for (uint64_t i = 0; i < n; i++)
+                if (b->st[i] == S_FLIGHT) {
+                    memcpy (&X[k * d], &b->u[i * d], d * sizeof *X);
+                    Y[k++] = worst;
+                }
+        s_fit_one (b, b->gpc, X, Y, k, search, seed ^ 0x5851f42d4c957f2dULL);
+    }
     free (X);
     free (Y);
 
-    // The candidates first, then their expected improvements in one batch.
+    // The candidates first, then their scores in one batch: the expected
+    // improvement below the best (feasible) value, times the probability of
+    // feasibility; while no trial is feasible, that probability alone.
     uint32_t ncand = self->spec->search.candidates ? self->spec->search.candidates : 1000;
     double *cand = cgq_xmalloc ((size_t) ncand * d * sizeof *cand);
     double *units = cgq_xmalloc ((size_t) ncand * d * sizeof *units);
     double *ei = cgq_xmalloc ((size_t) (ncand ? ncand : 1) * sizeof *ei);
+    double *pf = cgq_xmalloc ((size_t) (ncand ? ncand : 1) * sizeof *pf);
     int nc = 0;
     for (uint32_t i = 0; i < ncand; i++) {
         double *c = &cand[(size_t) nc * d];
@@ -328,7 +430,16 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
         cgq_genome_to_unit (&b->g, c, &units[(size_t) nc * d]);
         nc++;
     }
-    cgq_gp_ei_many (b->gp, units, nc, best, 0, ei);
+    if (use_obj)
+        cgq_gp_ei_many (b->gp, units, nc, best, 0, ei);
+    else
+        for (int i = 0; i < nc; i++)
+            ei[i] = 1;
+    if (use_con) {
+        cgq_gp_pof_many (b->gpc, units, nc, 0, pf);
+        for (int i = 0; i < nc; i++)
+            ei[i] *= pf[i];
+    }
     double best_ei = -1;
     bool found = false;
     for (int i = 0; i < nc; i++)
@@ -340,6 +451,7 @@ s_model (cgq_searcher_t *self, cgq_rng_t *r, double *x)
     free (cand);
     free (units);
     free (ei);
+    free (pf);
     free (y);
     return found;
 }
@@ -426,22 +538,29 @@ s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char 
     return 0;
 }
 
+static json_t *
+s_hyper_json (const cgq_gp_t *gp, size_t d)
+{
+    double lengths[CGQ_GP_MAX_DIM], signal, noise;
+    cgq_gp_hyper (gp, lengths, &signal, &noise);
+    json_t *h = json_object (), *l = json_array ();
+    for (size_t i = 0; i < d; i++)
+        json_array_append_new (l, json_real (lengths[i]));
+    json_object_set_new (h, "lengths", l);
+    json_object_set_new (h, "signal", json_real (signal));
+    json_object_set_new (h, "noise", json_real (noise));
+    return h;
+}
+
 static void
 s_save (const cgq_searcher_t *self, json_t *state)
 {
     const s_bayes_t *b = self->impl;
     json_object_set_new (state, "next", json_integer ((json_int_t) self->suggested));
-    if (!b->gp)
-        return;
-    double lengths[CGQ_GP_MAX_DIM], signal, noise;
-    cgq_gp_hyper (b->gp, lengths, &signal, &noise);
-    json_t *h = json_object (), *l = json_array ();
-    for (size_t i = 0; i < b->d; i++)
-        json_array_append_new (l, json_real (lengths[i]));
-    json_object_set_new (h, "lengths", l);
-    json_object_set_new (h, "signal", json_real (signal));
-    json_object_set_new (h, "noise", json_real (noise));
-    json_object_set_new (state, "hyper", h);
+    if (b->gp)
+        json_object_set_new (state, "hyper", s_hyper_json (b->gp, b->d));
+    if (b->gpc)
+        json_object_set_new (state, "chyper", s_hyper_json (b->gpc, b->d));
 }
 
 static size_t
@@ -451,6 +570,10 @@ s_footprint (const cgq_searcher_t *self)
     size_t nobs = b->gp ? (size_t) cgq_gp_nobs (b->gp) : 0;
     // The GP keeps its conditioning set, a Cholesky factor and weights.
     size_t gp = b->gp ? nobs * nobs * sizeof (double) + nobs * (b->d + 2) * sizeof (double) : 0;
+    if (b->gpc) {
+        nobs = (size_t) cgq_gp_nobs (b->gpc);
+        gp += nobs * nobs * sizeof (double) + nobs * (b->d + 2) * sizeof (double);
+    }
     return sizeof *b + b->g.ngenes * sizeof (cgq_gene_t) +
            b->cap * ((b->d ? b->d : 1) * sizeof (double) + sizeof (double) + 1) +
            b->seen.cap * sizeof (uint64_t) + gp;

@@ -156,9 +156,13 @@ s_drive (s_run_t *r)
         double value = NAN;
         if (ok) {
             double f[CGQ_SPEC_MAX_OBJECTIVES];
+            for (size_t i = 0; i < CGQ_SPEC_MAX_OBJECTIVES; i++)
+                f[i] = NAN; // beyond the objectives: more metrics, where a function sets them
             r->fn (json_array_get (r->params, id), f);
             m = json_object ();
-            for (size_t i = 0; i < nobj; i++) {
+            for (size_t i = 0; i < CGQ_SPEC_MAX_OBJECTIVES; i++) {
+                if (i >= nobj && !isfinite (f[i]))
+                    continue;
                 char name[32];
                 snprintf (name, sizeof name, "f%zu", i);
                 json_object_set_new (m, name, json_real (f[i]));
@@ -243,6 +247,19 @@ s_branin (const json_t *params, double *out)
     double x1 = s_num (params, "x1"), x2 = s_num (params, "x2");
     double b = 5.1 / (4 * M_PI * M_PI), c = 5 / M_PI, t = 1 / (8 * M_PI);
     out[0] = pow (x2 - b * x1 * x1 + c * x1 - 6, 2) + 10 * (1 - t) * cos (x1) + 10;
+}
+
+// Branin with a second metric for a constraint, f1: the squared distance
+// from the box's centre (2.5, 7.5). With "f1 <= 9" the feasible region is
+// the disc of radius 3 there, 12.6% of the box, which holds none of Branin's
+// three minima (the nearest, (pi, 2.275), is 5.3 away): the constrained
+// optimum lies on the circle.
+static void
+s_branin_disc (const json_t *params, double *out)
+{
+    s_branin (params, out);
+    double x1 = s_num (params, "x1"), x2 = s_num (params, "x2");
+    out[1] = (x1 - 2.5) * (x1 - 2.5) + (x2 - 7.5) * (x2 - 7.5);
 }
 
 // A mixed space whose best point is known: depths all 7, width 13, a = 0.3,
@@ -538,6 +555,71 @@ t_constrained_learners (void **state)
         }
 }
 
+extern bool cgq_search_bayes_penalty; // search_bayes.c: the earlier rule, for comparison
+
+// bayes under constraints models the probability of feasibility (Gardner et
+// al. 2014): on Branin restricted to a disc that holds none of its minima,
+// over 5 seeds at 40 trials (8 random), its suggestions after the random
+// start are feasible far more often than random search's and than the
+// earlier rule's (infeasible trials fitted at the worst feasible value), and
+// its best feasible value is as good as that rule's (lower is better).
+static void
+t_bayes_pof (void **state)
+{
+    (void) state;
+    const char *names[] = {"pof", "penalty", "random"};
+    const int budget = 40, initial = 8, nseeds = 5;
+    double share[3] = {0}, best[3] = {0};
+    for (int m = 0; m < 3; m++)
+        for (int seed = 1; seed <= nseeds; seed++) {
+            char yaml[1024];
+            snprintf (yaml, sizeof yaml,
+                      "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                      "search: {algorithm: %s, samples: %d, initial: %d, candidates: 500, "
+                      "seed: %d}\nobjective: {metric: f0, mode: min}\n"
+                      "constraints: [\"f1 <= 9\"]\n" TRIAL,
+                      m == 2 ? "random" : "bayes", budget, initial, seed);
+            if (m == 2) // random takes neither initial nor candidates
+                snprintf (yaml, sizeof yaml,
+                          "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                          "search: {algorithm: random, samples: %d, seed: %d}\n"
+                          "objective: {metric: f0, mode: min}\nconstraints: [\"f1 <= 9\"]\n" TRIAL,
+                          budget, seed);
+            cgq_search_bayes_penalty = m == 1;
+            cgq_spec_t *spec = s_spec (yaml);
+            s_run_t r = {.spec = spec, .fn = s_branin_disc, .inflight = 2,
+                         .shuffle = (uint64_t) seed};
+            s_drive (&r);
+            cgq_search_bayes_penalty = false;
+            assert_int_equal (json_array_size (r.params), budget);
+            int feasible = 0;
+            double bf = INFINITY;
+            for (int i = 0; i < budget; i++) {
+                const json_t *mt = json_array_get (r.metrics, (size_t) i);
+                if (json_number_value (json_object_get (mt, "f1")) > 9)
+                    continue;
+                bf = fmin (bf, json_number_value (json_object_get (mt, "f0")));
+                feasible += i >= initial;
+            }
+            // A seed with no feasible trial at all counts as the worst
+            // feasible value (the disc's: Branin at most ~ 60 there).
+            if (!isfinite (bf))
+                bf = 100;
+            printf ("  disc seed %d %-7s %2d of %d after the start feasible, best feasible %.4f\n",
+                    seed, names[m], feasible, budget - initial, bf);
+            share[m] += (double) feasible / (budget - initial) / nseeds;
+            best[m] += bf / nseeds;
+            s_run_fini (&r);
+            cgq_spec_destroy (&spec);
+        }
+    for (int m = 0; m < 3; m++)
+        printf ("  disc mean over %d seeds: %-7s feasible share %.2f, best feasible %.4f\n",
+                nseeds, names[m], share[m], best[m]);
+    assert_true (share[0] > share[1] + 0.15);
+    assert_true (share[0] > share[2] + 0.3);
+    assert_true (best[0] <= best[1] + 0.05);
+}
+
 static const char *s_zdt_spec (char *buf, size_t len, const char *alg, int seed);
 
 static const char *
@@ -627,6 +709,15 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
         *fn = s_zdt1;
         break;
     }
+    case 12: // bayes with the probability of feasibility of a disc
+        snprintf (yaml, len,
+                  "space:\n  x1: {uniform: [-5, 10]}\n  x2: {uniform: [0, 15]}\n"
+                  "search: {algorithm: bayes, samples: 40, initial: 8, candidates: 200, "
+                  "seed: %d}\nobjective: {metric: f0, mode: min}\n"
+                  "constraints: [\"f1 <= 9\"]\n" TRIAL,
+                  seed);
+        *fn = s_branin_disc;
+        break;
     default:
         snprintf (yaml, len,
                   "space:\n  x1: {choice: [-3, 0, 3]}\n  x2: {uniform: [0, 15]}\n  c: 1\n"
@@ -637,11 +728,11 @@ s_case (int i, char *yaml, size_t len, s_fn_t *fn, int seed)
         break;
     }
 }
-#define S_NCASES 12
+#define S_NCASES 13
 
 static const char *s_case_names[S_NCASES] = {
     "evolution", "nsga2", "bayes", "random", "list", "tpe",
-    "nsga2+c",   "tpe+c", "bayes+c", "evo+c", "motpe", "motpe+c"};
+    "nsga2+c",   "tpe+c", "bayes+c", "evo+c", "motpe", "motpe+c", "bayes+disc"};
 
 // The same seed and the same results give the same suggestions; another seed
 // gives others.
@@ -813,6 +904,25 @@ t_bad_state (void **state)
     assert_null (cgq_searcher_new (big, NULL, err, sizeof err));
     assert_non_null (strstr (err, "70 dimensions, more than 64"));
     cgq_spec_destroy (&big);
+
+    // The constraint GP's saved hyper-parameters: another dimension count, or
+    // outside the bounds, is refused like the objective's.
+    s_case (12, yaml, sizeof yaml, &fn, 1);
+    spec = s_spec (yaml);
+    const char *bad[] = {"{\"lengths\": [0.5], \"signal\": 1, \"noise\": 0.01}",
+                         "{\"lengths\": [0.5, 99], \"signal\": 1, \"noise\": 0.01}",
+                         "{\"lengths\": [0.5, 0.5], \"signal\": \"1\", \"noise\": 0.01}"};
+    for (size_t i = 0; i < 3; i++) {
+        char text[256];
+        snprintf (text, sizeof text, "{\"algorithm\": \"bayes\", \"next\": 0, \"chyper\": %s}",
+                  bad[i]);
+        st = json_loads (text, 0, NULL);
+        assert_non_null (st);
+        assert_null (cgq_searcher_new (spec, st, err, sizeof err));
+        assert_non_null (strstr (err, "hyper-parameters that do not fit 2 dimensions"));
+        json_decref (st);
+    }
+    cgq_spec_destroy (&spec);
 }
 
 // s_point_err checks params (JSON text) against the external searcher se:
@@ -1382,6 +1492,7 @@ main (void)
         cmocka_unit_test (t_nsga2_zdt1),
         cmocka_unit_test (t_nsga2_constrained),
         cmocka_unit_test (t_constrained_learners),
+        cmocka_unit_test (t_bayes_pof),
         cmocka_unit_test (t_bench),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -17,8 +17,26 @@
 // best of `candidates` points by expected improvement: half uniform, half
 // mutations of the ten best trials, skipping points already suggested.
 //
+// Constraints (spec `constraints`): the probability of feasibility, as in
+// Gardner, Kusner, Xu, Weinberger and Cunningham, "Bayesian Optimization with
+// Inequality Constraints", ICML 2014 (and Gelbart, Snoek and Adams, UAI 2014).
+// A second GP (gpc) models each successful trial's total violation (0 when
+// feasible, cgq_search_violation; one that cannot be computed counts as twice
+// the largest finite one plus 1); the objective's GP sees every successful
+// trial, feasible or not. A candidate scores EI(x) below the best feasible
+// value times PoF(x) = P(violation(x) <= 0) (cgq_gp_pof_many); while no trial
+// is feasible, PoF(x) alone (the search looks for the feasible region; the
+// trials in flight are then lied to gpc as the worst violation seen, so they
+// spread out); while none is infeasible, PoF is 1 (plain EI). The S_TOP seeds
+// of the local candidates are the best feasible trials, then the least
+// infeasible. Both GPs are fitted on the same schedule (S_REFIT_*), both
+// capped at CGQ_GP_MAX_OBS. The earlier rule (an infeasible trial fitted at
+// the worst feasible value, s_fitted) remains behind cgq_search_bayes_penalty
+// for the test that compares them (searcher_test's t_bayes_pof).
+//
 // Saved state: {"next": N, "hyper": {"lengths": [...], "signal": s, "noise":
-// n}}: O(dimensions). Replay rebuilds the observations. The GP's own caps
+// n}, "chyper": {...}, gpc's, with constraints}: O(dimensions). Replay
+// rebuilds the observations. The GP's own caps
 // (CGQ_GP_MAX_OBS) bound the cost of a fit, the hyper-parameter search runs
 // at one suggestion in S_REFIT_EVERY, and the candidates are scored in one
 // batch (cgq_gp_ei_many), so a suggestion costs about the same at 1,000 and

@@ -135,6 +135,7 @@ async function renderJob() {
     cells.appendChild(el("td", n, "num"));
   }
   renderTrials(j, page);
+  await renderCharts(j, false); // charts.js
   // Grouping reads every failed trial's error: only when there are some.
   const fails = j.counts.failed > 0 ? await getJSON("/api/jobs/" + id + "/failures")
                                     : { groups: [] };
@@ -332,6 +333,7 @@ function startJob() {
     view.offset += PAGE;
     renderJob().catch((e) => setStatus(String(e.message || e), true));
   });
+  startCharts();
   poll(renderJob);
 }
 

@@ -219,8 +219,11 @@ s_progress (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
         // improves on almost every trial), every k-th and always the last.
         size_t nimp = 0;
         bool *imp = cgq_xcalloc (d.n + 1, sizeof *imp);
+        // Strictly better, as the coordinator keeps the job's best (the
+        // first to reach a value holds it).
         for (size_t i = 0, b = 0; i < d.n; i++)
-            if (i == 0 || s_better (job, d.v[i].value, d.v[i].id, d.v[b].value, d.v[b].id)) {
+            if (i == 0 || (d.v[i].value != d.v[b].value &&
+                           s_better (job, d.v[i].value, d.v[i].id, d.v[b].value, d.v[b].id))) {
                 imp[i] = true;
                 b = i;
                 nimp++;

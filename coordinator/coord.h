@@ -37,6 +37,8 @@
 //                importance, a sample for the Pareto scatter), aggregated
 //                from Redis on those threads
 //   importance.c parameter importance as a pure computation (no I/O)
+//   sse.c        /api/events: cgq:events as server-sent events, read by a
+//                thread of its own (XREAD BLOCK); clients suspended in MHD
 //
 // Redis key and field names come from common/keyspace.h, never literals.
 #ifndef CGQ_COORD_H

@@ -8,6 +8,10 @@
 "use strict";
 
 const POLL_MS = 2000;
+// While a job page's event stream (/api/events) is open, events trigger
+// the refresh and the poll only backs it up.
+const LIVE_POLL_MS = 10000;
+let liveEvents = false;
 const PAGE = 50;
 
 function el(tag, text, cls) {
@@ -49,20 +53,49 @@ async function getJSON(url) {
   return body;
 }
 
-// poll calls fn now and every POLL_MS after it settles, until fn returns
-// true (a page whose data can no longer change).
+// poll calls fn now and every POLL_MS after it settles (LIVE_POLL_MS
+// while events come), until fn returns true (a page whose data can no
+// longer change). Returns a function that runs it again now (once more
+// after the run under way, if one is).
 function poll(fn) {
+  let timer = null, busy = false, again = false, done = false;
   const tick = async () => {
-    let done = false;
+    if (done) return;
+    if (busy) { again = true; return; }
+    busy = true;
+    clearTimeout(timer);
     try {
       done = (await fn()) === true;
-      setStatus((done ? "final, " : "updated ") + new Date().toLocaleTimeString(), false);
+      setStatus((done ? "final, " : "updated ") + new Date().toLocaleTimeString() +
+                (liveEvents ? " (live)" : ""), false);
     } catch (e) {
       setStatus(String(e.message || e), true);
     }
-    if (!done) setTimeout(tick, POLL_MS);
+    busy = false;
+    if (!done) timer = setTimeout(tick, again ? 0 : liveEvents ? LIVE_POLL_MS : POLL_MS);
+    again = false;
   };
   tick();
+  return tick;
+}
+
+// listen opens the job's event stream; each event (a trial started,
+// finished, ...) runs kick within 100 ms, several coalesced. If the stream
+// cannot open (too many, an old server) the page keeps polling every
+// POLL_MS; the browser retries it.
+// ?live=0 on the page's address: poll only (behind a proxy that buffers
+// event streams; or a headless browser's --dump-dom, which waits for the
+// network to settle and a stream never does).
+function listen(job, kick) {
+  if (typeof EventSource === "undefined") return;
+  if (new URLSearchParams(location.search).get("live") === "0") return;
+  const es = new EventSource("/api/events?job=" + encodeURIComponent(job));
+  let pending = null;
+  const soon = () => { if (!pending) pending = setTimeout(() => { pending = null; kick(); }, 100); };
+  es.onopen = () => { liveEvents = true; document.body.dataset.live = "events"; };
+  es.onerror = () => { liveEvents = false; document.body.dataset.live = "polling"; };
+  es.onmessage = (e) => { document.body.dataset.lastEvent = e.lastEventId; soon(); };
+  es.addEventListener("reset", soon);
 }
 
 // --- the jobs page -----------------------------------------------------------
@@ -334,7 +367,7 @@ function startJob() {
     renderJob().catch((e) => setStatus(String(e.message || e), true));
   });
   startCharts();
-  poll(renderJob);
+  listen(view.job, poll(renderJob));
 }
 
 document.addEventListener("DOMContentLoaded", () => {

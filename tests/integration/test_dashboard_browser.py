@@ -6,7 +6,8 @@ counts and its trials, a param value holding HTML as text (no <img>
 element made); a trial page shows its params (as text), metrics and
 error; the nodes page lists the worker and a device (its HTML error as
 text). Over the DevTools protocol: a trial that
-finishes while the page is open shows up within 3 s without a reload;
+finishes while the page is open shows up within 3 s without a reload,
+through the job's event stream (/api/events);
 clicking a column header sorts the leaderboard and the state menu filters
 it (both on the server); no script
 error, console error or dialog (alert) happens. The DevTools protocol
@@ -351,7 +352,8 @@ class DashboardBrowserTest(CgqTestCase):
         self.assertIn("finished", dom)
         self.assertIn("running", dom)
 
-        dom = dump_dom(self.tmp, self.base + "/jobs/%d" % done)
+        # ?live=0: no event stream, which --dump-dom would wait on forever.
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d?live=0" % done)
         self.assertIn("Job %d: browser-done" % done, dom)
         rows = re.findall(r'<tr class="state-(\w+)" data-trial="(\d+)">', dom)
         self.assertEqual(sorted(int(t) for _, t in rows), [0, 1, 2, 3], dom[-3000:])
@@ -413,6 +415,11 @@ class DashboardBrowserTest(CgqTestCase):
             b.wait(ROWS, lambda v: v and json.loads(v) == [[0, "state-running"],
                                                             [1, "state-running"]],
                    15, "the page to show both trials running")
+            # The page listens to the job's event stream (/api/events); while
+            # it is open the poll backs off to 10 s, so the 3 s below is
+            # the event's doing.
+            b.wait("document.body.dataset.live", lambda v: v == "events", 5,
+                   "the page's event stream to open")
             # Trial 1 finishes while the page is open.
             open(os.path.join(c.specdir, "gate1"), "w").close()
             c.wait_value(lambda: c.trial(live, 1), lambda h: h.get("state") == "succeeded", 30,
@@ -421,6 +428,7 @@ class DashboardBrowserTest(CgqTestCase):
             b.wait(ROWS, lambda v: [1, "state-succeeded"] in json.loads(v), 3,
                    "the page to show trial 1 succeeded (polling, no reload)")
             self.assertLess(time.monotonic() - seen, 3 * SPEED)
+            self.assertTrue(b.eval("document.body.dataset.lastEvent"), "an event came")
             # One of two done: the page guesses the time left.
             b.wait("document.getElementById('facts').textContent",
                    lambda v: "ETAabout " in v, 5, "an ETA once a trial is done")

@@ -79,8 +79,8 @@ function poll(fn) {
   return tick;
 }
 
-// listen opens the job's event stream; each event (a trial started,
-// finished, ...) runs kick within 100 ms, several coalesced. If the stream
+// listen opens the job's event stream; an event (a trial started,
+// finished, ...) runs kick within 100 ms to 1 s, several coalesced. If the stream
 // cannot open (too many, an old server) the page keeps polling every
 // POLL_MS; the browser retries it.
 // ?live=0 on the page's address: poll only (behind a proxy that buffers
@@ -90,8 +90,14 @@ function listen(job, kick) {
   if (typeof EventSource === "undefined") return;
   if (new URLSearchParams(location.search).get("live") === "0") return;
   const es = new EventSource("/api/events?job=" + encodeURIComponent(job));
-  let pending = null;
-  const soon = () => { if (!pending) pending = setTimeout(() => { pending = null; kick(); }, 100); };
+  // A busy job's events come all the time: at most one refresh a second
+  // (each reads the job's leaderboard), the first 100 ms after an event.
+  let pending = null, last = 0;
+  const soon = () => {
+    if (pending) return;
+    const wait = Math.max(100, 1000 - (Date.now() - last));
+    pending = setTimeout(() => { pending = null; last = Date.now(); kick(); }, wait);
+  };
   es.onopen = () => { liveEvents = true; document.body.dataset.live = "events"; };
   es.onerror = () => { liveEvents = false; document.body.dataset.live = "polling"; };
   es.onmessage = (e) => { document.body.dataset.lastEvent = e.lastEventId; soon(); };

@@ -199,6 +199,9 @@ class DashboardChartsTest(CgqTestCase):
                        ".filter(t => t.textContent === %s).length" % json.dumps(XSS)), 1)
             self.assertEqual(b.eval("document.getElementsByTagName('img').length"), 0)
             self.assertEqual(b.eval("document.getElementsByTagName('b').length"), 0)
+            # The metric named in HTML is a leaderboard header, as text.
+            self.assertEqual(b.eval("[...document.querySelectorAll('#trials th')]"
+                                    ".filter(t => t.textContent === '<b>m</b>').length"), 1)
             self.assertTrue(b.eval("document.getElementById('pareto-section').hidden"))
 
             # The two-objective job: one front mark per trial of the pareto hash.

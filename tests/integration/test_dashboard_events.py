@@ -5,7 +5,9 @@ Against a real cluster: a trial that finishes is on the stream within 3 s,
 only the asked job's events come, heartbeats keep an idle stream alive,
 the 17th stream gets 503 while 16 are open and a stream that closed frees
 its place, a bad job id gets 400, and the API still answers at once while
-16 streams wait (no HTTP thread is held by them)."""
+16 streams wait (no HTTP thread is held by them); the coordinator stops
+cleanly with 16 streams open; Redis restarting under an open stream: it
+stays open and carries the events after."""
 
 import http.client
 import json
@@ -204,6 +206,37 @@ class DashboardEventsTest(CgqTestCase):
         finally:
             for x in streams:
                 x.close()
+
+    def test_redis_restart(self):
+        """Redis goes away under an open stream and comes back: the stream
+        stays open (heartbeats) and carries the events after it."""
+        c = self.cluster
+        c.start_redis(appendonly=True)
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        c.start_worker("w1", cpus=2)
+        c.write_file("gated.py", GATED)
+        a = c.submit(c.write_file("a.yaml", SPEC % ("a", "a")))
+        c.wait_value(lambda: c.job(a), lambda h: h.get("running") == "2", 30,
+                     "both trials of job %d to run" % a)
+        s = Stream(self.port, "?job=%d" % a)
+        try:
+            self.assertEqual(s.status, 200, s.head)
+            self.assertIsNotNone(s.read_until(lambda t: "retry: 2000" in t, 5), s.text)
+            c.stop_redis()
+            n = len(s.text)
+            self.assertIsNotNone(s.read_until(lambda t: ": heartbeat" in t[n:],
+                                              HEARTBEAT_S + 3), "no heartbeat without Redis")
+            c.restart_redis()
+            open(os.path.join(c.specdir, "gatea1"), "w").close()
+            c.wait_value(lambda: c.trial(a, 1), lambda h: h.get("state") == "succeeded", 60,
+                         "trial 1 to succeed after Redis came back")
+            self.assertIsNotNone(s.read_until(lambda t: "trial.succeeded" in t, 5 * SPEED),
+                                 "no event after Redis came back: %r" % s.text)
+        finally:
+            s.close()
+        open(os.path.join(c.specdir, "gatea0"), "w").close()
+        c.wait_job(a, timeout=60)
 
 
 if __name__ == "__main__":

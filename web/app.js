@@ -303,6 +303,7 @@ async function renderTrial(job, trial) {
   }));
   const reports = t.reports || [];
   document.getElementById("reports-none").hidden = reports.length > 0;
+  drawReports(reports); // charts.js
   const keys = [...new Set(reports.flatMap((r) => Object.keys(r)))].sort();
   const head = document.querySelector("#reports thead tr");
   head.replaceChildren(...keys.map((k) => el("th", k)));

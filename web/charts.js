@@ -308,3 +308,34 @@ function startCharts() {
     pc.limit = Number(e.target.value); pc.offset = 0; redraw();
   });
 }
+
+// --- a trial's reports ----------------------------------------------------------------------------
+
+const REPORT_CHARTS = 6;
+const REPORT_POINTS = 500;
+
+// drawReports: one small chart per numeric key of the trial's reports (at
+// most REPORT_CHARTS of them), against its step (step, epoch or iteration,
+// else the report's place), at most REPORT_POINTS points each.
+function drawReports(reports) {
+  const box = document.getElementById("reports-chart");
+  const xName = ["step", "epoch", "iteration"].find((k) => reports.some((r) => typeof r[k] === "number"));
+  const keys = [...new Set(reports.flatMap((r) => Object.keys(r)))]
+    .filter((k) => k !== xName && reports.some((r) => typeof r[k] === "number")).sort()
+    .slice(0, REPORT_CHARTS);
+  const every = Math.max(1, Math.ceil(reports.length / REPORT_POINTS));
+  const charts = keys.map((k) => {
+    const pts = [];
+    reports.forEach((r, i) => {
+      if ((i % every === 0 || i === reports.length - 1) && typeof r[k] === "number")
+        pts.push([xName && typeof r[xName] === "number" ? r[xName] : i + 1, r[k]]);
+    });
+    const f = frame(extent(pts.map((p) => p[0])), extent(pts.map((p) => p[1])), xName || "report", k);
+    const line = polyline(f, pts, "curve", PALETTE[0]);
+    line.dataset.metric = k;
+    line.dataset.points = pts.length;
+    f.root.appendChild(line);
+    return f.root;
+  });
+  box.replaceChildren(...charts);
+}

@@ -7,7 +7,7 @@ best-so-far curve ends at the job's best; the learning curves are the top
 trials'; importance puts the param that sets the objective first; parallel
 coordinates draw one line per succeeded trial of the page; the Pareto
 scatter of a two-objective job has exactly one front mark per trial in
-cgq:job:{J}:pareto, and hovering one (a real mouse move) shows its trial
+cgq:job:{J}:pareto; a trial page charts its reports by step; and hovering one (a real mouse move) shows its trial
 id; param values and metric names that hold HTML stay text; no script
 error. The browser part is skipped, saying why, without chromium."""
 
@@ -203,6 +203,19 @@ class DashboardChartsTest(CgqTestCase):
             self.assertEqual(b.eval("[...document.querySelectorAll('#trials th')]"
                                     ".filter(t => t.textContent === '<b>m</b>').length"), 1)
             self.assertTrue(b.eval("document.getElementById('pareto-section').hidden"))
+            b.eval("1")
+            self.assertEqual(b.problems(), [])
+
+            # A trial's page: its reports as charts, one a numeric key, by step.
+            best = self.results(one)["trials"][0]["id"]
+            b.call("Page.navigate", url=self.base + "/jobs/%d/trials/%d" % (one, best))
+            lines = b.wait("[...document.querySelectorAll('#reports-chart polyline')]"
+                           ".map(p => [p.dataset.metric, Number(p.dataset.points)])",
+                           lambda v: v, 10, "the reports' charts")
+            self.assertEqual(lines, [["<b>m</b>", 3], ["v", 3]])
+            self.assertEqual(b.eval("[...document.querySelectorAll('#reports-chart .xlabel')]"
+                                    ".map(t => t.textContent)"), ["step", "step"])
+            self.assertEqual(b.eval("document.getElementsByTagName('b').length"), 0)
 
             # The two-objective job: one front mark per trial of the pareto hash.
             front = sorted(int(t) for t in c.redis.cmd("HKEYS", "cgq:job:{%d}:pareto" % two))

@@ -228,8 +228,9 @@ s_progress (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
                 b = i;
                 nimp++;
             }
-        size_t every = nimp > API_PROGRESS_POINTS ? (nimp + API_PROGRESS_POINTS - 1) /
-                                                        API_PROGRESS_POINTS
+        // every k-th of the first nimp - 1, and the last: at most the bound.
+        size_t every = nimp > API_PROGRESS_POINTS ? (nimp - 1 + API_PROGRESS_POINTS - 2) /
+                                                        (API_PROGRESS_POINTS - 1)
                                                   : 1;
         size_t k = 0, last = 0;
         for (size_t i = 0; i < d.n; i++)
@@ -298,13 +299,123 @@ s_step (const json_t *r, size_t place, const char **name)
     return (double)place;
 }
 
+// s_curve_add appends stream entry e's report as [x, y] to all when it has
+// the objective metric as a number; place: its place among the reports.
+static void
+s_curve_add (json_t *all, const redisReply *e, const cgq_job_rec_t *job, double place,
+             const char **xname)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+        e->element[1]->type != REDIS_REPLY_ARRAY)
+        return;
+    const redisReply *f = e->element[1]; // [id, [field, value, ...]]
+    for (size_t k = 0; k + 1 < f->elements; k += 2) {
+        if (f->element[k]->type != REDIS_REPLY_STRING ||
+            strcmp (f->element[k]->str, CGQ_REPORT_FIELD) ||
+            f->element[k + 1]->type != REDIS_REPLY_STRING)
+            continue;
+        json_t *o = json_loads (f->element[k + 1]->str, 0, NULL);
+        json_t *y = json_is_object (o) ? json_object_get (o, job->metric) : NULL;
+        if (json_is_number (y) && isfinite (json_number_value (y))) {
+            double x = s_step (o, place, xname);
+            json_array_append_new (all, json_pack ("[f,f]", x, json_number_value (y)));
+        }
+        json_decref (o);
+    }
+}
+
+// s_ms: a stream id's milliseconds (0 when not one).
+static uint64_t
+s_ms (const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 || e->element[0]->type != REDIS_REPLY_STRING)
+        return 0;
+    return strtoull (e->element[0]->str, NULL, 10);
+}
+
+// s_curve_sampled: a long stream (n entries) read as one entry per slice
+// of its time span (API_CURVE_POINTS - 1 slices, XRANGE ... COUNT 1 each,
+// pipelined) and its last entry: a few hundred O(log n) reads instead of
+// the whole stream. A report without a step gets its place estimated from
+// its time. NULL on an error.
+static json_t *
+s_curve_sampled (cgq_store_t *store, const cgq_job_rec_t *job, const char *key, long long n,
+                 const char **xname)
+{
+    redisReply *first = cgq_store_command (store, "XRANGE %s - + COUNT 1", key);
+    redisReply *last = cgq_store_command (store, "XREVRANGE %s + - COUNT 1", key);
+    json_t *all = NULL;
+    if (!first || !last || first->type != REDIS_REPLY_ARRAY || last->type != REDIS_REPLY_ARRAY)
+        goto done;
+    all = json_array ();
+    if (first->elements == 0 || last->elements == 0)
+        goto done;
+    uint64_t lo = s_ms (first->element[0]), hi = s_ms (last->element[0]);
+    const unsigned slices = API_CURVE_POINTS - 1;
+    unsigned sent = 0;
+    for (unsigned b = 0; b < slices && hi > lo; b++) {
+        uint64_t a = lo + (uint64_t)((long double)(hi - lo) * b / slices);
+        uint64_t z = lo + (uint64_t)((long double)(hi - lo) * (b + 1) / slices);
+        if (z <= a) // a slice under a millisecond: the next one has it
+            continue;
+        // From a's first entry to (z - 1)'s last: the next slice starts at z.
+        sent++;
+        if (cgq_store_append (store, "XRANGE %s %" PRIu64 " %" PRIu64 " COUNT 1", key, a,
+                              z - 1) < 0) {
+            json_decref (all);
+            all = NULL;
+            goto done;
+        }
+    }
+    bool ok = true;
+    for (unsigned b = 0; b < sent; b++) { // every reply read, to stay in step
+        redisReply *r = cgq_store_get_reply (store);
+        if (!r) {
+            ok = false;
+            break;
+        }
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+            double place = 1 + (double)(n - 1) * (double)(s_ms (r->element[0]) - lo) /
+                                   (double)(hi - lo);
+            s_curve_add (all, r->element[0], job, place, xname);
+        }
+        else if (r->type != REDIS_REPLY_ARRAY)
+            ok = false;
+        freeReplyObject (r);
+    }
+    if (!ok) {
+        json_decref (all);
+        all = NULL;
+        goto done;
+    }
+    s_curve_add (all, last->element[0], job, (double)n, xname);
+done:
+    if (first)
+        freeReplyObject (first);
+    if (last)
+        freeReplyObject (last);
+    return all;
+}
+
 // s_curve: the objective metric of trial's reports as [[x, y]], at most
-// API_CURVE_POINTS (every k-th report, always the last); NULL on an error.
+// API_CURVE_POINTS (every k-th report, always the last; a stream of more
+// than API_CURVE_READ_ALL reports is sampled by time, s_curve_sampled);
+// NULL on an error.
 static json_t *
 s_curve (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t trial, const char **xname)
 {
     char key[96];
     cgq_key_reports (key, sizeof key, job->id, trial);
+    redisReply *len = cgq_store_command (store, "XLEN %s", key);
+    if (!len || len->type != REDIS_REPLY_INTEGER) {
+        if (len)
+            freeReplyObject (len);
+        return NULL;
+    }
+    long long n = len->integer;
+    freeReplyObject (len);
+    if (n > API_CURVE_READ_ALL)
+        return s_curve_sampled (store, job, key, n, xname);
     redisReply *r = cgq_store_command (store, "XRANGE %s - +", key);
     if (!r || r->type != REDIS_REPLY_ARRAY) {
         if (r)
@@ -312,34 +423,16 @@ s_curve (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t trial, const cha
         return NULL;
     }
     json_t *all = json_array ();
-    for (size_t i = 0; i < r->elements; i++) { // [id, [field, value, ...]]
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-            e->element[1]->type != REDIS_REPLY_ARRAY)
-            continue;
-        const redisReply *f = e->element[1];
-        for (size_t k = 0; k + 1 < f->elements; k += 2) {
-            if (f->element[k]->type != REDIS_REPLY_STRING ||
-                strcmp (f->element[k]->str, CGQ_REPORT_FIELD) ||
-                f->element[k + 1]->type != REDIS_REPLY_STRING)
-                continue;
-            json_t *o = json_loads (f->element[k + 1]->str, 0, NULL);
-            json_t *y = json_is_object (o) ? json_object_get (o, job->metric) : NULL;
-            if (json_is_number (y) && isfinite (json_number_value (y))) {
-                double x = s_step (o, json_array_size (all) + 1, xname);
-                json_array_append_new (all, json_pack ("[f,f]", x, json_number_value (y)));
-            }
-            json_decref (o);
-        }
-    }
+    for (size_t i = 0; i < r->elements; i++)
+        s_curve_add (all, r->element[i], job, (double)(i + 1), xname);
     freeReplyObject (r);
-    size_t n = json_array_size (all);
-    if (n <= API_CURVE_POINTS)
+    size_t m = json_array_size (all);
+    if (m <= API_CURVE_POINTS)
         return all;
     json_t *out = json_array ();
-    size_t every = (n + API_CURVE_POINTS - 1) / API_CURVE_POINTS;
-    for (size_t i = 0; i < n; i++)
-        if (i % every == 0 || i == n - 1)
+    size_t every = (m - 1 + API_CURVE_POINTS - 2) / (API_CURVE_POINTS - 1); // with the last: <= bound
+    for (size_t i = 0; i < m; i++)
+        if (i % every == 0 || i == m - 1)
             json_array_append (out, json_array_get (all, i));
     json_decref (all);
     return out;

@@ -9,6 +9,8 @@
 //                                 curves of the K best trials from their reports: {"job",
 //                                 "metric", "trials": [{"trial", "value", "x", "points":
 //                                 [[x, y]]}]}, at most API_CURVE_POINTS points a curve
+//                                 (a stream over API_CURVE_READ_ALL: one report per
+//                                 slice of its time span, never read whole)
 //   GET /api/jobs/ID/importance   {"job", "metric", "method", "trials", "sampled", "params":
 //                                 [{"name", "share", "eps2", "bins", "n", "numeric"}]}
 //                                 (importance.h), most important first
@@ -27,6 +29,8 @@
 #define API_CURVES_MAX 20
 #define API_CURVES_DEFAULT 5
 #define API_CURVE_POINTS 200
+// A longer report stream is sampled by time, not read whole.
+#define API_CURVE_READ_ALL 2000
 #define API_PROGRESS_POINTS 1000
 // Importance reads at most this many trials, spread evenly over the ids.
 #define API_IMPORTANCE_TRIALS 20000

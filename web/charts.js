@@ -323,7 +323,7 @@ function drawReports(reports) {
   const keys = [...new Set(reports.flatMap((r) => Object.keys(r)))]
     .filter((k) => k !== xName && reports.some((r) => typeof r[k] === "number")).sort()
     .slice(0, REPORT_CHARTS);
-  const every = Math.max(1, Math.ceil(reports.length / REPORT_POINTS));
+  const every = Math.max(1, Math.ceil((reports.length - 1) / (REPORT_POINTS - 1))); // with the last
   const charts = keys.map((k) => {
     const pts = [];
     reports.forEach((r, i) => {

@@ -251,6 +251,69 @@ class DashboardChartsTest(CgqTestCase):
         finally:
             b.close()
 
+    def test_long_streams(self):
+        """Curves of trials with long report streams, written into Redis as
+        the coordinator writes them: 5,000 reports are sampled by time
+        (at most 200 points, first and last kept, in order), 1,500 are read
+        whole and thinned to at most 200, 100 without a step are read whole,
+        by place; the best curve of 3,000 trials whose
+        every trial improves stays at most 1,000 points, ending at the best."""
+        c = self.cluster
+        c.start_redis()
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        now = time.time()
+        n = 3000
+        c.redis.pipeline([
+            ("HSET", "cgq:job:{1}", "id", 1, "name", "long", "state", "finished",
+             "suggested", n, "total", n, "objective_metric", "v", "objective_mode", "max",
+             "created", now - 3600, "finished", now, "succeeded", n, "spec", "name: long"),
+            ("ZADD", "cgq:jobs", now - 3600, 1)])
+        batch = []
+        for i in range(n):  # trial i has v = i: each one improves the best
+            batch.append(("HSET", "cgq:job:{1}:trial:%d" % i, "id", i, "job", 1,
+                          "state", "succeeded", "params", json.dumps({"a": i % 7}),
+                          "metrics", json.dumps({"v": i}), "value", i,
+                          "finished", now - 3600 + i))
+        c.redis.pipeline(batch)
+        t0 = 1700000000000
+        big = [("XADD", "cgq:job:{1}:reports:%d" % (n - 1), "%d-0" % (t0 + 7 * i), "r",
+                json.dumps({"step": i + 1, "v": i + 1})) for i in range(5000)]
+        small = [("XADD", "cgq:job:{1}:reports:%d" % (n - 2), "%d-0" % (t0 + i), "r",
+                  json.dumps({"v": 2 * i})) for i in range(100)]
+        mid = [("XADD", "cgq:job:{1}:reports:%d" % (n - 3), "%d-0" % (t0 + i), "r",
+                json.dumps({"epoch": i + 1, "v": i})) for i in range(1500)]
+        c.redis.pipeline(big + small + mid)
+
+        cur = self.get_json("/api/jobs/1/curves?limit=3")
+        self.assertEqual([t["trial"] for t in cur["trials"]], [n - 1, n - 2, n - 3])
+        # 1,500 reports: read whole, every k-th kept and the last, at most 200.
+        mid_pts = cur["trials"][2]["points"]
+        self.assertEqual(cur["trials"][2]["x"], "epoch")
+        self.assertLessEqual(len(mid_pts), 200)
+        self.assertEqual(mid_pts[0], [1, 0])
+        self.assertEqual(mid_pts[-1], [1500, 1499])
+        pts = cur["trials"][0]["points"]
+        self.assertLessEqual(len(pts), 200)
+        self.assertGreater(len(pts), 150)
+        self.assertEqual(pts[0], [1, 1])
+        self.assertEqual(pts[-1], [5000, 5000])
+        xs = [p[0] for p in pts]
+        self.assertEqual(xs, sorted(set(xs)), "in order, no report twice")
+        self.assertTrue(all(p[0] == p[1] for p in pts))
+        small_pts = cur["trials"][1]["points"]
+        self.assertEqual(cur["trials"][1]["x"], "report")
+        self.assertEqual(small_pts, [[i + 1, 2 * i] for i in range(100)])
+
+        prog = self.get_json("/api/jobs/1/progress")
+        self.assertEqual(prog["done"], n)
+        self.assertLessEqual(len(prog["points"]), 1000)
+        self.assertEqual(prog["points"][-1], {"n": n, "t": now - 3600 + n - 1,
+                                              "trial": n - 1, "value": n - 1})
+        imp = self.get_json("/api/jobs/1/importance")
+        self.assertEqual(imp["trials"], n)
+        self.assertEqual(imp["params"][0]["name"], "a")
+
 
 if __name__ == "__main__":
     main()

@@ -229,9 +229,9 @@ s_progress (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
                 nimp++;
             }
         // every k-th of the first nimp - 1, and the last: at most the bound.
-        size_t every = nimp > API_PROGRESS_POINTS ? (nimp - 1 + API_PROGRESS_POINTS - 2) /
-                                                        (API_PROGRESS_POINTS - 1)
-                                                  : 1;
+        size_t every = nimp > API_PROGRESS_POINTS
+                           ? (nimp - 1 + API_PROGRESS_POINTS - 2) / (API_PROGRESS_POINTS - 1)
+                           : 1;
         size_t k = 0, last = 0;
         for (size_t i = 0; i < d.n; i++)
             if (imp[i])
@@ -240,16 +240,16 @@ s_progress (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
             if (!imp[i])
                 continue;
             if (k++ % every == 0 || i == last)
-                json_array_append_new (
-                    pts, json_pack ("{s:I,s:f,s:I,s:f}", "n", (json_int_t)(i + 1), "t",
-                                    d.v[i].finished, "trial", (json_int_t)d.v[i].id, "value",
-                                    d.v[i].value));
+                json_array_append_new (pts,
+                                       json_pack ("{s:I,s:f,s:I,s:f}", "n", (json_int_t)(i + 1),
+                                                  "t", d.v[i].finished, "trial",
+                                                  (json_int_t)d.v[i].id, "value", d.v[i].value));
         }
         free (imp);
     }
-    json_t *doc = json_pack ("{s:I,s:o,s:s,s:I,s:o}", "job", (json_int_t)job->id, "metric",
-                             s_metric (job), "mode", job->mode > 0 ? "max" : "min", "done",
-                             (json_int_t)d.n, "points", pts);
+    json_t *doc =
+        json_pack ("{s:I,s:o,s:s,s:I,s:o}", "job", (json_int_t)job->id, "metric", s_metric (job),
+                   "mode", job->mode > 0 ? "max" : "min", "done", (json_int_t)d.n, "points", pts);
     free (d.v);
     return s_answer (doc, 200, body);
 }
@@ -305,8 +305,7 @@ static void
 s_curve_add (json_t *all, const redisReply *e, const cgq_job_rec_t *job, double place,
              const char **xname)
 {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-        e->element[1]->type != REDIS_REPLY_ARRAY)
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 || e->element[1]->type != REDIS_REPLY_ARRAY)
         return;
     const redisReply *f = e->element[1]; // [id, [field, value, ...]]
     for (size_t k = 0; k + 1 < f->elements; k += 2) {
@@ -328,7 +327,8 @@ s_curve_add (json_t *all, const redisReply *e, const cgq_job_rec_t *job, double 
 static uint64_t
 s_ms (const redisReply *e)
 {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 || e->element[0]->type != REDIS_REPLY_STRING)
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
+        e->element[0]->type != REDIS_REPLY_STRING)
         return 0;
     return strtoull (e->element[0]->str, NULL, 10);
 }
@@ -360,8 +360,8 @@ s_curve_sampled (cgq_store_t *store, const cgq_job_rec_t *job, const char *key, 
             continue;
         // From a's first entry to (z - 1)'s last: the next slice starts at z.
         sent++;
-        if (cgq_store_append (store, "XRANGE %s %" PRIu64 " %" PRIu64 " COUNT 1", key, a,
-                              z - 1) < 0) {
+        if (cgq_store_append (store, "XRANGE %s %" PRIu64 " %" PRIu64 " COUNT 1", key, a, z - 1) <
+            0) {
             json_decref (all);
             all = NULL;
             goto done;
@@ -375,8 +375,8 @@ s_curve_sampled (cgq_store_t *store, const cgq_job_rec_t *job, const char *key, 
             break;
         }
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
-            double place = 1 + (double)(n - 1) * (double)(s_ms (r->element[0]) - lo) /
-                                   (double)(hi - lo);
+            double place =
+                1 + (double)(n - 1) * (double)(s_ms (r->element[0]) - lo) / (double)(hi - lo);
             s_curve_add (all, r->element[0], job, place, xname);
         }
         else if (r->type != REDIS_REPLY_ARRAY)
@@ -430,7 +430,8 @@ s_curve (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t trial, const cha
     if (m <= API_CURVE_POINTS)
         return all;
     json_t *out = json_array ();
-    size_t every = (m - 1 + API_CURVE_POINTS - 2) / (API_CURVE_POINTS - 1); // with the last: <= bound
+    size_t every =
+        (m - 1 + API_CURVE_POINTS - 2) / (API_CURVE_POINTS - 1); // with the last: <= bound
     for (size_t i = 0; i < m; i++)
         if (i % every == 0 || i == m - 1)
             json_array_append (out, json_array_get (all, i));
@@ -463,9 +464,8 @@ s_curves (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
             json_decref (arr);
             return s_store_error (store, body);
         }
-        json_array_append_new (arr, json_pack ("{s:I,s:f,s:s,s:o}", "trial",
-                                               (json_int_t)top.ids[i], "value", top.values[i],
-                                               "x", xname, "points", pts));
+        json_array_append_new (arr, json_pack ("{s:I,s:f,s:s,s:o}", "trial", (json_int_t)top.ids[i],
+                                               "value", top.values[i], "x", xname, "points", pts));
     }
     return s_answer (json_pack ("{s:I,s:o,s:o}", "job", (json_int_t)job->id, "metric",
                                 s_metric (job), "trials", arr),
@@ -562,8 +562,7 @@ s_importance (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
                                                (json_int_t)imp[i].n, "numeric", imp[i].numeric));
     importance_free (imp, m);
     json_t *doc = json_pack (
-        "{s:I,s:o,s:s,s:I,s:b,s:o}", "job", (json_int_t)job->id, "metric", s_metric (job),
-        "method",
+        "{s:I,s:o,s:s,s:I,s:b,s:o}", "job", (json_int_t)job->id, "metric", s_metric (job), "method",
         "epsilon-squared of the objective over each param's marginal (numeric params in at "
         "most 10 equal-count bins): fANOVA-style main effects from bin means",
         "trials", (json_int_t)rows.n, "sampled", job->suggested > API_IMPORTANCE_TRIALS, "params",
@@ -593,12 +592,10 @@ s_sample (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
     }
     json_t *arr = json_array ();
     for (size_t i = 0; i < rows.n; i++)
-        json_array_append_new (arr, json_pack ("{s:I,s:o,s:O,s:O}", "id", (json_int_t)rows.ids[i],
-                                               "value",
-                                               isfinite (rows.y[i]) ? json_real (rows.y[i])
-                                                                    : json_null (),
-                                               "params", rows.params[i], "metrics",
-                                               rows.metrics[i]));
+        json_array_append_new (
+            arr, json_pack ("{s:I,s:o,s:O,s:O}", "id", (json_int_t)rows.ids[i], "value",
+                            isfinite (rows.y[i]) ? json_real (rows.y[i]) : json_null (), "params",
+                            rows.params[i], "metrics", rows.metrics[i]));
     json_t *doc = json_pack ("{s:I,s:I,s:o}", "job", (json_int_t)job->id, "suggested",
                              (json_int_t)job->suggested, "trials", arr);
     s_rows_free (&rows);

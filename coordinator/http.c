@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 
 #include "api.h"
-#include "sse.h"
 #include "log.h"
+#include "sse.h"
 #include "store.h"
 #include "util.h"
 #include "web_assets.h"
@@ -506,7 +506,7 @@ http_stop (struct http_srv_s *s)
 {
     if (!s)
         return;
-    sse_quiesce (s->sse); // no connection left suspended: MHD_stop_daemon wants none
+    sse_quiesce (s->sse);     // no connection left suspended: MHD_stop_daemon wants none
     MHD_stop_daemon (s->mhd); // joins the pool: each thread's store is freed as it exits
     sse_stop (&s->sse);
     pthread_key_delete (s->store_key);

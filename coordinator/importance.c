@@ -84,15 +84,15 @@ importance_compute (json_t *const *params, const double *y, size_t n, importance
         const char *k;
         json_t *v;
         if (json_is_object (params[i]))
-            json_object_foreach (params[i], k, v)
-                json_object_set_new (names, k, json_true ());
+            json_object_foreach (params[i], k, v) json_object_set_new (names, k, json_true ());
     }
     size_t m = json_object_size (names), j = 0;
     importance_t *res = cgq_xcalloc (m + 1, sizeof *res);
     s_pt_t *pts = cgq_xcalloc (n + 1, sizeof *pts);
     const char *name;
     json_t *unused;
-    json_object_foreach (names, name, unused) {
+    json_object_foreach (names, name, unused)
+    {
         bool numeric = true;
         size_t c = 0;
         for (size_t i = 0; i < n; i++) {

@@ -23,12 +23,12 @@
 #define IMPORTANCE_BINS 10
 
 typedef struct {
-    char *name;    // the param's name (owned)
-    bool numeric;  // every value a number: binned; else grouped by value
-    size_t bins;   // the bins (or distinct values) used
-    size_t n;      // trials that had this param
-    double eps2;   // the share of the objective's variance it explains, 0..1
-    double share;  // eps2 over the sum of every param's eps2 (0 when all 0)
+    char *name;   // the param's name (owned)
+    bool numeric; // every value a number: binned; else grouped by value
+    size_t bins;  // the bins (or distinct values) used
+    size_t n;     // trials that had this param
+    double eps2;  // the share of the objective's variance it explains, 0..1
+    double share; // eps2 over the sum of every param's eps2 (0 when all 0)
 } importance_t;
 
 // importance_compute: params[i] (a JSON object) and y[i] for n trials (y

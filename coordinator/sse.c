@@ -28,9 +28,9 @@ typedef struct s_client_s {
     struct s_client_s *next;
     sse_t *sse;
     struct MHD_Connection *conn;
-    uint64_t job;  // with has_job: only this job's events
+    uint64_t job; // with has_job: only this job's events
     bool has_job;
-    uint64_t seq;  // the next event it gets
+    uint64_t seq; // the next event it gets
     bool suspended;
     bool started; // sent its opening lines
     double last_write;
@@ -358,8 +358,8 @@ sse_answer (sse_t *self, struct MHD_Connection *conn, const char *job,
     self->clients = c;
     self->nclients++;
     pthread_mutex_unlock (&self->mu);
-    struct MHD_Response *r = MHD_create_response_from_callback (MHD_SIZE_UNKNOWN, 16384, s_read,
-                                                                c, s_free);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback (MHD_SIZE_UNKNOWN, 16384, s_read, c, s_free);
     if (!r) {
         s_free (c);
         return MHD_NO;

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -618,9 +619,71 @@ api_charts_path (const char *what)
            s_is (what, "sample");
 }
 
-int
-api_charts (cgq_store_t *store, const cgq_job_rec_t *job, const char *what, const api_query_t *q,
-            char **body)
+// --- the answers of ended jobs, kept -------------------------------------------------
+// An ended job no longer changes, so a chart's answer for it is kept for the
+// next page that asks (a 100,000-trial job's curves read the whole job),
+// keyed by the job's counts as api.c keeps orders (a cancelled job's trials
+// may still end after it). A few, shared by the HTTP threads under a mutex;
+// the least recently used goes.
+
+#define S_KEPT 16
+
+typedef struct {
+    uint64_t job, stamp, used;
+    char *what; // the chart and its limit
+    char *body;
+} s_kept_t;
+
+static pthread_mutex_t s_kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static s_kept_t s_kept[S_KEPT];
+static uint64_t s_kept_clock;
+
+static uint64_t
+s_stamp (const cgq_job_rec_t *job)
+{
+    uint64_t h = 1469598103934665603ULL ^ job->suggested;
+    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
+        h = (h ^ job->counts[k]) * 1099511628211ULL;
+    return h;
+}
+
+static char *
+s_kept_get (const cgq_job_rec_t *job, const char *what)
+{
+    char *body = NULL;
+    uint64_t stamp = s_stamp (job);
+    pthread_mutex_lock (&s_kept_mu);
+    for (int i = 0; i < S_KEPT && !body; i++)
+        if (s_kept[i].what && s_kept[i].job == job->id && s_kept[i].stamp == stamp &&
+            !strcmp (s_kept[i].what, what)) {
+            body = cgq_xstrdup (s_kept[i].body);
+            s_kept[i].used = ++s_kept_clock;
+        }
+    pthread_mutex_unlock (&s_kept_mu);
+    return body;
+}
+
+static void
+s_kept_put (const cgq_job_rec_t *job, const char *what, const char *body)
+{
+    pthread_mutex_lock (&s_kept_mu);
+    s_kept_t *k = &s_kept[0];
+    for (int i = 1; i < S_KEPT; i++)
+        if (s_kept[i].used < k->used)
+            k = &s_kept[i];
+    free (k->what);
+    free (k->body);
+    *k = (s_kept_t){.job = job->id,
+                    .stamp = s_stamp (job),
+                    .used = ++s_kept_clock,
+                    .what = cgq_xstrdup (what),
+                    .body = cgq_xstrdup (body)};
+    pthread_mutex_unlock (&s_kept_mu);
+}
+
+static int
+s_chart (cgq_store_t *store, const cgq_job_rec_t *job, const char *what, const api_query_t *q,
+         char **body)
 {
     if (s_is (what, "progress"))
         return s_progress (store, job, body);
@@ -631,4 +694,22 @@ api_charts (cgq_store_t *store, const cgq_job_rec_t *job, const char *what, cons
     if (s_is (what, "sample"))
         return s_sample (store, job, q, body);
     return s_error (404, body, "no such chart");
+}
+
+int
+api_charts (cgq_store_t *store, const cgq_job_rec_t *job, const char *what, const api_query_t *q,
+            char **body)
+{
+    if (!cgq_job_rec_terminal (job))
+        return s_chart (store, job, what, q, body);
+    char *key = cgq_xasprintf ("%.*s?%s", (int)strcspn (what, "/"), what, q->limit ? q->limit : "");
+    *body = s_kept_get (job, key);
+    int status = 200;
+    if (!*body) {
+        status = s_chart (store, job, what, q, body);
+        if (status == 200)
+            s_kept_put (job, key, *body);
+    }
+    free (key);
+    return status;
 }

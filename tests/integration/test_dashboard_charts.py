@@ -314,6 +314,15 @@ class DashboardChartsTest(CgqTestCase):
         self.assertEqual(imp["trials"], n)
         self.assertEqual(imp["params"][0]["name"], "a")
 
+        # An ended job's answers are kept: a trial changed behind the job's
+        # back (its counts the same) is not seen; counts that change are.
+        c.redis.cmd("HSET", "cgq:job:{1}:trial:0", "value", 10 ** 6)
+        self.assertEqual(self.get_json("/api/jobs/1/progress"), prog)
+        c.redis.cmd("HSET", "cgq:job:{1}", "stopped", 1)
+        prog2 = self.get_json("/api/jobs/1/progress")
+        self.assertEqual(prog2["points"][-1]["value"], 10 ** 6)
+        self.assertNotEqual(self.get_json("/api/jobs/1/curves?limit=1"), cur)
+
 
 if __name__ == "__main__":
     main()

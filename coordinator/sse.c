@@ -23,6 +23,12 @@
 // XREAD's block: also how often suspended clients are looked at (heartbeats).
 #define S_BLOCK_MS 1000
 #define S_REDIS_TIMEOUT_MS 5000
+// An event's field past this many bytes is cut (a long error text), and an
+// event line past S_MAX_LINE keeps only its id, type, job and trial: a line
+// always fits one of libmicrohttpd's blocks (S_BLOCK).
+#define S_MAX_FIELD 1024
+#define S_MAX_LINE 8192
+#define S_BLOCK 16384
 
 typedef struct s_client_s {
     struct s_client_s *next;
@@ -82,20 +88,47 @@ s_add (sse_t *self, const redisReply *id, const redisReply *f)
     json_t *o = json_object ();
     json_object_set_new (o, "id", json_string (id->str));
     s_event_t ev = {0};
+    bool cut = false;
     for (size_t k = 0; k + 1 < f->elements; k += 2) {
         if (f->element[k]->type != REDIS_REPLY_STRING ||
             f->element[k + 1]->type != REDIS_REPLY_STRING)
             continue;
         const char *name = f->element[k]->str, *val = f->element[k + 1]->str;
-        json_t *v = json_string (val);
+        size_t len = f->element[k + 1]->len;
+        if (len > S_MAX_FIELD) { // cut, on a UTF-8 character's start
+            len = S_MAX_FIELD;
+            while (len > 0 && ((unsigned char)val[len] & 0xC0) == 0x80)
+                len--;
+            cut = true;
+        }
+        json_t *v = json_stringn (val, len);
         json_object_set_new (o, name, v ? v : json_string ("?"));
         if (!strcmp (name, "job"))
             ev.has_job = s_u64 (val, &ev.job);
     }
     char *data = json_dumps (o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (data && strlen (data) > S_MAX_LINE - 128) { // many long fields: the few that matter
+        free (data);
+        json_t *few = json_object ();
+        for (const char *const *n = (const char *const[]){"id", "type", "job", "trial", NULL}; *n;
+             n++)
+            if (json_object_get (o, *n))
+                json_object_set (few, *n, json_object_get (o, *n));
+        json_decref (o);
+        o = few;
+        cut = true;
+        data = json_dumps (o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    }
+    if (cut && data) {
+        free (data);
+        json_object_set_new (o, "truncated", json_true ());
+        data = json_dumps (o, JSON_COMPACT | JSON_ENSURE_ASCII);
+    }
     json_decref (o);
-    if (!data)
+    if (!data || strlen (data) > S_MAX_LINE - 128) {
+        free (data);
         return;
+    }
     ev.line = cgq_xasprintf ("id: %s\ndata: %s\n\n", id->str, data);
     free (data);
     s_event_t *slot = &self->ring[self->head % SSE_RING];
@@ -359,7 +392,7 @@ sse_answer (sse_t *self, struct MHD_Connection *conn, const char *job,
     self->nclients++;
     pthread_mutex_unlock (&self->mu);
     struct MHD_Response *r =
-        MHD_create_response_from_callback (MHD_SIZE_UNKNOWN, 16384, s_read, c, s_free);
+        MHD_create_response_from_callback (MHD_SIZE_UNKNOWN, S_BLOCK, s_read, c, s_free);
     if (!r) {
         s_free (c);
         return MHD_NO;

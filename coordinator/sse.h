@@ -6,8 +6,10 @@
 // events come, or once a second to send a heartbeat when one is due. At most
 // SSE_MAX_CLIENTS at once (the next gets 503); each event is one line of
 // JSON, the stream entry's fields ({"id", "type", "job", "trial", ...}),
-// only the job's when ?job= is given. A client that fell more than SSE_RING
-// events behind gets one "reset" event (reload what you show).
+// only the job's when ?job= is given; a field over 1 KiB is cut and the
+// event says "truncated": true (a long error text never stalls a stream). A
+// client that fell more than SSE_RING events behind gets one "reset" event
+// (reload what you show).
 #ifndef CGQ_SSE_H
 #define CGQ_SSE_H
 

@@ -150,6 +150,20 @@ class DashboardEventsTest(CgqTestCase):
             n = len(s.text)
             self.assertIsNotNone(s.read_until(lambda t: ": heartbeat" in t[n:],
                                               HEARTBEAT_S + 3), s.text)
+            # A hostile or huge event (a 50 KB error text, a field of bytes
+            # that are not UTF-8) is cut, never stalls the stream: the
+            # event after it comes too.
+            c.redis.cmd("XADD", "cgq:events", "*", "type", "trial.failed", "job", str(a),
+                        "trial", "7", "detail", "\u00e9" * 25000, "junk", b"\xff\xfe<img>")
+            c.redis.cmd("XADD", "cgq:events", "*", "type", "trial.failed", "job", str(a),
+                        "trial", "8", "detail", "x")
+            got = s.read_until(lambda t: '"trial":"8"' in t, 5 * SPEED)
+            self.assertIsNotNone(got, "the event after a huge one: %r" % s.text[-500:])
+            big = [e for e in s.events() if e.get("trial") == "7"]
+            self.assertEqual(len(big), 1)
+            self.assertTrue(big[0]["truncated"])
+            self.assertLessEqual(len(big[0]["detail"].encode()), 1024)
+            self.assertTrue(set(big[0]["detail"]) == {"\u00e9"})
         finally:
             s.close()
 

@@ -122,6 +122,11 @@ class DashboardEventsTest(CgqTestCase):
         self.assertEqual(status, 400, body)
         status, _, body = request(self.port, "/api/events?job=-1")
         self.assertEqual(status, 400, body)
+        t0 = time.monotonic()  # HEAD: the head only, at once, and no stream held
+        status, headers, body = request(self.port, "/api/events", method="HEAD")
+        self.assertEqual((status, body), (200, ""))
+        self.assertEqual(headers.get("content-type"), "text/event-stream")
+        self.assertLess(time.monotonic() - t0, 2 * SPEED)
 
         s = Stream(self.port, "?job=%d" % a)
         try:

@@ -87,8 +87,8 @@ function poll(fn) {
 // event streams; or a headless browser's --dump-dom, which waits for the
 // network to settle and a stream never does).
 function listen(job, kick) {
-  if (typeof EventSource === "undefined") return;
-  if (new URLSearchParams(location.search).get("live") === "0") return;
+  if (typeof EventSource === "undefined") return null;
+  if (new URLSearchParams(location.search).get("live") === "0") return null;
   const es = new EventSource("/api/events?job=" + encodeURIComponent(job));
   // A busy job's events come all the time: at most one refresh a second
   // (each reads the job's leaderboard), the first 100 ms after an event.
@@ -102,6 +102,7 @@ function listen(job, kick) {
   es.onerror = () => { liveEvents = false; document.body.dataset.live = "polling"; };
   es.onmessage = (e) => { document.body.dataset.lastEvent = e.lastEventId; soon(); };
   es.addEventListener("reset", soon);
+  return es;
 }
 
 // --- the jobs page -----------------------------------------------------------
@@ -322,7 +323,19 @@ function startTrial() {
   if (!m) return;
   document.getElementById("back").setAttribute("href", "/jobs/" + m[1]);
   document.getElementById("back").textContent = "\u2190 job " + m[1];
-  poll(() => renderTrial(m[1], m[2]));
+  // The job's events refresh the page; once the trial has ended the stream
+  // is closed (its place is for others) and the page stops.
+  let es = null;
+  const kick = poll(async () => {
+    const done = await renderTrial(m[1], m[2]);
+    if (done && es) {
+      es.close();
+      liveEvents = false;
+      document.body.dataset.live = "ended";
+    }
+    return done;
+  });
+  es = listen(m[1], kick);
 }
 
 // --- the nodes page ------------------------------------------------------------

@@ -377,12 +377,12 @@ class DashboardBrowserTest(CgqTestCase):
         self.assertIn('<a href="/jobs/%d/trials/3">3</a>' % done, fails)
 
         # A trial page: its params (the HTML one as text), metrics, state.
-        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/2" % done)
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/2?live=0" % done)
         self.assertIn("Job %d, trial 2: succeeded" % done, dom)
         self.assertIn("<th>s</th><td>&lt;img src=x onerror=alert(1)&gt;</td>", dom)
         self.assertIn("<th>v</th><td>20</td>", dom)
         self.assertNotIn("<img", dom)
-        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/3" % done)
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/3?live=0" % done)
         self.assertIn("exit status 3", dom, "a failed trial's error is shown")
 
         # The nodes page, and a device (hand-written as the coordinator
@@ -432,7 +432,19 @@ class DashboardBrowserTest(CgqTestCase):
             # One of two done: the page guesses the time left.
             b.wait("document.getElementById('facts').textContent",
                    lambda v: "ETAabout " in v, 5, "an ETA once a trial is done")
+            # A trial page listens too: trial 0 ends while it is open,
+            # shown within 3 s, and the page then closes its stream.
+            b.call("Page.navigate", url=self.base + "/jobs/%d/trials/0" % live)
+            b.wait("document.body.dataset.live", lambda v: v == "events", 10,
+                   "the trial page's event stream to open")
+            self.assertIn(": running", b.eval("document.getElementById('title').textContent"))
             open(os.path.join(c.specdir, "gate0"), "w").close()
+            c.wait_value(lambda: c.trial(live, 0), lambda h: h.get("state") == "succeeded", 30,
+                         "trial 0 to succeed")
+            b.wait("document.getElementById('title').textContent",
+                   lambda v: v.endswith(": succeeded"), 3, "the trial page to show it ended")
+            b.wait("document.body.dataset.live", lambda v: v == "ended", 3,
+                   "the trial page to close its stream")
             c.wait_job(live, timeout=30)
 
             # The finished job: click the "s"... the i column sorts by i, on the server.

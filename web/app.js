@@ -79,7 +79,8 @@ function poll(fn) {
   return tick;
 }
 
-// listen opens the job's event stream; an event (a trial started,
+// listen opens the job's event stream (job null: every job's, and the
+// nodes'); an event (a trial started,
 // finished, ...) runs kick within 100 ms to 1 s, several coalesced. If the stream
 // cannot open (too many, an old server) the page keeps polling every
 // POLL_MS; the browser retries it.
@@ -89,7 +90,8 @@ function poll(fn) {
 function listen(job, kick) {
   if (typeof EventSource === "undefined") return null;
   if (new URLSearchParams(location.search).get("live") === "0") return null;
-  const es = new EventSource("/api/events?job=" + encodeURIComponent(job));
+  const es = new EventSource(job === null ? "/api/events"
+                                          : "/api/events?job=" + encodeURIComponent(job));
   // A busy job's events come all the time: at most one refresh a second
   // (each reads the job's leaderboard), the first 100 ms after an event.
   let pending = null, last = 0;
@@ -392,8 +394,8 @@ function startJob() {
 
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
-  if (page === "jobs") poll(renderJobs);
+  if (page === "jobs") listen(null, poll(renderJobs)); // every job's events
   else if (page === "job") startJob();
   else if (page === "trial") startTrial();
-  else if (page === "nodes") poll(renderNodes);
+  else if (page === "nodes") listen(null, poll(renderNodes)); // node.joined, .left, .dead, ...
 });

@@ -343,7 +343,7 @@ class DashboardBrowserTest(CgqTestCase):
         c.wait_value(lambda: c.job(live), lambda h: h.get("running") == "2", 30,
                      "both trials of job %d to run" % live)
 
-        dom = dump_dom(self.tmp, self.base + "/")
+        dom = dump_dom(self.tmp, self.base + "/?live=0")
         jobs = {int(j) for j in c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)}
         self.assertEqual(jobs, {done, live})
         for j in jobs:
@@ -391,7 +391,7 @@ class DashboardBrowserTest(CgqTestCase):
             ("SADD", "cgq:devices", "board-1"),
             ("HSET", "cgq:device:board-1", "id", "board-1", "node", "", "state", "quarantined",
              "tags", '{"device": "pi"}', "failures", 3, "quarantined", 1, "last_error", XSS)])
-        dom = dump_dom(self.tmp, self.base + "/nodes")
+        dom = dump_dom(self.tmp, self.base + "/nodes?live=0")
         self.assertIn('data-node="w1"', dom)
         self.assertIn("alive", dom)
         self.assertIn('<tr class="state-quarantined" data-device="board-1">', dom)
@@ -446,6 +446,22 @@ class DashboardBrowserTest(CgqTestCase):
             b.wait("document.body.dataset.live", lambda v: v == "ended", 3,
                    "the trial page to close its stream")
             c.wait_job(live, timeout=30)
+
+            # The jobs page listens to every job's events: a job submitted
+            # while it is open shows, then finished (its gates are open),
+            # each within 3 s.
+            b.call("Page.navigate", url=self.base + "/")
+            b.wait("document.body.dataset.live", lambda v: v == "events", 10,
+                   "the jobs page's event stream to open")
+            jobs_rows = ("[...document.querySelectorAll('#jobs tbody tr')]"
+                         ".map(tr => tr.textContent)")
+            again = c.submit(c.write_file("again.yaml", LIVE.replace("browser-live",
+                                                                     "browser-again")))
+            seen = time.monotonic()
+            c.wait_job(again, timeout=30)
+            b.wait(jobs_rows, lambda v: any(r.startswith(str(again) + "browser-againfinished")
+                                            for r in v),
+                   3 + (time.monotonic() - seen), "job %d on the jobs page, finished" % again)
 
             # The finished job: click the "s"... the i column sorts by i, on the server.
             b.call("Page.navigate", url=self.base + "/jobs/%d" % done)

@@ -316,6 +316,10 @@ class Browser:
         self.err.close()
 
 
+# Whether the page's event stream is open ("events"); null-safe, as the
+# page may not have a body yet right after a navigation.
+STREAM = "document.body ? document.body.dataset.live || null : null"
+
 ROWS = ("JSON.stringify([...document.querySelectorAll('#trials tbody tr')]"
         ".map(tr => [Number(tr.dataset.trial), tr.className]))")
 
@@ -418,7 +422,7 @@ class DashboardBrowserTest(CgqTestCase):
             # The page listens to the job's event stream (/api/events); while
             # it is open the poll backs off to 10 s, so the 3 s below is
             # the event's doing.
-            b.wait("document.body.dataset.live", lambda v: v == "events", 5,
+            b.wait(STREAM, lambda v: v == "events", 5,
                    "the page's event stream to open")
             # Trial 1 finishes while the page is open.
             open(os.path.join(c.specdir, "gate1"), "w").close()
@@ -435,15 +439,16 @@ class DashboardBrowserTest(CgqTestCase):
             # A trial page listens too: trial 0 ends while it is open,
             # shown within 3 s, and the page then closes its stream.
             b.call("Page.navigate", url=self.base + "/jobs/%d/trials/0" % live)
-            b.wait("document.body.dataset.live", lambda v: v == "events", 10,
+            b.wait(STREAM, lambda v: v == "events", 10,
                    "the trial page's event stream to open")
-            self.assertIn(": running", b.eval("document.getElementById('title').textContent"))
+            b.wait("document.getElementById('title').textContent",
+                   lambda v: v.endswith(": running"), 5, "the trial page to show it running")
             open(os.path.join(c.specdir, "gate0"), "w").close()
             c.wait_value(lambda: c.trial(live, 0), lambda h: h.get("state") == "succeeded", 30,
                          "trial 0 to succeed")
             b.wait("document.getElementById('title').textContent",
                    lambda v: v.endswith(": succeeded"), 3, "the trial page to show it ended")
-            b.wait("document.body.dataset.live", lambda v: v == "ended", 3,
+            b.wait(STREAM, lambda v: v == "ended", 3,
                    "the trial page to close its stream")
             c.wait_job(live, timeout=30)
 
@@ -451,7 +456,7 @@ class DashboardBrowserTest(CgqTestCase):
             # while it is open shows, then finished (its gates are open),
             # each within 3 s.
             b.call("Page.navigate", url=self.base + "/")
-            b.wait("document.body.dataset.live", lambda v: v == "events", 10,
+            b.wait(STREAM, lambda v: v == "events", 10,
                    "the jobs page's event stream to open")
             jobs_rows = ("[...document.querySelectorAll('#jobs tbody tr')]"
                          ".map(tr => tr.textContent)")

@@ -477,10 +477,11 @@ http_start (const http_cfg_t *cfg, char *err, size_t errlen)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)S_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)S_CONN_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK, s_unescape, NULL, MHD_OPTION_END);
     int e = errno;
-    pthread_sigmask (SIG_SETMASK, &before, NULL);
-    freeaddrinfo (ai);
+    // The events thread too, with the stop signals blocked (as the pool).
     if (s->mhd && s->redis)
         s->sse = sse_start (s->redis); // NULL: /api/events answers 503
+    pthread_sigmask (SIG_SETMASK, &before, NULL);
+    freeaddrinfo (ai);
     if (!s->mhd) {
         snprintf (err, errlen, "cannot serve HTTP on %s: %s (set --http to a free port)", addr,
                   e ? strerror (e) : "libmicrohttpd could not start");

@@ -163,6 +163,7 @@ s_thread (void *arg)
             r = cgq_store_command (st, "XREVRANGE %s + - COUNT 1", CGQ_KEY_EVENTS);
             if (r && r->type == REDIS_REPLY_ARRAY) {
                 if (r->elements && r->element[0]->type == REDIS_REPLY_ARRAY &&
+                    r->element[0]->elements > 0 &&
                     r->element[0]->element[0]->type == REDIS_REPLY_STRING)
                     snprintf (last, sizeof last, "%s", r->element[0]->element[0]->str);
                 else

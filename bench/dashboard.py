@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """bench/dashboard.py: what the dashboard's API costs (issue 27, *Measured*).
 
-1. The trials list of a big ended job: a job of --trials trials (params,
+1. The trials list of a big ended job, and the job page's charts: a job of --trials trials (params,
    metrics, a log line each) written straight into a private Redis as the
    coordinator writes them (docs/architecture.md, *Redis data model*), then
    GET /api/jobs/1/trials?limit=50 of a coordinator started with --http,
    --requests times per order: by id, best first (rank) and by a param. The
    first request of an order reads and sorts the whole job (what a running
    job costs every poll); the next ones find an ended job's order kept.
-   Prints cold (first) and warm p50/p99 in ms.
+   Then the charts' calls (progress, curves, importance, sample), which
+   keep nothing: each reads the job. Prints cold (first) and warm p50/p99
+   in ms and the answer's size.
 2. The coordinator's no-op throughput with a browser's polling and without:
    a job of --noop no-op trials over two workers, run twice: alone, then
    with a client polling /api/jobs/J and /api/jobs/J/trials every --poll s
@@ -85,17 +87,23 @@ def api_costs(a):
         fill(c, a.trials)
         port = harness.free_port()
         c.start_coordinator(extra=("--log-level", "warn", "--http", "127.0.0.1:%d" % port))
-        for name, q in (("by id", "sort=id"), ("best first", "sort=rank"),
-                        ("by a param", "sort=params.lr&order=desc")):
-            times = []
+        for name, path in (("by id", "trials?limit=50&sort=id"),
+                           ("best first", "trials?limit=50&sort=rank"),
+                           ("by a param", "trials?limit=50&sort=params.lr&order=desc"),
+                           # The job page's charts (docs/dashboard.md): each
+                           # reads the job (importance: 20,000 at most).
+                           ("progress", "progress"), ("curves", "curves?limit=5"),
+                           ("importance", "importance"), ("sample", "sample?limit=300")):
+            times, size = [], 0
             for _ in range(a.requests):
                 t = time.monotonic()
-                get(port, "/api/jobs/1/trials?limit=50&" + q)
+                size = len(get(port, "/api/jobs/1/" + path))
                 times.append((time.monotonic() - t) * 1000)
             warm = sorted(times[1:]) or times
-            print("  %-11s cold %8.1f ms, then p50 %6.1f ms, p99 %6.1f ms (%d requests)"
+            print("  %-11s cold %8.1f ms, then p50 %6.1f ms, p99 %6.1f ms (%d requests, %d bytes)"
                   % (name, times[0], statistics.median(warm),
-                     warm[min(len(warm) - 1, int(len(warm) * 0.99))], len(times)), flush=True)
+                     warm[min(len(warm) - 1, int(len(warm) * 0.99))], len(times), size),
+                  flush=True)
         run.ok = True
     return run.ok
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_charts.h"
 #include "keyspace.h"
 #include "util.h"
 
@@ -1020,6 +1021,11 @@ api_handle (cgq_store_t *store, const char *path, const api_query_t *q, char **b
         if ((status = s_job_load (store, jid, &job, body)) != 0)
             return status;
         status = s_trial (store, job, tid, body);
+    }
+    else if (api_charts_path (p)) { // the charts (api_charts.h)
+        if ((status = s_job_load (store, jid, &job, body)) != 0)
+            return status;
+        status = api_charts (store, job, p, q, body);
     }
     else
         return s_error (404, body, "no such API path under /api/jobs/%" PRIu64, jid);

@@ -16,6 +16,8 @@
 //                                    job with several objectives: its Pareto front, by id
 //   GET /api/jobs/ID/failures        {"job", "groups": [{"error", "count", "trials"}]}: failed
 //                                    trials by their error's first line, most first, 10 ids each
+//   GET /api/jobs/ID/progress, curves, importance, sample: the charts (api_charts.h)
+//   GET /api/events?job=ID           server-sent events (sse.h; http.c routes it there)
 //   GET /api/nodes                   {"nodes": [NODE]}
 //   GET /api/devices                 {"devices": [DEVICE]} (device runners' devices: state,
 //                                     node, tags, task, failures, quarantined, last_error)

@@ -33,6 +33,12 @@
 //                the dashboard's pages (web/, compiled in), the token, /api/;
 //                never reads coord_t
 //   api.c        the dashboard's JSON API, read from Redis on those threads
+//   api_charts.c the job page's charts (best so far, learning curves,
+//                importance, a sample for the Pareto scatter), aggregated
+//                from Redis on those threads
+//   importance.c parameter importance as a pure computation (no I/O)
+//   sse.c        /api/events: cgq:events as server-sent events, read by a
+//                thread of its own (XREAD BLOCK); clients suspended in MHD
 //
 // Redis key and field names come from common/keyspace.h, never literals.
 #ifndef CGQ_COORD_H

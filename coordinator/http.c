@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "log.h"
+#include "sse.h"
 #include "store.h"
 #include "util.h"
 #include "web_assets.h"
@@ -43,6 +44,7 @@ struct http_srv_s {
     char *token; // NULL: none wanted
     int port;
     pthread_key_t store_key; // each thread's own Redis connection
+    sse_t *sse;              // /api/events (NULL: no API)
 };
 
 static void
@@ -101,6 +103,16 @@ s_send (struct MHD_Connection *conn, unsigned code, const void *data, size_t len
     enum MHD_Result rc = MHD_queue_response (conn, code, r);
     MHD_destroy_response (r);
     return rc;
+}
+
+// s_headers: the headers every answer carries, for sse.c's.
+static void
+s_headers (struct MHD_Response *r)
+{
+    MHD_add_response_header (r, "Content-Security-Policy", s_csp);
+    MHD_add_response_header (r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header (r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header (r, "Cache-Control", "no-store");
 }
 
 static enum MHD_Result
@@ -289,6 +301,14 @@ s_handler (void *cls, struct MHD_Connection *conn, const char *url, const char *
             rc = s_send (conn, MHD_HTTP_OK, page, strlen (page), MHD_RESPMEM_MUST_FREE,
                          "text/plain; version=0.0.4; charset=utf-8", cookie);
     }
+    else if (!strcmp (url, "/api/events")) { // server-sent events (sse.h)
+        bool nul = false;
+        const char *job = s_arg (conn, "job", &nul);
+        static const char bad[] = "{\"error\":\"a query argument holds a NUL byte\"}";
+        rc = nul ? s_send (conn, MHD_HTTP_BAD_REQUEST, bad, sizeof bad - 1, MHD_RESPMEM_PERSISTENT,
+                           "application/json", cookie)
+                 : sse_answer (s->sse, conn, job, s_headers);
+    }
     else if (!strncmp (url, "/api/", 5)) {
         char *body = NULL;
         int code;
@@ -449,7 +469,7 @@ http_start (const http_cfg_t *cfg, char *err, size_t errlen)
     sigaddset (&stop_signals, SIGTERM);
     sigaddset (&stop_signals, SIGHUP);
     pthread_sigmask (SIG_BLOCK, &stop_signals, &before);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     s->mhd = MHD_start_daemon (
         flags, 0, NULL, NULL, s_handler, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
@@ -457,6 +477,9 @@ http_start (const http_cfg_t *cfg, char *err, size_t errlen)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)S_MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)S_CONN_TIMEOUT_S, MHD_OPTION_UNESCAPE_CALLBACK, s_unescape, NULL, MHD_OPTION_END);
     int e = errno;
+    // The events thread too, with the stop signals blocked (as the pool).
+    if (s->mhd && s->redis)
+        s->sse = sse_start (s->redis); // NULL: /api/events answers 503
     pthread_sigmask (SIG_SETMASK, &before, NULL);
     freeaddrinfo (ai);
     if (!s->mhd) {
@@ -484,7 +507,9 @@ http_stop (struct http_srv_s *s)
 {
     if (!s)
         return;
+    sse_quiesce (s->sse);     // no connection left suspended: MHD_stop_daemon wants none
     MHD_stop_daemon (s->mhd); // joins the pool: each thread's store is freed as it exits
+    sse_stop (&s->sse);
     pthread_key_delete (s->store_key);
     free (s->redis);
     free (s->token);

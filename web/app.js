@@ -8,6 +8,10 @@
 "use strict";
 
 const POLL_MS = 2000;
+// While a job page's event stream (/api/events) is open, events trigger
+// the refresh and the poll only backs it up.
+const LIVE_POLL_MS = 10000;
+let liveEvents = false;
 const PAGE = 50;
 
 function el(tag, text, cls) {
@@ -49,20 +53,58 @@ async function getJSON(url) {
   return body;
 }
 
-// poll calls fn now and every POLL_MS after it settles, until fn returns
-// true (a page whose data can no longer change).
+// poll calls fn now and every POLL_MS after it settles (LIVE_POLL_MS
+// while events come), until fn returns true (a page whose data can no
+// longer change). Returns a function that runs it again now (once more
+// after the run under way, if one is).
 function poll(fn) {
+  let timer = null, busy = false, again = false, done = false;
   const tick = async () => {
-    let done = false;
+    if (done) return;
+    if (busy) { again = true; return; }
+    busy = true;
+    clearTimeout(timer);
     try {
       done = (await fn()) === true;
-      setStatus((done ? "final, " : "updated ") + new Date().toLocaleTimeString(), false);
+      setStatus((done ? "final, " : "updated ") + new Date().toLocaleTimeString() +
+                (liveEvents ? " (live)" : ""), false);
     } catch (e) {
       setStatus(String(e.message || e), true);
     }
-    if (!done) setTimeout(tick, POLL_MS);
+    busy = false;
+    if (!done) timer = setTimeout(tick, again ? 0 : liveEvents ? LIVE_POLL_MS : POLL_MS);
+    again = false;
   };
   tick();
+  return tick;
+}
+
+// listen opens the job's event stream (job null: every job's, and the
+// nodes'); an event (a trial started,
+// finished, ...) runs kick within 100 ms to 1 s, several coalesced. If the stream
+// cannot open (too many, an old server) the page keeps polling every
+// POLL_MS; the browser retries it.
+// ?live=0 on the page's address: poll only (behind a proxy that buffers
+// event streams; or a headless browser's --dump-dom, which waits for the
+// network to settle and a stream never does).
+function listen(job, kick) {
+  if (typeof EventSource === "undefined") return null;
+  if (new URLSearchParams(location.search).get("live") === "0") return null;
+  const es = new EventSource(job === null ? "/api/events"
+                                          : "/api/events?job=" + encodeURIComponent(job));
+  // A busy job's events come all the time: at most one refresh a second
+  // (each reads the job's leaderboard), the first 100 ms after an event.
+  let pending = null, last = 0;
+  const soon = () => {
+    if (pending) return;
+    const wait = Math.max(100, 1000 - (Date.now() - last));
+    pending = setTimeout(() => { pending = null; last = Date.now(); kick(); }, wait);
+  };
+  es.onopen = () => { liveEvents = true; document.body.dataset.live = "events"; };
+  es.onerror = () => { liveEvents = false; document.body.dataset.live = "polling"; };
+  es.onmessage = (e) => { document.body.dataset.lastEvent = e.lastEventId; soon(); };
+  es.addEventListener("reset", soon);
+  return es;
 }
 
 // --- the jobs page -----------------------------------------------------------
@@ -135,6 +177,7 @@ async function renderJob() {
     cells.appendChild(el("td", n, "num"));
   }
   renderTrials(j, page);
+  await renderCharts(j, false); // charts.js
   // Grouping reads every failed trial's error: only when there are some.
   const fails = j.counts.failed > 0 ? await getJSON("/api/jobs/" + id + "/failures")
                                     : { groups: [] };
@@ -263,6 +306,7 @@ async function renderTrial(job, trial) {
   }));
   const reports = t.reports || [];
   document.getElementById("reports-none").hidden = reports.length > 0;
+  drawReports(reports); // charts.js
   const keys = [...new Set(reports.flatMap((r) => Object.keys(r)))].sort();
   const head = document.querySelector("#reports thead tr");
   head.replaceChildren(...keys.map((k) => el("th", k)));
@@ -281,7 +325,19 @@ function startTrial() {
   if (!m) return;
   document.getElementById("back").setAttribute("href", "/jobs/" + m[1]);
   document.getElementById("back").textContent = "\u2190 job " + m[1];
-  poll(() => renderTrial(m[1], m[2]));
+  // The job's events refresh the page; once the trial has ended the stream
+  // is closed (its place is for others) and the page stops.
+  let es = null;
+  const kick = poll(async () => {
+    const done = await renderTrial(m[1], m[2]);
+    if (done && es) {
+      es.close();
+      liveEvents = false;
+      document.body.dataset.live = "ended";
+    }
+    return done;
+  });
+  es = listen(m[1], kick);
 }
 
 // --- the nodes page ------------------------------------------------------------
@@ -332,13 +388,14 @@ function startJob() {
     view.offset += PAGE;
     renderJob().catch((e) => setStatus(String(e.message || e), true));
   });
-  poll(renderJob);
+  startCharts();
+  listen(view.job, poll(renderJob));
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   const page = document.body.dataset.page;
-  if (page === "jobs") poll(renderJobs);
+  if (page === "jobs") listen(null, poll(renderJobs)); // every job's events
   else if (page === "job") startJob();
   else if (page === "trial") startTrial();
-  else if (page === "nodes") poll(renderNodes);
+  else if (page === "nodes") listen(null, poll(renderNodes)); // node.joined, .left, .dead, ...
 });

@@ -15,6 +15,7 @@ beyond loopback without a token the coordinator refuses to start."""
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -403,7 +404,9 @@ class DashboardApiTest(CgqTestCase):
         self.port = free_port()
         c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port, "--http-token-file",
                                    tf))
-        for path in ("/", "/api/jobs", "/metrics", "/static/app.js", "/api/nodes"):
+        for path in ("/", "/api/jobs", "/metrics", "/static/app.js", "/api/nodes",
+                     "/static/charts.js", "/api/events", "/api/events?job=1",
+                     "/api/jobs/1/progress", "/api/jobs/1/importance"):
             status, headers, _ = request(self.port, path)
             self.assertEqual(status, 401, path)
             self.assertIn("Bearer", headers.get("www-authenticate", ""))
@@ -425,6 +428,21 @@ class DashboardApiTest(CgqTestCase):
         self.assertEqual(request(self.port, "/api/jobs",
                                  {"Cookie": cookie.split(";")[0]})[0], 200)
         self.assertEqual(request(self.port, "/api/jobs", {"Cookie": "cgq_token=nope"})[0], 401)
+        # The event stream with the token: its head (200, an event stream).
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        try:
+            sock.sendall(("GET /api/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s"
+                          "\r\n\r\n" % token).encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"), head[:200])
+            self.assertIn(b"text/event-stream", head)
+        finally:
+            sock.close()
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ counts and its trials, a param value holding HTML as text (no <img>
 element made); a trial page shows its params (as text), metrics and
 error; the nodes page lists the worker and a device (its HTML error as
 text). Over the DevTools protocol: a trial that
-finishes while the page is open shows up within 3 s without a reload;
+finishes while the page is open shows up within 3 s without a reload,
+through the job's event stream (/api/events);
 clicking a column header sorts the leaderboard and the state menu filters
 it (both on the server); no script
 error, console error or dialog (alert) happens. The DevTools protocol
@@ -315,6 +316,10 @@ class Browser:
         self.err.close()
 
 
+# Whether the page's event stream is open ("events"); null-safe, as the
+# page may not have a body yet right after a navigation.
+STREAM = "document.body ? document.body.dataset.live || null : null"
+
 ROWS = ("JSON.stringify([...document.querySelectorAll('#trials tbody tr')]"
         ".map(tr => [Number(tr.dataset.trial), tr.className]))")
 
@@ -342,7 +347,7 @@ class DashboardBrowserTest(CgqTestCase):
         c.wait_value(lambda: c.job(live), lambda h: h.get("running") == "2", 30,
                      "both trials of job %d to run" % live)
 
-        dom = dump_dom(self.tmp, self.base + "/")
+        dom = dump_dom(self.tmp, self.base + "/?live=0")
         jobs = {int(j) for j in c.redis.cmd("ZRANGE", "cgq:jobs", 0, -1)}
         self.assertEqual(jobs, {done, live})
         for j in jobs:
@@ -351,7 +356,8 @@ class DashboardBrowserTest(CgqTestCase):
         self.assertIn("finished", dom)
         self.assertIn("running", dom)
 
-        dom = dump_dom(self.tmp, self.base + "/jobs/%d" % done)
+        # ?live=0: no event stream, which --dump-dom would wait on forever.
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d?live=0" % done)
         self.assertIn("Job %d: browser-done" % done, dom)
         rows = re.findall(r'<tr class="state-(\w+)" data-trial="(\d+)">', dom)
         self.assertEqual(sorted(int(t) for _, t in rows), [0, 1, 2, 3], dom[-3000:])
@@ -375,12 +381,12 @@ class DashboardBrowserTest(CgqTestCase):
         self.assertIn('<a href="/jobs/%d/trials/3">3</a>' % done, fails)
 
         # A trial page: its params (the HTML one as text), metrics, state.
-        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/2" % done)
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/2?live=0" % done)
         self.assertIn("Job %d, trial 2: succeeded" % done, dom)
         self.assertIn("<th>s</th><td>&lt;img src=x onerror=alert(1)&gt;</td>", dom)
         self.assertIn("<th>v</th><td>20</td>", dom)
         self.assertNotIn("<img", dom)
-        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/3" % done)
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/3?live=0" % done)
         self.assertIn("exit status 3", dom, "a failed trial's error is shown")
 
         # The nodes page, and a device (hand-written as the coordinator
@@ -389,7 +395,7 @@ class DashboardBrowserTest(CgqTestCase):
             ("SADD", "cgq:devices", "board-1"),
             ("HSET", "cgq:device:board-1", "id", "board-1", "node", "", "state", "quarantined",
              "tags", '{"device": "pi"}', "failures", 3, "quarantined", 1, "last_error", XSS)])
-        dom = dump_dom(self.tmp, self.base + "/nodes")
+        dom = dump_dom(self.tmp, self.base + "/nodes?live=0")
         self.assertIn('data-node="w1"', dom)
         self.assertIn("alive", dom)
         self.assertIn('<tr class="state-quarantined" data-device="board-1">', dom)
@@ -413,6 +419,11 @@ class DashboardBrowserTest(CgqTestCase):
             b.wait(ROWS, lambda v: v and json.loads(v) == [[0, "state-running"],
                                                             [1, "state-running"]],
                    15, "the page to show both trials running")
+            # The page listens to the job's event stream (/api/events); while
+            # it is open the poll backs off to 10 s, so the 3 s below is
+            # the event's doing.
+            b.wait(STREAM, lambda v: v == "events", 5,
+                   "the page's event stream to open")
             # Trial 1 finishes while the page is open.
             open(os.path.join(c.specdir, "gate1"), "w").close()
             c.wait_value(lambda: c.trial(live, 1), lambda h: h.get("state") == "succeeded", 30,
@@ -421,11 +432,41 @@ class DashboardBrowserTest(CgqTestCase):
             b.wait(ROWS, lambda v: [1, "state-succeeded"] in json.loads(v), 3,
                    "the page to show trial 1 succeeded (polling, no reload)")
             self.assertLess(time.monotonic() - seen, 3 * SPEED)
+            self.assertTrue(b.eval("document.body.dataset.lastEvent"), "an event came")
             # One of two done: the page guesses the time left.
             b.wait("document.getElementById('facts').textContent",
                    lambda v: "ETAabout " in v, 5, "an ETA once a trial is done")
+            # A trial page listens too: trial 0 ends while it is open,
+            # shown within 3 s, and the page then closes its stream.
+            b.call("Page.navigate", url=self.base + "/jobs/%d/trials/0" % live)
+            b.wait(STREAM, lambda v: v == "events", 10,
+                   "the trial page's event stream to open")
+            b.wait("document.getElementById('title').textContent",
+                   lambda v: v.endswith(": running"), 5, "the trial page to show it running")
             open(os.path.join(c.specdir, "gate0"), "w").close()
+            c.wait_value(lambda: c.trial(live, 0), lambda h: h.get("state") == "succeeded", 30,
+                         "trial 0 to succeed")
+            b.wait("document.getElementById('title').textContent",
+                   lambda v: v.endswith(": succeeded"), 3, "the trial page to show it ended")
+            b.wait(STREAM, lambda v: v == "ended", 3,
+                   "the trial page to close its stream")
             c.wait_job(live, timeout=30)
+
+            # The jobs page listens to every job's events: a job submitted
+            # while it is open shows, then finished (its gates are open),
+            # each within 3 s.
+            b.call("Page.navigate", url=self.base + "/")
+            b.wait(STREAM, lambda v: v == "events", 10,
+                   "the jobs page's event stream to open")
+            jobs_rows = ("[...document.querySelectorAll('#jobs tbody tr')]"
+                         ".map(tr => tr.textContent)")
+            again = c.submit(c.write_file("again.yaml", LIVE.replace("browser-live",
+                                                                     "browser-again")))
+            seen = time.monotonic()
+            c.wait_job(again, timeout=30)
+            b.wait(jobs_rows, lambda v: any(r.startswith(str(again) + "browser-againfinished")
+                                            for r in v),
+                   3 + (time.monotonic() - seen), "job %d on the jobs page, finished" % again)
 
             # The finished job: click the "s"... the i column sorts by i, on the server.
             b.call("Page.navigate", url=self.base + "/jobs/%d" % done)

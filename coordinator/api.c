@@ -702,6 +702,41 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
     return s_answer (doc, 200, body);
 }
 
+// s_field is the value of field name in an HGETALL reply (NULL: absent).
+static const char *
+s_field (const redisReply *h, const char *name)
+{
+    for (size_t i = 0; i + 1 < h->elements; i += 2)
+        if (h->element[i]->type == REDIS_REPLY_STRING && !strcmp (h->element[i]->str, name))
+            return h->element[i + 1]->type == REDIS_REPLY_STRING ? h->element[i + 1]->str
+                                                                 : NULL;
+    return NULL;
+}
+
+// s_trial_extra: what a trial's page shows beyond its results row, from its
+// hash: the latest checkpoint recorded (or null) and how many a next
+// attempt may resume from, where it was paused, pbt's lineage and exploit.
+static json_t *
+s_trial_extra (const redisReply *h)
+{
+    json_t *o = json_object ();
+    const char *json_fields[] = {CGQ_TF_CHECKPOINT, CGQ_TF_LINEAGE, CGQ_TF_EXPLOITED};
+    for (size_t i = 0; i < sizeof json_fields / sizeof *json_fields; i++) {
+        const char *v = s_field (h, json_fields[i]);
+        json_t *j = v ? json_loads (v, 0, NULL) : NULL;
+        json_object_set_new (o, json_fields[i], json_is_object (j) ? j : json_null ());
+        if (j && !json_is_object (j))
+            json_decref (j);
+    }
+    const char *list = s_field (h, CGQ_TF_CHECKPOINTS);
+    json_t *l = list ? json_loads (list, 0, NULL) : NULL;
+    json_object_set_new (o, "checkpoints",
+                         json_integer (json_is_array (l) ? (json_int_t)json_array_size (l) : 0));
+    json_decref (l);
+    json_object_set_new (o, CGQ_TF_PAUSED, s_str (s_field (h, CGQ_TF_PAUSED)));
+    return o;
+}
+
 static int
 s_trial (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t id, char **body)
 {
@@ -713,13 +748,17 @@ s_trial (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t id, char **body)
     if (rc == 0)
         return s_error (404, body, "job %" PRIu64 " has no trial %" PRIu64, job->id, id);
     cgq_trial_rec_t *t = cgq_trial_rec_from (job, id, r);
+    json_t *extra = s_trial_extra (r);
     freeReplyObject (r);
     json_t *reports = s_reports (store, job->id, id);
     if (!reports) {
         cgq_trial_rec_destroy (&t);
+        json_decref (extra);
         return s_store_error (store, body);
     }
     json_t *o = s_trial_json (t);
+    json_object_update (o, extra);
+    json_decref (extra);
     json_object_set_new (o, "job", json_integer ((json_int_t)job->id));
     json_object_set_new (o, "log", s_str (t->log));
     json_object_set_new (o, "trial_dir", s_str (t->trial_dir));

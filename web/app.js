@@ -142,6 +142,52 @@ function fact(dl, name, value) {
   dl.appendChild(el("dd", value));
 }
 
+// factLink: a fact whose value is a link (href built from numbers only).
+function factLink(dl, name, text, href, id) {
+  dl.appendChild(el("dt", name));
+  const dd = el("dd");
+  const a = el("a", text);
+  a.setAttribute("href", href);
+  if (id) a.id = id;
+  dd.appendChild(a);
+  dl.appendChild(dd);
+}
+
+function fmtBytes(n) {
+  if (typeof n !== "number") return "";
+  const u = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+  return (i ? n.toFixed(1) : String(n)) + " " + u[i];
+}
+
+// trialCheckpoint: the trial's checkpoint, pause and pbt lineage facts.
+function trialCheckpoint(dl, job, t) {
+  const c = t.checkpoint;
+  if (c && typeof c === "object") {
+    const step = c.step && typeof c.step === "object"
+      ? Object.entries(c.step).map(([k, v]) => k + " " + fmtNum(v)).join(", ") : "";
+    fact(dl, "checkpoint", [step, fmtBytes(c.size), c.files !== undefined ? c.files + " file(s)" : "",
+      c.host ? "sealed on " + c.host : "", c.at ? fmtTime(c.at) : "",
+      typeof c.sha256 === "string" ? "sha256 " + c.sha256.slice(0, 12) : ""]
+      .filter((x) => x).join(" · "));
+    fact(dl, "resumable checkpoints", t.checkpoints);
+  }
+  if (t.paused) fact(dl, "paused", t.paused);
+  const lin = t.lineage;
+  if (lin && typeof lin === "object" && Number.isInteger(lin.parent)) {
+    factLink(dl, "continues", "trial " + lin.parent + (lin.step !== undefined ? " at step " +
+      fmtNum(lin.step) : ""), "/jobs/" + job + "/trials/" + lin.parent, "lineage-parent");
+    if (lin.changed && typeof lin.changed === "object")
+      fact(dl, "perturbed", Object.entries(lin.changed).map(([k, v]) => k + " " +
+        (Array.isArray(v) ? fmtNum(v[0]) + " → " + fmtNum(v[1]) : fmtNum(v))).join(", "));
+  }
+  const ex = t.exploited;
+  if (ex && typeof ex === "object" && Number.isInteger(ex.by))
+    factLink(dl, "continued as", "trial " + ex.by, "/jobs/" + job + "/trials/" + ex.by,
+      "lineage-child");
+}
+
 async function renderJob() {
   const id = view.job;
   const [j, page] = await Promise.all([
@@ -294,6 +340,7 @@ async function renderTrial(job, trial) {
   if (t.error) fact(dl, "error", t.error);
   if (t.warning) fact(dl, "warning", t.warning);
   if (t.trial_dir) fact(dl, "directory", t.trial_dir);
+  trialCheckpoint(dl, job, t);
   kvRows(document.querySelector("#params tbody"), t.params);
   kvRows(document.querySelector("#metrics tbody"), t.metrics);
   const runs = Object.entries(t.runs || {});

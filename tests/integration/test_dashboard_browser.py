@@ -33,7 +33,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import SPEED, CgqTestCase, free_port, main, tail  # noqa: E402
+from harness import REPO, SPEED, CgqTestCase, free_port, main, tail  # noqa: E402
 
 
 
@@ -316,6 +316,30 @@ class Browser:
         self.err.close()
 
 
+# A trial that checkpoints twice through the Python helpers (path of
+# clients/python given), for the trial page's checkpoint facts.
+CKPT_TRIAL = r'''
+import os, sys
+sys.path.insert(0, %r)
+import cgq
+for epoch in (1, 2):
+    with open(os.path.join(cgq.checkpoint_dir(), "w.txt"), "w") as f:
+        f.write(str(epoch))
+    cgq.report(epoch=epoch, v=epoch)
+    cgq.checkpoint(epoch=epoch)
+cgq.result(v=2)
+'''
+
+CKPT_SPEC = '''name: browser-ckpt
+space:
+  i: {grid: [0, 1]}
+objective: {metric: v, mode: max}
+trial:
+  command: python3 {spec_dir}/ck.py
+  resources: {cpu: 1}
+checkpoint: {store: '{spec_dir}/store', keep: 2}
+'''
+
 # Whether the page's event stream is open ("events"); null-safe, as the
 # page may not have a body yet right after a navigation.
 STREAM = "document.body ? document.body.dataset.live || null : null"
@@ -404,6 +428,41 @@ class DashboardBrowserTest(CgqTestCase):
         self.assertNotIn("<img", dom)
         r = c.cgq("cancel", str(live))
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_trial_checkpoint_and_lineage(self):
+        """A trial page shows the trial's latest checkpoint (as the API
+        gives it from the trial hash) and pbt's lineage, linked, its
+        params' names as text."""
+        c = self.cluster
+        self.start()
+        c.write_file("ck.py", CKPT_TRIAL % os.path.join(REPO, "clients", "python"))
+        j = c.submit(c.write_file("ck.yaml", CKPT_SPEC))
+        job = c.wait_job(j, timeout=60)
+        self.assertEqual(job.get("state"), "finished", job)
+        rec = json.loads(c.trial(j, 0)["checkpoint"])
+        with urllib.request.urlopen(self.base + "/api/jobs/%d/trials/0" % j, timeout=10) as r:
+            api = json.loads(r.read())
+        self.assertEqual(api["checkpoint"], rec)
+        self.assertEqual(api["checkpoints"], len(json.loads(c.trial(j, 0)["checkpoints"])))
+        self.assertEqual((api["lineage"], api["exploited"], api["paused"]), (None, None, None))
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/0?live=0" % j)
+        facts = dom.split('id="facts"')[1].split("</dl>")[0]
+        self.assertIn("<dt>checkpoint</dt>", facts)
+        self.assertIn("epoch 2", facts)
+        self.assertIn("sha256 " + rec["sha256"][:12], facts)
+        # pbt's fields, written as the coordinator writes them, with HTML in
+        # a param's name: a link to the parent and to the child, text only.
+        c.redis.pipeline([("HSET", "cgq:job:{%d}:trial:1" % j, "lineage", json.dumps(
+            {"parent": 0, "replaces": 0, "step": 2, "changed": {XSS: [0.1, 0.12]}})),
+            ("HSET", "cgq:job:{%d}:trial:0" % j, "exploited",
+             json.dumps({"by": 1, "donor": 0, "step": 2}))])
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/1?live=0" % j)
+        self.assertIn('<a href="/jobs/%d/trials/0" id="lineage-parent">trial 0 at step 2</a>' % j,
+                      dom)
+        self.assertIn("<dd>&lt;img src=x onerror=alert(1)&gt; 0.1 \u2192 0.12</dd>", dom)
+        self.assertNotIn("<img", dom)
+        dom = dump_dom(self.tmp, self.base + "/jobs/%d/trials/0?live=0" % j)
+        self.assertIn('<a href="/jobs/%d/trials/1" id="lineage-child">trial 1</a>' % j, dom)
 
     def test_live_and_sort(self):
         c = self.cluster

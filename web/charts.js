@@ -30,6 +30,16 @@ function extent(values) {
   return [lo, hi];
 }
 
+// fmtTick: a tick's value with as many decimals as the ticks' spacing
+// needs (one more than its first significant digit), so that labels stay
+// short enough for the margin.
+function fmtTick(v, step) {
+  if (!isFinite(v)) return "";
+  if (Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-4)) return Number(v.toPrecision(3)).toString();
+  const d = step > 0 ? Math.min(6, Math.max(0, Math.ceil(-Math.log10(step)) + 1)) : 2;
+  return Number(v.toFixed(d)).toString();
+}
+
 function ticks(lo, hi, n) {
   const step = (hi - lo) / n, out = [];
   for (let i = 0; i <= n; i++) out.push(lo + i * step);
@@ -49,9 +59,11 @@ function frame(xr, yr, xLabel, yLabel) {
   axes.appendChild(svg("line", { x1: MARGIN.l, y1: MARGIN.t + ph, x2: MARGIN.l + pw, y2: MARGIN.t + ph }));
   axes.appendChild(svg("line", { x1: MARGIN.l, y1: MARGIN.t, x2: MARGIN.l, y2: MARGIN.t + ph }));
   for (const t of ticks(xr[0], xr[1], 4))
-    axes.appendChild(svg("text", { x: sx(t), y: MARGIN.t + ph + 14, "text-anchor": "middle" }, fmtNum(t)));
+    axes.appendChild(svg("text", { x: sx(t), y: MARGIN.t + ph + 14, "text-anchor": "middle" },
+                         fmtTick(t, (xr[1] - xr[0]) / 4)));
   for (const t of ticks(yr[0], yr[1], 4))
-    axes.appendChild(svg("text", { x: MARGIN.l - 4, y: sy(t) + 4, "text-anchor": "end" }, fmtNum(t)));
+    axes.appendChild(svg("text", { x: MARGIN.l - 4, y: sy(t) + 4, "text-anchor": "end" },
+                         fmtTick(t, (yr[1] - yr[0]) / 4)));
   axes.appendChild(svg("text", { x: MARGIN.l + pw / 2, y: CHART_H - 6, "text-anchor": "middle",
                                  class: "xlabel" }, xLabel));
   axes.appendChild(svg("text", { x: 12, y: MARGIN.t + ph / 2, "text-anchor": "middle", class: "ylabel",

@@ -26,8 +26,10 @@ workers would add transport to each trial and nothing to what is suggested.
 Both sides run the trials one after another (no constant liar at play).
 
 Cost: milliseconds per suggestion (Optuna: ask, suggest every param, tell;
-cgq: suggest, observe) once 100 and 1,000 trials have finished, on Branin
-(2 params) and Hartmann-6 (6 params).
+cgq: suggest, observe) once 100, 1,000 and 10,000 trials have finished, on
+Branin (2 params) and Hartmann-6 (6 params); --runs R repeats each and
+prints the median (min-max); --cost-only skips the quality runs. Measure it
+on an idle machine.
 """
 import argparse
 import json
@@ -128,6 +130,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 seeds, smaller budgets")
     ap.add_argument("--budget", action="append", default=[], metavar="FUNC=N",
                     help="trials per search (default branin=60 hartmann6=100 rosenbrock8=150)")
+    ap.add_argument("--cost-only", action="store_true",
+                    help="only the cost of a suggestion (no quality runs)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="measure each cost this many times: median (min-max)")
     args = ap.parse_args()
     if not os.access(DRIVE, os.X_OK):
         sys.exit("bench/tpe.py: %s is missing (cmake --build build)" % DRIVE)
@@ -147,6 +153,20 @@ def main():
     print("bench/tpe.py: Optuna %s, numpy %s, %d seeds; load average %.2f on %d cores"
           % (optuna.__version__, np.__version__, seeds, load, os.cpu_count()))
     print()
+    if not args.cost_only:
+        quality(budgets, seeds)
+    cost(args.quick, max(1, args.runs))
+
+
+def spread(v):
+    """median (min-max) of the runs' figures, or the one figure."""
+    m = statistics.median(v)
+    if len(v) == 1:
+        return "%.3g" % m
+    return "%.3g (%.3g-%.3g)" % (m, min(v), max(v))
+
+
+def quality(budgets, seeds):
     print("## Best value at equal budget (minimised; mean / median over seeds)")
     print()
     cols = ["cgq tpe", "cgq tpe multivariate", "cgq random", "optuna tpe", "optuna tpe+fix"]
@@ -174,18 +194,25 @@ def main():
         print("|   wall s per search | | %s |" % " | ".join(
             "%.3f" % (secs[c] / seeds) for c in cols), flush=True)
     print()
-    print("## Cost of one suggestion (ms), after N finished trials")
+
+
+def cost(quick, runs):
+    print("## Cost of one suggestion (ms), after N finished trials%s"
+          % ("; median (min-max) of %d runs" % runs if runs > 1 else ""))
     print()
     print("| function | N | cgq tpe | cgq tpe multivariate | optuna tpe | optuna / cgq |")
     print("|---|---|---|---|---|---|")
     for name in ("branin", "hartmann6"):
-        for n in ((100,) if args.quick else (100, 1000)):
-            reps = 200 if n <= 100 else 50
-            c = cgq("cost", name, n, reps)["ms"]
-            cm = cgq("cost", name, n, reps, "multivariate")["ms"]
-            o = optuna_cost(name, n, 20 if n <= 100 else 5)
-            print("| %s | %d | %.3f | %.3f | %.1f | %.0fx |" % (name, n, c, cm, o, o / c),
-                  flush=True)
+        for n in ((100,) if quick else (100, 1000, 10000)):
+            reps = 200 if n <= 100 else 50 if n <= 1000 else 10
+            c, cm, o = [], [], []
+            for _ in range(runs):
+                c.append(cgq("cost", name, n, reps)["ms"])
+                cm.append(cgq("cost", name, n, reps, "multivariate")["ms"])
+                o.append(optuna_cost(name, n, 20 if n <= 100 else 5 if n <= 1000 else 2))
+            print("| %s | %d | %s | %s | %s | %.0fx |" % (
+                name, n, spread(c), spread(cm), spread(o),
+                statistics.median(o) / statistics.median(c)), flush=True)
 
 
 if __name__ == "__main__":

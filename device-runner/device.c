@@ -126,7 +126,7 @@ cgq_device_fd (const cgq_device_t *self)
 static char **
 s_argv (const cgq_device_t *self, const Cgq__Assign *a)
 {
-    char **v = cgq_xcalloc (32, sizeof *v);
+    char **v = cgq_xcalloc (32 + a->n_env, sizeof *v);
     int n = 0;
     v[n++] = cgq_xstrdup (self->opts.self_exe);
     v[n++] = cgq_xstrdup ("measure");
@@ -148,6 +148,10 @@ s_argv (const cgq_device_t *self, const Cgq__Assign *a)
     if (self->opts.max_artifact)
         v[n++] = cgq_xasprintf ("--max-artifact=%" PRIu64, self->opts.max_artifact);
     v[n++] = cgq_xasprintf ("--log-level=%s", self->opts.log_level ? self->opts.log_level : "info");
+    for (size_t i = 0; i < a->n_env; i++) // the trial's env (Assign.env)
+        if (a->env[i] && a->env[i]->key)
+            v[n++] = cgq_xasprintf ("--env=%s=%s", a->env[i]->key,
+                                    a->env[i]->value ? a->env[i]->value : "");
     v[n] = NULL;
     return v;
 }

@@ -36,6 +36,7 @@
 
 #define S_PROG "cgq-device-runner"
 #define S_SETUP_TIMEOUT_S 600
+#define S_MAX_TRIAL_ENV 256 // --env entries of one measurement
 
 typedef struct {
     char *coordinator;
@@ -311,8 +312,26 @@ s_load (const char *path)
 {
     char err[1024];
     cgq_runcfg_t *rc = cgq_runcfg_load (path, err, sizeof err);
-    if (!rc)
+    if (!rc) {
         fprintf (stderr, S_PROG ": %s\n", err);
+        return NULL;
+    }
+    // A relative cache.dir is the runner's start directory's, resolved now:
+    // benchmarks run in --workdir, where a relative {artifact} points nowhere.
+    // (The measuring process starts in the runner's directory, so it
+    // resolves it the same way.)
+    if (rc->cache_dir && rc->cache_dir[0] != '/') {
+        char *cwd = getcwd (NULL, 0);
+        if (cwd) {
+            const char *rel = rc->cache_dir;
+            if (rel[0] == '.' && rel[1] == '/')
+                rel += 2;
+            char *abs = cgq_xasprintf ("%s/%s", cwd, rel);
+            free (rc->cache_dir);
+            rc->cache_dir = abs;
+            free (cwd);
+        }
+    }
     return rc;
 }
 
@@ -352,9 +371,13 @@ s_measure_main (int argc, char **argv)
         {"job", required_argument, NULL, 'J'},      {"trial", required_argument, NULL, 'T'},
         {"workdir", required_argument, NULL, 'W'},  {"log-level", required_argument, NULL, 'L'},
         {"max-artifact", required_argument, NULL, 'M'},
+        {"env", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *level = "info";
+    static char *env_keys[S_MAX_TRIAL_ENV];
+    static const char *env_vals[S_MAX_TRIAL_ENV];
+    size_t nenv = 0;
     cgq_measure_req_t req;
     memset (&req, 0, sizeof req);
     uint64_t u;
@@ -370,6 +393,18 @@ s_measure_main (int argc, char **argv)
         case 's': req.artifact_sha256 = optarg; break;
         case 'W': req.workdir = optarg; break;
         case 'L': level = optarg; break;
+        case 'E': {
+            // --env NAME=VALUE (repeated): the trial's env, given to the benchmark
+            char *eq = strchr (optarg, '=');
+            if (!eq || eq == optarg || nenv >= S_MAX_TRIAL_ENV) {
+                fprintf (stderr, S_PROG " measure: --env '%s' is not NAME=VALUE (at most %d)\n",
+                         optarg, S_MAX_TRIAL_ENV);
+                return 2;
+            }
+            env_keys[nenv] = cgq_xstrndup (optarg, (size_t) (eq - optarg));
+            env_vals[nenv++] = eq + 1;
+            break;
+        }
         case 'M':
             if (cgq_parse_u64 (optarg, &req.max_artifact) < 0) {
                 fprintf (stderr, S_PROG " measure: '%s' is not a byte count\n", optarg);
@@ -407,6 +442,9 @@ s_measure_main (int argc, char **argv)
     if (!rc)
         return 2;
     req.cfg = rc;
+    req.env_keys = (const char *const *) env_keys;
+    req.env_vals = env_vals;
+    req.nenv = nenv;
     signal (SIGTERM, s_measure_on_term);
     signal (SIGINT, s_measure_on_term);
     curl_global_init (CURL_GLOBAL_DEFAULT);
@@ -424,6 +462,8 @@ s_measure_main (int argc, char **argv)
     free (metrics);
     json_decref (line);
     cgq_runcfg_destroy (&rc);
+    for (size_t i = 0; i < nenv; i++)
+        free (env_keys[i]);
     curl_global_cleanup ();
     return st == CGQ_MEASURE_OK ? 0 : st == CGQ_MEASURE_FAILED ? 1 : st == CGQ_MEASURE_TIMEOUT ? 3 : 4;
 }

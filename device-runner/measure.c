@@ -572,6 +572,9 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     for (size_t i = 0; i < m.dev->env.n; i++)
         s_env_add (&env, cgq_xstrdup (m.dev->env.keys[i]), cgq_xstrdup (m.dev->env.vals[i]));
     s_env_add (&env, cgq_xstrdup ("CGQ_DEVICE_ID"), cgq_xstrdup (m.dev->id));
+    // The trial's (or stage's) env, rendered by the coordinator (Assign.env).
+    for (size_t i = 0; i < r->nenv; i++)
+        s_env_add (&env, cgq_xstrdup (r->env_keys[i]), cgq_xstrdup (r->env_vals[i]));
     envp = cgq_invoke_env (env.keys, env.vals, env.n);
     if (m.dev->check) {
         char why[512];

@@ -24,6 +24,9 @@ typedef struct {
     uint64_t job, trial;         // for {job_id} and {trial_id}
     const char *workdir;         // commands run here; NULL: the current directory
     uint64_t max_artifact;       // --max-artifact of the runner; 0: runner.yaml's
+    const char *const *env_keys; // the trial's (stage's) env from the spec: after the
+    const char *const *env_vals; // device's env, before the benchmark's own
+    size_t nenv;
 } cgq_measure_req_t;
 
 typedef enum {

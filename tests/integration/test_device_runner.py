@@ -94,12 +94,12 @@ class DeviceRunnerTest(CgqTestCase):
             f.write("\n".join(lines) + "\n")
         return path
 
-    def start_runner(self, rid, config, extra=()):
+    def start_runner(self, rid, config, extra=(), cwd=None):
         c = self.cluster
         argv = [binary("cgq-device-runner"), "--config", config, "--coordinator", c.nodes_ep,
                 "--id", rid, "--workdir", os.path.join(self.tmp, rid), "--heartbeat", "200ms"]
         argv += list(extra)
-        p = Proc(rid, argv, c.logdir)
+        p = Proc(rid, argv, c.logdir, cwd=cwd)
         c.procs.append(p)
         c.wait_for(lambda: c.redis.hgetall("cgq:node:" + rid).get("state") == "alive",
                    30, "runner %s alive" % rid)
@@ -313,6 +313,44 @@ trial:
         c.wait_job(j3, 60)
         t = list(c.trials(j3).values())[0]
         self.assertIn("unknown benchmark 'rm-rf'", t.get("error", ""))
+
+    def test_trial_env_and_relative_cache_reach_the_benchmark(self):
+        """The trial's env reaches the benchmark (after the device's env, before
+        the benchmark's own), and the default relative cache dir is resolved
+        where the runner starts, so {artifact} is found from --workdir."""
+        c = self.start_default(workers=())
+        blob = os.urandom(1000)
+        model = os.path.join(self.tmp, "model.bin")
+        with open(model, "wb") as f:
+            f.write(blob)
+        sha = hashlib.sha256(blob).hexdigest()
+        seen = os.path.join(self.tmp, "seen.log")
+        start = os.path.join(self.tmp, "start")
+        os.makedirs(start)
+        cfg = self.runner_yaml(
+            "r1", [("e1", {"device": "envb"})],
+            "  show:\n"
+            "    command: [sh, -c, 'test -r \"$1\" && echo \"$TRIAL_X $STAGE_Y\" >> %s', sh, "
+            "'{artifact}']\n"
+            "    repeats: 1\n    warmup: 0\n" % seen,
+            cache="./.cgq/artifacts")
+        self.start_runner("r1", cfg, cwd=start)
+        spec = c.write_file("env.yaml", """name: env
+space:
+  x: {grid: [7]}
+trial:
+  on: {device: envb}
+  benchmark: show
+  artifact: {url: "file://%s", sha256: "%s"}
+  env: {TRIAL_X: "x={x}", STAGE_Y: "y"}
+""" % (model, sha))
+        j = c.submit(spec)
+        job = c.wait_job(j, 60)
+        t = list(c.trials(j).values())[0]
+        self.assertEqual(job.get("succeeded"), "1", (job, t.get("error")))
+        self.assertEqual(read_text(seen).split("\n")[0], "x=7 y")
+        self.assertTrue(os.path.isdir(os.path.join(start, ".cgq", "artifacts")),
+                        "the relative cache is the start directory's")
 
     def test_artifact_size_limit(self):
         c = self.start_default(workers=())

@@ -67,7 +67,38 @@ cgq_stats_compute (const double *samples, size_t n, cgq_stats_t *out)
             k++;
         }
     out->iqr_mean = k ? sum / (double) k : out->p50;
+    size_t lo, hi;
+    out->ci_ok = cgq_stats_median_ci_ranks (n, 0.95, &lo, &hi) == 0;
+    out->ci_low = s[lo - 1];
+    out->ci_high = s[hi - 1];
     free (s);
+    return 0;
+}
+
+int
+cgq_stats_median_ci_ranks (size_t n, double conf, size_t *lo, size_t *hi)
+{
+    *lo = 1;
+    *hi = n ? n : 1;
+    if (n == 0 || !(conf > 0 && conf < 1))
+        return -1;
+    double tail = (1 - conf) / 2, cdf = 0;
+    // P(B = i) in log space (lgamma): exact enough for any n a measurement takes.
+    double ln2n = (double) n * log (2.0);
+    size_t best = 0;
+    for (size_t k = 1; k <= (n + 1) / 2; k++) {
+        size_t i = k - 1; // cdf = P(B <= k - 1) = P(B < k)
+        cdf += exp (lgamma ((double) n + 1) - lgamma ((double) i + 1) -
+                    lgamma ((double) (n - i) + 1) - ln2n);
+        if (cdf <= tail * (1 + 1e-12))
+            best = k;
+        else
+            break;
+    }
+    if (best == 0)
+        return -1;
+    *lo = best;
+    *hi = n + 1 - best;
     return 0;
 }
 
@@ -92,6 +123,9 @@ cgq_stats_to_json (const cgq_stats_t *st, const double *samples, size_t n, size_
     s_set (obj, "std", suffix, st->std);
     s_set (obj, "iqr_mean", suffix, st->iqr_mean);
     s_set (obj, "cv", NULL, st->cv);
+    s_set (obj, "ci_low", suffix, st->ci_low);
+    s_set (obj, "ci_high", suffix, st->ci_high);
+    json_object_set_new (obj, "ci_ok", json_boolean (st->ci_ok));
     json_object_set_new (obj, "runs", json_integer ((json_int_t) st->n));
     if (!samples_key)
         return;

@@ -15,7 +15,18 @@ typedef struct {
     double std;        // sample standard deviation (n - 1); 0 for n < 2
     double cv;         // std / mean; 0 when mean is 0
     double iqr_mean;   // mean of the samples within [p25, p75]
+    double ci_low, ci_high; // distribution-free 95 % CI of the median (order
+                            // statistics); min and max when n < 6 (then
+                            // the coverage is below 95 %: ci_ok is 0)
+    int ci_ok;
 } cgq_stats_t;
+
+// cgq_stats_median_ci_ranks gives the 1-based ranks lo <= hi of the order
+// statistics x(lo), x(hi) that bound the median of n samples with coverage at
+// least conf (0 < conf < 1): lo is the largest k with P(B < k) <= (1-conf)/2,
+// B ~ Binomial(n, 1/2), and hi = n + 1 - lo. Returns 0, or -1 when no such
+// pair exists (n too small: 95 % needs n >= 6), then lo = 1 and hi = n.
+int cgq_stats_median_ci_ranks (size_t n, double conf, size_t *lo, size_t *hi);
 
 // cgq_stats_compute summarises samples[0..n-1] (not modified) into *out.
 // Returns 0, or -1 when n is 0 (then *out is all zero).

@@ -31,6 +31,32 @@ test_known_values (void **state)
 }
 
 static void
+test_median_ci_order_statistics (void **state)
+{
+    // Exact binomial tables (95 %, distribution-free): n = 6 -> x(1), x(6);
+    // 10 -> x(2), x(9); 20 -> x(6), x(15); 50 -> x(18), x(33); 100 ->
+    // x(40), x(61); 1000 -> x(469), x(532). Below 6 no pair reaches 95 %.
+    static const size_t want[][3] = {{6, 1, 6},    {10, 2, 9},    {20, 6, 15},
+                                     {50, 18, 33}, {100, 40, 61}, {1000, 469, 532}};
+    size_t lo, hi;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_int_equal (cgq_stats_median_ci_ranks (want[i][0], 0.95, &lo, &hi), 0);
+        assert_int_equal (lo, want[i][1]);
+        assert_int_equal (hi, want[i][2]);
+    }
+    assert_int_equal (cgq_stats_median_ci_ranks (5, 0.95, &lo, &hi), -1);
+    assert_true (lo == 1 && hi == 5);
+    assert_int_equal (cgq_stats_median_ci_ranks (0, 0.95, &lo, &hi), -1);
+    // In the summary: [1..10] shuffled -> [2, 9]; 5 samples -> min, max, not ok.
+    double v[] = {7, 1, 10, 3, 5, 2, 9, 4, 6, 8};
+    cgq_stats_t s;
+    cgq_stats_compute (v, 10, &s);
+    assert_true (s.ci_ok && s.ci_low == 2 && s.ci_high == 9);
+    cgq_stats_compute (v, 5, &s);
+    assert_true (!s.ci_ok && s.ci_low == 1 && s.ci_high == 10);
+}
+
+static void
 test_outlier_and_edges (void **state)
 {
     double v[] = {10, 10, 10, 10, 10, 10, 10, 1000};
@@ -66,6 +92,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_known_values),
         cmocka_unit_test (test_outlier_and_edges),
+        cmocka_unit_test (test_median_ci_order_statistics),
         cmocka_unit_test (test_json_caps_samples),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

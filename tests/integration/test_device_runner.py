@@ -158,11 +158,14 @@ trial:
         for m in ms:
             for k in ("time", "memory", "min_ms", "p50_ms", "p90_ms", "p99_ms", "mean_ms",
                       "std_ms", "cv", "iqr_mean_ms", "samples_ms", "peak_rss_kb", "device",
-                      "tags", "benchmark", "warmup_runs"):
+                      "tags", "benchmark", "warmup_runs", "ci_low_ms", "ci_high_ms", "ci_ok"):
                 self.assertIn(k, m)
             self.assertEqual(m["runs"], 5)
             self.assertEqual(len(m["samples_ms"]), 5)
             self.assertEqual(m["warmup_runs"], 1)
+            srt = sorted(m["samples_ms"])  # 5 runs: below 6, no 95 % pair
+            self.assertEqual((m["ci_low_ms"], m["ci_high_ms"], m["ci_ok"]),
+                             (srt[0], srt[-1], False))
             self.assertEqual(m["tags"], {"device": "fake-board"})
             self.assertEqual(m["benchmark"], "sleep")
         # The runs sleep uniform [14, 26] ms: median and mean 20. Over 200

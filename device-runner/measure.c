@@ -263,6 +263,17 @@ s_match_all (const regex_t *re, const char *text, double scale, s_meas_t *m, boo
     return found;
 }
 
+// s_converged says whether the median's 95 % CI of the samples so far lies
+// within ±precision of the median (a CI needs 6 samples).
+static bool
+s_converged (s_meas_t *m, double precision)
+{
+    cgq_stats_t s;
+    if (cgq_stats_compute (m->samples, m->n, &s) < 0 || !s.ci_ok)
+        return false;
+    return s.ci_high - s.p50 <= precision * s.p50 && s.p50 - s.ci_low <= precision * s.p50;
+}
+
 // s_command_runs does the warm-up and timed runs of a command benchmark.
 static cgq_measure_status_t
 s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, char *err,
@@ -316,7 +327,8 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             double now = s_now_s ();
             if (warm && i >= warmup && now - phase_start >= b->warmup_min_s)
                 break;
-            if (!warm && i >= repeats && now - phase_start >= b->min_time_s)
+            if (!warm && i >= repeats && now - phase_start >= b->min_time_s &&
+                (b->precision <= 0 || s_converged (m, b->precision) || m->n >= b->max_runs))
                 break;
             if (b->max_time_s > 0 && now - start >= b->max_time_s && (!warm || i > 0)) {
                 m->max_time_hit = true;
@@ -466,7 +478,8 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
             double now = s_now_s ();
             if (warm && i >= warmup && now - phase_start >= b->warmup_min_s)
                 break;
-            if (!warm && i >= repeats && now - phase_start >= b->min_time_s)
+            if (!warm && i >= repeats && now - phase_start >= b->min_time_s &&
+                (b->precision <= 0 || s_converged (m, b->precision) || m->n >= b->max_runs))
                 break;
             if (b->max_time_s > 0 && now - start >= b->max_time_s && (!warm || i > 0)) {
                 m->max_time_hit = true;
@@ -528,6 +541,11 @@ s_finish (s_meas_t *m, cgq_measure_status_t st)
         json_object_set_new (o, "memory", json_real (mem));
     if (m->max_time_hit)
         json_object_set_new (o, "max_time_reached", json_true ());
+    if (m->bench && m->bench->precision > 0 && m->bench->timing != CGQ_TIMING_BUILTIN) {
+        json_object_set_new (o, "precision", json_real (m->bench->precision));
+        json_object_set_new (o, "converged",
+                             json_boolean (m->n > 0 && s_converged (m, m->bench->precision)));
+    }
 }
 
 cgq_measure_status_t

@@ -459,7 +459,8 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
          cgq_runcfg_bench_t *b)
 {
     const char *known = "command, env, timing, parse, builtin, warmup, warmup_min_time, repeats, "
-                        "min_time, max_time, timeout, cpus, cooldown, max_samples";
+                        "min_time, max_time, timeout, cpus, cooldown, max_samples, precision, "
+                        "max_runs";
     bool builtin = b->timing == CGQ_TIMING_BUILTIN;
     if (cgq_yamldoc_expect_map (c->y, n, "a benchmark", "command: ..., timing: per-run") < 0)
         return -1;
@@ -529,6 +530,24 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
                 rc = cgq_yamldoc_fail (c->y, v, "repeats must be at least 1");
         } else if (!strcmp (key, "min_time"))
             rc = s_duration (c, v, "min_time", &b->min_time_s);
+        else if (!strcmp (key, "precision")) {
+            const char *t = s_scalar (c, v, "precision", "a fraction such as 0.02 (±2 %)");
+            char *end = NULL;
+            double d = t ? strtod (t, &end) : 0;
+            if (!t)
+                rc = -1;
+            else if (end == t || *end || !(d > 0 && d < 1))
+                rc = cgq_yamldoc_fail (c->y, v,
+                                       "precision: '%s' is not a fraction between 0 and 1 "
+                                       "(write e.g. 0.02 for ±2 %% of the median)",
+                                       t);
+            else
+                b->precision = d;
+        } else if (!strcmp (key, "max_runs")) {
+            rc = s_u32 (c, v, "max_runs", &b->max_runs);
+            if (rc == 0 && b->max_runs == 0)
+                rc = cgq_yamldoc_fail (c->y, v, "max_runs must be at least 1");
+        }
         else if (!strcmp (key, "max_time"))
             rc = s_duration (c, v, "max_time", &b->max_time_s);
         else if (!strcmp (key, "timeout"))
@@ -549,6 +568,8 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
         if (rc < 0)
             return -1;
     }
+    if (b->precision > 0 && b->max_runs == 0)
+        b->max_runs = 1000;
     if (b->max_time_s > 0 && b->min_time_s > b->max_time_s)
         return cgq_yamldoc_fail (
             c->y, n, "min_time is longer than max_time: no measurement could meet both");

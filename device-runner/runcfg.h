@@ -54,6 +54,9 @@ typedef struct {
     uint32_t repeats;       // timed runs at least (the Assign's repeats, when > 0, wins)
     double min_time_s;      // and at least this long measuring
     double max_time_s;      // never longer than this (warm-up included); 0: none
+    double precision;       // > 0: timed runs go on until the median's 95 % CI is
+                            // within ±precision of it (or max_runs/max_time)
+    uint32_t max_runs;      // with precision: timed runs at most (default 1000)
     double timeout_s;       // one run; 0: none
     double cooldown_s;      // pause after each measurement on the device
     bool pin;               // cpus set

@@ -355,6 +355,39 @@ trial:
         self.assertTrue(os.path.isdir(os.path.join(start, ".cgq", "artifacts")),
                         "the relative cache is the start directory's")
 
+    def test_precision_noisy_runs_on_quiet_converges(self):
+        """precision: a quiet benchmark stops once the median's 95 % CI is
+        within ±5 %; a noisy one (uniform ±90 %) cannot reach ±1 % in 30 runs:
+        converged is false and it ran max_runs."""
+        c = self.start_default(workers=())
+        cfg = self.runner_yaml(
+            "r1", [("p1", {"device": "prec"})],
+            "  quiet:\n    command: [FAKE, --ms, '20']\n    repeats: 6\n    warmup: 1\n"
+            "    precision: 0.05\n    max_runs: 200\n"
+            "  noisy:\n    command: [FAKE, --ms, '10', --jitter, '9']\n    repeats: 6\n"
+            "    warmup: 1\n    precision: 0.01\n    max_runs: 30\n    max_time: 20s\n")
+        self.start_runner("r1", cfg)
+        got = {}
+        for bench in ("quiet", "noisy"):
+            spec = c.write_file(bench + ".yaml", """name: %s
+space:
+  i: {grid: [1]}
+trial:
+  on: {device: prec}
+  benchmark: %s
+""" % (bench, bench))
+            j = c.submit(spec)
+            job = c.wait_job(j, 60)
+            self.assertEqual(job.get("succeeded"), "1", job)
+            got[bench] = self.trial_metrics(j)[0]
+        q, n = got["quiet"], got["noisy"]
+        self.assertTrue(q["converged"], q)
+        self.assertLessEqual(q["runs"], 40, "a quiet benchmark converges in few runs")
+        self.assertLessEqual(q["ci_high_ms"] - q["p50_ms"], 0.05 * q["p50_ms"] + 1e-9)
+        self.assertFalse(n["converged"], n)
+        self.assertEqual(n["runs"], 30, "the noisy one ran until max_runs")
+        self.assertEqual(n["precision"], 0.01)
+
     def test_artifact_size_limit(self):
         c = self.start_default(workers=())
         small = os.urandom(100000)

@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "gen.h"
 #include "graph.h"
+#include "interfere.h"
 #include "invoke.h"
 #include "json.h"
 #include "log.h"
@@ -320,8 +321,11 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
     cgq_measure_status_t st = CGQ_MEASURE_OK;
     double start = s_now_s ();
     uint32_t runs = 0;
+    cgq_interf_sample_t before = {0};
     for (uint32_t phase = 0; phase < 2 && st == CGQ_MEASURE_OK; phase++) {
         bool warm = phase == 0;
+        if (!warm && b->pin)
+            cgq_interf_sample (&b->cpus, &before);
         double phase_start = s_now_s ();
         for (uint32_t i = 0;; i++) {
             double now = s_now_s ();
@@ -370,6 +374,21 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
                     m->peak_reported_kb = mem;
             }
             cgq_invoke_fini (&out);
+        }
+    }
+    if (before.ok && st == CGQ_MEASURE_OK) {
+        // Interference: what others did on the pinned CPUs while timed.
+        cgq_interf_sample_t after;
+        cgq_interf_sample (&b->cpus, &after);
+        double busy;
+        char why[160];
+        bool bad = cgq_interf_judge (&before, &after, b->max_busy, &busy, why, sizeof why);
+        json_object_set_new (m->metrics, "interference_busy", json_real (busy));
+        json_object_set_new (m->metrics, "interference", json_boolean (bad));
+        if (bad) {
+            json_object_set_new (m->metrics, "interference_reason", json_string (why));
+            cgq_warn ("benchmark %s on %s: measured under interference: %s", b->name, r->device,
+                      why);
         }
     }
     for (size_t i = 0; i < argc; i++)

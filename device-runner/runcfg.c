@@ -452,6 +452,7 @@ s_bench_defaults (cgq_runcfg_bench_t *b, const char *name, double cooldown)
     b->timeout_s = 60;
     b->cooldown_s = cooldown;
     b->max_samples = S_DEFAULT_MAX_SAMPLES;
+    b->max_busy = 0.1;
 }
 
 static int
@@ -460,7 +461,7 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
 {
     const char *known = "command, env, timing, parse, builtin, warmup, warmup_min_time, repeats, "
                         "min_time, max_time, timeout, cpus, cooldown, max_samples, precision, "
-                        "max_runs";
+                        "max_runs, max_busy";
     bool builtin = b->timing == CGQ_TIMING_BUILTIN;
     if (cgq_yamldoc_expect_map (c->y, n, "a benchmark", "command: ..., timing: per-run") < 0)
         return -1;
@@ -530,19 +531,22 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
                 rc = cgq_yamldoc_fail (c->y, v, "repeats must be at least 1");
         } else if (!strcmp (key, "min_time"))
             rc = s_duration (c, v, "min_time", &b->min_time_s);
-        else if (!strcmp (key, "precision")) {
-            const char *t = s_scalar (c, v, "precision", "a fraction such as 0.02 (±2 %)");
+        else if (!strcmp (key, "precision") || !strcmp (key, "max_busy")) {
+            bool prec = !strcmp (key, "precision");
+            const char *t = s_scalar (c, v, key, "a fraction such as 0.02");
             char *end = NULL;
             double d = t ? strtod (t, &end) : 0;
             if (!t)
                 rc = -1;
             else if (end == t || *end || !(d > 0 && d < 1))
                 rc = cgq_yamldoc_fail (c->y, v,
-                                       "precision: '%s' is not a fraction between 0 and 1 "
-                                       "(write e.g. 0.02 for ±2 %% of the median)",
-                                       t);
-            else
+                                       "%s: '%s' is not a fraction between 0 and 1 "
+                                       "(write e.g. %s)",
+                                       key, t, prec ? "0.02 for ±2 % of the median" : "0.1");
+            else if (prec)
                 b->precision = d;
+            else
+                b->max_busy = d;
         } else if (!strcmp (key, "max_runs")) {
             rc = s_u32 (c, v, "max_runs", &b->max_runs);
             if (rc == 0 && b->max_runs == 0)

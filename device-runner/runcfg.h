@@ -57,6 +57,8 @@ typedef struct {
     double precision;       // > 0: timed runs go on until the median's 95 % CI is
                             // within ±precision of it (or max_runs/max_time)
     uint32_t max_runs;      // with precision: timed runs at most (default 1000)
+    double max_busy;        // with cpus: others' share of the pinned CPUs that flags
+                            // the measurement (default 0.1)
     double timeout_s;       // one run; 0: none
     double cooldown_s;      // pause after each measurement on the device
     bool pin;               // cpus set

@@ -388,6 +388,44 @@ trial:
         self.assertEqual(n["runs"], 30, "the noisy one ran until max_runs")
         self.assertEqual(n["precision"], 0.01)
 
+    def test_interference_on_pinned_cpu_is_flagged(self):
+        """A CPU hog the test starts on the benchmark's pinned CPU (bounded:
+        it ends itself after 20 s, and is killed by PID after the job) makes
+        the measurement say interference with the busy share as the reason."""
+        if not hasattr(os, "sched_setaffinity"):
+            print("skipped: no sched_setaffinity")
+            return
+        cpu = sorted(os.sched_getaffinity(0))[0]
+        c = self.start_default(workers=())
+        cfg = self.runner_yaml(
+            "r1", [("i1", {"device": "pin"})],
+            "  sleepy:\n    command: [FAKE, --ms, '20']\n    repeats: 25\n    warmup: 1\n"
+            "    cpus: '%d'\n    max_busy: 0.3\n" % cpu)
+        self.start_runner("r1", cfg)
+        hog = subprocess.Popen(
+            [sys.executable, "-c",
+             "import os, time\nos.sched_setaffinity(0, {%d})\nend = time.monotonic() + 20\n"
+             "while time.monotonic() < end: pass\n" % cpu])
+        try:
+            time.sleep(0.3)
+            spec = c.write_file("hog.yaml", """name: hog
+space:
+  i: {grid: [1]}
+trial:
+  on: {device: pin}
+  benchmark: sleepy
+""")
+            j = c.submit(spec)
+            job = c.wait_job(j, 60)
+        finally:
+            hog.kill()
+            hog.wait()
+        self.assertEqual(job.get("succeeded"), "1", job)
+        m = self.trial_metrics(j)[0]
+        self.assertTrue(m["interference"], m)
+        self.assertGreater(m["interference_busy"], 0.3, m)
+        self.assertIn("others kept the pinned CPUs", m["interference_reason"])
+
     def test_artifact_size_limit(self):
         c = self.start_default(workers=())
         small = os.urandom(100000)

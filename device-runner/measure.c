@@ -322,6 +322,7 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
     double start = s_now_s ();
     uint32_t runs = 0;
     cgq_interf_sample_t before = {0};
+    uint32_t reruns = 0;
     for (uint32_t phase = 0; phase < 2 && st == CGQ_MEASURE_OK; phase++) {
         bool warm = phase == 0;
         if (!warm && b->pin)
@@ -375,20 +376,28 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             }
             cgq_invoke_fini (&out);
         }
-    }
-    if (before.ok && st == CGQ_MEASURE_OK) {
-        // Interference: what others did on the pinned CPUs while timed.
-        cgq_interf_sample_t after;
-        cgq_interf_sample (&b->cpus, &after);
-        double busy;
-        char why[160];
-        bool bad = cgq_interf_judge (&before, &after, b->max_busy, &busy, why, sizeof why);
-        json_object_set_new (m->metrics, "interference_busy", json_real (busy));
-        json_object_set_new (m->metrics, "interference", json_boolean (bad));
-        if (bad) {
-            json_object_set_new (m->metrics, "interference_reason", json_string (why));
-            cgq_warn ("benchmark %s on %s: measured under interference: %s", b->name, r->device,
-                      why);
+        if (!warm && before.ok && st == CGQ_MEASURE_OK) {
+            // Interference: what others did on the pinned CPUs while timed.
+            cgq_interf_sample_t after;
+            cgq_interf_sample (&b->cpus, &after);
+            double busy;
+            char why[160];
+            bool bad = cgq_interf_judge (&before, &after, b->max_busy, &busy, why, sizeof why);
+            json_object_set_new (m->metrics, "interference_busy", json_real (busy));
+            json_object_set_new (m->metrics, "interference", json_boolean (bad));
+            json_object_del (m->metrics, "interference_reason");
+            if (bad) {
+                json_object_set_new (m->metrics, "interference_reason", json_string (why));
+                bool again = reruns < b->interference_reruns && !m->max_time_hit;
+                cgq_warn ("benchmark %s on %s: measured under interference: %s%s", b->name,
+                          r->device, why, again ? "; timing again" : "");
+                if (again) {
+                    reruns++;
+                    m->n = 0; // the interfered samples are dropped
+                    phase = 0; // the timed phase once more (phase++)
+                }
+            }
+            json_object_set_new (m->metrics, "interference_reruns", json_integer (reruns));
         }
     }
     for (size_t i = 0; i < argc; i++)

@@ -453,6 +453,7 @@ s_bench_defaults (cgq_runcfg_bench_t *b, const char *name, double cooldown)
     b->cooldown_s = cooldown;
     b->max_samples = S_DEFAULT_MAX_SAMPLES;
     b->max_busy = 0.1;
+    b->interference_reruns = 2;
 }
 
 static int
@@ -461,7 +462,7 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
 {
     const char *known = "command, env, timing, parse, builtin, warmup, warmup_min_time, repeats, "
                         "min_time, max_time, timeout, cpus, cooldown, max_samples, precision, "
-                        "max_runs, max_busy";
+                        "max_runs, max_busy, interference_reruns";
     bool builtin = b->timing == CGQ_TIMING_BUILTIN;
     if (cgq_yamldoc_expect_map (c->y, n, "a benchmark", "command: ..., timing: per-run") < 0)
         return -1;
@@ -547,7 +548,9 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
                 b->precision = d;
             else
                 b->max_busy = d;
-        } else if (!strcmp (key, "max_runs")) {
+        } else if (!strcmp (key, "interference_reruns"))
+            rc = s_u32 (c, v, "interference_reruns", &b->interference_reruns);
+        else if (!strcmp (key, "max_runs")) {
             rc = s_u32 (c, v, "max_runs", &b->max_runs);
             if (rc == 0 && b->max_runs == 0)
                 rc = cgq_yamldoc_fail (c->y, v, "max_runs must be at least 1");

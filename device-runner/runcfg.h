@@ -59,6 +59,7 @@ typedef struct {
     uint32_t max_runs;      // with precision: timed runs at most (default 1000)
     double max_busy;        // with cpus: others' share of the pinned CPUs that flags
                             // the measurement (default 0.1)
+    uint32_t interference_reruns; // timed phases run again after interference (default 2)
     double timeout_s;       // one run; 0: none
     double cooldown_s;      // pause after each measurement on the device
     bool pin;               // cpus set

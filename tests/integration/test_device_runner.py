@@ -391,7 +391,8 @@ trial:
     def test_interference_on_pinned_cpu_is_flagged(self):
         """A CPU hog the test starts on the benchmark's pinned CPU (bounded:
         it ends itself after 20 s, and is killed by PID after the job) makes
-        the measurement say interference with the busy share as the reason."""
+        the measurement be timed again (interference_reruns) and then say
+        interference with the busy share as the reason."""
         if not hasattr(os, "sched_setaffinity"):
             print("skipped: no sched_setaffinity")
             return
@@ -425,6 +426,9 @@ trial:
         self.assertTrue(m["interference"], m)
         self.assertGreater(m["interference_busy"], 0.3, m)
         self.assertIn("others kept the pinned CPUs", m["interference_reason"])
+        # Timed again twice (the hog outlives the three phases), then flagged.
+        self.assertEqual(m["interference_reruns"], 2, m)
+        self.assertEqual(m["runs"], 25, "the interfered samples were dropped, not added")
 
     def test_artifact_size_limit(self):
         c = self.start_default(workers=())

@@ -45,13 +45,13 @@ if __name__ == "__main__" and os.geteuid() == 0 and not os.environ.get("CGQ_TEST
     os.environ["CGQ_TEST_NETNS"] = "refused"
 
 sys.path.insert(0, HERE)
-from harness import binary, free_port, main  # noqa: E402
+from harness import CgqTestCase, Proc, binary, free_port, main, metrics_of  # noqa: E402
 
 SSHD = "/usr/sbin/sshd"
 BENCH = "#!/bin/sh\nsleep 0.05\necho ran-on-board\n"
 
 FAKE_ADB = r'''#!/usr/bin/env python3
-import os, shutil, subprocess, sys
+import os, shutil, subprocess, sys, time
 state = os.environ["FAKE_ADB_DIR"]
 a = sys.argv[1:]
 if len(a) < 3 or a[0] != "-s":
@@ -71,6 +71,7 @@ if cmd == "push" and len(rest) == 2:
 if cmd == "pull" and len(rest) == 2:
     shutil.copyfile(rest[0], rest[1]); sys.exit(0)
 if cmd == "shell" and rest:
+    time.sleep(float(os.environ.get("FAKE_ADB_LATENCY", "0")))  # the USB round trip
     sys.exit(subprocess.run(["/bin/sh", "-c", " ".join(rest)]).returncode)
 sys.stderr.write("adb: unknown command %s\n" % cmd); sys.exit(1)
 '''
@@ -154,13 +155,14 @@ benchmarks:
         self.assertNotIn("peak_rss_kb", m, "the transport client's RSS is not the board's")
 
 
-class SshTransportTest(TransportBase):
-    def setUp(self):
+class SshdBoard:
+    """A real sshd as the board: self.dir holds its keys and config."""
+
+    def setup_sshd(self):
         if os.geteuid() != 0:
             self.skipTest("the ssh transport test runs sshd as root (the tests' CI user)")
         if not os.access(SSHD, os.X_OK) or not shutil.which("ssh"):
             self.skipTest("needs openssh-server and openssh-client (scripts/bootstrap)")
-        super().setUp()
         print("sshd runs on %s" % ("a network namespace of this test's own"
                                     if os.environ.get("CGQ_TEST_NETNS") == "1"
                                     else "the host's loopback (unshare -n refused)"),
@@ -192,11 +194,9 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         self.sshd = None
         self.start_sshd()
         self.addCleanup(self.stop_sshd)
-        self.env = dict(os.environ)
-        self.write_config("""ssh: {host: 127.0.0.1, port: %d, user: root, key: %s/user,
+        self.ssh_transport = """ssh: {host: 127.0.0.1, port: %d, user: root, key: %s/user,
              known_hosts: %s/known_hosts, dir: %s, cache_max: CACHE_MAX,
-             connect_timeout: 3}""" % (self.port, d, d, self.board))
-        self.addCleanup(self.close_master)
+             connect_timeout: 3}""" % (self.port, d, d, self.board)
 
     def start_sshd(self):
         with open(os.path.join(self.dir, "sshd.log"), "a") as log:
@@ -222,6 +222,16 @@ Subsystem sftp /usr/lib/openssh/sftp-server
             except ProcessLookupError:
                 pass
         self.sshd.wait(10)
+
+
+
+class SshTransportTest(SshdBoard, TransportBase):
+    def setUp(self):
+        TransportBase.setUp(self)
+        self.setup_sshd()
+        self.env = dict(os.environ)
+        self.write_config(self.ssh_transport)
+        self.addCleanup(self.close_master)
 
     def close_master(self):
         sock = os.path.join(self.workdir, "ssh-board.sock")
@@ -258,6 +268,86 @@ Subsystem sftp /usr/lib/openssh/sftp-server
         self.check_measured(self.measure(url2, sha2), False)
 
 
+class SshQuarantineTest(SshdBoard, CgqTestCase):
+    """The runner daemon and a real coordinator: a board that drops fails
+    its trials with ssh's error until the device is quarantined; sshd back,
+    `cgq devices enable` returns it and it measures again."""
+
+    def setUp(self):
+        CgqTestCase.setUp(self)
+        self.dir = os.path.join(self.tmp, "b")
+        os.makedirs(self.dir)
+        self.board = os.path.join(self.dir, "board")
+        self.setup_sshd()
+
+    def tearDown(self):
+        self.stop_sshd()  # before the harness looks for processes left behind
+        CgqTestCase.tearDown(self)
+
+    def test_drop_quarantines_and_enable_returns(self):
+        c = self.start_default(workers=(), extra=("--quarantine-after", "2"))
+        cfg = os.path.join(self.dir, "runner.yaml")
+        with open(cfg, "w") as f:
+            f.write("""devices:
+  - id: board
+    tags: {device: pi}
+    check: test -d /proc
+    transport:
+      %s
+benchmarks:
+  sleepy:
+    command: sleep 0.02
+    timing: per-run
+    repeats: 2
+    timeout: 20s
+""" % self.ssh_transport.replace("CACHE_MAX", "1000000"))
+        # A short workdir: the control socket's path must fit a socket address.
+        workdir = tempfile.mkdtemp(prefix="cgq-w-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        runner = Proc("r1", [binary("cgq-device-runner"), "--config", cfg, "--coordinator",
+                             c.nodes_ep, "--id", "r1", "--workdir", workdir, "--heartbeat",
+                             "200ms"], c.logdir)
+        c.procs.append(runner)
+        c.wait_for(lambda: c.redis.hgetall("cgq:node:r1").get("state") == "alive", 30, "r1")
+        spec = """name: ssh-%s
+space:
+  i: {grid: %s}
+search: {concurrency: 1}
+trial:
+  on: {device: pi}
+  benchmark: sleepy
+"""
+        j = c.submit(c.write_file("a.yaml", spec % ("a", "[1, 2]")))
+        c.wait_job(j, 60)
+        ms = [metrics_of(t) for t in c.trials(j).values()]
+        self.assertEqual([m.get("transport") for m in ms], ["ssh", "ssh"], ms)
+        self.assertTrue(all(m["min_ms"] >= 20 for m in ms), ms)
+        sock = os.path.join(workdir, "ssh-board.sock")
+        self.assertTrue(os.path.exists(sock), "the control connection lives in the workdir")
+
+        self.stop_sshd()
+        j2 = c.submit(c.write_file("b.yaml", spec % ("b", "[1, 2, 3]")))
+        c.wait_for(lambda: c.redis.hgetall("cgq:device:board").get("state") == "quarantined",
+                   60, "board quarantined")
+        failed = [t for t in c.trials(j2).values() if t.get("state") == "failed"]
+        self.assertEqual(len(failed), 2, [t.get("error") for t in c.trials(j2).values()])
+        for t in failed:
+            self.assertIn("exit status 255", t.get("error", ""))
+        self.assertIn("Connection refused", c.redis.hgetall("cgq:device:board")["last_error"])
+
+        self.start_sshd()
+        r = c.cgq("devices", "enable", "board")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c.wait_job(j2, 60)
+        ok = [t for t in c.trials(j2).values() if t.get("state") == "succeeded"]
+        self.assertEqual(len(ok), 1, "the third trial ran once the board was back")
+        # The runner closes its control connection when it exits.
+        problem = runner.stop()
+        self.assertFalse(problem, problem)
+        c.procs.remove(runner)
+        self.assertFalse(os.path.exists(sock), "ssh -O exit at the runner's exit")
+
+
 class AdbTransportTest(TransportBase):
     def setUp(self):
         super().setUp()
@@ -287,6 +377,12 @@ class AdbTransportTest(TransportBase):
         self.assertEqual(self.pushes(), 1)
         self.check_measured(self.measure(url, sha), False)
         self.assertEqual(self.pushes(), 1, "the second measurement pushed nothing")
+        # A slow link (300 ms a command) is not in the samples: the board times.
+        self.env["FAKE_ADB_LATENCY"] = "0.3"
+        r = self.measure(url, sha)
+        self.check_measured(r, False)
+        self.assertLess(r["metrics"]["max_ms"], 250, r["metrics"])
+        del self.env["FAKE_ADB_LATENCY"]
 
         open(os.path.join(self.state, "offline"), "w").close()
         r = self.measure(url, sha)

@@ -109,6 +109,15 @@ cgq_transport_parse (cgq_yamldoc_t *y, const cgq_yamldoc_node_t *v, cgq_transpor
         if (rc < 0)
             return -1;
     }
+    // A value that starts with '-' would be read as an option of ssh or adb.
+    const char *opt = t->host && t->host[0] == '-'       ? t->host
+                      : t->user && t->user[0] == '-'     ? t->user
+                      : t->serial && t->serial[0] == '-' ? t->serial
+                                                         : NULL;
+    if (opt)
+        return cgq_yamldoc_fail (y, m, "transport %s: '%s' starts with '-' and would be read as an "
+                                       "option of the client (write the host, user or serial)",
+                                 k->text, opt);
     if (t->kind == CGQ_TRANSPORT_SSH && !t->host)
         return cgq_yamldoc_fail (y, m, "transport ssh needs a host (write host: ADDRESS)");
     if (t->kind != CGQ_TRANSPORT_SSH && !t->serial)

@@ -392,6 +392,19 @@ class AdbTransportTest(TransportBase):
         self.check_measured(self.measure(url, sha), False)
         self.assertEqual(self.pushes(), 1)
 
+    def test_sdb_missing_is_refused_at_start(self):
+        # No sdb on this PATH: the runner says so at start and offers nothing.
+        self.write_config("sdb: {serial: tv-1}")
+        path = ":".join(d for d in self.env["PATH"].split(":")
+                        if not os.access(os.path.join(d, "sdb"), os.X_OK))
+        p = subprocess.run([self.runner, "--config", self.cfg, "--coordinator",
+                            "tcp://127.0.0.1:%d" % free_port(), "--workdir", self.workdir],
+                           capture_output=True, text=True, timeout=30,
+                           env=dict(self.env, PATH=path))
+        self.assertNotEqual(p.returncode, 0, p)
+        self.assertIn("device board: transport sdb needs the 'sdb' program, which is not on PATH",
+                      p.stderr)
+
     def test_wrong_serial_and_bad_config(self):
         self.write_config("adb: {serial: nope, dir: %s}" % self.board)
         url, sha = self.artifact("bench.sh", BENCH)
@@ -401,7 +414,9 @@ class AdbTransportTest(TransportBase):
         for bad, want in (("adb: {}", "transport adb needs a serial"),
                           ("ssh: {port: 22}", "transport ssh needs a host"),
                           ("telnet: {host: x}", "unknown transport 'telnet'"),
-                          ("ssh: {host: h, prot: 2}", "did you mean 'port'")):
+                          ("ssh: {host: h, prot: 2}", "did you mean 'port'"),
+                          ("ssh: {host: -oProxyCommand=touch /tmp/x}", "starts with '-'"),
+                          ("adb: {serial: -H}", "starts with '-'")):
             self.write_config(bad)
             p = subprocess.run([self.runner, "measure", "--config", self.cfg, "--device", "board",
                                 "--benchmark", "run-script"], capture_output=True, text=True,

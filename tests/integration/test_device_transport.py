@@ -256,15 +256,36 @@ class SshTransportTest(SshdBoard, TransportBase):
         self.check_measured(self.measure(url2, sha2), True)
         self.assertEqual(self.cache_files(), [sha2])
 
-        # The board drops: the measurement fails with ssh's own error.
+        # The board drops in the middle of a run: that measurement fails
+        # with ssh's own error.
+        url3, sha3 = self.artifact("slow.sh", "#!/bin/sh\ntouch %s/running\nsleep 5\n"
+                                   % self.dir)
+        m = subprocess.Popen([self.runner, "measure", "--config", self.cfg, "--device", "board",
+                              "--benchmark", "run-script", "--artifact", url3, "--sha256", sha3,
+                              "--workdir", self.workdir], stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(self.dir, "running")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "running")), "the run started")
+        t0 = time.monotonic()
         self.stop_sshd()
+        out, _ = m.communicate(timeout=30)
+        r = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(r["status"], "failed", r)
+        self.assertIn("warm-up run 1: exit status 255", r["error"])
+        self.assertLess(time.monotonic() - t0, 4, "the drop ends the run, not its 5 s sleep")
+
+        # Down: the next measurement fails at its check, with ssh's error.
         r = self.measure(url2, sha2)
         self.assertEqual(r["status"], "failed", r)
         self.assertIn("exit status 255", r["error"])
         self.assertRegex(r["error"], r"ssh: connect to host 127\.0\.0\.1 port \d+: Connection refused")
         self.assertIn("check", r["error"])
-        # Back: check passes and it measures, from its cache.
+        # Back: check passes and it measures (pushing again: slow.sh took
+        # the board's one-artifact cache), then from the cache.
         self.start_sshd()
+        self.check_measured(self.measure(url2, sha2), True)
+        self.assertEqual(self.cache_files(), [sha2])
         self.check_measured(self.measure(url2, sha2), False)
 
 

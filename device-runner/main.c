@@ -469,7 +469,7 @@ s_setup_devices (s_runner_t *r)
         r->devices[r->ndevices++] = dev;
     }
     if (r->ndevices == 0) {
-        cgq_error ("no device is usable (every setup failed)");
+        cgq_error ("no device is usable (every setup failed, or its transport's client is missing)");
         return -1;
     }
     cgq__resources__init (&r->resources);

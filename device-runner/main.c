@@ -28,6 +28,7 @@
 #include "link.h"
 #include "log.h"
 #include "measure.h"
+#include "transport.h"
 #include "result.h"
 #include "runcfg.h"
 #include "shell.h"
@@ -487,6 +488,11 @@ s_setup_devices (s_runner_t *r)
     r->device_msgs = cgq_xcalloc (r->rc->ndevices + 1, sizeof *r->device_msgs);
     for (size_t i = 0; i < r->rc->ndevices; i++) {
         const cgq_runcfg_device_t *d = &r->rc->devices[i];
+        char terr[256]; // transport.c: its client must be installed
+        if (cgq_transport_ready (&d->transport, terr, sizeof terr) < 0) {
+            cgq_error ("device %s: %s; not offering it", d->id, terr);
+            continue;
+        }
         if (d->setup) {
             char **envp = cgq_invoke_env (d->env.keys, d->env.vals, d->env.n);
             char why[512];
@@ -503,7 +509,7 @@ s_setup_devices (s_runner_t *r)
         r->devices[r->ndevices++] = dev;
     }
     if (r->ndevices == 0) {
-        cgq_error ("no device is usable (every setup failed)");
+        cgq_error ("no device is usable (every setup failed, or its transport's client is missing)");
         return -1;
     }
     cgq__resources__init (&r->resources);
@@ -561,6 +567,8 @@ s_cleanup (s_runner_t *r)
     cgq_auth_destroy (&r->auth);
     for (size_t i = 0; i < r->ndevices; i++)
         cgq_device_destroy (&r->devices[i]);
+    for (size_t i = 0; r->rc && r->workdir && i < r->rc->ndevices; i++) // ssh control sockets
+        cgq_transport_close (&r->rc->devices[i].transport, r->rc->devices[i].id, r->workdir);
     free (r->devices);
     free (r->device_msgs);
     free (r->running);

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "stats.h"
 #include "template.h"
+#include "transport.h"
 #include "util.h"
 
 // The output of one run that a parse: benchmark reads; more is cut.
@@ -216,6 +217,7 @@ typedef struct {
     double peak_reported_kb; // parse: memory, the largest reported
     bool max_time_hit;
     char *artifact_path;
+    const s_env_t *env;  // the pairs behind envp (a transport exports them on the board)
 } s_meas_t;
 
 static void
@@ -275,6 +277,30 @@ s_converged (s_meas_t *m, double precision)
     return s.ci_high - s.p50 <= precision * s.p50 && s.p50 - s.ci_low <= precision * s.p50;
 }
 
+// s_transport_command is the benchmark's command as one shell line for the
+// board: the string form as rendered (already quoted), the list form quoted.
+static char *
+s_transport_command (const char *line, char **argv, size_t argc)
+{
+    if (line)
+        return cgq_xstrdup (line);
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    for (size_t i = 0; i < argc; i++) {
+        if (i)
+            cgq_buf_append (&b, " ", 1);
+        cgq_buf_append (&b, "'", 1);
+        for (const char *p = argv[i]; *p; p++)
+            if (*p == '\'')
+                cgq_buf_append (&b, "'\\''", 4);
+            else
+                cgq_buf_append (&b, p, 1);
+        cgq_buf_append (&b, "'", 1);
+    }
+    cgq_buf_append (&b, "", 1);
+    return b.data;
+}
+
 // s_command_runs does the warm-up and timed runs of a command benchmark.
 static cgq_measure_status_t
 s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, char *err,
@@ -310,11 +336,27 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
     json_decref (vars);
     if (!argv)
         return CGQ_MEASURE_BAD;
+    // transport.c: the command runs on the board, timed there.
+    const cgq_transport_t *tr = &m->dev->transport;
+    bool remote = tr->kind != CGQ_TRANSPORT_LOCAL;
+    if (remote) {
+        char *cmd = s_transport_command (line, argv, argc);
+        char *rcmd = cgq_transport_remote_command (tr, m->env->keys, m->env->vals, m->env->n, cmd,
+                                                   b->timing == CGQ_TIMING_PER_RUN);
+        free (cmd);
+        for (size_t i = 0; i < argc; i++)
+            free (argv[i]);
+        free (argv);
+        argv = cgq_transport_argv (tr, m->dev->id, r->workdir, rcmd);
+        free (rcmd);
+        for (argc = 0; argv[argc]; argc++)
+            ;
+    }
     cgq_invoke_opts_t o = {
         .argv = argv,
         .envp = envp,
         .cwd = r->workdir,
-        .cpus = b->pin ? &b->cpus : NULL,
+        .cpus = b->pin && !remote ? &b->cpus : NULL,
         .timeout_s = b->timeout_s,
         .output_cap = b->timing == CGQ_TIMING_PARSE ? S_PARSE_CAP : 0,
     };
@@ -325,7 +367,7 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
     uint32_t reruns = 0;
     for (uint32_t phase = 0; phase < 2 && st == CGQ_MEASURE_OK; phase++) {
         bool warm = phase == 0;
-        if (!warm && b->pin)
+        if (!warm && b->pin && tr->kind == CGQ_TRANSPORT_LOCAL) // a board's /proc/stat is not ours
             cgq_interf_sample (&b->cpus, &before);
         double phase_start = s_now_s ();
         for (uint32_t i = 0;; i++) {
@@ -351,7 +393,18 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
                 cgq_invoke_fini (&out);
                 break;
             }
-            if (out.maxrss_kb > m->peak_rss_kb)
+            if (remote && b->timing == CGQ_TIMING_PER_RUN
+                && cgq_transport_board_ms (out.output.data ? out.output.data : "", out.output.len,
+                                           &out.elapsed_ms) < 0) {
+                snprintf (err, errlen, "benchmark %s on %s: run %u: the board's timer printed no "
+                                       "'" CGQ_TRANSPORT_TIMER_MARK "' line (does the board's "
+                                       "date know +%%s%%N?)",
+                          b->name, r->device, i + 1);
+                st = CGQ_MEASURE_FAILED;
+                cgq_invoke_fini (&out);
+                break;
+            }
+            if (!remote && out.maxrss_kb > m->peak_rss_kb) // remote: the client's, not the board's
                 m->peak_rss_kb = out.maxrss_kb;
             if (b->timing == CGQ_TIMING_PER_RUN) {
                 if (warm)
@@ -622,9 +675,24 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     for (size_t i = 0; i < r->nenv; i++)
         s_env_add (&env, cgq_xstrdup (r->env_keys[i]), cgq_xstrdup (r->env_vals[i]));
     envp = cgq_invoke_env (env.keys, env.vals, env.n);
+    m.env = &env;
+    const cgq_transport_t *tr = &m.dev->transport; // transport.c
+    if (tr->kind != CGQ_TRANSPORT_LOCAL)
+        json_object_set_new (m.metrics, "transport", json_string (cgq_transport_kind_name (tr->kind)));
+    if (tr->kind != CGQ_TRANSPORT_LOCAL && m.bench->timing == CGQ_TIMING_BUILTIN) {
+        snprintf (err, errlen, "device %s: benchmark %s runs inside the runner and cannot run over "
+                               "transport %s (use a command benchmark)",
+                  m.dev->id, m.bench->name, cgq_transport_kind_name (tr->kind));
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
     if (m.dev->check) {
         char why[512];
-        if (cgq_invoke_shell (m.dev->check, envp, m.bench->timeout_s, why, sizeof why) < 0) {
+        if ((tr->kind == CGQ_TRANSPORT_LOCAL
+                 ? cgq_invoke_shell (m.dev->check, envp, m.bench->timeout_s, why, sizeof why)
+                 : cgq_transport_shell (tr, m.dev->id, r->workdir, env.keys, env.vals, env.n,
+                                        m.dev->check, m.bench->timeout_s, why, sizeof why))
+            < 0) {
             snprintf (err, errlen, "device %s: check '%s' failed: %s", m.dev->id, m.dev->check,
                       why);
             st = CGQ_MEASURE_FAILED;
@@ -650,6 +718,22 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
         json_object_set_new (m.metrics, "artifact_sha256", json_string (a.sha256));
         json_object_set_new (m.metrics, "artifact_cached", json_boolean (a.hit));
         json_object_set_new (m.metrics, "artifact_fetch_ms", json_real (a.fetch_s * 1e3));
+        if (tr->kind != CGQ_TRANSPORT_LOCAL) {
+            // transport.c: into the board's cache once; a drop here is the board's failure.
+            char *remote = NULL;
+            bool pushed = false;
+            double t0 = s_now_s ();
+            if (cgq_transport_push (tr, m.dev->id, r->workdir, m.artifact_path, a.sha256, &remote,
+                                    &pushed, err, errlen) < 0) {
+                cgq_artifact_fini (&a);
+                st = CGQ_MEASURE_FAILED;
+                goto done;
+            }
+            free (m.artifact_path);
+            m.artifact_path = remote;
+            json_object_set_new (m.metrics, "artifact_pushed", json_boolean (pushed));
+            json_object_set_new (m.metrics, "artifact_push_ms", json_real ((s_now_s () - t0) * 1e3));
+        }
         cgq_artifact_fini (&a);
     }
     uint32_t warmup = r->warmup ? r->warmup : m.bench->warmup;
@@ -678,7 +762,11 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     }
     if ((st == CGQ_MEASURE_FAILED || st == CGQ_MEASURE_TIMEOUT) && m.dev->reset) {
         char why[512];
-        if (cgq_invoke_shell (m.dev->reset, envp, 0, why, sizeof why) < 0)
+        if ((tr->kind == CGQ_TRANSPORT_LOCAL
+                 ? cgq_invoke_shell (m.dev->reset, envp, 0, why, sizeof why)
+                 : cgq_transport_shell (tr, m.dev->id, r->workdir, env.keys, env.vals, env.n,
+                                        m.dev->reset, tr->connect_timeout_s + 60, why, sizeof why))
+            < 0)
             cgq_warn ("device %s: reset '%s' failed: %s", m.dev->id, m.dev->reset, why);
         else
             cgq_info ("device %s: reset after the %s measurement", m.dev->id,

@@ -180,7 +180,7 @@ cgq_runcfg_parse_cpus (const char *text, cpu_set_t *set)
 static int
 s_device (s_ctx_t *c, const cgq_yamldoc_node_t *n, cgq_runcfg_device_t *d)
 {
-    const char *known = "id, tags, env, setup, check, reset";
+    const char *known = "id, tags, env, setup, check, reset, transport";
     if (cgq_yamldoc_expect_map (c->y, n, "a device", "id: ..., tags: {...}") < 0)
         return -1;
     for (size_t pi = 0; pi < cgq_yamldoc_npairs (n); pi++) {
@@ -203,6 +203,8 @@ s_device (s_ctx_t *c, const cgq_yamldoc_node_t *n, cgq_runcfg_device_t *d)
             rc = s_string (c, v, "check", "a shell command", &d->check);
         else if (!strcmp (key, "reset"))
             rc = s_string (c, v, "reset", "a shell command", &d->reset);
+        else if (!strcmp (key, "transport")) // transport.c
+            rc = cgq_transport_parse (c->y, v, &d->transport);
         else
             rc = cgq_yamldoc_unknown_key (c->y, k, "device", known);
         if (rc < 0)
@@ -813,6 +815,7 @@ cgq_runcfg_destroy (cgq_runcfg_t **self_p)
         free (d->setup);
         free (d->check);
         free (d->reset);
+        cgq_transport_fini (&d->transport);
     }
     free (self->devices);
     for (size_t i = 0; i < self->nbenches; i++) {

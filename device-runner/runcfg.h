@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "transport.h"
+
 #define CGQ_RUNCFG_CPU_LOCAL "cpu-local"
 
 // Key/value pairs in the order written (tags, env).
@@ -28,6 +30,7 @@ typedef struct {
     char *setup;     // /bin/sh -c once at start; NULL: none
     char *check;     // before every measurement; failing fails the task
     char *reset;     // after a failed or timed-out measurement
+    cgq_transport_t transport; // how the board is reached; zeroed: local
 } cgq_runcfg_device_t;
 
 typedef enum {

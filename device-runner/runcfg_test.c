@@ -129,7 +129,7 @@ test_errors (void **state)
          "cache, cooldown, devices, benchmarks); did you mean 'devices'?"},
         {"devices: [{id: a, tagz: {d: x}}]\n",
          "runner.yaml:1:19: unknown key 'tagz' in device (known keys: id, tags, env, setup, check, "
-         "reset); did you mean 'tags'?"},
+         "reset, transport); did you mean 'tags'?"},
         {"devices: [{id: a}]\ncache: {colour: blue}\n",
          "runner.yaml:2:9: unknown key 'colour' in cache (known keys: dir, max_size, max_artifact, "
          "connect_timeout, timeout, retries)"},

@@ -432,20 +432,30 @@ s_cmp (const void *a, const void *b, void *arg)
     return c ? x->sign * c : byid;
 }
 
-// --- the order of finished jobs, kept ----------------------------------------
-// Sorting a big job reads all of it; a job that has ended no longer changes,
+// --- the order of a job's trials, kept -----------------------------------------
+// Sorting a big job reads all of it. A job that has ended no longer changes,
 // so the order of its trials (ids only: 8 bytes a trial) is kept for the
 // next poll, keyed by what it was sorted on and by the job's counts (a
-// cancelled job's trials may still end after it). A few orders, shared by
-// the HTTP threads under a mutex; the least recently used goes.
+// cancelled job's trials may still end after it). A running job's order is
+// kept too, but only for a while: S_ORDER_DUTY times what computing it took
+// (a small job's, a few ms, is as good as fresh), so that pages polling a
+// big running job read
+// all of it at most 1/S_ORDER_DUTY of the time, leaving Redis to the
+// coordinator (a page of a 300,000-trial job polled every second cost the
+// coordinator a quarter of its no-op rate before; docs/performance.md). Its
+// page's trials are still read fresh; only their ranks may be that old. A
+// few orders, shared by the HTTP threads under a mutex; the least recently
+// used goes.
 
 #define S_ORDERS 8
+#define S_ORDER_DUTY 20
 
 typedef struct {
     uint64_t job, stamp, used;
     char *how; // sign, state and sort, 0x1f between
     uint64_t *ids;
     size_t n;
+    int64_t at_ms, cost_ms; // when it was computed, and what that took
 } s_order_t;
 
 static pthread_mutex_t s_orders_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -462,16 +472,27 @@ s_stamp (const cgq_job_rec_t *job)
     return h;
 }
 
+// s_order_fresh: whether kept order o still stands for job at now_ms (an
+// ended job's while its counts are the same; a running job's for a while).
+static bool
+s_order_fresh (const s_order_t *o, const cgq_job_rec_t *job, bool ended, int64_t now_ms)
+{
+    if (ended)
+        return o->stamp == s_stamp (job);
+    return now_ms - o->at_ms < o->cost_ms * S_ORDER_DUTY;
+}
+
 // s_order_get copies the kept order into *ids (caller frees); false: none.
 static bool
-s_order_get (const cgq_job_rec_t *job, const char *how, uint64_t **ids, size_t *n)
+s_order_get (const cgq_job_rec_t *job, bool ended, const char *how, uint64_t **ids, size_t *n)
 {
     bool hit = false;
-    uint64_t stamp = s_stamp (job);
+    int64_t now = cgq_now_ms ();
     pthread_mutex_lock (&s_orders_mu);
     for (int i = 0; i < S_ORDERS && !hit; i++) {
         s_order_t *o = &s_orders[i];
-        if (o->how && o->job == job->id && o->stamp == stamp && !strcmp (o->how, how)) {
+        if (o->how && o->job == job->id && !strcmp (o->how, how)
+            && s_order_fresh (o, job, ended, now)) {
             *ids = cgq_xcalloc (o->n + 1, sizeof **ids);
             memcpy (*ids, o->ids, o->n * sizeof **ids);
             *n = o->n;
@@ -484,7 +505,8 @@ s_order_get (const cgq_job_rec_t *job, const char *how, uint64_t **ids, size_t *
 }
 
 static void
-s_order_put (const cgq_job_rec_t *job, const char *how, cgq_trial_rec_t **v, size_t n)
+s_order_put (const cgq_job_rec_t *job, const char *how, cgq_trial_rec_t **v, size_t n,
+             int64_t t0_ms)
 {
     uint64_t *ids = cgq_xcalloc (n + 1, sizeof *ids);
     for (size_t i = 0; i < n; i++)
@@ -501,7 +523,9 @@ s_order_put (const cgq_job_rec_t *job, const char *how, cgq_trial_rec_t **v, siz
                      .used = ++s_orders_clock,
                      .how = cgq_xstrdup (how),
                      .ids = ids,
-                     .n = n};
+                     .n = n,
+                     .at_ms = t0_ms,
+                     .cost_ms = cgq_now_ms () - t0_ms};
     pthread_mutex_unlock (&s_orders_mu);
 }
 
@@ -664,13 +688,14 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
         uint64_t *order = NULL;
         size_t n = 0;
         rc = 0;
-        if (!ended || !s_order_get (job, how, &order, &n)) {
+        if (!s_order_get (job, ended, how, &order, &n)) {
+            int64_t t0 = cgq_now_ms ();
             s_which_t all = {.lo = 0, .step = 1, .count = job->suggested};
             rc = s_load (store, job, &all, q->state, whole ? NULL : sort_fields, nf, &ts);
             if (rc == 0 && ts.n > 1)
                 qsort_r (ts.v, ts.n, sizeof *ts.v, s_cmp, &x);
-            if (rc == 0 && ended)
-                s_order_put (job, how, ts.v, ts.n);
+            if (rc == 0)
+                s_order_put (job, how, ts.v, ts.n, t0);
             n = ts.n;
             order = cgq_xcalloc (n + 1, sizeof *order);
             for (size_t i = 0; i < n; i++)

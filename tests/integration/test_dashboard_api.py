@@ -18,6 +18,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CgqTestCase, Proc, binary, free_port, main  # noqa: E402
@@ -282,6 +283,52 @@ class DashboardApiTest(CgqTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         c.wait_job(running, timeout=60)
         self.assertEqual(self.get_json("/api/jobs/%d" % running)["state"], "cancelled")
+
+    def test_a_running_jobs_order_is_reused_briefly(self):
+        """A big running job's best-first order is reused for a while (20
+        times what sorting it took: api.c), its page's rows read fresh;
+        after that a new best comes first."""
+        c = self.cluster
+        c.start_redis()
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        n, j, now = 20000, 50, time.time()
+        c.redis.pipeline([
+            ("HSET", "cgq:job:{%d}" % j, "id", j, "name", "big-running", "state", "running",
+             "suggested", n, "total", n + 100, "objective_metric", "acc", "objective_mode", "max",
+             "created", now, "succeeded", n, "spec", "name: big"),
+            ("ZADD", "cgq:jobs", now, j)])
+        batch = []
+        for i in range(n):
+            acc = (i * 7919 % n) / n  # a permutation: every value once, below 1
+            batch.append(("HSET", "cgq:job:{%d}:trial:%d" % (j, i), "id", i, "job", j,
+                          "state", "succeeded", "attempt", 1, "params", json.dumps({"i": i}),
+                          "metrics", json.dumps({"acc": acc}), "value", acc))
+            if len(batch) == 2000:
+                c.redis.pipeline(batch)
+                batch = []
+        path = "/api/jobs/%d/trials?limit=3&sort=value&order=desc" % j
+        t0 = time.monotonic()
+        first = [t["id"] for t in self.get_json(path)["trials"]]
+        cold = time.monotonic() - t0
+        self.assertNotIn(123, first)
+        # Trial 123 becomes the best: within the reuse, the order is the
+        # kept one (123 not on the first page) ...
+        c.redis.pipeline([("HSET", "cgq:job:{%d}:trial:123" % j, "value", 5, "metrics",
+                           json.dumps({"acc": 5}))])
+        t1 = time.monotonic()
+        again = [t["id"] for t in self.get_json(path)["trials"]]
+        if time.monotonic() - t1 < cold * 5:  # well within 20x the sort
+            self.assertEqual(again, first, "the order was sorted again at once (cold %.3fs)"
+                             % cold)
+        # ... and after it, sorted again: 123 first.
+        deadline = time.monotonic() + 30 * cold + 5
+        while time.monotonic() < deadline:
+            top = [t["id"] for t in self.get_json(path)["trials"]]
+            if top[0] == 123:
+                break
+            time.sleep(max(0.05, cold))
+        self.assertEqual(top[0], 123, "the new best never came first (cold sort %.3fs)" % cold)
 
     def test_standby_serves_the_same(self):
         c = self.cluster

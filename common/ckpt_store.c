@@ -622,6 +622,17 @@ s_safe_rel (const char *p)
     return true;
 }
 
+bool
+cgq_ckpt_manifest_line (const char *line, char want[65], uint64_t *size, const char **rel)
+{
+    int at = 0;
+    if (sscanf (line, "%64[0-9a-f] %" SCNu64 " %n", want, size, &at) != 2 || at == 0 ||
+        strlen (want) != 64 || !s_safe_rel (line + at))
+        return false;
+    *rel = line + at;
+    return true;
+}
+
 int
 cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen)
 {
@@ -654,7 +665,7 @@ cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen)
     }
     if (rc == 0)
         rc = cgq_ckpt_store_delete (murl, err, errlen);
-    const char *magic = "cgq-checkpoint 1\n";
+    const char *magic = CGQ_CKPT_MAGIC;
     char *line = rc == 0 && m.len >= strlen (magic) && !memcmp (m.data, magic, strlen (magic))
                      ? m.data + strlen (magic)
                      : NULL;
@@ -665,10 +676,9 @@ cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen)
         *nl = 0;
         char want[65];
         uint64_t size;
-        int at = 0;
-        if (sscanf (line, "%64[0-9a-f] %" SCNu64 " %n", want, &size, &at) == 2 && at > 0 &&
-            s_safe_rel (line + at)) {
-            char *rel = cgq_xasprintf ("files/%s", line + at);
+        const char *name;
+        if (cgq_ckpt_manifest_line (line, want, &size, &name)) {
+            char *rel = cgq_xasprintf ("files/%s", name);
             char *url = cgq_ckpt_store_join (path, rel);
             rc = cgq_ckpt_store_delete (url, err, errlen);
             free (rel);

@@ -96,4 +96,15 @@ int cgq_ckpt_store_delete (const char *loc, char *err, size_t errlen);
 // err.
 int cgq_ckpt_store_delete_checkpoint (const char *path, char *err, size_t errlen);
 
+// A checkpoint's manifest: CGQ_CKPT_MAGIC, then one line per file,
+// "SHA256 SIZE PATH" (what sha256sum prints, with the size). The seal
+// (worker/ckpt.c) writes it; the restore and the deletions read it.
+#define CGQ_CKPT_MAGIC "cgq-checkpoint 1\n"
+
+// cgq_ckpt_manifest_line parses one manifest line (its '\n' already cut):
+// want gets the sha256 (64 hex digits and a 0), *size the size, *rel the
+// path within the line, relative and without "." or ".." parts. False when
+// the line is malformed or its path unsafe.
+bool cgq_ckpt_manifest_line (const char *line, char want[65], uint64_t *size, const char **rel);
+
 #endif

@@ -16,9 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define S_MAGIC "cgq-checkpoint 1\n"
 #define S_CHUNK (1u << 20)
-#define S_MAX_MANIFEST (64u << 20) // ~600,000 files
 #define S_MAX_DEPTH 64
 
 volatile const bool *cgq_ckpt_abort = NULL;
@@ -304,7 +302,7 @@ s_hash_list (const char *root, const s_list_t *l, bool sync, cgq_buf_t *out, uin
              char *err, size_t errlen)
 {
     char *buf = cgq_xmalloc (S_CHUNK);
-    cgq_buf_puts (out, S_MAGIC);
+    cgq_buf_puts (out, CGQ_CKPT_MAGIC);
     *size = 0;
     int rc = 0;
     for (size_t i = 0; i < l->n && rc == 0; i++) {
@@ -631,21 +629,6 @@ cgq_ckpt_seal (const char *src, const char *trial_store, uint32_t attempt, uint6
 
 // --- restore -------------------------------------------------------------------------
 
-static bool
-s_safe_rel (const char *p)
-{
-    if (!*p || *p == '/')
-        return false;
-    for (const char *s = p; *s;) {
-        const char *e = strchrnul (s, '/');
-        size_t n = (size_t) (e - s);
-        if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-            return false;
-        s = *e ? e + 1 : e;
-    }
-    return true;
-}
-
 static int
 s_read_manifest (const char *path, cgq_buf_t *out, char *err, size_t errlen)
 {
@@ -664,8 +647,9 @@ s_read_manifest (const char *path, cgq_buf_t *out, char *err, size_t errlen)
         if (n <= 0)
             break;
         cgq_buf_append (out, buf, (size_t) n);
-        if (out->len > S_MAX_MANIFEST)
-            rc = s_fail (err, errlen, EFBIG, "%s is larger than %u bytes", m, S_MAX_MANIFEST);
+        if (out->len > CGQ_CKPT_STORE_MAX_MANIFEST)
+            rc = s_fail (err, errlen, EFBIG, "%s is larger than %u bytes", m,
+                         CGQ_CKPT_STORE_MAX_MANIFEST);
     }
     if (fd >= 0)
         close (fd);
@@ -682,7 +666,7 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
     int rc = 0;
     if (url) {
         char *murl = cgq_ckpt_store_join (path, "manifest");
-        rc = cgq_ckpt_store_get_mem (murl, S_MAX_MANIFEST, &m, err, errlen);
+        rc = cgq_ckpt_store_get_mem (murl, CGQ_CKPT_STORE_MAX_MANIFEST, &m, err, errlen);
         free (murl);
     }
     else
@@ -696,7 +680,7 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
             rc = -1;
         }
     }
-    if (rc == 0 && (m.len < strlen (S_MAGIC) || memcmp (m.data, S_MAGIC, strlen (S_MAGIC)))) {
+    if (rc == 0 && (m.len < strlen (CGQ_CKPT_MAGIC) || memcmp (m.data, CGQ_CKPT_MAGIC, strlen (CGQ_CKPT_MAGIC)))) {
         snprintf (err, errlen, "%s/manifest is not a cgq checkpoint manifest", path);
         rc = -1;
     }
@@ -704,7 +688,7 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
         rc = s_fail (err, errlen, errno, "cannot create %s", dst);
     bool made = rc == 0;
     char *buf = rc == 0 ? cgq_xmalloc (S_CHUNK) : NULL;
-    char *line = rc == 0 ? m.data + strlen (S_MAGIC) : NULL;
+    char *line = rc == 0 ? m.data + strlen (CGQ_CKPT_MAGIC) : NULL;
     while (rc == 0 && *line) {
         char *nl = strchr (line, '\n');
         if (!nl) {
@@ -715,14 +699,12 @@ cgq_ckpt_restore (const char *path, const char *sha256, const char *dst, char *e
         *nl = 0;
         char want[65];
         uint64_t size;
-        int at = 0;
-        if (sscanf (line, "%64[0-9a-f] %" SCNu64 " %n", want, &size, &at) != 2 || at == 0
-            || strlen (want) != 64 || !s_safe_rel (line + at)) {
+        const char *rel;
+        if (!cgq_ckpt_manifest_line (line, want, &size, &rel)) {
             snprintf (err, errlen, "%s/manifest: a malformed line: %.120s", path, line);
             rc = -1;
             break;
         }
-        const char *rel = line + at;
         char *frel = cgq_xasprintf ("files/%s", rel);
         char *from = url ? cgq_ckpt_store_join (path, frel) : cgq_xasprintf ("%s/%s", path, frel);
         free (frel);

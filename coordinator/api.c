@@ -462,23 +462,13 @@ static pthread_mutex_t s_orders_mu = PTHREAD_MUTEX_INITIALIZER;
 static s_order_t s_orders[S_ORDERS];
 static uint64_t s_orders_clock;
 
-// s_stamp: what changes whenever an ended job's trials could sort otherwise.
-static uint64_t
-s_stamp (const cgq_job_rec_t *job)
-{
-    uint64_t h = 1469598103934665603ULL ^ job->suggested;
-    for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
-        h = (h ^ job->counts[k]) * 1099511628211ULL;
-    return h;
-}
-
 // s_order_fresh: whether kept order o still stands for job at now_ms (an
 // ended job's while its counts are the same; a running job's for a while).
 static bool
 s_order_fresh (const s_order_t *o, const cgq_job_rec_t *job, bool ended, int64_t now_ms)
 {
     if (ended)
-        return o->stamp == s_stamp (job);
+        return o->stamp == api_job_stamp (job);
     return now_ms - o->at_ms < o->cost_ms * S_ORDER_DUTY;
 }
 
@@ -519,7 +509,7 @@ s_order_put (const cgq_job_rec_t *job, const char *how, cgq_trial_rec_t **v, siz
     free (o->how);
     free (o->ids);
     *o = (s_order_t){.job = job->id,
-                     .stamp = s_stamp (job),
+                     .stamp = api_job_stamp (job),
                      .used = ++s_orders_clock,
                      .how = cgq_xstrdup (how),
                      .ids = ids,

@@ -638,8 +638,8 @@ static pthread_mutex_t s_kept_mu = PTHREAD_MUTEX_INITIALIZER;
 static s_kept_t s_kept[S_KEPT];
 static uint64_t s_kept_clock;
 
-static uint64_t
-s_stamp (const cgq_job_rec_t *job)
+uint64_t
+api_job_stamp (const cgq_job_rec_t *job)
 {
     uint64_t h = 1469598103934665603ULL ^ job->suggested;
     for (int k = 0; k < CGQ_TRIAL_NSTATES; k++)
@@ -651,7 +651,7 @@ static char *
 s_kept_get (const cgq_job_rec_t *job, const char *what)
 {
     char *body = NULL;
-    uint64_t stamp = s_stamp (job);
+    uint64_t stamp = api_job_stamp (job);
     pthread_mutex_lock (&s_kept_mu);
     for (int i = 0; i < S_KEPT && !body; i++)
         if (s_kept[i].what && s_kept[i].job == job->id && s_kept[i].stamp == stamp &&
@@ -674,7 +674,7 @@ s_kept_put (const cgq_job_rec_t *job, const char *what, const char *body)
     free (k->what);
     free (k->body);
     *k = (s_kept_t){.job = job->id,
-                    .stamp = s_stamp (job),
+                    .stamp = api_job_stamp (job),
                     .used = ++s_kept_clock,
                     .what = cgq_xstrdup (what),
                     .body = cgq_xstrdup (body)};

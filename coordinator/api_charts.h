@@ -37,6 +37,11 @@
 
 // api_charts_path: whether what (the path after /api/jobs/ID/) names a chart.
 bool api_charts_path (const char *what);
+
+// api_job_stamp: what changes whenever an ended job's answers could (its
+// suggested count and its counts by state): the key of what api.c and
+// api_charts.c keep for an ended job.
+uint64_t api_job_stamp (const cgq_job_rec_t *job);
 // api_charts answers it for job, as api_handle does (status, *body).
 int api_charts (cgq_store_t *store, const cgq_job_rec_t *job, const char *what,
                 const api_query_t *q, char **body);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,4 +535,26 @@ int
 cgq_rm_tree (const char *path)
 {
     return cgq_rm_at (AT_FDCWD, path);
+}
+
+void
+cgq_sweep_dead (const char *dir, const char *prefix)
+{
+    DIR *d = opendir (dir);
+    if (!d)
+        return;
+    size_t plen = strlen (prefix);
+    struct dirent *e;
+    while ((e = readdir (d))) {
+        if (strncmp (e->d_name, prefix, plen) != 0)
+            continue;
+        char *end;
+        long pid = strtol (e->d_name + plen, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        if (pid != (long) getpid () && (kill ((pid_t) pid, 0) == 0 || errno != ESRCH))
+            continue;
+        cgq_rm_at (dirfd (d), e->d_name);
+    }
+    closedir (d);
 }

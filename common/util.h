@@ -100,4 +100,9 @@ char *cgq_which (const char *name);
 int cgq_rm_tree (const char *path);
 int cgq_rm_at (int parent_fd, const char *name);
 
+// cgq_sweep_dead removes what processes that no longer run left in dir:
+// every DIR/PREFIX<pid> whose pid is gone, and one of this process's pid
+// (left by an earlier process that had it). Errors are ignored.
+void cgq_sweep_dead (const char *dir, const char *prefix);
+
 #endif

@@ -123,30 +123,6 @@ s_track_free (s_track_t *t)
     free (t);
 }
 
-// s_sweep removes the staging directories of workers that no longer run.
-static void
-s_sweep (const char *workdir)
-{
-    DIR *d = opendir (workdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (strncmp (e->d_name, S_PREFIX, strlen (S_PREFIX)) != 0)
-            continue;
-        char *end;
-        long pid = strtol (e->d_name + strlen (S_PREFIX), &end, 10);
-        if (*end || pid <= 0)
-            continue;
-        if (pid != (long) getpid () && (kill ((pid_t) pid, 0) == 0 || errno != ESRCH))
-            continue;
-        char *path = cgq_xasprintf ("%s/%s", workdir, e->d_name);
-        cgq_rm_tree (path);
-        free (path);
-    }
-    closedir (d);
-}
-
 cgq_checkpoints_t *
 cgq_checkpoints_new (const cgq_checkpoints_opts_t *opts)
 {
@@ -155,7 +131,7 @@ cgq_checkpoints_new (const cgq_checkpoints_opts_t *opts)
     self->opts.workdir = cgq_xstrdup (opts->workdir);
     self->opts.store = cgq_xstrdup (opts->store);
     self->opts.host = cgq_xstrdup (opts->host ? opts->host : "");
-    s_sweep (opts->workdir);
+    cgq_sweep_dead (opts->workdir, S_PREFIX);
     self->staging = cgq_xasprintf ("%s/" S_PREFIX "%d", opts->workdir, (int) getpid ());
     if (mkdir (self->staging, 0700) < 0 && errno != EEXIST) {
         cgq_error ("cannot create %s (checkpoints are staged there): %s", self->staging,

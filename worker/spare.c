@@ -49,29 +49,6 @@ struct cgq_spare_t {
     char last_job[PATH_MAX]; // WORKDIR/job-J of the last take (the taking thread's alone)
 };
 
-// s_sweep removes the pools of workers that no longer run (and a stale one
-// of this pid).
-static void
-s_sweep (const char *workdir)
-{
-    DIR *d = opendir (workdir);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir (d))) {
-        if (strncmp (e->d_name, S_PREFIX, strlen (S_PREFIX)) != 0)
-            continue;
-        char *end;
-        long pid = strtol (e->d_name + strlen (S_PREFIX), &end, 10);
-        if (*end || pid <= 0)
-            continue;
-        if (pid != (long) getpid () && (kill ((pid_t) pid, 0) == 0 || errno != ESRCH))
-            continue;
-        cgq_rm_at (dirfd (d), e->d_name);
-    }
-    closedir (d);
-}
-
 // s_fill makes the missing levels of a slot's chain and opens its logs
 // (outside the lock). Returns the new `have`.
 static int
@@ -168,7 +145,7 @@ s_run (void *arg)
 cgq_spare_t *
 cgq_spare_new (const char *workdir, size_t keep)
 {
-    s_sweep (workdir);
+    cgq_sweep_dead (workdir, S_PREFIX);
     cgq_spare_t *self = cgq_xcalloc (1, sizeof *self);
     self->workdir = cgq_xstrdup (workdir);
     self->root = cgq_xasprintf ("%s/" S_PREFIX "%d", workdir, (int) getpid ());

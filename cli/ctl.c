@@ -296,6 +296,41 @@ cgq_cmd_cancel (cgq_cli_t *cli)
     return rc;
 }
 
+// s_reply_request sends env (a request named what) to the coordinator and
+// prints its Reply's message, or ok / refused when it has none. The exit
+// status follows the reply's code (0 ok, 2 bad input, else a failure).
+static int
+s_reply_request (cgq_cli_t *cli, cgq_env_t *env, const char *what, const char *ok,
+                 const char *refused)
+{
+    cgq_env_t *reply = NULL;
+    char msg[1024];
+    int rc = cgq_ctl_request (cli->coordinator, env, CGQ_CTL_TIMEOUT_MS, &reply, msg, sizeof msg);
+    if (rc == CGQ_EXIT_OK) {
+        if (reply->body_case != CGQ__ENVELOPE__BODY_REPLY) {
+            snprintf (msg, sizeof msg,
+                      "the coordinator at %s answered %s with '%s' instead of a reply (is it "
+                      "older than this CLI?)",
+                      cli->coordinator, what, cgq_wire_body_name (reply));
+            rc = CGQ_EXIT_FAIL;
+        }
+        else {
+            int code = reply->reply->code;
+            snprintf (msg, sizeof msg, "%s",
+                      reply->reply->message && *reply->reply->message ? reply->reply->message
+                      : code == 0                                     ? ok
+                                                                      : refused);
+            rc = code == 0 ? CGQ_EXIT_OK : code == 2 ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
+        }
+        cgq_wire_free (reply);
+    }
+    if (rc == CGQ_EXIT_OK)
+        printf ("%s\n", msg);
+    else
+        cgq_cli_error ("%s", msg);
+    return rc;
+}
+
 int
 cgq_cmd_update (cgq_cli_t *cli)
 {
@@ -317,31 +352,7 @@ cgq_cmd_update (cgq_cli_t *cli)
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_UPDATE_JOB;
     env.update_job = &uj;
-    cgq_env_t *reply = NULL;
-    char msg[1024];
-    int rc = cgq_ctl_request (cli->coordinator, &env, CGQ_CTL_TIMEOUT_MS, &reply, msg, sizeof msg);
-    if (rc == CGQ_EXIT_OK) {
-        if (reply->body_case != CGQ__ENVELOPE__BODY_REPLY) {
-            snprintf (msg, sizeof msg,
-                      "the coordinator at %s answered UpdateJob with '%s' instead of a reply",
-                      cli->coordinator, cgq_wire_body_name (reply));
-            rc = CGQ_EXIT_FAIL;
-        }
-        else {
-            int code = reply->reply->code;
-            snprintf (msg, sizeof msg, "%s",
-                      reply->reply->message && *reply->reply->message ? reply->reply->message
-                      : code == 0 ? "updated"
-                                  : "the update was refused");
-            rc = code == 0 ? CGQ_EXIT_OK : code == 2 ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
-        }
-        cgq_wire_free (reply);
-    }
-    if (rc == CGQ_EXIT_OK)
-        printf ("%s\n", msg);
-    else
-        cgq_cli_error ("%s", msg);
-    return rc;
+    return s_reply_request (cli, &env, "UpdateJob", "updated", "the update was refused");
 }
 
 // s_pause sends a PauseJob (cgq pause, cgq resume) and prints the answer.
@@ -358,32 +369,7 @@ s_pause (cgq_cli_t *cli, bool resume)
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_PAUSE_JOB;
     env.pause_job = &pj;
-    cgq_env_t *reply = NULL;
-    char msg[1024];
-    int rc = cgq_ctl_request (cli->coordinator, &env, CGQ_CTL_TIMEOUT_MS, &reply, msg, sizeof msg);
-    if (rc == CGQ_EXIT_OK) {
-        if (reply->body_case != CGQ__ENVELOPE__BODY_REPLY) {
-            snprintf (msg, sizeof msg,
-                      "the coordinator at %s answered PauseJob with '%s' instead of a reply (is "
-                      "it older than this CLI?)",
-                      cli->coordinator, cgq_wire_body_name (reply));
-            rc = CGQ_EXIT_FAIL;
-        }
-        else {
-            int code = reply->reply->code;
-            snprintf (msg, sizeof msg, "%s",
-                      reply->reply->message && *reply->reply->message ? reply->reply->message
-                      : code == 0 ? (resume ? "resumed" : "paused")
-                                  : "refused");
-            rc = code == 0 ? CGQ_EXIT_OK : code == 2 ? CGQ_EXIT_BAD : CGQ_EXIT_FAIL;
-        }
-        cgq_wire_free (reply);
-    }
-    if (rc == CGQ_EXIT_OK)
-        printf ("%s\n", msg);
-    else
-        cgq_cli_error ("%s", msg);
-    return rc;
+    return s_reply_request (cli, &env, "PauseJob", resume ? "resumed" : "paused", "refused");
 }
 
 int

@@ -135,5 +135,6 @@ int cgq_cmd_watch (cgq_cli_t *cli);    // watch.c
 int cgq_cmd_plot (cgq_cli_t *cli);     // plot.c
 int cgq_cmd_optuna_search (cgq_cli_t *cli); // optuna.c
 int cgq_cmd_gc (cgq_cli_t *cli);       // gc.c
+int cgq_cmd_scale (cgq_cli_t *cli);    // scale.c
 
 #endif

@@ -98,6 +98,19 @@ static const cgq_cli_opt_t s_gc_opts[] = {
     {"store", "DIR", "also sweep this store (the workers' --checkpoint-store, where this machine sees it)"},
     {NULL}};
 
+static const cgq_cli_opt_t s_scale_opts[] = {
+    {"nodes", "URL", "where the workers connect: the coordinator's node endpoint as the compute nodes reach it (env CGQ_COORDINATOR_NODES; required)"},
+    {"partition", "LIST", "partitions to use, in order of preference, each NAME or NAME:MAX (most worker jobs there at once) (default: every partition sinfo lists)"},
+    {"max-workers", "N", "worker jobs at most at once, pending or running (default 4)"},
+    {"trials-per-worker", "K", "trials one worker job is sized for (default 1)"},
+    {"idle", "DUR", "a worker with no task this long exits and frees its allocation (default 5m)"},
+    {"interval", "DUR", "look at the queue every DUR (default 10s)"},
+    {"script", "FILE", "the batch script (env CGQ_SLURM_SCRIPT; default orchestration/slurm/cgq-worker.sbatch)"},
+    {"sbatch-args", "ARGS", "more sbatch options, blank-separated (--account=lab --time=4:00:00)"},
+    {"once", NULL, "one look, then exit"},
+    {"dry-run", NULL, "say what would be submitted, submit nothing"},
+    {NULL}};
+
 static const cgq_cli_cmd_t s_cmds[] = {
     {"run", "SPEC", "run a spec on this machine (private Redis, coordinator, workers)",
      "Starts redis-server (data in ./.cgq/redis, AOF on), cgq-coordinator and N cgq-worker\n"
@@ -185,6 +198,20 @@ static const cgq_cli_cmd_t s_cmds[] = {
      "freed. The job's checkpoint_bytes keeps counting its recorded checkpoints.\n"
      "Exit 0, 1 when something could not be deleted or Redis not read, 2 for an unknown job.",
      0, 1000000, s_gc_opts, cgq_cmd_gc},
+    {"scale", "slurm", "run workers as Slurm jobs, as many as the queue justifies",
+     "Every --interval: reads the running jobs' waiting trials and what each asks for\n"
+     "(cpu, gpu, memory of its spec) from Redis, the worker jobs it submitted (squeue: name\n"
+     "cgq-worker, comment cgq-scale:CLASS) and whether their workers connected, and what a\n"
+     "node of each partition has (sinfo). Trials waiting beyond the workers on their way get\n"
+     "new worker jobs (sbatch SCRIPT, sized for --trials-per-worker trials), each with the\n"
+     "reason printed, within --max-workers and each partition's MAX. Trials not made yet by\n"
+     "the searcher count as waiting (bounded by the job's concurrency); device trials and\n"
+     "Python studies' trials are not a worker's. A job whose trials fit no partition's node\n"
+     "is reported unschedulable once and gets nothing. Workers exit after --idle without a\n"
+     "task (the worker's --idle-exit), so nothing is ever cancelled here. SIGTERM from Slurm\n"
+     "(scancel, preemption, the time limit) hands a worker's trials back to the queue.\n"
+     "Runs until Ctrl-C (exit 0); exit 1 when Redis or Slurm could not be read (--once).",
+     1, 1, s_scale_opts, cgq_cmd_scale},
     {"pause", "JOB", "pause a job: nothing new starts, running trials stop at a checkpoint",
      "Nothing new is dispatched; each running trial goes on to its next checkpoint, is\n"
      "stopped there and waits as paused (--now: stopped at once, keeping its last\n"

@@ -53,6 +53,7 @@ struct cgq_shell_t {
     void **owners;
     size_t n, cap;
     int64_t deadline; // this turn's wake-up (cgq_shell_due)
+    char quit[128];   // cgq_shell_quit's reason; "" while none
 };
 
 cgq_shell_t *
@@ -210,7 +211,7 @@ s_assigned (cgq_shell_t *self, const Cgq__Assign *a)
 {
     self->ops.assign (self->arg, a);
     if (self->batches && s_child_exited) {
-        s_reap (self, true);
+        s_reap (self, !s_stop);
         cgq_link_release (self->link);
         cgq_link_hold (self->link);
     }
@@ -220,7 +221,7 @@ int
 cgq_shell_run (cgq_shell_t *self)
 {
     cgq_link_t *link = self->link;
-    while (!s_stop) {
+    while (!s_stop && !*self->quit) {
         s_poll (self, true, true, cgq_link_deadline (link));
         // What ends while this turn handles what came in goes out at its
         // end, as one ResultBatch: a wave of no-op tasks is one message.
@@ -243,13 +244,26 @@ cgq_shell_run (cgq_shell_t *self)
         }
         if (self->ops.turn)
             self->ops.turn (self->arg);
-        s_reap (self, true);
+        // A signal to stop that came with this turn: what ended meanwhile
+        // may have ended by the same signal (Slurm signals every process of
+        // the job at once): dropped, as at shutdown, and so run again.
+        s_reap (self, !s_stop);
         if (self->batches)
             cgq_link_release (link);
         cgq_link_tick (link, cgq_now_ms ());
     }
+    if (!s_stop) {
+        cgq_info ("%s; shutting down", self->quit);
+        return 0;
+    }
     cgq_info ("received %s; shutting down", s_stop == SIGINT ? "SIGINT" : "SIGTERM");
     return s_stop;
+}
+
+void
+cgq_shell_quit (cgq_shell_t *self, const char *why)
+{
+    snprintf (self->quit, sizeof self->quit, "%s", why && *why ? why : "asked to stop");
 }
 
 void

@@ -99,8 +99,11 @@ int cgq_shell_connect (cgq_shell_t *self, const cgq_link_opts_t *opts);
 cgq_link_t *cgq_shell_link (cgq_shell_t *self);
 
 // cgq_shell_run runs the loop until SIGTERM or SIGINT, and logs which one
-// came. Returns it.
+// came. Returns it, or 0 when the program ended it (cgq_shell_quit).
 int cgq_shell_run (cgq_shell_t *self);
+// cgq_shell_quit, from a callback: the loop ends after this turn, as on
+// SIGTERM (the shutdown that follows is the same), and logs why.
+void cgq_shell_quit (cgq_shell_t *self, const char *why);
 
 // cgq_shell_shutdown tells the coordinator that no new task may come
 // (cgq_link_drain), stops every task with grace_ms of SIGTERM grace and

@@ -46,6 +46,7 @@ typedef struct {
     uint64_t max_report_line;
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
+    int64_t idle_exit_ms; // 0: never; else exit after this long without a task
     char *confine;
     char *curve_secret;  // CURVE (common/auth.h)
     char *curve_server;
@@ -97,6 +98,10 @@ static const cgq_opt_t s_opts[] = {
      "SIGTERM -> SIGKILL grace for timeouts and stops", 0, 3600000},
     {"heartbeat", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, heartbeat_ms), "1s", NULL,
      "heartbeat interval until the coordinator's Welcome sets it", 10, 600000},
+    {"idle-exit", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, idle_exit_ms), "0", "CGQ_IDLE_EXIT",
+     "exit (Bye, code 0) after this long with no task: a batch-scheduled worker gives its "
+     "allocation back (0: never)",
+     0, 31536000000.0},
     {"confine", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, confine), "auto", "CGQ_CONFINE",
      "how all processes of a trial end with it: cgroup (v2), pgroup (session), auto", 0, 0},
     {"curve-secret", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_secret), NULL,
@@ -137,6 +142,7 @@ typedef struct {
     Cgq__TaskRef **running; // scratch for s_running
     cgq_checkpoints_t *ckpts; // the tasks' checkpoints (checkpoints.h)
     char *ckpt_store;         // absolute: --checkpoint-store, else WORKDIR/checkpoints
+    int64_t busy_ms;          // when a task last ran (or the worker started): --idle-exit
 } s_worker_t;
 
 static size_t
@@ -448,8 +454,22 @@ s_turn (void *arg)
 {
     s_worker_t *w = arg;
     cgq_confine_tick (w->confine);
+    int64_t now = cgq_now_ms ();
     if (w->ckpts)
-        cgq_checkpoints_tick (w->ckpts, cgq_now_ms ());
+        cgq_checkpoints_tick (w->ckpts, now);
+    // --idle-exit: idle means no task and nothing of the checkpoints still
+    // waiting (a restore about to start a task, a seal not yet acked).
+    const Cgq__TaskRef **starting = NULL;
+    if (w->n_tasks > 0
+        || (w->ckpts
+            && (cgq_checkpoints_unsettled (w->ckpts) > 0
+                || cgq_checkpoints_starting (w->ckpts, &starting) > 0)))
+        w->busy_ms = now;
+    else if (w->cfg.idle_exit_ms > 0 && now - w->busy_ms >= w->cfg.idle_exit_ms) {
+        char why[96];
+        snprintf (why, sizeof why, "idle for %" PRId64 " ms (--idle-exit)", now - w->busy_ms);
+        cgq_shell_quit (w->shell, why);
+    }
 }
 
 static void
@@ -758,6 +778,7 @@ main (int argc, char **argv)
         s_cleanup (&w);
         return 1;
     }
+    w.busy_ms = cgq_now_ms ();
     cgq_shell_run (w.shell);
     int64_t grace = w.cfg.kill_grace_ms < S_SHUTDOWN_GRACE_MS ? w.cfg.kill_grace_ms
                                                              : S_SHUTDOWN_GRACE_MS;

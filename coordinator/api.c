@@ -432,6 +432,93 @@ s_cmp (const void *a, const void *b, void *arg)
     return c ? x->sign * c : byid;
 }
 
+// --- a best-first page from the leaderboard --------------------------------------
+
+typedef struct {
+    uint64_t id;
+    double score;
+} s_ranked_t;
+
+static int
+s_ranked_cmp (const void *a, const void *b, void *arg)
+{
+    const s_ranked_t *p = a, *q = b;
+    int max = *(const int *)arg > 0;
+    if (p->score != q->score)
+        return (max ? p->score > q->score : p->score < q->score) ? -1 : 1;
+    return p->id < q->id ? -1 : p->id > q->id;
+}
+
+// s_rank_page: the ids of a best-first page that lies within the ranked
+// trials, read from the sorted set the coordinator keeps of them
+// (cgq:job:{J}:leaderboard, the feasible succeeded trials by value) instead
+// of sorting every trial: the page's range, widened to every member tied
+// with its ends (Redis orders ties by member text, s_cmp by id), ordered as
+// s_cmp orders them. Returns 1 with *ids (caller frees) and *n, 0 when the
+// page reaches past the ranked trials (the caller sorts), -1 on a Redis error.
+static int
+s_rank_page (cgq_store_t *store, const cgq_job_rec_t *job, uint64_t offset, uint64_t count,
+             uint64_t **ids, size_t *n)
+{
+    char key[96];
+    cgq_key_leaderboard (key, sizeof key, job->id);
+    bool max = job->mode > 0;
+    redisReply *card = cgq_store_command (store, "ZCARD %s", key);
+    if (!card)
+        return -1;
+    uint64_t ranked = card->type == REDIS_REPLY_INTEGER ? (uint64_t)card->integer : 0;
+    freeReplyObject (card);
+    if (count == 0 || offset + count > ranked)
+        return 0;
+    redisReply *r = cgq_store_command (store, max ? "ZREVRANGE %s %llu %llu WITHSCORES"
+                                                  : "ZRANGE %s %llu %llu WITHSCORES",
+                                       key, (unsigned long long)offset,
+                                       (unsigned long long)(offset + count - 1));
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements % 2) {
+        freeReplyObject (r); // changed under us: the caller sorts
+        return 0;
+    }
+    char first[64], last[64];
+    snprintf (first, sizeof first, "%s", r->element[1]->str ? r->element[1]->str : "0");
+    snprintf (last, sizeof last, "%s", r->element[r->elements - 1]->str
+                                           ? r->element[r->elements - 1]->str : "0");
+    freeReplyObject (r);
+    // Members better than the first score come before the widened range.
+    redisReply *before = cgq_store_command (store, max ? "ZCOUNT %s (%s +inf" : "ZCOUNT %s -inf (%s",
+                                            key, first);
+    redisReply *ties = cgq_store_command (store, max ? "ZREVRANGEBYSCORE %s %s %s WITHSCORES"
+                                                     : "ZRANGEBYSCORE %s %s %s WITHSCORES",
+                                          key, first, last);
+    int rc = 0;
+    if (!before || !ties)
+        rc = -1;
+    else if (before->type == REDIS_REPLY_INTEGER && ties->type == REDIS_REPLY_ARRAY
+             && (uint64_t)before->integer <= offset) {
+        size_t m = ties->elements / 2;
+        s_ranked_t *v = cgq_xcalloc (m + 1, sizeof *v);
+        for (size_t i = 0; i < m; i++) {
+            v[i].id = strtoull (ties->element[2 * i]->str, NULL, 10);
+            v[i].score = strtod (ties->element[2 * i + 1]->str, NULL);
+        }
+        int mode = max ? 1 : -1;
+        qsort_r (v, m, sizeof *v, s_ranked_cmp, &mode);
+        size_t skip = (size_t)(offset - (uint64_t)before->integer);
+        if (skip + count <= m) {
+            *ids = cgq_xcalloc (count + 1, sizeof **ids);
+            for (size_t i = 0; i < count; i++)
+                (*ids)[i] = v[skip + i].id;
+            *n = count;
+            rc = 1;
+        }
+        free (v);
+    }
+    freeReplyObject (before);
+    freeReplyObject (ties);
+    return rc;
+}
+
 // --- the order of a job's trials, kept -----------------------------------------
 // Sorting a big job reads all of it. A job that has ended no longer changes,
 // so the order of its trials (ids only: 8 bytes a trial) is kept for the
@@ -678,7 +765,23 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
         uint64_t *order = NULL;
         size_t n = 0;
         rc = 0;
-        if (!s_order_get (job, ended, how, &order, &n)) {
+        // Best first, a page among the ranked trials: from the leaderboard,
+        // whatever the job's size (a running job's dashboard polls this).
+        uint64_t want = offset < job->suggested ? job->suggested - offset : 0;
+        int fast = x.by == S_RANK && x.sign > 0 && !q->state && job->metric
+                       ? s_rank_page (store, job, offset, want < limit ? want : limit, &order, &n)
+                       : 0;
+        if (fast < 0)
+            rc = -1;
+        else if (fast > 0) {
+            s_which_t page = {.ids = order, .count = n};
+            rc = s_load (store, job, &page, NULL, NULL, 0, &ts);
+            free (order);
+            free (how);
+            total = job->suggested;
+            goto loaded;
+        }
+        if (rc == 0 && !s_order_get (job, ended, how, &order, &n)) {
             int64_t t0 = cgq_now_ms ();
             s_which_t all = {.lo = 0, .step = 1, .count = job->suggested};
             rc = s_load (store, job, &all, q->state, whole ? NULL : sort_fields, nf, &ts);
@@ -702,6 +805,7 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
         }
         free (order);
     }
+loaded:
     if (rc < 0) {
         s_trials_free (&ts);
         return s_store_error (store, body);

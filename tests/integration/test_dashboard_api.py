@@ -330,6 +330,49 @@ class DashboardApiTest(CgqTestCase):
             time.sleep(max(0.05, cold))
         self.assertEqual(top[0], 123, "the new best never came first (cold sort %.3fs)" % cold)
 
+    def test_best_first_pages_from_the_leaderboard(self):
+        """Best-first pages among the ranked trials come from the leaderboard
+        sorted set (api.c s_rank_page), not from sorting every trial: the
+        same order as the full sort (value, ties by id, then the unranked by
+        id), for both modes, on pages that straddle ties and the end of the
+        ranked trials; a page the leaderboard cannot answer is sorted."""
+        c = self.cluster
+        c.start_redis()
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        n, now = 300, time.time()
+        for j, mode in ((60, "max"), (61, "min")):
+            cmds = [("HSET", "cgq:job:{%d}" % j, "id", j, "name", "lb-%s" % mode,
+                     "state", "running", "suggested", n, "total", n + 50,
+                     "objective_metric", "acc", "objective_mode", mode, "created", now,
+                     "spec", "name: lb"), ("ZADD", "cgq:jobs", now, j)]
+            ranked = []
+            for i in range(n):
+                state = "failed" if i % 11 == 3 else "succeeded"
+                acc = (i * 13) % 7 / 7.0  # 7 values: long runs of ties
+                h = ["id", i, "job", j, "state", state, "attempt", 1,
+                     "params", json.dumps({"i": i})]
+                if state == "succeeded":
+                    h += ["metrics", json.dumps({"acc": acc}), "value", repr(acc)]
+                    if i % 17 == 5:
+                        h += ["feasible", 0]  # infeasible: never ranked
+                    else:
+                        ranked.append((acc, i))
+                        cmds.append(("ZADD", "cgq:job:{%d}:leaderboard" % j, repr(acc), i))
+                cmds.append(("HSET", "cgq:job:{%d}:trial:%d" % (j, i)) + tuple(h))
+            c.redis.pipeline(cmds)
+            sign = -1 if mode == "max" else 1
+            want = [i for _, i in sorted(ranked, key=lambda vi: (sign * vi[0], vi[1]))]
+            rset = set(want)
+            want += [i for i in range(n) if i not in rset]
+            for offset, limit in ((0, 1), (0, 10), (5, 7), (40, 25), (len(ranked) - 3, 3),
+                                  (len(ranked) - 2, 5), (n - 4, 10)):
+                doc = self.get_json("/api/jobs/%d/trials?offset=%d&limit=%d" % (j, offset, limit))
+                self.assertEqual([t["id"] for t in doc["trials"]], want[offset:offset + limit],
+                                 "%s, offset %d limit %d" % (mode, offset, limit))
+                self.assertEqual(doc["total"], n)
+            self.assertEqual([t["id"] for t in self.all_pages(j, 9)], want, mode)
+
     def test_standby_serves_the_same(self):
         c = self.cluster
         c.start_redis()

@@ -39,6 +39,13 @@ passes_first (trial_t *t, const char *metrics_json, const char **kv, int *nkv, p
     uint32_t passes = passes_of (j);
     if (passes < 2 || t->pass >= passes)
         return false;
+    // A result that is not a JSON object fails now, as without passes, and
+    // spends no second measurement.
+    json_t *m = json_loads (metrics_json, 0, NULL);
+    if (!json_is_object (m)) {
+        json_decref (m);
+        return false;
+    }
     free (t->pass1);
     t->pass1 = cgq_xstrdup (metrics_json);
     t->pass = passes;
@@ -53,7 +60,6 @@ passes_first (trial_t *t, const char *metrics_json, const char **kv, int *nkv, p
     kv[(*nkv)++] = t->pass1;
     kv[(*nkv)++] = CGQ_TF_STAGE_BASE;
     kv[(*nkv)++] = out->base;
-    json_t *m = json_loads (metrics_json, 0, NULL);
     char tb[32];
     snprintf (out->detail, sizeof out->detail,
               "pass 1 of %u succeeded (%s %s ms); the next pass follows the job's first, "

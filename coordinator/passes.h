@@ -35,7 +35,7 @@ typedef struct {
 // stage_base to kv (*nkv strings; room for 6 more; they point into t and
 // out, valid while both are) and returns true: the caller makes t pending,
 // unqueued, in one HSET with them, and writes the event. False for t's
-// last pass (nothing changed).
+// last pass, or metrics that are not a JSON object (nothing changed).
 bool passes_first (trial_t *t, const char *metrics_json, const char **kv, int *nkv,
                    passes_first_t *out);
 

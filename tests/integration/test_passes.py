@@ -2,8 +2,9 @@
 """measure: {passes: 2} end to end: a real Redis, coordinator and
 cgq-device-runner, and a command benchmark whose latency the test sets (it
 prints the number in a file per trial and run, read with timing: parse; the
-first run of a trial reads a-T, later ones b-T, and every run appends
-"TRIAL RUN WALLCLOCK" to runs.log before it prints).
+first run of a trial reads a-T, later ones b-T, run N fails where the test
+made a file fail-T-N, and every run appends "TRIAL RUN WALLCLOCK" to runs.log
+before it prints).
 
 - every trial is measured exactly twice, all first passes before any second,
   and the second pass in reverse order of the ids (one device: the runs.log
@@ -15,6 +16,10 @@ first run of a trial reads a-T, later ones b-T, and every run appends
   second: nothing lost (every trial succeeded, on the leaderboard once) and
   nothing doubled (two runs per trial, one trial.pass and one
   trial.succeeded event each, no retry used);
+- failures follow the retry rules: a first pass that fails for good leaves
+  (and the second pass still starts), a failed second pass is retried
+  within retries (the first pass's success used none), and one that fails
+  for good fails the trial; with search.concurrency below the trials;
 - spec errors: passes: 3, and measure: on a command trial.
 """
 
@@ -66,7 +71,8 @@ class PassesTest(CgqTestCase):
                 f.write("lat=%s\n" % B[i])
         cmd = ("n=$(cat {d}/c-{{trial_id}} 2>/dev/null || echo 0); n=$((n+1)); "
                "echo $n > {d}/c-{{trial_id}}; echo {{trial_id}} $n $(date +%s.%N) >> {d}/runs.log; "
-               "sleep {s}; if [ $n = 1 ]; then cat {d}/a-{{trial_id}}; "
+               "sleep {s}; if [ -e {d}/fail-{{trial_id}}-$n ]; then exit 1; fi; "
+               "if [ $n = 1 ]; then cat {d}/a-{{trial_id}}; "
                "else cat {d}/b-{{trial_id}}; fi").format(d=d, s=run_s)
         cfg = os.path.join(self.tmp, "runner.yaml")
         with open(cfg, "w") as f:
@@ -86,12 +92,12 @@ class PassesTest(CgqTestCase):
         c.wait_for(lambda: c.redis.hgetall("cgq:node:r1").get("state") == "alive", 30,
                    "runner r1 alive")
 
-    def spec(self, extra="  measure: {passes: 2}\n"):
+    def spec(self, extra="  measure: {passes: 2}\n", search="{algorithm: grid}"):
         return self.cluster.write_file("passes.yaml", (
-            "name: passes\nspace:\n  i: {grid: [%s]}\nsearch: {algorithm: grid}\n"
+            "name: passes\nspace:\n  i: {grid: [%s]}\nsearch: %s\n"
             "objective: {metric: time, mode: min}\n"
             "trial:\n  on: {device: board}\n  benchmark: lat\n  repeats: 1\n  timeout: 60s\n"
-            % ", ".join(str(i) for i in range(N))) + extra)
+            % (", ".join(str(i) for i in range(N)), search)) + extra)
 
     @staticmethod
     def runs(d):
@@ -175,6 +181,40 @@ class PassesTest(CgqTestCase):
         self.assertIn("acc10          %.3f  (%d of %d within" % (acc10, round(acc10 * N), N),
                       r.stdout)
         self.assertIn("srcc           %.4f" % rho, r.stdout)
+
+    def test_failures_follow_the_retry_rules(self):
+        c = self.start_default(workers=())
+        d, cfg = self.setup_board(0)
+        for t, n in ((2, 1), (2, 2), (5, 2), (6, 2), (6, 3)):
+            open(os.path.join(d, "fail-%d-%d" % (t, n)), "w").close()
+        self.start_runner(cfg)
+        spec = self.spec(extra="  measure: {passes: 2}\n  retries: 1\n",
+                         search="{algorithm: grid, concurrency: 2}")
+        with open(spec) as f:
+            self.assertIn("concurrency: 2", f.read())
+        j = c.submit(spec)
+        job = c.wait_job(j, 90)
+        self.assertEqual((job.get("state"), job.get("succeeded"), job.get("failed")),
+                         ("finished", "6", "2"), job)
+        runs = [(t, n) for t, n, _ in self.runs(d)]
+        want = [(t, 1) for t in range(N)] + [(2, 2)] + [(t, 2) for t in range(N) if t != 2] + \
+            [(5, 3), (6, 3)]
+        self.assertEqual(sorted(runs), sorted(want), runs)
+        # The first pass (with trial 2's retry) ends before the second starts.
+        self.assertEqual(sorted(runs[:N + 1]), sorted(want[:N + 1]), runs)
+        trials = c.trials(j)
+        self.assertEqual(trials[2].get("state"), "failed", trials[2])
+        self.assertNotIn("pass1", trials[2])
+        self.assertEqual(trials[6].get("state"), "failed", trials[6])
+        self.assertIn("pass1", trials[6])  # pass 1 kept, pass 2 failed twice
+        self.assertEqual((trials[6].get("attempt"), trials[5].get("attempt")), ("3", "3"))
+        self.assertEqual(trials[5].get("state"), "succeeded", trials[5])
+        m = metrics_of(trials[5])
+        self.assertEqual((m["time_pass1"], m["time_pass2"]), (A[5], B[5]))
+        retries = sorted(int(e["trial"]) for e in c.events(j) if e["type"] == "trial.retry")
+        self.assertEqual(retries, [2, 5, 6])
+        r = c.cgq("results", str(j), "--passes", "--format", "json")
+        self.assertEqual(json.loads(r.stdout)["n"], 6, r.stdout)
 
     def test_one_pass_job_has_no_pass_fields(self):
         c = self.start_default(workers=())

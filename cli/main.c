@@ -49,6 +49,7 @@ static const cgq_cli_opt_t s_results_opts[] = {
     {"top", "K", "only the K best trials (default: all)"},
     {"group-by", "KEYS", "per group of params (family,dataset): n, mean, std, min, max"},
     {"columns", "NAMES", "only these params/metrics, in this order (acc,lat_ms); a table on a terminal otherwise drops what does not fit"},
+    {"passes", NULL, "a job measured in two passes (measure: {passes: 2}): their agreement (acc10, median |diff|, SRCC)"},
     {NULL}};
 
 static const cgq_cli_opt_t s_logs_opts[] = {

@@ -1330,6 +1330,8 @@ cgq_cmd_results (cgq_cli_t *cli)
         cgq_cli_error ("%s", err);
         rc = CGQ_EXIT_FAIL;
     }
+    else if (cgq_cli_flag (cli, "passes"))
+        cgq_show_passes (stdout, format, j, trials, n);
     else if (by) {
         if (cgq_show_groups (stdout, format, j, trials, n, by, columns, err, sizeof err) < 0) {
             cgq_cli_error ("%s", err);

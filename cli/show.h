@@ -77,6 +77,14 @@ int cgq_show_groups (FILE *f, const char *format, const cgq_job_rec_t *job,
                      cgq_trial_rec_t **trials, size_t n, const char *by, const char *columns,
                      char *err, size_t errlen);
 
+// cgq_show_passes prints the pass-to-pass agreement of a job measured in two
+// passes (measure: {passes: 2}; cli/passes.c): over its succeeded trials with
+// time_pass1 and time_pass2, acc10, the median |pass_diff| and Spearman's rho
+// (common/agree.h); format json: one object {job, n, acc10,
+// median_abs_diff, srcc}, null where undefined. Returns 0.
+int cgq_show_passes (FILE *f, const char *format, const cgq_job_rec_t *job,
+                     cgq_trial_rec_t **trials, size_t n);
+
 // cgq_show_duration writes s seconds as "0.42s", "12.3s", "4m05s" or
 // "2h03m" into buf (n bytes). Returns buf.
 char *cgq_show_duration (char *buf, size_t n, double s);

@@ -198,6 +198,11 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 // A paused trial: where it was paused, one line ("at checkpoint ckpt-1-3
 // (step {"epoch":3})", or that it had none and restarts from zero).
 #define CGQ_TF_PAUSED "paused"
+// measure: {passes: 2} (coordinator/passes.c): the pass a trial runs or
+// waits for (2 once its first succeeded; absent: the first), and the first
+// pass's metrics (JSON), written with the transition that queues pass 2.
+#define CGQ_TF_PASS "pass"
+#define CGQ_TF_PASS1 "pass1"
 
 // cgq:node:ID
 #define CGQ_NF_ID "id"

@@ -142,6 +142,8 @@ typedef struct {
     char *artifact_sha256;  // template; literal: 64 lowercase hex digits
     uint32_t repeats;       // timed runs, >= 1; 0 (not given): the runner's default
     uint32_t warmup;        // untimed runs before them, >= 1; 0 (not given): the runner's default
+    uint32_t passes;        // measure: {passes: N}: 1 or 2 (0: not given, one pass); a
+                            // one-stage device trial only (coordinator/passes.c)
 } cgq_stage_t;
 
 #define CGQ_SPEC_FAIL_FAST 5 // search.fail_fast's default

@@ -1538,6 +1538,39 @@ t_device (void **state)
     assert_non_null (strstr (err, "is not http://, https:// or file://"));
 }
 
+// measure: {passes: N}: kept for a one-stage device trial, absent is 0 (one
+// pass); out of range, a misspelt key, a command trial and a stage refused at
+// their line and column.
+static void
+t_measure_passes (void **state)
+{
+    (void) state;
+    char err[512] = "";
+    const char *y = "trial:\n  on: {device: x}\n  benchmark: b\n  measure: {passes: 2}\n";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->trial.passes, 2);
+    cgq_spec_destroy (&s);
+    y = "trial: {on: {device: x}, benchmark: b}\n";
+    s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+    assert_non_null (s);
+    assert_int_equal (s->trial.passes, 0);
+    cgq_spec_destroy (&s);
+    s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  measure: {passes: 3}\n", 4,
+                    21, "trial.measure.passes");
+    s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  measure: {passes: 0}\n", 4,
+                    21, "trial.measure.passes");
+    s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  measure: {pases: 2}\n", 4,
+                    13, "did you mean 'passes'");
+    s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  measure: 2\n", 4, 12,
+                    "measure: {passes: 2}");
+    s_expect_error ("trial:\n  command: x\n  measure: {passes: 2}\n", 3, 3,
+                    "trial.measure belongs to a device trial");
+    s_expect_error ("trial:\n  stages:\n    - {name: m, on: {device: x}, benchmark: b, "
+                    "measure: {passes: 2}}\n",
+                    3, 66, "not yet for trial.stages[]");
+}
+
 static void
 t_err_device (void **state)
 {
@@ -1863,6 +1896,7 @@ main (void)
         cmocka_unit_test (t_stages),
         cmocka_unit_test (t_client_kind),
         cmocka_unit_test (t_err_stages),
+        cmocka_unit_test (t_measure_passes),
         cmocka_unit_test (t_assignment_env),
         cmocka_unit_test (t_constraints),
     };

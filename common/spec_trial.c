@@ -395,6 +395,37 @@ s_check_device (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *kind,
     return 0;
 }
 
+// s_parse_measure reads measure: {passes: N} (N 1 or 2): with 2 the
+// coordinator measures each trial twice, the second pass after the job's
+// first in another order (coordinator/passes.c, docs/devices.md).
+static int
+s_parse_measure (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v, bool in_stage)
+{
+    const char *hint = "write measure: {passes: 2}";
+    if (cgq_yamldoc_expect_map (c->y, v, "trial.measure", hint) < 0)
+        return -1;
+    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
+        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
+                                 *e = cgq_yamldoc_val (c->y, v, pi);
+        long long n;
+        if (!strcmp (cgq_yamldoc_text (k), "passes")) {
+            if (cgq_yamldoc_get_int (c->y, e, "trial.measure.passes", 1, 2,
+                                     "write passes: 2 to measure every trial twice, or 1", &n) < 0)
+                return -1;
+            if (n > 1 && in_stage)
+                return cgq_yamldoc_fail (
+                    c->y, e,
+                    "measure.passes: 2 is for a device trial of one stage (trial: with "
+                    "benchmark:), not yet for trial.stages[] (write passes: 1, or measure "
+                    "in a job of its own)");
+            spec->trial.passes = (uint32_t) n;
+        }
+        else
+            return cgq_yamldoc_unknown_key (c->y, k, "trial.measure", "passes");
+    }
+    return 0;
+}
+
 // Where the keys of one stage are written, for the checks after parsing.
 
 static int s_parse_stages (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *k,
@@ -532,6 +563,11 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
             spec->trial.warmup = (uint32_t) n;
             device_k = k;
         }
+        else if (!strcmp (kt, "measure")) {
+            if (s_parse_measure (c, spec, e, in_stage) < 0)
+                return -1;
+            device_k = k;
+        }
         else if (!strcmp (kt, "stages") && !in_stage) {
             stages_k = k;
             stages_v = e;
@@ -556,10 +592,10 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                 c->y, k, in_stage ? "trial.stages[]" : "trial",
                 in_stage ? "name, kind, command, data, resources, timeout, "
                            "retries, env, on, benchmark, artifact, repeats, "
-                           "warmup"
+                           "warmup, measure"
                          : "kind, command, data, resources, timeout, retries, "
                            "env, on, benchmark, artifact, repeats, warmup, "
-                           "stages");
+                           "measure, stages");
         if (strcmp (kt, "stages") && strcmp (kt, "timeout") && strcmp (kt, "retries") &&
             strcmp (kt, "env") && !first_k)
             first_k = k; // a key that belongs to one stage

@@ -22,6 +22,8 @@
 //                trial records, what a resumed attempt restores
 //   early_stop.c the early stopping rules as pure decisions (no I/O)
 //   hyperband.c  Hyperband's brackets as pure decisions (no I/O)
+//   passes.c     measure: {passes: 2} as pure decisions (no I/O): what a
+//                first pass keeps, when the second starts, in which order
 //   outbox.c     messages that wait until the Redis batch they depend on is
 //                flushed
 //   nodes.c      the node registry: lookup, resources, grant and release of
@@ -173,6 +175,10 @@ struct trial_s {
     json_t *ckpts;
     unsigned end_resume;
     bool hb_pause; // hyperband: reached its rung's budget, pauses at its next checkpoint
+    // measure: {passes: 2} (passes.c): the pass it runs or waits for (0 or 1:
+    // the first), and the first pass's metrics once it succeeded (owned).
+    uint32_t pass;
+    char *pass1;
 };
 
 struct job_s {
@@ -228,6 +234,8 @@ struct job_s {
     struct hyperband_s *hb;
     bool hb_check, hb_dirty, hb_done;
     bool best_dirty;        // best_trial/best_value changed this turn
+    uint64_t pass_held;     // measure.passes: trials waiting, unqueued, for the first
+                            // pass to be dispatched (passes.c)
     bool ended;             // finished or cancelled with nothing left: freed by jobs_reap
     job_t *next;            // coordinator's job list
 };

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "nodes.h"
 #include "outbox.h"
+#include "passes.h"
 #include "scheduler.h"
 #include "template.h"
 
@@ -420,6 +421,14 @@ s_serve (coord_t *c, job_t *j)
 {
     node_t *n;
     uint32_t stage;
+    trial_t **next_pass; // measure.passes: the second pass once the first has ended
+    size_t npass = passes_ready (j, &next_pass);
+    for (size_t i = 0; i < npass; i++)
+        jobs_enqueue (j, next_pass[i], false);
+    if (npass)
+        cgq_info ("job %" PRIu64 ": first pass done; %zu trial(s) queued for pass 2, "
+                  "highest id first", j->id, npass);
+    free (next_pass);
     switch (scheduler_choose_stage (c, j, &n, &stage)) {
     case SCHEDULE_IDLE:
         return false;

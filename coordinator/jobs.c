@@ -17,6 +17,7 @@
 #include "notify.h"
 #include "nodes.h"
 #include "outbox.h"
+#include "passes.h"
 #include "pareto.h"
 #include "yamldoc.h"
 
@@ -155,6 +156,7 @@ s_trial_free (trial_t *t)
     free (t->params_json);
     free (t->gpus);
     free (t->expect_node);
+    free (t->pass1);
     free (t);
 }
 
@@ -1500,6 +1502,24 @@ jobs_result (coord_t *c, const Cgq__Result *r)
                           CGQ_TF_TRIAL_DIR, r->trial_dir ? r->trial_dir : "", CGQ_TF_METRICS,
                           metrics_json};
     int nkv = 8;
+    // measure.passes (passes.c): a pass before the last waits for the next;
+    // the last one's metrics carry both.
+    passes_first_t pf;
+    if (r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED
+        && passes_first (t, metrics_json, kv, &nkv, &pf)) {
+        // Pending for its next pass, unqueued until the first pass has
+        // ended (dispatch.c), in one HSET: a coordinator killed before this
+        // batch gets the result again, after it recovery holds the trial.
+        s_clear_error (c, t);
+        jobs_set_state (c, t, CGQ_TRIAL_PENDING, kv, nkv);
+        jobs_trial_event (c, j, "trial.pass", (int64_t) t->id, NULL, t->attempt, pf.detail);
+        c->sched_dirty = true;
+        return;
+    }
+    char *passes_json =
+        r->status == CGQ__TASK_STATUS__TASK_SUCCEEDED ? passes_merge (t, metrics_json) : NULL;
+    if (passes_json)
+        metrics_json = kv[7] = passes_json;
 
     // Decide first whether this is a success; every failure is recorded the same way.
     const char *fail = NULL;
@@ -1529,6 +1549,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
         char *field, *run = s_run_json (t, node_id, r, &field);
         s_stage_done (c, t, metrics, kv, field, run);
         free (run);
+        free (passes_json);
         free (field);
         json_decref (metrics);
         cgq_buf_fini (&why);
@@ -1621,6 +1642,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
                                                                     : CGQ_RESUME_FAILED;
         jobs_failed (c, t, fail, retryable);
         json_decref (metrics);
+        free (passes_json);
         cgq_buf_fini (&why);
         free (merged_json);
         free (stages_json);
@@ -1664,6 +1686,7 @@ jobs_result (coord_t *c, const Cgq__Result *r)
     free (stages_json);
     free (run_json);
     free (run_field);
+    free (passes_json);
     jobs_trial_end (c, t);
 }
 

@@ -13,6 +13,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "nodes.h"
+#include "passes.h"
 
 void
 recovery_nodes (coord_t *c)
@@ -226,6 +227,8 @@ s_trials (coord_t *c, job_t *j)
         t->ckpts = checkpoint_list_parse (cgq_hash_get (h, CGQ_TF_CHECKPOINTS));
         // The early stopper's view of it: where it was last judged.
         early_stop_trial_resume (j->stopper, t->id, cgq_hash_get (h, CGQ_TF_EARLY_STOP));
+        // measure.passes: its pass, and whether it waits for the first pass to be out.
+        bool held = passes_recover (j, t, h);
         if (t->state == CGQ_TRIAL_RUNNING) {
             const char *node = cgq_hash_get (h, CGQ_TF_NODE);
             t->expect_node = cgq_xstrdup (node ? node : "?");
@@ -254,7 +257,7 @@ s_trials (coord_t *c, job_t *j)
             if (t->state == CGQ_TRIAL_UNSCHEDULABLE && !j->blocked)
                 jobs_set_state (c, t, CGQ_TRIAL_PENDING, NULL, 0);
             // A paused trial waits for cgq resume, unqueued (control_pause).
-            if (t->state != CGQ_TRIAL_PAUSED)
+            if (t->state != CGQ_TRIAL_PAUSED && !held)
                 jobs_enqueue (j, t, false);
         }
         freeReplyObject (h);

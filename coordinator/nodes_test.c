@@ -291,8 +291,9 @@ test_device_quarantine (void **state)
         ct_result (c, "r", 1, u->id, u->attempt, CGQ__TASK_STATUS__TASK_FAILED, "{}", "boom");
     }
     dispatch_run (c);
-    assert_string_equal (j->blocked, "needs device with device=x; connected devices: d1 "
-                                     "(device=x, quarantined), d2 (device=x, quarantined)");
+    assert_string_equal (j->blocked, "devices d1 (quarantined: timeout: after 2s), d2 "
+                                     "(quarantined: failed: boom): every device that can run "
+                                     "it is quarantined (cgq devices enable ID returns one)");
     char msg[256];
     assert_int_equal (nodes_device_enable (c, "nope", msg, sizeof msg), -1);
     assert_string_equal (msg, "unknown device 'nope' (cgq devices lists them)");

@@ -773,6 +773,17 @@ nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen)
 }
 
 void
+nodes_device_recovered (coord_t *c, const node_t *n, const char *id)
+{
+    device_t *d = nodes_device_find (c, id);
+    if (!d || d->node != n || !d->quarantined)
+        return; // another node's device, or back already: a late or hostile word
+    char msg[300];
+    nodes_device_enable (c, d->id, msg, sizeof msg);
+    cgq_info ("device %s passed its check again on %s: %s", d->id, n->id, msg);
+}
+
+void
 nodes_devices_describe (const coord_t *c, cgq_buf_t *b, int max)
 {
     int shown = 0, more = 0;

@@ -11,12 +11,16 @@ file exists.
 - the flag made and `cgq devices enable b1`: the trial that quarantined the
   device (its attempt not charged to its `retries: 1`) runs again and the job
   succeeds.
+- with `check:` (failing too until the flag exists) and `--recheck 500ms`,
+  the device returns on its own once the flag exists (device.enabled) and
+  the job finishes; `cgq-device-runner check` runs the check by hand.
 - the coordinator killed -9 while the job is blocked: the timeout counts from
   the first blocked time (the job hash's blocked_since), not from the
   restart."""
 
 import os
 import re
+import subprocess
 import sys
 import time
 
@@ -40,23 +44,26 @@ class DeviceBlockedTest(CgqTestCase):
         super().setUp()
         self.flag = os.path.join(self.tmp, "board-is-fine")
 
-    def start(self):
+    def start(self, check=False, extra=()):
         c = self.cluster
         c.start_redis()
         c.start_coordinator(extra=("--quarantine-after", "2"))
         cfg = os.path.join(self.tmp, "runner.yaml")
+        dev = "{id: b1, tags: {device: board}%s}" % (
+            (", check: \"test -f '%s'\"" % self.flag) if check else "")
         with open(cfg, "w") as f:
             f.write("cache: {dir: %s}\n" % os.path.join(self.tmp, "cache") +
-                    "devices:\n  - {id: b1, tags: {device: board}}\n"
+                    "devices:\n  - %s\n" % dev +
                     "benchmarks:\n  flaky:\n    command: \"test -f '%s'\"\n" % self.flag +
                     "    repeats: 1\n    warmup: 0\n    timeout: 10s\n")
-        self.start_runner(cfg)
+        self.start_runner(cfg, extra)
         return c
 
-    def start_runner(self, cfg):
+    def start_runner(self, cfg, extra=()):
         c = self.cluster
         argv = [binary("cgq-device-runner"), "--config", cfg, "--coordinator", c.nodes_ep,
                 "--id", "lab", "--workdir", os.path.join(self.tmp, "lab"), "--heartbeat", "200ms"]
+        argv += list(extra)
         p = Proc("lab", argv, c.logdir)
         c.procs.append(p)
         c.wait_for(lambda: c.redis.hgetall("cgq:node:lab").get("state") == "alive", 30,
@@ -106,6 +113,34 @@ class DeviceBlockedTest(CgqTestCase):
         # attempts 1 and 2 failed (the second quarantined b1 and was not
         # charged), the third succeeded
         self.assertEqual((t.get("state"), t.get("attempt")), ("succeeded", "3"), t)
+
+    def test_device_returns_when_its_check_passes_again(self):
+        c = self.start(check=True, extra=("--recheck", "500ms"))
+        j = c.submit(c.write_file("s.yaml", SPEC % ""))
+        job = self.wait_blocked(j)
+        self.assertIn("check 'test -f", job["blocked"])
+        time.sleep(1.5)  # rechecks fail meanwhile: it stays quarantined
+        self.assertEqual(c.redis.hgetall("cgq:device:b1").get("state"), "quarantined")
+        self.assertEqual(c.job(j).get("state"), "running")
+        with open(self.flag, "w"):
+            pass
+        t0 = time.time()
+        job = c.wait_job(j, 30)
+        self.assertLess(time.time() - t0, 10, "back within a few rechecks")
+        self.assertEqual((job.get("state"), job.get("succeeded"), job.get("failed")),
+                         ("finished", "1", "0"), job)
+        d = c.redis.hgetall("cgq:device:b1")
+        self.assertEqual((d.get("state"), d.get("quarantined"), d.get("failures")),
+                         ("idle", "0", "0"), d)
+        ev = [e for e in c.events() if e.get("type") == "device.enabled"]
+        self.assertEqual(len(ev), 1, ev)
+        # the check mode, for trying a check by hand
+        cfg = os.path.join(self.tmp, "runner.yaml")
+        os.unlink(self.flag)
+        out = subprocess.run([binary("cgq-device-runner"), "check", "--config", cfg, "--device",
+                              "b1"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 1, out)
+        self.assertIn("device b1: check 'test -f", out.stderr)
 
     def test_timeout_counts_across_a_coordinator_kill(self):
         c = self.start()

@@ -192,8 +192,8 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
             !strncmp (why, "devices ", 8)) { // quarantined devices (coordinator/blocked.c)
             cgq_cli_line_break ();
             fprintf (stderr,
-                     "cgq: job %" PRIu64 " blocked: %s; it fails after its blocked_timeout "
-                     "(cgq cancel %" PRIu64 " cancels it now)\n",
+                     "cgq: job %" PRIu64 " blocked: %s; it waits for a device to come back, "
+                     "failing after its blocked_timeout (cgq cancel %" PRIu64 " cancels it now)\n",
                      job->id, why, job->id);
             free (blocked);
             blocked = cgq_xstrdup (why);

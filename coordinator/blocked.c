@@ -12,8 +12,8 @@
 #include "spec.h"
 #include "util.h"
 
-#define S_LIST_MAX 8      // devices named in one reason
-#define S_ERROR_MAX 200   // bytes of each device's last error in a reason
+#define S_LIST_MAX 8    // devices named in one reason
+#define S_ERROR_MAX 200 // bytes of each device's last error in a reason
 
 char *
 blocked_devices_reason (const coord_t *c, const req_t *r)
@@ -50,7 +50,7 @@ blocked_devices_reason (const coord_t *c, const req_t *r)
     if (more)
         cgq_buf_printf (&b, " and %d more", more);
     cgq_buf_puts (&b, matching == 1 ? ": the one device that can run it is quarantined"
-                                     : ": every device that can run it is quarantined");
+                                    : ": every device that can run it is quarantined");
     cgq_buf_puts (&b, " (cgq devices enable ID returns one)");
     char *why = cgq_xstrdup (b.data);
     cgq_buf_fini (&b);

@@ -188,7 +188,17 @@ cgq_progress_follow (cgq_store_t *store, uint64_t job_id, bool show_waits,
         const char *why = show_waits && job->counts[CGQ_TRIAL_UNSCHEDULABLE] && job->blocked
                               ? job->blocked
                               : NULL;
-        if (why && !terminal && (!blocked || strcmp (blocked, why))) {
+        if (why && !terminal && (!blocked || strcmp (blocked, why)) &&
+            !strncmp (why, "devices ", 8)) { // quarantined devices (coordinator/blocked.c)
+            cgq_cli_line_break ();
+            fprintf (stderr,
+                     "cgq: job %" PRIu64 " blocked: %s; it waits for a device to come back, "
+                     "failing after its blocked_timeout (cgq cancel %" PRIu64 " cancels it now)\n",
+                     job->id, why, job->id);
+            free (blocked);
+            blocked = cgq_xstrdup (why);
+        }
+        else if (why && !terminal && (!blocked || strcmp (blocked, why))) {
             cgq_cli_line_break ();
             fprintf (stderr,
                      "cgq: job %" PRIu64 " waits: %s (it waits for a node that can run it; "

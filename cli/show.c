@@ -1239,7 +1239,9 @@ s_status_job (cgq_cli_t *cli)
         printf ("%-11s %s in the checkpoint store\n", "checkpoints",
                 cgq_show_bytes (size, sizeof size, (double) j->checkpoint_bytes));
     }
-    if (j->blocked)
+    if (j->blocked && !strncmp (j->blocked, "devices ", 8)) // its devices are quarantined
+        printf ("blocked: %s\n", j->blocked);
+    else if (j->blocked)
         printf ("unschedulable: %s\n", j->blocked);
     if (j->paused && !cgq_job_rec_terminal (j))
         printf ("%-11s %s: nothing new starts; %" PRIu64 " trial(s) paused (cgq resume %" PRIu64

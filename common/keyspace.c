@@ -372,6 +372,7 @@ cgq_job_rec_from (uint64_t id, const redisReply *r)
     const char *mode = cgq_hash_get (r, CGQ_JF_MODE);
     j->mode = mode && (!strcmp (mode, "min") || !strcmp (mode, "-1")) ? -1 : 1;
     j->blocked = s_dup_nonempty (r, CGQ_JF_BLOCKED);
+    cgq_hash_num (r, CGQ_JF_BLOCKED_SINCE, &j->blocked_since);
     j->error = s_dup_nonempty (r, CGQ_JF_ERROR);
     j->paused = s_dup_nonempty (r, CGQ_JF_PAUSED);
     j->hyperband = s_dup_nonempty (r, CGQ_JF_HYPERBAND);

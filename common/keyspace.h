@@ -131,6 +131,9 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_JF_BEST_TRIAL "best_trial"
 #define CGQ_JF_BEST_VALUE "best_value"
 #define CGQ_JF_BLOCKED "blocked"
+// When the job became blocked, Unix seconds, kept while it stays blocked so
+// that blocked_timeout counts from there across a coordinator restart.
+#define CGQ_JF_BLOCKED_SINCE "blocked_since"
 #define CGQ_JF_SEARCHER "searcher"
 #define CGQ_JF_ERROR "error"
 // search.samples and search.concurrency as `cgq update` last set them (absent:
@@ -305,6 +308,7 @@ typedef struct {
     char *metric;    // objective metric, NULL when the job has no objective
     int mode;        // +1 max, -1 min
     char *blocked;   // why trials are unschedulable, NULL when not blocked
+    double blocked_since; // when it became blocked, Unix seconds; 0 when not blocked
     char *error;     // why the job stopped itself (state failed), else NULL
     double created, finished; // Unix seconds, 0 when unknown
     int64_t total;            // trials the search will produce, -1 when unbounded

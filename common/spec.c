@@ -82,6 +82,30 @@ s_notify_event (spec_ctx_t *c, const cgq_yamldoc_node_t *e, unsigned *on)
         c->y, e, "unknown notify event '%s' (expected one of: finished, failed, cancelled)", t);
 }
 
+// s_parse_blocked_timeout reads blocked_timeout: a duration like 10m, a
+// number of seconds, or 0 / never to wait for a device forever.
+static int
+s_parse_blocked_timeout (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v)
+{
+    double s;
+    char buf[96];
+    const char *text = v->type == CGQ_YAMLDOC_SCALAR && !cgq_yamldoc_is_null (v)
+                           ? cgq_yamldoc_text (v)
+                           : NULL;
+    if (text && !strcmp (text, "never")) {
+        spec->blocked_timeout_s = 0;
+        return 0;
+    }
+    if (!text || cgq_parse_duration (text, &s) < 0 || !(s >= 0) || !isfinite (s))
+        return cgq_yamldoc_fail (c->y, v,
+                                 "blocked_timeout must be a duration like 10m, 90s or a number "
+                                 "of seconds, or 0 / never to wait forever, not %s (write e.g. "
+                                 "blocked_timeout: 10m)",
+                                 cgq_yamldoc_what (v, buf, sizeof buf));
+    spec->blocked_timeout_s = s;
+    return 0;
+}
+
 static int
 s_parse_notify (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *key,
                 const cgq_yamldoc_node_t *v)
@@ -362,6 +386,8 @@ s_parse_doc (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
             rc = spec_parse_early_stop (c, spec, k, v);
         else if (!strcmp (kt, "notify"))
             rc = s_parse_notify (c, spec, k, v);
+        else if (!strcmp (kt, "blocked_timeout"))
+            rc = s_parse_blocked_timeout (c, spec, v);
         else if (!strcmp (kt, "constraints"))
             rc = spec_parse_constraints (c, spec, k, v);
         else if (!strcmp (kt, "checkpoint")) {
@@ -372,7 +398,7 @@ s_parse_doc (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *root)
             rc = cgq_yamldoc_unknown_key (
                 c->y, k, "the spec",
                 "name, space, search, objective, objectives, constraints, early_stop, trial, "
-                "notify, checkpoint");
+                "notify, checkpoint, blocked_timeout");
         if (rc < 0)
             return -1;
     }
@@ -442,6 +468,7 @@ s_parse (const char *text, size_t len, const char *path, const char *dir, char *
         spec->search.algorithm = CGQ_SEARCH_RANDOM;
         spec->search.samples = 1;
         spec->search.fail_fast = CGQ_SPEC_FAIL_FAST;
+        spec->blocked_timeout_s = CGQ_SPEC_BLOCKED_TIMEOUT_S;
         spec->trial.kind = CGQ_TRIAL_COMMAND;
         spec->trial.cpu = 1;
         spec->checkpoint.keep = 1;

@@ -147,6 +147,7 @@ typedef struct {
 } cgq_stage_t;
 
 #define CGQ_SPEC_FAIL_FAST 5 // search.fail_fast's default
+#define CGQ_SPEC_BLOCKED_TIMEOUT_S 600.0 // blocked_timeout's default (10m)
 
 typedef struct {
     char *name;  // job name (default: the file name without .yaml)
@@ -248,6 +249,10 @@ typedef struct {
         char *url;   // http:// or https://; NULL: no notify
         unsigned on; // CGQ_NOTIFY_* bits (default: finished | failed)
     } notify;
+    // blocked_timeout: how long a job may stay blocked on its devices (every
+    // device that could run it quarantined, or none with its tags) before it
+    // fails; CGQ_SPEC_BLOCKED_TIMEOUT_S unless given; 0 (0 or never): forever.
+    double blocked_timeout_s;
     cgq_stage_t *stages; // trial.stages (owned); NULL: none
     size_t nstages;      // 0: no stages: (trial: is the one stage), else 1..CGQ_SPEC_MAX_STAGES
 

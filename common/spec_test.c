@@ -542,7 +542,7 @@ t_err_top (void **state)
     s_expect_error ("just text\n", 1, 1, "must be a mapping");
     s_expect_error (TRIAL "serch: {samples: 3}\n", 2, 1,
                     "unknown key 'serch' in the spec (known keys: name, space, search, objective, "
-                    "objectives, constraints, early_stop, trial, notify, checkpoint); did you mean "
+                    "objectives, constraints, early_stop, trial, notify, checkpoint, blocked_timeout); did you mean "
                     "'search'?");
     s_expect_error (TRIAL "---\nname: x\n", 3, 1, "second YAML document");
 }
@@ -578,6 +578,35 @@ t_err_wrong_type (void **state)
                     "search.fail_fast must be an integer >= 0, not -1");
     s_expect_error (TRIAL "search: {fail_fats: 3}\n", 2, 10,
                     "unknown key 'fail_fats' in search");
+}
+
+// blocked_timeout: a duration, 0 or never (forever); 10m unless given;
+// anything else is an error at its line and column.
+static void
+t_blocked_timeout (void **state)
+{
+    (void) state;
+    const struct {
+        const char *v;
+        double want;
+    } ok[] = {{NULL, CGQ_SPEC_BLOCKED_TIMEOUT_S}, {"90s", 90}, {"2m", 120}, {"0", 0}, {"never", 0}};
+    char err[512], y[256];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (ok[i].v)
+            snprintf (y, sizeof y, TRIAL "blocked_timeout: %s\n", ok[i].v);
+        else
+            snprintf (y, sizeof y, TRIAL);
+        cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "t.yaml", err, sizeof err);
+        if (!s)
+            fail_msg ("%s: %s", y, err);
+        assert_true (s->blocked_timeout_s == ok[i].want);
+        cgq_spec_destroy (&s);
+    }
+    assert_true (CGQ_SPEC_BLOCKED_TIMEOUT_S == 600);
+    s_expect_error (TRIAL "blocked_timeout: soon\n", 2, 18,
+                    "blocked_timeout must be a duration like 10m");
+    s_expect_error (TRIAL "blocked_timeout: -5s\n", 2, 18, "or 0 / never to wait forever");
+    s_expect_error (TRIAL "blocked_timeout: [1]\n", 2, 18, "not a list");
 }
 
 // search.fail_fast: any algorithm reads it; 0 turns it off; validate says it.
@@ -1861,6 +1890,7 @@ main (void)
         cmocka_unit_test (t_full),
         cmocka_unit_test (t_defaults),
         cmocka_unit_test (t_fail_fast),
+        cmocka_unit_test (t_blocked_timeout),
         cmocka_unit_test (t_scalar_types),
         cmocka_unit_test (t_err_syntax),
         cmocka_unit_test (t_err_limits),

@@ -14,6 +14,8 @@
 //   recovery.c   rebuilds jobs and trials from Redis at start-up
 //   dispatch.c   starts trials: asks the scheduler where, renders the Assign
 //   scheduler.c  chooses, and only chooses: which node fits, why none can
+//   blocked.c    device jobs no device can run: why (quarantined devices),
+//                and their blocked_timeout
 //   jobs_nodes.c the state machine's part that follows a trial's node: lost,
 //                or found again after a restart (adopted, requeued)
 //   jobs.c       the job and trial state machine: every transition changes
@@ -203,6 +205,7 @@ struct job_s {
     double best_value;
     char *blocked;          // unschedulable reason, or NULL
     uint32_t blocked_stage; // the stage no node can run, while blocked
+    double blocked_since;   // Unix seconds it became blocked (jobs_set_blocked); 0: not
     char *spec_dir;
     struct early_stop_s *stopper; // early_stop: of the spec (early_stop.h), NULL: none
     // The Pareto front of a job with several objectives (jobs.c): nfront

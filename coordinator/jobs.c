@@ -754,7 +754,7 @@ jobs_check_done (coord_t *c, job_t *j)
         double ended = cgq_wall_s ();
         cgq_hset_dbl (&h, CGQ_JF_FINISHED, ended);
         cgq_hset_queue (&h, c->store);
-        cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
+        cgq_store_cmd (c->store, "HDEL %s %s %s", jkey, CGQ_JF_BLOCKED, CGQ_JF_BLOCKED_SINCE);
         s_notify (c, j, ended);
         char detail[128];
         int len = snprintf (detail, sizeof detail, "%llu succeeded, %llu failed",
@@ -783,6 +783,12 @@ jobs_set_blocked (coord_t *c, job_t *j, const char *reason)
     j->blocked = reason ? cgq_xstrdup (reason) : NULL;
     if (reason) {
         cgq_store_cmd (c->store, "HSET %s %s %s", jkey, CGQ_JF_BLOCKED, reason);
+        if (!(j->blocked_since > 0)) { // blocked_timeout counts from the first (blocked.c)
+            char since[32];
+            j->blocked_since = cgq_wall_s ();
+            cgq_store_cmd (c->store, "HSET %s %s %s", jkey, CGQ_JF_BLOCKED_SINCE,
+                           cgq_fmt_double (since, j->blocked_since));
+        }
         cgq_warn ("job %" PRIu64 " is blocked: %s", j->id, reason);
         // Make it visible as a trial too, never silently pending.
         if (!jobs_queued (j)) {
@@ -791,8 +797,10 @@ jobs_set_blocked (coord_t *c, job_t *j, const char *reason)
                 jobs_enqueue (j, t, false);
         }
     }
-    else
-        cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
+    else {
+        cgq_store_cmd (c->store, "HDEL %s %s %s", jkey, CGQ_JF_BLOCKED, CGQ_JF_BLOCKED_SINCE);
+        j->blocked_since = 0;
+    }
     for (uint32_t k = 0; k < j->nstages; k++) {
         for (trial_t *t = j->qhead[k]; t; t = t->qnext) {
             if (reason) {
@@ -894,10 +902,18 @@ s_end_early (coord_t *c, job_t *j, jstate_t state, const char *error, uint64_t *
     if (error)
         cgq_hset_str (&h, CGQ_JF_ERROR, error);
     cgq_hset_queue (&h, c->store);
-    cgq_store_cmd (c->store, "HDEL %s %s", jkey, CGQ_JF_BLOCKED);
+    cgq_store_cmd (c->store, "HDEL %s %s %s", jkey, CGQ_JF_BLOCKED, CGQ_JF_BLOCKED_SINCE);
     jobs_trial_event (c, j, state == CGQ_JOB_FAILED ? "job.failed" : "job.cancelled", -1, NULL, 0, error);
     s_notify (c, j, cgq_wall_s ());
     jobs_check_done (c, j);
+}
+
+void
+jobs_fail (coord_t *c, job_t *j, const char *error)
+{
+    uint64_t stopped, dropped;
+    cgq_warn ("job %" PRIu64 " (%s) failed: %s", j->id, j->name, error);
+    s_end_early (c, j, CGQ_JOB_FAILED, error, &stopped, &dropped);
 }
 
 jobs_cancel_t

@@ -146,6 +146,9 @@ bool jobs_adopt (coord_t *c, node_t *n, trial_t *t, uint32_t attempt);
 // report them by their deadline.
 void jobs_adopt_check (coord_t *c, int64_t now);
 
+// jobs_fail ends running job j in state failed with error (its job hash's
+// error), as fail_fast does: pending trials dropped, running ones stopped.
+void jobs_fail (coord_t *c, job_t *j, const char *error);
 // jobs_set_blocked records why no node can run j (NULL: it can again).
 void jobs_set_blocked (coord_t *c, job_t *j, const char *reason);
 

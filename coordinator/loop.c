@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <zmq.h>
 
+#include "blocked.h"
 #include "control.h"
 #include "dispatch.h"
 #include "hist.h"
@@ -466,6 +467,7 @@ coord_run (coord_t *c)
         }
         if (now >= c->next_stats_ms && !c->buffer_full) {
             s_stats (c);
+            blocked_tick (c, cgq_wall_s ());
             c->next_stats_ms = now + 1000;
         }
         s_check_open_files (c, now);

@@ -699,6 +699,26 @@ nodes_device_state (const device_t *d)
     return d->task ? CGQ_DEVICE_BUSY : CGQ_DEVICE_IDLE;
 }
 
+// s_refund: the attempt of t whose failure has just quarantined device d is
+// not charged to t's retries (docs/devices.md, "Quarantine"): its stage_base
+// moves past it, in memory and in Redis, so that jobs_failed, which comes
+// next, queues t again to wait for a device rather than failing it for the
+// device's fault. Earlier failures of the streak were charged as they came
+// (nothing could tell them from the trial's own yet).
+static void
+s_refund (coord_t *c, trial_t *t, const device_t *d)
+{
+    if (t->attempt <= t->stage_base)
+        return;
+    t->stage_base++;
+    char key[128], base[16];
+    snprintf (base, sizeof base, "%u", t->stage_base);
+    cgq_store_cmd (c->store, "HSET %s %s %s", cgq_key_trial (key, sizeof key, t->job->id, t->id),
+                   CGQ_TF_STAGE_BASE, base);
+    cgq_tinfo (t->job->id, t->id, t->attempt,
+               "attempt not charged to the trial's retries: it quarantined device %s", d->id);
+}
+
 void
 nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char *error)
 {
@@ -728,6 +748,7 @@ nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const char 
         cgq_keyspace_event (c->store, "device.quarantined", 0, -1, d->node ? d->node->id : NULL, 0,
                          why);
         c->sched_dirty = true;
+        s_refund (c, t, d);
     }
 }
 
@@ -749,6 +770,17 @@ nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen)
     snprintf (msg, msglen, was ? "device %s is back in service" : "device %s was not quarantined",
               d->id);
     return 0;
+}
+
+void
+nodes_device_recovered (coord_t *c, const node_t *n, const char *id)
+{
+    device_t *d = nodes_device_find (c, id);
+    if (!d || d->node != n || !d->quarantined)
+        return; // another node's device, or back already: a late or hostile word
+    char msg[300];
+    nodes_device_enable (c, d->id, msg, sizeof msg);
+    cgq_info ("device %s passed its check again on %s: %s", d->id, n->id, msg);
 }
 
 void

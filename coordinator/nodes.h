@@ -83,6 +83,10 @@ void nodes_device_result (coord_t *c, trial_t *t, Cgq__TaskStatus status, const 
 // nodes_device_enable returns device id to service (failures 0). Returns 0
 // (msg says whether it was quarantined), or -1 for an unknown device.
 int nodes_device_enable (coord_t *c, const char *id, char *msg, size_t msglen);
+// nodes_device_recovered: runner n says its device id passed its check again
+// (Heartbeat.recovered): enabled as by nodes_device_enable when it is n's and
+// quarantined; ignored otherwise.
+void nodes_device_recovered (coord_t *c, const node_t *n, const char *id);
 
 // nodes_device_state is "idle", "busy", "quarantined" or "offline".
 const char *nodes_device_state (const device_t *d);

@@ -291,15 +291,28 @@ test_device_quarantine (void **state)
         ct_result (c, "r", 1, u->id, u->attempt, CGQ__TASK_STATUS__TASK_FAILED, "{}", "boom");
     }
     dispatch_run (c);
-    assert_string_equal (j->blocked, "needs device with device=x; connected devices: d1 "
-                                     "(device=x, quarantined), d2 (device=x, quarantined)");
+    assert_string_equal (j->blocked, "devices d1 (quarantined: timeout: after 2s), d2 "
+                                     "(quarantined: failed: boom): every device that can run "
+                                     "it is quarantined (cgq devices enable ID returns one)");
+    // A runner's word that a device's check passes again: only for its own
+    // device, and only a quarantined one (Heartbeat.recovered).
+    const char *other[] = {"d9:device=y", NULL, 0};
+    node_t *stranger = ct_runner (c, "r2", other);
+    nodes_device_recovered (c, stranger, "d2");
+    assert_true (nodes_device_find (c, "d2")->quarantined);
+    nodes_device_recovered (c, stranger, "nope");
+    nodes_device_recovered (c, nodes_find (c, "r"), "d2");
+    assert_false (nodes_device_find (c, "d2")->quarantined);
+    assert_int_equal (nodes_device_find (c, "d2")->failures, 0);
+    nodes_device_recovered (c, nodes_find (c, "r"), "d2"); // a late repeat: nothing
+    assert_false (nodes_device_find (c, "d2")->quarantined);
     char msg[256];
     assert_int_equal (nodes_device_enable (c, "nope", msg, sizeof msg), -1);
     assert_string_equal (msg, "unknown device 'nope' (cgq devices lists them)");
     assert_int_equal (nodes_device_enable (c, "d1", msg, sizeof msg), 0);
     assert_string_equal (msg, "device d1 is back in service");
     assert_int_equal (d1->failures, 0);
-    assert_int_equal (dispatch_run (c), 1);
+    assert_int_equal (dispatch_run (c), 2); // d1 and d2 (recovered above)
     assert_null (j->blocked);
     assert_non_null (s_running (j, "d1"));
     assert_int_equal (nodes_device_enable (c, "d1", msg, sizeof msg), 0);

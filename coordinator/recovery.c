@@ -416,8 +416,10 @@ recovery_jobs (coord_t *c)
         job_t *j = jobs_add (c, id, spec, searcher, rec->spec_dir);
         memcpy (j->counts, rec->counts, sizeof j->counts);
         j->created = rec->created;
-        if (rec->blocked)
+        if (rec->blocked) {
             j->blocked = cgq_xstrdup (rec->blocked);
+            j->blocked_since = rec->blocked_since; // blocked_timeout counts on (blocked.c)
+        }
         if (j->hb && hb_json) { // hyperband's brackets, as the last turn left them
             const cgq_spec_t *sp = j->spec;
             hyperband_t *hb = hyperband_load ((double) sp->early_stop.max, sp->early_stop.reduction,

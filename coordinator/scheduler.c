@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "blocked.h"
 #include "nodes.h"
 
 // s_pick_node returns a node with room for r, trying nodes in rotation from
@@ -87,6 +88,9 @@ char *
 scheduler_blocked_reason (const coord_t *c, const req_t *r)
 {
     if (r->on) {
+        char *quarantined = blocked_devices_reason (c, r);
+        if (quarantined)
+            return quarantined;
         cgq_stage_t want = {.on = (json_t *) r->on};
         char on[256];
         cgq_buf_t b;

@@ -482,6 +482,17 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
     Cgq__Heartbeat hb = CGQ__HEARTBEAT__INIT;
     hb.epoch = c->epoch;
     hb.unknown = n == NULL;
+    // A runner's devices that pass their check again come back first, so
+    // that the answer lists only those still quarantined (nodes.c).
+    char *quarantined[64];
+    if (n && n->runner) {
+        for (size_t i = 0; i < in->n_recovered; i++)
+            nodes_device_recovered (c, n, in->recovered[i]);
+        for (int i = 0; i < n->ndevices && hb.n_quarantined < 64; i++)
+            if (n->devices[i]->quarantined)
+                quarantined[hb.n_quarantined++] = n->devices[i]->id;
+        hb.quarantined = quarantined;
+    }
     cgq_env_t out = CGQ__ENVELOPE__INIT;
     out.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
     out.heartbeat = &hb;

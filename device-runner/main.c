@@ -28,6 +28,7 @@
 #include "link.h"
 #include "log.h"
 #include "measure.h"
+#include "recheck.h"
 #include "transport.h"
 #include "result.h"
 #include "runcfg.h"
@@ -51,6 +52,7 @@ typedef struct {
     char *log_format;
     bool log_json;
     uint64_t max_artifact;
+    int64_t recheck_ms; // a quarantined device's check, again (recheck.h); 0: never
 } s_cfg_t;
 
 static const cgq_opt_t s_opts[] = {
@@ -75,6 +77,10 @@ static const cgq_opt_t s_opts[] = {
      "largest artifact fetched; a longer download is stopped (default: runner.yaml's "
      "cache.max_artifact, else its cache.max_size)",
      0, 0},
+    {"recheck", 0, CGQ_OPT_DURATION_MS, offsetof (s_cfg_t, recheck_ms), "60s", "CGQ_RECHECK",
+     "a quarantined device's check runs again this often; when it passes the device returns "
+     "to service (0: never; a device without check waits for cgq devices enable)",
+     0, 86400000},
     {"log-level", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_level), "info", "CGQ_LOG_LEVEL",
      "debug, info, warn, error", 0, 0},
     {"log-format", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, log_format), "text", "CGQ_LOG_FORMAT",
@@ -99,6 +105,7 @@ typedef struct {
     cgq_link_t *link; // the shell's (cgq_shell_link), borrowed
     cgq_auth_t *auth; // CURVE keys, or NULL
     Cgq__TaskRef **running; // scratch for s_running
+    cgq_recheck_t *recheck; // quarantined devices' checks (recheck.h)
 } s_runner_t;
 
 static size_t
@@ -245,6 +252,34 @@ s_watch (void *arg, cgq_shell_t *shell)
             cgq_shell_watch (shell, fd, r->devices[i]);
         cgq_shell_due (shell, cgq_device_deadline (r->devices[i]));
     }
+    cgq_shell_due (shell, cgq_recheck_deadline (r->recheck));
+}
+
+static void
+s_recovered (void *arg, const char *id)
+{
+    s_runner_t *r = arg;
+    cgq_link_recovered (r->link, id);
+}
+
+// s_turn runs the checks of the devices the coordinator says are
+// quarantined (its last Heartbeat answer), those idle here.
+static void
+s_turn (void *arg)
+{
+    s_runner_t *r = arg;
+    if (!r->link)
+        return;
+    const char *const *quar;
+    size_t nq = cgq_link_quarantined (r->link, &quar);
+    const char *idle[64];
+    size_t n = 0;
+    for (size_t i = 0; i < nq && n < 64; i++) {
+        cgq_device_t *d = s_find_device (r, quar[i]);
+        if (d && !cgq_device_task (d))
+            idle[n++] = cgq_device_id (d);
+    }
+    cgq_recheck_tick (r->recheck, idle, n, cgq_now_ms (), s_recovered, r);
 }
 
 static void
@@ -276,6 +311,7 @@ static const cgq_shell_ops_t s_ops = {
     .running = s_running,
     .watch = s_watch,
     .readable = s_readable,
+    .turn = s_turn,
     .reap = s_reap,
     .stop_all = s_stop_all,
 };
@@ -469,6 +505,49 @@ s_measure_main (int argc, char **argv)
     return st == CGQ_MEASURE_OK ? 0 : st == CGQ_MEASURE_FAILED ? 1 : st == CGQ_MEASURE_TIMEOUT ? 3 : 4;
 }
 
+// ------------------------------------------------------------ check mode
+
+// s_check_main: `check --config runner.yaml --device ID [--workdir DIR]`
+// runs the device's check once, as the daemon does for a quarantined device
+// (recheck.h). Exit 0 passed, 1 failed (why on stderr), 3 no check, 2 usage.
+static int
+s_check_main (int argc, char **argv)
+{
+    static const struct option longs[] = {
+        {"config", required_argument, NULL, 'c'}, {"device", required_argument, NULL, 'd'},
+        {"workdir", required_argument, NULL, 'W'}, {NULL, 0, NULL, 0},
+    };
+    const char *config = NULL, *device = NULL, *workdir = ".";
+    int c;
+    optind = 1;
+    while ((c = getopt_long (argc, argv, "", longs, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 'd': device = optarg; break;
+        case 'W': workdir = optarg; break;
+        default: config = NULL; break;
+        }
+        if (!config && c != 'd' && c != 'W')
+            break;
+    }
+    if (optind != argc || !config || !device) {
+        fprintf (stderr, "usage: " S_PROG " check --config runner.yaml --device ID "
+                         "[--workdir DIR]\n");
+        return 2;
+    }
+    cgq_runcfg_t *rc = s_load (config);
+    if (!rc)
+        return 2;
+    char err[1024] = "";
+    int r = cgq_recheck_run (rc, device, workdir, err, sizeof err);
+    if (r < 0)
+        fprintf (stderr, S_PROG " check: %s\n", err);
+    else if (r > 0)
+        fprintf (stderr, S_PROG " check: device %s has no check\n", device);
+    cgq_runcfg_destroy (&rc);
+    return r < 0 ? 1 : r > 0 ? 3 : 0;
+}
+
 // ------------------------------------------------------------ daemon
 
 // s_setup_devices runs each device's setup command; a device whose setup
@@ -558,13 +637,18 @@ s_setup (s_runner_t *r, const char *config)
                  r->rc->cache_dir, strerror (errno), config);
         return 1;
     }
-    return s_setup_devices (r) < 0 ? 1 : 0;
+    if (s_setup_devices (r) < 0)
+        return 1;
+    r->recheck = cgq_recheck_new (r->rc, r->self_exe, r->config_path, r->workdir,
+                                  r->cfg.recheck_ms);
+    return 0;
 }
 
 static void
 s_cleanup (s_runner_t *r)
 {
     cgq_auth_destroy (&r->auth);
+    cgq_recheck_destroy (&r->recheck);
     for (size_t i = 0; i < r->ndevices; i++)
         cgq_device_destroy (&r->devices[i]);
     for (size_t i = 0; r->rc && r->workdir && i < r->rc->ndevices; i++) // ssh control sockets
@@ -588,6 +672,8 @@ main (int argc, char **argv)
     cgq_log_init (S_PROG, CGQ_LOG_INFO, false);
     if (argc > 1 && !strcmp (argv[1], "measure"))
         return s_measure_main (argc - 1, argv + 1);
+    if (argc > 1 && !strcmp (argv[1], "check"))
+        return s_check_main (argc - 1, argv + 1);
     // The daemon runs no BLAS of its own (measurements run in a process of
     // their own): OpenBLAS's pool would only spin at its start.
     cgq_gp_blas_one_thread ();

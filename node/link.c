@@ -68,7 +68,23 @@ struct cgq_link_t {
     bool holding;          // results wait in held until cgq_link_release
     s_unacked_t **held;
     size_t nheld, capheld;
+    // A device runner's devices: quarantined as the last Heartbeat answer
+    // said, and those whose check passed since (for the next Heartbeat).
+    char **quar;
+    size_t nquar;
+    char **rec;
+    size_t nrec;
 };
+
+static void
+s_strv_free (char ***v, size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        free ((*v)[i]);
+    free (*v);
+    *v = NULL;
+    *n = 0;
+}
 
 // s_touch records that u went out at now: it moves to the list's tail.
 static void
@@ -216,11 +232,14 @@ s_send_heartbeat (cgq_link_t *self, int64_t now)
     hb.assign_epoch = self->assign_epoch;
     hb.assign_seq = self->assign_seq;
     hb.draining = self->draining;
+    hb.recovered = self->rec;
+    hb.n_recovered = self->nrec;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
     env.body_case = CGQ__ENVELOPE__BODY_HEARTBEAT;
     env.heartbeat = &hb;
     s_send (self, &env);
     self->last_hb_ms = now;
+    s_strv_free (&self->rec, &self->nrec); // said once; a check that passes again says it again
 }
 
 static void
@@ -391,6 +410,8 @@ cgq_link_destroy (cgq_link_t **self_p)
         s_unacked_drop (self, self->uhead);
     zhashx_destroy (&self->uindex);
     free (self->held);
+    s_strv_free (&self->quar, &self->nquar);
+    s_strv_free (&self->rec, &self->nrec);
     for (size_t i = 0; i < self->neps; i++)
         free (self->eps[i]);
     free (self->eps);
@@ -496,6 +517,14 @@ cgq_link_recv (cgq_link_t *self)
                 snprintf (why, sizeof why, "its epoch changed from %" PRIu64 " to %" PRIu64,
                           self->epoch, env->heartbeat->epoch);
                 s_forget (self, why);
+            }
+            else {
+                s_strv_free (&self->quar, &self->nquar);
+                if (env->heartbeat->n_quarantined) {
+                    self->quar = cgq_xcalloc (env->heartbeat->n_quarantined, sizeof *self->quar);
+                    for (size_t i = 0; i < env->heartbeat->n_quarantined; i++)
+                        self->quar[self->nquar++] = cgq_xstrdup (env->heartbeat->quarantined[i]);
+                }
             }
             break;
         case CGQ__ENVELOPE__BODY_ACK:
@@ -779,4 +808,23 @@ cgq_link_drain (cgq_link_t *self)
     self->draining = true;
     if (self->welcomed)
         s_send_heartbeat (self, cgq_now_ms ());
+}
+
+size_t
+cgq_link_quarantined (const cgq_link_t *self, const char *const **ids)
+{
+    *ids = (const char *const *) self->quar;
+    return self->nquar;
+}
+
+void
+cgq_link_recovered (cgq_link_t *self, const char *id)
+{
+    for (size_t i = 0; i < self->nrec; i++)
+        if (!strcmp (self->rec[i], id))
+            return;
+    self->rec = cgq_xrealloc (self->rec, (self->nrec + 1) * sizeof *self->rec);
+    self->rec[self->nrec++] = cgq_xstrdup (id);
+    if (self->welcomed)
+        s_send_heartbeat (self, cgq_now_ms ()); // now, not a heartbeat later
 }

@@ -73,6 +73,14 @@ void cgq_link_checkpoint (cgq_link_t *self, const Cgq__Checkpoint *ckpt);
 void cgq_link_hold (cgq_link_t *self);
 void cgq_link_release (cgq_link_t *self);
 
+// cgq_link_quarantined: a device runner's devices that the coordinator's
+// last Heartbeat answer listed as quarantined; *ids borrowed until the next
+// cgq_link_recv. Returns how many.
+size_t cgq_link_quarantined (const cgq_link_t *self, const char *const **ids);
+// cgq_link_recovered says in the next Heartbeat (sent at once when
+// welcomed) that device id's check passed again (id copied).
+void cgq_link_recovered (cgq_link_t *self, const char *id);
+
 // cgq_link_result takes ownership of result (made by cgq_result_new),
 // sends it now when the coordinator knows this node, and keeps it until acked.
 void cgq_link_result (cgq_link_t *self, Cgq__Result *result);

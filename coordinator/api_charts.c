@@ -556,18 +556,35 @@ s_importance (cgq_store_t *store, const cgq_job_rec_t *job, char **body)
     importance_t *imp = NULL;
     size_t m = importance_compute (rows.params, rows.y, rows.n, &imp);
     json_t *arr = json_array ();
-    for (size_t i = 0; i < m; i++)
-        json_array_append_new (arr, json_pack ("{s:o,s:f,s:f,s:I,s:I,s:b}", "name",
+    cgq_buf_t rough;
+    cgq_buf_init (&rough);
+    for (size_t i = 0; i < m; i++) {
+        json_array_append_new (arr, json_pack ("{s:o,s:f,s:f,s:I,s:I,s:b,s:b}", "name",
                                                s_str (imp[i].name), "share", imp[i].share, "eps2",
                                                imp[i].eps2, "bins", (json_int_t)imp[i].bins, "n",
-                                               (json_int_t)imp[i].n, "numeric", imp[i].numeric));
+                                               (json_int_t)imp[i].n, "numeric", imp[i].numeric,
+                                               "rough", imp[i].rough));
+        if (imp[i].rough && rough.len < 400)
+            cgq_buf_printf (&rough, "%s%s (%.1f per %s)", rough.len ? ", " : "", imp[i].name,
+                            (double)imp[i].n / (double)imp[i].bins,
+                            imp[i].numeric ? "bin" : "value");
+    }
     importance_free (imp, m);
+    char *few = cgq_buf_take (&rough);
+    json_t *warning = json_null ();
+    if (*few)
+        warning = json_sprintf ("few trials per group for %s: these shares are rough, and the "
+                                "correction that keeps a noise param near 0 also pushes a param "
+                                "with many groups below one with few; more trials settle them",
+                                few);
+    free (few);
     json_t *doc = json_pack (
-        "{s:I,s:o,s:s,s:I,s:b,s:o}", "job", (json_int_t)job->id, "metric", s_metric (job), "method",
+        "{s:I,s:o,s:s,s:I,s:b,s:o,s:o}", "job", (json_int_t)job->id, "metric", s_metric (job),
+        "method",
         "epsilon-squared of the objective over each param's marginal (numeric params in at "
         "most 10 equal-count bins): fANOVA-style main effects from bin means",
         "trials", (json_int_t)rows.n, "sampled", job->suggested > API_IMPORTANCE_TRIALS, "params",
-        arr);
+        arr, "warning", warning);
     s_rows_free (&rows);
     return s_answer (doc, 200, body);
 }

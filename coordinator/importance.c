@@ -128,6 +128,7 @@ importance_compute (json_t *const *params, const double *y, size_t n, importance
         res[j].numeric = numeric;
         res[j].n = c;
         res[j].eps2 = s_eps2 (pts, c, numeric, &res[j].bins);
+        res[j].rough = res[j].bins > 1 && c < IMPORTANCE_MIN_PER_GROUP * res[j].bins;
         j++;
     }
     free (pts);

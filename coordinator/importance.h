@@ -21,6 +21,10 @@
 #include <stddef.h>
 
 #define IMPORTANCE_BINS 10
+// Fewer trials than this per group on average: the estimate is rough (the
+// bias correction, which keeps a noise param near 0, then also pushes a
+// param with many groups down against one with few), and the API says so.
+#define IMPORTANCE_MIN_PER_GROUP 5
 
 typedef struct {
     char *name;   // the param's name (owned)
@@ -29,6 +33,7 @@ typedef struct {
     size_t n;     // trials that had this param
     double eps2;  // the share of the objective's variance it explains, 0..1
     double share; // eps2 over the sum of every param's eps2 (0 when all 0)
+    bool rough;   // n < IMPORTANCE_MIN_PER_GROUP * bins: too few trials per group
 } importance_t;
 
 // importance_compute: params[i] (a JSON object) and y[i] for n trials (y

@@ -202,7 +202,7 @@ function drawImportance(j, doc) {
     g.dataset.param = p.name;
     g.appendChild(svg("text", { x: labelW - 6, y: y + 14, "text-anchor": "end", class: "bar-name" }, p.name));
     g.appendChild(svg("rect", { x: labelW, y, width: Math.max(1, p.share * barW).toFixed(1), height: rowH - 6,
-                                class: "bar" }));
+                                class: p.rough ? "bar rough" : "bar" }));
     g.appendChild(svg("text", { x: labelW + p.share * barW + 4, y: y + 14 },
                       (100 * p.share).toFixed(1) + "%"));
     g.appendChild(svg("title", {}, p.name + ": explains " + (100 * p.eps2).toFixed(1) +
@@ -215,7 +215,8 @@ function drawImportance(j, doc) {
   box.replaceChildren(root);
   document.getElementById("importance-note").textContent =
     "Method: " + doc.method + "; from " + doc.trials + " succeeded trials" +
-    (doc.sampled ? " (sampled)" : "") + ". Interactions between params are not counted.";
+    (doc.sampled ? " (sampled)" : "") + ". Interactions between params are not counted." +
+    (doc.warning ? " Careful: " + doc.warning + "." : "");
 }
 
 // --- parallel coordinates ----------------------------------------------------------------------

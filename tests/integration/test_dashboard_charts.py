@@ -140,6 +140,10 @@ class DashboardChartsTest(CgqTestCase):
         self.assertLess(imp["params"][1]["eps2"], 0.1)
         self.assertTrue(imp["params"][0]["numeric"])
         self.assertFalse(imp["params"][1]["numeric"])
+        # 17 trials in several bins of a: rough, and said so; b's 2 values are not.
+        self.assertTrue(imp["params"][0]["rough"], imp)
+        self.assertFalse(imp["params"][1]["rough"], imp)
+        self.assertRegex(imp["warning"] or "", r"^few trials per group for a \(\d+\.\d per bin\):")
 
         # The sample: succeeded trials spread over the ids, whole job when small.
         sam = self.get_json("/api/jobs/%d/sample?limit=500" % one)
@@ -313,6 +317,8 @@ class DashboardChartsTest(CgqTestCase):
         imp = self.get_json("/api/jobs/1/importance")
         self.assertEqual(imp["trials"], n)
         self.assertEqual(imp["params"][0]["name"], "a")
+        self.assertIsNone(imp["warning"], "enough trials per group")
+        self.assertFalse(any(p["rough"] for p in imp["params"]))
 
         # An ended job's answers are kept: a trial changed behind the job's
         # back (its counts the same) is not seen; counts that change are.

@@ -902,6 +902,61 @@ t_bohb (void **state)
                   bohb);
 }
 
+// bohb warm-started: eighteen earlier runs at x spread over [-2, 1], nine
+// stopped at budget 1 (their epoch says so) whose loss is lowest near -1.5,
+// nine run to the end (no epoch: max_t) whose loss is lowest near 0.7, the
+// data of t_bohb. Before any trial of its own, bohb models the largest
+// budget that enough points reached and goes toward 0.7; tpe, given the
+// same points, ranks them all together and goes toward -1.5; cold, bohb
+// draws at random.
+static void
+t_bohb_warm (void **state)
+{
+    (void)state;
+    const char *algs[3] = {"bohb", "bohb", "tpe"};
+    double mean[3];
+    for (int k = 0; k < 3; k++) {
+        char yaml[512], err[256];
+        snprintf (yaml, sizeof yaml,
+                  "space: {x: {uniform: [-2, 1]}}\n"
+                  "search: {algorithm: %s, samples: 40, initial: 3, seed: 5%s}\n"
+                  "objective: {metric: loss, mode: min}\n"
+                  "early_stop: {algorithm: hyperband, max_t: 9, reduction_factor: 3}\n"
+                  "checkpoint: {store: /c}\n" TRIAL,
+                  algs[k], strcmp (algs[k], "bohb") ? "" : ", random_fraction: 0");
+        cgq_spec_t *spec = s_spec (yaml);
+        cgq_searcher_t *se = cgq_searcher_new (spec, NULL, err, sizeof err);
+        assert_non_null (se);
+        for (int i = 0; k != 1 && i < 18; i++) {
+            double x = -2 + 3.0 * ((i * 7) % 18 + 0.5) / 18;
+            bool low = i % 2 == 0;
+            json_t *p = json_pack ("{s:f}", "x", x);
+            json_t *m = json_pack ("{s:f}", "loss",
+                                   low ? 0.001 + 0.01 * fabs (x + 1.5) : 0.1 + 0.3 * fabs (x - 0.7));
+            if (low)
+                json_object_set_new (m, "epoch", json_real (1));
+            assert_int_equal (cgq_searcher_warm (se, p, m, err, sizeof err), 0);
+            json_decref (p);
+            json_decref (m);
+        }
+        double sum = 0;
+        for (int i = 0; i < 5; i++) {
+            uint64_t id;
+            json_t *p = cgq_searcher_suggest (se, &id);
+            sum += s_num (p, "x");
+            json_decref (p);
+        }
+        mean[k] = sum / 5;
+        cgq_searcher_destroy (&se);
+        cgq_spec_destroy (&spec);
+    }
+    printf ("  first 5 suggestions, mean x: bohb warm %.3f, bohb cold %.3f, tpe warm %.3f\n",
+            mean[0], mean[1], mean[2]);
+    if (!(mean[0] > mean[2] + 0.6) || !(mean[2] < -0.7))
+        fail_msg ("bohb warm %g (want above tpe's + 0.6, toward 0.7), tpe warm %g (want < -0.7)",
+                  mean[0], mean[2]);
+}
+
 // s_bohb_spec: a bohb spec on x in [-2, 1] with extra search keys.
 static cgq_spec_t *
 s_bohb_spec (const char *extra)
@@ -1128,6 +1183,7 @@ main (void)
         cmocka_unit_test (t_motpe_constraints),
         cmocka_unit_test (t_motpe_warm),
         cmocka_unit_test (t_bohb),
+        cmocka_unit_test (t_bohb_warm),
         cmocka_unit_test (t_bohb_random_fraction),
         cmocka_unit_test (t_bohb_rungs),
     };

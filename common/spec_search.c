@@ -39,7 +39,7 @@ static const struct {
      "fail_fast"},
     {CGQ_SEARCH_BOHB, "bohb",
      "algorithm, samples, concurrency, seed, initial, candidates, multivariate, random_fraction, "
-     "fail_fast"},
+     "warm_start, fail_fast"},
     {CGQ_SEARCH_CMAES, "cmaes",
      "algorithm, samples, concurrency, seed, popsize, sigma0, restarts, warm_start, fail_fast"},
     {CGQ_SEARCH_LIST, "list", "algorithm, points, file, concurrency, fail_fast"},

@@ -3,7 +3,9 @@
 // top trial; explore: its params perturbed by 1.2 / 0.8, or resampled),
 // written anew for cgq's immutable trials:
 //
-// - The first search.population trials are random points of the space.
+// - The first search.population trials are random points of the space, or,
+//   with search.warm_start, the best warm points first (by the ranking
+//   metric, at most population of them), then random ones.
 // - A member that records a checkpoint at least perturbation_interval (of
 //   time_attr) after its last look is ranked by its latest score among the
 //   members that have one. In the bottom quantile, it is *exploited*: it
@@ -62,6 +64,12 @@ typedef struct {
     s_child_t *q;
     size_t nq, capq;
     uint64_t exploits;
+    // warm_start: [[score oriented (higher better), order given, params]],
+    // sorted best first at the first suggestion; fed again after a restart
+    // (the same points, the same order), so trial i's point is the same.
+    json_t *warm;
+    bool warm_sorted;
+    bool started; // suggested since this object was made (not saved)
 } s_pbt_t;
 
 static s_member_t *
@@ -327,6 +335,7 @@ s_fini (cgq_searcher_t *self)
         s_child_fini (&x->q[i]);
     free (x->m);
     free (x->q);
+    json_decref (x->warm);
     cgq_genome_fini (&x->genome);
     free (x);
     self->impl = NULL;
@@ -339,11 +348,92 @@ s_done (const cgq_searcher_t *self)
     return self->suggested >= self->spec->search.population && x->nq == 0 && x->nm == 0;
 }
 
+static int
+s_warm_cmp (const void *pa, const void *pb)
+{
+    json_t *a = *(json_t *const *)pa, *b = *(json_t *const *)pb;
+    double sa = json_number_value (json_array_get (a, 0)), sb = json_number_value (json_array_get (b, 0));
+    if (sa != sb)
+        return sa > sb ? -1 : 1;
+    json_int_t ia = json_integer_value (json_array_get (a, 1)),
+               ib = json_integer_value (json_array_get (b, 1));
+    return ia < ib ? -1 : ia > ib;
+}
+
+// s_warm_sort orders the warm points best first (ties: in the order given).
+static void
+s_warm_sort (json_t *warm)
+{
+    size_t n = json_array_size (warm);
+    json_t **v = cgq_xcalloc (n + 1, sizeof *v);
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_incref (json_array_get (warm, i));
+    qsort (v, n, sizeof *v, s_warm_cmp);
+    json_array_clear (warm);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new (warm, v[i]);
+    free (v);
+}
+
+// s_warm keeps a warm-start point for the first population: it must give
+// every param of the space (the first members are whole configurations)
+// and the ranking metric.
+static int
+s_warm (cgq_searcher_t *self, const json_t *params, const json_t *metrics, char *err, size_t errlen)
+{
+    s_pbt_t *x = self->impl;
+    const cgq_spec_t *spec = self->spec;
+    if (x->started) {
+        snprintf (err, errlen, "warm-start points come before the job's first trial");
+        return -1;
+    }
+    const char *metric = spec->search.pbt.metric ? spec->search.pbt.metric : spec->objective.metric;
+    json_t *v = metric ? json_object_get (metrics, metric) : NULL;
+    if (!json_is_number (v) || !isfinite (json_number_value (v))) {
+        snprintf (err, errlen, "its metrics lack %s (what pbt ranks by), or it is not a finite number",
+                  metric ? metric : "the ranking metric");
+        return -1;
+    }
+    double *xv = cgq_xcalloc (x->genome.ngenes + 1, sizeof *xv);
+    for (size_t p = 0; p < spec->nparams; p++)
+        if (spec->params[p].name && !json_object_get (params, spec->params[p].name)) {
+            snprintf (err, errlen, "no value for %s (pbt starts members from whole points)",
+                      spec->params[p].name);
+            free (xv);
+            return -1;
+        }
+    if (cgq_genome_from_params (&x->genome, params, xv, err, errlen) < 0) {
+        free (xv);
+        return -1;
+    }
+    cgq_genome_canon (&x->genome, xv);
+    json_t *p = cgq_genome_params (&x->genome, xv);
+    free (xv);
+    if (!x->warm)
+        x->warm = json_array ();
+    json_array_append_new (x->warm,
+                           json_pack ("[f, I, o]", json_number_value (v) * spec->search.pbt.mode,
+                                      (json_int_t)json_array_size (x->warm), p));
+    x->warm_sorted = false;
+    return 0;
+}
+
 static json_t *
 s_suggest (cgq_searcher_t *self)
 {
     s_pbt_t *x = self->impl;
     uint64_t id = self->suggested;
+    x->started = true;
+    if (id < self->spec->search.population && x->warm && id < json_array_size (x->warm)) {
+        if (!x->warm_sorted) {
+            s_warm_sort (x->warm);
+            x->warm_sorted = true;
+        }
+        json_t *p = json_incref (json_array_get (json_array_get (x->warm, id), 2));
+        s_member_t *m = s_member_add (x, id);
+        m->params = json_incref (p);
+        return p;
+    }
     if (id < self->spec->search.population) {
         double *xv = cgq_xcalloc (x->genome.ngenes + 1, sizeof *xv);
         cgq_rng_t r;
@@ -435,6 +525,7 @@ const cgq_search_ops_t cgq_search_pbt_ops = {
     .observe = s_observe,
     .replay = NULL,
     .done = s_done,
+    .warm = s_warm,
     .save = s_save,
 };
 

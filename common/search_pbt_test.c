@@ -394,6 +394,84 @@ test_pins_once (void **state)
     cgq_spec_destroy (&spec);
 }
 
+// warm_start: the first population starts from the best warm points (by
+// the ranking metric, at most population of them, ties in the order given),
+// the rest random; a searcher made again from its saved state and fed the
+// same points (a coordinator restart) suggests the same next members; a
+// point without the metric or without every param is refused.
+static json_t *
+s_warm_point (double lr)
+{
+    return json_pack ("{s:f, s:f, s:i, s:s}", "lr", lr, "mom", 0.5, "bs", 8, "act", "tanh");
+}
+
+static void
+test_warm (void **state)
+{
+    (void)state;
+    cgq_spec_t *spec = s_good (4, 0.25);
+    char err[256];
+    cgq_searcher_t *s = cgq_searcher_new (spec, NULL, err, sizeof err);
+    cgq_searcher_t *cold = cgq_searcher_new (spec, NULL, err, sizeof err);
+    double lrs[3] = {0.001, 0.01, 0.1}, accs[3] = {0.5, 0.9, 0.7};
+    for (int i = 0; i < 3; i++) {
+        json_t *p = s_warm_point (lrs[i]), *m = json_pack ("{s:f}", "acc", accs[i]);
+        assert_int_equal (cgq_searcher_warm (s, p, m, err, sizeof err), 0);
+        json_decref (p);
+        json_decref (m);
+    }
+    json_t *p = s_warm_point (0.5), *m = json_pack ("{s:f}", "loss", 1.0);
+    assert_int_equal (cgq_searcher_warm (s, p, m, err, sizeof err), -1);
+    assert_non_null (strstr (err, "lack acc"));
+    json_object_del (p, "bs");
+    json_decref (m);
+    m = json_pack ("{s:f}", "acc", 1.0);
+    assert_int_equal (cgq_searcher_warm (s, p, m, err, sizeof err), -1);
+    assert_non_null (strstr (err, "no value for bs"));
+    json_decref (p);
+    json_decref (m);
+    uint64_t id;
+    double want[3] = {0.01, 0.1, 0.001}; // acc 0.9, 0.7, 0.5
+    for (int i = 0; i < 3; i++) {
+        json_t *q = cgq_searcher_suggest (s, &id);
+        assert_int_equal (id, (uint64_t)i);
+        assert_true (fabs (json_number_value (json_object_get (q, "lr")) - want[i]) < 1e-12);
+        assert_string_equal (json_string_value (json_object_get (q, "act")), "tanh");
+        json_decref (q);
+        json_decref (cgq_searcher_suggest (cold, &id));
+    }
+    // Made again from its state, fed the same points: the 4th member is the
+    // random one the first searcher gives, the cold one's too.
+    json_t *st = cgq_searcher_save (s);
+    cgq_searcher_t *again = cgq_searcher_new (spec, st, err, sizeof err);
+    assert_non_null (again);
+    for (int i = 0; i < 3; i++) {
+        json_t *q = s_warm_point (lrs[i]), *mm = json_pack ("{s:f}", "acc", accs[i]);
+        assert_int_equal (cgq_searcher_warm (again, q, mm, err, sizeof err), 0);
+        json_decref (q);
+        json_decref (mm);
+    }
+    json_t *a = cgq_searcher_suggest (s, &id), *b = cgq_searcher_suggest (again, &id),
+           *c = cgq_searcher_suggest (cold, &id);
+    assert_int_equal (id, 3);
+    assert_true (json_equal (a, b));
+    assert_true (json_equal (a, c));
+    // After the first suggestion, warm points are refused.
+    p = s_warm_point (0.2);
+    m = json_pack ("{s:f}", "acc", 1.0);
+    assert_int_equal (cgq_searcher_warm (s, p, m, err, sizeof err), -1);
+    json_decref (p);
+    json_decref (m);
+    json_decref (a);
+    json_decref (b);
+    json_decref (c);
+    json_decref (st);
+    cgq_searcher_destroy (&again);
+    cgq_searcher_destroy (&cold);
+    cgq_searcher_destroy (&s);
+    cgq_spec_destroy (&spec);
+}
+
 int
 main (void)
 {
@@ -402,6 +480,7 @@ main (void)
         cmocka_unit_test (test_perturb),       cmocka_unit_test (test_resample),
         cmocka_unit_test (test_exploit),       cmocka_unit_test (test_ties_and_small),
         cmocka_unit_test (test_determinism),   cmocka_unit_test (test_pins_once),
+        cmocka_unit_test (test_warm),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

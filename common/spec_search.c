@@ -46,7 +46,7 @@ static const struct {
     {CGQ_SEARCH_EXTERNAL, "external", "algorithm, samples, concurrency, fail_fast"},
     {CGQ_SEARCH_PBT, "pbt",
      "algorithm, population, concurrency, seed, metric, mode, time_attr, perturbation_interval, "
-     "quantile_fraction, resample_probability, hyperparam_mutations, fail_fast"},
+     "quantile_fraction, resample_probability, hyperparam_mutations, warm_start, fail_fast"},
 };
 #define S_NALGS (sizeof s_search_algs / sizeof *s_search_algs)
 static const char *s_alg_names =

@@ -1194,7 +1194,7 @@ t_search_tpe (void **state)
                     "objective: {metric: a, mode: min}\n" TRIAL,
                     1, 29,
                     "search.warm_start applies to algorithm evolution, nsga2, bayes, tpe, "
-                    "bohb, cmaes, not random");
+                    "bohb, cmaes, pbt, not random");
     s_expect_error (TRIAL "search: {algorithm: tpe}\n", 2, 21,
                     "algorithm tpe needs objectives (write objective: {metric: NAME, mode: "
                     "max}, or objectives: [");

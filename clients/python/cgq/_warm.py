@@ -27,7 +27,7 @@ MAX_WARM = 100000      # CGQ_SEARCH_MAX_WARM (common/searcher.h)
 MAX_JOBS = 64          # spec_search.c's S_WARM_MAX_JOBS
 MAX_RESENDS = 64       # job trials the coordinator may refuse before giving up
 # Algorithms whose every point must give every param of the space.
-WHOLE_POINTS = ("bayes", "cmaes", "evolution", "nsga2")
+WHOLE_POINTS = ("bayes", "cmaes", "evolution", "nsga2", "pbt")
 
 _REFUSED = re.compile(r"warm_start point (\d+) \((.*?)\): (.*)\Z", re.S)
 _FROM_JOB = re.compile(r"job (\d+) trial (\d+)\Z")

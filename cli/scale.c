@@ -531,10 +531,13 @@ s_stamp (char *buf, size_t n)
 static int
 s_submit (s_scale_t *s, const s_class_t *c, s_part_t *p, const char *why)
 {
-    char cpus[32], gres[48], mem[48], part[96], comment[64], exp[1024];
+    char cpus[48], gres[48], mem[48], part[96], comment[96], exp[1024];
     double per = (double) s->per_worker;
-    snprintf (cpus, sizeof cpus, "--cpus-per-task=%.0f", fmax (1, ceil (c->cpu * per)));
-    snprintf (gres, sizeof gres, "--gres=gpu:%.0f", ceil (c->gpu * per));
+    // Whole numbers for sbatch (a spec's cpu and gpu are bounded far below).
+    unsigned long long ncpu = (unsigned long long) fmin (1e9, fmax (1, ceil (c->cpu * per)));
+    unsigned long long ngpu = (unsigned long long) fmin (1e9, ceil (c->gpu * per));
+    snprintf (cpus, sizeof cpus, "--cpus-per-task=%llu", ncpu);
+    snprintf (gres, sizeof gres, "--gres=gpu:%llu", ngpu);
     snprintf (mem, sizeof mem, "--mem=%" PRIu64 "M", ((c->mem >> 20) + 1) * s->per_worker);
     snprintf (part, sizeof part, "--partition=%s", p->name);
     snprintf (comment, sizeof comment, "--comment=cgq-scale:%s", c->key);

@@ -391,15 +391,16 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
         }
         cgq_cg_graph_destroy (&g);
     }
-    if (rc == S_OK && node_times &&
-        cgq_cg_dataset_write_node_labels (out, node_ms, nnode_ms, err, sizeof err) < 0) {
-        s_error ("%s", err);
-        rc = S_FAIL;
-    }
     // The family of each graph, so that a predictor can hold a family out
     // (test_family) on a generated dataset as on an exported one.
     if (rc == S_OK && (cgq_cg_dataset_write (ds, out, err, sizeof err) < 0 ||
                        cgq_cg_dataset_write_families (out, fams, (int) count, err, sizeof err) < 0)) {
+        s_error ("%s", err);
+        rc = S_FAIL;
+    }
+    // After the dataset, which made the directory.
+    if (rc == S_OK && node_times &&
+        cgq_cg_dataset_write_node_labels (out, node_ms, nnode_ms, err, sizeof err) < 0) {
         s_error ("%s", err);
         rc = S_FAIL;
     }

@@ -554,7 +554,9 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
     // Param per_op: true also times each node of every timed run (cg/engine.h;
     // the clock reads are in the runs' times); metric node_ms is the array of
     // each node's median, in node order (docs/predictor.md).
-    bool per_op = json_is_true (json_object_get (m->params, "per_op"));
+    json_t *po = json_object_get (m->params, "per_op");
+    bool per_op = json_is_true (po) || (json_is_string (po) && !strcmp (json_string_value (po), "true"))
+                  || (json_is_integer (po) && json_integer_value (po) == 1);
     if (per_op)
         cgq_cg_engine_op_timing (e, (int) (b->max_runs > repeats ? b->max_runs : repeats) + 1);
     double start = s_now_s ();

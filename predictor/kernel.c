@@ -300,9 +300,13 @@ cgq_pred_kernel_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, cons
     res->train_s = s_now () - t0;
     res->best_epoch = 1;
     cgq_pred_metrics_t tr;
-    if (s_eval (self, data, CGQ_PRED_TRAIN, &tr, err, err_len) < 0 ||
-        s_eval (self, data, CGQ_PRED_VAL, &res->val, err, err_len) < 0 ||
-        s_eval (self, data, CGQ_PRED_TEST, &res->test, err, err_len) < 0) {
+    char why[768];
+    const char *part = "train";
+    if (s_eval (self, data, CGQ_PRED_TRAIN, &tr, why, sizeof why) < 0 ||
+        (part = "validation", s_eval (self, data, CGQ_PRED_VAL, &res->val, why, sizeof why) < 0) ||
+        (part = "test", s_eval (self, data, CGQ_PRED_TEST, &res->test, why, sizeof why) < 0)) {
+        // An op type in the val or test graphs only: no forest to ask.
+        snprintf (err, err_len, "the %s graphs: %s (or pick another seed or split)", part, why);
         cgq_pred_kernel_destroy (&self);
         return -1;
     }

@@ -196,6 +196,80 @@ trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}}
         self.assertNotEqual(rc, 0, "a failed job: exit != 0\n" + out[-2000:])
         self.assertIn("unknown hyper-parameter 'hiden'", out + err)
 
+    def test_kernel_model(self):
+        # Issue 29: model: kernel as a kind: predictor trial, on a dataset
+        # with node times (cgq-cg gen --node-times; the times are this busy
+        # machine's noise, so only the plumbing is checked, not accuracy).
+        # ResNets only: every op type of the val and test graphs is then in
+        # the train graphs too (a mixed set this small may hold an op, such
+        # as hswish, in one split only, which fails the trial by design).
+        work = os.path.join(self.tmp, "kernel")
+        d = os.path.join(work, "data")
+        p = subprocess.run([binary("cgq-cg"), "gen", "--count", "25", "--family", "resnet",
+                            "--max-res", "64", "--label", "latency,flops", "--repeats", "2",
+                            "--warmup", "0", "--node-times", "--no-models", "--out", d],
+                           capture_output=True, timeout=120 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with gzip.open(os.path.join(d, "num-node-list.csv.gz"), "rt") as f:
+            nodes = sum(int(x) for x in f.read().split())
+        with gzip.open(os.path.join(d, "node-label.csv.gz"), "rt") as f:
+            times = [float(x) for x in f.read().split()]
+        self.assertEqual(len(times), nodes)
+        self.assertEqual(times[0], 0.0)  # graph 0's input node: nothing runs
+        self.assertTrue(all(t >= 0 for t in times) and sum(times) > 0)
+        spec = os.path.join(work, "tune.yaml")
+        with open(spec, "w") as f:
+            f.write("""name: kernel
+space: {model: kernel, n_estimators: {grid: [3, 6]}, max_features: 0.5, test_frac: 0.2}
+search: {algorithm: random, samples: 1, seed: 3}
+objective: {metric: val_acc10, mode: max}
+trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}, timeout: 2m}
+""")
+        rc, out, err = self.cgq_run(work, spec, "kernel")
+        self.assertEqual(rc, 0, "cgq run; stderr tail:\n%s" % err[-3000:])
+        trials = json.loads(out)["trials"]
+        self.assertEqual(len(trials), 2)
+        for t in trials:
+            self.assertEqual(t["state"], "succeeded", t)
+            m = t["metrics"]
+            self.assertEqual(m["epoch"], 1)
+            for key in ("val_mape", "val_srcc", "val_acc10", "test_mape", "test_srcc",
+                        "test_acc10"):
+                self.assertIn(key, m)
+        models = glob.glob(os.path.join(work, ".cgq", "**", "model.json"), recursive=True)
+        self.assertEqual(len(models), 2)
+        with open(models[0]) as f:
+            m = json.load(f)
+        self.assertEqual(m["config"]["model"], "kernel")
+        self.assertIn("conv2d", m["kernel"]["ops"])
+        p = subprocess.run([binary("cgq-predictor"), "predict", "--model", models[0], "--data", d,
+                            "--format", "json"], capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr.decode()[-2000:])
+        pred = json.loads(p.stdout)
+        self.assertEqual(len(pred["graphs"]), 25)
+        self.assertTrue(all(g["predicted_ms"] > 0 for g in pred["graphs"]))
+
+        # Trained on ResNets only, the model has never seen a depthwise conv
+        # or a channel shuffle: predicting a ShuffleNetV2 says so (exit 2).
+        shuffle = os.path.join(work, "shufflenetv2.json")
+        p = subprocess.run([binary("cgq-cg"), "gen", "--family", "shufflenetv2", "--out", shuffle],
+                           capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([binary("cgq-predictor"), "predict", "--model", models[0], "--data",
+                            shuffle], capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertRegex(p.stderr.decode(),
+                         r"graph 0 node [0-9]+ is op '(slice|shuffle|concat|dwconv2d)'.*never saw")
+        self.assertEqual(p.stdout, b"")
+        # A dataset without node times: model kernel says what to do.
+        g = os.path.join(work, "plain")
+        p = subprocess.run([binary("cgq-cg"), "gen", "--count", "5", "--label", "flops",
+                            "--no-models", "--out", g], capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        p = subprocess.run([binary("cgq-predictor"), "train", "--data", g, "--set", "model=kernel"],
+                           capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("no node-label.csv.gz", p.stderr.decode())
 
 if __name__ == "__main__":
     main()

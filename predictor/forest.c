@@ -59,11 +59,11 @@ s_tree_add (s_tree_t *t)
 {
     if (t->n == t->cap) {
         t->cap = t->cap ? t->cap * 2 : 64;
-        t->feature = cgq_xrealloc (t->feature, sizeof (int) * (size_t) t->cap);
-        t->threshold = cgq_xrealloc (t->threshold, sizeof (double) * (size_t) t->cap);
-        t->left = cgq_xrealloc (t->left, sizeof (int) * (size_t) t->cap);
-        t->right = cgq_xrealloc (t->right, sizeof (int) * (size_t) t->cap);
-        t->value = cgq_xrealloc (t->value, sizeof (double) * (size_t) t->cap);
+        t->feature = cgq_xrealloc (t->feature, sizeof (int) * (size_t)t->cap);
+        t->threshold = cgq_xrealloc (t->threshold, sizeof (double) * (size_t)t->cap);
+        t->left = cgq_xrealloc (t->left, sizeof (int) * (size_t)t->cap);
+        t->right = cgq_xrealloc (t->right, sizeof (int) * (size_t)t->cap);
+        t->value = cgq_xrealloc (t->value, sizeof (double) * (size_t)t->cap);
     }
     int id = t->n++;
     t->feature[id] = -1;
@@ -86,7 +86,7 @@ s_tree_fini (s_tree_t *t)
 static int
 s_pair_cmp (const void *a, const void *b)
 {
-    float x = ((const s_pair_t *) a)->v, y = ((const s_pair_t *) b)->v;
+    float x = ((const s_pair_t *)a)->v, y = ((const s_pair_t *)b)->v;
     return x < y ? -1 : x > y;
 }
 
@@ -115,7 +115,7 @@ s_grow (s_build_t *b, s_tree_t *t, int *idx, int n, int depth)
     for (int f = 0; f < b->d; f++)
         b->feats[f] = f;
     for (int f = b->d - 1; f > 0; f--) { // a fresh random order per node
-        int j = (int) (cgq_pred_rng_next (&b->rng) % (uint64_t) (f + 1));
+        int j = (int)(cgq_pred_rng_next (&b->rng) % (uint64_t)(f + 1));
         int tmp = b->feats[f];
         b->feats[f] = b->feats[j];
         b->feats[j] = tmp;
@@ -126,15 +126,15 @@ s_grow (s_build_t *b, s_tree_t *t, int *idx, int n, int depth)
         int f = b->feats[fi];
         s_pair_t *p = b->pair;
         for (int k = 0; k < n; k++)
-            p[k] = (s_pair_t){b->x[(size_t) idx[k] * b->d + f], idx[k]};
-        qsort (p, (size_t) n, sizeof *p, s_pair_cmp);
-        if ((double) p[n - 1].v <= (double) p[0].v + S_FEATURE_THRESHOLD)
+            p[k] = (s_pair_t){b->x[(size_t)idx[k] * b->d + f], idx[k]};
+        qsort (p, (size_t)n, sizeof *p, s_pair_cmp);
+        if ((double)p[n - 1].v <= (double)p[0].v + S_FEATURE_THRESHOLD)
             continue; // constant here: does not count as tried
         tried++;
         double sl = 0;
         for (int k = 1; k < n; k++) {
             sl += b->y[p[k - 1].i];
-            if ((double) p[k].v <= (double) p[k - 1].v + S_FEATURE_THRESHOLD)
+            if ((double)p[k].v <= (double)p[k - 1].v + S_FEATURE_THRESHOLD)
                 continue;
             if (k < o->min_samples_leaf || n - k < o->min_samples_leaf)
                 continue;
@@ -143,9 +143,9 @@ s_grow (s_build_t *b, s_tree_t *t, int *idx, int n, int depth)
             if (proxy > best) {
                 best = proxy;
                 best_f = f;
-                double thr = (double) p[k - 1].v / 2.0 + (double) p[k].v / 2.0;
-                if (thr == (double) p[k].v || isinf (thr))
-                    thr = (double) p[k - 1].v;
+                double thr = (double)p[k - 1].v / 2.0 + (double)p[k].v / 2.0;
+                if (thr == (double)p[k].v || isinf (thr))
+                    thr = (double)p[k - 1].v;
                 best_thr = thr;
             }
         }
@@ -155,7 +155,7 @@ s_grow (s_build_t *b, s_tree_t *t, int *idx, int n, int depth)
     // Partition: x <= threshold to the left, as prediction walks.
     int nl = 0;
     for (int k = 0; k < n; k++)
-        if ((double) b->x[(size_t) idx[k] * b->d + best_f] <= best_thr) {
+        if ((double)b->x[(size_t)idx[k] * b->d + best_f] <= best_thr) {
             int tmp = idx[nl];
             idx[nl++] = idx[k];
             idx[k] = tmp;
@@ -170,23 +170,22 @@ s_grow (s_build_t *b, s_tree_t *t, int *idx, int n, int depth)
 }
 
 cgq_pred_forest_t *
-cgq_pred_forest_fit (const float *x, const double *y, int n, int d,
-                     const cgq_pred_forest_opts_t *o)
+cgq_pred_forest_fit (const float *x, const double *y, int n, int d, const cgq_pred_forest_opts_t *o)
 {
     cgq_pred_forest_t *self = cgq_xcalloc (1, sizeof *self);
     self->d = d;
     self->ntrees = o->n_estimators > 0 ? o->n_estimators : 1;
-    self->trees = cgq_xcalloc ((size_t) self->ntrees, sizeof (s_tree_t));
+    self->trees = cgq_xcalloc ((size_t)self->ntrees, sizeof (s_tree_t));
     s_build_t b = {.x = x, .y = y, .d = d, .o = o, .rng = o->seed};
-    b.max_features = (int) (o->max_features * d);
+    b.max_features = (int)(o->max_features * d);
     if (b.max_features < 1 || o->max_features >= 1)
         b.max_features = o->max_features >= 1 ? d : 1;
-    b.feats = cgq_xmalloc (sizeof (int) * (size_t) d);
-    b.pair = cgq_xmalloc (sizeof (s_pair_t) * (size_t) n);
-    int *idx = cgq_xmalloc (sizeof (int) * (size_t) n);
+    b.feats = cgq_xmalloc (sizeof (int) * (size_t)d);
+    b.pair = cgq_xmalloc (sizeof (s_pair_t) * (size_t)n);
+    int *idx = cgq_xmalloc (sizeof (int) * (size_t)n);
     for (int t = 0; t < self->ntrees; t++) {
         for (int k = 0; k < n; k++)
-            idx[k] = o->bootstrap ? (int) (cgq_pred_rng_next (&b.rng) % (uint64_t) n) : k;
+            idx[k] = o->bootstrap ? (int)(cgq_pred_rng_next (&b.rng) % (uint64_t)n) : k;
         s_grow (&b, &self->trees[t], idx, n, 0);
     }
     free (idx);
@@ -216,7 +215,7 @@ cgq_pred_forest_predict (const cgq_pred_forest_t *self, const float *x)
         const s_tree_t *tr = &self->trees[t];
         int i = 0;
         while (tr->feature[i] >= 0)
-            i = (double) x[tr->feature[i]] <= tr->threshold[i] ? tr->left[i] : tr->right[i];
+            i = (double)x[tr->feature[i]] <= tr->threshold[i] ? tr->left[i] : tr->right[i];
         sum += tr->value[i];
     }
     return sum / self->ntrees;
@@ -252,9 +251,9 @@ cgq_pred_forest_json (const cgq_pred_forest_t *self)
             json_array_append_new (r, json_integer (tr->right[i]));
             json_array_append_new (v, json_real (tr->value[i]));
         }
-        json_array_append_new (trees, json_pack ("{s:o, s:o, s:o, s:o, s:o}", "feature", f,
-                                                 "threshold", th, "left", l, "right", r, "value",
-                                                 v));
+        json_array_append_new (trees,
+                               json_pack ("{s:o, s:o, s:o, s:o, s:o}", "feature", f, "threshold",
+                                          th, "left", l, "right", r, "value", v));
     }
     return json_pack ("{s:i, s:o}", "features", self->d, "trees", trees);
 }
@@ -285,11 +284,11 @@ cgq_pred_forest_from_json (const json_t *j, char *err, size_t err_len)
         return NULL;
     }
     cgq_pred_forest_t *self = cgq_xcalloc (1, sizeof *self);
-    self->d = (int) d;
-    self->ntrees = (int) json_array_size (trees);
-    self->trees = cgq_xcalloc ((size_t) self->ntrees, sizeof (s_tree_t));
+    self->d = (int)d;
+    self->ntrees = (int)json_array_size (trees);
+    self->trees = cgq_xcalloc ((size_t)self->ntrees, sizeof (s_tree_t));
     for (int t = 0; t < self->ntrees; t++) {
-        const json_t *o = json_array_get (trees, (size_t) t);
+        const json_t *o = json_array_get (trees, (size_t)t);
         const json_t *f = json_object_get (o, "feature");
         size_t n = json_array_size (f);
         if (n < 1 || n > INT32_MAX / 2 || s_numbers (f, n, true) < 0 ||
@@ -306,7 +305,7 @@ cgq_pred_forest_from_json (const json_t *j, char *err, size_t err_len)
         s_tree_t *tr = &self->trees[t];
         for (size_t i = 0; i < n; i++) {
             int id = s_tree_add (tr);
-            tr->feature[id] = (int) json_integer_value (json_array_get (f, i));
+            tr->feature[id] = (int)json_integer_value (json_array_get (f, i));
             tr->threshold[id] =
                 json_number_value (json_array_get (json_object_get (o, "threshold"), i));
             json_int_t l = json_integer_value (json_array_get (json_object_get (o, "left"), i));
@@ -314,17 +313,17 @@ cgq_pred_forest_from_json (const json_t *j, char *err, size_t err_len)
             tr->value[id] = json_number_value (json_array_get (json_object_get (o, "value"), i));
             bool leaf = tr->feature[id] == -1 && l == -1 && r == -1;
             // Children come after their parent: no cycle, every walk ends.
-            bool inner = tr->feature[id] >= 0 && tr->feature[id] < d && l > (json_int_t) i &&
-                         r > (json_int_t) i && l < (json_int_t) n && r < (json_int_t) n;
+            bool inner = tr->feature[id] >= 0 && tr->feature[id] < d && l > (json_int_t)i &&
+                         r > (json_int_t)i && l < (json_int_t)n && r < (json_int_t)n;
             if (!leaf && !inner) {
                 snprintf (err, err_len,
                           "tree %d node %zu: feature %d, children %lld and %lld (a leaf has "
                           "-1, -1, -1; an inner node a feature < %lld and children after it)",
-                          t, i, tr->feature[id], (long long) l, (long long) r, (long long) d);
+                          t, i, tr->feature[id], (long long)l, (long long)r, (long long)d);
                 goto fail;
             }
-            tr->left[id] = (int) l;
-            tr->right[id] = (int) r;
+            tr->left[id] = (int)l;
+            tr->right[id] = (int)r;
         }
     }
     return self;

@@ -16,7 +16,7 @@
 #define S_CODES (CGQ_CG_CODE_DWCONV2D + 1)
 
 const char *const cgq_pred_kernel_feature_names[CGQ_PRED_KERNEL_FEATS] = {
-    "in_h",   "in_w",          "in_c",  "out_h", "out_w", "out_c",
+    "in_h",   "in_w",   "in_c",          "out_h", "out_w", "out_c",
     "kernel", "stride", "cin_per_group", "flops", "bytes"};
 
 struct cgq_pred_kernel_t {
@@ -31,7 +31,7 @@ cgq_pred_kernel_op_name (int code)
 {
     if (code == CGQ_CG_CODE_DWCONV2D)
         return "dwconv2d";
-    const char *n = code >= 0 ? cgq_cg_op_name ((cgq_cg_op_t) code) : NULL;
+    const char *n = code >= 0 ? cgq_cg_op_name ((cgq_cg_op_t)code) : NULL;
     return n ? n : "?";
 }
 
@@ -53,7 +53,7 @@ s_shape (const double *s, double *h, double *w, double *c)
 void
 cgq_pred_kernel_features (const double *raw, float *out)
 {
-    int code = (int) raw[0];
+    int code = (int)raw[0];
     double ih, iw, ic, oh, ow, oc;
     s_shape (raw + 1, &ih, &iw, &ic);
     s_shape (raw + 12, &oh, &ow, &oc);
@@ -87,10 +87,10 @@ cgq_pred_kernel_features (const double *raw, float *out)
     case CGQ_CG_CONCAT: in_el = out_el; break; // the features keep only the first input
     default: break;
     }
-    double f[CGQ_PRED_KERNEL_FEATS] = {ih, iw, ic,     oh,      ow,   oc,
-                                       k,  stride, cin_g, flops, 4 * (in_el + out_el + weights)};
+    double f[CGQ_PRED_KERNEL_FEATS] = {
+        ih, iw, ic, oh, ow, oc, k, stride, cin_g, flops, 4 * (in_el + out_el + weights)};
     for (int i = 0; i < CGQ_PRED_KERNEL_FEATS; i++)
-        out[i] = (float) f[i];
+        out[i] = (float)f[i];
 }
 
 static void
@@ -102,7 +102,7 @@ s_opts (const cgq_pred_config_t *cfg, int code, cgq_pred_forest_opts_t *o)
     o->min_samples_leaf = cfg->min_samples_leaf;
     o->max_features = cfg->max_features;
     o->bootstrap = cfg->bootstrap;
-    o->seed = cfg->seed * 31 + (uint64_t) code;
+    o->seed = cfg->seed * 31 + (uint64_t)code;
 }
 
 // s_sum is the sum of the node predictions of graph g; -1 with err set
@@ -115,8 +115,8 @@ s_sum (const cgq_pred_kernel_t *self, const cgq_pred_data_t *data, int g, double
     const double *raw = cgq_pred_data_nodes (data, g, &n);
     double s = 0;
     for (int i = 0; i < n; i++) {
-        const double *r = raw + (size_t) i * CGQ_CG_NUM_FEATS;
-        int code = (int) r[0];
+        const double *r = raw + (size_t)i * CGQ_CG_NUM_FEATS;
+        int code = (int)r[0];
         if (code < 0 || code >= S_CODES || !self->forest[code]) {
             cgq_buf_t b;
             cgq_buf_init (&b);
@@ -160,16 +160,16 @@ cgq_pred_kernel_fit (const cgq_pred_config_t *cfg, const cgq_pred_data_t *data, 
         const double *raw = cgq_pred_data_nodes (data, idx[k], &nn);
         const double *lab = cgq_pred_data_node_labels (data, idx[k]);
         for (int i = 0; i < nn; i++) {
-            const double *r = raw + (size_t) i * CGQ_CG_NUM_FEATS;
-            int c = (int) r[0];
+            const double *r = raw + (size_t)i * CGQ_CG_NUM_FEATS;
+            int c = (int)r[0];
             if (c < 0 || c >= S_CODES)
                 continue; // cgq_pred_data_load refused such codes already
             if (cnt[c] == cap[c]) {
                 cap[c] = cap[c] ? cap[c] * 2 : 256;
-                x[c] = cgq_xrealloc (x[c], sizeof (float) * CGQ_PRED_KERNEL_FEATS * (size_t) cap[c]);
-                y[c] = cgq_xrealloc (y[c], sizeof (double) * (size_t) cap[c]);
+                x[c] = cgq_xrealloc (x[c], sizeof (float) * CGQ_PRED_KERNEL_FEATS * (size_t)cap[c]);
+                y[c] = cgq_xrealloc (y[c], sizeof (double) * (size_t)cap[c]);
             }
-            cgq_pred_kernel_features (r, x[c] + (size_t) cnt[c] * CGQ_PRED_KERNEL_FEATS);
+            cgq_pred_kernel_features (r, x[c] + (size_t)cnt[c] * CGQ_PRED_KERNEL_FEATS);
             y[c][cnt[c]++] = lab[i];
         }
     }
@@ -224,8 +224,8 @@ cgq_pred_kernel_destroy (cgq_pred_kernel_t **self_p)
 }
 
 int
-cgq_pred_kernel_predict (const cgq_pred_kernel_t *self, const cgq_pred_data_t *data,
-                         const int *idx, int n, double *out, char *err, size_t err_len)
+cgq_pred_kernel_predict (const cgq_pred_kernel_t *self, const cgq_pred_data_t *data, const int *idx,
+                         int n, double *out, char *err, size_t err_len)
 {
     for (int k = 0; k < n; k++) {
         double s;
@@ -253,12 +253,12 @@ s_eval (const cgq_pred_kernel_t *self, const cgq_pred_data_t *data, cgq_pred_par
     memset (m, 0, sizeof *m);
     if (n == 0)
         return 0;
-    double *p = cgq_xcalloc ((size_t) n, sizeof *p), *y = cgq_xcalloc ((size_t) n, sizeof *y);
+    double *p = cgq_xcalloc ((size_t)n, sizeof *p), *y = cgq_xcalloc ((size_t)n, sizeof *y);
     int rc = cgq_pred_kernel_predict (self, data, idx, n, p, err, err_len);
     for (int i = 0; i < n; i++)
         y[i] = cgq_pred_data_label (data, idx[i]);
     if (rc == 0)
-        cgq_pred_metrics (p, y, (size_t) n, m);
+        cgq_pred_metrics (p, y, (size_t)n, m);
     free (p);
     free (y);
     return rc;
@@ -269,14 +269,14 @@ s_now (void)
 {
     struct timespec ts;
     clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static json_t *
 s_metrics_json (const cgq_pred_metrics_t *m)
 {
-    return json_pack ("{s:f, s:f, s:f, s:f, s:f}", "mae", m->mae, "mape", m->mape, "rmse",
-                      m->rmse, "srcc", m->srcc, "acc10", m->acc10);
+    return json_pack ("{s:f, s:f, s:f, s:f, s:f}", "mae", m->mae, "mape", m->mape, "rmse", m->rmse,
+                      "srcc", m->srcc, "acc10", m->acc10);
 }
 
 int
@@ -347,12 +347,12 @@ cgq_pred_kernel_save (const cgq_pred_kernel_t *self, const char *dir, const json
             json_object_set_new (ops, cgq_pred_kernel_op_name (c),
                                  json_pack ("{s:i, s:i, s:o}", "code", c, "nodes", self->nodes[c],
                                             "forest", cgq_pred_forest_json (self->forest[c])));
-    json_t *o = json_pack (
-        "{s:s, s:i, s:o, s:{s:o, s:f, s:f, s:o}}", "format", "cgq-predictor-model", "version", 1,
-        "config", cgq_pred_config_json (&self->config), "kernel", "features", names, "scale",
-        self->scale, "offset", self->offset, "ops", ops);
+    json_t *o =
+        json_pack ("{s:s, s:i, s:o, s:{s:o, s:f, s:f, s:o}}", "format", "cgq-predictor-model",
+                   "version", 1, "config", cgq_pred_config_json (&self->config), "kernel",
+                   "features", names, "scale", self->scale, "offset", self->offset, "ops", ops);
     if (extra)
-        json_object_set (o, "metrics", (json_t *) extra);
+        json_object_set (o, "metrics", (json_t *)extra);
     char *path = cgq_xasprintf ("%s/model.json", dir);
     // 17 digits: thresholds and leaf values read back as the same doubles.
     int rc = json_dump_file (o, path, JSON_COMPACT | JSON_REAL_PRECISION (17));
@@ -427,22 +427,24 @@ cgq_pred_kernel_load (const char *path, char *err, size_t err_len)
     self->offset = json_number_value (off);
     const char *name;
     json_t *op;
-    json_object_foreach ((json_t *) ops, name, op)
+    json_object_foreach ((json_t *)ops, name, op)
     {
         json_int_t c = json_integer_value (json_object_get (op, "code"));
         if (!json_is_integer (json_object_get (op, "code")) || c < 0 || c >= S_CODES ||
-            strcmp (cgq_pred_kernel_op_name ((int) c), name) != 0 || self->forest[c]) {
+            strcmp (cgq_pred_kernel_op_name ((int)c), name) != 0 || self->forest[c]) {
             snprintf (err, err_len, "%s: kernel.ops.%s: code %lld does not name that op", p, name,
-                      (long long) c);
+                      (long long)c);
             goto fail;
         }
-        self->forest[c] = cgq_pred_forest_from_json (json_object_get (op, "forest"), why, sizeof why);
-        if (!self->forest[c] || cgq_pred_forest_features (self->forest[c]) != CGQ_PRED_KERNEL_FEATS) {
+        self->forest[c] =
+            cgq_pred_forest_from_json (json_object_get (op, "forest"), why, sizeof why);
+        if (!self->forest[c] ||
+            cgq_pred_forest_features (self->forest[c]) != CGQ_PRED_KERNEL_FEATS) {
             snprintf (err, err_len, "%s: kernel.ops.%s.forest: %s", p, name,
                       self->forest[c] ? "wrong feature count" : why);
             goto fail;
         }
-        self->nodes[c] = (int) json_integer_value (json_object_get (op, "nodes"));
+        self->nodes[c] = (int)json_integer_value (json_object_get (op, "nodes"));
     }
     goto done;
 fail:

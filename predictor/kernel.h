@@ -37,9 +37,9 @@ typedef struct cgq_pred_kernel_t cgq_pred_kernel_t;
 // (which need node times), report the validation metrics once through
 // on_epoch (epoch 1), evaluate the test graphs, and write the model to
 // out_dir when given. Returns 0, or -1 with a reason in err.
-int cgq_pred_kernel_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data,
-                           const char *out_dir, cgq_pred_epoch_fn *on_epoch, void *arg,
-                           cgq_pred_result_t *res, char *err, size_t err_len);
+int cgq_pred_kernel_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char *out_dir,
+                           cgq_pred_epoch_fn *on_epoch, void *arg, cgq_pred_result_t *res,
+                           char *err, size_t err_len);
 
 // cgq_pred_kernel_fit trains on graphs idx[0..n-1] of data (which must have
 // node times). Returns the model (caller destroys), or NULL with err set.

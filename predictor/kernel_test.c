@@ -34,10 +34,10 @@ s_node_ms (const double *raw)
 {
     float f[CGQ_PRED_KERNEL_FEATS];
     cgq_pred_kernel_features (raw, f);
-    int code = (int) raw[0];
+    int code = (int)raw[0];
     if (code == 0)
         return 0;
-    return (double) f[9] / 20e6 * (code == CGQ_CG_CODE_DWCONV2D ? 4 : 1) + (double) f[10] / 10e6 +
+    return (double)f[9] / 20e6 * (code == CGQ_CG_CODE_DWCONV2D ? 4 : 1) + (double)f[10] / 10e6 +
            0.002;
 }
 
@@ -47,7 +47,7 @@ static void
 s_make (const char *dir, const cgq_cg_family_t *fams, int nfams, int count, bool no_nodes)
 {
     cgq_cg_dataset_t *ds = cgq_cg_dataset_new (CGQ_CG_NUM_FEATS, 1);
-    const char **names = cgq_xcalloc ((size_t) count, sizeof *names);
+    const char **names = cgq_xcalloc ((size_t)count, sizeof *names);
     double *node = NULL;
     size_t nnode = 0;
     char err[256];
@@ -55,20 +55,20 @@ s_make (const char *dir, const cgq_cg_family_t *fams, int nfams, int count, bool
         cgq_cg_gen_opts_t go;
         cgq_cg_gen_opts_default (&go);
         go.family = fams[i % nfams];
-        go.seed = (uint64_t) i;
+        go.seed = (uint64_t)i;
         go.max_res = 96;
         cgq_cg_graph_t *g = cgq_cg_gen (&go, err, sizeof err);
         assert_non_null (g);
         int n = cgq_cg_graph_size (g);
-        node = cgq_xrealloc (node, sizeof (double) * (nnode + (size_t) n));
+        node = cgq_xrealloc (node, sizeof (double) * (nnode + (size_t)n));
         double sum = 0;
         for (int k = 0; k < n; k++) {
             double raw[CGQ_CG_NUM_FEATS];
             cgq_cg_graph_features (g, k, raw);
-            node[nnode + (size_t) k] = s_node_ms (raw);
-            sum += node[nnode + (size_t) k];
+            node[nnode + (size_t)k] = s_node_ms (raw);
+            sum += node[nnode + (size_t)k];
         }
-        nnode += (size_t) n;
+        nnode += (size_t)n;
         double label = 1.2 * sum + 0.05;
         assert_int_equal (cgq_cg_dataset_append_graph (ds, g, &label, err, sizeof err), 0);
         names[i] = cgq_cg_family_name (go.family);
@@ -86,9 +86,9 @@ s_make (const char *dir, const cgq_cg_family_t *fams, int nfams, int count, bool
 static void
 s_rm (const char *dir)
 {
-    const char *files[] = {"num-node-list.csv.gz", "num-edge-list.csv.gz", "node-feat.csv.gz",
-                           "edge.csv.gz",          "graph-label.csv.gz",   CGQ_CG_FAMILY_FILE,
-                           CGQ_CG_NODE_LABEL_FILE, "model.json"};
+    const char *files[] = {
+        "num-node-list.csv.gz", "num-edge-list.csv.gz", "node-feat.csv.gz",     "edge.csv.gz",
+        "graph-label.csv.gz",   CGQ_CG_FAMILY_FILE,     CGQ_CG_NODE_LABEL_FILE, "model.json"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char *p = cgq_xasprintf ("%s/%s", dir, files[i]);
         unlink (p);
@@ -170,10 +170,10 @@ test_train_save_load_predict (void **state)
     cgq_pred_kernel_t *fresh = cgq_pred_kernel_fit (&cfg, data, train, ntrain, err, sizeof err);
     assert_non_null (fresh);
     int n = cgq_pred_data_count (data);
-    double *a = cgq_xcalloc ((size_t) n, sizeof *a), *b = cgq_xcalloc ((size_t) n, sizeof *b);
+    double *a = cgq_xcalloc ((size_t)n, sizeof *a), *b = cgq_xcalloc ((size_t)n, sizeof *b);
     assert_int_equal (cgq_pred_kernel_predict (k, data, NULL, n, a, err, sizeof err), 0);
     assert_int_equal (cgq_pred_kernel_predict (fresh, data, NULL, n, b, err, sizeof err), 0);
-    assert_memory_equal (a, b, sizeof (double) * (size_t) n);
+    assert_memory_equal (a, b, sizeof (double) * (size_t)n);
     // The GNN loader says what it is instead of reading garbage.
     assert_null (cgq_pred_model_load (s_dir, err, sizeof err));
     assert_non_null (strstr (err, "kernel-level model"));

@@ -263,7 +263,7 @@ cgq_pred_config_help (FILE *f)
     json_t *o = cgq_pred_config_json (&d);
     for (size_t i = 0; i < S_NKEYS; i++) {
         char *v = cgq_json_dumps (json_object_get (o, s_keys[i].name));
-        fprintf (f, "  %-13s %-8s %s\n", s_keys[i].name, v, s_keys[i].help);
+        fprintf (f, "  %-16s %-8s %s\n", s_keys[i].name, v, s_keys[i].help);
         free (v);
     }
     json_decref (o);

@@ -261,6 +261,14 @@ trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}, timeout: 
         self.assertRegex(p.stderr.decode(),
                          r"graph 0 node [0-9]+ is op '(slice|shuffle|concat|dwconv2d)'.*never saw")
         self.assertEqual(p.stdout, b"")
+        # Node times are for a dataset with a latency label.
+        for argv, says in ((["--node-times"], "for datasets"),
+                           (["--count", "2", "--label", "flops", "--node-times", "--out",
+                             os.path.join(work, "x")], "needs latency")):
+            p = subprocess.run([binary("cgq-cg"), "gen"] + argv, capture_output=True,
+                               timeout=60 * SPEED)
+            self.assertEqual(p.returncode, 2, argv)
+            self.assertIn(says, p.stderr.decode())
         # A dataset without node times: model kernel says what to do.
         g = os.path.join(work, "plain")
         p = subprocess.run([binary("cgq-cg"), "gen", "--count", "5", "--label", "flops",

@@ -24,6 +24,8 @@ struct cgq_pred_forest_t {
     int d;
     int ntrees;
     s_tree_t *trees;
+    bool boost; // init + lr * sum of the trees, else their mean
+    double init, lr;
 };
 
 typedef struct {
@@ -51,7 +53,9 @@ cgq_pred_forest_opts_default (cgq_pred_forest_opts_t *o)
                                   .min_samples_leaf = 1,
                                   .max_features = 1.0,
                                   .bootstrap = true,
-                                  .seed = 0};
+                                  .seed = 0,
+                                  .boost = false,
+                                  .learning_rate = 0.1};
 }
 
 static int
@@ -138,8 +142,13 @@ s_grow (s_build_t *b, s_tree_t *t, int *idx, int n, int depth)
                 continue;
             if (k < o->min_samples_leaf || n - k < o->min_samples_leaf)
                 continue;
-            double sr = sum - sl;
-            double proxy = sl * sl / k + sr * sr / (n - k);
+            double sr = sum - sl, proxy;
+            if (o->boost) { // friedman_mse: (n_r s_l - n_l s_r)^2 / (n_l n_r)
+                double diff = (double)(n - k) * sl - (double)k * sr;
+                proxy = diff * diff / ((double)k * (double)(n - k));
+            }
+            else
+                proxy = sl * sl / k + sr * sr / (n - k);
             if (proxy > best) {
                 best = proxy;
                 best_f = f;
@@ -183,11 +192,45 @@ cgq_pred_forest_fit (const float *x, const double *y, int n, int d, const cgq_pr
     b.feats = cgq_xmalloc (sizeof (int) * (size_t)d);
     b.pair = cgq_xmalloc (sizeof (s_pair_t) * (size_t)n);
     int *idx = cgq_xmalloc (sizeof (int) * (size_t)n);
+    cgq_pred_forest_opts_t bo = *o; // boosting: sklearn's depth 3 unless told
+    double *res = NULL, *pred = NULL;
+    if (o->boost) {
+        if (bo.max_depth <= 0)
+            bo.max_depth = 3;
+        b.o = &bo;
+        self->boost = true;
+        self->lr = o->learning_rate > 0 ? o->learning_rate : 0.1;
+        double sum = 0;
+        for (int k = 0; k < n; k++)
+            sum += y[k];
+        self->init = sum / n;
+        res = cgq_xmalloc (sizeof (double) * (size_t)n);
+        pred = cgq_xmalloc (sizeof (double) * (size_t)n);
+        for (int k = 0; k < n; k++) {
+            pred[k] = self->init;
+            res[k] = y[k] - pred[k];
+        }
+        b.y = res;
+    }
     for (int t = 0; t < self->ntrees; t++) {
         for (int k = 0; k < n; k++)
-            idx[k] = o->bootstrap ? (int)(cgq_pred_rng_next (&b.rng) % (uint64_t)n) : k;
+            idx[k] =
+                o->bootstrap && !o->boost ? (int)(cgq_pred_rng_next (&b.rng) % (uint64_t)n) : k;
         s_grow (&b, &self->trees[t], idx, n, 0);
+        if (!o->boost)
+            continue;
+        const s_tree_t *tr = &self->trees[t];
+        for (int k = 0; k < n; k++) {
+            int i = 0;
+            while (tr->feature[i] >= 0)
+                i = (double)x[(size_t)k * d + tr->feature[i]] <= tr->threshold[i] ? tr->left[i]
+                                                                                  : tr->right[i];
+            pred[k] += self->lr * tr->value[i];
+            res[k] = y[k] - pred[k];
+        }
     }
+    free (res);
+    free (pred);
     free (idx);
     free (b.pair);
     free (b.feats);
@@ -218,7 +261,7 @@ cgq_pred_forest_predict (const cgq_pred_forest_t *self, const float *x)
             i = (double)x[tr->feature[i]] <= tr->threshold[i] ? tr->left[i] : tr->right[i];
         sum += tr->value[i];
     }
-    return sum / self->ntrees;
+    return self->boost ? self->init + self->lr * sum : sum / self->ntrees;
 }
 
 int
@@ -255,7 +298,11 @@ cgq_pred_forest_json (const cgq_pred_forest_t *self)
                                json_pack ("{s:o, s:o, s:o, s:o, s:o}", "feature", f, "threshold",
                                           th, "left", l, "right", r, "value", v));
     }
-    return json_pack ("{s:i, s:o}", "features", self->d, "trees", trees);
+    json_t *o = json_pack ("{s:i, s:o}", "features", self->d, "trees", trees);
+    if (self->boost)
+        json_object_set_new (
+            o, "boost", json_pack ("{s:f, s:f}", "init", self->init, "learning_rate", self->lr));
+    return o;
 }
 
 // s_numbers checks that a is an array of n numbers (integers when ints).
@@ -283,9 +330,23 @@ cgq_pred_forest_from_json (const json_t *j, char *err, size_t err_len)
         snprintf (err, err_len, "a forest needs features (1..4096) and a non-empty trees array");
         return NULL;
     }
+    const json_t *boost = json_object_get (j, "boost");
+    const json_t *init = json_object_get (boost, "init"),
+                 *lr = json_object_get (boost, "learning_rate");
+    if (boost &&
+        (!json_is_number (init) || !isfinite (json_number_value (init)) || !json_is_number (lr) ||
+         !(json_number_value (lr) > 0) || !(json_number_value (lr) <= 1))) {
+        snprintf (err, err_len, "boost needs a finite init and a learning_rate in (0, 1]");
+        return NULL;
+    }
     cgq_pred_forest_t *self = cgq_xcalloc (1, sizeof *self);
     self->d = (int)d;
     self->ntrees = (int)json_array_size (trees);
+    if (boost) {
+        self->boost = true;
+        self->init = json_number_value (init);
+        self->lr = json_number_value (lr);
+    }
     self->trees = cgq_xcalloc ((size_t)self->ntrees, sizeof (s_tree_t));
     for (int t = 0; t < self->ntrees; t++) {
         const json_t *o = json_array_get (trees, (size_t)t);

@@ -21,6 +21,12 @@ typedef struct {
     double max_features;  // share of the features tried per node, (0, 1]: max(1, int(share * d))
     bool bootstrap;       // each tree on n samples drawn with replacement
     uint64_t seed;        // bootstrap draws and feature order
+    // Gradient boosting instead of bagging (sklearn's GradientBoostingRegressor,
+    // squared error, subsample 1): start at the mean of y, then each tree fits
+    // the residuals (Friedman's split criterion) and adds learning_rate times
+    // its prediction. bootstrap is ignored; max_depth 0 means 3 (sklearn's).
+    bool boost;
+    double learning_rate; // (0, 1]; default 0.1
 } cgq_pred_forest_opts_t;
 
 typedef struct cgq_pred_forest_t cgq_pred_forest_t;
@@ -38,7 +44,7 @@ cgq_pred_forest_t *cgq_pred_forest_fit (const float *x, const double *y, int n, 
 void cgq_pred_forest_destroy (cgq_pred_forest_t **self_p);
 
 // cgq_pred_forest_predict is the mean of the trees' predictions for one
-// sample of d features.
+// sample of d features (boosted: the start plus learning_rate times their sum).
 double cgq_pred_forest_predict (const cgq_pred_forest_t *self, const float *x);
 int cgq_pred_forest_features (const cgq_pred_forest_t *self);
 // The number of nodes of all trees together (leaves included).
@@ -46,7 +52,8 @@ int cgq_pred_forest_nodes (const cgq_pred_forest_t *self);
 
 // cgq_pred_forest_json returns the trees as JSON (caller decrefs):
 // {"features": d, "trees": [{"feature": [..], "threshold": [..], "left": [..],
-// "right": [..], "value": [..]}]}, a leaf having feature -1. Reals are written
+// "right": [..], "value": [..]}]} (boosted, also "boost": {"init",
+// "learning_rate"}), a leaf having feature -1. Reals are written
 // with 17 digits, so a forest read back predicts exactly the same.
 json_t *cgq_pred_forest_json (const cgq_pred_forest_t *self);
 // cgq_pred_forest_from_json reads that back, checking every array (lengths,

@@ -2,7 +2,8 @@
 // (forest_expected.py wrote forest_expected.h): single trees with every
 // feature tried and no bootstrap give sklearn's tree exactly (node count and
 // every test prediction); a forest's test MSE lies within 25 % of sklearn's
-// forest's (different random streams, same method); seeds repeat; JSON
+// forest's (different random streams, same method); gradient boosting gives
+// sklearn's predictions; seeds repeat; JSON
 // round-trips exactly and damaged JSON is refused.
 #include <math.h>
 #include <setjmp.h>
@@ -109,6 +110,40 @@ test_forest_near_sklearn (void **state)
     cgq_pred_forest_destroy (&f);
 }
 
+// Gradient boosting is deterministic (every feature, no subsample): the
+// same test predictions as sklearn's GradientBoostingRegressor; and a JSON
+// round trip keeps its start and learning rate.
+static void
+test_boosting_matches_sklearn (void **state)
+{
+    cgq_pred_forest_opts_t o;
+    cgq_pred_forest_opts_default (&o);
+    o.boost = true;
+    o.n_estimators = 40;
+    o.learning_rate = 0.1;
+    o.min_samples_leaf = 5;
+    cgq_pred_forest_t *f = cgq_pred_forest_fit (s_xtr, s_ytr, S_N_TRAIN, S_D, &o);
+    for (int i = 0; i < S_N_TEST; i++) {
+        double p = cgq_pred_forest_predict (f, s_xte + i * S_D);
+        if (fabs (p - s_gbt_pred[i]) > 1e-9 * (1 + fabs (s_gbt_pred[i])))
+            fail_msg ("boosting: test sample %d: %.17g, sklearn says %.17g", i, p, s_gbt_pred[i]);
+    }
+    json_t *j = cgq_pred_forest_json (f);
+    char err[256];
+    cgq_pred_forest_t *g = cgq_pred_forest_from_json (j, err, sizeof err);
+    if (!g)
+        fail_msg ("%s", err);
+    for (int i = 0; i < S_N_TEST; i++)
+        assert_true (cgq_pred_forest_predict (f, s_xte + i * S_D) ==
+                     cgq_pred_forest_predict (g, s_xte + i * S_D));
+    json_object_set_new (json_object_get (j, "boost"), "learning_rate", json_real (0));
+    assert_null (cgq_pred_forest_from_json (j, err, sizeof err));
+    assert_non_null (strstr (err, "learning_rate"));
+    json_decref (j);
+    cgq_pred_forest_destroy (&g);
+    cgq_pred_forest_destroy (&f);
+}
+
 static void
 test_json (void **state)
 {
@@ -151,6 +186,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_tree_matches_sklearn),
         cmocka_unit_test (test_forest_near_sklearn),
+        cmocka_unit_test (test_boosting_matches_sklearn),
         cmocka_unit_test (test_json),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

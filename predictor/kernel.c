@@ -102,6 +102,8 @@ s_opts (const cgq_pred_config_t *cfg, int code, cgq_pred_forest_opts_t *o)
     o->min_samples_leaf = cfg->min_samples_leaf;
     o->max_features = cfg->max_features;
     o->bootstrap = cfg->bootstrap;
+    o->boost = cfg->gbt;
+    o->learning_rate = cfg->learning_rate;
     o->seed = cfg->seed * 31 + (uint64_t)code;
 }
 

@@ -252,6 +252,26 @@ test_family_and_no_node_times (void **state)
         fail_msg ("%s", err);
     assert_int_equal (r.ntest, 30);
     print_message ("held-out vgg: acc10 %.1f %%, SRCC %.4f\n", r.test.acc10, r.test.srcc);
+    // Gradient-boosted trees instead of forests: trained, saved, reloaded.
+    cfg.test_family[0] = '\0';
+    assert_int_equal (cgq_pred_config_set (&cfg, "regressor", "gbt", err, sizeof err), 0);
+    assert_int_equal (cgq_pred_config_set (&cfg, "n_estimators", "60", err, sizeof err), 0);
+    char *gdir = cgq_xasprintf ("%s/gbt", s_dir);
+    if (cgq_pred_train (&cfg, data, gdir, NULL, NULL, &r, err, sizeof err) < 0)
+        fail_msg ("%s", err);
+    print_message ("gbt: test acc10 %.1f %%, SRCC %.4f\n", r.test.acc10, r.test.srcc);
+    assert_true (r.test.srcc >= 0.95);
+    cgq_pred_kernel_t *k = cgq_pred_kernel_load (gdir, err, sizeof err);
+    if (!k)
+        fail_msg ("%s", err);
+    cgq_pred_kernel_destroy (&k);
+    char *p = cgq_xasprintf ("%s/model.json", gdir);
+    unlink (p);
+    rmdir (gdir);
+    free (p);
+    free (gdir);
+    assert_int_equal (cgq_pred_config_set (&cfg, "regressor", "trees", err, sizeof err), -1);
+    assert_non_null (strstr (err, "expected forest or gbt"));
     cgq_pred_data_destroy (&data);
 
     char dir[64];

@@ -14,7 +14,7 @@
 // ---------------------------------------------------------------------------
 // The hyper-parameter table
 
-typedef enum { K_INT, K_U64, K_REAL, K_BOOL, K_STR, K_AGG, K_READOUT, K_SELECT, K_MODEL } s_type_t;
+typedef enum { K_INT, K_U64, K_REAL, K_BOOL, K_STR, K_AGG, K_READOUT, K_SELECT, K_MODEL, K_REGRESSOR } s_type_t;
 
 typedef struct {
     const char *name;
@@ -52,6 +52,9 @@ static const s_key_t s_keys[] = {
     {"min_samples_leaf", K_INT, OFF (min_samples_leaf), 1, 1000000, "kernel: samples per leaf"},
     {"max_features", K_REAL, OFF (max_features), 0.01, 1, "kernel: share of features per split"},
     {"bootstrap", K_BOOL, OFF (bootstrap), 0, 0, "kernel: each tree on a bootstrap sample"},
+    {"regressor", K_REGRESSOR, OFF (gbt), 0, 0,
+     "kernel: forest (random forest) | gbt (gradient-boosted trees)"},
+    {"learning_rate", K_REAL, OFF (learning_rate), 1e-6, 1, "kernel, gbt: shrinkage per tree"},
 };
 #define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
 
@@ -84,6 +87,8 @@ cgq_pred_config_default (cgq_pred_config_t *cfg)
         .min_samples_leaf = 1,
         .max_features = 1.0,
         .bootstrap = true,
+        .gbt = false,
+        .learning_rate = 0.1,
     };
 }
 
@@ -194,6 +199,13 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
         }
         snprintf (err, err_len, "%s: unknown model '%s' (expected gnn or kernel)", key, text);
         return -1;
+    case K_REGRESSOR:
+        if (!strcmp (text, "forest") || !strcmp (text, "gbt")) {
+            *(bool *)p = !strcmp (text, "gbt");
+            return 0;
+        }
+        snprintf (err, err_len, "%s: unknown regressor '%s' (expected forest or gbt)", key, text);
+        return -1;
     }
     return -1;
 }
@@ -245,6 +257,7 @@ cgq_pred_config_json (const cgq_pred_config_t *cfg)
         case K_AGG: v = json_string (cgq_pred_agg_name (*(const cgq_pred_agg_t *)p)); break;
         case K_READOUT: v = json_string (*(const bool *)p ? "mean" : "sum"); break;
         case K_SELECT: v = json_string (s_select_names[*(const cgq_pred_select_t *)p]); break;
+        case K_REGRESSOR: v = json_string (*(const bool *)p ? "gbt" : "forest"); break;
         case K_MODEL:
             v = json_string (*(const cgq_pred_model_kind_t *)p == CGQ_PRED_MODEL_KERNEL ? "kernel"
                                                                                          : "gnn");

@@ -52,6 +52,8 @@ typedef struct {
     int min_samples_leaf;  // (1)
     double max_features;   // share of the features tried per split (1)
     bool bootstrap;        // (true)
+    bool gbt;              // regressor: forest | gbt (gradient-boosted trees) (forest)
+    double learning_rate;  // gbt (0.1)
 } cgq_pred_config_t;
 
 // cgq_pred_config_default fills cfg with the defaults above.

@@ -5,7 +5,9 @@ dataset (orchestration/examples/predictor/data/cpu-local). Every trial runs
 `cgq-predictor trial` under the worker (confined, logged, reporting on fd 3):
 one report per epoch, a final result with the best epoch's validation and
 test metrics, and the best model written to its trial directory. A trial
-whose hyper-parameter is unknown fails with a message that names it."""
+whose hyper-parameter is unknown fails with a message that names it. The
+kernel-level model (model: kernel) on node times, from cgq-cg gen --node-times
+and from a cpu-local measurement job with per_op: true through the export."""
 
 import glob
 import gzip
@@ -278,6 +280,56 @@ trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}, timeout: 
                            capture_output=True, timeout=60 * SPEED)
         self.assertEqual(p.returncode, 2, p.stdout)
         self.assertIn("no node-label.csv.gz", p.stderr.decode())
+    def test_per_op_measurement_exports_node_times(self):
+        # Issue 28's per-op profiles through cgq's own measurement job: cpu-local
+        # with per_op: true on the local device runner (started by cgq run),
+        # then cgq-predictor export writes node-label.csv.gz, one time per node
+        # in node order, which model: kernel trains on.
+        work = os.path.join(self.tmp, "perop")
+        os.makedirs(work)
+        spec = os.path.join(work, "measure.yaml")
+        with open(spec, "w") as f:
+            f.write("""name: perop
+space:
+  family: {grid: [resnet, vgg]}
+  per_op: true
+  resolution: 32
+  seed:   {randint: [0, 999999]}
+search: {algorithm: random, samples: 3, seed: 0}
+objective: {metric: time, mode: min}
+trial: {on: {device: cpu}, benchmark: cpu-local, repeats: 3, warmup: 1}
+""")
+        rc, out, err = self.cgq_run(work, spec, "perop")
+        self.assertEqual(rc, 0, "cgq run; stderr tail:\n%s" % err[-3000:])
+        doc = json.loads(out)
+        trials = doc["trials"]
+        self.assertEqual(len(trials), 6)
+        for t in trials:
+            self.assertEqual(t["state"], "succeeded", t)
+            nm = t["metrics"]["node_ms"]
+            self.assertEqual(nm[0], 0)
+            self.assertTrue(all(v >= 0 for v in nm) and sum(nm) > 0, nm)
+        results = os.path.join(work, "results.json")
+        with open(results, "w") as f:
+            f.write(out)
+        d = os.path.join(work, "data")
+        p = subprocess.run([binary("cgq-predictor"), "export", "--results", results, "--out", d],
+                           capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with gzip.open(os.path.join(d, "node-label.csv.gz"), "rt") as f:
+            times = [float(x) for x in f.read().split()]
+        want = []
+        for t in sorted(trials, key=lambda t: t["id"]):
+            want += t["metrics"]["node_ms"]
+        self.assertEqual(len(times), len(want))
+        for a, b in zip(times, want):
+            self.assertAlmostEqual(a, b, delta=1e-6)  # written to the nanosecond
+        p = subprocess.run([binary("cgq-predictor"), "train", "--data", d, "--set", "model=kernel",
+                            "--set", "n_estimators=3", "--set", "val_frac=0.2",
+                            "--set", "test_frac=0.2"], capture_output=True, timeout=60 * SPEED)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("kernel model (train 4, val 1, test 1 graphs;", p.stdout.decode())
+
 
 if __name__ == "__main__":
     main()

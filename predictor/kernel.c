@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dataset.h"
 #include "graph.h"
@@ -356,10 +357,20 @@ cgq_pred_kernel_save (const cgq_pred_kernel_t *self, const char *dir, const json
     if (extra)
         json_object_set (o, "metrics", (json_t *)extra);
     char *path = cgq_xasprintf ("%s/model.json", dir);
+    char *tmp = cgq_xasprintf ("%s/model.json.tmp", dir);
     // 17 digits: thresholds and leaf values read back as the same doubles.
-    int rc = json_dump_file (o, path, JSON_COMPACT | JSON_REAL_PRECISION (17));
-    if (rc < 0)
-        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
+    // Written aside and renamed: a crash leaves the old model or the new one,
+    // never half of one (a forest model runs to tens of MB).
+    errno = 0;
+    int rc = json_dump_file (o, tmp, JSON_COMPACT | JSON_REAL_PRECISION (17));
+    if (rc == 0 && rename (tmp, path) < 0)
+        rc = -1;
+    if (rc < 0) {
+        snprintf (err, err_len, "cannot write %s: %s", path,
+                  errno ? strerror (errno) : "jansson could not write it");
+        unlink (tmp);
+    }
+    free (tmp);
     free (path);
     json_decref (o);
     return rc < 0 ? -1 : 0;

@@ -2,11 +2,13 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "util.h"
@@ -626,4 +628,77 @@ cgq_cg_dataset_write_families (const char *dir, const char *const *names, int n,
                   errno ? strerror (errno) : "zlib error");
     free (path);
     return rc;
+}
+
+int
+cgq_cg_dataset_write_node_labels (const char *dir, const double *ms, size_t n, char *err,
+                                  size_t err_len)
+{
+    char *path = cgq_xasprintf ("%s/%s", dir, CGQ_CG_NODE_LABEL_FILE);
+    errno = 0;
+    gzFile f = gzopen (path, "wb6");
+    int rc = f ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char num[32];
+        // To the nanosecond: finer digits are the clock's noise.
+        if (gzprintf (f, "%s\n", cgq_fmt_double (num, round (ms[i] * 1e6) / 1e6)) <= 0)
+            rc = -1;
+    }
+    if (f && gzclose (f) != Z_OK)
+        rc = -1;
+    if (rc < 0)
+        snprintf (err, err_len, "cannot write %s: %s", path,
+                  errno ? strerror (errno) : "zlib error");
+    free (path);
+    return rc;
+}
+
+double *
+cgq_cg_dataset_read_node_labels (const char *dir, size_t nodes, char *err, size_t err_len)
+{
+    err[0] = '\0';
+    char *path = cgq_xasprintf ("%s/%s", dir, CGQ_CG_NODE_LABEL_FILE);
+    if (access (path, F_OK) != 0) {
+        free (path);
+        return NULL;
+    }
+    gzFile f = gzopen (path, "rb");
+    if (!f) {
+        snprintf (err, err_len, "cannot read %s: %s", path, strerror (errno));
+        free (path);
+        return NULL;
+    }
+    double *v = cgq_xcalloc (nodes + 1, sizeof (double));
+    char line[128];
+    size_t n = 0;
+    bool ok = true;
+    while (ok && gzgets (f, line, sizeof line)) {
+        line[strcspn (line, "\r\n")] = '\0';
+        char *end;
+        double x = strtod (line, &end);
+        if (end == line || *end || !isfinite (x) || x < 0) {
+            snprintf (err, err_len,
+                      "%s:%zu: '%s' is not a time in ms >= 0 (regenerate the dataset with "
+                      "cgq-cg gen --node-times or cgq-predictor export)",
+                      path, n + 1, line);
+            ok = false;
+        }
+        else if (n < nodes)
+            v[n] = x;
+        n++;
+    }
+    if (ok && n != nodes) {
+        snprintf (err, err_len,
+                  "%s: %zu lines for %zu nodes in node-feat.csv.gz (one line per node; "
+                  "regenerate the dataset)",
+                  path, n, nodes);
+        ok = false;
+    }
+    gzclose (f);
+    free (path);
+    if (!ok) {
+        free (v);
+        return NULL;
+    }
+    return v;
 }

@@ -66,6 +66,23 @@ int cgq_cg_dataset_write (const cgq_cg_dataset_t *self, const char *dir, char *e
 int cgq_cg_dataset_write_families (const char *dir, const char *const *names, int n, char *err,
                                    size_t err_len);
 
+// The optional seventh file: one line per node of every graph, in the node
+// order of node-feat.csv.gz, holding that node's time in ms (per-op timing,
+// cg/engine.h; `cgq-cg gen --node-times`, `cgq-predictor export`). The
+// kernel-level predictor trains on it.
+#define CGQ_CG_NODE_LABEL_FILE "node-label.csv.gz"
+
+// cgq_cg_dataset_write_node_labels writes dir's node-label file: ms[i] for
+// node i of all graphs together. Returns 0, or -1 with a reason in err.
+int cgq_cg_dataset_write_node_labels (const char *dir, const double *ms, size_t n, char *err,
+                                      size_t err_len);
+// cgq_cg_dataset_read_node_labels reads dir's node-label file, which must
+// have exactly nodes lines of one finite number >= 0. Returns the numbers
+// (caller frees), or NULL: with err "" when dir has no such file, else with
+// a reason naming the file and line.
+double *cgq_cg_dataset_read_node_labels (const char *dir, size_t nodes, char *err,
+                                         size_t err_len);
+
 // cgq_cg_dataset_read reads the five files of dir and checks that they agree
 // (counts, edges inside their graph, the same number of features on every
 // line). Returns a dataset (caller destroys), or NULL with a reason naming

@@ -237,6 +237,38 @@ test_damaged (void **state)
     }
 }
 
+// Node labels: written and read back to the nanosecond; a missing file is
+// "none" (err empty), a short, long or damaged one an error with file:line.
+static void
+test_node_labels (void **state)
+{
+    char *dir = s_tmpdir ();
+    char err[512] = "x";
+    assert_null (cgq_cg_dataset_read_node_labels (dir, 3, err, sizeof err));
+    assert_string_equal (err, "");
+    double ms[3] = {0, 0.0123456789, 12.5};
+    assert_int_equal (cgq_cg_dataset_write_node_labels (dir, ms, 3, err, sizeof err), 0);
+    double *back = cgq_cg_dataset_read_node_labels (dir, 3, err, sizeof err);
+    assert_non_null (back);
+    assert_true (back[0] == 0 && back[1] == 0.012346 && back[2] == 12.5);
+    free (back);
+    assert_null (cgq_cg_dataset_read_node_labels (dir, 4, err, sizeof err));
+    assert_non_null (strstr (err, "3 lines for 4 nodes"));
+    assert_null (cgq_cg_dataset_read_node_labels (dir, 2, err, sizeof err));
+    assert_non_null (strstr (err, "3 lines for 2 nodes"));
+    s_gz (dir, CGQ_CG_NODE_LABEL_FILE, "0.1\n-2\n0.3\n");
+    assert_null (cgq_cg_dataset_read_node_labels (dir, 3, err, sizeof err));
+    assert_non_null (strstr (err, "node-label.csv.gz:2: '-2' is not a time"));
+    s_gz (dir, CGQ_CG_NODE_LABEL_FILE, "0.1\nnan\n0.3\n");
+    assert_null (cgq_cg_dataset_read_node_labels (dir, 3, err, sizeof err));
+    assert_non_null (strstr (err, ":2: 'nan'"));
+    char *p = cgq_xasprintf ("%s/%s", dir, CGQ_CG_NODE_LABEL_FILE);
+    unlink (p);
+    free (p);
+    s_rmdir (dir);
+    free (dir);
+}
+
 int
 main (void)
 {
@@ -244,6 +276,7 @@ main (void)
         cmocka_unit_test (test_round_trip),
         cmocka_unit_test (test_layout),
         cmocka_unit_test (test_damaged),
+        cmocka_unit_test (test_node_labels),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -43,6 +43,9 @@ struct cgq_cg_engine_t {
     float *weights;
     float *col; // im2col scratch, shared by every conv
     size_t bytes;
+    // Per-op timing: op_ms[r * n + i] is node i's time in kept run r.
+    double *op_ms;
+    int op_cap, op_runs;
 };
 
 void
@@ -311,6 +314,7 @@ cgq_cg_engine_destroy (cgq_cg_engine_t **self_p)
     free (self->nodes);
     free (self->weights);
     free (self->col);
+    free (self->op_ms);
     free (self);
     *self_p = NULL;
 }
@@ -616,6 +620,14 @@ s_node_run (cgq_cg_engine_t *self, int i)
     }
 }
 
+static double
+s_now_ms (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
+}
+
 int
 cgq_cg_engine_run (cgq_cg_engine_t *self)
 {
@@ -625,20 +637,91 @@ cgq_cg_engine_run (cgq_cg_engine_t *self)
     unsigned csr = _mm_getcsr ();
     _mm_setcsr (csr | 0x8040);
 #endif
-    for (int i = 0; i < self->n; i++)
-        s_node_run (self, i);
+    if (self->op_cap > 0) {
+        // A run past the room kept is timed into a row that is dropped.
+        bool keep = self->op_runs < self->op_cap;
+        double *row = self->op_ms + (size_t) (keep ? self->op_runs : self->op_cap) * self->n;
+        double t = s_now_ms ();
+        for (int i = 0; i < self->n; i++) {
+            s_node_run (self, i);
+            double u = s_now_ms ();
+            row[i] = u - t;
+            t = u;
+        }
+        if (keep)
+            self->op_runs++;
+    }
+    else
+        for (int i = 0; i < self->n; i++)
+            s_node_run (self, i);
 #if defined(__SSE__)
     _mm_setcsr (csr);
 #endif
     return 0;
 }
 
-static double
-s_now_ms (void)
+void
+cgq_cg_engine_op_timing (cgq_cg_engine_t *self, int cap)
 {
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec * 1e3 + (double) ts.tv_nsec / 1e6;
+    free (self->op_ms);
+    self->op_ms = NULL;
+    self->op_cap = cap > 0 ? cap : 0;
+    self->op_runs = 0;
+    if (self->op_cap > 0) // one row more: where runs past cap are timed
+        self->op_ms = cgq_xcalloc ((size_t) (self->op_cap + 1) * (size_t) self->n, sizeof (double));
+}
+
+void
+cgq_cg_engine_op_reset (cgq_cg_engine_t *self)
+{
+    self->op_runs = 0;
+}
+
+static int
+s_cmp_double (const void *a, const void *b)
+{
+    double x = *(const double *) a, y = *(const double *) b;
+    return x < y ? -1 : x > y;
+}
+
+int
+cgq_cg_engine_op_medians (const cgq_cg_engine_t *self, double *out)
+{
+    int r = self->op_runs;
+    if (r == 0)
+        return 0;
+    double *col = cgq_xmalloc (sizeof (double) * (size_t) r);
+    for (int i = 0; i < self->n; i++) {
+        for (int k = 0; k < r; k++)
+            col[k] = self->op_ms[(size_t) k * self->n + i];
+        qsort (col, (size_t) r, sizeof (double), s_cmp_double);
+        out[i] = r % 2 ? col[r / 2] : (col[r / 2 - 1] + col[r / 2]) / 2;
+        if (cgq_cg_graph_node (self->g, i)->op == CGQ_CG_INPUT)
+            out[i] = 0; // nothing ran: what was read is the clock's own cost
+    }
+    free (col);
+    return r;
+}
+
+int
+cgq_cg_engine_nodes (const cgq_cg_engine_t *self)
+{
+    return self->n;
+}
+
+double
+cgq_cg_timer_overhead_ms (void)
+{
+    enum { N = 1001 };
+    double *d = cgq_xmalloc (sizeof (double) * N);
+    for (int i = 0; i < N; i++) {
+        double a = s_now_ms ();
+        d[i] = s_now_ms () - a;
+    }
+    qsort (d, N, sizeof (double), s_cmp_double);
+    double m = d[N / 2];
+    free (d);
+    return m;
 }
 
 int

@@ -49,6 +49,25 @@ int cgq_cg_engine_run (cgq_cg_engine_t *self);
 // each run's wall time in milliseconds to ms[0..repeats-1]. Returns 0.
 int cgq_cg_engine_bench (cgq_cg_engine_t *self, int warmup, int repeats, double *ms);
 
+// Per-op timing. cgq_cg_engine_op_timing(self, cap) switches it on (cap > 0:
+// room for cap runs, allocated here, so that a run still does no malloc) or
+// off (0). While on, every run reads the clock around each node's kernel and
+// keeps the node times of its first cap runs (later runs are run and timed
+// but not kept). The clock reads cost about cgq_cg_timer_overhead_ms per node
+// (measured at the call), which a run's wall time then includes.
+void cgq_cg_engine_op_timing (cgq_cg_engine_t *self, int cap);
+// cgq_cg_engine_op_reset forgets the runs kept so far (e.g. the warm-ups).
+void cgq_cg_engine_op_reset (cgq_cg_engine_t *self);
+// cgq_cg_engine_op_medians writes each node's median time (ms) over the runs
+// kept into out[0..nodes-1] (0 for a node that did nothing, e.g. the input).
+// Returns the number of runs it used (0: none kept, out left as it was).
+int cgq_cg_engine_op_medians (const cgq_cg_engine_t *self, double *out);
+// cgq_cg_engine_nodes is the graph's node count.
+int cgq_cg_engine_nodes (const cgq_cg_engine_t *self);
+// cgq_cg_timer_overhead_ms is the median cost of one pair of clock reads
+// (the per-node cost of per-op timing), in milliseconds, measured now.
+double cgq_cg_timer_overhead_ms (void);
+
 // cgq_cg_engine_input is the input tensor (C*H*W floats, NCHW), which the
 // caller may overwrite. Borrowed until destroy; *count gets its length.
 float *cgq_cg_engine_input (cgq_cg_engine_t *self, size_t *count);

@@ -433,6 +433,59 @@ test_bench_and_errors (void **state)
     cgq_cg_graph_destroy (&g);
 }
 
+// Per-op timing: a node time per node, the input's 0, the node sum within
+// the run's wall time, the results the same as without it, and runs past
+// the room kept run without being kept.
+static void
+test_op_timing (void **state)
+{
+    char err[256];
+    cgq_cg_gen_opts_t go;
+    cgq_cg_gen_opts_default (&go);
+    go.family = CGQ_CG_MOBILENETV2;
+    go.seed = 2;
+    go.resolution = 64;
+    cgq_cg_graph_t *g = cgq_cg_gen (&go, err, sizeof err);
+    assert_non_null (g);
+    cgq_cg_engine_t *e = cgq_cg_engine_new (g, NULL, err, sizeof err);
+    assert_non_null (e);
+    int n = cgq_cg_engine_nodes (e);
+    assert_int_equal (n, cgq_cg_graph_size (g));
+    size_t len;
+    cgq_cg_engine_run (e);
+    const float *y = cgq_cg_engine_output (e, n - 1, &len);
+    float *plain = cgq_xmalloc (sizeof (float) * len);
+    memcpy (plain, y, sizeof (float) * len);
+
+    double *med = cgq_xcalloc ((size_t) n, sizeof (double));
+    assert_int_equal (cgq_cg_engine_op_medians (e, med), 0); // off: nothing kept
+    cgq_cg_engine_op_timing (e, 3);
+    cgq_cg_engine_run (e); // a warm-up, then forgotten
+    cgq_cg_engine_op_reset (e);
+    double ms[5];
+    cgq_cg_engine_bench (e, 0, 5, ms); // 2 past the room kept
+    assert_int_equal (cgq_cg_engine_op_medians (e, med), 3);
+    assert_memory_equal (cgq_cg_engine_output (e, n - 1, NULL), plain, sizeof (float) * len);
+    assert_true (med[0] == 0);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        assert_true (med[i] >= 0 && isfinite (med[i]));
+        sum += med[i];
+    }
+    // A median of 3 is at most their sum, so the node medians add up to at
+    // most the 3 kept runs' wall times together; and to something.
+    assert_true (sum > 0);
+    assert_true (sum <= ms[0] + ms[1] + ms[2]);
+    assert_true (cgq_cg_timer_overhead_ms () >= 0 && cgq_cg_timer_overhead_ms () < 1);
+    cgq_cg_engine_op_timing (e, 0); // off again
+    cgq_cg_engine_run (e);
+    assert_int_equal (cgq_cg_engine_op_medians (e, med), 0);
+    free (med);
+    free (plain);
+    cgq_cg_engine_destroy (&e);
+    cgq_cg_graph_destroy (&g);
+}
+
 int
 main (void)
 {
@@ -443,6 +496,7 @@ main (void)
         cmocka_unit_test (test_elementwise_and_channels),
         cmocka_unit_test (test_buffer_reuse_keeps_results),
         cmocka_unit_test (test_bench_and_errors),
+        cmocka_unit_test (test_op_timing),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -73,6 +73,9 @@ static const s_opt_t s_gen_opts[] = {
      "dataset labels per graph, comma-separated, of: latency (median ms on "
      "this CPU), flops, params (default latency)"},
     {"no-models", NULL, "dataset: do not write each model to DIR/models/NNNNNN.json"},
+    {"node-times", NULL,
+     "dataset: also time every node (per-op mode, --repeats runs after the latency's) "
+     "into node-label.csv.gz"},
     {"repeats", "N", "latency label: timed runs per model (default 5)"},
     {"warmup", "N", "latency label: untimed runs first (default 1)"},
     {"threads", "N", "latency label: OpenBLAS threads (default 1)"},
@@ -89,6 +92,9 @@ static const s_opt_t s_run_opts[] = {
     {"warmup", "N", "untimed runs first (default 2)"},
     {"threads", "N", "OpenBLAS threads (default 1)"},
     {"seed", "N", "seed of the random weights and input (default 1)"},
+    {"per-op", NULL,
+     "also time each node (as many runs again, after the plain ones): node_ms, "
+     "sum_node_ms, timed_median_ms, timer_overhead_ms"},
     {NULL, NULL, NULL},
 };
 
@@ -250,8 +256,10 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
     char err[512];
 
     if (count == 0) {
-        if (s_val (o, vals, "label") || s_val (o, vals, "no-models")) {
-            s_error ("--label and --no-models are for datasets (add --count N --out DIR)");
+        if (s_val (o, vals, "label") || s_val (o, vals, "no-models") ||
+            s_val (o, vals, "node-times")) {
+            s_error ("--label, --no-models and --node-times are for datasets (add --count N "
+                     "--out DIR)");
             return S_BAD;
         }
         if (mixed)
@@ -298,11 +306,22 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
         labels[nlabels++] = l;
     }
     free (list);
+    bool has_latency = false;
+    for (int l = 0; l < nlabels; l++)
+        has_latency = has_latency || labels[l] == S_LABEL_LATENCY;
     if (nlabels == 0) {
         s_error ("--label is empty (expected a comma-separated list of: latency, flops, params)");
         return S_BAD;
     }
     bool models = !s_val (o, vals, "no-models");
+    bool node_times = s_val (o, vals, "node-times") != NULL;
+    if (node_times && !has_latency) {
+        s_error ("--node-times needs latency among the --label columns (e.g. --label "
+                 "latency,flops)");
+        return S_BAD;
+    }
+    double *node_ms = NULL; // every node of every graph, in node-feat order
+    size_t nnode_ms = 0;
     char *models_dir = cgq_xasprintf ("%s/models", out);
     if (models && cgq_mkdir_p (models_dir) < 0) {
         s_error ("cannot make directory %s: %s (check the path and permissions)", models_dir,
@@ -345,6 +364,16 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
                 cgq_cg_engine_bench (e, (int) warmup, (int) repeats, ms);
                 // Rounded to a microsecond: finer digits are noise.
                 lv[l] = round (s_median (ms, (int) repeats) * 1000) / 1000;
+                if (node_times) {
+                    // Separate runs, so that the graph's label has no clock reads in it.
+                    int n = cgq_cg_engine_nodes (e);
+                    node_ms = cgq_xrealloc (node_ms, sizeof (double) * (nnode_ms + (size_t) n));
+                    cgq_cg_engine_op_timing (e, (int) repeats);
+                    for (long long r = 0; r < repeats; r++)
+                        cgq_cg_engine_run (e);
+                    cgq_cg_engine_op_medians (e, node_ms + nnode_ms);
+                    nnode_ms += (size_t) n;
+                }
                 cgq_cg_engine_destroy (&e);
             }
         }
@@ -369,9 +398,16 @@ s_gen (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
         s_error ("%s", err);
         rc = S_FAIL;
     }
+    // After the dataset, which made the directory.
+    if (rc == S_OK && node_times &&
+        cgq_cg_dataset_write_node_labels (out, node_ms, nnode_ms, err, sizeof err) < 0) {
+        s_error ("%s", err);
+        rc = S_FAIL;
+    }
     if (rc == S_OK)
         fprintf (stderr, "cgq-cg: wrote %lld graphs to %s\n", count, out);
     free (ms);
+    free (node_ms);
     free (fams);
     free (models_dir);
     cgq_cg_dataset_destroy (&ds);
@@ -556,6 +592,31 @@ s_run (const s_cmd_t *cmd, const char **vals, char **pos, int npos)
         "mean_ms", round (sum / (double) repeats * 1000) / 1000, "min_ms", round (lo * 1000) / 1000,
         "max_ms", round (hi * 1000) / 1000, "gflops_per_s",
         median > 0 ? round (flops / (median * 1e6) * 100) / 100 : 0.0);
+    if (s_val (cmd->opts, vals, "per-op")) {
+        // As many runs again with the clock read around every node: the
+        // node medians, their sum, and the timed runs' own median, so that
+        // what the per-node times leave out or add can be seen.
+        int nn = cgq_cg_engine_nodes (e);
+        double *node = cgq_xcalloc ((size_t) nn, sizeof (double));
+        double *tms = cgq_xmalloc (sizeof (double) * (size_t) repeats);
+        cgq_cg_engine_op_timing (e, (int) repeats);
+        cgq_cg_engine_bench (e, 0, (int) repeats, tms);
+        cgq_cg_engine_op_medians (e, node);
+        json_t *arr = json_array ();
+        double total = 0;
+        for (int i = 0; i < nn; i++) {
+            total += node[i];
+            json_array_append_new (arr, json_real (round (node[i] * 1e6) / 1e6));
+        }
+        json_object_set_new (o, "node_ms", arr);
+        json_object_set_new (o, "sum_node_ms", json_real (round (total * 1e6) / 1e6));
+        json_object_set_new (o, "timed_median_ms",
+                             json_real (round (s_median (tms, (int) repeats) * 1e6) / 1e6));
+        json_object_set_new (o, "timer_overhead_ms",
+                             json_real (round (cgq_cg_timer_overhead_ms () * 1e6) / 1e6));
+        free (node);
+        free (tms);
+    }
     char *text = cgq_json_dumps (o);
     printf ("%s\n", text);
     free (text);

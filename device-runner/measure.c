@@ -551,10 +551,20 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
                          json_integer ((json_int_t) cgq_cg_engine_bytes (e)));
     json_object_set_new (m->metrics, "load_ms", json_real ((t1 - t0) * 1e3));
     json_object_set_new (m->metrics, "init_ms", json_real (init_ms));
+    // Param per_op: true also times each node of every timed run (cg/engine.h;
+    // the clock reads are in the runs' times); metric node_ms is the array of
+    // each node's median, in node order (docs/predictor.md).
+    json_t *po = json_object_get (m->params, "per_op");
+    bool per_op = json_is_true (po) || (json_is_string (po) && !strcmp (json_string_value (po), "true"))
+                  || (json_is_integer (po) && json_integer_value (po) == 1);
+    if (per_op)
+        cgq_cg_engine_op_timing (e, (int) (b->max_runs > repeats ? b->max_runs : repeats) + 1);
     double start = s_now_s ();
     for (uint32_t phase = 0; phase < 2; phase++) {
         bool warm = phase == 0;
         double phase_start = s_now_s ();
+        if (per_op)
+            cgq_cg_engine_op_reset (e); // the warm-ups are not kept
         for (uint32_t i = 0;; i++) {
             double now = s_now_s ();
             if (warm && i >= warmup && now - phase_start >= b->warmup_min_s)
@@ -574,6 +584,16 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
             else
                 s_push (&m->samples, &m->n, &m->cap, ms);
         }
+    }
+    if (per_op) {
+        int nn = cgq_cg_engine_nodes (e);
+        double *node = cgq_xcalloc ((size_t) nn, sizeof (double));
+        cgq_cg_engine_op_medians (e, node);
+        json_t *arr = json_array ();
+        for (int i = 0; i < nn; i++)
+            json_array_append_new (arr, json_real (node[i]));
+        json_object_set_new (m->metrics, "node_ms", arr);
+        free (node);
     }
     struct rusage ru;
     getrusage (RUSAGE_SELF, &ru);

@@ -303,6 +303,32 @@ test_artifact_cache (void **state)
     free (p2);
 }
 
+// cpu-local with param per_op: a node time per node of the model, the input
+// 0, their sum within the runs' time; without it, no node_ms.
+static void
+test_cpu_local_per_op (void **state)
+{
+    cgq_runcfg_t *c = s_cfg ("  cpu-local: {repeats: 3, warmup: 1, cooldown: 0s}\n");
+    char err[1024];
+    json_t *m = s_measure (c, "cpu-local",
+                           "{\"family\": \"resnet\", \"seed\": 1, \"resolution\": 32, "
+                           "\"per_op\": true}",
+                           NULL, NULL, CGQ_MEASURE_OK, err);
+    json_t *node = json_object_get (m, "node_ms");
+    assert_true (json_array_size (node) > 10);
+    assert_true (json_real_value (json_array_get (node, 0)) == 0);
+    double sum = 0;
+    for (size_t i = 0; i < json_array_size (node); i++)
+        sum += json_number_value (json_array_get (node, i));
+    assert_true (sum > 0 && sum <= 3 * s_num (m, "max_ms"));
+    json_decref (m);
+    m = s_measure (c, "cpu-local", "{\"family\": \"resnet\", \"seed\": 1, \"resolution\": 32}",
+                   NULL, NULL, CGQ_MEASURE_OK, err);
+    assert_null (json_object_get (m, "node_ms"));
+    json_decref (m);
+    cgq_runcfg_destroy (&c);
+}
+
 int
 main (void)
 {
@@ -312,6 +338,7 @@ main (void)
         cmocka_unit_test (test_hang_fail_and_reset),
         cmocka_unit_test (test_env_template),
         cmocka_unit_test (test_artifact_cache),
+        cmocka_unit_test (test_cpu_local_per_op),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

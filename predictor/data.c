@@ -23,6 +23,7 @@ struct cgq_pred_data_t {
     int *family;   // count: index into families, or NULL without a family file
     char **families;
     int nfamilies;
+    double *node_label; // all nodes: each node's time (ms), or NULL without node-label.csv.gz
 
     int *parts[3];
     int nparts[3];
@@ -131,6 +132,12 @@ s_build (cgq_cg_dataset_t *ds, const char *dir, const char *family_dir, int labe
         return NULL;
     }
     int count = cgq_cg_dataset_count (ds);
+    size_t all_nodes = 0; // of every graph: what the node-label file lists
+    for (int i = 0; i < count; i++) {
+        cgq_cg_sample_t s;
+        cgq_cg_dataset_get (ds, i, &s);
+        all_nodes += (size_t)s.nodes;
+    }
     if (max_graphs > 0 && max_graphs < count)
         count = max_graphs;
     if (count < (need_labels ? 3 : 1)) {
@@ -192,6 +199,13 @@ s_build (cgq_cg_dataset_t *ds, const char *dir, const char *family_dir, int labe
     if (family_dir && s_read_families (self, family_dir, count, err, err_len) < 0) {
         cgq_pred_data_destroy (&self);
         return NULL;
+    }
+    if (family_dir) {
+        self->node_label = cgq_cg_dataset_read_node_labels (family_dir, all_nodes, err, err_len);
+        if (!self->node_label && err[0]) {
+            cgq_pred_data_destroy (&self);
+            return NULL;
+        }
     }
     for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
         self->feat_std[k] = 1;
@@ -255,6 +269,7 @@ cgq_pred_data_destroy (cgq_pred_data_t **self_p)
     free (self->enc);
     free (self->label);
     free (self->family);
+    free (self->node_label);
     for (int k = 0; k < self->nfamilies; k++)
         free (self->families[k]);
     free (self->families);
@@ -274,6 +289,19 @@ double
 cgq_pred_data_label (const cgq_pred_data_t *self, int i)
 {
     return self->label[i];
+}
+
+const double *
+cgq_pred_data_nodes (const cgq_pred_data_t *self, int i, int *nodes)
+{
+    *nodes = self->node_off[i + 1] - self->node_off[i];
+    return self->raw + (size_t)self->node_off[i] * CGQ_CG_NUM_FEATS;
+}
+
+const double *
+cgq_pred_data_node_labels (const cgq_pred_data_t *self, int i)
+{
+    return self->node_label ? self->node_label + self->node_off[i] : NULL;
 }
 
 const char *

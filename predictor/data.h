@@ -72,6 +72,12 @@ void cgq_pred_data_destroy (cgq_pred_data_t **self_p);
 int cgq_pred_data_count (const cgq_pred_data_t *self);
 // The label (latency) of graph i.
 double cgq_pred_data_label (const cgq_pred_data_t *self, int i);
+// cgq_pred_data_nodes is graph i's node features as read (*nodes rows of
+// CGQ_CG_NUM_FEATS numbers: op code, then the 16 shape numbers), borrowed.
+const double *cgq_pred_data_nodes (const cgq_pred_data_t *self, int i, int *nodes);
+// cgq_pred_data_node_labels is graph i's node times (ms, one per node, from
+// node-label.csv.gz), borrowed, or NULL when the dataset has none.
+const double *cgq_pred_data_node_labels (const cgq_pred_data_t *self, int i);
 // The family name of graph i, or NULL when the dataset has no family file.
 const char *cgq_pred_data_family (const cgq_pred_data_t *self, int i);
 

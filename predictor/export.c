@@ -73,11 +73,47 @@ cgq_pred_export (const json_t *results, const char *dir, char *err, size_t err_l
     int rc = (int)k;
     cgq_cg_dataset_t *ds = cgq_cg_dataset_new (CGQ_CG_NUM_FEATS, 3);
     const char **fams = cgq_xcalloc (k + 1, sizeof *fams);
+    // Node times (cpu-local's per_op): for every graph or for none, since
+    // node-label.csv.gz has a line for every node.
+    size_t with_nodes = 0;
+    for (size_t i = 0; i < k; i++)
+        with_nodes += json_is_array (json_object_get (json_object_get (ok[i], "metrics"), "node_ms"));
+    if (with_nodes > 0 && with_nodes < k) {
+        snprintf (err, err_len,
+                  "%zu of the %zu succeeded trials have metric node_ms: node labels need every "
+                  "graph's (measure all with the cpu-local param per_op: true, or none)",
+                  with_nodes, k);
+        rc = -1;
+    }
+    double *node = NULL;
+    size_t nnode = 0;
     for (size_t i = 0; i < k && rc >= 0; i++) {
         cgq_cg_graph_t *g = s_graph (ok[i], err, err_len);
         if (!g) {
             rc = -1;
             break;
+        }
+        const json_t *nm = json_object_get (json_object_get (ok[i], "metrics"), "node_ms");
+        size_t n = (size_t)cgq_cg_graph_size (g);
+        if (with_nodes > 0) {
+            node = cgq_xrealloc (node, sizeof (double) * (nnode + n));
+            for (size_t j = 0; j < n && rc >= 0; j++) {
+                const json_t *v = json_array_get (nm, j);
+                node[nnode + j] = json_number_value (v);
+                if (json_array_size (nm) != n || !json_is_number (v) || !(node[nnode + j] >= 0)) {
+                    snprintf (err, err_len,
+                              "trial %lld: metric node_ms must be %zu times >= 0, one per node "
+                              "of %s",
+                              (long long)json_integer_value (json_object_get (ok[i], "id")), n,
+                              cgq_cg_graph_name (g));
+                    rc = -1;
+                }
+            }
+            nnode += n;
+            if (rc < 0) {
+                cgq_cg_graph_destroy (&g);
+                break;
+            }
         }
         double labels[3] = {
             json_number_value (json_object_get (json_object_get (ok[i], "metrics"), "time")),
@@ -97,6 +133,10 @@ cgq_pred_export (const json_t *results, const char *dir, char *err, size_t err_l
     if (rc > 0 && (cgq_cg_dataset_write (ds, dir, err, err_len) < 0 ||
                    cgq_cg_dataset_write_families (dir, fams, (int)k, err, err_len) < 0))
         rc = -1;
+    if (rc > 0 && with_nodes > 0 &&
+        cgq_cg_dataset_write_node_labels (dir, node, nnode, err, err_len) < 0)
+        rc = -1;
+    free (node);
     cgq_cg_dataset_destroy (&ds);
     free (fams);
     free (ok);

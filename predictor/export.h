@@ -14,7 +14,8 @@
 // (`cgq results J --format json` or `cgq run --format json`: an object with
 // "trials", or an array of trials; borrowed) to dir, in trial id order: the
 // five OGB files with labels latency (metric "time"), flops, params, and
-// graph-family.csv.gz. Returns the number of graphs, or -1 with a reason in
+// graph-family.csv.gz; and node-label.csv.gz when the trials carry metric
+// node_ms (cpu-local's per_op: every trial, one time per node). Returns the number of graphs, or -1 with a reason in
 // err (a trial whose model cannot be built, no succeeded trial, cannot write).
 int cgq_pred_export (const json_t *results, const char *dir, char *err, size_t err_len);
 

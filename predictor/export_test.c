@@ -102,11 +102,69 @@ test_export (void **state)
     free (cmd);
 }
 
+// Trials with metric node_ms: node-label.csv.gz, one line per node; a
+// wrong count, or node times for some trials only, are errors.
+static void
+test_export_node_times (void **state)
+{
+    char dir[64];
+    snprintf (dir, sizeof dir, "/tmp/cgq-export-test-XXXXXX");
+    assert_non_null (mkdtemp (dir));
+    json_t *trials = json_array ();
+    size_t total = 0;
+    for (int i = 0; i < 2; i++) {
+        json_t *t = s_trial (i, "succeeded", CGQ_CG_RESNET, i, 1.5, NULL);
+        const char *model = json_string_value (json_object_get (json_object_get (t, "metrics"), "model"));
+        int res = atoi (strrchr (model, 'r') + 1);
+        cgq_cg_gen_opts_t o;
+        cgq_cg_gen_opts_default (&o);
+        o.family = CGQ_CG_RESNET;
+        o.seed = (uint64_t)i;
+        o.resolution = res;
+        char err[256];
+        cgq_cg_graph_t *g = cgq_cg_gen (&o, err, sizeof err);
+        json_t *nm = json_array ();
+        for (int j = 0; j < cgq_cg_graph_size (g); j++)
+            json_array_append_new (nm, json_real (0.001 * j + i));
+        total += (size_t)cgq_cg_graph_size (g);
+        json_object_set_new (json_object_get (t, "metrics"), "node_ms", nm);
+        cgq_cg_graph_destroy (&g);
+        json_array_append_new (trials, t);
+    }
+    char err[512];
+    assert_int_equal (cgq_pred_export (trials, dir, err, sizeof err), 2);
+    double *nl = cgq_cg_dataset_read_node_labels (dir, total, err, sizeof err);
+    if (!nl)
+        fail_msg ("%s", err);
+    assert_true (nl[0] == 0 && nl[2] == 0.002 && nl[total - 1] > 1);
+    free (nl);
+    cgq_pred_data_t *d = cgq_pred_data_read (dir, 0, err, sizeof err); // 2 graphs: not to train
+    if (!d)
+        fail_msg ("%s", err);
+    assert_non_null (cgq_pred_data_node_labels (d, 1));
+    assert_true (cgq_pred_data_node_labels (d, 1)[0] == 1);
+    cgq_pred_data_destroy (&d);
+    // One node time too few.
+    json_t *nm = json_object_get (json_object_get (json_array_get (trials, 1), "metrics"), "node_ms");
+    json_array_remove (nm, 0);
+    assert_int_equal (cgq_pred_export (trials, dir, err, sizeof err), -1);
+    assert_non_null (strstr (err, "trial 1: metric node_ms must be"));
+    // Node times for one trial of two.
+    json_object_del (json_object_get (json_array_get (trials, 1), "metrics"), "node_ms");
+    assert_int_equal (cgq_pred_export (trials, dir, err, sizeof err), -1);
+    assert_non_null (strstr (err, "1 of the 2 succeeded trials have metric node_ms"));
+    json_decref (trials);
+    char *cmd = cgq_xasprintf ("rm -rf '%s'", dir);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_export),
+        cmocka_unit_test (test_export_node_times),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include "cgq_report.h"
 #include "data.h"
 #include "export.h"
+#include "kernel.h"
 #include "train.h"
 #include "util.h"
 
@@ -52,6 +53,9 @@ s_usage (FILE *f)
            "MAPE, RMSE, SRCC and +-10 % accuracy every epoch; at the end the best epoch's\n"
            "test metrics. --out (train) or the trial directory (trial) receives the best\n"
            "model: model.json (config, scalings, metrics) and model.f32 (weights).\n"
+           "With --set model=kernel it trains the kernel-level predictor instead: a random\n"
+           "forest per op type on the dataset's node times (node-label.csv.gz), summed per\n"
+           "graph; it fits once and saves model.json alone (docs/predictor.md).\n"
            "\n"
            "trial reads the hyper-parameters from $CGQ_PARAMS (a JSON object) and writes\n"
            "one JSON report per epoch to $CGQ_REPORT_FD (docs/predictor.md).\n"
@@ -136,7 +140,8 @@ s_run (const char *data_dir, cgq_pred_config_t *cfg, const char *out_dir, s_out_
         // The final line is the trial's result: the best epoch's metrics.
         cgq_line_t l;
         cgq_line_begin (&l);
-        cgq_line_int (&l, "epoch", cfg->epochs);
+        // A kernel model is fitted once: one "epoch".
+        cgq_line_int (&l, "epoch", cfg->model == CGQ_PRED_MODEL_KERNEL ? 1 : cfg->epochs);
         cgq_line_int (&l, "best_epoch", r.best_epoch);
         s_line_metrics (&l, "val", &r.val);
         s_line_metrics (&l, "test", &r.test);
@@ -146,14 +151,20 @@ s_run (const char *data_dir, cgq_pred_config_t *cfg, const char *out_dir, s_out_
         cgq_line_send (&l);
     }
     else {
-        printf ("best epoch %d of %d (train %d, val %d, test %d graphs; %.1f s of training, %.1f "
-                "GFLOP/s of sgemm work per second of it)\n",
-                r.best_epoch, cfg->epochs, r.ntrain, r.nval, r.ntest, r.train_s, gflops);
+        if (cfg->model == CGQ_PRED_MODEL_KERNEL)
+            printf ("kernel model (train %d, val %d, test %d graphs; fitted in %.1f s)\n",
+                    r.ntrain, r.nval, r.ntest, r.train_s);
+        else
+            printf ("best epoch %d of %d (train %d, val %d, test %d graphs; %.1f s of training, "
+                    "%.1f GFLOP/s of sgemm work per second of it)\n",
+                    r.best_epoch, cfg->epochs, r.ntrain, r.nval, r.ntest, r.train_s, gflops);
         printf ("  val:  MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  acc10 %.1f %%\n",
                 r.val.mae, r.val.mape, r.val.rmse, r.val.srcc, r.val.acc10);
         printf ("  test: MAE %.4g ms  MAPE %.2f %%  RMSE %.4g  SRCC %.4f  acc10 %.1f %%\n",
                 r.test.mae, r.test.mape, r.test.rmse, r.test.srcc, r.test.acc10);
-        if (out_dir)
+        if (out_dir && cfg->model == CGQ_PRED_MODEL_KERNEL)
+            printf ("model: %s/model.json\n", out_dir);
+        else if (out_dir)
             printf ("best model: %s/model.json, %s/model.f32\n", out_dir, out_dir);
     }
     return S_OK;
@@ -323,8 +334,13 @@ s_predict (int argc, char **argv)
         return S_BAD;
     }
     char err[1024];
-    cgq_pred_model_t *model = cgq_pred_model_load (model_path, err, sizeof err);
-    if (!model) {
+    cgq_pred_kernel_t *kmodel = NULL;
+    cgq_pred_model_t *model = NULL;
+    if (cgq_pred_kernel_is (model_path))
+        kmodel = cgq_pred_kernel_load (model_path, err, sizeof err);
+    else
+        model = cgq_pred_model_load (model_path, err, sizeof err);
+    if (!model && !kmodel) {
         s_error ("%s", err);
         return S_BAD;
     }
@@ -332,13 +348,15 @@ s_predict (int argc, char **argv)
     if (!data) {
         s_error ("%s", err);
         cgq_pred_model_destroy (&model);
+        cgq_pred_kernel_destroy (&kmodel);
         return S_BAD;
     }
     int n = cgq_pred_data_count (data);
     double *pred = cgq_xcalloc ((size_t)n, sizeof *pred);
     double *lp = cgq_xcalloc ((size_t)n, sizeof *lp), *ly = cgq_xcalloc ((size_t)n, sizeof *ly);
     int rc = S_OK;
-    if (cgq_pred_model_predict (model, data, pred, err, sizeof err) < 0) {
+    if (kmodel ? cgq_pred_kernel_predict (kmodel, data, NULL, n, pred, err, sizeof err) < 0
+               : cgq_pred_model_predict (model, data, pred, err, sizeof err) < 0) {
         s_error ("%s: %s", model_path, err);
         rc = S_BAD;
         goto done;
@@ -408,6 +426,7 @@ done:
     free (ly);
     cgq_pred_data_destroy (&data);
     cgq_pred_model_destroy (&model);
+    cgq_pred_kernel_destroy (&kmodel);
     return rc;
 }
 

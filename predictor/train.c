@@ -8,12 +8,13 @@
 #include <sys/stat.h>
 
 #include "json.h"
+#include "kernel.h"
 #include "util.h"
 
 // ---------------------------------------------------------------------------
 // The hyper-parameter table
 
-typedef enum { K_INT, K_U64, K_REAL, K_BOOL, K_STR, K_AGG, K_READOUT, K_SELECT } s_type_t;
+typedef enum { K_INT, K_U64, K_REAL, K_BOOL, K_STR, K_AGG, K_READOUT, K_SELECT, K_MODEL, K_REGRESSOR } s_type_t;
 
 typedef struct {
     const char *name;
@@ -44,6 +45,16 @@ static const s_key_t s_keys[] = {
     {"select", K_SELECT, OFF (select), 0, 0,
      "val metric of the best epoch: mape | mae | "
      "rmse | srcc | acc10"},
+    {"model", K_MODEL, OFF (model), 0, 0,
+     "gnn | kernel (a forest per op type on node times, summed)"},
+    {"n_estimators", K_INT, OFF (n_estimators), 1, 10000, "kernel: trees per op type"},
+    {"max_depth", K_INT, OFF (max_depth), 0, 1000, "kernel: tree depth; 0: unlimited"},
+    {"min_samples_leaf", K_INT, OFF (min_samples_leaf), 1, 1000000, "kernel: samples per leaf"},
+    {"max_features", K_REAL, OFF (max_features), 0.01, 1, "kernel: share of features per split"},
+    {"bootstrap", K_BOOL, OFF (bootstrap), 0, 0, "kernel: each tree on a bootstrap sample"},
+    {"regressor", K_REGRESSOR, OFF (gbt), 0, 0,
+     "kernel: forest (random forest) | gbt (gradient-boosted trees)"},
+    {"learning_rate", K_REAL, OFF (learning_rate), 1e-6, 1, "kernel, gbt: shrinkage per tree"},
 };
 #define S_NKEYS (sizeof s_keys / sizeof s_keys[0])
 
@@ -70,6 +81,14 @@ cgq_pred_config_default (cgq_pred_config_t *cfg)
         .label = 0,
         .max_graphs = 0,
         .select = CGQ_PRED_SELECT_MAPE,
+        .model = CGQ_PRED_MODEL_GNN,
+        .n_estimators = 50,
+        .max_depth = 0,
+        .min_samples_leaf = 1,
+        .max_features = 1.0,
+        .bootstrap = true,
+        .gbt = false,
+        .learning_rate = 0.1,
     };
 }
 
@@ -172,6 +191,21 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
         snprintf (err, err_len, "%s: unknown metric '%s' (expected mape, mae, rmse, srcc or acc10)",
                   key, text);
         return -1;
+    case K_MODEL:
+        if (!strcmp (text, "gnn") || !strcmp (text, "kernel")) {
+            *(cgq_pred_model_kind_t *)p =
+                !strcmp (text, "gnn") ? CGQ_PRED_MODEL_GNN : CGQ_PRED_MODEL_KERNEL;
+            return 0;
+        }
+        snprintf (err, err_len, "%s: unknown model '%s' (expected gnn or kernel)", key, text);
+        return -1;
+    case K_REGRESSOR:
+        if (!strcmp (text, "forest") || !strcmp (text, "gbt")) {
+            *(bool *)p = !strcmp (text, "gbt");
+            return 0;
+        }
+        snprintf (err, err_len, "%s: unknown regressor '%s' (expected forest or gbt)", key, text);
+        return -1;
     }
     return -1;
 }
@@ -223,6 +257,11 @@ cgq_pred_config_json (const cgq_pred_config_t *cfg)
         case K_AGG: v = json_string (cgq_pred_agg_name (*(const cgq_pred_agg_t *)p)); break;
         case K_READOUT: v = json_string (*(const bool *)p ? "mean" : "sum"); break;
         case K_SELECT: v = json_string (s_select_names[*(const cgq_pred_select_t *)p]); break;
+        case K_REGRESSOR: v = json_string (*(const bool *)p ? "gbt" : "forest"); break;
+        case K_MODEL:
+            v = json_string (*(const cgq_pred_model_kind_t *)p == CGQ_PRED_MODEL_KERNEL ? "kernel"
+                                                                                         : "gnn");
+            break;
         }
         json_object_set_new (o, k->name, v);
     }
@@ -237,7 +276,7 @@ cgq_pred_config_help (FILE *f)
     json_t *o = cgq_pred_config_json (&d);
     for (size_t i = 0; i < S_NKEYS; i++) {
         char *v = cgq_json_dumps (json_object_get (o, s_keys[i].name));
-        fprintf (f, "  %-13s %-8s %s\n", s_keys[i].name, v, s_keys[i].help);
+        fprintf (f, "  %-16s %-8s %s\n", s_keys[i].name, v, s_keys[i].help);
         free (v);
     }
     json_decref (o);
@@ -313,6 +352,8 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
                 size_t err_len)
 {
     memset (res, 0, sizeof *res);
+    if (cfg->model == CGQ_PRED_MODEL_KERNEL)
+        return cgq_pred_kernel_train (cfg, data, out_dir, on_epoch, arg, res, err, err_len);
     if (cgq_pred_data_split (data, cfg->seed, cfg->val_frac, cfg->test_frac, cfg->test_family,
                              cfg->log_target, err, err_len) < 0)
         return -1;
@@ -520,6 +561,12 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
     if (cgq_pred_config_set_json (&self->config, json_object_get (o, "config"), why, sizeof why)
         < 0) {
         snprintf (err, err_len, "%s: config: %s", json_path, why);
+        goto fail;
+    }
+    if (self->config.model == CGQ_PRED_MODEL_KERNEL) {
+        snprintf (err, err_len, "%s: a kernel-level model (model: kernel), not a GNN: load it "
+                                "with cgq_pred_kernel_load (cgq-predictor predict does)",
+                  json_path);
         goto fail;
     }
     const json_t *sc = json_object_get (o, "scaling");

@@ -23,6 +23,10 @@ typedef enum {
     CGQ_PRED_SELECT_ACC10,
 } cgq_pred_select_t;
 
+// Which predictor a config trains: the GNN (net.c) or the kernel-level one
+// (kernel.c: a forest per op type on node times, summed per graph).
+typedef enum { CGQ_PRED_MODEL_GNN, CGQ_PRED_MODEL_KERNEL } cgq_pred_model_kind_t;
+
 typedef struct {
     int layers;               // message-passing layers (3)
     int hidden;               // width (64)
@@ -41,6 +45,15 @@ typedef struct {
     int label;                // label column of the dataset (0)
     int max_graphs;           // use the first N graphs only; 0: all
     cgq_pred_select_t select; // which val metric picks the best epoch (mape)
+    cgq_pred_model_kind_t model; // gnn | kernel (gnn)
+    // model: kernel — each op type's random forest (predictor/forest.h)
+    int n_estimators;      // trees (50)
+    int max_depth;         // 0: unlimited (0)
+    int min_samples_leaf;  // (1)
+    double max_features;   // share of the features tried per split (1)
+    bool bootstrap;        // (true)
+    bool gbt;              // regressor: forest | gbt (gradient-boosted trees) (forest)
+    double learning_rate;  // gbt (0.1)
 } cgq_pred_config_t;
 
 // cgq_pred_config_default fills cfg with the defaults above.

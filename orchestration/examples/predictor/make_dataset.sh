@@ -9,6 +9,12 @@
 # predictor's test_family split reads.
 #
 #   orchestration/examples/predictor/make_dataset.sh [BUILD_DIR] [COUNT] [SEED]
+#   NODE_TIMES=1 orchestration/examples/predictor/make_dataset.sh ...
+#
+# NODE_TIMES=1 also times every node of every model (cgq-cg gen --node-times:
+# 7 more runs per model with the clock read around each node) into
+# node-label.csv.gz, the labels the kernel-level predictor (model: kernel)
+# trains on; OUT=DIR writes somewhere else than data/cpu-local.
 #
 # Defaults: ./build, 1000 graphs, seed 0; about half a minute on one core of
 # the 2-core reference machine. The latencies are this machine's: another
@@ -23,12 +29,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
 count=${2:-1000}
 seed=${3:-0}
-out="$here/data/cpu-local"
+out=${OUT:-$here/data/cpu-local}
+node_times=
+[ "${NODE_TIMES:-0}" = 1 ] && node_times=--node-times
 cg="$build/bin/cgq-cg"
 [ -x "$cg" ] || { echo "make_dataset.sh: $cg not found (build first: make build)" >&2; exit 2; }
 rm -rf "$out.tmp"
 OPENBLAS_NUM_THREADS=1 "$cg" gen --family mixed --seed "$seed" --count "$count" --out "$out.tmp" \
-    --label latency,flops,params --repeats 7 --warmup 2 --no-models
+    --label latency,flops,params --repeats 7 --warmup 2 --no-models $node_times
 python3 - "$out.tmp" "$count" "$seed" <<'PY'
 import gzip, sys
 out, count, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -6,6 +6,11 @@
 # Everything it starts is stopped when the job ends (cgq run).
 #
 #   orchestration/examples/predictor/measure.sh [BUILD_DIR] [OUT_DIR] [SAMPLES]
+#   PER_OP=1 orchestration/examples/predictor/measure.sh ...
+#
+# PER_OP=1 adds the param per_op: true, so that cpu-local also times every
+# node (metric node_ms) and the export writes node-label.csv.gz, the labels
+# of the kernel-level predictor (model: kernel).
 #
 # Defaults: ./build, data/cpu-local beside this script, 200 samples per
 # family (1000 graphs, about two minutes on 2 cores). Measure on an idle
@@ -22,5 +27,8 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 sed "s/samples: 200/samples: $samples/" "$here/measure.yaml" >"$tmp/measure.yaml"
+if [ "${PER_OP:-0}" = 1 ]; then
+    sed -i 's/^  seed:   {randint/  per_op: true\n  seed:   {randint/' "$tmp/measure.yaml"
+fi
 (cd "$tmp" && "$bin/cgq" run measure.yaml --format json --gpus none >results.json)
 "$bin/cgq-predictor" export --results "$tmp/results.json" --out "$out"

@@ -1,0 +1,58 @@
+#!/bin/sh
+# compare.sh: the kernel-level predictor (model: kernel, forests and gbt) and
+# the GNN on the same splits of one CG dataset with node times: for split
+# seeds 0..SEEDS-1 (val 10 %, test 10 %, or a held-out family) it trains each
+# and prints the test acc10 / MAPE / SRCC of every run and their means, the
+# table docs/predictor.md asks for (issue 29). Put the dataset's pass-to-pass
+# agreement (its ceiling) beside it when you report it.
+#
+#   orchestration/examples/predictor/compare.sh [BUILD_DIR] DATA_DIR [SEEDS] [GNN_EPOCHS] [FAMILY]
+#
+# Defaults: ./build, 5 seeds, 50 GNN epochs, no held-out family. Training
+# is CPU-bound: run it on an idle machine for training times, on any for
+# accuracy (the splits and models are deterministic).
+set -eu
+build=${1:-build}
+data=${2:?usage: compare.sh [BUILD_DIR] DATA_DIR [SEEDS] [GNN_EPOCHS] [FAMILY]}
+seeds=${3:-5}
+epochs=${4:-50}
+family=${5:-}
+pred="$build/bin/cgq-predictor"
+[ -x "$pred" ] || { echo "compare.sh: $pred not found (build first: make build)" >&2; exit 2; }
+[ -f "$data/node-label.csv.gz" ] || {
+    echo "compare.sh: $data has no node-label.csv.gz (make it with make_dataset.sh NODE_TIMES=1)" >&2
+    exit 2
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+s=0
+while [ "$s" -lt "$seeds" ]; do
+    for m in kernel-forest kernel-gbt gnn; do
+        case $m in
+            kernel-forest) set -- --set model=kernel ;;
+            kernel-gbt) set -- --set model=kernel --set regressor=gbt --set n_estimators=200 ;;
+            gnn) set -- --set epochs="$epochs" --set select=acc10 ;;
+        esac
+        [ -n "$family" ] && set -- "$@" --set test_family="$family"
+        OPENBLAS_NUM_THREADS=1 "$pred" train --data "$data" --set seed="$s" "$@" --json |
+            tail -n 1 | sed "s/^/$m $s /" >>"$tmp/runs"
+    done
+    s=$((s + 1))
+done
+python3 - "$tmp/runs" <<'PY'
+import json, sys
+rows = {}
+print("%-14s %4s %8s %8s %8s" % ("model", "seed", "acc10", "mape", "srcc"))
+for line in open(sys.argv[1]):
+    model, seed, doc = line.split(" ", 2)
+    r = json.loads(doc)
+    rows.setdefault(model, []).append(r)
+    print("%-14s %4s %8.1f %8.2f %8.4f" % (model, seed, r["test_acc10"], r["test_mape"],
+                                         r["test_srcc"]))
+print()
+for model, rs in rows.items():
+    n = len(rs)
+    print("%-14s mean %8.1f %8.2f %8.4f  (%d splits)" % (
+        model, sum(r["test_acc10"] for r in rs) / n, sum(r["test_mape"] for r in rs) / n,
+        sum(r["test_srcc"] for r in rs) / n, n))
+PY

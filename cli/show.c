@@ -430,9 +430,13 @@ cgq_show_leaderboard (FILE *f, const cgq_job_rec_t *job, cgq_trial_rec_t **trial
     cgq_table_print (&t, f, "");
     cgq_table_fini (&t);
     // A predictor job's product is its best model: say where it is.
-    if (predictor && ranked && trials[0]->trial_dir)
-        fprintf (f, "best model: %s/model.json (+ model.f32; cgq-predictor predict --model)\n",
-                 trials[0]->trial_dir);
+    if (predictor && ranked && trials[0]->trial_dir) {
+        // A GNN keeps its weights beside model.json; a kernel model is the file alone.
+        const char *model = json_string_value (json_object_get (trials[0]->params, "model"));
+        bool kernel = model && !strcmp (model, "kernel");
+        fprintf (f, "best model: %s/model.json (%scgq-predictor predict --model)\n",
+                 trials[0]->trial_dir, kernel ? "" : "+ model.f32; ");
+    }
     cgq_spec_destroy (&spec);
     free (pk);
 }

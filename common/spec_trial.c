@@ -353,7 +353,7 @@ s_check_client (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *const
 // s_check_device checks the keys of trial that only go together: a device
 // stage (benchmark:) names its devices with on: and runs no command; a
 // command or noop trial has no device keys. The nodes are the keys seen
-// (NULL: absent); device_key is any of on, artifact, repeats, warmup.
+// (NULL: absent); device_key is any of on, artifact, repeats, warmup, measure.
 static int
 s_check_device (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *kind,
                 const cgq_yamldoc_node_t *command, const cgq_yamldoc_node_t *resources,
@@ -521,6 +521,9 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                     c->y, e, "trial.repeats", 1, 1000000,
                     "write e.g. repeats: 50, or leave it out for the runner's default", &n) < 0)
                 return -1;
+            if (spec->trial.measure.repeats)
+                return cgq_yamldoc_fail (c->y, k, "trial.repeats and measure.repeats say the same thing "
+                                                  "(keep one)");
             spec->trial.repeats = (uint32_t) n;
             device_k = k;
         }
@@ -529,7 +532,15 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                     c->y, e, "trial.warmup", 1, 1000000,
                     "write e.g. warmup: 5, or leave it out for the runner's default", &n) < 0)
                 return -1;
+            if (spec->trial.measure.warmup)
+                return cgq_yamldoc_fail (c->y, k, "trial.warmup and measure.warmup say the same thing "
+                                                  "(keep one)");
             spec->trial.warmup = (uint32_t) n;
+            device_k = k;
+        }
+        else if (!strcmp (kt, "measure")) { // spec_measure.c
+            if (spec_parse_measure (c, &spec->trial, e) < 0)
+                return -1;
             device_k = k;
         }
         else if (!strcmp (kt, "stages") && !in_stage) {
@@ -556,10 +567,10 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                 c->y, k, in_stage ? "trial.stages[]" : "trial",
                 in_stage ? "name, kind, command, data, resources, timeout, "
                            "retries, env, on, benchmark, artifact, repeats, "
-                           "warmup"
+                           "warmup, measure"
                          : "kind, command, data, resources, timeout, retries, "
                            "env, on, benchmark, artifact, repeats, warmup, "
-                           "stages");
+                           "measure, stages");
         if (strcmp (kt, "stages") && strcmp (kt, "timeout") && strcmp (kt, "retries") &&
             strcmp (kt, "env") && !first_k)
             first_k = k; // a key that belongs to one stage
@@ -600,6 +611,7 @@ spec_stage_fini (cgq_stage_t *st)
     free (st->benchmark);
     free (st->artifact_url);
     free (st->artifact_sha256);
+    free (st->measure.governor);
     memset (st, 0, sizeof *st);
 }
 

@@ -19,10 +19,32 @@ typedef struct {
     double child_s;     // user + system time of the reaped runs
     long khz[CGQ_INTERF_MAX_CPUS]; // scaling_cur_freq; 0: not there
     int ncpu;
+    double temp_c_max;  // the hottest thermal zone; NAN: none
 } cgq_interf_sample_t;
 
-// cgq_interf_sample reads the counters of the CPUs in cpus now.
+// cgq_interf_sample reads the counters of the CPUs in cpus now; the runs'
+// own time is the reaped children's (command benchmarks).
 void cgq_interf_sample (const cpu_set_t *cpus, cgq_interf_sample_t *out);
+
+// cgq_interf_sample_self is cgq_interf_sample for a benchmark timed inside
+// this process (cpu-local): its own time is RUSAGE_SELF's.
+void cgq_interf_sample_self (const cpu_set_t *cpus, cgq_interf_sample_t *out);
+
+// The one shell command that samples a board over its transport: its
+// /proc/stat, then a "cgq-freq CPU KHZ" line per cpufreq CPU and a
+// "cgq-temp MILLIDEGREES" line per thermal zone.
+#define CGQ_INTERF_REMOTE_COMMAND                                                                  \
+    "cat /proc/stat; for f in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq; do "     \
+    "[ -r \"$f\" ] && c=${f#/sys/devices/system/cpu/cpu} && echo \"cgq-freq ${c%%/*} $(cat "        \
+    "\"$f\")\"; done; for f in /sys/class/thermal/thermal_zone*/temp; do [ -r \"$f\" ] && echo "     \
+    "\"cgq-temp $(cat \"$f\")\"; done; true"
+
+// cgq_interf_parse_remote reads that command's output into *out: the CPUs in
+// cpus (NULL: every CPU), their frequencies, the hottest zone. own_s is the
+// CPU time the benchmark itself is taken to have used (a board's runs are
+// not reaped here). Returns 0, or -1 when no /proc/stat line was in it.
+int cgq_interf_parse_remote (const char *text, const cpu_set_t *cpus, double own_s,
+                             cgq_interf_sample_t *out);
 
 // cgq_interf_judge compares two samples: *busy is the share (0..1) of the
 // pinned CPUs' time that others used; a busy share over max_busy, or a

@@ -17,7 +17,9 @@
 #include "invoke.h"
 #include "json.h"
 #include "log.h"
+#include "measure_opts.h"
 #include "stats.h"
+#include "sysfs.h"
 #include "template.h"
 #include "transport.h"
 #include "util.h"
@@ -218,6 +220,7 @@ typedef struct {
     bool max_time_hit;
     char *artifact_path;
     const s_env_t *env;  // the pairs behind envp (a transport exports them on the board)
+    double temp_max;     // the hottest thermal zone seen (°C); NAN: none
 } s_meas_t;
 
 static void
@@ -275,6 +278,83 @@ s_converged (s_meas_t *m, double precision)
     if (cgq_stats_compute (m->samples, m->n, &s) < 0 || !s.ci_ok)
         return false;
     return s.ci_high - s.p50 <= precision * s.p50 && s.p50 - s.ci_low <= precision * s.p50;
+}
+
+static void
+s_temp (s_meas_t *m, double c)
+{
+    if (!isnan (c) && (isnan (m->temp_max) || c > m->temp_max))
+        m->temp_max = c;
+}
+
+// s_interfered judges a timed phase between the samples a and b and writes
+// the interference metrics. Returns true when the phase is to be timed again
+// (its samples dropped): interfered, reruns left, max_time not reached.
+static bool
+s_interfered (s_meas_t *m, const cgq_interf_sample_t *a, const cgq_interf_sample_t *b,
+              uint32_t *reruns)
+{
+    const cgq_runcfg_bench_t *bench = m->bench;
+    s_temp (m, a->temp_c_max);
+    s_temp (m, b->temp_c_max);
+    double busy;
+    char why[160];
+    bool bad = cgq_interf_judge (a, b, bench->max_busy, &busy, why, sizeof why);
+    json_object_set_new (m->metrics, "interference_busy", json_real (busy));
+    json_object_set_new (m->metrics, "interference", json_boolean (bad));
+    json_object_del (m->metrics, "interference_reason");
+    bool again = false;
+    if (bad) {
+        json_object_set_new (m->metrics, "interference_reason", json_string (why));
+        again = *reruns < bench->interference_reruns && !m->max_time_hit;
+        cgq_warn ("benchmark %s on %s: measured under interference: %s%s", bench->name,
+                  m->req->device, why, again ? "; timing again" : "");
+        if (again) {
+            ++*reruns;
+            m->n = 0; // the interfered samples are dropped
+        }
+    }
+    json_object_set_new (m->metrics, "interference_reruns", json_integer (*reruns));
+    return again;
+}
+
+// s_board_sample samples a board's load, CPU frequencies and thermal zones
+// through its transport with one remote command (interfere.h). own_s: the
+// CPU time the benchmark is taken to have used since the previous sample.
+// Returns 0, or -1 when the board did not answer (the runs then fail on
+// their own with the transport's error).
+static int
+s_board_sample (s_meas_t *m, double own_s, cgq_interf_sample_t *out)
+{
+    const cgq_transport_t *tr = &m->dev->transport;
+    char *rcmd = cgq_transport_remote_command (tr, NULL, NULL, 0, CGQ_INTERF_REMOTE_COMMAND, false);
+    char **argv = cgq_transport_argv (tr, m->dev->id, m->req->workdir, rcmd);
+    free (rcmd);
+    cgq_invoke_opts_t o = {
+        .argv = argv,
+        .cwd = m->req->workdir,
+        .timeout_s = tr->connect_timeout_s + 30,
+    };
+    cgq_invoke_t out_run;
+    int rc = cgq_invoke_run (&o, &out_run);
+    if (rc == 0)
+        rc = cgq_interf_parse_remote (out_run.output.data ? out_run.output.data : "", NULL, own_s,
+                                      out);
+    cgq_invoke_fini (&out_run);
+    cgq_transport_argv_free (argv);
+    if (rc < 0)
+        memset (out, 0, sizeof *out);
+    return rc;
+}
+
+// s_samples_s is the sum of the timed samples so far, in seconds.
+static double
+s_samples_s (const s_meas_t *m)
+{
+    double t = 0;
+    for (size_t i = 0; i < m->n; i++)
+        t += m->samples[i] / 1e3;
+    return t;
 }
 
 // s_transport_command is the benchmark's command as one shell line for the
@@ -369,6 +449,8 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
         bool warm = phase == 0;
         if (!warm && b->pin && tr->kind == CGQ_TRANSPORT_LOCAL) // a board's /proc/stat is not ours
             cgq_interf_sample (&b->cpus, &before);
+        else if (!warm && remote) // the board's own, through the transport
+            s_board_sample (m, 0, &before);
         double phase_start = s_now_s ();
         for (uint32_t i = 0;; i++) {
             double now = s_now_s ();
@@ -430,27 +512,15 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             cgq_invoke_fini (&out);
         }
         if (!warm && before.ok && st == CGQ_MEASURE_OK) {
-            // Interference: what others did on the pinned CPUs while timed.
+            // Interference: what others did on the pinned CPUs (a board's
+            // CPUs) while timed.
             cgq_interf_sample_t after;
-            cgq_interf_sample (&b->cpus, &after);
-            double busy;
-            char why[160];
-            bool bad = cgq_interf_judge (&before, &after, b->max_busy, &busy, why, sizeof why);
-            json_object_set_new (m->metrics, "interference_busy", json_real (busy));
-            json_object_set_new (m->metrics, "interference", json_boolean (bad));
-            json_object_del (m->metrics, "interference_reason");
-            if (bad) {
-                json_object_set_new (m->metrics, "interference_reason", json_string (why));
-                bool again = reruns < b->interference_reruns && !m->max_time_hit;
-                cgq_warn ("benchmark %s on %s: measured under interference: %s%s", b->name,
-                          r->device, why, again ? "; timing again" : "");
-                if (again) {
-                    reruns++;
-                    m->n = 0; // the interfered samples are dropped
-                    phase = 0; // the timed phase once more (phase++)
-                }
-            }
-            json_object_set_new (m->metrics, "interference_reruns", json_integer (reruns));
+            if (remote)
+                s_board_sample (m, s_samples_s (m), &after); // a run keeps one CPU busy
+            else
+                cgq_interf_sample (&b->cpus, &after);
+            if (s_interfered (m, &before, &after, &reruns))
+                phase = 0; // the timed phase once more (phase++)
         }
     }
     for (size_t i = 0; i < argc; i++)
@@ -552,8 +622,12 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
     json_object_set_new (m->metrics, "load_ms", json_real ((t1 - t0) * 1e3));
     json_object_set_new (m->metrics, "init_ms", json_real (init_ms));
     double start = s_now_s ();
+    cgq_interf_sample_t before = {0};
+    uint32_t reruns = 0;
     for (uint32_t phase = 0; phase < 2; phase++) {
         bool warm = phase == 0;
+        if (!warm && b->pin) // its own time is this process's (RUSAGE_SELF)
+            cgq_interf_sample_self (&b->cpus, &before);
         double phase_start = s_now_s ();
         for (uint32_t i = 0;; i++) {
             double now = s_now_s ();
@@ -573,6 +647,12 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
                 s_push (&m->warm, &m->nwarm, &m->capwarm, ms);
             else
                 s_push (&m->samples, &m->n, &m->cap, ms);
+        }
+        if (!warm && before.ok) {
+            cgq_interf_sample_t after;
+            cgq_interf_sample_self (&b->cpus, &after);
+            if (s_interfered (m, &before, &after, &reruns))
+                phase = 0; // the timed phase once more (phase++)
         }
     }
     struct rusage ru;
@@ -622,11 +702,100 @@ s_finish (s_meas_t *m, cgq_measure_status_t st)
         json_object_set_new (o, "memory", json_real (mem));
     if (m->max_time_hit)
         json_object_set_new (o, "max_time_reached", json_true ());
-    if (m->bench && m->bench->precision > 0 && m->bench->timing != CGQ_TIMING_BUILTIN) {
+    if (!isnan (m->temp_max))
+        json_object_set_new (o, "temp_c_max", json_real (m->temp_max));
+    if (m->bench && m->bench->precision > 0) {
         json_object_set_new (o, "precision", json_real (m->bench->precision));
         json_object_set_new (o, "converged",
                              json_boolean (m->n > 0 && s_converged (m, m->bench->precision)));
     }
+}
+
+// s_measure_opts applies the stage's measure: (req->measure_json) to a
+// copy of the benchmark, which m->bench then points at, and refuses what
+// this device cannot honour. On a local device it first restores cpufreq
+// settings that a killed measurement left pinned (saved: their file).
+static int
+s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, char *saved,
+                size_t savedlen, char *err, size_t errlen)
+{
+    const cgq_measure_req_t *r = m->req;
+    *eb = *m->bench;
+    if (cgq_measure_opts_parse (r->measure_json, eb, mo, err, errlen) < 0)
+        return -1;
+    m->bench = eb;
+    const cgq_transport_t *tr = &m->dev->transport;
+    bool wants = mo->governor[0] || mo->khz || mo->below_c > 0;
+    if (tr->kind != CGQ_TRANSPORT_LOCAL) {
+        if (wants) {
+            snprintf (err, errlen, "measure.%s is not supported over transport %s (not built "
+                                   "yet: pin the board's cpufreq in the device's setup)",
+                      mo->governor[0] ? "governor" : mo->khz ? "frequency" : "cooldown",
+                      cgq_transport_kind_name (tr->kind));
+            return -1;
+        }
+        return 0;
+    }
+    snprintf (saved, savedlen, "%s/cpufreq-%s.saved", r->workdir ? r->workdir : ".", m->dev->id);
+    char why[512];
+    int rc = cgq_sysfs_restore (saved, why, sizeof why);
+    if (rc > 0) {
+        cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
+                  "pinned (from %s)",
+                  m->dev->id, saved);
+        json_object_set_new (m->metrics, "cpufreq_restored", json_true ());
+    }
+    else if (rc < 0) {
+        snprintf (err, errlen, "device %s: cannot restore the cpufreq settings a killed "
+                               "measurement left in %s: %s",
+                  m->dev->id, saved, why);
+        return -1;
+    }
+    return 0;
+}
+
+// s_settle prepares a local device just before its runs: waits for the
+// thermal cooldown, pins the governor/frequency (*pinned: restore after).
+static int
+s_settle (s_meas_t *m, const cgq_measure_opts_t *mo, const char *saved, bool *pinned, char *err,
+          size_t errlen)
+{
+    if (m->dev->transport.kind != CGQ_TRANSPORT_LOCAL)
+        return 0;
+    const cgq_runcfg_bench_t *b = m->bench;
+    double c;
+    if (mo->below_c > 0) {
+        double waited;
+        int rc = cgq_sysfs_cooldown (mo->below_c, mo->max_wait_s, &waited, &c, err, errlen);
+        if (rc < 0)
+            return -1;
+        json_object_set_new (m->metrics, "waited_s", json_real (waited));
+        json_object_set_new (m->metrics, "cooldown_below_c", json_real (mo->below_c));
+        if (rc > 0) {
+            json_object_set_new (m->metrics, "cooldown_reached", json_false ());
+            cgq_warn ("device %s: still %.1f °C after waiting %.1f s to cool below %.1f °C; "
+                      "measuring anyway",
+                      m->dev->id, c, waited, mo->below_c);
+        }
+        else
+            json_object_set_new (m->metrics, "cooldown_reached", json_true ());
+    }
+    if (cgq_sysfs_temp_max (&c) == 0) {
+        json_object_set_new (m->metrics, "temp_c_start", json_real (c));
+        s_temp (m, c);
+    }
+    if (mo->governor[0] || mo->khz) {
+        if (cgq_sysfs_pin (b->pin ? &b->cpus : NULL, mo->governor[0] ? mo->governor : NULL,
+                           mo->khz, saved, err, errlen)
+            < 0)
+            return -1;
+        *pinned = true;
+        if (mo->governor[0])
+            json_object_set_new (m->metrics, "governor", json_string (mo->governor));
+        if (mo->khz)
+            json_object_set_new (m->metrics, "frequency_khz", json_integer ((json_int_t) mo->khz));
+    }
+    return 0;
 }
 
 cgq_measure_status_t
@@ -635,6 +804,12 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     s_meas_t m;
     memset (&m, 0, sizeof m);
     m.req = r;
+    m.temp_max = NAN;
+    cgq_runcfg_bench_t eb; // the benchmark with the stage's measure: applied
+    cgq_measure_opts_t mo;
+    memset (&mo, 0, sizeof mo);
+    char saved[4096] = ""; // the cpufreq settings pinning changed (sysfs.c)
+    bool pinned = false;
     m.metrics = json_object ();
     err[0] = 0;
     json_object_set_new (m.metrics, "started", json_real (cgq_wall_s ()));
@@ -663,6 +838,10 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
                                                   : json_object ();
     if (!json_is_object (m.params)) {
         snprintf (err, errlen, "the params are not a JSON object");
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
+    if (s_measure_opts (&m, &eb, &mo, saved, sizeof saved, err, errlen) < 0) {
         st = CGQ_MEASURE_BAD;
         goto done;
     }
@@ -736,8 +915,12 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
         }
         cgq_artifact_fini (&a);
     }
-    uint32_t warmup = r->warmup ? r->warmup : m.bench->warmup;
-    uint32_t repeats = r->repeats ? r->repeats : m.bench->repeats;
+    uint32_t warmup = mo.warmup ? mo.warmup : r->warmup ? r->warmup : m.bench->warmup;
+    uint32_t repeats = mo.repeats ? mo.repeats : r->repeats ? r->repeats : m.bench->repeats;
+    if (s_settle (&m, &mo, saved, &pinned, err, errlen) < 0) {
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
     if (m.bench->timing == CGQ_TIMING_BUILTIN)
         st = s_cpu_local (&m, warmup, repeats, err, errlen);
     else {
@@ -754,6 +937,11 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
             envp = cgq_invoke_env (env.keys, env.vals, env.n);
         }
         st = s_command_runs (&m, envp, warmup, repeats, err, errlen);
+    }
+    if (tr->kind == CGQ_TRANSPORT_LOCAL) {
+        double c;
+        if (cgq_sysfs_temp_max (&c) == 0)
+            s_temp (&m, c);
     }
     if (st == CGQ_MEASURE_OK && m.n == 0) {
         snprintf (err, errlen, "benchmark %s on %s: no timed run fitted in max_time %gs",
@@ -773,6 +961,15 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
                       cgq_measure_status_name (st));
     }
 done:
+    if (pinned) {
+        char why[512];
+        if (cgq_sysfs_restore (saved, why, sizeof why) < 0) {
+            cgq_warn ("device %s: cannot restore the cpufreq settings: %s (kept in %s; the next "
+                      "measurement tries again)",
+                      r->device, why, saved);
+            json_object_set_new (m.metrics, "cpufreq_restore_error", json_string (why));
+        }
+    }
     s_finish (&m, st);
     json_object_set_new (m.metrics, "finished", json_real (cgq_wall_s ()));
     if (m.bench && m.bench->cooldown_s > 0 && st != CGQ_MEASURE_BAD)

@@ -27,6 +27,8 @@ typedef struct {
     const char *const *env_keys; // the trial's (stage's) env from the spec: after the
     const char *const *env_vals; // device's env, before the benchmark's own
     size_t nenv;
+    const char *measure_json;    // the stage's measure: block (Assign.measure_json), a JSON
+                                 // object whose keys override the benchmark's; NULL or "": none
 } cgq_measure_req_t;
 
 typedef enum {

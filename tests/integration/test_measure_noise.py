@@ -54,12 +54,16 @@ class MeasureNoiseTest(CgqTestCase):
             f.write("devices:\n  - {id: cpu0, tags: {device: cpu}}\nbenchmarks:\n" + benches)
         argv = [binary("cgq-device-runner"), "--config", cfg, "--coordinator", c.nodes_ep,
                 "--id", "r1", "--workdir", os.path.join(self.tmp, "r1"), "--heartbeat", "200ms"]
-        c.procs.append(Proc("r1", argv, c.logdir))
+        # A device without cpufreq or thermal zones, whatever this host has:
+        # the test never changes the host's own governor.
+        empty = os.path.join(self.tmp, "nosys")
+        os.makedirs(empty, exist_ok=True)
+        c.procs.append(Proc("r1", argv, c.logdir, env=dict(os.environ, CGQ_SYSFS_ROOT=empty)))
         c.wait_for(lambda: c.redis.hgetall("cgq:node:r1").get("state") == "alive", 30,
                    "runner alive")
         return c
 
-    def run_job(self, c, name, measure):
+    def run_job(self, c, name, measure, want="1"):
         spec = c.write_file(name + ".yaml", """name: %s
 space:
   i: {grid: [1]}
@@ -70,8 +74,9 @@ trial:
 """ % (name, measure))
         j = c.submit(spec)
         job = c.wait_job(j, 90)
-        self.assertEqual(job.get("succeeded"), "1", job)
-        return [metrics_of(t) for t in c.trials(j).values()][0]
+        self.assertEqual(job.get("succeeded"), want, job)
+        t = list(c.trials(j).values())[0]
+        return metrics_of(t) if want == "1" else t
 
     def test_spec_measure_quiet_converges_and_hog_is_flagged(self):
         c = self.start_runner("  cpu-local: {repeats: 5, warmup: 1, cpus: '%d'}\n" % self.cpu)
@@ -97,6 +102,10 @@ trial:
         self.assertIn("others kept the pinned CPUs", n["interference_reason"])
         self.assertEqual(n["interference_reruns"], 1, n)
         self.assertEqual(n["runs"], 30, "the interfered samples were dropped, not added")
+        # What the device cannot honour fails the trial with the reason.
+        t = self.run_job(c, "pinned", "{governor: performance}", want="0")
+        self.assertEqual(t.get("state"), "failed", t)
+        self.assertIn("not supported on this device: no cpufreq", t.get("error", ""))
 
 
 class MeasureCliTest(CgqTestCase):

@@ -28,6 +28,7 @@
 #include "link.h"
 #include "log.h"
 #include "measure.h"
+#include "sysfs.h"
 #include "transport.h"
 #include "result.h"
 #include "runcfg.h"
@@ -357,6 +358,7 @@ s_measure_on_term (int sig)
 {
     // The run in flight ends with the measurement (its own process group).
     cgq_invoke_kill_group ();
+    cgq_sysfs_restore_signal (); // governor/frequency back at once (measure: pinning)
     s_measure_killed = sig;
     signal (sig, SIG_DFL);
     raise (sig);
@@ -496,6 +498,7 @@ s_setup_devices (s_runner_t *r)
             cgq_error ("device %s: %s; not offering it", d->id, terr);
             continue;
         }
+        cgq_measure_restore_pinned (d, r->workdir); // a killed measurement's pinning (sysfs.c)
         if (d->setup) {
             char **envp = cgq_invoke_env (d->env.keys, d->env.vals, d->env.n);
             char why[512];

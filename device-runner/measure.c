@@ -711,6 +711,25 @@ s_finish (s_meas_t *m, cgq_measure_status_t st)
     }
 }
 
+int
+cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir)
+{
+    if (d->transport.kind != CGQ_TRANSPORT_LOCAL)
+        return 0;
+    char saved[4096], why[512];
+    cgq_sysfs_save_path (workdir, d->id, saved, sizeof saved);
+    int rc = cgq_sysfs_restore (saved, why, sizeof why);
+    if (rc > 0)
+        cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
+                  "pinned (from %s)",
+                  d->id, saved);
+    else if (rc < 0)
+        cgq_error ("device %s: cannot restore the cpufreq settings a killed measurement left "
+                   "in %s: %s",
+                   d->id, saved, why);
+    return rc;
+}
+
 // s_measure_opts applies the stage's measure: (req->measure_json) to a
 // copy of the benchmark, which m->bench then points at, and refuses what
 // this device cannot honour. On a local device it first restores cpufreq
@@ -736,7 +755,7 @@ s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, cha
         }
         return 0;
     }
-    snprintf (saved, savedlen, "%s/cpufreq-%s.saved", r->workdir ? r->workdir : ".", m->dev->id);
+    cgq_sysfs_save_path (r->workdir, m->dev->id, saved, savedlen);
     char why[512];
     int rc = cgq_sysfs_restore (saved, why, sizeof why);
     if (rc > 0) {

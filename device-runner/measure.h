@@ -45,6 +45,12 @@ typedef enum {
 cgq_measure_status_t cgq_measure_run (const cgq_measure_req_t *req, char **metrics_json,
                                       char *err, size_t errlen);
 
+// cgq_measure_restore_pinned puts back the cpufreq settings that a killed
+// measurement left pinned on local device d (its save file in workdir,
+// sysfs.c), and logs it: the runner calls it for each device at start.
+// Returns 1 when it restored some, 0 when nothing was left, -1 on failure.
+int cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir);
+
 // cgq_measure_status_name is "succeeded", "failed", "timeout" or "bad".
 const char *cgq_measure_status_name (cgq_measure_status_t st);
 

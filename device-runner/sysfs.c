@@ -1,6 +1,7 @@
 #include "sysfs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <math.h>
@@ -163,6 +164,42 @@ s_cpus (const cpu_set_t *set, int *out, int max, char *err, size_t errlen)
     return n;
 }
 
+// What the last pin changed, kept for cgq_sysfs_restore_signal: fixed
+// buffers, so that the handler needs no allocation nor stdio.
+#define S_UNDO_MAX 192
+static struct {
+    char path[320];
+    char val[64];
+} s_undo[S_UNDO_MAX];
+static volatile int s_nundo = 0;
+static char s_undo_save[512];
+
+char *
+cgq_sysfs_save_path (const char *workdir, const char *id, char *buf, size_t len)
+{
+    snprintf (buf, len, "%s/cpufreq-%s.saved", workdir ? workdir : ".", id);
+    return buf;
+}
+
+void
+cgq_sysfs_restore_signal (void)
+{
+    int n = s_nundo;
+    if (n == 0)
+        return;
+    for (int round = 0; round < 2; round++) // min/max: as in cgq_sysfs_restore
+        for (int i = 0; i < n; i++) {
+            int fd = open (s_undo[i].path, O_WRONLY | O_TRUNC);
+            if (fd < 0)
+                continue;
+            ssize_t w = write (fd, s_undo[i].val, strlen (s_undo[i].val));
+            (void) w;
+            close (fd);
+        }
+    unlink (s_undo_save);
+    s_nundo = 0;
+}
+
 int
 cgq_sysfs_pin (const cpu_set_t *cpus, const char *governor, uint64_t khz, const char *save_path,
                char *err, size_t errlen)
@@ -205,18 +242,29 @@ cgq_sysfs_pin (const cpu_set_t *cpus, const char *governor, uint64_t khz, const 
                   strerror (errno));
         return -1;
     }
+    int nundo = 0;
+    s_nundo = 0;
     for (int i = 0; i < n; i++)
         for (size_t k = 0; k < sizeof s_files / sizeof *s_files; k++) {
             s_cpufreq (list[i], s_files[k], path, sizeof path);
-            if (s_read (path, buf, sizeof buf) == 0)
+            if (s_read (path, buf, sizeof buf) == 0) {
                 fprintf (f, "%d %s %s\n", list[i], s_files[k], buf);
+                if (nundo < S_UNDO_MAX && strlen (path) < sizeof s_undo[0].path
+                    && strlen (buf) < sizeof s_undo[0].val) {
+                    memcpy (s_undo[nundo].path, path, strlen (path) + 1);
+                    memcpy (s_undo[nundo].val, buf, strlen (buf) + 1);
+                    nundo++;
+                }
+            }
         }
+    snprintf (s_undo_save, sizeof s_undo_save, "%s", save_path);
     if (fclose (f) == EOF) {
         snprintf (err, errlen, "cannot save the cpufreq settings to %s: %s", save_path,
                   strerror (errno));
         unlink (save_path);
         return -1;
     }
+    s_nundo = nundo; // armed only once the file is whole
     for (int i = 0; i < n; i++) {
         if (governor) {
             s_cpufreq (list[i], "scaling_governor", path, sizeof path);
@@ -261,6 +309,7 @@ cgq_sysfs_restore (const char *save_path, char *err, size_t errlen)
     FILE *f = fopen (save_path, "r");
     if (!f)
         return 0;
+    s_nundo = 0; // the file is the truth from here
     char line[600];
     int rc = 1;
     // Two rounds: a min above the max saved (or the reverse) is refused by

@@ -35,6 +35,16 @@ int cgq_sysfs_cooldown (double below_c, double max_wait_s, double *waited_s, dou
 int cgq_sysfs_pin (const cpu_set_t *cpus, const char *governor, uint64_t khz,
                    const char *save_path, char *err, size_t errlen);
 
+// cgq_sysfs_restore_signal writes back, from memory, what the last
+// cgq_sysfs_pin of this process changed and removes its save file, with
+// async-signal-safe calls only: a measuring process's SIGTERM handler (a
+// Stop) restores at once; only a SIGKILL leaves the save file behind.
+void cgq_sysfs_restore_signal (void);
+
+// cgq_sysfs_save_path is where the settings pinned for device id are saved
+// (WORKDIR/cpufreq-ID.saved; workdir NULL: "."). Returns buf.
+char *cgq_sysfs_save_path (const char *workdir, const char *id, char *buf, size_t len);
+
 // cgq_sysfs_restore writes back the settings saved in save_path and removes
 // it. Returns 1 when it restored some, 0 when there was no such file, -1
 // with err when a write failed (the file is kept for the next try).

@@ -158,6 +158,19 @@ class MeasureCliTest(CgqTestCase):
                                % cpu)) as f:
             return f.read().strip()
 
+    def pinned_measurement(self, root):
+        """A long measurement started under governor: performance, returned
+        once both CPUs of the fake tree say so."""
+        p = self.measure("slow", {"governor": "performance"}, wait=False)
+        deadline = time.monotonic() + 20
+        while self.governor(root, 1) != "performance" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.governor(root, 1) != "performance":
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            self.fail("never pinned")
+        return p
+
     def test_pinning_survives_kills_and_no_cpufreq_is_refused(self):
         self.config("devices: [{id: board}]\nbenchmarks:\n"
                     "  slow: {command: [sleep, '0.2'], repeats: 100, timeout: 5s}\n"
@@ -165,21 +178,42 @@ class MeasureCliTest(CgqTestCase):
         root = self.fake_sys()
         saved = os.path.join(self.workdir, "cpufreq-board.saved")
         for kill in (1, 2):  # the second kill: the save must still hold the original
-            p = self.measure("slow", {"governor": "performance"}, wait=False)
-            try:
-                deadline = time.monotonic() + 20
-                while self.governor(root) != "performance" and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                self.assertEqual(self.governor(root), "performance", "kill %d" % kill)
-                self.assertEqual(self.governor(root, 1), "performance")
-            finally:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            p = self.pinned_measurement(root)
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
             self.assertTrue(os.path.exists(saved), "kill %d" % kill)
             self.assertEqual(self.governor(root), "performance", "nothing restored at the kill")
         rc, r = self.measure("quick")
         self.assertEqual(rc, 0, r)
         self.assertTrue(r["metrics"]["cpufreq_restored"], r)
+        self.assertEqual(self.governor(root), "schedutil")
+        self.assertEqual(self.governor(root, 1), "schedutil")
+        self.assertFalse(os.path.exists(saved))
+        # A Stop (SIGTERM to the measuring process) restores at once.
+        p = self.pinned_measurement(root)
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=30)
+        self.assertEqual(self.governor(root), "schedutil", "restored by the SIGTERM handler")
+        self.assertEqual(self.governor(root, 1), "schedutil")
+        self.assertFalse(os.path.exists(saved))
+        # A SIGKILL leaves it to the runner's next start.
+        p = self.pinned_measurement(root)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        self.assertEqual(self.governor(root), "performance")
+        d = subprocess.Popen([binary("cgq-device-runner"), "--config", self.cfg, "--coordinator",
+                              "tcp://127.0.0.1:9", "--id", "r9", "--workdir", self.workdir],
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while os.path.exists(saved) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            d.send_signal(signal.SIGTERM)
+            _, err = d.communicate(timeout=30)
+        self.assertIn("restored the cpufreq settings that a killed measurement had pinned", err)
+        self.assertFalse(os.path.exists(saved))
         self.assertEqual(self.governor(root), "schedutil")
         self.assertEqual(self.governor(root, 1), "schedutil")
         self.assertFalse(os.path.exists(saved))

@@ -35,7 +35,12 @@ cgq_measure_opts_parse (const char *json, cgq_runcfg_bench_t *b, cgq_measure_opt
                         char *err, size_t errlen)
 {
     memset (o, 0, sizeof *o);
-    o->max_wait_s = 120;
+    // runner.yaml's defaults first (runcfg.c), then the stage's keys.
+    if (b->governor && strlen (b->governor) < sizeof o->governor)
+        memcpy (o->governor, b->governor, strlen (b->governor) + 1);
+    o->khz = b->frequency_khz;
+    o->below_c = b->cooldown_below_c;
+    o->max_wait_s = b->cooldown_max_wait_s > 0 ? b->cooldown_max_wait_s : 120;
     if (!json || !*json)
         return 0;
     json_error_t je;

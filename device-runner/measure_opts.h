@@ -20,8 +20,9 @@ typedef struct {
     uint32_t passes;          // carried; the coordinator runs the passes
 } cgq_measure_opts_t;
 
-// cgq_measure_opts_parse reads json (NULL or "": nothing) into *o (zeroed
-// first) and overrides precision, max_runs, max_time and
+// cgq_measure_opts_parse reads json (NULL or "": nothing) into *o (first
+// set from the benchmark's runner.yaml governor, frequency and cooldown_*
+// keys) and overrides precision, max_runs, max_time and
 // interference_reruns in *b, a copy of the benchmark. Returns 0, or -1 with
 // err naming the key and value this runner cannot honour.
 int cgq_measure_opts_parse (const char *json, cgq_runcfg_bench_t *b, cgq_measure_opts_t *o,

@@ -289,6 +289,36 @@ test_measure_keys (void **state)
     cgq_runcfg_destroy (&cfg);
 }
 
+// runner.yaml's governor/frequency/cooldown_* are the defaults that a
+// stage's measure: overrides.
+static void
+test_runner_yaml_defaults (void **state)
+{
+    (void) state;
+    const char *text = "devices: [{id: d1}]\n"
+                       "benchmarks:\n"
+                       "  quick: {command: [true], repeats: 2, governor: powersave, "
+                       "frequency: 800000, cooldown_below_c: 70, cooldown_max_wait: 3s}\n";
+    char err[1024] = "";
+    cgq_runcfg_t *cfg = cgq_runcfg_parse (text, strlen (text), "r.yaml", err, sizeof err);
+    if (!cfg)
+        fail_msg ("%s", err);
+    json_t *j = s_run (cfg, NULL, CGQ_MEASURE_OK, err);
+    assert_string_equal (json_string_value (json_object_get (j, "governor")), "powersave");
+    assert_int_equal (json_integer_value (json_object_get (j, "frequency_khz")), 800000);
+    assert_true (json_number_value (json_object_get (j, "cooldown_below_c")) == 70);
+    json_decref (j);
+    j = s_run (cfg, "{\"governor\": \"performance\", \"cooldown_below_c\": 65}", CGQ_MEASURE_OK,
+               err);
+    assert_string_equal (json_string_value (json_object_get (j, "governor")), "performance");
+    assert_int_equal (json_integer_value (json_object_get (j, "frequency_khz")), 800000);
+    assert_true (json_number_value (json_object_get (j, "cooldown_below_c")) == 65);
+    json_decref (j);
+    assert_string_equal (s_get ("devices/system/cpu/cpu0/cpufreq/scaling_governor"), "schedutil");
+    assert_string_equal (s_get ("devices/system/cpu/cpu0/cpufreq/scaling_max_freq"), "1400000");
+    cgq_runcfg_destroy (&cfg);
+}
+
 static void
 test_remote_parse (void **state)
 {
@@ -328,7 +358,8 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_temp_max),      cmocka_unit_test (test_pin_and_restore),
         cmocka_unit_test (test_refusals),      cmocka_unit_test (test_cooldown),
-        cmocka_unit_test (test_measure_keys),  cmocka_unit_test (test_remote_parse),
+        cmocka_unit_test (test_measure_keys),  cmocka_unit_test (test_runner_yaml_defaults),
+        cmocka_unit_test (test_remote_parse),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

@@ -143,7 +143,7 @@ cgq_interf_judge (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b, do
     double others = (b->busy_s - a->busy_s) - (b->child_s - a->child_s);
     if (total > 0)
         *busy = others <= 0 ? 0 : others >= total ? 1 : others / total;
-    if (total > 0 && *busy > max_busy) {
+    if (total >= CGQ_INTERF_MIN_WINDOW_S && *busy > max_busy) {
         snprintf (why, whylen, "others kept the pinned CPUs %.0f %% busy (over %.0f %%)",
                   *busy * 100, max_busy * 100);
         return true;

@@ -46,10 +46,15 @@ void cgq_interf_sample_self (const cpu_set_t *cpus, cgq_interf_sample_t *out);
 int cgq_interf_parse_remote (const char *text, const cpu_set_t *cpus, double own_s,
                              cgq_interf_sample_t *out);
 
+// /proc/stat counts in clock ticks (10 ms): a busy share over fewer than
+// this many CPU-seconds of the pinned CPUs is too coarse to judge (a tick
+// either way is several per cent), so it is reported but not flagged.
+#define CGQ_INTERF_MIN_WINDOW_S 0.3
+
 // cgq_interf_judge compares two samples: *busy is the share (0..1) of the
-// pinned CPUs' time that others used; a busy share over max_busy, or a
-// frequency that moved by more than 5 %, writes the reason to why and
-// returns true.
+// pinned CPUs' time that others used; a busy share over max_busy (in a
+// window of at least CGQ_INTERF_MIN_WINDOW_S), or a frequency that moved by
+// more than 5 %, writes the reason to why and returns true.
 bool cgq_interf_judge (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b,
                        double max_busy, double *busy, char *why, size_t whylen);
 

@@ -301,6 +301,8 @@ s_interfered (s_meas_t *m, const cgq_interf_sample_t *a, const cgq_interf_sample
     char why[160];
     bool bad = cgq_interf_judge (a, b, bench->max_busy, &busy, why, sizeof why);
     json_object_set_new (m->metrics, "interference_busy", json_real (busy));
+    json_object_set_new (m->metrics, "interference_window_s",
+                         json_real (a->ok && b->ok ? b->total_s - a->total_s : 0));
     json_object_set_new (m->metrics, "interference", json_boolean (bad));
     json_object_del (m->metrics, "interference_reason");
     bool again = false;

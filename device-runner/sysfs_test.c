@@ -349,6 +349,13 @@ test_remote_parse (void **state)
     assert_non_null (strstr (why, "frequency changed from 1400000 to 1000000"));
     assert_true (cgq_interf_judge (&a, &b, 0.1, &busy, why, sizeof why));
     assert_non_null (strstr (why, "25 % busy"));
+    // A window of 20 ticks (0.2 CPU-seconds) busy with others: too coarse
+    // to judge on its busy share.
+    const char *soon = "cpu0 25 0 5 50 0 0 0 0 0 0\ncpu1 5 0 5 50 0 0 0 0 0 0\n";
+    assert_int_equal (cgq_interf_parse_remote (soon, NULL, 0, &b), 0);
+    assert_false (cgq_interf_judge (&a, &b, 0.1, &busy, why, sizeof why));
+    assert_true (fabs (busy - 1) < 1e-6);
+    assert_string_equal (why, "");
     assert_int_equal (cgq_interf_parse_remote ("ssh: connect refused\n", NULL, 0, &a), -1);
 }
 

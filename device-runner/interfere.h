@@ -32,12 +32,14 @@ void cgq_interf_sample_self (const cpu_set_t *cpus, cgq_interf_sample_t *out);
 
 // The one shell command that samples a board over its transport: its
 // /proc/stat, then a "cgq-freq CPU KHZ" line per cpufreq CPU and a
-// "cgq-temp MILLIDEGREES" line per thermal zone.
+// "cgq-temp MILLIDEGREES" line per thermal zone (under $CGQ_SYSFS_ROOT on
+// the board when the device's env sets it, else /sys).
 #define CGQ_INTERF_REMOTE_COMMAND                                                                  \
-    "cat /proc/stat; for f in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq; do "     \
-    "[ -r \"$f\" ] && c=${f#/sys/devices/system/cpu/cpu} && echo \"cgq-freq ${c%%/*} $(cat "        \
-    "\"$f\")\"; done; for f in /sys/class/thermal/thermal_zone*/temp; do [ -r \"$f\" ] && echo "     \
-    "\"cgq-temp $(cat \"$f\")\"; done; true"
+    "cat /proc/stat; R=${CGQ_SYSFS_ROOT:-/sys}; "                                                  \
+    "for f in \"$R\"/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq; do [ -r \"$f\" ] && "  \
+    "c=${f#\"$R\"/devices/system/cpu/cpu} && echo \"cgq-freq ${c%%/*} $(cat \"$f\")\"; done; "       \
+    "for f in \"$R\"/class/thermal/thermal_zone*/temp; do [ -r \"$f\" ] && "                       \
+    "echo \"cgq-temp $(cat \"$f\")\"; done; true"
 
 // cgq_interf_parse_remote reads that command's output into *out: the CPUs in
 // cpus (NULL: every CPU), their frequencies, the hottest zone. own_s is the

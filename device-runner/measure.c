@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "artifact.h"
+#include "boardsys.h"
 #include "engine.h"
 #include "gen.h"
 #include "graph.h"
@@ -325,28 +326,59 @@ s_interfered (s_meas_t *m, const cgq_interf_sample_t *a, const cgq_interf_sample
 // CPU time the benchmark is taken to have used since the previous sample.
 // Returns 0, or -1 when the board did not answer (the runs then fail on
 // their own with the transport's error).
+// s_board_run runs one shell command on device d's board (d's env and the
+// pairs of env exported; NULL: none) and keeps its output in *out (caller:
+// cgq_invoke_fini). Returns 0 on exit status 0, else -1.
 static int
-s_board_sample (s_meas_t *m, double own_s, cgq_interf_sample_t *out)
+s_board_run (const cgq_runcfg_device_t *d, const char *workdir, const s_env_t *env,
+             const char *command, cgq_invoke_t *out)
 {
-    const cgq_transport_t *tr = &m->dev->transport;
-    char *rcmd = cgq_transport_remote_command (tr, NULL, NULL, 0, CGQ_INTERF_REMOTE_COMMAND, false);
-    char **argv = cgq_transport_argv (tr, m->dev->id, m->req->workdir, rcmd);
+    const cgq_transport_t *tr = &d->transport;
+    char *rcmd = env ? cgq_transport_remote_command (tr, env->keys, env->vals, env->n, command,
+                                                     false)
+                     : cgq_transport_remote_command (tr, d->env.keys, d->env.vals, d->env.n,
+                                                     command, false);
+    char **argv = cgq_transport_argv (tr, d->id, workdir, rcmd);
     free (rcmd);
     cgq_invoke_opts_t o = {
         .argv = argv,
-        .cwd = m->req->workdir,
+        .cwd = workdir,
         .timeout_s = tr->connect_timeout_s + 30,
     };
-    cgq_invoke_t out_run;
-    int rc = cgq_invoke_run (&o, &out_run);
-    if (rc == 0)
-        rc = cgq_interf_parse_remote (out_run.output.data ? out_run.output.data : "", NULL, own_s,
-                                      out);
-    cgq_invoke_fini (&out_run);
+    int rc = cgq_invoke_run (&o, out);
     cgq_transport_argv_free (argv);
+    return rc;
+}
+
+static int
+s_board_sample (s_meas_t *m, double own_s, cgq_interf_sample_t *out)
+{
+    cgq_invoke_t run;
+    int rc = s_board_run (m->dev, m->req->workdir, m->env, CGQ_INTERF_REMOTE_COMMAND, &run);
+    if (rc == 0)
+        rc = cgq_interf_parse_remote (run.output.data ? run.output.data : "", NULL, own_s, out);
+    cgq_invoke_fini (&run);
     if (rc < 0)
         memset (out, 0, sizeof *out);
     return rc;
+}
+
+// s_board_line finds the line of output that starts with mark; its rest is
+// copied to buf (NULL: only whether it is there).
+static bool
+s_board_line (const cgq_invoke_t *run, const char *mark, char *buf, size_t len)
+{
+    const char *text = run->output.data ? run->output.data : "";
+    size_t ml = strlen (mark);
+    for (const char *p = text; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL)
+        if (!strncmp (p, mark, ml)) {
+            if (buf) {
+                size_t n = strcspn (p + ml, "\n");
+                snprintf (buf, len, "%.*s", (int) n, p + ml);
+            }
+            return true;
+        }
+    return false;
 }
 
 // s_samples_s is the sum of the timed samples so far, in seconds.
@@ -716,8 +748,22 @@ s_finish (s_meas_t *m, cgq_measure_status_t st)
 int
 cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir)
 {
-    if (d->transport.kind != CGQ_TRANSPORT_LOCAL)
-        return 0;
+    if (d->transport.kind != CGQ_TRANSPORT_LOCAL) { // boardsys.c, on the board
+        cgq_invoke_t run;
+        char how[400];
+        int rc = s_board_run (d, workdir, NULL, cgq_boardsys_restore_command (), &run);
+        bool restored = rc == 0 && s_board_line (&run, CGQ_BOARDSYS_RESTORED, NULL, 0);
+        if (rc < 0)
+            cgq_warn ("device %s: cannot look for cpufreq settings a killed measurement left "
+                      "pinned on the board: %s (the next measurement that pins restores them)",
+                      d->id, cgq_invoke_describe (&run, 0, how, sizeof how));
+        else if (restored)
+            cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
+                      "pinned on the board",
+                      d->id);
+        cgq_invoke_fini (&run);
+        return rc < 0 ? -1 : restored;
+    }
     char saved[4096], why[512];
     cgq_sysfs_save_path (workdir, d->id, saved, sizeof saved);
     int rc = cgq_sysfs_restore (saved, why, sizeof why);
@@ -746,17 +792,8 @@ s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, cha
         return -1;
     m->bench = eb;
     const cgq_transport_t *tr = &m->dev->transport;
-    bool wants = mo->governor[0] || mo->khz || mo->below_c > 0;
-    if (tr->kind != CGQ_TRANSPORT_LOCAL) {
-        if (wants) {
-            snprintf (err, errlen, "measure.%s is not supported over transport %s (not built "
-                                   "yet: pin the board's cpufreq in the device's setup)",
-                      mo->governor[0] ? "governor" : mo->khz ? "frequency" : "cooldown",
-                      cgq_transport_kind_name (tr->kind));
-            return -1;
-        }
-        return 0;
-    }
+    if (tr->kind != CGQ_TRANSPORT_LOCAL)
+        return 0; // a board: s_settle_board
     cgq_sysfs_save_path (r->workdir, m->dev->id, saved, savedlen);
     char why[512];
     int rc = cgq_sysfs_restore (saved, why, sizeof why);
@@ -773,6 +810,71 @@ s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, cha
         return -1;
     }
     return 0;
+}
+
+// s_settle_board is s_settle on a board, through its transport: the
+// cooldown polls the board's thermal zones once a second, the pinning runs
+// boardsys.c's commands there. Returns OK, BAD (the board cannot) or FAILED
+// (the transport's error).
+static cgq_measure_status_t
+s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, bool *pinned, char *err,
+                size_t errlen)
+{
+    if (mo->below_c > 0) {
+        double t0 = s_now_s (), waited = 0;
+        cgq_interf_sample_t smp;
+        for (;;) {
+            if (s_board_sample (m, 0, &smp) < 0) {
+                snprintf (err, errlen, "device %s: the board did not answer the cooldown's "
+                                       "temperature reading",
+                          m->dev->id);
+                return CGQ_MEASURE_FAILED;
+            }
+            if (isnan (smp.temp_c_max)) {
+                snprintf (err, errlen, "cooldown is not supported on this device: no thermal "
+                                       "zones on the board (remove measure.cooldown)");
+                return CGQ_MEASURE_BAD;
+            }
+            waited = s_now_s () - t0;
+            if (smp.temp_c_max < mo->below_c || waited >= mo->max_wait_s)
+                break;
+            s_sleep (1);
+        }
+        s_temp (m, smp.temp_c_max);
+        json_object_set_new (m->metrics, "waited_s", json_real (waited));
+        json_object_set_new (m->metrics, "cooldown_below_c", json_real (mo->below_c));
+        json_object_set_new (m->metrics, "cooldown_reached",
+                             json_boolean (smp.temp_c_max < mo->below_c));
+        json_object_set_new (m->metrics, "temp_c_start", json_real (smp.temp_c_max));
+    }
+    if (!mo->governor[0] && !mo->khz)
+        return CGQ_MEASURE_OK;
+    char *cmd = cgq_boardsys_pin_command (mo->governor, mo->khz);
+    cgq_invoke_t run;
+    int rc = s_board_run (m->dev, m->req->workdir, m->env, cmd, &run);
+    free (cmd);
+    char why[512];
+    cgq_measure_status_t st = CGQ_MEASURE_OK;
+    if (s_board_line (&run, CGQ_BOARDSYS_RESTORED, NULL, 0))
+        json_object_set_new (m->metrics, "cpufreq_restored", json_true ());
+    if (rc < 0 && s_board_line (&run, CGQ_BOARDSYS_ERROR, why, sizeof why)) {
+        snprintf (err, errlen, "device %s: %s", m->dev->id, why);
+        st = CGQ_MEASURE_BAD;
+    }
+    else if (rc < 0) {
+        snprintf (err, errlen, "device %s: pinning cpufreq on the board: %s", m->dev->id,
+                  cgq_invoke_describe (&run, 0, why, sizeof why));
+        st = CGQ_MEASURE_FAILED;
+    }
+    else {
+        *pinned = true;
+        if (mo->governor[0])
+            json_object_set_new (m->metrics, "governor", json_string (mo->governor));
+        if (mo->khz)
+            json_object_set_new (m->metrics, "frequency_khz", json_integer ((json_int_t) mo->khz));
+    }
+    cgq_invoke_fini (&run);
+    return st;
 }
 
 // s_settle prepares a local device just before its runs: waits for the
@@ -830,7 +932,7 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     cgq_measure_opts_t mo;
     memset (&mo, 0, sizeof mo);
     char saved[4096] = ""; // the cpufreq settings pinning changed (sysfs.c)
-    bool pinned = false;
+    bool pinned = false, board_pinned = false; // board_pinned: boardsys.c's, on the board
     m.metrics = json_object ();
     err[0] = 0;
     json_object_set_new (m.metrics, "started", json_real (cgq_wall_s ()));
@@ -942,6 +1044,9 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
         st = CGQ_MEASURE_BAD;
         goto done;
     }
+    if (tr->kind != CGQ_TRANSPORT_LOCAL
+        && (st = s_settle_board (&m, &mo, &board_pinned, err, errlen)) != CGQ_MEASURE_OK)
+        goto done;
     if (m.bench->timing == CGQ_TIMING_BUILTIN)
         st = s_cpu_local (&m, warmup, repeats, err, errlen);
     else {
@@ -982,6 +1087,18 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
                       cgq_measure_status_name (st));
     }
 done:
+    if (board_pinned) {
+        cgq_invoke_t run;
+        char how[400];
+        if (s_board_run (m.dev, r->workdir, m.env, cgq_boardsys_restore_command (), &run) < 0) {
+            cgq_invoke_describe (&run, 0, how, sizeof how);
+            cgq_warn ("device %s: cannot restore the board's cpufreq settings: %s (the runner's "
+                      "next start, or the next measurement that pins, does)",
+                      r->device, how);
+            json_object_set_new (m.metrics, "cpufreq_restore_error", json_string (how));
+        }
+        cgq_invoke_fini (&run);
+    }
     if (pinned) {
         char why[512];
         if (cgq_sysfs_restore (saved, why, sizeof why) < 0) {

@@ -143,7 +143,7 @@ class MeasureCliTest(CgqTestCase):
         self.assertEqual(len(lines), 1, "one JSON line: %r %r" % (p.stdout, p.stderr))
         return p.returncode, json.loads(lines[0])
 
-    def fake_sys(self):
+    def fake_sys(self, set_env=True):
         root = os.path.join(self.dir, "sys")
         for c in (0, 1):
             d = os.path.join(root, "devices/system/cpu/cpu%d/cpufreq" % c)
@@ -156,7 +156,8 @@ class MeasureCliTest(CgqTestCase):
         os.makedirs(os.path.join(root, "class/thermal/thermal_zone0"))
         with open(os.path.join(root, "class/thermal/thermal_zone0/temp"), "w") as f:
             f.write("47000\n")
-        self.env["CGQ_SYSFS_ROOT"] = root
+        if set_env:
+            self.env["CGQ_SYSFS_ROOT"] = root
         return root
 
     def governor(self, root, cpu=0):
@@ -164,10 +165,26 @@ class MeasureCliTest(CgqTestCase):
                                % cpu)) as f:
             return f.read().strip()
 
-    def pinned_measurement(self, root):
+    def runner_start_log(self, done):
+        """Starts the runner daemon (its coordinator nowhere), waits until
+        done() or 20 s, stops it by PID; returns its log."""
+        d = subprocess.Popen([binary("cgq-device-runner"), "--config", self.cfg, "--coordinator",
+                              "tcp://127.0.0.1:9", "--id", "r9", "--workdir", self.workdir],
+                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        try:
+            deadline = time.monotonic() + 20
+            while not done() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            d.send_signal(signal.SIGTERM)
+            _, err = d.communicate(timeout=30)
+        return err
+
+    def pinned_measurement(self, root, bench="slow"):
         """A long measurement started under governor: performance, returned
         once both CPUs of the fake tree say so."""
-        p = self.measure("slow", {"governor": "performance"}, wait=False)
+        p = self.measure(bench, {"governor": "performance"}, wait=False)
         deadline = time.monotonic() + 20
         while self.governor(root, 1) != "performance" and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -207,18 +224,8 @@ class MeasureCliTest(CgqTestCase):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         self.assertEqual(self.governor(root), "performance")
-        d = subprocess.Popen([binary("cgq-device-runner"), "--config", self.cfg, "--coordinator",
-                              "tcp://127.0.0.1:9", "--id", "r9", "--workdir", self.workdir],
-                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
-        try:
-            deadline = time.monotonic() + 20
-            while os.path.exists(saved) and time.monotonic() < deadline:
-                time.sleep(0.05)
-        finally:
-            d.send_signal(signal.SIGTERM)
-            _, err = d.communicate(timeout=30)
-        self.assertIn("restored the cpufreq settings that a killed measurement had pinned", err)
+        self.assertIn("restored the cpufreq settings that a killed measurement had pinned",
+                      self.runner_start_log(lambda: not os.path.exists(saved)))
         self.assertFalse(os.path.exists(saved))
         self.assertEqual(self.governor(root), "schedutil")
         self.assertEqual(self.governor(root, 1), "schedutil")
@@ -240,21 +247,84 @@ class MeasureCliTest(CgqTestCase):
         self.assertEqual((rc, r["status"]), (4, "bad"), r)
         self.assertIn("no thermal zones", r["error"])
 
-    def test_board_sampled_through_adb(self):
+    def fake_adb(self, devices_env=""):
         bindir = os.path.join(self.dir, "bin")
-        os.makedirs(bindir)
+        os.makedirs(bindir, exist_ok=True)
         adb = os.path.join(bindir, "adb")
         with open(adb, "w") as f:
             f.write("#!%s\n" % sys.executable + tdt.FAKE_ADB.split("\n", 1)[1])
         os.chmod(adb, 0o755)
         state = os.path.join(self.dir, "adbstate")
-        os.makedirs(state)
+        os.makedirs(state, exist_ok=True)
         with open(os.path.join(state, "serial"), "w") as f:
             f.write("emulator-5554\n")
         self.env.update(PATH=bindir + ":" + os.environ["PATH"], FAKE_ADB_DIR=state)
-        self.config("devices:\n  - id: board\n    transport:\n      adb: {serial: emulator-5554, "
-                    "dir: %s}\nbenchmarks:\n  nap: {command: sleep 0.05, repeats: 6, "
-                    "interference_reruns: 0}\n" % os.path.join(self.dir, "board"))
+        self.board = os.path.join(self.dir, "board")
+        self.config("devices:\n  - id: board\n    env: {%s}\n    transport:\n      adb: "
+                    "{serial: emulator-5554, dir: %s}\nbenchmarks:\n  nap: {command: sleep 0.05, "
+                    "repeats: 6, interference_reruns: 0}\n  slow: {command: sleep 0.2, "
+                    "repeats: 100}\n" % (devices_env, self.board))
+        return state
+
+    def test_board_pinning_and_cooldown_through_adb(self):
+        """The board (this machine behind a fake adb) has a fake /sys, which
+        the device's env names: pinned and restored there, a SIGKILLed
+        measurement's pinning restored by the next one that pins, what the
+        board cannot do refused, its cooldown waited for."""
+        root = self.fake_sys(set_env=False)
+        self.fake_adb("CGQ_SYSFS_ROOT: %s" % root)
+        saved = os.path.join(self.board, "cpufreq.saved")
+        rc, r = self.measure("nap", {"governor": "performance", "frequency_khz": 1000000})
+        self.assertEqual(rc, 0, r)
+        self.assertEqual(r["metrics"]["governor"], "performance")
+        self.assertEqual(r["metrics"]["frequency_khz"], 1000000)
+        self.assertEqual(r["metrics"]["temp_c_max"], 47.0, "the board's zone, sampled over adb")
+        self.assertEqual(self.governor(root), "schedutil")
+        self.assertEqual(self.governor(root, 1), "schedutil")
+        with open(os.path.join(root, "devices/system/cpu/cpu1/cpufreq/scaling_min_freq")) as f:
+            self.assertEqual(f.read().strip(), "600000")
+        self.assertFalse(os.path.exists(saved))
+        p = self.pinned_measurement(root)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        self.assertTrue(os.path.exists(saved))
+        rc, r = self.measure("nap", {"governor": "performance"})
+        self.assertEqual(rc, 0, r)
+        self.assertTrue(r["metrics"]["cpufreq_restored"], r)
+        self.assertEqual(self.governor(root), "schedutil", "the original, not the killed pin")
+        self.assertFalse(os.path.exists(saved))
+        # A SIGKILL again: the runner restores the board at its start.
+        p = self.pinned_measurement(root)
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        self.assertTrue(os.path.exists(saved))
+        self.assertIn("restored the cpufreq settings that a killed measurement had pinned on "
+                      "the board", self.runner_start_log(lambda: not os.path.exists(saved)))
+        self.assertEqual(self.governor(root), "schedutil")
+        rc, r = self.measure("nap", {"governor": "turbo"})
+        self.assertEqual((rc, r["status"]), (4, "bad"), r)
+        self.assertIn("has no cpufreq governor 'turbo'", r["error"])
+        self.assertFalse(os.path.exists(saved))
+        rc, r = self.measure("nap", {"cooldown_below_c": 60})
+        self.assertEqual(rc, 0, r)
+        self.assertTrue(r["metrics"]["cooldown_reached"], r)
+        rc, r = self.measure("nap", {"cooldown_below_c": 40, "cooldown_max_wait_s": 1.5})
+        self.assertEqual(rc, 0, r)
+        self.assertFalse(r["metrics"]["cooldown_reached"], r)
+        self.assertGreaterEqual(r["metrics"]["waited_s"], 1.5, r)
+        # A board without cpufreq or thermal zones.
+        empty = os.path.join(self.dir, "empty")
+        os.makedirs(empty)
+        self.fake_adb("CGQ_SYSFS_ROOT: %s" % empty)
+        rc, r = self.measure("nap", {"governor": "performance"})
+        self.assertEqual((rc, r["status"]), (4, "bad"), r)
+        self.assertIn("not supported on this device: no cpufreq on the board", r["error"])
+        rc, r = self.measure("nap", {"cooldown_below_c": 50})
+        self.assertEqual((rc, r["status"]), (4, "bad"), r)
+        self.assertIn("no thermal zones on the board", r["error"])
+
+    def test_board_sampled_through_adb(self):
+        state = self.fake_adb()
         rc, r = self.measure("nap")
         self.assertEqual(rc, 0, r)
         m = r["metrics"]
@@ -274,10 +344,6 @@ class MeasureCliTest(CgqTestCase):
         self.assertTrue(m["interference"], m)
         self.assertIn("others kept the pinned CPUs", m["interference_reason"])
         self.assertEqual(m["interference_reruns"], 1, m)
-        # What a board cannot do yet is refused, not ignored.
-        rc, r = self.measure("nap", {"governor": "performance"})
-        self.assertEqual((rc, r["status"]), (4, "bad"), r)
-        self.assertIn("not supported over transport adb", r["error"])
 
 
 if __name__ == "__main__":

@@ -749,6 +749,13 @@ int
 cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir)
 {
     if (d->transport.kind != CGQ_TRANSPORT_LOCAL) { // boardsys.c, on the board
+        // Only a board that a measurement pinned and did not restore (its
+        // marker here) costs a round trip: an offline board must not slow
+        // the runner's start by its connect timeout.
+        char marker[4096];
+        cgq_sysfs_save_path (workdir, d->id, marker, sizeof marker);
+        if (access (marker, F_OK) < 0)
+            return 0;
         cgq_invoke_t run;
         char how[400];
         int rc = s_board_run (d, workdir, NULL, cgq_boardsys_restore_command (), &run);
@@ -761,6 +768,8 @@ cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir)
             cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
                       "pinned on the board",
                       d->id);
+        if (rc == 0)
+            unlink (marker);
         cgq_invoke_fini (&run);
         return rc < 0 ? -1 : restored;
     }
@@ -792,9 +801,9 @@ s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, cha
         return -1;
     m->bench = eb;
     const cgq_transport_t *tr = &m->dev->transport;
+    cgq_sysfs_save_path (r->workdir, m->dev->id, saved, savedlen); // a board's: a marker
     if (tr->kind != CGQ_TRANSPORT_LOCAL)
         return 0; // a board: s_settle_board
-    cgq_sysfs_save_path (r->workdir, m->dev->id, saved, savedlen);
     char why[512];
     int rc = cgq_sysfs_restore (saved, why, sizeof why);
     if (rc > 0) {
@@ -817,8 +826,8 @@ s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, cha
 // boardsys.c's commands there. Returns OK, BAD (the board cannot) or FAILED
 // (the transport's error).
 static cgq_measure_status_t
-s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, bool *pinned, char *err,
-                size_t errlen)
+s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, const char *marker, bool *pinned,
+                char *err, size_t errlen)
 {
     if (mo->below_c > 0) {
         double t0 = s_now_s (), waited = 0;
@@ -849,6 +858,13 @@ s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, bool *pinned, char *e
     }
     if (!mo->governor[0] && !mo->khz)
         return CGQ_MEASURE_OK;
+    // The marker first: a kill between the board's writes and our return
+    // must still leave the runner's start a reason to look.
+    FILE *f = fopen (marker, "w");
+    if (f) {
+        fputs ("board\n", f);
+        fclose (f);
+    }
     char *cmd = cgq_boardsys_pin_command (mo->governor, mo->khz);
     cgq_invoke_t run;
     int rc = s_board_run (m->dev, m->req->workdir, m->env, cmd, &run);
@@ -860,6 +876,7 @@ s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, bool *pinned, char *e
     if (rc < 0 && s_board_line (&run, CGQ_BOARDSYS_ERROR, why, sizeof why)) {
         snprintf (err, errlen, "device %s: %s", m->dev->id, why);
         st = CGQ_MEASURE_BAD;
+        unlink (marker); // refused with nothing changed, or changed and put back
     }
     else if (rc < 0) {
         snprintf (err, errlen, "device %s: pinning cpufreq on the board: %s", m->dev->id,
@@ -1045,7 +1062,7 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
         goto done;
     }
     if (tr->kind != CGQ_TRANSPORT_LOCAL
-        && (st = s_settle_board (&m, &mo, &board_pinned, err, errlen)) != CGQ_MEASURE_OK)
+        && (st = s_settle_board (&m, &mo, saved, &board_pinned, err, errlen)) != CGQ_MEASURE_OK)
         goto done;
     if (m.bench->timing == CGQ_TIMING_BUILTIN)
         st = s_cpu_local (&m, warmup, repeats, err, errlen);
@@ -1097,6 +1114,8 @@ done:
                       r->device, how);
             json_object_set_new (m.metrics, "cpufreq_restore_error", json_string (how));
         }
+        else
+            unlink (saved); // the marker: nothing left to restore
         cgq_invoke_fini (&run);
     }
     if (pinned) {

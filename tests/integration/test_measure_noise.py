@@ -84,13 +84,15 @@ trial:
                               % self.cpu)
         # Quiet (but for the other tenants of a shared machine): a generous
         # bound is met; the spec's keys won over runner.yaml's.
-        q = self.run_job(c, "quiet", "{precision: 0.25, max_runs: 400, max_time: 60s, "
+        # (generous: the other tenants of a 2-core machine can make the
+        # latencies bimodal, which widens the median's CI).
+        q = self.run_job(c, "quiet", "{precision: 0.5, max_runs: 2000, max_time: 60s, "
                                      "warmup: 2, repeats: 8, interference_reruns: 0}")
-        self.assertTrue(q["converged"], q)
-        self.assertEqual(q["precision"], 0.25, q)
+        self.assertTrue(q["converged"], ("quiet: converged", q))
+        self.assertEqual(q["precision"], 0.5, q)
         self.assertEqual(q["warmup_runs"], 2, q)
         self.assertGreaterEqual(q["runs"], 8, q)
-        self.assertLessEqual(q["ci_high_ms"] - q["p50_ms"], 0.25 * q["p50_ms"] + 1e-9, q)
+        self.assertLessEqual(q["ci_high_ms"] - q["p50_ms"], 0.5 * q["p50_ms"] + 1e-9, q)
         self.assertIn("interference_busy", q, "cpu-local is checked for interference now")
         # A hog on the same pinned CPU: timed again once, then flagged.
         h = hog({self.cpu})
@@ -99,7 +101,7 @@ trial:
             n = self.run_job(c, "noisy", "{repeats: 30, interference_reruns: 1}")
         finally:
             stop([h])
-        self.assertTrue(n["interference"], n)
+        self.assertTrue(n["interference"], ("noisy: flagged", n))
         self.assertGreater(n["interference_busy"], 0.2, n)
         self.assertIn("others kept the pinned CPUs", n["interference_reason"])
         self.assertEqual(n["interference_reruns"], 1, n)
@@ -165,21 +167,27 @@ class MeasureCliTest(CgqTestCase):
                                % cpu)) as f:
             return f.read().strip()
 
-    def runner_start_log(self, done):
+    def runner_start_log(self, want):
         """Starts the runner daemon (its coordinator nowhere), waits until
-        done() or 20 s, stops it by PID; returns its log."""
-        d = subprocess.Popen([binary("cgq-device-runner"), "--config", self.cfg, "--coordinator",
-                              "tcp://127.0.0.1:9", "--id", "r9", "--workdir", self.workdir],
-                             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+        its log says want or 20 s pass, stops it by PID; returns its log."""
+        path = os.path.join(self.dir, "runner-start.log")
+        with open(path, "w") as log:
+            d = subprocess.Popen([binary("cgq-device-runner"), "--config", self.cfg,
+                                  "--coordinator", "tcp://127.0.0.1:9", "--id", "r9",
+                                  "--workdir", self.workdir],
+                                 env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         try:
             deadline = time.monotonic() + 20
-            while not done() and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                with open(path) as f:
+                    if want in f.read():
+                        break
                 time.sleep(0.05)
         finally:
             d.send_signal(signal.SIGTERM)
-            _, err = d.communicate(timeout=30)
-        return err
+            d.wait(timeout=30)
+        with open(path) as f:
+            return f.read()
 
     def pinned_measurement(self, root, bench="slow"):
         """A long measurement started under governor: performance, returned
@@ -224,8 +232,8 @@ class MeasureCliTest(CgqTestCase):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         self.assertEqual(self.governor(root), "performance")
-        self.assertIn("restored the cpufreq settings that a killed measurement had pinned",
-                      self.runner_start_log(lambda: not os.path.exists(saved)))
+        want = "restored the cpufreq settings that a killed measurement had pinned"
+        self.assertIn(want, self.runner_start_log(want))
         self.assertFalse(os.path.exists(saved))
         self.assertEqual(self.governor(root), "schedutil")
         self.assertEqual(self.governor(root, 1), "schedutil")
@@ -298,8 +306,9 @@ class MeasureCliTest(CgqTestCase):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         self.assertTrue(os.path.exists(saved))
-        self.assertIn("restored the cpufreq settings that a killed measurement had pinned on "
-                      "the board", self.runner_start_log(lambda: not os.path.exists(saved)))
+        want = "restored the cpufreq settings that a killed measurement had pinned on the board"
+        self.assertIn(want, self.runner_start_log(want))
+        self.assertFalse(os.path.exists(saved))
         self.assertEqual(self.governor(root), "schedutil")
         rc, r = self.measure("nap", {"governor": "turbo"})
         self.assertEqual((rc, r["status"]), (4, "bad"), r)

@@ -1,10 +1,12 @@
 #include "measure.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -897,8 +899,8 @@ s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, const char *marker, b
 // s_settle prepares a local device just before its runs: waits for the
 // thermal cooldown, pins the governor/frequency (*pinned: restore after).
 static int
-s_settle (s_meas_t *m, const cgq_measure_opts_t *mo, const char *saved, bool *pinned, char *err,
-          size_t errlen)
+s_settle (s_meas_t *m, const cgq_measure_opts_t *mo, const char *saved, bool *pinned,
+          int *lock_fd, char *err, size_t errlen)
 {
     if (m->dev->transport.kind != CGQ_TRANSPORT_LOCAL)
         return 0;
@@ -925,6 +927,16 @@ s_settle (s_meas_t *m, const cgq_measure_opts_t *mo, const char *saved, bool *pi
         s_temp (m, c);
     }
     if (mo->governor[0] || mo->khz) {
+        // Local devices that pin take turns (WORKDIR/cpufreq.lock, held
+        // until restored): one that saved another's pinned values as the
+        // originals would put them back after it. A kill releases it.
+        char lock[4096];
+        snprintf (lock, sizeof lock, "%s/cpufreq.lock", m->req->workdir ? m->req->workdir : ".");
+        *lock_fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (*lock_fd < 0 || flock (*lock_fd, LOCK_EX) < 0) {
+            snprintf (err, errlen, "cannot lock %s: %s", lock, strerror (errno));
+            return -1;
+        }
         if (cgq_sysfs_pin (b->pin ? &b->cpus : NULL, mo->governor[0] ? mo->governor : NULL,
                            mo->khz, saved, err, errlen)
             < 0)
@@ -950,6 +962,7 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     memset (&mo, 0, sizeof mo);
     char saved[4096] = ""; // the cpufreq settings pinning changed (sysfs.c)
     bool pinned = false, board_pinned = false; // board_pinned: boardsys.c's, on the board
+    int lock_fd = -1;                          // WORKDIR/cpufreq.lock while pinned
     m.metrics = json_object ();
     err[0] = 0;
     json_object_set_new (m.metrics, "started", json_real (cgq_wall_s ()));
@@ -1057,7 +1070,7 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     }
     uint32_t warmup = mo.warmup ? mo.warmup : r->warmup ? r->warmup : m.bench->warmup;
     uint32_t repeats = mo.repeats ? mo.repeats : r->repeats ? r->repeats : m.bench->repeats;
-    if (s_settle (&m, &mo, saved, &pinned, err, errlen) < 0) {
+    if (s_settle (&m, &mo, saved, &pinned, &lock_fd, err, errlen) < 0) {
         st = CGQ_MEASURE_BAD;
         goto done;
     }
@@ -1127,6 +1140,8 @@ done:
             json_object_set_new (m.metrics, "cpufreq_restore_error", json_string (why));
         }
     }
+    if (lock_fd >= 0)
+        close (lock_fd); // the next device may pin
     s_finish (&m, st);
     json_object_set_new (m.metrics, "finished", json_real (cgq_wall_s ()));
     if (m.bench && m.bench->cooldown_s > 0 && st != CGQ_MEASURE_BAD)

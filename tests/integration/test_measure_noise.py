@@ -132,9 +132,9 @@ class MeasureCliTest(CgqTestCase):
         with open(self.cfg, "w") as f:
             f.write(text)
 
-    def measure(self, bench, measure=None, wait=True):
+    def measure(self, bench, measure=None, wait=True, device="board"):
         argv = [binary("cgq-device-runner"), "measure", "--config", self.cfg, "--device",
-                "board", "--benchmark", bench, "--workdir", self.workdir]
+                device, "--benchmark", bench, "--workdir", self.workdir]
         if measure is not None:
             argv += ["--measure", json.dumps(measure)]
         if not wait:
@@ -203,8 +203,9 @@ class MeasureCliTest(CgqTestCase):
         return p
 
     def test_pinning_survives_kills_and_no_cpufreq_is_refused(self):
-        self.config("devices: [{id: board}]\nbenchmarks:\n"
+        self.config("devices: [{id: board}, {id: other}]\nbenchmarks:\n"
                     "  slow: {command: [sleep, '0.2'], repeats: 100, timeout: 5s}\n"
+                    "  mid: {command: [sleep, '0.1'], repeats: 8}\n"
                     "  quick: {command: ['true'], repeats: 2}\n")
         root = self.fake_sys()
         saved = os.path.join(self.workdir, "cpufreq-board.saved")
@@ -245,6 +246,18 @@ class MeasureCliTest(CgqTestCase):
         self.assertEqual(r["metrics"]["governor"], "performance")
         self.assertTrue(r["metrics"]["cooldown_reached"], r)
         self.assertEqual(self.governor(root), "schedutil")
+        # Two devices of this machine that pin take turns: the second would
+        # otherwise save the first's pinned values as the originals and put
+        # them back after the first had restored.
+        a = self.pinned_measurement(root, bench="mid")
+        t0 = time.monotonic()
+        rc, r = self.measure("mid", {"governor": "performance"}, device="other")
+        waited = time.monotonic() - t0
+        a.wait(timeout=30)
+        self.assertEqual((rc, a.returncode), (0, 0), r)
+        self.assertGreaterEqual(waited, 1.2, "it waited for the first (0.8 s of runs each)")
+        self.assertEqual(self.governor(root), "schedutil")
+        self.assertEqual(self.governor(root, 1), "schedutil")
         # A device without cpufreq (an empty tree; this VM's own /sys has none).
         self.env["CGQ_SYSFS_ROOT"] = os.path.join(self.dir, "empty")
         os.makedirs(self.env["CGQ_SYSFS_ROOT"])

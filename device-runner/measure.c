@@ -323,11 +323,6 @@ s_interfered (s_meas_t *m, const cgq_interf_sample_t *a, const cgq_interf_sample
     return again;
 }
 
-// s_board_sample samples a board's load, CPU frequencies and thermal zones
-// through its transport with one remote command (interfere.h). own_s: the
-// CPU time the benchmark is taken to have used since the previous sample.
-// Returns 0, or -1 when the board did not answer (the runs then fail on
-// their own with the transport's error).
 // s_board_run runs one shell command on device d's board (d's env and the
 // pairs of env exported; NULL: none) and keeps its output in *out (caller:
 // cgq_invoke_fini). Returns 0 on exit status 0, else -1.
@@ -352,6 +347,11 @@ s_board_run (const cgq_runcfg_device_t *d, const char *workdir, const s_env_t *e
     return rc;
 }
 
+// s_board_sample samples a board's load, CPU frequencies and thermal zones
+// through its transport with one remote command (interfere.h). own_s: the
+// CPU time the benchmark is taken to have used since the previous sample.
+// Returns 0, or -1 when the board did not answer (the runs then fail on
+// their own with the transport's error).
 static int
 s_board_sample (s_meas_t *m, double own_s, cgq_interf_sample_t *out)
 {

@@ -108,6 +108,23 @@ typedef enum {
                        // client node attached to the job gets it, one per ask
 } cgq_trial_kind_t;
 
+// A device stage's measure: block (common/spec_measure.c): how the runner
+// measures, overriding its runner.yaml benchmark's defaults. Zero / NULL:
+// not given (the runner's own). It travels as Assign.measure_json.
+typedef struct {
+    bool given;               // measure: was written
+    uint32_t warmup, repeats; // also copied to the stage's warmup/repeats (old runners)
+    double precision;         // 0 < p < 1: the median's 95 % CI within ±p
+    uint32_t max_runs;
+    double max_time_s;
+    int32_t interference_reruns; // -1: not given
+    char *governor;           // owned; e.g. "performance"
+    uint64_t frequency_khz;
+    double cooldown_below_c;  // > 0: wait until the hottest thermal zone is below
+    double cooldown_max_wait_s; // bound of that wait (default 120 s)
+    uint32_t passes;          // parsed and carried only (another part measures them)
+} cgq_measure_spec_t;
+
 // The most tags of on: {...}.
 #define CGQ_STAGE_MAX_TAGS 16
 
@@ -144,6 +161,7 @@ typedef struct {
     uint32_t warmup;        // untimed runs before them, >= 1; 0 (not given): the runner's default
     uint32_t passes;        // measure: {passes: N}: 1 or 2 (0: not given, one pass); a
                             // one-stage device trial only (coordinator/passes.c)
+    cgq_measure_spec_t measure; // measure: {...} of a device stage
 } cgq_stage_t;
 
 #define CGQ_SPEC_FAIL_FAST 5 // search.fail_fast's default
@@ -362,6 +380,11 @@ size_t cgq_spec_nstages (const cgq_spec_t *self);
 // cgq_spec_stage returns stage k (< cgq_spec_nstages): &trial when the spec
 // has no trial.stages, else &stages[k]; NULL when k is out of range.
 const cgq_stage_t *cgq_spec_stage (const cgq_spec_t *self, size_t k);
+
+// cgq_spec_measure_json is a device stage's measure: block as the JSON object
+// that Assign.measure_json carries (only the keys given), or NULL when no
+// measure: was written. Caller frees.
+char *cgq_spec_measure_json (const cgq_measure_spec_t *m);
 
 // cgq_spec_stage_index finds a stage by name (n bytes); -1 if none.
 int cgq_spec_stage_index (const cgq_spec_t *self, const char *name, size_t n);

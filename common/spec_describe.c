@@ -115,6 +115,10 @@ s_describe_stage (const cgq_stage_t *st, const char *label, FILE *f)
         if (st->artifact_url)
             fprintf (f, "  artifact: %s (sha256 %s)\n", st->artifact_url,
                      st->artifact_sha256);
+        char *mj = cgq_spec_measure_json (&st->measure); // spec_measure.c
+        if (mj)
+            fprintf (f, "  measure: %s (overrides the runner's benchmark)\n", mj);
+        free (mj);
     }
     else if (st->command)
         fprintf (f, "%s: sh -c %s\n", label, st->command);

@@ -45,6 +45,10 @@ typedef struct {
 // into spec; each spec_check_* checks it against the rest of the spec once
 // the whole document is read. All return 0, or -1 with the error set.
 
+// spec_measure.c: a device stage's measure: block into stage->measure.
+int spec_parse_measure (spec_ctx_t *c, cgq_stage_t *stage, const cgq_yamldoc_node_t *v,
+                        bool in_stage);
+
 // spec_space.c
 int spec_parse_space (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v);
 void spec_param_fini (cgq_param_t *p);

@@ -1592,12 +1592,108 @@ t_measure_passes (void **state)
     s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  measure: {pases: 2}\n", 4,
                     13, "did you mean 'passes'");
     s_expect_error ("trial:\n  on: {device: x}\n  benchmark: b\n  measure: 2\n", 4, 12,
-                    "measure: {passes: 2}");
+                    "measure must be a mapping");
     s_expect_error ("trial:\n  command: x\n  measure: {passes: 2}\n", 3, 3,
                     "trial.measure belongs to a device trial");
     s_expect_error ("trial:\n  stages:\n    - {name: m, on: {device: x}, benchmark: b, "
                     "measure: {passes: 2}}\n",
                     3, 66, "not yet for trial.stages[]");
+}
+
+// A device trial's measure: block: every key, what travels in the Assign,
+// and each bad value at its line and column.
+static void
+t_measure (void **state)
+{
+    (void) state;
+    char err[1024];
+    const char *y = "trial:\n"
+                    "  on: {device: odroid}\n"
+                    "  benchmark: b\n"
+                    "  measure:\n"
+                    "    warmup: 3\n"
+                    "    repeats: 20\n"
+                    "    precision: 0.02\n"
+                    "    max_runs: 500\n"
+                    "    max_time: 2m\n"
+                    "    interference_reruns: 0\n"
+                    "    governor: performance\n"
+                    "    frequency: 1800000\n"
+                    "    cooldown: {below_c: 50, max_wait: 30s}\n"
+                    "    passes: 2\n";
+    cgq_spec_t *s = cgq_spec_parse (y, strlen (y), "m.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    const cgq_measure_spec_t *m = &s->trial.measure;
+    assert_true (m->given);
+    assert_int_equal (s->trial.repeats, 20); // old runners still get them
+    assert_int_equal (s->trial.warmup, 3);
+    assert_int_equal (m->passes, 2);
+    assert_int_equal (m->interference_reruns, 0);
+    char *j = cgq_spec_measure_json (m);
+    json_t *o = json_loads (j, 0, NULL);
+    assert_non_null (o);
+    assert_true (json_real_value (json_object_get (o, "precision")) == 0.02);
+    assert_int_equal (json_integer_value (json_object_get (o, "max_runs")), 500);
+    assert_true (json_real_value (json_object_get (o, "max_time_s")) == 120);
+    assert_int_equal (json_integer_value (json_object_get (o, "interference_reruns")), 0);
+    assert_string_equal (json_string_value (json_object_get (o, "governor")), "performance");
+    assert_int_equal (json_integer_value (json_object_get (o, "frequency_khz")), 1800000);
+    assert_true (json_real_value (json_object_get (o, "cooldown_below_c")) == 50);
+    assert_true (json_real_value (json_object_get (o, "cooldown_max_wait_s")) == 30);
+    assert_int_equal (json_integer_value (json_object_get (o, "passes")), 2);
+    json_decref (o);
+    free (j);
+    cgq_spec_destroy (&s);
+    // Without measure: nothing travels; only the keys given do.
+    const char *d = "trial: {on: {device: a}, benchmark: b}\n";
+    s = cgq_spec_parse (d, strlen (d), "m.yaml", err, sizeof err);
+    assert_null (cgq_spec_measure_json (&s->trial.measure));
+    cgq_spec_destroy (&s);
+    d = "trial: {on: {device: a}, benchmark: b, measure: {cooldown: {below_c: 45}}}\n";
+    s = cgq_spec_parse (d, strlen (d), "m.yaml", err, sizeof err);
+    j = cgq_spec_measure_json (&s->trial.measure);
+    assert_string_equal (j, "{\"cooldown_below_c\":45.0,\"cooldown_max_wait_s\":120.0}");
+    free (j);
+    cgq_spec_destroy (&s);
+    // In a stage too.
+    d = "trial:\n  stages:\n  - {name: m, on: {device: a}, benchmark: b, measure: {passes: 1, "
+        "precision: 0.05}}\n";
+    s = cgq_spec_parse (d, strlen (d), "m.yaml", err, sizeof err);
+    if (!s)
+        fail_msg ("%s", err);
+    assert_int_equal (s->stages[0].measure.passes, 1);
+    assert_true (s->stages[0].measure.precision == 0.05);
+    cgq_spec_destroy (&s);
+#define S_DEV "trial:\n  on: {device: a}\n  benchmark: b\n"
+    s_expect_error (S_DEV "  measure: {precision: 2}\n", 4, 24,
+                    "measure.precision must be a share between 0 and 1 (exclusive), not 2");
+    s_expect_error (S_DEV "  measure: {precision: 0}\n", 4, 24, "measure.precision must be");
+    s_expect_error (S_DEV "  measure: {max_runs: 0}\n", 4, 23, "measure.max_runs must be");
+    s_expect_error (S_DEV "  measure: {max_time: soon}\n", 4, 23,
+                    "measure.max_time must be a duration > 0");
+    s_expect_error (S_DEV "  measure: {governor: \"Perf ormance\"}\n", 4, 23,
+                    "bad measure.governor 'Perf ormance'");
+    s_expect_error (S_DEV "  measure: {frequency: 1.8GHz}\n", 4, 24, "measure.frequency must be");
+    s_expect_error (S_DEV "  measure: {cooldown: {max_wait: 1m}}\n", 4, 23,
+                    "measure.cooldown needs below_c");
+    s_expect_error (S_DEV "  measure: {cooldown: {below_c: 500}}\n", 4, 33,
+                    "measure.cooldown.below_c must be degrees Celsius between 0 and 150, not 500");
+    s_expect_error (S_DEV "  measure: {cooldown: {below: 50}}\n", 4, 24,
+                    "unknown key 'below' in measure.cooldown");
+    s_expect_error (S_DEV "  measure: {passes: 0}\n", 4, 21, "measure.passes must be");
+    s_expect_error (S_DEV "  measure: {warmups: 2}\n", 4, 13,
+                    "unknown key 'warmups' in measure (known keys: warmup, repeats, precision, "
+                    "max_runs, max_time, interference_reruns, governor, frequency, cooldown, "
+                    "passes); did you mean 'warmup'?");
+    s_expect_error (S_DEV "  measure: 3\n", 4, 12, "measure must be a mapping");
+    s_expect_error (S_DEV "  repeats: 5\n  measure: {repeats: 6}\n", 5, 13,
+                    "measure.repeats and trial.repeats say the same thing (keep one)");
+    s_expect_error (S_DEV "  measure: {warmup: 2}\n  warmup: 5\n", 5, 3,
+                    "trial.warmup and measure.warmup say the same thing (keep one)");
+    s_expect_error ("trial:\n  command: x\n  measure: {precision: 0.1}\n", 3, 3,
+                    "trial.measure belongs to a device trial");
+#undef S_DEV
 }
 
 static void
@@ -1921,6 +2017,7 @@ main (void)
         cmocka_unit_test (t_list_file),
         cmocka_unit_test (t_device),
         cmocka_unit_test (t_err_device),
+        cmocka_unit_test (t_measure),
         cmocka_unit_test (t_notify),
         cmocka_unit_test (t_checkpoint),
         cmocka_unit_test (t_stages),

@@ -353,7 +353,7 @@ s_check_client (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *const
 // s_check_device checks the keys of trial that only go together: a device
 // stage (benchmark:) names its devices with on: and runs no command; a
 // command or noop trial has no device keys. The nodes are the keys seen
-// (NULL: absent); device_key is any of on, artifact, repeats, warmup.
+// (NULL: absent); device_key is any of on, artifact, repeats, warmup, measure.
 static int
 s_check_device (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *kind,
                 const cgq_yamldoc_node_t *command, const cgq_yamldoc_node_t *resources,
@@ -392,37 +392,6 @@ s_check_device (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *kind,
             "(write on: {device: odroid-xu4})");
     spec->trial.kind = CGQ_TRIAL_DEVICE;
     spec->trial.cpu = 0;
-    return 0;
-}
-
-// s_parse_measure reads measure: {passes: N} (N 1 or 2): with 2 the
-// coordinator measures each trial twice, the second pass after the job's
-// first in another order (coordinator/passes.c, docs/devices.md).
-static int
-s_parse_measure (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v, bool in_stage)
-{
-    const char *hint = "write measure: {passes: 2}";
-    if (cgq_yamldoc_expect_map (c->y, v, "trial.measure", hint) < 0)
-        return -1;
-    for (size_t pi = 0; pi < cgq_yamldoc_npairs (v); pi++) {
-        const cgq_yamldoc_node_t *k = cgq_yamldoc_key (c->y, v, pi),
-                                 *e = cgq_yamldoc_val (c->y, v, pi);
-        long long n;
-        if (!strcmp (cgq_yamldoc_text (k), "passes")) {
-            if (cgq_yamldoc_get_int (c->y, e, "trial.measure.passes", 1, 2,
-                                     "write passes: 2 to measure every trial twice, or 1", &n) < 0)
-                return -1;
-            if (n > 1 && in_stage)
-                return cgq_yamldoc_fail (
-                    c->y, e,
-                    "measure.passes: 2 is for a device trial of one stage (trial: with "
-                    "benchmark:), not yet for trial.stages[] (write passes: 1, or measure "
-                    "in a job of its own)");
-            spec->trial.passes = (uint32_t) n;
-        }
-        else
-            return cgq_yamldoc_unknown_key (c->y, k, "trial.measure", "passes");
-    }
     return 0;
 }
 
@@ -552,6 +521,9 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                     c->y, e, "trial.repeats", 1, 1000000,
                     "write e.g. repeats: 50, or leave it out for the runner's default", &n) < 0)
                 return -1;
+            if (spec->trial.measure.repeats)
+                return cgq_yamldoc_fail (c->y, k, "trial.repeats and measure.repeats say the same thing "
+                                                  "(keep one)");
             spec->trial.repeats = (uint32_t) n;
             device_k = k;
         }
@@ -560,11 +532,14 @@ spec_parse_trial (spec_ctx_t *c, cgq_spec_t *spec, const cgq_yamldoc_node_t *v,
                     c->y, e, "trial.warmup", 1, 1000000,
                     "write e.g. warmup: 5, or leave it out for the runner's default", &n) < 0)
                 return -1;
+            if (spec->trial.measure.warmup)
+                return cgq_yamldoc_fail (c->y, k, "trial.warmup and measure.warmup say the same thing "
+                                                  "(keep one)");
             spec->trial.warmup = (uint32_t) n;
             device_k = k;
         }
-        else if (!strcmp (kt, "measure")) {
-            if (s_parse_measure (c, spec, e, in_stage) < 0)
+        else if (!strcmp (kt, "measure")) { // spec_measure.c
+            if (spec_parse_measure (c, &spec->trial, e, in_stage) < 0)
                 return -1;
             device_k = k;
         }
@@ -636,6 +611,7 @@ spec_stage_fini (cgq_stage_t *st)
     free (st->benchmark);
     free (st->artifact_url);
     free (st->artifact_sha256);
+    free (st->measure.governor);
     memset (st, 0, sizeof *st);
 }
 

@@ -313,6 +313,7 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
     ref.stage = t->stage;
     ref.attempt = t->attempt;
     Cgq__Assign a = CGQ__ASSIGN__INIT;
+    char *measure_json = NULL; // the stage's measure: (spec_measure.c)
     a.task = &ref;
     a.kind = st->kind == CGQ_TRIAL_NOOP        ? "noop"
              : st->kind == CGQ_TRIAL_DEVICE    ? "benchmark"
@@ -339,6 +340,8 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
         a.artifact_sha256 = r.artifact_sha256 ? r.artifact_sha256 : "";
         a.repeats = st->repeats;
         a.warmup = st->warmup;
+        measure_json = cgq_spec_measure_json (&st->measure); // "": none
+        a.measure_json = measure_json ? measure_json : "";
     }
     a.seq = seq;
     a.epoch = c->epoch;
@@ -366,6 +369,7 @@ s_assign (coord_t *c, node_t *n, trial_t *t, uint64_t seq, const s_rendered_t *r
         c->out_tail->assign_seq = seq; // n->assign_out once it has left (outbox.c)
     checkpoint_resume_free (resume, a.n_resume);
     free (store);
+    free (measure_json);
     free (gpus);
 }
 

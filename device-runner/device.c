@@ -142,6 +142,8 @@ s_argv (const cgq_device_t *self, const Cgq__Assign *a)
         v[n++] = cgq_xasprintf ("--repeats=%u", a->repeats);
     if (a->warmup)
         v[n++] = cgq_xasprintf ("--warmup=%u", a->warmup);
+    if (a->measure_json && *a->measure_json) // the stage's measure: (measure.c applies it)
+        v[n++] = cgq_xasprintf ("--measure=%s", a->measure_json);
     v[n++] = cgq_xasprintf ("--job=%" PRIu64, a->task->job);
     v[n++] = cgq_xasprintf ("--trial=%" PRIu64, a->task->trial);
     v[n++] = cgq_xasprintf ("--workdir=%s", self->opts.workdir);

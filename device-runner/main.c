@@ -29,6 +29,7 @@
 #include "log.h"
 #include "measure.h"
 #include "recheck.h"
+#include "sysfs.h"
 #include "transport.h"
 #include "result.h"
 #include "runcfg.h"
@@ -379,7 +380,8 @@ s_measure_usage (FILE *f)
 {
     fprintf (f, "usage: " S_PROG " measure --config runner.yaml --device ID --benchmark NAME\n"
                 "         [--params JSON] [--artifact URL --sha256 HEX] [--repeats N] [--warmup N]\n"
-                "         [--job J] [--trial T] [--workdir DIR] [--log-level LEVEL]\n\n"
+                "         [--job J] [--trial T] [--workdir DIR] [--log-level LEVEL]\n"
+                "         [--measure JSON]  (a stage's measure: block, e.g. '{\"precision\": 0.02}')\n\n"
                 "Runs one measurement as the runner would for a task and prints one JSON line:\n"
                 "{\"status\": succeeded|failed|timeout|bad, \"error\": \"...\", \"metrics\": {...}}.\n"
                 "Exit status: 0 succeeded, 1 failed, 3 timeout, 4 bad request, 2 usage or config.\n");
@@ -392,6 +394,7 @@ s_measure_on_term (int sig)
 {
     // The run in flight ends with the measurement (its own process group).
     cgq_invoke_kill_group ();
+    cgq_sysfs_restore_signal (); // governor/frequency back at once (measure: pinning)
     s_measure_killed = sig;
     signal (sig, SIG_DFL);
     raise (sig);
@@ -409,6 +412,7 @@ s_measure_main (int argc, char **argv)
         {"workdir", required_argument, NULL, 'W'},  {"log-level", required_argument, NULL, 'L'},
         {"max-artifact", required_argument, NULL, 'M'},
         {"env", required_argument, NULL, 'E'},
+        {"measure", required_argument, NULL, 'm'}, // the stage's measure: as JSON (measure.c)
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *level = "info";
@@ -430,6 +434,7 @@ s_measure_main (int argc, char **argv)
         case 's': req.artifact_sha256 = optarg; break;
         case 'W': req.workdir = optarg; break;
         case 'L': level = optarg; break;
+        case 'm': req.measure_json = optarg; break;
         case 'E': {
             // --env NAME=VALUE (repeated): the trial's env, given to the benchmark
             char *eq = strchr (optarg, '=');
@@ -572,6 +577,7 @@ s_setup_devices (s_runner_t *r)
             cgq_error ("device %s: %s; not offering it", d->id, terr);
             continue;
         }
+        cgq_measure_restore_pinned (d, r->workdir); // a killed measurement's pinning (sysfs.c)
         if (d->setup) {
             char **envp = cgq_invoke_env (d->env.keys, d->env.vals, d->env.n);
             char why[512];

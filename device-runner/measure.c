@@ -1,15 +1,18 @@
 #include "measure.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "artifact.h"
+#include "boardsys.h"
 #include "engine.h"
 #include "gen.h"
 #include "graph.h"
@@ -17,7 +20,9 @@
 #include "invoke.h"
 #include "json.h"
 #include "log.h"
+#include "measure_opts.h"
 #include "stats.h"
+#include "sysfs.h"
 #include "template.h"
 #include "transport.h"
 #include "util.h"
@@ -218,6 +223,7 @@ typedef struct {
     bool max_time_hit;
     char *artifact_path;
     const s_env_t *env;  // the pairs behind envp (a transport exports them on the board)
+    double temp_max;     // the hottest thermal zone seen (°C); NAN: none
 } s_meas_t;
 
 static void
@@ -275,6 +281,116 @@ s_converged (s_meas_t *m, double precision)
     if (cgq_stats_compute (m->samples, m->n, &s) < 0 || !s.ci_ok)
         return false;
     return s.ci_high - s.p50 <= precision * s.p50 && s.p50 - s.ci_low <= precision * s.p50;
+}
+
+static void
+s_temp (s_meas_t *m, double c)
+{
+    if (!isnan (c) && (isnan (m->temp_max) || c > m->temp_max))
+        m->temp_max = c;
+}
+
+// s_interfered judges a timed phase between the samples a and b and writes
+// the interference metrics. Returns true when the phase is to be timed again
+// (its samples dropped): interfered, reruns left, max_time not reached.
+static bool
+s_interfered (s_meas_t *m, const cgq_interf_sample_t *a, const cgq_interf_sample_t *b,
+              uint32_t *reruns)
+{
+    const cgq_runcfg_bench_t *bench = m->bench;
+    s_temp (m, a->temp_c_max);
+    s_temp (m, b->temp_c_max);
+    double busy;
+    char why[160];
+    bool bad = cgq_interf_judge (a, b, bench->max_busy, &busy, why, sizeof why);
+    json_object_set_new (m->metrics, "interference_busy", json_real (busy));
+    json_object_set_new (m->metrics, "interference_window_s",
+                         json_real (a->ok && b->ok ? b->total_s - a->total_s : 0));
+    json_object_set_new (m->metrics, "interference", json_boolean (bad));
+    json_object_del (m->metrics, "interference_reason");
+    bool again = false;
+    if (bad) {
+        json_object_set_new (m->metrics, "interference_reason", json_string (why));
+        again = *reruns < bench->interference_reruns && !m->max_time_hit;
+        cgq_warn ("benchmark %s on %s: measured under interference: %s%s", bench->name,
+                  m->req->device, why, again ? "; timing again" : "");
+        if (again) {
+            ++*reruns;
+            m->n = 0; // the interfered samples are dropped
+        }
+    }
+    json_object_set_new (m->metrics, "interference_reruns", json_integer (*reruns));
+    return again;
+}
+
+// s_board_run runs one shell command on device d's board (d's env and the
+// pairs of env exported; NULL: none) and keeps its output in *out (caller:
+// cgq_invoke_fini). Returns 0 on exit status 0, else -1.
+static int
+s_board_run (const cgq_runcfg_device_t *d, const char *workdir, const s_env_t *env,
+             const char *command, cgq_invoke_t *out)
+{
+    const cgq_transport_t *tr = &d->transport;
+    char *rcmd = env ? cgq_transport_remote_command (tr, env->keys, env->vals, env->n, command,
+                                                     false)
+                     : cgq_transport_remote_command (tr, d->env.keys, d->env.vals, d->env.n,
+                                                     command, false);
+    char **argv = cgq_transport_argv (tr, d->id, workdir, rcmd);
+    free (rcmd);
+    cgq_invoke_opts_t o = {
+        .argv = argv,
+        .cwd = workdir,
+        .timeout_s = tr->connect_timeout_s + 30,
+    };
+    int rc = cgq_invoke_run (&o, out);
+    cgq_transport_argv_free (argv);
+    return rc;
+}
+
+// s_board_sample samples a board's load, CPU frequencies and thermal zones
+// through its transport with one remote command (interfere.h). own_s: the
+// CPU time the benchmark is taken to have used since the previous sample.
+// Returns 0, or -1 when the board did not answer (the runs then fail on
+// their own with the transport's error).
+static int
+s_board_sample (s_meas_t *m, double own_s, cgq_interf_sample_t *out)
+{
+    cgq_invoke_t run;
+    int rc = s_board_run (m->dev, m->req->workdir, m->env, CGQ_INTERF_REMOTE_COMMAND, &run);
+    if (rc == 0)
+        rc = cgq_interf_parse_remote (run.output.data ? run.output.data : "", NULL, own_s, out);
+    cgq_invoke_fini (&run);
+    if (rc < 0)
+        memset (out, 0, sizeof *out);
+    return rc;
+}
+
+// s_board_line finds the line of output that starts with mark; its rest is
+// copied to buf (NULL: only whether it is there).
+static bool
+s_board_line (const cgq_invoke_t *run, const char *mark, char *buf, size_t len)
+{
+    const char *text = run->output.data ? run->output.data : "";
+    size_t ml = strlen (mark);
+    for (const char *p = text; p && *p; p = strchr (p, '\n') ? strchr (p, '\n') + 1 : NULL)
+        if (!strncmp (p, mark, ml)) {
+            if (buf) {
+                size_t n = strcspn (p + ml, "\n");
+                snprintf (buf, len, "%.*s", (int) n, p + ml);
+            }
+            return true;
+        }
+    return false;
+}
+
+// s_samples_s is the sum of the timed samples so far, in seconds.
+static double
+s_samples_s (const s_meas_t *m)
+{
+    double t = 0;
+    for (size_t i = 0; i < m->n; i++)
+        t += m->samples[i] / 1e3;
+    return t;
 }
 
 // s_transport_command is the benchmark's command as one shell line for the
@@ -369,6 +485,8 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
         bool warm = phase == 0;
         if (!warm && b->pin && tr->kind == CGQ_TRANSPORT_LOCAL) // a board's /proc/stat is not ours
             cgq_interf_sample (&b->cpus, &before);
+        else if (!warm && remote) // the board's own, through the transport
+            s_board_sample (m, 0, &before);
         double phase_start = s_now_s ();
         for (uint32_t i = 0;; i++) {
             double now = s_now_s ();
@@ -430,27 +548,15 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             cgq_invoke_fini (&out);
         }
         if (!warm && before.ok && st == CGQ_MEASURE_OK) {
-            // Interference: what others did on the pinned CPUs while timed.
+            // Interference: what others did on the pinned CPUs (a board's
+            // CPUs) while timed.
             cgq_interf_sample_t after;
-            cgq_interf_sample (&b->cpus, &after);
-            double busy;
-            char why[160];
-            bool bad = cgq_interf_judge (&before, &after, b->max_busy, &busy, why, sizeof why);
-            json_object_set_new (m->metrics, "interference_busy", json_real (busy));
-            json_object_set_new (m->metrics, "interference", json_boolean (bad));
-            json_object_del (m->metrics, "interference_reason");
-            if (bad) {
-                json_object_set_new (m->metrics, "interference_reason", json_string (why));
-                bool again = reruns < b->interference_reruns && !m->max_time_hit;
-                cgq_warn ("benchmark %s on %s: measured under interference: %s%s", b->name,
-                          r->device, why, again ? "; timing again" : "");
-                if (again) {
-                    reruns++;
-                    m->n = 0; // the interfered samples are dropped
-                    phase = 0; // the timed phase once more (phase++)
-                }
-            }
-            json_object_set_new (m->metrics, "interference_reruns", json_integer (reruns));
+            if (remote)
+                s_board_sample (m, s_samples_s (m), &after); // a run keeps one CPU busy
+            else
+                cgq_interf_sample (&b->cpus, &after);
+            if (s_interfered (m, &before, &after, &reruns))
+                phase = 0; // the timed phase once more (phase++)
         }
     }
     for (size_t i = 0; i < argc; i++)
@@ -560,8 +666,12 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
     if (per_op)
         cgq_cg_engine_op_timing (e, (int) (b->max_runs > repeats ? b->max_runs : repeats) + 1);
     double start = s_now_s ();
+    cgq_interf_sample_t before = {0};
+    uint32_t reruns = 0;
     for (uint32_t phase = 0; phase < 2; phase++) {
         bool warm = phase == 0;
+        if (!warm && b->pin) // its own time is this process's (RUSAGE_SELF)
+            cgq_interf_sample_self (&b->cpus, &before);
         double phase_start = s_now_s ();
         if (per_op)
             cgq_cg_engine_op_reset (e); // the warm-ups are not kept
@@ -583,6 +693,12 @@ s_cpu_local (s_meas_t *m, uint32_t warmup, uint32_t repeats, char *err, size_t e
                 s_push (&m->warm, &m->nwarm, &m->capwarm, ms);
             else
                 s_push (&m->samples, &m->n, &m->cap, ms);
+        }
+        if (!warm && before.ok) {
+            cgq_interf_sample_t after;
+            cgq_interf_sample_self (&b->cpus, &after);
+            if (s_interfered (m, &before, &after, &reruns))
+                phase = 0; // the timed phase once more (phase++)
         }
     }
     if (per_op) {
@@ -642,11 +758,216 @@ s_finish (s_meas_t *m, cgq_measure_status_t st)
         json_object_set_new (o, "memory", json_real (mem));
     if (m->max_time_hit)
         json_object_set_new (o, "max_time_reached", json_true ());
-    if (m->bench && m->bench->precision > 0 && m->bench->timing != CGQ_TIMING_BUILTIN) {
+    if (!isnan (m->temp_max))
+        json_object_set_new (o, "temp_c_max", json_real (m->temp_max));
+    if (m->bench && m->bench->precision > 0) {
         json_object_set_new (o, "precision", json_real (m->bench->precision));
         json_object_set_new (o, "converged",
                              json_boolean (m->n > 0 && s_converged (m, m->bench->precision)));
     }
+}
+
+int
+cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir)
+{
+    if (d->transport.kind != CGQ_TRANSPORT_LOCAL) { // boardsys.c, on the board
+        // Only a board that a measurement pinned and did not restore (its
+        // marker here) costs a round trip: an offline board must not slow
+        // the runner's start by its connect timeout.
+        char marker[4096];
+        cgq_sysfs_save_path (workdir, d->id, marker, sizeof marker);
+        if (access (marker, F_OK) < 0)
+            return 0;
+        cgq_invoke_t run;
+        char how[400];
+        int rc = s_board_run (d, workdir, NULL, cgq_boardsys_restore_command (), &run);
+        bool restored = rc == 0 && s_board_line (&run, CGQ_BOARDSYS_RESTORED, NULL, 0);
+        if (rc < 0)
+            cgq_warn ("device %s: cannot look for cpufreq settings a killed measurement left "
+                      "pinned on the board: %s (the next measurement that pins restores them)",
+                      d->id, cgq_invoke_describe (&run, 0, how, sizeof how));
+        else if (restored)
+            cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
+                      "pinned on the board",
+                      d->id);
+        if (rc == 0)
+            unlink (marker);
+        cgq_invoke_fini (&run);
+        return rc < 0 ? -1 : restored;
+    }
+    char saved[4096], why[512];
+    cgq_sysfs_save_path (workdir, d->id, saved, sizeof saved);
+    int rc = cgq_sysfs_restore (saved, why, sizeof why);
+    if (rc > 0)
+        cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
+                  "pinned (from %s)",
+                  d->id, saved);
+    else if (rc < 0)
+        cgq_error ("device %s: cannot restore the cpufreq settings a killed measurement left "
+                   "in %s: %s",
+                   d->id, saved, why);
+    return rc;
+}
+
+// s_measure_opts applies the stage's measure: (req->measure_json) to a
+// copy of the benchmark, which m->bench then points at, and refuses what
+// this device cannot honour. On a local device it first restores cpufreq
+// settings that a killed measurement left pinned (saved: their file).
+static int
+s_measure_opts (s_meas_t *m, cgq_runcfg_bench_t *eb, cgq_measure_opts_t *mo, char *saved,
+                size_t savedlen, char *err, size_t errlen)
+{
+    const cgq_measure_req_t *r = m->req;
+    *eb = *m->bench;
+    if (cgq_measure_opts_parse (r->measure_json, eb, mo, err, errlen) < 0)
+        return -1;
+    m->bench = eb;
+    const cgq_transport_t *tr = &m->dev->transport;
+    cgq_sysfs_save_path (r->workdir, m->dev->id, saved, savedlen); // a board's: a marker
+    if (tr->kind != CGQ_TRANSPORT_LOCAL)
+        return 0; // a board: s_settle_board
+    char why[512];
+    int rc = cgq_sysfs_restore (saved, why, sizeof why);
+    if (rc > 0) {
+        cgq_warn ("device %s: restored the cpufreq settings that a killed measurement had "
+                  "pinned (from %s)",
+                  m->dev->id, saved);
+        json_object_set_new (m->metrics, "cpufreq_restored", json_true ());
+    }
+    else if (rc < 0) {
+        snprintf (err, errlen, "device %s: cannot restore the cpufreq settings a killed "
+                               "measurement left in %s: %s",
+                  m->dev->id, saved, why);
+        return -1;
+    }
+    return 0;
+}
+
+// s_settle_board is s_settle on a board, through its transport: the
+// cooldown polls the board's thermal zones once a second, the pinning runs
+// boardsys.c's commands there. Returns OK, BAD (the board cannot) or FAILED
+// (the transport's error).
+static cgq_measure_status_t
+s_settle_board (s_meas_t *m, const cgq_measure_opts_t *mo, const char *marker, bool *pinned,
+                char *err, size_t errlen)
+{
+    if (mo->below_c > 0) {
+        double t0 = s_now_s (), waited = 0;
+        cgq_interf_sample_t smp;
+        for (;;) {
+            if (s_board_sample (m, 0, &smp) < 0) {
+                snprintf (err, errlen, "device %s: the board did not answer the cooldown's "
+                                       "temperature reading",
+                          m->dev->id);
+                return CGQ_MEASURE_FAILED;
+            }
+            if (isnan (smp.temp_c_max)) {
+                snprintf (err, errlen, "cooldown is not supported on this device: no thermal "
+                                       "zones on the board (remove measure.cooldown)");
+                return CGQ_MEASURE_BAD;
+            }
+            waited = s_now_s () - t0;
+            if (smp.temp_c_max < mo->below_c || waited >= mo->max_wait_s)
+                break;
+            s_sleep (1);
+        }
+        s_temp (m, smp.temp_c_max);
+        json_object_set_new (m->metrics, "waited_s", json_real (waited));
+        json_object_set_new (m->metrics, "cooldown_below_c", json_real (mo->below_c));
+        json_object_set_new (m->metrics, "cooldown_reached",
+                             json_boolean (smp.temp_c_max < mo->below_c));
+        json_object_set_new (m->metrics, "temp_c_start", json_real (smp.temp_c_max));
+    }
+    if (!mo->governor[0] && !mo->khz)
+        return CGQ_MEASURE_OK;
+    // The marker first: a kill between the board's writes and our return
+    // must still leave the runner's start a reason to look.
+    FILE *f = fopen (marker, "w");
+    if (f) {
+        fputs ("board\n", f);
+        fclose (f);
+    }
+    char *cmd = cgq_boardsys_pin_command (mo->governor, mo->khz);
+    cgq_invoke_t run;
+    int rc = s_board_run (m->dev, m->req->workdir, m->env, cmd, &run);
+    free (cmd);
+    char why[512];
+    cgq_measure_status_t st = CGQ_MEASURE_OK;
+    if (s_board_line (&run, CGQ_BOARDSYS_RESTORED, NULL, 0))
+        json_object_set_new (m->metrics, "cpufreq_restored", json_true ());
+    if (rc < 0 && s_board_line (&run, CGQ_BOARDSYS_ERROR, why, sizeof why)) {
+        snprintf (err, errlen, "device %s: %s", m->dev->id, why);
+        st = CGQ_MEASURE_BAD;
+        unlink (marker); // refused with nothing changed, or changed and put back
+    }
+    else if (rc < 0) {
+        snprintf (err, errlen, "device %s: pinning cpufreq on the board: %s", m->dev->id,
+                  cgq_invoke_describe (&run, 0, why, sizeof why));
+        st = CGQ_MEASURE_FAILED;
+    }
+    else {
+        *pinned = true;
+        if (mo->governor[0])
+            json_object_set_new (m->metrics, "governor", json_string (mo->governor));
+        if (mo->khz)
+            json_object_set_new (m->metrics, "frequency_khz", json_integer ((json_int_t) mo->khz));
+    }
+    cgq_invoke_fini (&run);
+    return st;
+}
+
+// s_settle prepares a local device just before its runs: waits for the
+// thermal cooldown, pins the governor/frequency (*pinned: restore after).
+static int
+s_settle (s_meas_t *m, const cgq_measure_opts_t *mo, const char *saved, bool *pinned,
+          int *lock_fd, char *err, size_t errlen)
+{
+    if (m->dev->transport.kind != CGQ_TRANSPORT_LOCAL)
+        return 0;
+    const cgq_runcfg_bench_t *b = m->bench;
+    double c;
+    if (mo->below_c > 0) {
+        double waited;
+        int rc = cgq_sysfs_cooldown (mo->below_c, mo->max_wait_s, &waited, &c, err, errlen);
+        if (rc < 0)
+            return -1;
+        json_object_set_new (m->metrics, "waited_s", json_real (waited));
+        json_object_set_new (m->metrics, "cooldown_below_c", json_real (mo->below_c));
+        if (rc > 0) {
+            json_object_set_new (m->metrics, "cooldown_reached", json_false ());
+            cgq_warn ("device %s: still %.1f °C after waiting %.1f s to cool below %.1f °C; "
+                      "measuring anyway",
+                      m->dev->id, c, waited, mo->below_c);
+        }
+        else
+            json_object_set_new (m->metrics, "cooldown_reached", json_true ());
+    }
+    if (cgq_sysfs_temp_max (&c) == 0) {
+        json_object_set_new (m->metrics, "temp_c_start", json_real (c));
+        s_temp (m, c);
+    }
+    if (mo->governor[0] || mo->khz) {
+        // Local devices that pin take turns (WORKDIR/cpufreq.lock, held
+        // until restored): one that saved another's pinned values as the
+        // originals would put them back after it. A kill releases it.
+        char lock[4096];
+        snprintf (lock, sizeof lock, "%s/cpufreq.lock", m->req->workdir ? m->req->workdir : ".");
+        *lock_fd = open (lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (*lock_fd < 0 || flock (*lock_fd, LOCK_EX) < 0) {
+            snprintf (err, errlen, "cannot lock %s: %s", lock, strerror (errno));
+            return -1;
+        }
+        if (cgq_sysfs_pin (b->pin ? &b->cpus : NULL, mo->governor[0] ? mo->governor : NULL,
+                           mo->khz, saved, err, errlen)
+            < 0)
+            return -1;
+        *pinned = true;
+        if (mo->governor[0])
+            json_object_set_new (m->metrics, "governor", json_string (mo->governor));
+        if (mo->khz)
+            json_object_set_new (m->metrics, "frequency_khz", json_integer ((json_int_t) mo->khz));
+    }
+    return 0;
 }
 
 cgq_measure_status_t
@@ -655,6 +976,13 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
     s_meas_t m;
     memset (&m, 0, sizeof m);
     m.req = r;
+    m.temp_max = NAN;
+    cgq_runcfg_bench_t eb; // the benchmark with the stage's measure: applied
+    cgq_measure_opts_t mo;
+    memset (&mo, 0, sizeof mo);
+    char saved[4096] = ""; // the cpufreq settings pinning changed (sysfs.c)
+    bool pinned = false, board_pinned = false; // board_pinned: boardsys.c's, on the board
+    int lock_fd = -1;                          // WORKDIR/cpufreq.lock while pinned
     m.metrics = json_object ();
     err[0] = 0;
     json_object_set_new (m.metrics, "started", json_real (cgq_wall_s ()));
@@ -683,6 +1011,10 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
                                                   : json_object ();
     if (!json_is_object (m.params)) {
         snprintf (err, errlen, "the params are not a JSON object");
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
+    if (s_measure_opts (&m, &eb, &mo, saved, sizeof saved, err, errlen) < 0) {
         st = CGQ_MEASURE_BAD;
         goto done;
     }
@@ -756,8 +1088,15 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
         }
         cgq_artifact_fini (&a);
     }
-    uint32_t warmup = r->warmup ? r->warmup : m.bench->warmup;
-    uint32_t repeats = r->repeats ? r->repeats : m.bench->repeats;
+    uint32_t warmup = mo.warmup ? mo.warmup : r->warmup ? r->warmup : m.bench->warmup;
+    uint32_t repeats = mo.repeats ? mo.repeats : r->repeats ? r->repeats : m.bench->repeats;
+    if (s_settle (&m, &mo, saved, &pinned, &lock_fd, err, errlen) < 0) {
+        st = CGQ_MEASURE_BAD;
+        goto done;
+    }
+    if (tr->kind != CGQ_TRANSPORT_LOCAL
+        && (st = s_settle_board (&m, &mo, saved, &board_pinned, err, errlen)) != CGQ_MEASURE_OK)
+        goto done;
     if (m.bench->timing == CGQ_TIMING_BUILTIN)
         st = s_cpu_local (&m, warmup, repeats, err, errlen);
     else {
@@ -774,6 +1113,11 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
             envp = cgq_invoke_env (env.keys, env.vals, env.n);
         }
         st = s_command_runs (&m, envp, warmup, repeats, err, errlen);
+    }
+    if (tr->kind == CGQ_TRANSPORT_LOCAL) {
+        double c;
+        if (cgq_sysfs_temp_max (&c) == 0)
+            s_temp (&m, c);
     }
     if (st == CGQ_MEASURE_OK && m.n == 0) {
         snprintf (err, errlen, "benchmark %s on %s: no timed run fitted in max_time %gs",
@@ -793,6 +1137,31 @@ cgq_measure_run (const cgq_measure_req_t *r, char **metrics_json, char *err, siz
                       cgq_measure_status_name (st));
     }
 done:
+    if (board_pinned) {
+        cgq_invoke_t run;
+        char how[400];
+        if (s_board_run (m.dev, r->workdir, m.env, cgq_boardsys_restore_command (), &run) < 0) {
+            cgq_invoke_describe (&run, 0, how, sizeof how);
+            cgq_warn ("device %s: cannot restore the board's cpufreq settings: %s (the runner's "
+                      "next start, or the next measurement that pins, does)",
+                      r->device, how);
+            json_object_set_new (m.metrics, "cpufreq_restore_error", json_string (how));
+        }
+        else
+            unlink (saved); // the marker: nothing left to restore
+        cgq_invoke_fini (&run);
+    }
+    if (pinned) {
+        char why[512];
+        if (cgq_sysfs_restore (saved, why, sizeof why) < 0) {
+            cgq_warn ("device %s: cannot restore the cpufreq settings: %s (kept in %s; the next "
+                      "measurement tries again)",
+                      r->device, why, saved);
+            json_object_set_new (m.metrics, "cpufreq_restore_error", json_string (why));
+        }
+    }
+    if (lock_fd >= 0)
+        close (lock_fd); // the next device may pin
     s_finish (&m, st);
     json_object_set_new (m.metrics, "finished", json_real (cgq_wall_s ()));
     if (m.bench && m.bench->cooldown_s > 0 && st != CGQ_MEASURE_BAD)

@@ -27,6 +27,8 @@ typedef struct {
     const char *const *env_keys; // the trial's (stage's) env from the spec: after the
     const char *const *env_vals; // device's env, before the benchmark's own
     size_t nenv;
+    const char *measure_json;    // the stage's measure: block (Assign.measure_json), a JSON
+                                 // object whose keys override the benchmark's; NULL or "": none
 } cgq_measure_req_t;
 
 typedef enum {
@@ -42,6 +44,12 @@ typedef enum {
 // success, what is known so far otherwise — and err says what went wrong.
 cgq_measure_status_t cgq_measure_run (const cgq_measure_req_t *req, char **metrics_json,
                                       char *err, size_t errlen);
+
+// cgq_measure_restore_pinned puts back the cpufreq settings that a killed
+// measurement left pinned on local device d (its save file in workdir,
+// sysfs.c), and logs it: the runner calls it for each device at start.
+// Returns 1 when it restored some, 0 when nothing was left, -1 on failure.
+int cgq_measure_restore_pinned (const cgq_runcfg_device_t *d, const char *workdir);
 
 // cgq_measure_status_name is "succeeded", "failed", "timeout" or "bad".
 const char *cgq_measure_status_name (cgq_measure_status_t st);

@@ -456,6 +456,54 @@ s_bench_defaults (cgq_runcfg_bench_t *b, const char *name, double cooldown)
     b->max_samples = S_DEFAULT_MAX_SAMPLES;
     b->max_busy = 0.1;
     b->interference_reruns = 2;
+    b->cooldown_max_wait_s = 120;
+}
+
+// s_measure_key reads the keys a benchmark shares with a stage's measure:
+// that only a measurement does (governor, frequency, cooldown_below_c,
+// cooldown_max_wait). Returns 0 or -1 when it read key, 1 when key is not one.
+static int
+s_measure_key (s_ctx_t *c, const char *key, const cgq_yamldoc_node_t *v, cgq_runcfg_bench_t *b)
+{
+    if (!strcmp (key, "governor")) {
+        if (s_string (c, v, "governor", "a cpufreq governor such as performance", &b->governor)
+            < 0)
+            return -1;
+        for (const char *p = b->governor; *p; p++)
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')
+                || p - b->governor >= 32)
+                return cgq_yamldoc_fail (c->y, v,
+                                         "governor: '%s' is not a cpufreq governor's name "
+                                         "(lowercase letters, digits, '_'; e.g. performance)",
+                                         b->governor);
+        return b->governor[0] ? 0 : cgq_yamldoc_fail (c->y, v, "governor: empty");
+    }
+    if (!strcmp (key, "frequency")) {
+        uint64_t u;
+        if (s_count (c, v, "frequency", 100000000, &u) < 0)
+            return -1;
+        if (u == 0)
+            return cgq_yamldoc_fail (c->y, v, "frequency: kHz, at least 1 (e.g. 1800000)");
+        b->frequency_khz = u;
+        return 0;
+    }
+    if (!strcmp (key, "cooldown_below_c")) {
+        const char *t = s_scalar (c, v, key, "degrees Celsius such as 50");
+        char *end = NULL;
+        double d = t ? strtod (t, &end) : 0;
+        if (!t)
+            return -1;
+        if (end == t || *end || !(d > 0 && d < 150))
+            return cgq_yamldoc_fail (c->y, v,
+                                     "cooldown_below_c: '%s' is not degrees Celsius between 0 "
+                                     "and 150 (write e.g. 50)",
+                                     t);
+        b->cooldown_below_c = d;
+        return 0;
+    }
+    if (!strcmp (key, "cooldown_max_wait"))
+        return s_duration (c, v, "cooldown_max_wait", &b->cooldown_max_wait_s);
+    return 1;
 }
 
 static int
@@ -464,7 +512,8 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
 {
     const char *known = "command, env, timing, parse, builtin, warmup, warmup_min_time, repeats, "
                         "min_time, max_time, timeout, cpus, cooldown, max_samples, precision, "
-                        "max_runs, max_busy, interference_reruns";
+                        "max_runs, max_busy, interference_reruns, governor, frequency, "
+                        "cooldown_below_c, cooldown_max_wait";
     bool builtin = b->timing == CGQ_TIMING_BUILTIN;
     if (cgq_yamldoc_expect_map (c->y, n, "a benchmark", "command: ..., timing: per-run") < 0)
         return -1;
@@ -572,7 +621,7 @@ s_bench (s_ctx_t *c, const cgq_yamldoc_node_t *kn, const cgq_yamldoc_node_t *n,
                 rc = cgq_yamldoc_fail (
                     c->y, v, "cpus: '%s' is not a CPU list (write e.g. 2 or 0,2-3)", b->cpus_text);
             b->pin = rc == 0;
-        } else
+        } else if ((rc = s_measure_key (c, key, v, b)) > 0)
             rc = cgq_yamldoc_unknown_key (c->y, k, "benchmark", known);
         if (rc < 0)
             return -1;
@@ -833,6 +882,7 @@ cgq_runcfg_destroy (cgq_runcfg_t **self_p)
         free (b->time_re_text);
         free (b->memory_re_text);
         free (b->cpus_text);
+        free (b->governor);
     }
     free (self->benches);
     free (self->path);

@@ -69,6 +69,12 @@ typedef struct {
     cpu_set_t cpus;         // sched_setaffinity of every run
     char *cpus_text;
     size_t max_samples;     // samples kept in the result
+    // Defaults of a stage's measure: keys that only a measurement does
+    // (measure_opts.c, sysfs.c): NULL / 0 none.
+    char *governor;         // cpufreq governor of the CPUs for the runs
+    uint64_t frequency_khz; // pinned through scaling_min/max_freq
+    double cooldown_below_c;   // wait before the runs until the hottest zone is below
+    double cooldown_max_wait_s; // that wait's bound (default 120)
 } cgq_runcfg_bench_t;
 
 typedef struct {

@@ -119,7 +119,16 @@ test_errors (void **state)
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, repeat: 3}\n",
          "runner.yaml:3:19: unknown key 'repeat' in benchmark (known keys: command, env, timing, "
          "parse, builtin, warmup, warmup_min_time, repeats, min_time, max_time, timeout, cpus, "
-         "cooldown, max_samples, precision, max_runs, max_busy, interference_reruns); did you mean 'repeats'?"},
+         "cooldown, max_samples, precision, max_runs, max_busy, interference_reruns, governor, "
+         "frequency, cooldown_below_c, cooldown_max_wait); did you mean 'repeats'?"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, governor: Turbo}\n",
+         "runner.yaml:3:29: governor: 'Turbo' is not a cpufreq governor's name"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, frequency: 0}\n",
+         "runner.yaml:3:30: frequency: kHz, at least 1"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, cooldown_below_c: hot}\n",
+         "runner.yaml:3:37: cooldown_below_c: 'hot' is not degrees Celsius"},
+        {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, cooldown_max_wait: soon}\n",
+         "runner.yaml:3:38: "},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, precision: 2%}\n",
          "runner.yaml:3:30: precision: '2%' is not a fraction between 0 and 1 (write e.g. 0.02"},
         {"devices: [{id: a}]\nbenchmarks:\n  x: {command: t, max_runs: 0}\n",

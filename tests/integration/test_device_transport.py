@@ -153,6 +153,9 @@ benchmarks:
         self.assertGreaterEqual(m["min_ms"], 50, m)
         self.assertLess(m["p50_ms"], 1000, m)
         self.assertNotIn("peak_rss_kb", m, "the transport client's RSS is not the board's")
+        # The board's load sampled on the board, through the transport
+        # (test_measure_noise.py tests what it judges).
+        self.assertIn("interference_busy", m, m)
 
 
 class SshdBoard:

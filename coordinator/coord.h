@@ -77,6 +77,8 @@ typedef struct {
     int64_t max_params; // per trial (the spec's space entries)
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
+    int64_t redis_replicas; // Acks wait until this many replicas have the batch (WAIT)
+    int64_t redis_wait_ms;  // WAIT's timeout, in each batch's round trip
     int64_t lease_ms;   // the leader lease's time to live (lease.h); renewed every third
     int64_t max_buffer; // commands held while Redis is down before results wait on the nodes
     int64_t quarantine_after; // failed results in a row that quarantine a device (0: 3)
@@ -312,6 +314,7 @@ typedef struct out_s {
     Cgq__TaskRef *acks;
     size_t nacks, capacks;
     int64_t not_before_ms;  // for those: when that is
+    uint64_t batch_seq;     // and the batch (cgq_store_applied_seq) replicas must confirm
     struct out_s *next;
 } out_t;
 
@@ -342,6 +345,7 @@ typedef struct coord_s {
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;
     out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)
+    int64_t confirm_next_ms;      // next empty batch whose WAIT confirms held Acks (outbox.c)
     zhashx_t *acks_open;   // node id -> its Ack of this batch, open to more (outbox.c)
     out_t *out_sealed;     // the last message the batch in flight covers (outbox_seal)
     // For the unit tests: called with each message the outbox has just sent,

@@ -352,6 +352,7 @@ coord_turn_end (coord_t *c, int64_t now)
         nodes_write_dirty (c);
     jobs_write_dirty (c);
     jobs_reap (c);
+    outbox_confirm_tick (c, now);
     int rc = c->async_flush ? s_flush_async (c, now) : s_flush (c, now);
     s_tick (c, cgq_now_ms (), 0);
     return rc;

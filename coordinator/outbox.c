@@ -477,3 +477,12 @@ outbox_len (const coord_t *c)
         n++;
     return n;
 }
+
+size_t
+outbox_held (const coord_t *c)
+{
+    size_t n = 0;
+    for (const out_t *o = c->late_head; o; o = o->next)
+        n++;
+    return n;
+}

@@ -70,5 +70,7 @@ int64_t outbox_next_due (const coord_t *c);
 // outbox_free drops everything queued without sending it.
 void outbox_free (coord_t *c);
 size_t outbox_len (const coord_t *c);
+// outbox_held: messages (Acks) sent to the late list, not yet out.
+size_t outbox_held (const coord_t *c);
 
 #endif

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -31,6 +32,23 @@ from harness import (CgqTestCase, Proc, Redis, RedisError, free_port, main, read
                      tail)
 
 NAME = "cgqm"
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# The Python client (clients/python) needs Debian's python3-redis.
+SYS_PY = "/usr/bin/python3"
+CLIENT_WAIT = r'''
+import sys, cgq
+c = cgq.Client(redis=sys.argv[1], curve_secret="", curve_server="")
+job = c.job(int(sys.argv[2]))
+print("before", job.state, flush=True)
+print("after", job.wait(progress=False, timeout=60), flush=True)
+'''
+
+
+def client_usable():
+    if not os.access(SYS_PY, os.X_OK):
+        return False
+    r = subprocess.run([SYS_PY, "-c", "import redis.sentinel"], capture_output=True)
+    return r.returncode == 0
 STATES = ("pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable",
           "stale")
 
@@ -237,6 +255,18 @@ class SentinelTest(CgqTestCase):
         j = c.submit(c.write_counted_job("sentinel-failover", n, 0.5))
         c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= 10, 40,
                    "a quarter of the trials to succeed")
+        # A Python client (cgq.Client(redis="sentinel://...")) waits on the
+        # job through the failover: its connection finds the new master.
+        pyc = None
+        if client_usable():
+            env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "clients", "python"))
+            pyc = subprocess.Popen([SYS_PY, "-c", CLIENT_WAIT, ha.url(), str(j)], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            c.wait_for(lambda: os.path.exists("/proc/%d" % pyc.pid), 5, "the client to start")
+            time.sleep(1.0)  # it has read the job from the old master
+        else:
+            print("the Python client part skipped: %s cannot import redis.sentinel" % SYS_PY,
+                  file=sys.stderr)
         killed_at = time.monotonic()
         ha.redis["master"][2].kill9()
         c.redis.close()
@@ -290,6 +320,15 @@ class SentinelTest(CgqTestCase):
             stop.set()
             watcher.join(5)
         self.assertEqual(strangers, [], "a client other than the sentinels reached the old master")
+        if pyc is not None:
+            try:
+                out, err = pyc.communicate(timeout=60)
+            finally:
+                if pyc.poll() is None:
+                    pyc.kill()
+                    pyc.wait()
+            self.assertEqual(pyc.returncode, 0, err)
+            self.assertEqual(out.split(), ["before", "running", "after", "finished"], err)
         log = read_text(c.coordinator.err_path)
         self.assertIn("master '%s' is at 127.0.0.1:%d" % (NAME, new), log)
         found = re.findall(r"master '%s' is at 127\.0\.0\.1:(\d+)" % NAME, log)

@@ -355,6 +355,7 @@ typedef struct coord_s {
     int64_t flight_us;     // when the batch in flight went out
     bool sched_dirty;
     int64_t redis_retry_ms;  // next flush attempt after a failure; 0 = none
+    char redis_why[512];     // why that batch failed (a later reconnect resets the store's errstr)
     int64_t redis_backoff_ms;
     int64_t next_liveness_ms;
     int64_t next_stats_ms;

@@ -383,6 +383,12 @@ main (int argc, char **argv)
         exit_code = 2;
         goto out;
     }
+    // Binds and keys are checked before the lease is taken: a coordinator
+    // that would refuse to serve must not stand by, take over and leave the
+    // lease held with the epoch bumped.
+    c.zctx = zmq_ctx_new ();
+    if (s_secure (&c) < 0)
+        goto out;
     if (s_lead (&c) < 0) {
         if (coord_stop)
             exit_code = 0; // stopped while standing by
@@ -405,9 +411,6 @@ main (int argc, char **argv)
         goto out;
     }
 
-    c.zctx = zmq_ctx_new ();
-    if (s_secure (&c) < 0)
-        goto out;
     c.nodes_sock = s_bind (&c, "node", cfg.bind, c.nodes_ep, sizeof c.nodes_ep);
     if (!c.nodes_sock)
         goto out;
@@ -439,11 +442,15 @@ main (int argc, char **argv)
     exit_code = run == 0 ? 0 : 1;
     if (run == 2)
         stand_by = true;
-    else if (c.lease[0])
-        lease_release (c.store, c.lease); // a standby may take over at once
     cgq_info ("stopping");
 
 out:
+    // On every way out but a lost lease (someone else's now) the lease goes,
+    // so a standby takes over at once: after a clean stop, and after a bind
+    // or a Redis read that failed past s_lead. (The release only deletes a
+    // lease that still holds our value.)
+    if (c.lease[0] && !stand_by)
+        lease_release (c.store, c.lease);
     coord_fini (&c);
     if (c.nodes_sock)
         zmq_close (c.nodes_sock);

@@ -292,7 +292,8 @@ class SentinelTest(CgqTestCase):
                     me = me or r.cmd("CLIENT", "ID")
                     for line in r.cmd("CLIENT", "LIST").splitlines():
                         f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-                        if f.get("id") == str(me) or f.get("name", "").startswith("sentinel-"):
+                        if f.get("id") == str(me) or f.get("name", "").startswith(
+                                ("sentinel-", "test-")):
                             continue
                         if "M" in f.get("flags", "") or "S" in f.get("flags", ""):
                             continue  # the replication link
@@ -316,6 +317,7 @@ class SentinelTest(CgqTestCase):
             def demoted():
                 r = Redis("127.0.0.1", old, timeout=2)
                 try:
+                    r.cmd("CLIENT", "SETNAME", "test-demoted")  # not a stranger
                     role = r.cmd("ROLE")
                     return role[0] == "slave" and int(role[2]) == new
                 finally:

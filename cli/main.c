@@ -261,6 +261,8 @@ static const cgq_cli_cmd_t s_cmds[] = {
 static const char *s_global_help =
     "global options (accepted by every command):\n"
     "  --redis URL          Redis URL (env CGQ_REDIS, default " CGQ_CLI_DEFAULT_REDIS ")\n"
+    "                       or sentinel://HOST:PORT[,...]/MASTER_NAME[/DB] (the\n"
+    "                       sentinels' password: env CGQ_SENTINEL_PASSWORD)\n"
     "  --coordinator EP     coordinator control endpoint (env CGQ_COORDINATOR,\n"
     "                       default " CGQ_CLI_DEFAULT_COORDINATOR ")\n"
     "  --curve-secret FILE  CURVE: your secret certificate, NAME.key_secret of\n"

@@ -27,6 +27,25 @@ struct cgq_store_t {
     char *url;      // canonical URL with the password masked
     int timeout_ms;
 
+    // sentinel://: the sentinels asked for the master's address on every
+    // connect (host/port above are then the master last found), in turn from
+    // the one that answered last; what they name must say ROLE master.
+    char **sent_host;
+    int *sent_port;
+    size_t nsent, sent_next;
+    char *master_name;
+    char *sent_user, *sent_password; // CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD
+
+    // cgq_store_set_replicas: every batch is followed by WAIT replicas
+    // wait_ms; applied_seq is the last batch Redis applied, confirmed_seq the
+    // last that replicas replicas had (a WAIT confirms all before it).
+    int replicas;
+    int wait_ms;
+    uint64_t applied_seq, confirmed_seq;
+    long long fwaited; // the flight's WAIT reply (-1: none)
+    bool lagging;      // the last WAIT came back short (logged once)
+    bool fwait;        // a WAIT reply follows EXEC's
+
     redisContext *ctx;
     size_t appended; // replies owed to cgq_store_append callers
 
@@ -265,6 +284,100 @@ s_parse_tcp (cgq_store_t *self, const char *url, char *err, size_t errlen)
 }
 
 static int
+s_bad_sentinel (char *err, size_t errlen, const char *url, const char *why)
+{
+    char *m = s_mask_raw (url);
+    snprintf (err, errlen,
+              "bad Redis URL '%s': %s (expected sentinel://[[user]:password@]HOST[:PORT]"
+              "[,HOST[:PORT]...]/MASTER_NAME[/db], sentinel port 26379 by default)",
+              m, why);
+    free (m);
+    return -1;
+}
+
+// s_parse_sentinel: sentinel://[[user]:password@]h1[:p1][,h2[:p2]...]/NAME[/db].
+// The user and password are the master's (as in redis://); the sentinels'
+// come from CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD.
+static int
+s_parse_sentinel (cgq_store_t *self, const char *url, char *err, size_t errlen)
+{
+    const char *s = url + strlen ("sentinel://");
+    const char *at = strrchr (s, '@');
+    if (at) {
+        const char *colon = memchr (s, ':', (size_t) (at - s));
+        if (!colon)
+            self->password = s_pct_decode (s, (size_t) (at - s));
+        else {
+            if (colon > s)
+                self->user = s_pct_decode (s, (size_t) (colon - s));
+            self->password = s_pct_decode (colon + 1, (size_t) (at - colon - 1));
+        }
+        if (!*self->password) {
+            free (self->password);
+            self->password = NULL;
+        }
+    }
+    const char *list = at ? at + 1 : s;
+    const char *slash = strchr (list, '/');
+    if (!slash)
+        return s_bad_sentinel (err, errlen, url, "no /MASTER_NAME after the sentinels");
+    const char *name = slash + 1;
+    const char *name_end = strchr (name, '/');
+    size_t nlen = name_end ? (size_t) (name_end - name) : strlen (name);
+    if (nlen == 0)
+        return s_bad_sentinel (err, errlen, url, "no master name after '/'");
+    self->master_name = cgq_xstrndup (name, nlen);
+    if (name_end && name_end[1]
+        && s_parse_int_range (name_end + 1, strlen (name_end + 1), 0, 1000000, &self->db) < 0)
+        return s_bad_sentinel (err, errlen, url, "the database after the master name must be a number");
+    const char *p = list;
+    while (p < slash) {
+        const char *comma = memchr (p, ',', (size_t) (slash - p));
+        const char *end = comma ? comma : slash;
+        const char *port_colon = NULL;
+        char *host;
+        if (*p == '[') {
+            const char *close = memchr (p, ']', (size_t) (end - p));
+            if (!close)
+                return s_bad_sentinel (err, errlen, url, "missing ']' after an IPv6 address");
+            host = cgq_xstrndup (p + 1, (size_t) (close - p - 1));
+            if (close + 1 < end && close[1] != ':') {
+                free (host);
+                return s_bad_sentinel (err, errlen, url, "expected ':port' after ']'");
+            }
+            port_colon = close + 1 < end ? close + 1 : NULL;
+        } else {
+            port_colon = memchr (p, ':', (size_t) (end - p));
+            host = cgq_xstrndup (p, (size_t) ((port_colon ? port_colon : end) - p));
+        }
+        int port = 26379;
+        if (!*host) {
+            free (host);
+            return s_bad_sentinel (err, errlen, url, "a sentinel without a host (an empty entry "
+                                                     "between commas?)");
+        }
+        if (port_colon
+            && s_parse_int_range (port_colon + 1, (size_t) (end - port_colon - 1), 1, 65535, &port)
+                   < 0) {
+            free (host);
+            return s_bad_sentinel (err, errlen, url, "a sentinel's port must be a number from 1 to "
+                                                     "65535");
+        }
+        self->sent_host = cgq_xrealloc (self->sent_host, (self->nsent + 1) * sizeof (char *));
+        self->sent_port = cgq_xrealloc (self->sent_port, (self->nsent + 1) * sizeof (int));
+        self->sent_host[self->nsent] = host;
+        self->sent_port[self->nsent++] = port;
+        p = comma ? comma + 1 : slash;
+    }
+    if (!self->nsent)
+        return s_bad_sentinel (err, errlen, url, "no sentinel address");
+    const char *su = getenv ("CGQ_SENTINEL_USER"), *sp = getenv ("CGQ_SENTINEL_PASSWORD");
+    self->sent_user = su && *su ? cgq_xstrdup (su) : NULL;
+    self->sent_password = sp && *sp ? cgq_xstrdup (sp) : NULL;
+    return 0;
+}
+
+static int
 s_parse_unix (cgq_store_t *self, const char *url, char *err, size_t errlen)
 {
     const char *p = url + strlen ("unix://");
@@ -318,11 +431,16 @@ cgq_store_new (const char *url, int timeout_ms, char *err, size_t errlen)
     } else if (!strncmp (url, "unix://", 7)) {
         self->is_unix = true;
         rc = s_parse_unix (self, url, err, errlen);
+    } else if (!strncmp (url, "sentinel://", 11)) {
+        rc = s_parse_sentinel (self, url, err, errlen);
     } else if (!strncmp (url, "rediss://", 9)) {
         rc = s_bad_url (err, errlen, url, "TLS (rediss://) is not supported");
     } else {
         char *m = s_mask_raw (url);
-        snprintf (err, errlen, "bad Redis URL '%s': expected redis://host:port/db or unix:///path", m);
+        snprintf (err, errlen,
+                  "bad Redis URL '%s': expected redis://host:port/db, unix:///path or "
+                  "sentinel://host:port[,host:port...]/master_name[/db]",
+                  m);
         free (m);
         rc = -1;
     }
@@ -332,7 +450,17 @@ cgq_store_new (const char *url, int timeout_ms, char *err, size_t errlen)
     }
     cgq_buf_t u;
     cgq_buf_init (&u);
-    if (self->is_unix) {
+    if (self->master_name) {
+        cgq_buf_puts (&u, "sentinel://");
+        if (self->user || self->password)
+            cgq_buf_printf (&u, "%s%s@", self->user ? self->user : "", self->password ? ":***" : "");
+        for (size_t i = 0; i < self->nsent; i++) {
+            bool v6 = strchr (self->sent_host[i], ':') != NULL;
+            cgq_buf_printf (&u, "%s%s%s%s:%d", i ? "," : "", v6 ? "[" : "", self->sent_host[i],
+                            v6 ? "]" : "", self->sent_port[i]);
+        }
+        cgq_buf_printf (&u, "/%s/%d", self->master_name, self->db);
+    } else if (self->is_unix) {
         cgq_buf_printf (&u, "unix://%s", self->path);
         char sep = '?';
         if (self->db) {
@@ -386,6 +514,13 @@ cgq_store_destroy (cgq_store_t **self_p)
     free (self->user);
     free (self->password);
     free (self->url);
+    for (size_t i = 0; i < self->nsent; i++)
+        free (self->sent_host[i]);
+    free (self->sent_host);
+    free (self->sent_port);
+    free (self->master_name);
+    free (self->sent_user);
+    free (self->sent_password);
     free (self->marker_key);
     free (self->marker_field);
     free (self->marker_tag);
@@ -429,8 +564,10 @@ s_handshake_error (cgq_store_t *self, const char *during)
     s_disconnect (self);
 }
 
-int
-cgq_store_connect (cgq_store_t *self)
+// s_connect_at connects to host:port (or the socket) of the URL, or of the
+// master that the sentinels named.
+static int
+s_connect_at (cgq_store_t *self)
 {
     s_disconnect (self);
     struct timeval tv = {self->timeout_ms / 1000, (self->timeout_ms % 1000) * 1000};
@@ -496,6 +633,158 @@ cgq_store_connect (cgq_store_t *self)
     snprintf (self->errstr, sizeof self->errstr, "connected");
     self->fresh = true;
     return 0;
+}
+
+// s_ask_sentinel asks sentinel i where the master is. Returns 0 with
+// host/port, or -1 with why (one line, appended).
+static int
+s_ask_sentinel (cgq_store_t *self, size_t i, char *host, size_t hostlen, int *port, cgq_buf_t *why)
+{
+    struct timeval tv = {self->timeout_ms / 1000, (self->timeout_ms % 1000) * 1000};
+    const char *sh = self->sent_host[i];
+    int sp = self->sent_port[i];
+    redisContext *c = redisConnectWithTimeout (sh, sp, tv);
+    if (!c || c->err) {
+        cgq_buf_printf (why, "; sentinel %s:%d: %s", sh, sp, c ? c->errstr : "out of memory");
+        if (c)
+            redisFree (c);
+        return -1;
+    }
+    redisSetTimeout (c, tv);
+    int rc = -1;
+    redisReply *r = NULL;
+    if (self->sent_password) {
+        r = self->sent_user ? redisCommand (c, "AUTH %s %s", self->sent_user, self->sent_password)
+                            : redisCommand (c, "AUTH %s", self->sent_password);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            cgq_buf_printf (why, "; sentinel %s:%d: AUTH: %s (check CGQ_SENTINEL_PASSWORD)", sh, sp,
+                            r ? r->str : c->errstr);
+            goto done;
+        }
+        freeReplyObject (r);
+    }
+    r = redisCommand (c, "SENTINEL get-master-addr-by-name %s", self->master_name);
+    if (!r)
+        cgq_buf_printf (why, "; sentinel %s:%d: %s", sh, sp, c->errstr);
+    else if (r->type == REDIS_REPLY_ERROR)
+        cgq_buf_printf (why, "; sentinel %s:%d: %s%s", sh, sp, r->str,
+                        !strncmp (r->str, "NOAUTH", 6) ? " (set CGQ_SENTINEL_PASSWORD)" : "");
+    else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0))
+        cgq_buf_printf (why, "; sentinel %s:%d does not know a master named '%s'", sh, sp,
+                        self->master_name);
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+             || r->element[0]->type != REDIS_REPLY_STRING
+             || r->element[1]->type != REDIS_REPLY_STRING
+             || s_parse_int_range (r->element[1]->str, r->element[1]->len, 1, 65535, port) < 0)
+        cgq_buf_printf (why, "; sentinel %s:%d: unexpected answer to get-master-addr-by-name", sh,
+                        sp);
+    else {
+        snprintf (host, hostlen, "%s", r->element[0]->str);
+        rc = 0;
+    }
+done:
+    if (r)
+        freeReplyObject (r);
+    redisFree (c);
+    return rc;
+}
+
+// s_check_role: the Redis just connected says ROLE master. A demoted old
+// master (a replica now, or one not yet told) is never written to.
+static int
+s_check_role (cgq_store_t *self)
+{
+    redisReply *r = redisCommand (self->ctx, "ROLE");
+    if (!r) {
+        s_handshake_error (self, "ROLE");
+        return -1;
+    }
+    int rc = 0;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf (self->errstr, sizeof self->errstr,
+                  "ROLE refused: %s (the ACL user needs +role to follow a failover)", r->str);
+        rc = -1;
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1
+               || r->element[0]->type != REDIS_REPLY_STRING) {
+        snprintf (self->errstr, sizeof self->errstr, "unexpected answer to ROLE");
+        rc = -1;
+    } else if (strcmp (r->element[0]->str, "master") != 0) {
+        snprintf (self->errstr, sizeof self->errstr,
+                  "it says it is a %s, not the master (a failover under way?)",
+                  r->element[0]->str);
+        rc = -1;
+    }
+    freeReplyObject (r);
+    if (rc < 0)
+        s_disconnect (self);
+    return rc;
+}
+
+// s_connect_sentinel finds the master through the sentinels, in turn from
+// the one that answered last, and connects to it if it says ROLE master.
+static int
+s_connect_sentinel (cgq_store_t *self)
+{
+    s_disconnect (self);
+    cgq_buf_t why;
+    cgq_buf_init (&why);
+    char *was = self->host ? cgq_xasprintf ("%s:%d", self->host, self->port) : NULL;
+    for (size_t k = 0; k < self->nsent; k++) {
+        size_t i = (self->sent_next + k) % self->nsent;
+        char host[256];
+        int port = 0;
+        if (s_ask_sentinel (self, i, host, sizeof host, &port, &why) < 0)
+            continue;
+        free (self->host);
+        self->host = cgq_xstrdup (host);
+        self->port = port;
+        if (s_connect_at (self) == 0 && s_check_role (self) == 0) {
+            self->sent_next = i;
+            char *now = cgq_xasprintf ("%s:%d", host, port);
+            if (!was || strcmp (was, now) != 0)
+                cgq_info ("store: master '%s' is at %s (sentinel %s:%d)%s%s", self->master_name,
+                          now, self->sent_host[i], self->sent_port[i], was ? "; it was at " : "",
+                          was ? was : "");
+            free (now);
+            free (was);
+            cgq_buf_fini (&why);
+            return 0;
+        }
+        cgq_buf_printf (&why, "; sentinel %s:%d named %s:%d: %s", self->sent_host[i],
+                        self->sent_port[i], host, port, self->errstr);
+    }
+    snprintf (self->errstr, sizeof self->errstr,
+              "cannot find the master '%s' through the sentinels of %s%s (are redis-sentinel and "
+              "the master running? check --redis / CGQ_REDIS; will retry)",
+              self->master_name, self->url, why.data ? why.data : "");
+    free (was);
+    cgq_buf_fini (&why);
+    return -1;
+}
+
+int
+cgq_store_connect (cgq_store_t *self)
+{
+    return self->master_name ? s_connect_sentinel (self) : s_connect_at (self);
+}
+
+void
+cgq_store_set_replicas (cgq_store_t *self, int replicas, int wait_ms)
+{
+    self->replicas = replicas > 0 ? replicas : 0;
+    self->wait_ms = wait_ms > 0 ? wait_ms : 500;
+}
+
+uint64_t
+cgq_store_applied_seq (const cgq_store_t *self)
+{
+    return self->applied_seq;
+}
+
+uint64_t
+cgq_store_confirmed_seq (const cgq_store_t *self)
+{
+    return self->replicas > 0 ? self->confirmed_seq : self->applied_seq;
 }
 
 bool
@@ -833,7 +1122,10 @@ s_journal_prune (cgq_store_t *self, int64_t now)
 {
     while (self->jlen) {
         struct s_entry *e = &self->journal[self->jhead];
-        bool old = now - e->at_ms > self->journal_ms;
+        // With replicas, a batch they have not confirmed stays, however old:
+        // a failover to one of them would have lost it.
+        bool old = now - e->at_ms > self->journal_ms
+                   && !(self->replicas > 0 && e->seq > self->confirmed_seq);
         bool over = self->jbytes > S_JOURNAL_MAX_BYTES && self->jlen > 1;
         if (!old && !over)
             break;
@@ -913,6 +1205,10 @@ s_replay_lost (cgq_store_t *self)
     }
     freeReplyObject (r);
     struct s_entry *last = &self->journal[(self->jhead + self->jlen - 1) % self->jcap];
+    // What this Redis lacks must reach its replicas again before it counts.
+    uint64_t lacks_from = ours ? have : self->journal[self->jhead].seq - 1;
+    if (self->confirmed_seq > lacks_from)
+        self->confirmed_seq = lacks_from;
     if (ours && have >= last->seq) {
         self->fresh = false;
         return 0;
@@ -1118,6 +1414,7 @@ s_flight_end (cgq_store_t *self)
     self->fsent = NULL;
     memset (self->ffence, 0, sizeof self->ffence);
     self->fcount = self->fgot = self->ftotal = self->fnbad = 0;
+    self->fwait = false;
 }
 
 // s_send sends the whole batch as MULTI .. (marker) .. EXEC, then the next
@@ -1167,6 +1464,11 @@ s_send (cgq_store_t *self)
                                     == REDIS_OK
                              && redisAppendFormattedCommand (c, "*1\r\n$4\r\nEXEC\r\n", 14)
                                     == REDIS_OK;
+    // WAIT confirms this batch (and every earlier one on the connection) on
+    // the replicas before its Acks go out (cgq_store_set_replicas).
+    bool wait = marked && self->replicas > 0;
+    if (queued && wait)
+        queued = redisAppendCommand (c, "WAIT %d %d", self->replicas, self->wait_ms) == REDIS_OK;
     if (queued && rewatch && s_fence_append (self) < 0) {
         free (sent);
         return -1;
@@ -1183,6 +1485,8 @@ s_send (cgq_store_t *self)
     self->fgot = 0;
     self->ftotal = n + 2 + (marked ? 1 : 0);
     self->frewatch = rewatch;
+    self->fwait = wait;
+    self->fwaited = -1;
     self->fnbad = 0;
     self->ftransient[0] = 0;
     self->frc = 0;
@@ -1198,8 +1502,15 @@ s_on_reply (cgq_store_t *self, redisReply *r)
     size_t i = self->fgot++, n = self->fcount, total = self->ftotal;
     char *transient = self->ftransient;
     size_t tsize = sizeof self->ftransient;
+    if (i == total && self->fwait) {
+        self->fwaited = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r->type == REDIS_REPLY_ERROR)
+            cgq_warn ("store: Redis at %s refused WAIT: %s", self->url, r->str);
+        freeReplyObject (r);
+        return;
+    }
     if (i >= total) {
-        self->ffence[i - total] = r;
+        self->ffence[i - total - (self->fwait ? 1 : 0)] = r;
         return;
     }
     if (i == 0) {
@@ -1265,7 +1576,7 @@ s_on_reply (cgq_store_t *self, redisReply *r)
 static size_t
 s_flight_replies (const cgq_store_t *self)
 {
-    return self->ftotal + (self->frewatch ? 3 : 0);
+    return self->ftotal + (self->fwait ? 1 : 0) + (self->frewatch ? 3 : 0);
 }
 
 // s_finish ends a flight whose replies are all read (or whose connection
@@ -1286,7 +1597,25 @@ s_finish (cgq_store_t *self)
         if (frc < 0 && rc == 0)
             rc = -2; // applied, but the connection is not usable
     }
-    if ((rc == 0 || rc == -2) && self->fsent && self->journal_ms > 0) {
+    if (rc == 0 || rc == -2) {
+        self->applied_seq = self->marker_seq;
+        if (self->fwait && self->fwaited >= self->replicas) {
+            if (self->lagging)
+                cgq_info ("store: %lld replica(s) of Redis at %s have every batch again (up to %" PRIu64
+                          "); held Acks go out",
+                          self->fwaited, self->url, self->marker_seq);
+            self->lagging = false;
+            self->confirmed_seq = self->marker_seq;
+        } else if (self->fwait && !self->lagging) {
+            self->lagging = true;
+            cgq_warn ("store: only %lld of the %d replica(s) asked for (--redis-replicas) of Redis "
+                      "at %s confirmed batch %" PRIu64 " within %d ms; its Acks wait, and it stays "
+                      "journaled, until they do or a failover replays it",
+                      self->fwaited < 0 ? 0 : self->fwaited, self->replicas, self->url,
+                      self->marker_seq, self->wait_ms);
+        }
+    }
+    if ((rc == 0 || rc == -2) && self->fsent && (self->journal_ms > 0 || self->replicas > 0)) {
         s_journal_add (self, self->marker_seq, self->fcount + 1, self->fsent, self->fsent_len);
         self->fsent = NULL;
     }
@@ -1552,6 +1881,12 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
         else if (frc < 0)
             s_disconnect (self); // replies may be left unread: a new connection
         self->watch_armed = frc == 0;
+    }
+    if (r->type == REDIS_REPLY_ERROR && !strncmp (r->str, "READONLY", 8)) {
+        // A demoted master: the next command finds the new one.
+        snprintf (self->errstr, sizeof self->errstr,
+                  "Redis at %s is a replica now (%s); will reconnect", self->url, r->str);
+        s_disconnect (self);
     }
     return r;
 }

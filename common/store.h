@@ -6,6 +6,14 @@
 //
 // URLs: redis://[[user]:password@]host[:port][/db]   (default port 6379, db 0)
 //       unix:///path/to/redis.sock[?db=N]
+//       sentinel://[[user]:password@]host[:port][,host[:port]...]/master_name[/db]
+//         (sentinel port 26379 by default; the sentinels' own ACL user and
+//         password, if any, from CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD)
+// With sentinel://, every (re)connect asks the sentinels in turn for the
+// master's address (SENTINEL get-master-addr-by-name) and accepts it only if
+// it answers ROLE master; a READONLY reply or a broken connection drops the
+// connection, so the next command asks again: a demoted master is never
+// written to.
 // AUTH (with user for Redis 6 ACLs) and SELECT are sent on every (re)connect.
 #ifndef CGQ_STORE_H
 #define CGQ_STORE_H
@@ -113,6 +121,18 @@ bool cgq_store_fenced (const cgq_store_t *self);
 void cgq_store_set_journal (cgq_store_t *self, int64_t window_ms);
 // Number of batches replayed so far.
 uint64_t cgq_store_replayed (const cgq_store_t *self);
+
+// cgq_store_set_replicas makes every marked batch wait, in its round trip,
+// for WAIT replicas wait_ms (0: off, the default). A batch the replicas do
+// not confirm in time is applied all the same, and kept in the journal
+// (whatever its window) until a later batch's WAIT confirms it; after a
+// failover it is replayed on the new master like a batch an AOF cut lost.
+// cgq_store_applied_seq is the marker seq of the last batch Redis applied,
+// cgq_store_confirmed_seq the last one the replicas confirmed (the applied
+// one with replicas 0): Acks of a batch wait until it is confirmed.
+void cgq_store_set_replicas (cgq_store_t *self, int replicas, int wait_ms);
+uint64_t cgq_store_applied_seq (const cgq_store_t *self);
+uint64_t cgq_store_confirmed_seq (const cgq_store_t *self);
 
 // cgq_store_command runs one command synchronously (connecting if needed).
 // Returns the reply (caller frees with freeReplyObject), or NULL on an I/O

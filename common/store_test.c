@@ -92,6 +92,9 @@ t_url_parsing (void **state)
         {"unix:///tmp/redis.sock", "unix:///tmp/redis.sock"},
         {"unix:///tmp/r.sock?db=3", "unix:///tmp/r.sock?db=3"},
         {"unix:///tmp/r.sock?db=1&password=pw", "unix:///tmp/r.sock?db=1&password=***"},
+        {"sentinel://h1:26380,h2,[::1]:5/mymaster", "sentinel://h1:26380,h2:26379,[::1]:5/mymaster/0"},
+        {"sentinel://alice:s3cret@h1/m/3", "sentinel://alice:***@h1:26379/m/3"},
+        {"sentinel://:s3cret@h1:1,h2:2/m/", "sentinel://:***@h1:1,h2:2/m/0"},
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         err[0] = 0;
@@ -109,9 +112,17 @@ t_url_parsing (void **state)
     struct {
         const char *in, *msg;
     } bad[] = {
-        {"redis:/x", "bad Redis URL 'redis:/x': expected redis://host:port/db or unix:///path"},
-        {"localhost:6379", "bad Redis URL 'localhost:6379': expected redis://host:port/db or "
-                           "unix:///path"},
+        {"redis:/x", "bad Redis URL 'redis:/x': expected redis://host:port/db, unix:///path or "
+                     "sentinel://"},
+        {"localhost:6379", "bad Redis URL 'localhost:6379': expected redis://host:port/db, "
+                           "unix:///path or sentinel://"},
+        {"sentinel://h1:26379", "no /MASTER_NAME after the sentinels"},
+        {"sentinel://h1:26379/", "no master name after '/'"},
+        {"sentinel://h1:26379/m/x", "the database after the master name must be a number"},
+        {"sentinel://h1,,h2/m", "a sentinel without a host"},
+        {"sentinel://u:topsecret@h1:0/m", "a sentinel's port must be a number from 1 to 65535"},
+        {"sentinel:///m", "no sentinel address"},
+        {"sentinel://[::1/m", "missing ']'"},
         {"redis://h:0/0", "the port must be a number from 1 to 65535"},
         {"redis://h:99999/0", "the port must be a number from 1 to 65535"},
         {"redis://h:12x/0", "the port must be a number from 1 to 65535"},
@@ -598,6 +609,75 @@ t_batch_in_doubt_applied_once (void **state)
 // inside the fsync window — gets the journaled batches after its marker
 // again, in order and each once; one that comes back empty gets all the
 // journal holds; a marker written by another coordinator stops any replay.
+static void t_journal_replays_lost_batches (void **state);
+
+// With replicas 1 and none attached, WAIT comes back short: the batch is
+// applied but not confirmed, and stays journaled past its window. A replica
+// attached later lets the next batch's WAIT confirm it and every one before.
+static void
+t_replicas_wait (void **state)
+{
+    (void) state;
+    cgq_test_redis_t *rd = cgq_test_redis_start (NULL);
+    assert_non_null (rd);
+    char err[256];
+    cgq_store_t *st = cgq_store_new (cgq_test_redis_url (rd), 1000, err, sizeof err);
+    assert_non_null (st);
+    cgq_store_set_marker (st, "cgq:coordinator", "batch", "7");
+    cgq_store_set_journal (st, 1); // a 1 ms window: only "unconfirmed" keeps a batch
+    cgq_store_set_replicas (st, 1, 50);
+    int64_t t0 = cgq_now_ms ();
+    for (int i = 1; i <= 3; i++) {
+        cgq_store_cmd (st, "INCR w%d", i);
+        assert_int_equal (cgq_store_flush (st), 0);
+        usleep (5000);
+    }
+    assert_true (cgq_now_ms () - t0 >= 150); // each WAIT waited its 50 ms
+    assert_int_equal (cgq_store_applied_seq (st), 3);
+    assert_int_equal (cgq_store_confirmed_seq (st), 0);
+
+    // Redis comes back empty (its replica never had the batches): all three
+    // are still journaled, though their 1 ms window is long over.
+    assert_int_equal (cgq_test_redis_restart (rd), 0);
+    cgq_store_cmd (st, "INCR w4");
+    if (cgq_store_flush (st) < 0)
+        assert_int_equal (cgq_store_flush (st), 0);
+    assert_int_equal (cgq_store_replayed (st), 3);
+    assert_int_equal (cgq_store_confirmed_seq (st), 0);
+
+    // A replica attaches: the next batch's WAIT confirms everything.
+    char conf[128];
+    snprintf (conf, sizeof conf, "replicaof 127.0.0.1 %d\n", cgq_test_redis_port (rd));
+    cgq_test_redis_t *rep = cgq_test_redis_start (conf);
+    assert_non_null (rep);
+    cgq_store_t *rs = cgq_store_new (cgq_test_redis_url (rep), 1000, err, sizeof err);
+    uint64_t confirmed = 0;
+    for (int i = 0; i < 100 && confirmed < cgq_store_applied_seq (st); i++) {
+        cgq_store_cmd (st, "INCR w5");
+        assert_int_equal (cgq_store_flush (st), 0);
+        confirmed = cgq_store_confirmed_seq (st);
+        if (confirmed < cgq_store_applied_seq (st))
+            usleep (50000);
+    }
+    assert_int_equal (confirmed, cgq_store_applied_seq (st));
+    redisReply *r = cgq_store_command (rs, "MGET w1 w2 w3 w4");
+    assert_non_null (r);
+    for (int i = 0; i < 4; i++)
+        assert_string_equal (r->element[i]->str, "1"); // on the replica, each once
+    freeReplyObject (r);
+    // A write to the replica is refused (READONLY) and drops the connection.
+    r = cgq_store_command (rs, "SET x 1");
+    assert_non_null (r);
+    assert_int_equal (r->type, REDIS_REPLY_ERROR);
+    freeReplyObject (r);
+    assert_false (cgq_store_connected (rs));
+    assert_non_null (strstr (cgq_store_errstr (rs), "is a replica now"));
+    cgq_store_destroy (&rs);
+    cgq_store_destroy (&st);
+    cgq_test_redis_stop (&rep);
+    cgq_test_redis_stop (&rd);
+}
+
 static void
 t_journal_replays_lost_batches (void **state)
 {
@@ -869,6 +949,7 @@ main (void)
         cmocka_unit_test (t_journal_replays_lost_batches),
         cmocka_unit_test (t_fence),
         cmocka_unit_test (t_flush_async),
+        cmocka_unit_test (t_replicas_wait),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }

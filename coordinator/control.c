@@ -21,6 +21,23 @@
     "local v = tonumber(redis.call('GET', KEYS[1]) or '0') "                                       \
     "if v < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end return 0"
 
+// s_redis_why: why Redis takes no writes, as the failed batch found it (not
+// the store's errstr, which a reconnect since may have reset to "connected").
+static const char *
+s_redis_why (coord_t *c)
+{
+    return c->redis_why[0] ? c->redis_why : cgq_store_errstr (c->store);
+}
+
+// s_redis_hint names the way out of a full Redis.
+static const char *
+s_redis_hint (coord_t *c)
+{
+    return strstr (s_redis_why (c), "OOM")
+               ? "; Redis is at its maxmemory: raise maxmemory, or free memory (cgq gc, old jobs)"
+               : "";
+}
+
 // s_size writes n bytes as "50 MB", "1 MiB" or "900 bytes".
 static char *
 s_size (char *buf, size_t len, uint64_t n)
@@ -133,9 +150,9 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     if (c->redis_retry_ms) {
         char msg[512];
         snprintf (msg, sizeof msg,
-                  "Redis at %s is unreachable (%s): the job was not submitted; submit it again "
-                  "once Redis is back",
-                  cgq_store_url (c->store), cgq_store_errstr (c->store));
+                  "Redis at %s takes no writes now (%s%s): the job was not submitted; submit it "
+                  "again once Redis is back",
+                  cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c));
         cgq_searcher_destroy (&searcher);
         cgq_spec_destroy (&spec);
         outbox_reply (c, rid, rid_len, 1, msg, true);
@@ -408,9 +425,9 @@ s_suggest (coord_t *c, const char *rid, size_t rid_len, const Cgq__Suggest *m)
     }
     if (c->redis_retry_ms) {
         snprintf (msg, sizeof msg,
-                  "Redis at %s is unreachable (%s): nothing was queued; send the suggestions "
-                  "again once Redis is back",
-                  cgq_store_url (c->store), cgq_store_errstr (c->store));
+                  "Redis at %s takes no writes now (%s%s): nothing was queued; send the "
+                  "suggestions again once Redis is back",
+                  cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c));
         s_suggest_reject (c, rid, rid_len, 1, msg);
         return;
     }
@@ -627,9 +644,9 @@ s_update (coord_t *c, const char *rid, size_t rid_len, const Cgq__UpdateJob *m)
     }
     if (c->redis_retry_ms) {
         snprintf (msg, sizeof msg,
-                  "Redis at %s is unreachable (%s): nothing was changed; update the job again "
-                  "once Redis is back",
-                  cgq_store_url (c->store), cgq_store_errstr (c->store));
+                  "Redis at %s takes no writes now (%s%s): nothing was changed; update the job "
+                  "again once Redis is back",
+                  cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c));
         outbox_reply (c, rid, rid_len, 1, msg, true);
         return;
     }

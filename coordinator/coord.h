@@ -81,6 +81,8 @@ typedef struct {
     int64_t max_params; // per trial (the spec's space entries)
     uint64_t max_spec;  // bytes
     int64_t durable_ms; // Redis may lose acknowledged writes this recent (fsync window)
+    int64_t redis_replicas; // Acks wait until this many replicas have the batch (WAIT)
+    int64_t redis_wait_ms;  // WAIT's timeout, in each batch's round trip
     int64_t lease_ms;   // the leader lease's time to live (lease.h); renewed every third
     int64_t max_buffer; // commands held while Redis is down before results wait on the nodes
     int64_t quarantine_after; // failed results in a row that quarantine a device (0: 3)
@@ -323,6 +325,7 @@ typedef struct out_s {
     Cgq__TaskRef *acks;
     size_t nacks, capacks;
     int64_t not_before_ms;  // for those: when that is
+    uint64_t batch_seq;     // and the batch (cgq_store_applied_seq) replicas must confirm
     struct out_s *next;
 } out_t;
 
@@ -353,6 +356,7 @@ typedef struct coord_s {
     node_t *node_rr;       // next node to try first
     out_t *out_head, *out_tail;
     out_t *late_head, *late_tail; // sent, flushed, waiting to be durable (outbox.c)
+    int64_t confirm_next_ms;      // next empty batch whose WAIT confirms held Acks (outbox.c)
     zhashx_t *acks_open;   // node id -> its Ack of this batch, open to more (outbox.c)
     out_t *out_sealed;     // the last message the batch in flight covers (outbox_seal)
     // For the unit tests: called with each message the outbox has just sent,
@@ -362,6 +366,7 @@ typedef struct coord_s {
     int64_t flight_us;     // when the batch in flight went out
     bool sched_dirty;
     int64_t redis_retry_ms;  // next flush attempt after a failure; 0 = none
+    char redis_why[512];     // why that batch failed (a later reconnect resets the store's errstr)
     int64_t redis_backoff_ms;
     int64_t next_liveness_ms;
     int64_t next_stats_ms;

@@ -235,6 +235,10 @@ s_flush_failed (coord_t *c, int64_t now)
         s_lease_lost (c, cgq_store_errstr (c->store));
         return;
     }
+    // Kept for the replies while Redis is down: the store's own errstr is
+    // reset by the next (re)connect, a lease renewal's, though the cause
+    // (an OOM refusal) stands.
+    snprintf (c->redis_why, sizeof c->redis_why, "%s", cgq_store_errstr (c->store));
     c->redis_backoff_ms = c->redis_backoff_ms ? c->redis_backoff_ms * 2 : 100;
     if (c->redis_backoff_ms > 2000)
         c->redis_backoff_ms = 2000;
@@ -256,6 +260,7 @@ s_flushed (coord_t *c)
     notify_flushed (c);
     c->redis_retry_ms = 0;
     c->redis_backoff_ms = 0;
+    c->redis_why[0] = 0;
     // The journal replayed batches Redis had lost (a crash inside its fsync
     // window), jobs among them whose INCR it lost too: the counter goes past
     // them in the next batch. (Not in every job's batch: a Lua call there
@@ -353,6 +358,7 @@ coord_turn_end (coord_t *c, int64_t now)
         nodes_write_dirty (c);
     jobs_write_dirty (c);
     jobs_reap (c);
+    outbox_confirm_tick (c, now);
     int rc = c->async_flush ? s_flush_async (c, now) : s_flush (c, now);
     s_tick (c, cgq_now_ms (), 0);
     return rc;

@@ -35,7 +35,8 @@ s_on_signal (int sig)
 
 static const cgq_opt_t s_opts[] = {
     {"redis", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, redis), "redis://127.0.0.1:6379/0",
-     "CGQ_REDIS", "Redis URL: redis://[user:pass@]host:port/db or unix:///path.sock", 0, 0},
+     "CGQ_REDIS", "Redis URL: redis://[user:pass@]host:port/db or unix:///path.sock or sentinel://host:port[,host:port...]/master_name[/db]",
+     0, 0},
     {"bind", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, bind), "tcp://*:7700", "CGQ_BIND",
      "endpoint for workers and runners (port 0: any free port)", 0, 0},
     {"control", 0, CGQ_OPT_STRING, offsetof (coord_cfg_t, control), "tcp://*:7701", "CGQ_CONTROL",
@@ -64,6 +65,14 @@ static const cgq_opt_t s_opts[] = {
      "Redis may lose writes this recent in a crash (appendfsync everysec: up to 2s): batches "
      "are journaled for replay and results acked to nodes only after this; 0 for appendfsync always",
      0, 600000},
+    {"redis-replicas", 0, CGQ_OPT_INT, offsetof (coord_cfg_t, redis_replicas), "0",
+     "CGQ_REDIS_REPLICAS",
+     "Acks to nodes wait until this many Redis replicas have the batch (WAIT after each batch); "
+     "a batch not confirmed stays journaled and is replayed on the new master after a failover",
+     0, 100},
+    {"redis-wait-timeout", 0, CGQ_OPT_DURATION_MS, offsetof (coord_cfg_t, redis_wait_ms), "500ms",
+     NULL, "how long each batch's WAIT waits for --redis-replicas (less than the 2s Redis timeout)",
+     1, 1500},
     {"lease", 0, CGQ_OPT_DURATION_MS, offsetof (coord_cfg_t, lease_ms), "5s", NULL,
      "the leader lease: a standby coordinator takes over this long after the leader stops "
      "renewing it (every third of it)",
@@ -374,6 +383,12 @@ main (int argc, char **argv)
         exit_code = 2;
         goto out;
     }
+    // Binds and keys are checked before the lease is taken: a coordinator
+    // that would refuse to serve must not stand by, take over and leave the
+    // lease held with the epoch bumped.
+    c.zctx = zmq_ctx_new ();
+    if (s_secure (&c) < 0)
+        goto out;
     if (s_lead (&c) < 0) {
         if (coord_stop)
             exit_code = 0; // stopped while standing by
@@ -383,6 +398,7 @@ main (int argc, char **argv)
     snprintf (tag, sizeof tag, "%" PRIu64, c.epoch);
     cgq_store_set_marker (c.store, CGQ_KEY_COORDINATOR, CGQ_CF_BATCH, tag);
     cgq_store_set_journal (c.store, cfg.durable_ms);
+    cgq_store_set_replicas (c.store, (int) cfg.redis_replicas, (int) cfg.redis_wait_ms);
     recovery_nodes (&c);
     if (recovery_jobs (&c) < 0) {
         fprintf (stderr, "cgq-coordinator: cannot read jobs from Redis at %s: %s\n",
@@ -395,9 +411,6 @@ main (int argc, char **argv)
         goto out;
     }
 
-    c.zctx = zmq_ctx_new ();
-    if (s_secure (&c) < 0)
-        goto out;
     c.nodes_sock = s_bind (&c, "node", cfg.bind, c.nodes_ep, sizeof c.nodes_ep);
     if (!c.nodes_sock)
         goto out;
@@ -429,11 +442,15 @@ main (int argc, char **argv)
     exit_code = run == 0 ? 0 : 1;
     if (run == 2)
         stand_by = true;
-    else if (c.lease[0])
-        lease_release (c.store, c.lease); // a standby may take over at once
     cgq_info ("stopping");
 
 out:
+    // On every way out but a lost lease (someone else's now) the lease goes,
+    // so a standby takes over at once: after a clean stop, and after a bind
+    // or a Redis read that failed past s_lead. (The release only deletes a
+    // lease that still holds our value.)
+    if (c.lease[0] && !stand_by)
+        lease_release (c.store, c.lease);
     coord_fini (&c);
     if (c.nodes_sock)
         zmq_close (c.nodes_sock);

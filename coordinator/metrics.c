@@ -19,6 +19,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "notify.h"
+#include "outbox.h"
 
 // --- rendering --------------------------------------------------------------
 
@@ -171,6 +172,12 @@ metrics_render (coord_t *c, cgq_buf_t *b)
             &c->hist_redis);
     s_gauge (b, "cgq_redis_pending_commands", "commands waiting for the next Redis flush",
              c->store ? (double)cgq_store_pending (c->store) : 0);
+    s_gauge (b, "cgq_acks_held", "Ack messages to nodes held until their batch is durable "
+             "(--durable-after) and on --redis-replicas replicas", (double)outbox_held (c));
+    s_gauge (b, "cgq_redis_unconfirmed_batches",
+             "batches applied by Redis that --redis-replicas replicas have not confirmed (WAIT)",
+             c->store ? (double)(cgq_store_applied_seq (c->store)
+                                 - cgq_store_confirmed_seq (c->store)) : 0);
 
     // What was refused or dropped.
     s_counter (b, "cgq_frames_dropped_total",

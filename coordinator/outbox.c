@@ -66,7 +66,7 @@ outbox_ack (coord_t *c, const char *node, const Cgq__TaskRef *task)
         o->sock = c->nodes_sock;
         o->rid_len = strlen (node);
         o->rid = cgq_xstrndup (node, o->rid_len);
-        o->durable = c->cfg.durable_ms > 0;
+        o->durable = c->cfg.durable_ms > 0 || c->cfg.redis_replicas > 0;
         s_append (&c->out_head, &c->out_tail, o);
         zhashx_insert (c->acks_open, node, o);
     }
@@ -129,7 +129,7 @@ outbox_checkpoint_ack (coord_t *c, const char *node, const Cgq__TaskRef *task, u
     out_t *tail = c->out_tail;
     outbox_push (c, c->nodes_sock, node, strlen (node), false, &env);
     if (c->out_tail != tail)
-        c->out_tail->durable = c->cfg.durable_ms > 0;
+        c->out_tail->durable = c->cfg.durable_ms > 0 || c->cfg.redis_replicas > 0;
 }
 
 void
@@ -201,7 +201,9 @@ outbox_send_due (coord_t *c, int64_t now)
 {
     if (c->redis_retry_ms)
         return;
-    while (c->late_head && c->late_head->not_before_ms <= now) {
+    uint64_t confirmed = cgq_store_confirmed_seq (c->store);
+    while (c->late_head && c->late_head->not_before_ms <= now
+           && c->late_head->batch_seq <= confirmed) {
         out_t *o = c->late_head;
         c->late_head = o->next;
         if (!c->late_head)
@@ -374,6 +376,7 @@ s_send_upto (coord_t *c, out_t *last)
             s_close_ack (o);
         if (o->durable) {
             o->not_before_ms = now + c->cfg.durable_ms;
+            o->batch_seq = cgq_store_applied_seq (c->store);
             s_append (&c->late_head, &c->late_tail, o);
             o = next;
             continue;
@@ -435,7 +438,24 @@ outbox_rehold (coord_t *c, int64_t until_ms)
 int64_t
 outbox_next_due (const coord_t *c)
 {
-    return c->late_head && !c->redis_retry_ms ? c->late_head->not_before_ms : 0;
+    if (!c->late_head || c->redis_retry_ms)
+        return 0;
+    if (c->late_head->batch_seq > cgq_store_confirmed_seq (c->store))
+        return c->confirm_next_ms; // outbox_confirm_tick
+    return c->late_head->not_before_ms;
+}
+
+void
+outbox_confirm_tick (coord_t *c, int64_t now)
+{
+    if (!c->late_head || c->redis_retry_ms || now < c->confirm_next_ms
+        || c->late_head->batch_seq <= cgq_store_confirmed_seq (c->store))
+        return;
+    c->confirm_next_ms = now + 200;
+    // Nothing else to write: a batch of its own (its marker, and the WAIT
+    // behind it) asks the replicas again.
+    if (!cgq_store_pending (c->store) && !cgq_store_flying (c->store))
+        cgq_store_cmd (c->store, "PING");
 }
 
 void
@@ -454,6 +474,15 @@ outbox_len (const coord_t *c)
 {
     size_t n = 0;
     for (const out_t *o = c->out_head; o; o = o->next)
+        n++;
+    return n;
+}
+
+size_t
+outbox_held (const coord_t *c)
+{
+    size_t n = 0;
+    for (const out_t *o = c->late_head; o; o = o->next)
         n++;
     return n;
 }

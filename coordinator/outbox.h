@@ -61,10 +61,16 @@ void outbox_send_sealed (coord_t *c);
 // an answer sent first made the Assign wait for it and its reader's
 // wake-up (idle dispatch p50 -0.06 ms on the development VM).
 out_t *outbox_nodes_first (const coord_t *c, out_t *list);
+// outbox_confirm_tick: with --redis-replicas, held Acks whose batch the
+// replicas have not confirmed (WAIT came back short) ask again every 200 ms,
+// with an empty batch when nothing else is to be written.
+void outbox_confirm_tick (coord_t *c, int64_t now);
 // outbox_next_due is when the next waiting Ack is due (0: none waits).
 int64_t outbox_next_due (const coord_t *c);
 // outbox_free drops everything queued without sending it.
 void outbox_free (coord_t *c);
 size_t outbox_len (const coord_t *c);
+// outbox_held: messages (Acks) sent to the late list, not yet out.
+size_t outbox_held (const coord_t *c);
 
 #endif

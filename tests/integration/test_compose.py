@@ -538,6 +538,94 @@ class ComposeTest(CgqTestCase):
         self.assertTrue(aof, "AOF files in %s: %s" % (rdir, os.listdir(rdir)))
         self.assertTrue(any(os.path.getsize(f) > 0 for f in aof), aof)
 
+    def test_ha_profile_on_loopback(self):
+        """--profile ha: a replica and three sentinels in the resolved file,
+        and, on loopback with the compose command lines, the ACL users it
+        sets up are enough: the replica syncs as cgq-replica, a sentinel
+        monitors as cgq-sentinel and sees the replica, and the CLI finds the
+        master through it with the coordinator's CGQ_REDIS (ROLE allowed)."""
+        if not shutil.which("redis-sentinel"):
+            self.skipTest("redis-sentinel is not installed (scripts/bootstrap installs it)")
+        env = dict(os.environ, CGQ_REDIS_SCHEME="sentinel", CGQ_REDIS_REPLICAS="1",
+                   CGQ_REDIS_AT="sentinel-1:26379,sentinel-2:26379,sentinel-3:26379/cgq/0")
+        r = subprocess.run(COMPOSE + ["-f", COMPOSE_FILE, "--profile", "ha", "config"],
+                           capture_output=True, text=True, timeout=120, cwd=REPO, env=env,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        cfg = yaml_to_json(r.stdout)
+        if cfg is None:
+            self.skipTest("cannot read the resolved compose file: no Python with PyYAML")
+        svc = cfg["services"]
+        for name in ("redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"):
+            self.assertEqual(svc[name].get("profiles"), ["ha"], name)
+            self.assertFalse(svc[name].get("ports"), "%s publishes no port on the host" % name)
+        cenv = env_of(svc["coordinator"])
+        self.assertEqual(env_of(svc["coordinator-standby"]), cenv)
+        self.assertTrue(cenv["CGQ_REDIS"].startswith("sentinel://"), cenv["CGQ_REDIS"])
+        self.assertEqual(cenv["CGQ_REDIS_REPLICAS"], "1")
+
+        c = self.cluster
+        ports = {n: free_port() for n in ("redis", "redis-replica", "sentinel-1")}
+
+        def rewrite(a):
+            for host in ("redis-replica", "redis"):
+                a = {host: "127.0.0.1"}.get(a, a)
+            return a
+
+        def start(name, argv, extra_env=None):
+            p = Proc(name, argv, c.logdir, env=dict(os.environ, **(extra_env or {})))
+            p.expect_exit = None  # Redis's own; stopped by PID in tearDown
+            c.procs.append(p)
+            return p
+
+        def redis_argv(name, extra=()):
+            cmd = [rewrite(a) for a in as_list(svc[name]["command"])]
+            if "--replicaof" in cmd:
+                cmd[cmd.index("--replicaof") + 2] = str(ports["redis"])
+            d = os.path.join(self.tmp, name)
+            os.makedirs(d)
+            return [shutil.which("redis-server")] + cmd[1:] + [
+                "--port", str(ports[name]), "--bind", "127.0.0.1", "--dir", d,
+                "--daemonize", "no"]
+        start("redis", redis_argv("redis"))
+        start("redis-replica", redis_argv("redis-replica"))
+        sdir = os.path.join(self.tmp, "sentinel-1")
+        os.makedirs(sdir)
+        script = as_list(svc["sentinel-1"]["command"])[2]
+        script = script.replace("/data", sdir).replace("'port 26379'", "'port %d' 'bind 127.0.0.1'"
+                                                       % ports["sentinel-1"])
+        script = script.replace("monitor cgq redis 6379 2", "monitor cgq 127.0.0.1 %d 1"
+                                % ports["redis"])
+        start("sentinel-1", ["sh", "-c", script], env_of(svc["sentinel-1"]))
+        user, password = read_env_file(ENV_FILE)["CGQ_REDIS_USER"], \
+            env_of(svc["redis"])["REDISCLI_AUTH"]
+        replica = AuthRedis("127.0.0.1", ports["redis-replica"], user, password)
+        sentinel = Redis("127.0.0.1", ports["sentinel-1"])
+
+        def ok(fn):
+            try:
+                return fn()
+            except (OSError, ConnectionError, RedisError):
+                return False
+        try:
+            # (ROLE: the cgq user may not run INFO, a @dangerous command)
+            c.wait_for(lambda: ok(lambda: replica.cmd("ROLE")[3] == "connected"), 30,
+                       "the replica to sync as cgq-replica")
+
+            def watched():
+                m = sentinel.cmd("SENTINEL", "master", "cgq")
+                m = dict(zip(m[0::2], m[1::2]))
+                return m.get("flags") == "master" and m.get("num-slaves") == "1"
+            c.wait_for(lambda: ok(watched), 30, "the sentinel to monitor the master and see the "
+                       "replica as cgq-sentinel")
+            url = cenv["CGQ_REDIS"].replace("sentinel-1:26379,sentinel-2:26379,sentinel-3:26379",
+                                            "127.0.0.1:%d" % ports["sentinel-1"])
+            r = c.cgq("status", env=dict(os.environ, CGQ_REDIS=url))
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            replica.close()
+            sentinel.close()
+
 
 def main():
     if SKIP_REASON:

@@ -23,7 +23,8 @@ DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 DEFAULT_COORDINATOR = "tcp://127.0.0.1:7701"
 DEFAULT_MAX_SPEC = 1 << 20  # the CLI's and the coordinator's default --max-spec
 
-_URL_FORMS = "redis://[[user]:password@]host[:port][/db] or unix:///path[?db=N&user=U&password=P]"
+_URL_FORMS = ("redis://[[user]:password@]host[:port][/db], unix:///path[?db=N&user=U&password=P] "
+              "or sentinel://[[user]:password@]host[:port][,host[:port]...]/master_name[/db]")
 
 
 def parse_bytes(text):
@@ -75,6 +76,8 @@ def redis_kwargs(url):
             else:
                 raise bad("unknown query parameter '%s' (known: db, user, password)" % k)
         return kw
+    if url.startswith("sentinel://"):
+        return _sentinel_kwargs(url, bad)
     if not url.startswith("redis://"):
         raise bad("unknown scheme")
     rest = url[len("redis://"):]
@@ -110,6 +113,59 @@ def redis_kwargs(url):
             raise bad("the database after '/' must be a number")
         kw["db"] = int(db)
     kw["host"] = host
+    return kw
+
+
+def _host_port(item, default_port, bad):
+    """(host, port) of HOST[:PORT] or [V6]:PORT."""
+    if item.startswith("["):
+        close = item.find("]")
+        if close < 0:
+            raise bad("missing ']' after an IPv6 address")
+        host, port = item[1:close], item[close + 1:]
+        if port and not port.startswith(":"):
+            raise bad("expected ':port' after ']'")
+        port = port[1:]
+    else:
+        host, _, port = item.partition(":")
+    if not host:
+        raise bad("a sentinel without a host (an empty entry between commas?)")
+    if port and (not port.isdigit() or not 1 <= int(port) <= 65535):
+        raise bad("a sentinel's port must be a number from 1 to 65535")
+    return host, int(port) if port else default_port
+
+
+def _sentinel_kwargs(url, bad):
+    """sentinel://[[user]:password@]h1[:p1][,h2[:p2]...]/NAME[/db], as
+    common/store.c reads it: {"sentinels": [(host, port)...], "service_name",
+    "db", and the master's "username"/"password"}. The sentinels' own user
+    and password come from CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD."""
+    unq = urllib.parse.unquote
+    rest = url[len("sentinel://"):]
+    kw = {"db": 0}
+    at = rest.rfind("@")
+    if at >= 0:
+        cred, rest = rest[:at], rest[at + 1:]
+        user, colon, pw = cred.partition(":")
+        if colon:
+            kw["username"] = unq(user) or None
+            kw["password"] = unq(pw) or None
+        else:
+            kw["password"] = unq(user) or None
+    hosts, slash, tail = rest.partition("/")
+    if not slash:
+        raise bad("no /MASTER_NAME after the sentinels")
+    name, _, db = tail.partition("/")
+    if not name:
+        raise bad("no master name after '/'")
+    if db:
+        if not db.isdigit():
+            raise bad("the database after the master name must be a number")
+        kw["db"] = int(db)
+    if not hosts:
+        raise bad("no sentinel address")
+    kw["sentinels"] = [_host_port(h, 26379, bad) for h in hosts.split(",")]
+    kw["service_name"] = name
     return kw
 
 
@@ -201,9 +257,24 @@ class Client:
         if isinstance(redis, (str, bytes)):
             self.redis_url = os.fsdecode(redis)
             kw = redis_kwargs(self.redis_url)
-            self.redis = redis_mod.Redis(decode_responses=True, encoding_errors="replace",
-                                         socket_timeout=self.timeout,
-                                         socket_connect_timeout=min(self.timeout, 2.0), **kw)
+            common = dict(socket_timeout=self.timeout,
+                          socket_connect_timeout=min(self.timeout, 2.0))
+            if "sentinels" in kw:
+                # The master as the sentinels name it, found again on a
+                # failover (a READONLY reply or a lost connection asks again).
+                from redis.sentinel import Sentinel
+                skw = dict(common)
+                if os.environ.get("CGQ_SENTINEL_PASSWORD"):
+                    skw["password"] = os.environ["CGQ_SENTINEL_PASSWORD"]
+                    if os.environ.get("CGQ_SENTINEL_USER"):
+                        skw["username"] = os.environ["CGQ_SENTINEL_USER"]
+                sentinels, name = kw.pop("sentinels"), kw.pop("service_name")
+                self.sentinel = Sentinel(sentinels, sentinel_kwargs=skw, **common)
+                self.redis = self.sentinel.master_for(
+                    name, decode_responses=True, encoding_errors="replace", **kw, **common)
+            else:
+                self.redis = redis_mod.Redis(decode_responses=True, encoding_errors="replace",
+                                             **common, **kw)
         else:
             self.redis = self._decoding(redis)
             self.redis_url = self._describe(redis)
@@ -263,6 +334,11 @@ class Client:
                                   "password in redis= / CGQ_REDIS)" % (self.redis_where, e),
                                   self.redis_where) from None
         except (ex.ConnectionError, ex.TimeoutError) as e:
+            if self.redis_url.startswith("sentinel://"):
+                raise ConnectionError("cannot find or reach the master through the sentinels of "
+                                      "%s: %s (are redis-sentinel and the master running? check "
+                                      "redis= / CGQ_REDIS, and CGQ_SENTINEL_PASSWORD)"
+                                      % (self.redis_where, e), self.redis_where) from None
             raise ConnectionError("cannot reach Redis at %s: %s (is redis-server running? check "
                                   "redis= / CGQ_REDIS)" % (self.redis_where, e),
                                   self.redis_where) from None

@@ -564,6 +564,14 @@ def test_redis_urls():
     assert redis_kwargs("redis://[::1]:7/0")["host"] == "::1"
     assert redis_kwargs("unix:///run/r.sock?db=2&user=u&password=p") == {
         "unix_socket_path": "/run/r.sock", "db": 2, "username": "u", "password": "p"}
+    assert redis_kwargs("sentinel://u:p%40ss@h1:26380,h2,[::1]:5/mymaster/2") == {
+        "sentinels": [("h1", 26380), ("h2", 26379), ("::1", 5)], "service_name": "mymaster",
+        "db": 2, "username": "u", "password": "p@ss"}
+    for bad, why in (("sentinel://h1", "MASTER_NAME"), ("sentinel://h1/", "master name"),
+                     ("sentinel://h1,,h2/m", "without a host"), ("sentinel://h:0/m", "port"),
+                     ("sentinel://h/m/x", "database"), ("sentinel:///m", "no sentinel")):
+        with pytest.raises(cgq.CgqError, match=why):
+            redis_kwargs(bad)
     assert mask_url("redis://u:secret@h:1/0") == "redis://u:***@h:1/0"
     assert mask_url("unix:///s?password=x&db=1") == "unix:///s?password=***&db=1"
     for bad, why in (("redis://h:99999", "port"), ("unix://rel", "absolute"),

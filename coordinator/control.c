@@ -148,7 +148,7 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     // While Redis is known to be down, say so at once (the INCR below would
     // wait out its timeout first).
     if (c->redis_retry_ms) {
-        char msg[512];
+        char msg[1536]; // the URL, the cause and the hint, whole
         snprintf (msg, sizeof msg,
                   "Redis at %s takes no writes now (%s%s): the job was not submitted; submit it "
                   "again once Redis is back",

@@ -102,6 +102,47 @@ test_export (void **state)
     free (cmd);
 }
 
+// A job measured in two passes: columns 3 and 4 are each pass's time;
+// passes for some trials only is an error.
+static void
+test_export_passes (void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf (dir, sizeof dir, "/tmp/cgq-export-test-XXXXXX");
+    assert_non_null (mkdtemp (dir));
+    json_t *trials = json_array ();
+    const double p1[] = {1.0, 4.0}, p2[] = {1.2, 3.0};
+    for (int i = 0; i < 2; i++) {
+        json_t *t = s_trial (i, "succeeded", CGQ_CG_RESNET, 20 + i, (p1[i] + p2[i]) / 2, NULL);
+        json_t *m = json_object_get (t, "metrics");
+        json_object_set_new (m, "time_pass1", json_real (p1[i]));
+        json_object_set_new (m, "time_pass2", json_real (p2[i]));
+        json_array_append_new (trials, t);
+    }
+    json_t *doc = json_pack ("{s:o}", "trials", trials);
+    char err[512];
+    assert_int_equal (cgq_pred_export (doc, dir, err, sizeof err), 2);
+    cgq_cg_dataset_t *ds = cgq_cg_dataset_read (dir, err, sizeof err);
+    assert_non_null (ds);
+    assert_int_equal (cgq_cg_dataset_num_labels (ds), 5);
+    for (int i = 0; i < 2; i++) {
+        cgq_cg_sample_t s;
+        assert_int_equal (cgq_cg_dataset_get (ds, i, &s), 0);
+        assert_true (s.labels[0] == (p1[i] + p2[i]) / 2);
+        assert_true (s.labels[3] == p1[i]);
+        assert_true (s.labels[4] == p2[i]);
+    }
+    cgq_cg_dataset_destroy (&ds);
+    json_array_append_new (trials, s_trial (2, "succeeded", CGQ_CG_VGG, 3, 2.0, NULL));
+    assert_int_equal (cgq_pred_export (doc, dir, err, sizeof err), -1);
+    assert_non_null (strstr (err, "both passes for every graph or for none"));
+    json_decref (doc);
+    char *cmd = cgq_xasprintf ("rm -rf '%s'", dir);
+    assert_int_equal (system (cmd), 0);
+    free (cmd);
+}
+
 // Trials with metric node_ms: node-label.csv.gz, one line per node; a
 // wrong count, or node times for some trials only, are errors.
 static void
@@ -165,6 +206,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_export),
         cmocka_unit_test (test_export_node_times),
+        cmocka_unit_test (test_export_passes),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

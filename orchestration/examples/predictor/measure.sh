@@ -31,4 +31,6 @@ if [ "${PER_OP:-0}" = 1 ]; then
     sed -i 's/^  seed:   {randint/  per_op: true\n  seed:   {randint/' "$tmp/measure.yaml"
 fi
 (cd "$tmp" && "$bin/cgq" run measure.yaml --format json --gpus none >results.json)
+# The two passes' agreement: the ceiling of a predictor trained on this data.
+(cd "$tmp" && "$bin/cgq" results 1 --passes)
 "$bin/cgq-predictor" export --results "$tmp/results.json" --out "$out"

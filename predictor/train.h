@@ -15,6 +15,10 @@
 #include "metrics.h"
 #include "net.h"
 
+// The GNN's saved model format: 1 (32 inputs per node), 2 (in_dim recorded,
+// node_costs, readout additive, node_shift). Loading reads both.
+#define CGQ_PRED_MODEL_VERSION 2
+
 typedef enum {
     CGQ_PRED_SELECT_MAPE, // lowest val MAPE
     CGQ_PRED_SELECT_MAE,
@@ -31,7 +35,10 @@ typedef struct {
     int layers;               // message-passing layers (3)
     int hidden;               // width (64)
     cgq_pred_agg_t agg;       // aggregation: sum | mean | gcn (mean)
-    bool readout_mean;        // readout: sum | mean (sum)
+    bool readout_mean;        // readout: sum | mean | additive (sum)
+    bool readout_additive;    // readout: additive (net.h: per-node latency, summed)
+    bool node_costs;          // log FLOPs and log bytes as node inputs (true)
+    double node_loss;         // additive: weight of the node-time loss; 0: off (0)
     double lr;                // Adam's learning rate (1e-3)
     double weight_decay;      // L2 added to the gradient (0)
     double dropout;           // (0)
@@ -115,8 +122,9 @@ int cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred
 typedef struct {
     cgq_pred_config_t config;
     cgq_pred_net_t *net; // its weights loaded; owned
-    float feat_mean[CGQ_PRED_NUM_SHAPE], feat_std[CGQ_PRED_NUM_SHAPE];
-    double y_mean, y_std;
+    int in_dim; // inputs per node: CGQ_PRED_IN_DIM, or _IN_DIM_COSTS with node_costs
+    float feat_mean[CGQ_PRED_NUM_SCALED], feat_std[CGQ_PRED_NUM_SCALED]; // in_dim - NUM_OPS used
+    double y_mean, y_std, node_shift;
     bool log_target;
     json_t *metrics; // the metrics saved with it (owned reference; may be NULL)
 } cgq_pred_model_t;
@@ -124,7 +132,9 @@ typedef struct {
 // cgq_pred_model_load reads a model: PATH is its model.json or the directory
 // holding it; the weights file it names must lie beside it. Every part is
 // checked (format, config, scalings, weight count against the config's
-// network, finite weights). Returns the model (caller destroys), or NULL with
+// network, finite weights). A version 1 model (before node costs and the
+// additive readout: 32 inputs per node) loads as node_costs false; version 2
+// records its in_dim, which must match its config. Returns the model (caller destroys), or NULL with
 // a reason naming the file in err.
 cgq_pred_model_t *cgq_pred_model_load (const char *path, char *err, size_t err_len);
 // NULL-safe; sets *self_p = NULL.

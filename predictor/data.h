@@ -70,8 +70,8 @@ cgq_pred_data_t *cgq_pred_data_read (const char *path, int label, char *err, siz
 // cgq_pred_data_use_scaling sets a saved model's feature and target scalings
 // (instead of a split's; feat_mean and feat_std hold in_dim - NUM_OPS numbers
 // each, in_dim as set by cgq_pred_data_set_costs), encodes every graph with
-// them, and puts every graph in the test part. Returns 0, or -1 with err set for a scaling that cannot
-// be (std <= 0, not finite).
+// them, and puts every graph in the test part. Returns 0, or -1 with err set for a scaling that
+// cannot be (std <= 0, not finite).
 int cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean,
                                const float *feat_std, double y_mean, double y_std,
                                bool log_target, char *err, size_t err_len);
@@ -114,7 +114,8 @@ typedef enum { CGQ_PRED_TRAIN, CGQ_PRED_VAL, CGQ_PRED_TEST } cgq_pred_part_t;
 const int *cgq_pred_data_part (const cgq_pred_data_t *self, cgq_pred_part_t part, int *n);
 
 // The fitted scalings: shape feature means and stds (in_dim -
-// CGQ_PRED_NUM_OPS each: the 16 shape numbers, then the costs if on), the target's mean and std (of log(latency) with log_target).
+// CGQ_PRED_NUM_OPS each: the 16 shape numbers, then the costs if on), the target's mean and std (of
+// log(latency) with log_target).
 void cgq_pred_data_scaling (const cgq_pred_data_t *self, const float **feat_mean,
                             const float **feat_std, double *y_mean, double *y_std,
                             bool *log_target);

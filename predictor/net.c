@@ -326,8 +326,7 @@ cgq_pred_net_forward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, bool trai
         // Head on every node, then each graph's nodes summed in ms.
         s_linear (n, hid, hid, hl, self->params + self->w1, self->params + self->b1, self->z1);
         flops += 2.0 * n * hid * hid;
-        s_relu_dropout (self, (size_t)n * hid, self->z1, drop ? self->mask1 : NULL, drop,
-                        self->y1);
+        s_relu_dropout (self, (size_t)n * hid, self->z1, drop ? self->mask1 : NULL, drop, self->y1);
         for (int i = 0; i < n; i++)
             self->u[i] = self->params[self->b2];
         cblas_sgemv (CblasRowMajor, CblasNoTrans, n, hid, 1.0f, self->y1, hid,
@@ -460,8 +459,8 @@ cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const fl
     s_relu_dropout_back ((size_t)rows * hid, self->z1, self->dropped ? self->mask1 : NULL,
                          self->dy1, self->dz1);
     // z1 = in W1 + b1.
-    cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, hid, hid, rows, 1.0f, hin, hid,
-                 self->dz1, hid, 0.0f, G + self->w1, hid);
+    cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, hid, hid, rows, 1.0f, hin, hid, self->dz1,
+                 hid, 0.0f, G + self->w1, hid);
     cblas_sgemv (CblasRowMajor, CblasTrans, rows, hid, 1.0f, self->dz1, hid, self->ones, 1, 0.0f,
                  G + self->b1, 1);
     cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, hid, hid, 1.0f, self->dz1, hid,

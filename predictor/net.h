@@ -84,8 +84,8 @@ double cgq_pred_net_loss (const cgq_pred_batch_t *b, const float *pred, float *d
 // squared error of the last forward's node outputs u against
 // b->node_target over the nodes that have one (0 when none has); with dnode
 // non-NULL (b->nodes floats) it also writes its d / d u (0 for the others).
-double cgq_pred_net_node_loss (const cgq_pred_net_t *self, const cgq_pred_batch_t *b,
-                               double weight, float *dnode);
+double cgq_pred_net_node_loss (const cgq_pred_net_t *self, const cgq_pred_batch_t *b, double weight,
+                               float *dnode);
 // cgq_pred_net_node_outputs is the last forward's u (b->nodes numbers) of the
 // additive readout, borrowed until the next forward; NULL for other readouts.
 const float *cgq_pred_net_node_outputs (const cgq_pred_net_t *self);

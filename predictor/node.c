@@ -59,4 +59,3 @@ cgq_pred_node_config (const double *raw, double *out)
     for (int i = 0; i < CGQ_PRED_NODE_FEATS; i++)
         out[i] = f[i];
 }
-

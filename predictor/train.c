@@ -183,8 +183,8 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
         }
         return 0;
     case K_READOUT:
-        if (strcmp (text, "sum") != 0 && strcmp (text, "mean") != 0
-            && strcmp (text, "additive") != 0) {
+        if (strcmp (text, "sum") != 0 && strcmp (text, "mean") != 0 &&
+            strcmp (text, "additive") != 0) {
             snprintf (err, err_len, "%s: unknown readout '%s' (expected sum, mean or additive)",
                       key, text);
             return -1;
@@ -375,14 +375,16 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
     if (cfg->model == CGQ_PRED_MODEL_KERNEL)
         return cgq_pred_kernel_train (cfg, data, out_dir, on_epoch, arg, res, err, err_len);
     if (cfg->node_loss > 0 && !cfg->readout_additive) {
-        snprintf (err, err_len, "node_loss %g needs readout: additive (only it predicts per-node "
-                                "times; set node_loss 0 or readout additive)",
+        snprintf (err, err_len,
+                  "node_loss %g needs readout: additive (only it predicts per-node "
+                  "times; set node_loss 0 or readout additive)",
                   cfg->node_loss);
         return -1;
     }
     if (cfg->node_loss > 0 && !cgq_pred_data_node_labels (data, 0)) {
-        snprintf (err, err_len, "node_loss %g needs node times, and the dataset has no %s "
-                                "(make it with --node-times / per_op, or set node_loss 0)",
+        snprintf (err, err_len,
+                  "node_loss %g needs node times, and the dataset has no %s "
+                  "(make it with --node-times / per_op, or set node_loss 0)",
                   cfg->node_loss, "node-label.csv.gz");
         return -1;
     }
@@ -511,13 +513,13 @@ cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net
     cgq_pred_data_scaling (data, &fm, &fs, &ym, &ys, &lt);
     size_t np = cgq_pred_net_size (net);
     int in_dim = cgq_pred_net_shape (net)->in_dim, nscaled = in_dim - CGQ_PRED_NUM_OPS;
-    json_t *o = json_pack (
-        "{s:s, s:i, s:o, s:i, s:{s:o, s:o, s:f, s:f, s:b, s:f}, s:I, s:s}", "format",
-        "cgq-predictor-model", "version", CGQ_PRED_MODEL_VERSION, "config",
-        cgq_pred_config_json (cfg), "in_dim", in_dim, "scaling", "feat_mean",
-        s_floats (fm, nscaled), "feat_std", s_floats (fs, nscaled), "y_mean", ym, "y_std", ys,
-        "log_target", lt, "node_shift", (double)cgq_pred_net_shape (net)->node_shift, "params",
-        (json_int_t)np, "weights", "model.f32");
+    json_t *o = json_pack ("{s:s, s:i, s:o, s:i, s:{s:o, s:o, s:f, s:f, s:b, s:f}, s:I, s:s}",
+                           "format", "cgq-predictor-model", "version", CGQ_PRED_MODEL_VERSION,
+                           "config", cgq_pred_config_json (cfg), "in_dim", in_dim, "scaling",
+                           "feat_mean", s_floats (fm, nscaled), "feat_std", s_floats (fs, nscaled),
+                           "y_mean", ym, "y_std", ys, "log_target", lt, "node_shift",
+                           (double)cgq_pred_net_shape (net)->node_shift, "params", (json_int_t)np,
+                           "weights", "model.f32");
     if (extra)
         json_object_set (o, "metrics", (json_t *)extra);
     cgq_buf_t b;
@@ -598,11 +600,12 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
     }
     const char *fmt = json_string_value (json_object_get (o, "format"));
     json_int_t version = json_integer_value (json_object_get (o, "version"));
-    if (!fmt || strcmp (fmt, "cgq-predictor-model") != 0 || version < 1
-        || version > CGQ_PRED_MODEL_VERSION) {
-        snprintf (err, err_len, "%s: not a cgq-predictor model of version 1 to %d (its "
-                                "\"format\" and \"version\" say otherwise; a newer "
-                                "cgq-predictor may read it)",
+    if (!fmt || strcmp (fmt, "cgq-predictor-model") != 0 || version < 1 ||
+        version > CGQ_PRED_MODEL_VERSION) {
+        snprintf (err, err_len,
+                  "%s: not a cgq-predictor model of version 1 to %d (its "
+                  "\"format\" and \"version\" say otherwise; a newer "
+                  "cgq-predictor may read it)",
                   json_path, CGQ_PRED_MODEL_VERSION);
         goto done;
     }
@@ -628,8 +631,9 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
     const json_t *jdim = json_object_get (o, "in_dim");
     self->in_dim = jdim ? (int)json_integer_value (jdim) : CGQ_PRED_IN_DIM;
     if ((version >= 2 && !json_is_integer (jdim)) || self->in_dim != want_dim) {
-        snprintf (err, err_len, "%s: in_dim is %s%d, but its config (node_costs %s) reads %d "
-                                "inputs per node (the file is damaged or from another version)",
+        snprintf (err, err_len,
+                  "%s: in_dim is %s%d, but its config (node_costs %s) reads %d "
+                  "inputs per node (the file is damaged or from another version)",
                   json_path, jdim ? "" : "missing: ", self->in_dim,
                   self->config.node_costs ? "true" : "false", want_dim);
         goto fail;
@@ -639,12 +643,13 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
     const json_t *lt = json_object_get (sc, "log_target");
     const json_t *jshift = json_object_get (sc, "node_shift");
     int nscaled = self->in_dim - CGQ_PRED_NUM_OPS;
-    if (s_floats_get (json_object_get (sc, "feat_mean"), self->feat_mean, nscaled) < 0
-        || s_floats_get (json_object_get (sc, "feat_std"), self->feat_std, nscaled) < 0
-        || !json_is_number (ym) || !json_is_number (ys) || !json_is_boolean (lt)
-        || (jshift && !json_is_number (jshift))) {
-        snprintf (err, err_len, "%s: scaling must hold feat_mean and feat_std (%d numbers each), "
-                                "y_mean, y_std and log_target (and node_shift a number)",
+    if (s_floats_get (json_object_get (sc, "feat_mean"), self->feat_mean, nscaled) < 0 ||
+        s_floats_get (json_object_get (sc, "feat_std"), self->feat_std, nscaled) < 0 ||
+        !json_is_number (ym) || !json_is_number (ys) || !json_is_boolean (lt) ||
+        (jshift && !json_is_number (jshift))) {
+        snprintf (err, err_len,
+                  "%s: scaling must hold feat_mean and feat_std (%d numbers each), "
+                  "y_mean, y_std and log_target (and node_shift a number)",
                   json_path, nscaled);
         goto fail;
     }

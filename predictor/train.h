@@ -122,7 +122,7 @@ int cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred
 typedef struct {
     cgq_pred_config_t config;
     cgq_pred_net_t *net; // its weights loaded; owned
-    int in_dim; // inputs per node: CGQ_PRED_IN_DIM, or _IN_DIM_COSTS with node_costs
+    int in_dim;          // inputs per node: CGQ_PRED_IN_DIM, or _IN_DIM_COSTS with node_costs
     float feat_mean[CGQ_PRED_NUM_SCALED], feat_std[CGQ_PRED_NUM_SCALED]; // in_dim - NUM_OPS used
     double y_mean, y_std, node_shift;
     bool log_target;
@@ -134,8 +134,8 @@ typedef struct {
 // checked (format, config, scalings, weight count against the config's
 // network, finite weights). A version 1 model (before node costs and the
 // additive readout: 32 inputs per node) loads as node_costs false; version 2
-// records its in_dim, which must match its config. Returns the model (caller destroys), or NULL with
-// a reason naming the file in err.
+// records its in_dim, which must match its config. Returns the model (caller destroys), or NULL
+// with a reason naming the file in err.
 cgq_pred_model_t *cgq_pred_model_load (const char *path, char *err, size_t err_len);
 // NULL-safe; sets *self_p = NULL.
 void cgq_pred_model_destroy (cgq_pred_model_t **self_p);

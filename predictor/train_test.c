@@ -211,7 +211,7 @@ test_node_cost_inputs (void **state)
         assert_true (x[(int)raw[(size_t)k * CGQ_CG_NUM_FEATS]] == 1.0f); // the one-hot first
         conv += c[CGQ_PRED_NODE_FLOPS] > 1e6;
     }
-    assert_true (conv > 0);            // the check saw real costs
+    assert_true (conv > 0);                 // the check saw real costs
     assert_true (fs[16] > 1 && fs[17] > 1); // spread over orders of magnitude
     // No node times here: the batch's node targets are NaN.
     assert_true (isnan (b.node_target[1]));
@@ -308,17 +308,15 @@ test_config (void **state)
     cgq_pred_config_t back;
     cgq_pred_config_default (&back);
     assert_int_equal (cgq_pred_config_set_json (&back, o, err, sizeof err), 0);
-    assert_true (back.layers == cfg.layers && back.hidden == cfg.hidden && back.agg == cfg.agg &&
-                 back.readout_mean == cfg.readout_mean &&
-                 back.readout_additive == cfg.readout_additive &&
-                 back.node_costs == cfg.node_costs && back.node_loss == cfg.node_loss &&
-                 back.lr == cfg.lr &&
-                 back.weight_decay == cfg.weight_decay && back.dropout == cfg.dropout &&
-                 back.batch_size == cfg.batch_size && back.epochs == cfg.epochs &&
-                 back.seed == cfg.seed && back.log_target == cfg.log_target &&
-                 back.val_frac == cfg.val_frac && back.test_frac == cfg.test_frac &&
-                 back.label == cfg.label && back.max_graphs == cfg.max_graphs &&
-                 back.select == cfg.select);
+    assert_true (
+        back.layers == cfg.layers && back.hidden == cfg.hidden && back.agg == cfg.agg &&
+        back.readout_mean == cfg.readout_mean && back.readout_additive == cfg.readout_additive &&
+        back.node_costs == cfg.node_costs && back.node_loss == cfg.node_loss && back.lr == cfg.lr &&
+        back.weight_decay == cfg.weight_decay && back.dropout == cfg.dropout &&
+        back.batch_size == cfg.batch_size && back.epochs == cfg.epochs && back.seed == cfg.seed &&
+        back.log_target == cfg.log_target && back.val_frac == cfg.val_frac &&
+        back.test_frac == cfg.test_frac && back.label == cfg.label &&
+        back.max_graphs == cfg.max_graphs && back.select == cfg.select);
     assert_string_equal (back.test_family, cfg.test_family);
     json_decref (o);
 }
@@ -562,12 +560,18 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_config),     cmocka_unit_test (test_split),
-        cmocka_unit_test (test_train_mean), cmocka_unit_test (test_train_sum),
-        cmocka_unit_test (test_train_gcn),  cmocka_unit_test (test_save),
-        cmocka_unit_test (test_predict_saved), cmocka_unit_test (test_train_additive),
-        cmocka_unit_test (test_node_loss_refused), cmocka_unit_test (test_node_cost_inputs),
-        cmocka_unit_test (test_additive_saved), cmocka_unit_test (test_v1_model_loads),
+        cmocka_unit_test (test_config),
+        cmocka_unit_test (test_split),
+        cmocka_unit_test (test_train_mean),
+        cmocka_unit_test (test_train_sum),
+        cmocka_unit_test (test_train_gcn),
+        cmocka_unit_test (test_save),
+        cmocka_unit_test (test_predict_saved),
+        cmocka_unit_test (test_train_additive),
+        cmocka_unit_test (test_node_loss_refused),
+        cmocka_unit_test (test_node_cost_inputs),
+        cmocka_unit_test (test_additive_saved),
+        cmocka_unit_test (test_v1_model_loads),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

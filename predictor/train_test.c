@@ -136,6 +136,7 @@ s_train (cgq_pred_agg_t agg, double max_loss)
     cgq_pred_config_t cfg;
     cgq_pred_config_default (&cfg);
     cfg.agg = agg;
+    cfg.readout_additive = false; // the sum readout (test_train_additive: the default)
     s_train_with (s_dir, cfg, max_loss);
 }
 
@@ -146,7 +147,7 @@ test_train_additive (void **state)
 {
     cgq_pred_config_t cfg;
     cgq_pred_config_default (&cfg);
-    cfg.readout_additive = true;
+    assert_true (cfg.readout_additive);
     s_train_with (s_dir, cfg, 0.05);
     cfg.node_costs = false;
     s_train_with (s_dir, cfg, 0.05);
@@ -166,6 +167,7 @@ test_node_loss_refused (void **state)
     cgq_pred_config_default (&cfg);
     cfg.epochs = 1;
     cfg.node_loss = 1;
+    cfg.readout_additive = false;
     cgq_pred_result_t r;
     assert_int_equal (cgq_pred_train (&cfg, data, NULL, NULL, NULL, &r, err, sizeof err), -1);
     assert_non_null (strstr (err, "needs readout: additive"));
@@ -295,7 +297,11 @@ test_config (void **state)
     assert_int_equal (cgq_pred_config_set_json (&cfg, p, err, sizeof err), 0);
     assert_true (cfg.lr == 0.01 && cfg.layers == 4 && cfg.readout_mean && !cfg.log_target);
     json_decref (p);
-    assert_true (cfg.node_costs && cfg.node_loss == 0); // the defaults
+    // The defaults (issue 29): node costs, the additive readout, 100 epochs.
+    cgq_pred_config_t d;
+    cgq_pred_config_default (&d);
+    assert_true (d.node_costs && d.readout_additive && !d.readout_mean && d.node_loss == 0 &&
+                 d.epochs == 100);
     assert_int_equal (cgq_pred_config_set (&cfg, "readout", "additive", err, sizeof err), 0);
     assert_true (cfg.readout_additive && !cfg.readout_mean);
     assert_int_equal (cgq_pred_config_set (&cfg, "readout", "max", err, sizeof err), -1);

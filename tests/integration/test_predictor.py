@@ -340,7 +340,7 @@ trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}, timeout: 
                             "--no-models", "--out", g], capture_output=True, timeout=60 * SPEED)
         self.assertEqual(p.returncode, 0, p.stderr)
         for sets, says in ((["readout=additive", "node_loss=1"], "no node-label.csv.gz"),
-                           (["node_loss=1"], "needs readout: additive"),
+                           (["readout=sum", "node_loss=1"], "needs readout: additive"),
                            (["readout=additve"], "expected sum, mean or additive")):
             argv = [binary("cgq-predictor"), "train", "--data", g]
             for kv in sets:

@@ -105,6 +105,8 @@ s_on_epoch (void *arg, const cgq_pred_epoch_t *e)
         cgq_line_begin (&l);
         cgq_line_int (&l, "epoch", e->epoch);
         cgq_line_num (&l, "train_loss", e->train_loss);
+        if (e->train_node_loss > 0) // node_loss on
+            cgq_line_num (&l, "train_node_loss", e->train_node_loss);
         s_line_metrics (&l, "val", &e->val);
         cgq_line_num (&l, "epoch_s", e->epoch_s);
         cgq_line_send (&l);

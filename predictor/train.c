@@ -424,7 +424,7 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
             order[j] = t;
         }
         int64_t t0 = cgq_now_ms ();
-        double loss = 0;
+        double loss = 0, node_loss = 0;
         for (int at = 0; at < ntrain; at += bs) {
             int m = ntrain - at < bs ? ntrain - at : bs;
             cgq_pred_data_batch (data, order + at, m, cfg->agg, &b);
@@ -435,7 +435,7 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
                     dnode_cap = (size_t)b.nodes + (size_t)b.nodes / 2;
                     dnode = cgq_xrealloc (dnode, dnode_cap * sizeof *dnode);
                 }
-                cgq_pred_net_node_loss (net, &b, cfg->node_loss, dnode);
+                node_loss += cgq_pred_net_node_loss (net, &b, cfg->node_loss, dnode) * m;
             }
             cgq_pred_net_backward (net, &b, dpred, dnode);
             cgq_pred_net_adam (net, cfg->lr, cfg->weight_decay);
@@ -443,7 +443,8 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
             cgq_pred_net_flops (net, &ff, &fb);
             res->flops += ff + fb;
         }
-        cgq_pred_epoch_t e = {.epoch = epoch, .train_loss = loss / ntrain};
+        cgq_pred_epoch_t e = {
+            .epoch = epoch, .train_loss = loss / ntrain, .train_node_loss = node_loss / ntrain};
         e.epoch_s = (double)(cgq_now_ms () - t0) / 1000.0;
         res->train_s += e.epoch_s;
         if (!isfinite (e.train_loss)) {

@@ -82,6 +82,7 @@ void cgq_pred_config_help (FILE *f);
 typedef struct {
     int epoch;              // 1, 2, ...
     double train_loss;      // mean squared error on normalised targets
+    double train_node_loss; // node_loss x the node-time loss (0 when node_loss is 0)
     cgq_pred_metrics_t val; // on the validation graphs
     double epoch_s;         // wall time of the epoch's training steps
 } cgq_pred_epoch_t;

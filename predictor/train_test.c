@@ -82,6 +82,7 @@ s_teardown (void **state)
 
 typedef struct {
     double first_loss, last_loss;
+    double first_node, last_node; // train_node_loss
     int epochs;
 } s_trace_t;
 
@@ -89,9 +90,12 @@ static int
 s_on_epoch (void *arg, const cgq_pred_epoch_t *e)
 {
     s_trace_t *t = arg;
-    if (e->epoch == 1)
+    if (e->epoch == 1) {
         t->first_loss = e->train_loss;
+        t->first_node = e->train_node_loss;
+    }
     t->last_loss = e->train_loss;
+    t->last_node = e->train_node_loss;
     t->epochs = e->epoch;
     assert_true (e->val.srcc >= -1 && e->val.srcc <= 1);
     assert_true (e->val.acc10 >= 0 && e->val.acc10 <= 100);
@@ -127,6 +131,12 @@ s_train_with (const char *dir, cgq_pred_config_t cfg, double max_loss)
     assert_true (t.last_loss < max_loss);
     assert_true (t.last_loss < t.first_loss / 5);
     assert_true (r.val.srcc > 0.8);
+    if (cfg.node_loss > 0) { // the node loss is reported, and it falls too
+        print_message ("node loss %.4f -> %.4f\n", t.first_node, t.last_node);
+        assert_true (t.first_node > 0 && t.last_node < t.first_node / 5);
+    }
+    else
+        assert_true (t.first_node == 0 && t.last_node == 0);
     cgq_pred_data_destroy (&data);
 }
 

@@ -384,6 +384,16 @@ s_predict (int argc, char **argv)
                 json_object_set_new (g, "family", json_string (fam));
             if (isfinite (y))
                 json_object_set_new (g, "measured_ms", json_real (y));
+            int nodes;
+            cgq_pred_data_nodes (data, i, &nodes);
+            double *node_ms = cgq_xcalloc ((size_t)nodes + 1, sizeof *node_ms);
+            if (model && cgq_pred_model_predict_nodes (model, data, i, node_ms) == 0) {
+                json_t *a = json_array (); // additive readout: what it summed
+                for (int k = 0; k < nodes; k++)
+                    json_array_append_new (a, json_real (node_ms[k]));
+                json_object_set_new (g, "node_ms", a);
+            }
+            free (node_ms);
             json_array_append_new (graphs, g);
         }
         json_t *doc = json_pack ("{s:s, s:s, s:o}", "model", model_path, "data", data_path,

@@ -428,6 +428,19 @@ cgq_pred_net_node_outputs (const cgq_pred_net_t *self)
     return self->shape.additive ? self->u : NULL;
 }
 
+int
+cgq_pred_net_node_ms (const cgq_pred_net_t *self, int n, double *out)
+{
+    const cgq_pred_shape_t *s = &self->shape;
+    if (!s->additive)
+        return -1;
+    double sig = s->y_std, mu = s->y_mean, shift = s->node_shift;
+    for (int i = 0; i < n; i++)
+        out[i] = s->log_target ? exp (sig * self->u[i] + mu - shift)
+                               : sig * self->u[i] + mu * exp (-shift);
+    return 0;
+}
+
 void
 cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const float *dpred,
                        const float *dnode)

@@ -89,6 +89,11 @@ double cgq_pred_net_node_loss (const cgq_pred_net_t *self, const cgq_pred_batch_
 // cgq_pred_net_node_outputs is the last forward's u (b->nodes numbers) of the
 // additive readout, borrowed until the next forward; NULL for other readouts.
 const float *cgq_pred_net_node_outputs (const cgq_pred_net_t *self);
+// cgq_pred_net_node_ms writes the last forward's node outputs as each node's
+// latency in ms (exp (sigma u + mu - s), or sigma u + mu e^-s without
+// log_target; above) into out[0..n-1], n the batch's nodes: what the
+// additive readout sums per graph. Returns 0, or -1 for other readouts.
+int cgq_pred_net_node_ms (const cgq_pred_net_t *self, int n, double *out);
 
 // cgq_pred_net_backward sets the gradients (overwriting them) of the loss
 // whose d loss / d pred is dpred and, with the additive readout, whose

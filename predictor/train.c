@@ -737,3 +737,19 @@ cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *o
     cgq_pred_predict (self->net, data, idx, n, out);
     return 0;
 }
+
+int
+cgq_pred_model_predict_nodes (cgq_pred_model_t *self, const cgq_pred_data_t *data, int i,
+                              double *out)
+{
+    if (!self->config.readout_additive)
+        return -1;
+    cgq_pred_batch_t b;
+    cgq_pred_batch_init (&b);
+    cgq_pred_data_batch (data, &i, 1, self->config.agg, &b);
+    float pred;
+    cgq_pred_net_forward (self->net, &b, false, &pred);
+    int rc = cgq_pred_net_node_ms (self->net, b.nodes, out);
+    cgq_pred_batch_fini (&b);
+    return rc;
+}

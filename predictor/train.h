@@ -145,4 +145,10 @@ void cgq_pred_model_destroy (cgq_pred_model_t **self_p);
 // (cgq_pred_data_use_scaling). Returns 0, or -1 with err set.
 int cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *out,
                             char *err, size_t err_len);
+// cgq_pred_model_predict_nodes writes graph i's per-node latencies (ms, one
+// per node in node order, summing to the graph's prediction) of a model with
+// the additive readout into out, after cgq_pred_model_predict on data.
+// Returns 0, or -1 for a model with another readout.
+int cgq_pred_model_predict_nodes (cgq_pred_model_t *self, const cgq_pred_data_t *data, int i,
+                                  double *out);
 #endif

@@ -522,6 +522,19 @@ test_additive_saved (void **state)
     print_message ("additive: test MAPE trained %.6f, saved model %.6f\n", r.test.mape, back.mape);
     assert_true (fabs (back.mape - r.test.mape) <= 1e-3 * fabs (r.test.mape) + 1e-9);
     assert_true (fabs (back.srcc - r.test.srcc) <= 1e-6);
+    // Its nodes' latencies, positive, sum to the graph's.
+    for (int t = 0; t < ntest; t++) {
+        int nodes;
+        cgq_pred_data_nodes (all, tidx[t], &nodes);
+        double *ms = cgq_xcalloc ((size_t)nodes, sizeof *ms), sum = 0;
+        assert_int_equal (cgq_pred_model_predict_nodes (m, all, tidx[t], ms), 0);
+        for (int k = 0; k < nodes; k++) {
+            assert_true (ms[k] > 0);
+            sum += ms[k];
+        }
+        assert_true (fabs (sum - pred[tidx[t]]) <= 1e-5 * pred[tidx[t]]);
+        free (ms);
+    }
     cgq_pred_model_destroy (&m);
 
     // An in_dim that disagrees with the config is refused, not misread.
@@ -566,6 +579,8 @@ test_v1_model_loads (void **state)
         assert_int_equal (cgq_pred_model_predict (m, one, &p, err, sizeof err), 0);
         print_message ("%s: %.10g ms (version 1 said %.10g)\n", graphs[i], p, want[i]);
         assert_true (fabs (p - want[i]) <= 1e-6 * want[i]);
+        double ms[256];
+        assert_int_equal (cgq_pred_model_predict_nodes (m, one, 0, ms), -1); // a sum readout
         cgq_pred_data_destroy (&one);
         free (path);
     }

@@ -331,6 +331,13 @@ trial: {kind: predictor, data: "{spec_dir}/data", resources: {cpu: 1}, timeout: 
             pred = json.loads(p.stdout)
             self.assertEqual(len(pred["graphs"]), 20)
             self.assertTrue(all(g["predicted_ms"] > 0 for g in pred["graphs"]))
+            with gzip.open(os.path.join(d, "num-node-list.csv.gz"), "rt") as f:
+                sizes = [int(x) for x in f.read().split()]
+            for g, n in zip(pred["graphs"], sizes):  # what the additive readout summed
+                self.assertEqual(len(g["node_ms"]), n)
+                self.assertTrue(all(v > 0 for v in g["node_ms"]))
+                self.assertAlmostEqual(sum(g["node_ms"]), g["predicted_ms"],
+                                       delta=1e-6 * g["predicted_ms"])
         self.assertEqual(dims, {32, 34})
 
         # node_loss on a dataset without node times fails the trial and says

@@ -10,6 +10,7 @@
 
 #include "dataset.h"
 #include "graph.h"
+#include "node.h"
 #include "util.h"
 
 struct cgq_pred_data_t {
@@ -18,7 +19,9 @@ struct cgq_pred_data_t {
     int *edge_off; // count + 1
     int *edges;    // all edges x 2, node ids local to their graph
     double *raw;   // all nodes x CGQ_CG_NUM_FEATS, as read
-    float *enc;    // all nodes x CGQ_PRED_IN_DIM, encoded with the split's scaling
+    float *enc;    // all nodes x in_dim, encoded with the split's scaling
+    bool costs;    // log FLOPs and log bytes as inputs
+    int in_dim;    // CGQ_PRED_IN_DIM or CGQ_PRED_IN_DIM_COSTS
     double *label; // count
     int *family;   // count: index into families, or NULL without a family file
     char **families;
@@ -27,10 +30,11 @@ struct cgq_pred_data_t {
 
     int *parts[3];
     int nparts[3];
-    float feat_mean[CGQ_PRED_NUM_SHAPE];
-    float feat_std[CGQ_PRED_NUM_SHAPE];
+    float feat_mean[CGQ_PRED_NUM_SCALED];
+    float feat_std[CGQ_PRED_NUM_SCALED];
     bool log_target;
     double y_mean, y_std;
+    double node_shift; // log (mean node count of the train graphs)
 };
 
 uint64_t
@@ -207,9 +211,10 @@ s_build (cgq_cg_dataset_t *ds, const char *dir, const char *family_dir, int labe
             return NULL;
         }
     }
-    for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
+    for (int k = 0; k < CGQ_PRED_NUM_SCALED; k++)
         self->feat_std[k] = 1;
     self->y_std = 1;
+    self->in_dim = CGQ_PRED_IN_DIM;
     return self;
 fail:
     cgq_cg_dataset_destroy (&ds);
@@ -310,22 +315,48 @@ cgq_pred_data_family (const cgq_pred_data_t *self, int i)
     return self->family ? self->families[self->family[i]] : NULL;
 }
 
+void
+cgq_pred_data_set_costs (cgq_pred_data_t *self, bool on)
+{
+    self->costs = on;
+    self->in_dim = on ? CGQ_PRED_IN_DIM_COSTS : CGQ_PRED_IN_DIM;
+}
+
+int
+cgq_pred_data_in_dim (const cgq_pred_data_t *self)
+{
+    return self->in_dim;
+}
+
+// s_scaled is a node's numbers before standardisation: log(1 + v) of the 16
+// shape numbers, then of its FLOPs and bytes moved (predictor/node.h).
+static void
+s_scaled (const double *r, double *v)
+{
+    for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
+        v[k] = log1p (fmax (r[1 + k], 0));
+    double c[CGQ_PRED_NODE_FEATS];
+    cgq_pred_node_config (r, c);
+    v[CGQ_PRED_NUM_SHAPE] = log1p (fmax (c[CGQ_PRED_NODE_FLOPS], 0));
+    v[CGQ_PRED_NUM_SHAPE + 1] = log1p (fmax (c[CGQ_PRED_NODE_BYTES], 0));
+}
+
 static void s_encode (cgq_pred_data_t *self);
 
 // s_fit computes the feature and target scalings from the train part.
 static void
 s_fit (cgq_pred_data_t *self)
 {
-    double sum[CGQ_PRED_NUM_SHAPE] = {0}, sq[CGQ_PRED_NUM_SHAPE] = {0};
+    double sum[CGQ_PRED_NUM_SCALED] = {0}, sq[CGQ_PRED_NUM_SCALED] = {0};
     double n = 0, ys = 0, yq = 0;
     for (int t = 0; t < self->nparts[CGQ_PRED_TRAIN]; t++) {
         int g = self->parts[CGQ_PRED_TRAIN][t];
         for (int i = self->node_off[g]; i < self->node_off[g + 1]; i++) {
-            const double *r = self->raw + (size_t)i * CGQ_CG_NUM_FEATS + 1;
-            for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++) {
-                double v = log1p (fmax (r[k], 0));
-                sum[k] += v;
-                sq[k] += v * v;
+            double v[CGQ_PRED_NUM_SCALED];
+            s_scaled (self->raw + (size_t)i * CGQ_CG_NUM_FEATS, v);
+            for (int k = 0; k < CGQ_PRED_NUM_SCALED; k++) {
+                sum[k] += v[k];
+                sq[k] += v[k] * v[k];
             }
             n++;
         }
@@ -333,13 +364,14 @@ s_fit (cgq_pred_data_t *self)
         ys += y;
         yq += y * y;
     }
-    for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++) {
+    for (int k = 0; k < CGQ_PRED_NUM_SCALED; k++) {
         double m = n > 0 ? sum[k] / n : 0;
         double var = n > 0 ? sq[k] / n - m * m : 0;
         self->feat_mean[k] = (float)m;
         self->feat_std[k] = var > 1e-12 ? (float)sqrt (var) : 1.0f;
     }
     double nt = self->nparts[CGQ_PRED_TRAIN];
+    self->node_shift = nt > 0 && n > 0 ? log (n / nt) : 0;
     self->y_mean = ys / nt;
     double var = yq / nt - self->y_mean * self->y_mean;
     self->y_std = var > 1e-18 ? sqrt (var) : 1.0;
@@ -426,7 +458,8 @@ cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean, const 
                            double y_mean, double y_std, bool log_target, char *err,
                            size_t err_len)
 {
-    for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
+    int nscaled = self->in_dim - CGQ_PRED_NUM_OPS;
+    for (int k = 0; k < nscaled; k++)
         if (!isfinite (feat_mean[k]) || !(feat_std[k] > 0) || !isfinite (feat_std[k])) {
             snprintf (err, err_len, "feature scaling %d is mean %g, std %g (std must be > 0)", k,
                       (double)feat_mean[k], (double)feat_std[k]);
@@ -437,8 +470,8 @@ cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean, const 
                   y_std);
         return -1;
     }
-    memcpy (self->feat_mean, feat_mean, sizeof self->feat_mean);
-    memcpy (self->feat_std, feat_std, sizeof self->feat_std);
+    memcpy (self->feat_mean, feat_mean, (size_t)nscaled * sizeof (float));
+    memcpy (self->feat_std, feat_std, (size_t)nscaled * sizeof (float));
     self->y_mean = y_mean;
     self->y_std = y_std;
     self->log_target = log_target;
@@ -461,14 +494,17 @@ s_encode (cgq_pred_data_t *self)
 {
     size_t nodes = (size_t)self->node_off[self->count];
     free (self->enc);
-    self->enc = cgq_xcalloc (nodes * CGQ_PRED_IN_DIM + 1, sizeof (float));
+    size_t dim = (size_t)self->in_dim;
+    int nscaled = self->in_dim - CGQ_PRED_NUM_OPS;
+    self->enc = cgq_xcalloc (nodes * dim + 1, sizeof (float));
     for (size_t i = 0; i < nodes; i++) {
         const double *r = self->raw + i * CGQ_CG_NUM_FEATS;
-        float *x = self->enc + i * CGQ_PRED_IN_DIM;
+        float *x = self->enc + i * dim;
         x[(int)r[0]] = 1.0f;
-        for (int k = 0; k < CGQ_PRED_NUM_SHAPE; k++)
-            x[CGQ_PRED_NUM_OPS + k] =
-                ((float)log1p (fmax (r[1 + k], 0)) - self->feat_mean[k]) / self->feat_std[k];
+        double v[CGQ_PRED_NUM_SCALED];
+        s_scaled (r, v);
+        for (int k = 0; k < nscaled; k++)
+            x[CGQ_PRED_NUM_OPS + k] = ((float)v[k] - self->feat_mean[k]) / self->feat_std[k];
     }
 }
 
@@ -504,6 +540,23 @@ cgq_pred_data_latency (const cgq_pred_data_t *self, double target)
     return self->log_target ? exp (y) : y;
 }
 
+double
+cgq_pred_data_node_shift (const cgq_pred_data_t *self)
+{
+    return self->node_shift;
+}
+
+double
+cgq_pred_data_node_target (const cgq_pred_data_t *self, int i, int k)
+{
+    if (!self->node_label)
+        return NAN;
+    double t = self->node_label[self->node_off[i] + k];
+    if (self->log_target)
+        return t > 0 ? (log (t) - self->y_mean + self->node_shift) / self->y_std : NAN;
+    return (t - self->y_mean * exp (-self->node_shift)) / self->y_std;
+}
+
 void
 cgq_pred_batch_init (cgq_pred_batch_t *b)
 {
@@ -517,6 +570,7 @@ cgq_pred_batch_fini (cgq_pred_batch_t *b)
     free (b->graph_off);
     free (b->target);
     free (b->index);
+    free (b->node_target);
     free (b->row_off);
     free (b->col);
     free (b->val);
@@ -529,7 +583,8 @@ cgq_pred_batch_reserve (cgq_pred_batch_t *b, int nodes, int graphs)
 {
     if ((size_t)nodes > b->cap_nodes) {
         size_t cap = (size_t)nodes + (size_t)nodes / 2;
-        b->x = cgq_xrealloc (b->x, cap * CGQ_PRED_IN_DIM * sizeof (float));
+        b->x = cgq_xrealloc (b->x, cap * CGQ_PRED_IN_DIM_COSTS * sizeof (float));
+        b->node_target = cgq_xrealloc (b->node_target, cap * sizeof (float));
         b->row_off = cgq_xrealloc (b->row_off, (cap + 1) * sizeof (int));
         b->cap_nodes = cap;
     }
@@ -617,9 +672,11 @@ cgq_pred_data_batch (const cgq_pred_data_t *self, const int *idx, int n, cgq_pre
         b->index[t] = g;
         b->target[t] = (float)cgq_pred_data_target (self, g);
         int len = self->node_off[g + 1] - self->node_off[g];
-        memcpy (b->x + (size_t)at * CGQ_PRED_IN_DIM,
-                self->enc + (size_t)self->node_off[g] * CGQ_PRED_IN_DIM,
-                (size_t)len * CGQ_PRED_IN_DIM * sizeof (float));
+        size_t dim = (size_t)self->in_dim;
+        memcpy (b->x + (size_t)at * dim, self->enc + (size_t)self->node_off[g] * dim,
+                (size_t)len * dim * sizeof (float));
+        for (int k = 0; k < len; k++)
+            b->node_target[at + k] = (float)cgq_pred_data_node_target (self, g, k);
         at += len;
         int base = b->graph_off[t];
         for (int e = self->edge_off[g]; e < self->edge_off[g + 1]; e++, eat++) {

@@ -7,7 +7,9 @@
 // cg/README.md): the op code becomes a one-hot of CGQ_PRED_NUM_OPS columns,
 // and each shape number v becomes log(1 + v), standardised with the mean and
 // standard deviation over the training graphs' nodes. So a node has
-// CGQ_PRED_IN_DIM inputs.
+// CGQ_PRED_IN_DIM inputs. With node costs on (cgq_pred_data_set_costs) two
+// more follow: log(1 + FLOPs) and log(1 + bytes moved) of the node
+// (predictor/node.h), standardised the same way: CGQ_PRED_IN_DIM_COSTS.
 #ifndef CGQ_PRED_DATA_H
 #define CGQ_PRED_DATA_H
 
@@ -18,6 +20,9 @@
 #define CGQ_PRED_NUM_OPS 16   // op codes 0..15 (cg/graph.h)
 #define CGQ_PRED_NUM_SHAPE 16 // the shape numbers after the op code
 #define CGQ_PRED_IN_DIM (CGQ_PRED_NUM_OPS + CGQ_PRED_NUM_SHAPE)
+#define CGQ_PRED_NUM_COSTS 2 // log FLOPs, log bytes moved
+#define CGQ_PRED_NUM_SCALED (CGQ_PRED_NUM_SHAPE + CGQ_PRED_NUM_COSTS)
+#define CGQ_PRED_IN_DIM_COSTS (CGQ_PRED_IN_DIM + CGQ_PRED_NUM_COSTS)
 
 // How message passing aggregates a node's neighbours (edges both ways).
 typedef enum {
@@ -33,10 +38,14 @@ typedef struct cgq_pred_data_t cgq_pred_data_t;
 typedef struct {
     int graphs;     // B
     int nodes;      // N, all graphs together
-    float *x;       // N x CGQ_PRED_IN_DIM, row-major
+    float *x;       // N x the data's in_dim (cgq_pred_data_in_dim), row-major
     int *graph_off; // B + 1: graph g's nodes are [graph_off[g], graph_off[g+1])
     float *target;  // B: the normalised target (see cgq_pred_data_target)
     int *index;     // B: the dataset index of each graph
+    // N: each node's normalised time for the additive readout's node loss
+    // (see cgq_pred_data_node_target), NaN where it has none; all NaN when
+    // the dataset has no node times.
+    float *node_target;
     // The aggregation matrix A (N x N, sparse, CSR): row i holds i's
     // neighbours j with weight a_ij, per the aggregation it was built for.
     int *row_off; // N + 1
@@ -59,12 +68,19 @@ cgq_pred_data_t *cgq_pred_data_load (const char *dir, int label, int max_graphs,
 // the data (caller destroys), or NULL with a one-line reason in err.
 cgq_pred_data_t *cgq_pred_data_read (const char *path, int label, char *err, size_t err_len);
 // cgq_pred_data_use_scaling sets a saved model's feature and target scalings
-// (instead of a split's), encodes every graph with them, and puts every graph
-// in the test part. Returns 0, or -1 with err set for a scaling that cannot
-// be (std <= 0, not finite).
+// (instead of a split's; feat_mean and feat_std hold in_dim - NUM_OPS numbers
+// each, in_dim as set by cgq_pred_data_set_costs), encodes every graph with
+// them, and puts every graph in the test part. Returns 0, or -1 with err set for a scaling that
+// cannot be (std <= 0, not finite).
 int cgq_pred_data_use_scaling (cgq_pred_data_t *self, const float *feat_mean,
                                const float *feat_std, double y_mean, double y_std,
                                bool log_target, char *err, size_t err_len);
+
+// cgq_pred_data_set_costs turns the two node-cost inputs on or off (off
+// after load); call it before cgq_pred_data_split or _use_scaling.
+void cgq_pred_data_set_costs (cgq_pred_data_t *self, bool on);
+// Inputs per node: CGQ_PRED_IN_DIM, or CGQ_PRED_IN_DIM_COSTS with costs.
+int cgq_pred_data_in_dim (const cgq_pred_data_t *self);
 
 // NULL-safe; sets *self_p = NULL.
 void cgq_pred_data_destroy (cgq_pred_data_t **self_p);
@@ -97,8 +113,9 @@ typedef enum { CGQ_PRED_TRAIN, CGQ_PRED_VAL, CGQ_PRED_TEST } cgq_pred_part_t;
 // split) and their count in *n.
 const int *cgq_pred_data_part (const cgq_pred_data_t *self, cgq_pred_part_t part, int *n);
 
-// The fitted scalings: shape feature means and stds (CGQ_PRED_NUM_SHAPE
-// each), the target's mean and std (of log(latency) with log_target).
+// The fitted scalings: shape feature means and stds (in_dim -
+// CGQ_PRED_NUM_OPS each: the 16 shape numbers, then the costs if on), the target's mean and std (of
+// log(latency) with log_target).
 void cgq_pred_data_scaling (const cgq_pred_data_t *self, const float **feat_mean,
                             const float **feat_std, double *y_mean, double *y_std,
                             bool *log_target);
@@ -106,6 +123,15 @@ void cgq_pred_data_scaling (const cgq_pred_data_t *self, const float **feat_mean
 // f = log with log_target, else identity. cgq_pred_data_latency inverts it.
 double cgq_pred_data_target (const cgq_pred_data_t *self, int i);
 double cgq_pred_data_latency (const cgq_pred_data_t *self, double target);
+// cgq_pred_data_node_shift is log of the mean node count of the train graphs
+// (0 before a split): the additive readout's prior that a node takes
+// 1 / (mean node count) of a typical graph (net.h).
+double cgq_pred_data_node_shift (const cgq_pred_data_t *self);
+// cgq_pred_data_node_target is node k (of every graph's nodes, in order) of
+// graph i's time normalised as the additive readout's node output u (net.h):
+// (log t - y_mean + shift) / y_std with log_target (NaN for t <= 0, the
+// input node), else (t - y_mean e^-shift) / y_std. NaN without node times.
+double cgq_pred_data_node_target (const cgq_pred_data_t *self, int i, int k);
 
 // cgq_pred_data_batch packs graphs idx[0..n-1] into b (built with
 // cgq_pred_batch_init), with A for agg. Call after a split.

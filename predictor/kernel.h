@@ -15,11 +15,12 @@
 
 #include "data.h"
 #include "forest.h"
+#include "node.h"
 #include "train.h"
 
 // Features per node: in_h, in_w, in_c, out_h, out_w, out_c, kernel, stride,
 // cin_per_group, flops, bytes (cgq_pred_kernel_feature_names).
-#define CGQ_PRED_KERNEL_FEATS 11
+#define CGQ_PRED_KERNEL_FEATS CGQ_PRED_NODE_FEATS
 
 extern const char *const cgq_pred_kernel_feature_names[CGQ_PRED_KERNEL_FEATS];
 

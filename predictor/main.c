@@ -105,6 +105,8 @@ s_on_epoch (void *arg, const cgq_pred_epoch_t *e)
         cgq_line_begin (&l);
         cgq_line_int (&l, "epoch", e->epoch);
         cgq_line_num (&l, "train_loss", e->train_loss);
+        if (e->train_node_loss > 0) // node_loss on
+            cgq_line_num (&l, "train_node_loss", e->train_node_loss);
         s_line_metrics (&l, "val", &e->val);
         cgq_line_num (&l, "epoch_s", e->epoch_s);
         cgq_line_send (&l);
@@ -382,6 +384,16 @@ s_predict (int argc, char **argv)
                 json_object_set_new (g, "family", json_string (fam));
             if (isfinite (y))
                 json_object_set_new (g, "measured_ms", json_real (y));
+            int nodes;
+            cgq_pred_data_nodes (data, i, &nodes);
+            double *node_ms = cgq_xcalloc ((size_t)nodes + 1, sizeof *node_ms);
+            if (model && cgq_pred_model_predict_nodes (model, data, i, node_ms) == 0) {
+                json_t *a = json_array (); // additive readout: what it summed
+                for (int k = 0; k < nodes; k++)
+                    json_array_append_new (a, json_real (node_ms[k]));
+                json_object_set_new (g, "node_ms", a);
+            }
+            free (node_ms);
             json_array_append_new (graphs, g);
         }
         json_t *doc = json_pack ("{s:s, s:s, s:o}", "model", model_path, "data", data_path,

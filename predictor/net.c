@@ -29,7 +29,8 @@ struct cgq_pred_net_t {
     // Activations of the last forward, for cap_n nodes and cap_b graphs.
     size_t cap_n, cap_b;
     float *h[CGQ_PRED_MAX_LAYERS + 1]; // h[0] borrowed (the batch's x); h[L]: last output
-    float *g, *z1, *y1, *mask1;        // B x hidden
+    float *g, *z1, *y1, *mask1;        // head rows (B, or N when additive) x hidden
+    float *u, *wnode, *du;             // N: additive node outputs, d t / d u, d loss / d u
     // Backward scratch.
     float *dh, *dh2, *dc, *dz; // N x max width
     float *dg, *dz1, *dy1;     // B x hidden
@@ -112,7 +113,11 @@ s_free_buffers (cgq_pred_net_t *self)
     free (self->dc);
     free (self->dz);
     free (self->ones);
+    free (self->u);
+    free (self->wnode);
+    free (self->du);
     self->dh = self->dh2 = self->dc = self->dz = self->ones = NULL;
+    self->u = self->wnode = self->du = NULL;
     self->cap_n = 0;
 }
 
@@ -204,6 +209,9 @@ s_reserve (cgq_pred_net_t *self, int n, int b)
         self->dc = s_alloc (cap * wide);
         self->dz = s_alloc (cap * hid);
         self->ones = s_alloc (cap);
+        self->u = s_alloc (cap);
+        self->wnode = s_alloc (cap);
+        self->du = s_alloc (cap);
         for (size_t i = 0; i < cap; i++)
             self->ones[i] = 1.0f;
         self->cap_n = cap;
@@ -295,7 +303,7 @@ cgq_pred_net_forward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, bool trai
     const cgq_pred_shape_t *s = &self->shape;
     int n = b->nodes, hid = s->hidden;
     bool drop = train && s->dropout > 0;
-    s_reserve (self, n, b->graphs);
+    s_reserve (self, n, s->additive ? n : b->graphs);
     self->h[0] = b->x;
     double flops = 0;
     for (int l = 0; l < s->layers; l++) {
@@ -313,8 +321,46 @@ cgq_pred_net_forward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, bool trai
         flops += 2.0 * n * ly->cin * hid;
         s_relu_dropout (self, (size_t)n * hid, ly->z, ly->mask, drop, self->h[l + 1]);
     }
-    // Readout.
     const float *hl = self->h[s->layers];
+    if (s->additive) {
+        // Head on every node, then each graph's nodes summed in ms.
+        s_linear (n, hid, hid, hl, self->params + self->w1, self->params + self->b1, self->z1);
+        flops += 2.0 * n * hid * hid;
+        s_relu_dropout (self, (size_t)n * hid, self->z1, drop ? self->mask1 : NULL, drop, self->y1);
+        for (int i = 0; i < n; i++)
+            self->u[i] = self->params[self->b2];
+        cblas_sgemv (CblasRowMajor, CblasNoTrans, n, hid, 1.0f, self->y1, hid,
+                     self->params + self->w2, 1, 1.0f, self->u, 1);
+        flops += 2.0 * n * hid;
+        double sig = s->y_std, shift = s->node_shift;
+        for (int g = 0; g < b->graphs; g++) {
+            int lo = b->graph_off[g], hi = b->graph_off[g + 1];
+            if (s->log_target) {
+                // log sum exp (sigma u_i), shifted by its largest term.
+                double top = -INFINITY, sum = 0;
+                for (int i = lo; i < hi; i++)
+                    top = fmax (top, sig * self->u[i]);
+                for (int i = lo; i < hi; i++)
+                    sum += exp (sig * self->u[i] - top);
+                double lse = hi > lo ? top + log (sum) : 0;
+                for (int i = lo; i < hi; i++)
+                    self->wnode[i] = (float)exp (sig * self->u[i] - lse);
+                pred[g] = (float)((lse - shift) / sig);
+            }
+            else {
+                double sum = 0;
+                for (int i = lo; i < hi; i++) {
+                    sum += self->u[i];
+                    self->wnode[i] = 1.0f;
+                }
+                pred[g] = (float)(sum + ((hi - lo) * exp (-shift) - 1) * s->y_mean / sig);
+            }
+        }
+        self->flops_fwd = flops;
+        self->dropped = drop;
+        return;
+    }
+    // Readout.
     for (int g = 0; g < b->graphs; g++) {
         float *o = self->g + (size_t)g * hid;
         memset (o, 0, (size_t)hid * sizeof (float));
@@ -358,35 +404,84 @@ cgq_pred_net_loss (const cgq_pred_batch_t *b, const float *pred, float *dpred)
     return b->graphs ? sum / b->graphs : 0;
 }
 
+double
+cgq_pred_net_node_loss (const cgq_pred_net_t *self, const cgq_pred_batch_t *b, double weight,
+                        float *dnode)
+{
+    int count = 0;
+    double sum = 0;
+    for (int i = 0; i < b->nodes; i++)
+        if (!isnan (b->node_target[i]))
+            count++;
+    for (int i = 0; i < b->nodes; i++) {
+        double e = isnan (b->node_target[i]) ? 0 : (double)self->u[i] - b->node_target[i];
+        sum += e * e;
+        if (dnode)
+            dnode[i] = count ? (float)(weight * 2 * e / count) : 0.0f;
+    }
+    return count ? weight * sum / count : 0;
+}
+
+const float *
+cgq_pred_net_node_outputs (const cgq_pred_net_t *self)
+{
+    return self->shape.additive ? self->u : NULL;
+}
+
+int
+cgq_pred_net_node_ms (const cgq_pred_net_t *self, int n, double *out)
+{
+    const cgq_pred_shape_t *s = &self->shape;
+    if (!s->additive)
+        return -1;
+    double sig = s->y_std, mu = s->y_mean, shift = s->node_shift;
+    for (int i = 0; i < n; i++)
+        out[i] = s->log_target ? exp (sig * self->u[i] + mu - shift)
+                               : sig * self->u[i] + mu * exp (-shift);
+    return 0;
+}
+
 void
-cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const float *dpred)
+cgq_pred_net_backward (cgq_pred_net_t *self, const cgq_pred_batch_t *b, const float *dpred,
+                       const float *dnode)
 {
     const cgq_pred_shape_t *s = &self->shape;
     int n = b->nodes, B = b->graphs, hid = s->hidden;
     float *P = self->params, *G = self->grads;
     double flops = 0;
-    // Head: pred = y1 w2 + b2.
-    cblas_sgemv (CblasRowMajor, CblasTrans, B, hid, 1.0f, self->y1, hid, dpred, 1, 0.0f,
+    // Head: out = y1 w2 + b2, per graph (out = pred) or, additive, per node
+    // (out = u, and d loss / d u_i = dpred[g] d t_g / d u_i + dnode[i]).
+    int rows = s->additive ? n : B;
+    const float *dout = dpred;
+    if (s->additive) {
+        for (int g = 0; g < B; g++)
+            for (int i = b->graph_off[g]; i < b->graph_off[g + 1]; i++)
+                self->du[i] = dpred[g] * self->wnode[i] + (dnode ? dnode[i] : 0.0f);
+        dout = self->du;
+    }
+    const float *hin = s->additive ? self->h[s->layers] : self->g;
+    float *dhin = s->additive ? self->dh : self->dg;
+    cblas_sgemv (CblasRowMajor, CblasTrans, rows, hid, 1.0f, self->y1, hid, dout, 1, 0.0f,
                  G + self->w2, 1);
     double db2 = 0;
-    for (int g = 0; g < B; g++)
-        db2 += dpred[g];
+    for (int r = 0; r < rows; r++)
+        db2 += dout[r];
     G[self->b2] = (float)db2;
-    memset (self->dy1, 0, (size_t)B * hid * sizeof (float));
-    cblas_sger (CblasRowMajor, B, hid, 1.0f, dpred, 1, P + self->w2, 1, self->dy1, hid);
-    s_relu_dropout_back ((size_t)B * hid, self->z1, self->dropped ? self->mask1 : NULL, self->dy1,
-                         self->dz1);
-    // z1 = g W1 + b1.
-    cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, hid, hid, B, 1.0f, self->g, hid,
-                 self->dz1, hid, 0.0f, G + self->w1, hid);
-    cblas_sgemv (CblasRowMajor, CblasTrans, B, hid, 1.0f, self->dz1, hid, self->ones, 1, 0.0f,
+    memset (self->dy1, 0, (size_t)rows * hid * sizeof (float));
+    cblas_sger (CblasRowMajor, rows, hid, 1.0f, dout, 1, P + self->w2, 1, self->dy1, hid);
+    s_relu_dropout_back ((size_t)rows * hid, self->z1, self->dropped ? self->mask1 : NULL,
+                         self->dy1, self->dz1);
+    // z1 = in W1 + b1.
+    cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, hid, hid, rows, 1.0f, hin, hid, self->dz1,
+                 hid, 0.0f, G + self->w1, hid);
+    cblas_sgemv (CblasRowMajor, CblasTrans, rows, hid, 1.0f, self->dz1, hid, self->ones, 1, 0.0f,
                  G + self->b1, 1);
-    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, B, hid, hid, 1.0f, self->dz1, hid,
-                 P + self->w1, hid, 0.0f, self->dg, hid);
-    flops += 4.0 * B * hid * hid;
+    cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, rows, hid, hid, 1.0f, self->dz1, hid,
+                 P + self->w1, hid, 0.0f, dhin, hid);
+    flops += 4.0 * rows * hid * hid;
     // Readout: every node of graph g gets dg[g] (/ its node count for mean).
     float *dh = self->dh;
-    for (int g = 0; g < B; g++) {
+    for (int g = 0; g < B && !s->additive; g++) {
         int lo = b->graph_off[g], hi = b->graph_off[g + 1];
         float scale = s->readout_mean && hi > lo ? 1.0f / (float)(hi - lo) : 1.0f;
         for (int i = lo; i < hi; i++) {

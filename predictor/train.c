@@ -29,7 +29,11 @@ static const s_key_t s_keys[] = {
     {"layers", K_INT, OFF (layers), 1, CGQ_PRED_MAX_LAYERS, "message-passing layers"},
     {"hidden", K_INT, OFF (hidden), 1, 4096, "width of every layer and of the head"},
     {"aggregation", K_AGG, OFF (agg), 0, 0, "sum | mean (GraphConv) | gcn"},
-    {"readout", K_READOUT, OFF (readout_mean), 0, 0, "sum | mean over a graph's nodes"},
+    {"readout", K_READOUT, OFF (readout_mean), 0, 0,
+     "sum | mean over a graph's nodes | additive (per-node latency, summed)"},
+    {"node_costs", K_BOOL, OFF (node_costs), 0, 0, "log FLOPs and log bytes as node inputs"},
+    {"node_loss", K_REAL, OFF (node_loss), 0, 1000,
+     "additive: weight of the node-time loss (node-label.csv.gz); 0: off"},
     {"lr", K_REAL, OFF (lr), 1e-9, 10, "Adam's learning rate"},
     {"weight_decay", K_REAL, OFF (weight_decay), 0, 10, "L2 penalty added to the gradient"},
     {"dropout", K_REAL, OFF (dropout), 0, 0.95, "probability of dropping an activation"},
@@ -68,11 +72,14 @@ cgq_pred_config_default (cgq_pred_config_t *cfg)
         .hidden = 64,
         .agg = CGQ_PRED_AGG_MEAN,
         .readout_mean = false,
+        .readout_additive = true,
+        .node_costs = true,
+        .node_loss = 0,
         .lr = 1e-3,
         .weight_decay = 0,
         .dropout = 0,
         .batch_size = 32,
-        .epochs = 50,
+        .epochs = 100,
         .seed = 0,
         .log_target = true,
         .val_frac = 0.1,
@@ -176,11 +183,14 @@ cgq_pred_config_set (cgq_pred_config_t *cfg, const char *key, const char *text, 
         }
         return 0;
     case K_READOUT:
-        if (strcmp (text, "sum") != 0 && strcmp (text, "mean") != 0) {
-            snprintf (err, err_len, "%s: unknown readout '%s' (expected sum or mean)", key, text);
+        if (strcmp (text, "sum") != 0 && strcmp (text, "mean") != 0 &&
+            strcmp (text, "additive") != 0) {
+            snprintf (err, err_len, "%s: unknown readout '%s' (expected sum, mean or additive)",
+                      key, text);
             return -1;
         }
-        *(bool *)p = !strcmp (text, "mean");
+        cfg->readout_mean = !strcmp (text, "mean");
+        cfg->readout_additive = !strcmp (text, "additive");
         return 0;
     case K_SELECT:
         for (int i = 0; i < 5; i++)
@@ -255,7 +265,11 @@ cgq_pred_config_json (const cgq_pred_config_t *cfg)
         case K_BOOL: v = json_boolean (*(const bool *)p); break;
         case K_STR: v = json_string (p); break;
         case K_AGG: v = json_string (cgq_pred_agg_name (*(const cgq_pred_agg_t *)p)); break;
-        case K_READOUT: v = json_string (*(const bool *)p ? "mean" : "sum"); break;
+        case K_READOUT:
+            v = json_string (cfg->readout_additive ? "additive"
+                             : cfg->readout_mean   ? "mean"
+                                                   : "sum");
+            break;
         case K_SELECT: v = json_string (s_select_names[*(const cgq_pred_select_t *)p]); break;
         case K_REGRESSOR: v = json_string (*(const bool *)p ? "gbt" : "forest"); break;
         case K_MODEL:
@@ -332,17 +346,23 @@ s_better (cgq_pred_select_t sel, const cgq_pred_metrics_t *a, const cgq_pred_met
     }
 }
 
-// s_shape is the network a config asks for.
+// s_shape is the network a config asks for, with the target scaling (y_mean,
+// y_std, log_target) and node shift the additive readout works in.
 static cgq_pred_shape_t
-s_shape (const cgq_pred_config_t *cfg)
+s_shape (const cgq_pred_config_t *cfg, double y_mean, double y_std, double node_shift)
 {
     return (cgq_pred_shape_t){
-        .in_dim = CGQ_PRED_IN_DIM,
+        .in_dim = cfg->node_costs ? CGQ_PRED_IN_DIM_COSTS : CGQ_PRED_IN_DIM,
         .layers = cfg->layers,
         .hidden = cfg->hidden,
         .agg = cfg->agg,
         .readout_mean = cfg->readout_mean,
         .dropout = (float)cfg->dropout,
+        .additive = cfg->readout_additive,
+        .log_target = cfg->log_target,
+        .y_mean = (float)y_mean,
+        .y_std = (float)y_std,
+        .node_shift = (float)node_shift,
     };
 }
 
@@ -354,6 +374,21 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
     memset (res, 0, sizeof *res);
     if (cfg->model == CGQ_PRED_MODEL_KERNEL)
         return cgq_pred_kernel_train (cfg, data, out_dir, on_epoch, arg, res, err, err_len);
+    if (cfg->node_loss > 0 && !cfg->readout_additive) {
+        snprintf (err, err_len,
+                  "node_loss %g needs readout: additive (only it predicts per-node "
+                  "times; set node_loss 0 or readout additive)",
+                  cfg->node_loss);
+        return -1;
+    }
+    if (cfg->node_loss > 0 && !cgq_pred_data_node_labels (data, 0)) {
+        snprintf (err, err_len,
+                  "node_loss %g needs node times, and the dataset has no %s "
+                  "(make it with --node-times / per_op, or set node_loss 0)",
+                  cfg->node_loss, "node-label.csv.gz");
+        return -1;
+    }
+    cgq_pred_data_set_costs (data, cfg->node_costs);
     if (cgq_pred_data_split (data, cfg->seed, cfg->val_frac, cfg->test_frac, cfg->test_family,
                              cfg->log_target, err, err_len) < 0)
         return -1;
@@ -363,7 +398,11 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
     cgq_pred_data_part (data, CGQ_PRED_TEST, &res->ntest);
     res->ntrain = ntrain;
 
-    cgq_pred_shape_t shape = s_shape (cfg);
+    const float *fm, *fs;
+    double ym, ys;
+    bool lt;
+    cgq_pred_data_scaling (data, &fm, &fs, &ym, &ys, &lt);
+    cgq_pred_shape_t shape = s_shape (cfg, ym, ys, cgq_pred_data_node_shift (data));
     cgq_pred_net_t *net = cgq_pred_net_new (&shape, cfg->seed);
     size_t np = cgq_pred_net_size (net);
     float *best = cgq_xcalloc (np, sizeof *best);
@@ -371,7 +410,8 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
     memcpy (order, train, (size_t)ntrain * sizeof *order);
     int bs = cfg->batch_size < ntrain ? cfg->batch_size : ntrain;
     float *pred = cgq_xcalloc ((size_t)bs, sizeof *pred),
-          *dpred = cgq_xcalloc ((size_t)bs, sizeof *dpred);
+          *dpred = cgq_xcalloc ((size_t)bs, sizeof *dpred), *dnode = NULL;
+    size_t dnode_cap = 0;
     cgq_pred_batch_t b;
     cgq_pred_batch_init (&b);
     uint64_t rng = cfg->seed ^ 0xba7c4ULL;
@@ -384,19 +424,27 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
             order[j] = t;
         }
         int64_t t0 = cgq_now_ms ();
-        double loss = 0;
+        double loss = 0, node_loss = 0;
         for (int at = 0; at < ntrain; at += bs) {
             int m = ntrain - at < bs ? ntrain - at : bs;
             cgq_pred_data_batch (data, order + at, m, cfg->agg, &b);
             cgq_pred_net_forward (net, &b, true, pred);
             loss += cgq_pred_net_loss (&b, pred, dpred) * m;
-            cgq_pred_net_backward (net, &b, dpred);
+            if (cfg->node_loss > 0) {
+                if ((size_t)b.nodes > dnode_cap) {
+                    dnode_cap = (size_t)b.nodes + (size_t)b.nodes / 2;
+                    dnode = cgq_xrealloc (dnode, dnode_cap * sizeof *dnode);
+                }
+                node_loss += cgq_pred_net_node_loss (net, &b, cfg->node_loss, dnode) * m;
+            }
+            cgq_pred_net_backward (net, &b, dpred, dnode);
             cgq_pred_net_adam (net, cfg->lr, cfg->weight_decay);
             double ff, fb;
             cgq_pred_net_flops (net, &ff, &fb);
             res->flops += ff + fb;
         }
-        cgq_pred_epoch_t e = {.epoch = epoch, .train_loss = loss / ntrain};
+        cgq_pred_epoch_t e = {
+            .epoch = epoch, .train_loss = loss / ntrain, .train_node_loss = node_loss / ntrain};
         e.epoch_s = (double)(cgq_now_ms () - t0) / 1000.0;
         res->train_s += e.epoch_s;
         if (!isfinite (e.train_loss)) {
@@ -433,6 +481,7 @@ cgq_pred_train (const cgq_pred_config_t *cfg, cgq_pred_data_t *data, const char 
     cgq_pred_batch_fini (&b);
     free (pred);
     free (dpred);
+    free (dnode);
     free (order);
     free (best);
     cgq_pred_net_destroy (&net);
@@ -464,11 +513,14 @@ cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net
     bool lt;
     cgq_pred_data_scaling (data, &fm, &fs, &ym, &ys, &lt);
     size_t np = cgq_pred_net_size (net);
-    json_t *o = json_pack (
-        "{s:s, s:i, s:o, s:{s:o, s:o, s:f, s:f, s:b}, s:I, s:s}", "format", "cgq-predictor-model",
-        "version", 1, "config", cgq_pred_config_json (cfg), "scaling", "feat_mean",
-        s_floats (fm, CGQ_PRED_NUM_SHAPE), "feat_std", s_floats (fs, CGQ_PRED_NUM_SHAPE), "y_mean",
-        ym, "y_std", ys, "log_target", lt, "params", (json_int_t)np, "weights", "model.f32");
+    int in_dim = cgq_pred_net_shape (net)->in_dim, nscaled = in_dim - CGQ_PRED_NUM_OPS;
+    json_t *o = json_pack ("{s:s, s:i, s:o, s:i, s:{s:o, s:o, s:f, s:f, s:b, s:f}, s:I, s:s}",
+                           "format", "cgq-predictor-model", "version", CGQ_PRED_MODEL_VERSION,
+                           "config", cgq_pred_config_json (cfg), "in_dim", in_dim, "scaling",
+                           "feat_mean", s_floats (fm, nscaled), "feat_std", s_floats (fs, nscaled),
+                           "y_mean", ym, "y_std", ys, "log_target", lt, "node_shift",
+                           (double)cgq_pred_net_shape (net)->node_shift, "params", (json_int_t)np,
+                           "weights", "model.f32");
     if (extra)
         json_object_set (o, "metrics", (json_t *)extra);
     cgq_buf_t b;
@@ -548,11 +600,14 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
         goto done;
     }
     const char *fmt = json_string_value (json_object_get (o, "format"));
-    if (!fmt || strcmp (fmt, "cgq-predictor-model") != 0
-        || json_integer_value (json_object_get (o, "version")) != 1) {
-        snprintf (err, err_len, "%s: not a cgq-predictor model of version 1 (its \"format\" "
-                                "and \"version\" say otherwise)",
-                  json_path);
+    json_int_t version = json_integer_value (json_object_get (o, "version"));
+    if (!fmt || strcmp (fmt, "cgq-predictor-model") != 0 || version < 1 ||
+        version > CGQ_PRED_MODEL_VERSION) {
+        snprintf (err, err_len,
+                  "%s: not a cgq-predictor model of version 1 to %d (its "
+                  "\"format\" and \"version\" say otherwise; a newer "
+                  "cgq-predictor may read it)",
+                  json_path, CGQ_PRED_MODEL_VERSION);
         goto done;
     }
     self = cgq_xcalloc (1, sizeof *self);
@@ -569,21 +624,46 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
                   json_path);
         goto fail;
     }
+    // Version 1 had no node costs (32 inputs) and no in_dim; a config
+    // without node_costs is such a model, whatever today's default is.
+    if (!json_object_get (json_object_get (o, "config"), "node_costs"))
+        self->config.node_costs = false;
+    int want_dim = self->config.node_costs ? CGQ_PRED_IN_DIM_COSTS : CGQ_PRED_IN_DIM;
+    const json_t *jdim = json_object_get (o, "in_dim");
+    self->in_dim = jdim ? (int)json_integer_value (jdim) : CGQ_PRED_IN_DIM;
+    if ((version >= 2 && !json_is_integer (jdim)) || self->in_dim != want_dim) {
+        snprintf (err, err_len,
+                  "%s: in_dim is %s%d, but its config (node_costs %s) reads %d "
+                  "inputs per node (the file is damaged or from another version)",
+                  json_path, jdim ? "" : "missing: ", self->in_dim,
+                  self->config.node_costs ? "true" : "false", want_dim);
+        goto fail;
+    }
     const json_t *sc = json_object_get (o, "scaling");
     const json_t *ym = json_object_get (sc, "y_mean"), *ys = json_object_get (sc, "y_std");
     const json_t *lt = json_object_get (sc, "log_target");
-    if (s_floats_get (json_object_get (sc, "feat_mean"), self->feat_mean, CGQ_PRED_NUM_SHAPE) < 0
-        || s_floats_get (json_object_get (sc, "feat_std"), self->feat_std, CGQ_PRED_NUM_SHAPE) < 0
-        || !json_is_number (ym) || !json_is_number (ys) || !json_is_boolean (lt)) {
-        snprintf (err, err_len, "%s: scaling must hold feat_mean and feat_std (%d numbers each), "
-                                "y_mean, y_std and log_target",
-                  json_path, CGQ_PRED_NUM_SHAPE);
+    const json_t *jshift = json_object_get (sc, "node_shift");
+    int nscaled = self->in_dim - CGQ_PRED_NUM_OPS;
+    if (s_floats_get (json_object_get (sc, "feat_mean"), self->feat_mean, nscaled) < 0 ||
+        s_floats_get (json_object_get (sc, "feat_std"), self->feat_std, nscaled) < 0 ||
+        !json_is_number (ym) || !json_is_number (ys) || !json_is_boolean (lt) ||
+        (jshift && !json_is_number (jshift))) {
+        snprintf (err, err_len,
+                  "%s: scaling must hold feat_mean and feat_std (%d numbers each), "
+                  "y_mean, y_std and log_target (and node_shift a number)",
+                  json_path, nscaled);
         goto fail;
     }
     self->y_mean = json_number_value (ym);
     self->y_std = json_number_value (ys);
     self->log_target = json_is_true (lt);
-    cgq_pred_shape_t shape = s_shape (&self->config);
+    self->node_shift = jshift ? json_number_value (jshift) : 0;
+    if (self->log_target != self->config.log_target || !isfinite (self->node_shift)) {
+        snprintf (err, err_len, "%s: scaling's log_target or node_shift disagrees with its config",
+                  json_path);
+        goto fail;
+    }
+    cgq_pred_shape_t shape = s_shape (&self->config, self->y_mean, self->y_std, self->node_shift);
     self->net = cgq_pred_net_new (&shape, 0);
     size_t np = cgq_pred_net_size (self->net);
     if (json_integer_value (json_object_get (o, "params")) != (json_int_t)np) {
@@ -647,6 +727,7 @@ int
 cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *out, char *err,
                         size_t err_len)
 {
+    cgq_pred_data_set_costs (data, self->config.node_costs);
     if (cgq_pred_data_use_scaling (data, self->feat_mean, self->feat_std, self->y_mean,
                                    self->y_std, self->log_target, err, err_len)
         < 0)
@@ -655,4 +736,20 @@ cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *o
     const int *idx = cgq_pred_data_part (data, CGQ_PRED_TEST, &n);
     cgq_pred_predict (self->net, data, idx, n, out);
     return 0;
+}
+
+int
+cgq_pred_model_predict_nodes (cgq_pred_model_t *self, const cgq_pred_data_t *data, int i,
+                              double *out)
+{
+    if (!self->config.readout_additive)
+        return -1;
+    cgq_pred_batch_t b;
+    cgq_pred_batch_init (&b);
+    cgq_pred_data_batch (data, &i, 1, self->config.agg, &b);
+    float pred;
+    cgq_pred_net_forward (self->net, &b, false, &pred);
+    int rc = cgq_pred_net_node_ms (self->net, b.nodes, out);
+    cgq_pred_batch_fini (&b);
+    return rc;
 }

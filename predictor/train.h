@@ -15,6 +15,10 @@
 #include "metrics.h"
 #include "net.h"
 
+// The GNN's saved model format: 1 (32 inputs per node), 2 (in_dim recorded,
+// node_costs, readout additive, node_shift). Loading reads both.
+#define CGQ_PRED_MODEL_VERSION 2
+
 typedef enum {
     CGQ_PRED_SELECT_MAPE, // lowest val MAPE
     CGQ_PRED_SELECT_MAE,
@@ -31,12 +35,15 @@ typedef struct {
     int layers;               // message-passing layers (3)
     int hidden;               // width (64)
     cgq_pred_agg_t agg;       // aggregation: sum | mean | gcn (mean)
-    bool readout_mean;        // readout: sum | mean (sum)
+    bool readout_mean;        // readout: sum | mean | additive (additive)
+    bool readout_additive;    // readout: additive (net.h: per-node latency, summed)
+    bool node_costs;          // log FLOPs and log bytes as node inputs (true)
+    double node_loss;         // additive: weight of the node-time loss; 0: off (0)
     double lr;                // Adam's learning rate (1e-3)
     double weight_decay;      // L2 added to the gradient (0)
     double dropout;           // (0)
     int batch_size;           // graphs per step (32)
-    int epochs;               // (50)
+    int epochs;               // (100)
     uint64_t seed;            // split, initialisation, shuffling, dropout (0)
     bool log_target;          // regress log(latency) (true)
     double val_frac;          // (0.1)
@@ -75,6 +82,7 @@ void cgq_pred_config_help (FILE *f);
 typedef struct {
     int epoch;              // 1, 2, ...
     double train_loss;      // mean squared error on normalised targets
+    double train_node_loss; // node_loss x the node-time loss (0 when node_loss is 0)
     cgq_pred_metrics_t val; // on the validation graphs
     double epoch_s;         // wall time of the epoch's training steps
 } cgq_pred_epoch_t;
@@ -115,8 +123,9 @@ int cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred
 typedef struct {
     cgq_pred_config_t config;
     cgq_pred_net_t *net; // its weights loaded; owned
-    float feat_mean[CGQ_PRED_NUM_SHAPE], feat_std[CGQ_PRED_NUM_SHAPE];
-    double y_mean, y_std;
+    int in_dim;          // inputs per node: CGQ_PRED_IN_DIM, or _IN_DIM_COSTS with node_costs
+    float feat_mean[CGQ_PRED_NUM_SCALED], feat_std[CGQ_PRED_NUM_SCALED]; // in_dim - NUM_OPS used
+    double y_mean, y_std, node_shift;
     bool log_target;
     json_t *metrics; // the metrics saved with it (owned reference; may be NULL)
 } cgq_pred_model_t;
@@ -124,8 +133,10 @@ typedef struct {
 // cgq_pred_model_load reads a model: PATH is its model.json or the directory
 // holding it; the weights file it names must lie beside it. Every part is
 // checked (format, config, scalings, weight count against the config's
-// network, finite weights). Returns the model (caller destroys), or NULL with
-// a reason naming the file in err.
+// network, finite weights). A version 1 model (before node costs and the
+// additive readout: 32 inputs per node) loads as node_costs false; version 2
+// records its in_dim, which must match its config. Returns the model (caller destroys), or NULL
+// with a reason naming the file in err.
 cgq_pred_model_t *cgq_pred_model_load (const char *path, char *err, size_t err_len);
 // NULL-safe; sets *self_p = NULL.
 void cgq_pred_model_destroy (cgq_pred_model_t **self_p);
@@ -134,4 +145,10 @@ void cgq_pred_model_destroy (cgq_pred_model_t **self_p);
 // (cgq_pred_data_use_scaling). Returns 0, or -1 with err set.
 int cgq_pred_model_predict (cgq_pred_model_t *self, cgq_pred_data_t *data, double *out,
                             char *err, size_t err_len);
+// cgq_pred_model_predict_nodes writes graph i's per-node latencies (ms, one
+// per node in node order, summing to the graph's prediction) of a model with
+// the additive readout into out, after cgq_pred_model_predict on data.
+// Returns 0, or -1 for a model with another readout.
+int cgq_pred_model_predict_nodes (cgq_pred_model_t *self, const cgq_pred_data_t *data, int i,
+                                  double *out);
 #endif

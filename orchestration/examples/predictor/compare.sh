@@ -1,6 +1,8 @@
 #!/bin/sh
 # compare.sh: the kernel-level predictor (model: kernel, forests and gbt) and
-# the GNN on the same splits of one CG dataset with node times: for split
+# the GNN (today's: readout sum, no node costs; issue 29's: readout additive
+# with node costs, without and with the node-time loss) on the same splits
+# of one CG dataset with node times: for split
 # seeds 0..SEEDS-1 (val 10 %, test 10 %, or a held-out family) it trains each
 # and prints the test acc10 / MAPE / SRCC of every run and their means, the
 # table docs/predictor.md asks for (issue 29). Put the dataset's pass-to-pass
@@ -27,11 +29,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 s=0
 while [ "$s" -lt "$seeds" ]; do
-    for m in kernel-forest kernel-gbt gnn; do
+    for m in kernel-forest kernel-gbt gnn gnn-additive gnn-additive-node; do
         case $m in
             kernel-forest) set -- --set model=kernel ;;
             kernel-gbt) set -- --set model=kernel --set regressor=gbt --set n_estimators=200 ;;
-            gnn) set -- --set epochs="$epochs" --set select=acc10 ;;
+            gnn) set -- --set epochs="$epochs" --set select=acc10 --set readout=sum \
+                --set node_costs=false ;;
+            gnn-additive) set -- --set epochs="$epochs" --set select=acc10 \
+                --set readout=additive --set node_costs=true ;;
+            gnn-additive-node) set -- --set epochs="$epochs" --set select=acc10 \
+                --set readout=additive --set node_costs=true --set node_loss=0.5 ;;
         esac
         [ -n "$family" ] && set -- "$@" --set test_family="$family"
         OPENBLAS_NUM_THREADS=1 "$pred" train --data "$data" --set seed="$s" "$@" --json |
@@ -42,17 +49,17 @@ done
 python3 - "$tmp/runs" <<'PY'
 import json, sys
 rows = {}
-print("%-14s %4s %8s %8s %8s" % ("model", "seed", "acc10", "mape", "srcc"))
+print("%-18s %4s %8s %8s %8s" % ("model", "seed", "acc10", "mape", "srcc"))
 for line in open(sys.argv[1]):
     model, seed, doc = line.split(" ", 2)
     r = json.loads(doc)
     rows.setdefault(model, []).append(r)
-    print("%-14s %4s %8.1f %8.2f %8.4f" % (model, seed, r["test_acc10"], r["test_mape"],
+    print("%-18s %4s %8.1f %8.2f %8.4f" % (model, seed, r["test_acc10"], r["test_mape"],
                                          r["test_srcc"]))
 print()
 for model, rs in rows.items():
     n = len(rs)
-    print("%-14s mean %8.1f %8.2f %8.4f  (%d splits)" % (
+    print("%-18s mean %8.1f %8.2f %8.4f  (%d splits)" % (
         model, sum(r["test_acc10"] for r in rs) / n, sum(r["test_mape"] for r in rs) / n,
         sum(r["test_srcc"] for r in rs) / n, n))
 PY

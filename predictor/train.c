@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "json.h"
 #include "kernel.h"
@@ -500,6 +501,41 @@ s_floats (const float *v, int n)
     return a;
 }
 
+// s_fnv1a: FNV-1a, 64 bits, of n bytes.
+static uint64_t
+s_fnv1a (const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+// s_write_aside writes n bytes to DIR/NAME.tmp, syncs it and renames it to
+// DIR/NAME. Returns 0, or -1 with err set (the .tmp removed).
+static int
+s_write_aside (const char *dir, const char *name, const void *data, size_t n, char *err,
+               size_t err_len)
+{
+    char *path = cgq_xasprintf ("%s/%s", dir, name), *tmp = cgq_xasprintf ("%s/%s.tmp", dir, name);
+    int rc = 0;
+    FILE *f = fopen (tmp, "wb");
+    if (!f || fwrite (data, 1, n, f) != n || fflush (f) != 0 || fsync (fileno (f)) != 0)
+        rc = -1;
+    if (f && fclose (f) != 0)
+        rc = -1;
+    if (rc == 0 && rename (tmp, path) < 0)
+        rc = -1;
+    if (rc < 0) {
+        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
+        unlink (tmp);
+    }
+    free (tmp);
+    free (path);
+    return rc;
+}
+
 int
 cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net_t *net,
                      const cgq_pred_data_t *data, const json_t *extra, char *err, size_t err_len)
@@ -514,13 +550,19 @@ cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net
     cgq_pred_data_scaling (data, &fm, &fs, &ym, &ys, &lt);
     size_t np = cgq_pred_net_size (net);
     int in_dim = cgq_pred_net_shape (net)->in_dim, nscaled = in_dim - CGQ_PRED_NUM_OPS;
-    json_t *o = json_pack ("{s:s, s:i, s:o, s:i, s:{s:o, s:o, s:f, s:f, s:b, s:f}, s:I, s:s}",
+    // The weights' hash goes into model.json, so that a pair whose halves
+    // come from two saves (a crash between the renames below) is refused,
+    // never used.
+    char fnv[17];
+    snprintf (fnv, sizeof fnv, "%016llx",
+              (unsigned long long)s_fnv1a (cgq_pred_net_params (net), np * sizeof (float)));
+    json_t *o = json_pack ("{s:s, s:i, s:o, s:i, s:{s:o, s:o, s:f, s:f, s:b, s:f}, s:I, s:s, s:s}",
                            "format", "cgq-predictor-model", "version", CGQ_PRED_MODEL_VERSION,
                            "config", cgq_pred_config_json (cfg), "in_dim", in_dim, "scaling",
                            "feat_mean", s_floats (fm, nscaled), "feat_std", s_floats (fs, nscaled),
                            "y_mean", ym, "y_std", ys, "log_target", lt, "node_shift",
                            (double)cgq_pred_net_shape (net)->node_shift, "params", (json_int_t)np,
-                           "weights", "model.f32");
+                           "weights", "model.f32", "weights_fnv1a", fnv);
     if (extra)
         json_object_set (o, "metrics", (json_t *)extra);
     cgq_buf_t b;
@@ -528,32 +570,13 @@ cgq_pred_model_save (const char *dir, const cgq_pred_config_t *cfg, cgq_pred_net
     cgq_json_append (&b, o, true);
     cgq_buf_puts (&b, "\n");
     json_decref (o);
-    int rc = 0;
-    char *path = cgq_xasprintf ("%s/model.json", dir);
-    FILE *f = fopen (path, "w");
-    if (!f || fwrite (b.data, 1, b.len, f) != b.len) {
-        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
-        rc = -1;
-    }
-    if (f && fclose (f) != 0 && rc == 0) {
-        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
-        rc = -1;
-    }
-    free (path);
+    // Each file written aside and renamed (the weights first): a crash
+    // leaves each whole, old or new.
+    int rc = s_write_aside (dir, "model.f32", cgq_pred_net_params (net), np * sizeof (float), err,
+                            err_len);
+    if (rc == 0)
+        rc = s_write_aside (dir, "model.json", b.data, b.len, err, err_len);
     cgq_buf_fini (&b);
-    if (rc < 0)
-        return -1;
-    path = cgq_xasprintf ("%s/model.f32", dir);
-    f = fopen (path, "wb");
-    if (!f || fwrite (cgq_pred_net_params (net), sizeof (float), np, f) != np) {
-        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
-        rc = -1;
-    }
-    if (f && fclose (f) != 0 && rc == 0) {
-        snprintf (err, err_len, "cannot write %s: %s", path, strerror (errno));
-        rc = -1;
-    }
-    free (path);
     return rc;
 }
 
@@ -697,6 +720,16 @@ cgq_pred_model_load (const char *path, char *err, size_t err_len)
             snprintf (err, err_len, "%s: weight %zu is not finite", wpath, i);
             goto fail;
         }
+    const char *want = json_string_value (json_object_get (o, "weights_fnv1a"));
+    char got[17];
+    snprintf (got, sizeof got, "%016llx", (unsigned long long)s_fnv1a (w, np * sizeof (float)));
+    if (want && strcmp (want, got)) { // older models have no hash: nothing to check
+        snprintf (err, err_len,
+                  "%s does not belong to %s (weights hash %s, the model says %s: a save cut "
+                  "short?): train again, or restore both files",
+                  wpath, json_path, got, want);
+        goto fail;
+    }
     self->metrics = json_incref (json_object_get (o, "metrics"));
     goto done;
 fail:

@@ -459,6 +459,27 @@ test_predict_saved (void **state)
     assert_non_null (m); // put back as it was: it loads again
     cgq_pred_model_destroy (&m);
     char *w = cgq_xasprintf ("%s/model.f32", out);
+    // The halves of two saves (a crash between its renames): the weights of
+    // another training beside this model.json are refused, not used.
+    char *out2 = cgq_xasprintf ("%s/predict-model-2", s_dir);
+    cfg.seed = 8;
+    cgq_pred_data_t *again = cgq_pred_data_load (s_dir, 0, 0, err, sizeof err);
+    assert_int_equal (cgq_pred_train (&cfg, again, out2, NULL, NULL, &r, err, sizeof err), 0);
+    cgq_pred_data_destroy (&again);
+    char *w2 = cgq_xasprintf ("%s/model.f32", out2);
+    char *mv = cgq_xasprintf ("cp '%s' '%s.keep' && cp '%s' '%s'", w, w, w2, w);
+    assert_int_equal (system (mv), 0);
+    assert_null (cgq_pred_model_load (out, err, sizeof err));
+    assert_non_null (strstr (err, "does not belong to"));
+    free (mv);
+    mv = cgq_xasprintf ("mv '%s.keep' '%s'", w, w);
+    assert_int_equal (system (mv), 0);
+    m = cgq_pred_model_load (out, err, sizeof err);
+    assert_non_null (m);
+    cgq_pred_model_destroy (&m);
+    free (mv);
+    free (w2);
+    free (out2);
     assert_int_equal (truncate (w, 12), 0);
     assert_null (cgq_pred_model_load (out, err, sizeof err));
     assert_non_null (strstr (err, "float32 weights"));

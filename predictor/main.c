@@ -15,6 +15,7 @@
 #include "cgq_report.h"
 #include "data.h"
 #include "export.h"
+#include "dataset.h"
 #include "kernel.h"
 #include "train.h"
 #include "util.h"
@@ -46,6 +47,8 @@ s_usage (FILE *f)
            "       cgq-predictor export --results FILE --out DIR\n"
            "       cgq-predictor predict --model PATH --data PATH [--label N] "
            "[--format table|csv|json]\n"
+           "       cgq-predictor features --data DIR [--set KEY=VALUE]...\n"
+           "       cgq-predictor features --data DIR [--set KEY=VALUE]...\n"
            "       cgq-predictor --help | --version\n"
            "\n"
            "Trains a GNN that predicts a model's latency from its computational graph, on\n"
@@ -69,6 +72,11 @@ s_usage (FILE *f)
            "(model.json of cgq-cg gen). It prints each graph's predicted latency and, where\n"
            "the dataset has it, the measured one, then MAE, MAPE, RMSE, SRCC and +-10 %\n"
            "accuracy over the labelled graphs.\n"
+           "\n"
+           "features prints a JSON line per graph: its family, label, part of the split that\n"
+           "the same --set keys make (seed, val_frac, test_frac, test_family), its total\n"
+           "FLOPs and bytes moved, and per op type [count, FLOPs, bytes]: what the baselines\n"
+           "of bench/predictor_baselines.py are fitted on, on the models' own splits.\n"
            "\n"
            "hyper-parameters (KEY, default, meaning):\n",
            f);
@@ -172,8 +180,12 @@ s_run (const char *data_dir, cgq_pred_config_t *cfg, const char *out_dir, s_out_
     return S_OK;
 }
 
+static int s_features (const char *data_dir, const cgq_pred_config_t *cfg);
+
+// s_main: train, trial, or (features) the per-graph features of the
+// baselines with the split the same --set keys make.
 static int
-s_main (int argc, char **argv, bool trial)
+s_main (int argc, char **argv, bool trial, bool features)
 {
     static const struct option opts[] = {
         {"data", required_argument, NULL, 'd'}, {"set", required_argument, NULL, 's'},
@@ -235,7 +247,75 @@ s_main (int argc, char **argv, bool trial)
         json_decref (params);
         out = ".";
     }
+    if (features)
+        return s_features (data, &cfg);
     return s_run (data, &cfg, out, &o);
+}
+
+// s_features prints one JSON line per graph: its index, family, label,
+// which part of the split the config makes it (train, val, test), its
+// nodes, total FLOPs and bytes moved (predictor/node.h, the kernel model's
+// and the GNN's count), and per op type [count, FLOPs, bytes]: what the
+// baselines of docs/predictor.md (a per-family linear fit, a random forest
+// on aggregated op features; bench/predictor_baselines.py) are fitted on,
+// graph for graph on the same splits as the kernel model and the GNN.
+static int
+s_features (const char *data_dir, const cgq_pred_config_t *cfg)
+{
+    char err[1024];
+    cgq_pred_data_t *data =
+        cgq_pred_data_load (data_dir, cfg->label, cfg->max_graphs, err, sizeof err);
+    if (!data || cgq_pred_data_split (data, cfg->seed, cfg->val_frac, cfg->test_frac,
+                                      cfg->test_family, true, err, sizeof err) < 0) {
+        s_error ("%s", err);
+        cgq_pred_data_destroy (&data);
+        return S_BAD;
+    }
+    int n = cgq_pred_data_count (data);
+    char *part = cgq_xcalloc ((size_t)n + 1, 1);
+    const char *names[] = {"train", "val", "test"};
+    const cgq_pred_part_t parts[] = {CGQ_PRED_TRAIN, CGQ_PRED_VAL, CGQ_PRED_TEST};
+    for (int k = 0; k < 3; k++) {
+        int m;
+        const int *idx = cgq_pred_data_part (data, parts[k], &m);
+        for (int j = 0; j < m; j++)
+            part[idx[j]] = (char)(k + 1);
+    }
+    for (int i = 0; i < n; i++) {
+        int nodes;
+        const double *raw = cgq_pred_data_nodes (data, i, &nodes);
+        json_t *ops = json_object ();
+        double flops = 0, bytes = 0;
+        for (int v = 0; v < nodes; v++) {
+            double c[CGQ_PRED_NODE_FEATS];
+            cgq_pred_node_config (raw + (size_t)v * CGQ_CG_NUM_FEATS, c);
+            const char *op = cgq_pred_kernel_op_name ((int)raw[(size_t)v * CGQ_CG_NUM_FEATS]);
+            json_t *a = json_object_get (ops, op);
+            if (!a) {
+                a = json_pack ("[i, f, f]", 0, 0.0, 0.0);
+                json_object_set_new (ops, op, a);
+            }
+            json_array_set_new (a, 0, json_integer (json_integer_value (json_array_get (a, 0)) + 1));
+            json_array_set_new (a, 1, json_real (json_real_value (json_array_get (a, 1)) +
+                                                 c[CGQ_PRED_NODE_FLOPS]));
+            json_array_set_new (a, 2, json_real (json_real_value (json_array_get (a, 2)) +
+                                                 c[CGQ_PRED_NODE_BYTES]));
+            flops += c[CGQ_PRED_NODE_FLOPS];
+            bytes += c[CGQ_PRED_NODE_BYTES];
+        }
+        const char *fam = cgq_pred_data_family (data, i);
+        json_t *o = json_pack ("{s:i, s:s, s:f, s:s, s:i, s:f, s:f, s:o}", "i", i, "family",
+                               fam ? fam : "", "label", cgq_pred_data_label (data, i), "part",
+                               part[i] ? names[part[i] - 1] : "none", "nodes", nodes, "flops",
+                               flops, "bytes", bytes, "ops", ops);
+        char *line = json_dumps (o, JSON_COMPACT);
+        puts (line);
+        free (line);
+        json_decref (o);
+    }
+    free (part);
+    cgq_pred_data_destroy (&data);
+    return S_OK;
 }
 
 static int
@@ -467,12 +547,14 @@ main (int argc, char **argv)
         printf ("cgq-predictor %s\n", CGQ_PRED_VERSION);
         return S_OK;
     }
-    if (!strcmp (cmd, "train") || !strcmp (cmd, "trial"))
-        return s_main (argc - 1, argv + 1, !strcmp (cmd, "trial"));
+    if (!strcmp (cmd, "train") || !strcmp (cmd, "trial") || !strcmp (cmd, "features"))
+        return s_main (argc - 1, argv + 1, !strcmp (cmd, "trial"), !strcmp (cmd, "features"));
     if (!strcmp (cmd, "export"))
         return s_export (argc - 1, argv + 1);
     if (!strcmp (cmd, "predict"))
         return s_predict (argc - 1, argv + 1);
-    s_error ("unknown command '%s' (expected train, trial, export or predict; see --help)", cmd);
+    s_error ("unknown command '%s' (expected train, trial, export, predict or features; see "
+             "--help)",
+             cmd);
     return S_BAD;
 }

@@ -63,3 +63,14 @@ for model, rs in rows.items():
         model, sum(r["test_acc10"] for r in rs) / n, sum(r["test_mape"] for r in rs) / n,
         sum(r["test_srcc"] for r in rs) / n, n))
 PY
+# The baselines on the same splits (a per-family linear fit, a random forest
+# on aggregated op features), where scikit-learn is installed.
+py=${PYTHON:-python3}
+if "$py" -c 'import sklearn' 2>/dev/null; then
+    echo
+    set -- --bin-dir "$build/bin" --data "$data" --seeds "$seeds"
+    [ -n "$family" ] && set -- "$@" --family "$family"
+    "$py" "$(dirname "$0")/../../../bench/predictor_baselines.py" "$@"
+else
+    echo "compare.sh: no scikit-learn for $py (python3-sklearn): baselines left out" >&2
+fi

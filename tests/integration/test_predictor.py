@@ -99,6 +99,27 @@ class PredictorTest(CgqTestCase):
                             "--set", "layers=1"], capture_output=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("(train 14, val 2, test 4 graphs;", p.stdout.decode())  # the 4 vgg
+        # cgq-predictor features: the same split, every node counted once,
+        # the costs node.c gives (FLOPs of the graph as cgq-cg labelled it).
+        p = subprocess.run([binary("cgq-predictor"), "features", "--data", d,
+                            "--set", "test_family=vgg"], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = [json.loads(line) for line in p.stdout.decode().splitlines()]
+        self.assertEqual(len(rows), 20)
+        parts = [r["part"] for r in rows]
+        self.assertEqual((parts.count("train"), parts.count("val"), parts.count("test")),
+                         (14, 2, 4))
+        self.assertEqual({r["family"] for r in rows if r["part"] == "test"}, {"vgg"})
+        with gzip.open(os.path.join(d, "graph-label.csv.gz"), "rt") as f:
+            flops = [float(line.split(",")[0]) for line in f]
+        for r, fl in zip(rows, flops):
+            self.assertEqual(sum(c for c, _, _ in r["ops"].values()), r["nodes"])
+            self.assertAlmostEqual(sum(f for _, f, _ in r["ops"].values()), r["flops"], delta=1)
+            self.assertEqual(r["label"], fl)
+        p = subprocess.run([binary("cgq-predictor"), "features", "--data", d, "--set", "sed=1"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("sed", p.stderr.decode())
 
     def test_leaderboard_names_the_model(self):
         # Issue 23: cgq run's own leaderboard shows a predictor's test scores

@@ -11,7 +11,8 @@
 //       a cmaes search of N trials; prints {"n": N, "ms": per trial}
 //
 // FUNC: rosenbrock8 (8-D on [-5, 10]), ellipsoid8 (8-D on [-5, 5], axis
-// scales 1 .. 1e6, optimum 0 at a shifted point). ALG: cmaes or random.
+// scales 1 .. 1e6, optimum 0 at a shifted point), ellipsoid8w and sphere8w
+// (params of ranges 10 .. 10,000 wide; below). ALG: cmaes or random.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@ typedef struct {
     int dim;
     double lo, hi;
     double (*f) (const double *x);
+    const double *k; // NULL, or param i's range is k[i] [lo, hi]
 } s_func_t;
 
 static double
@@ -51,9 +53,40 @@ s_ellipsoid8 (const double *x)
     return s;
 }
 
+// Params of different ranges, k_i = 10^(3i/7) (param i on [-5 k_i, 5 k_i],
+// ranges 10 .. 10,000 wide), two ways round:
+// ellipsoid8w(x) = ellipsoid8(x_i / k_i): the ellipsoid in each param's own
+//   box (cgq's cmaes, which searches that box, finds the same values as on
+//   ellipsoid8), but a sphere in the params' own units (where Optuna 3.1's
+//   CmaEsSampler searches, with one sigma0 = the narrowest range / 6);
+// sphere8w(x) = sum (x_i / k_i - shift_i)^2: a sphere in each param's box
+//   (each param matters in proportion to its range), an ellipsoid of
+//   condition 1e6 in the params' own units.
+static double s_k[8];
+
+static double
+s_ellipsoid8w (const double *x)
+{
+    double u[8];
+    for (int i = 0; i < 8; i++)
+        u[i] = x[i] / s_k[i];
+    return s_ellipsoid8 (u);
+}
+
+static double
+s_sphere8w (const double *x)
+{
+    double s = 0;
+    for (int i = 0; i < 8; i++)
+        s += pow (x[i] / s_k[i] - s_shift[i], 2);
+    return s;
+}
+
 static const s_func_t s_funcs[] = {
-    {"rosenbrock8", 8, -5, 10, s_rosenbrock8},
-    {"ellipsoid8", 8, -5, 5, s_ellipsoid8},
+    {"rosenbrock8", 8, -5, 10, s_rosenbrock8, NULL},
+    {"ellipsoid8", 8, -5, 5, s_ellipsoid8, NULL},
+    {"ellipsoid8w", 8, -5, 5, s_ellipsoid8w, s_k},
+    {"sphere8w", 8, -5, 5, s_sphere8w, s_k},
 };
 
 static cgq_spec_t *
@@ -63,7 +96,8 @@ s_spec (const s_func_t *fn, const char *alg, long long seed, long long samples, 
     cgq_buf_init (&y);
     cgq_buf_puts (&y, "space:\n");
     for (int i = 0; i < fn->dim; i++)
-        cgq_buf_printf (&y, "  x%d: {uniform: [%.17g, %.17g]}\n", i, fn->lo, fn->hi);
+        cgq_buf_printf (&y, "  x%d: {uniform: [%.17g, %.17g]}\n", i,
+                        fn->k ? fn->k[i] * fn->lo : fn->lo, fn->k ? fn->k[i] * fn->hi : fn->hi);
     cgq_buf_printf (&y, "search: {algorithm: %s, samples: %lld, seed: %lld", alg, samples, seed);
     if (restarts)
         cgq_buf_printf (&y, ", restarts: %d", restarts);
@@ -144,6 +178,8 @@ s_search (const s_func_t *fn, const char *alg, long long seed, long long budget,
 int
 main (int argc, char **argv)
 {
+    for (int i = 0; i < 8; i++)
+        s_k[i] = pow (10, 3 * i / 7.0);
     const s_func_t *fn = NULL;
     for (size_t i = 0; argc > 2 && i < sizeof s_funcs / sizeof *s_funcs; i++)
         if (!strcmp (argv[2], s_funcs[i].name))
@@ -152,7 +188,7 @@ main (int argc, char **argv)
     if (!fn || (!run && !cost)) {
         fprintf (stderr, "usage: cgq-bench-cmaes run FUNC cmaes|random SEED BUDGET [RESTARTS]\n"
                          "       cgq-bench-cmaes cost FUNC N\n"
-                         "FUNC: rosenbrock8, ellipsoid8\n");
+                         "FUNC: rosenbrock8, ellipsoid8, ellipsoid8w, sphere8w\n");
         return 2;
     }
     long long n;

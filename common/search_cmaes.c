@@ -37,8 +37,9 @@
 // S_WARM_GAMMA of them (a feasible point ranked before an infeasible one, as
 // in an update) with prior variance S_WARM_ALPHA^2: its mean, sigma and C
 // (sigma0 unused). Both are 0.1, the library's defaults (Optuna does not
-// expose them). The box is [0,1]^n here where Optuna's is the params'
-// own range, so alpha is 1/10 of each param's range.
+// expose them). The box is [0,1]^n here, as Optuna's since 3.2
+// (optuna#4443; 3.1's was the params' own range), so alpha is 1/10 of each
+// param's range.
 //
 // Saved state: {"next": N}; replay restores every trial's point and outcome,
 // and the generations are replayed from them in order the next time the

@@ -6,7 +6,8 @@
 // uninterrupted run gives, over every numeric kind of param, with failures;
 // the same seed gives the same search, another seed another; categorical
 // params and several objectives are refused; a warm start (WS-CMA-ES) centres
-// the first generation near the warm points' optimum, across restarts too.
+// the first generation near the warm points' optimum, across restarts too;
+// params of very different ranges are searched in each param's box.
 // (cmaes_test checks the update's numbers against NumPy, and the warm-start
 // distribution against the cmaes library.)
 #include <setjmp.h>
@@ -313,6 +314,69 @@ t_solves (void **state)
         }
         printf ("  %s 5-D, %d trials, 4 in flight: worst best of 5 seeds %.3g\n",
                 c == 0 ? "sphere" : "ellipsoid", budget, worst);
+    }
+}
+
+// Params of ranges 10 .. 100,000 wide (x_i on [-5 k_i, 5 k_i], k_i = 10^i)
+// and a sphere in each param's box: the searcher works in that box (as
+// Optuna's CmaEsSampler since 3.2), so its first generations are the
+// [-5, 5]^5 sphere's scaled by k_i, and it solves it as fast. (Searched in
+// the params' own units with one step size, as Optuna 3.1, it is an
+// ellipsoid of condition 1e8 that 1,200 trials do not solve.)
+static double
+s_sphere_w (const json_t *p)
+{
+    double f = 0;
+    for (int i = 0; i < 5; i++) {
+        char k[8];
+        snprintf (k, sizeof k, "x%d", i);
+        f += pow (s_num (p, k) / pow (10, i) - s_shift[i], 2);
+    }
+    return f;
+}
+
+static void
+t_ranges (void **state)
+{
+    for (int seed = 1; seed <= 3; seed++) {
+        char yaml[1024], wide[1024], search[256];
+        snprintf (search, sizeof search,
+                  "search: {algorithm: cmaes, samples: 1200, seed: %d}\n"
+                  "objective: {metric: f0, mode: min}\n" TRIAL,
+                  seed);
+        snprintf (yaml, sizeof yaml,
+                  "space:\n  x0: {uniform: [-5, 5]}\n  x1: {uniform: [-5, 5]}\n"
+                  "  x2: {uniform: [-5, 5]}\n  x3: {uniform: [-5, 5]}\n"
+                  "  x4: {uniform: [-5, 5]}\n%s",
+                  search);
+        snprintf (wide, sizeof wide,
+                  "space:\n  x0: {uniform: [-5, 5]}\n  x1: {uniform: [-50, 50]}\n"
+                  "  x2: {uniform: [-500, 500]}\n  x3: {uniform: [-5000, 5000]}\n"
+                  "  x4: {uniform: [-50000, 50000]}\n%s",
+                  search);
+        cgq_spec_t *sn = s_spec (yaml), *sw = s_spec (wide);
+        s_run_t rn, rw;
+        s_run_init (&rn, sn, s_sphere, 4, (uint64_t)seed);
+        s_run_init (&rw, sw, s_sphere_w, 4, (uint64_t)seed);
+        s_drive (&rn, 0);
+        s_drive (&rw, 0);
+        for (size_t t = 0; t < 24; t++) // three generations of 8
+            for (int i = 0; i < 5; i++) {
+                char k[8];
+                snprintf (k, sizeof k, "x%d", i);
+                double a = s_num (json_array_get (rn.params, t), k),
+                       b = s_num (json_array_get (rw.params, t), k) / pow (10, i);
+                if (!(fabs (a - b) < 1e-9))
+                    fail_msg ("seed %d trial %zu %s: %.17g in [-5, 5], %.17g scaled back", seed, t,
+                              k, a, b);
+            }
+        double best = s_best (&rw, -1);
+        if (!(best < 1e-6))
+            fail_msg ("seed %d: best %g after 1200 trials on params 10 .. 1e5 wide", seed, best);
+        s_run_fini (&rn);
+        s_run_fini (&rw);
+        cgq_spec_destroy (&sn);
+        cgq_spec_destroy (&sw);
     }
 }
 
@@ -682,6 +746,7 @@ main (void)
         cmocka_unit_test (t_seeds),       cmocka_unit_test (t_restart_next),
         cmocka_unit_test (t_generations), cmocka_unit_test (t_restart),
         cmocka_unit_test (t_solves),      cmocka_unit_test (t_warm),
+        cmocka_unit_test (t_ranges),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -108,6 +108,18 @@ s_trim (char *s)
     return s;
 }
 
+// s_fields splits a line of sinfo's or squeue's '|'-separated output into
+// at most n fields (in place); returns how many.
+static int
+s_fields (char *line, char **f, int n)
+{
+    char *save = NULL;
+    int k = 0;
+    for (char *t = strtok_r (line, "|", &save); t && k < n; t = strtok_r (NULL, "|", &save))
+        f[k++] = t;
+    return k;
+}
+
 // s_capture runs argv (PATH searched), its stdout (and stderr, appended)
 // read into *out (caller frees), at most S_CMD_TIMEOUT_MS. Returns its exit
 // status, or -1 when it could not run or was killed (*out then says why).
@@ -216,10 +228,7 @@ s_load_parts (s_scale_t *s)
     char *save = NULL;
     for (char *line = strtok_r (out, "\n", &save); line; line = strtok_r (NULL, "\n", &save)) {
         char *f[4] = {0};
-        char *fsave = NULL;
-        int nf = 0;
-        for (char *t = strtok_r (line, "|", &fsave); t && nf < 4; t = strtok_r (NULL, "|", &fsave))
-            f[nf++] = t;
+        int nf = s_fields (line, f, 4);
         if (nf < 4)
             continue;
         size_t len = strlen (f[0]);
@@ -465,10 +474,7 @@ s_load_supply (s_scale_t *s)
     char *save = NULL;
     for (char *line = strtok_r (out, "\n", &save); line; line = strtok_r (NULL, "\n", &save)) {
         char *f[4] = {0};
-        char *fsave = NULL;
-        int nf = 0;
-        for (char *t = strtok_r (line, "|", &fsave); t && nf < 4; t = strtok_r (NULL, "|", &fsave))
-            f[nf++] = t;
+        int nf = s_fields (line, f, 4);
         if (nf < 4 || strncmp (f[3], "cgq-scale:", 10))
             continue; // not one of ours
         bool pending = !strcmp (f[1], "PENDING") || !strcmp (f[1], "CONFIGURING");

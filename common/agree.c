@@ -35,9 +35,8 @@ s_cmp_idx (const void *x, const void *y)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
-// s_ranks writes the ranks (1-based, ties averaged) of v[0..n) into r.
-static void
-s_ranks (const double *v, size_t n, double *r)
+void
+cgq_ranks (const double *v, size_t n, double *r)
 {
     s_idx_t *x = cgq_xcalloc (n, sizeof *x);
     for (size_t i = 0; i < n; i++)
@@ -77,6 +76,20 @@ s_pearson (const double *x, const double *y, size_t n)
     return sxy / sqrt (sxx * syy);
 }
 
+double
+cgq_srcc (const double *a, const double *b, size_t n)
+{
+    if (n < 2)
+        return NAN;
+    double *ra = cgq_xcalloc (n, sizeof *ra), *rb = cgq_xcalloc (n, sizeof *rb);
+    cgq_ranks (a, n, ra);
+    cgq_ranks (b, n, rb);
+    double r = s_pearson (ra, rb, n);
+    free (ra);
+    free (rb);
+    return r;
+}
+
 cgq_agree_t
 cgq_agree (const double *a, const double *b, size_t n)
 {
@@ -103,14 +116,7 @@ cgq_agree (const double *a, const double *b, size_t n)
         qsort (d, m, sizeof *d, s_cmp_double);
         g.median_abs = m % 2 ? d[m / 2] : (d[m / 2 - 1] + d[m / 2]) / 2;
     }
-    if (m >= 2) {
-        double *ra = cgq_xcalloc (m, sizeof *ra), *rb = cgq_xcalloc (m, sizeof *rb);
-        s_ranks (pa, m, ra);
-        s_ranks (pb, m, rb);
-        g.srcc = s_pearson (ra, rb, m);
-        free (ra);
-        free (rb);
-    }
+    g.srcc = cgq_srcc (pa, pb, m);
     free (pa);
     free (pb);
     free (d);

@@ -22,6 +22,12 @@ typedef struct {
 // are finite and a > 0.
 double cgq_pass_diff (double a, double b);
 
+// cgq_ranks writes the ranks (1-based, ties averaged) of v[0..n) into r.
+void cgq_ranks (const double *v, size_t n, double *r);
+// cgq_srcc is Spearman's rho of a and b (average ranks for ties); NAN when
+// n < 2 or either side is constant. The predictor's SRCC is this one.
+double cgq_srcc (const double *a, const double *b, size_t n);
+
 // cgq_agree computes the agreement of n pairs (a[i], b[i]); pairs where
 // cgq_pass_diff is NAN are left out (and not counted in n). Owns nothing.
 cgq_agree_t cgq_agree (const double *a, const double *b, size_t n);

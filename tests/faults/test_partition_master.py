@@ -14,11 +14,12 @@ than the sentinels' down-after. Checked:
     trial run once and ended once (the workers' markers, the records, the
     events, the leaderboard): no acknowledged result lost;
   - the old master, cut off, still takes writes from a client on its side of
-    the cut (it has no min-replicas-to-write: what is true today), but none
-    of them is used: healed, the sentinels turn it into the new master's
-    replica and it resyncs, so a key written there during the cut is gone,
-    and what the coordinator's dropped connection delivers to it late goes
-    the same way;
+    the cut (it has no min-replicas-to-write: what is true today; the second
+    test sets min-replicas-to-write 1 and min-replicas-max-lag 2 and sees it
+    refuse them with NOREPLICAS), but none of them is used: healed, the
+    sentinels turn it into the new master's replica and it resyncs, so a
+    key written there during the cut is gone, and what the coordinator's
+    dropped connection delivers to it late goes the same way;
   - after the failover the coordinator only ever names the new master."""
 
 import os
@@ -115,6 +116,14 @@ class MasterPartitionTest(CgqTestCase):
             r.close()
 
     def test_master_cut_off_from_the_sentinels(self):
+        self._cut_master(min_replicas=False)
+
+    def test_master_with_min_replicas_refuses_writes_when_cut_off(self):
+        """min-replicas-to-write 1, min-replicas-max-lag 2 on the master (as
+        docs/operations.md suggests): cut off past the lag, it refuses."""
+        self._cut_master(min_replicas=True)
+
+    def _cut_master(self, min_replicas):
         c = self.cluster
         self.ns_m = ns_m = NET.add("m%d" % len(NET.names))
         addr_a, addr_m, link = NET.link(NS_A, ns_m)
@@ -123,7 +132,9 @@ class MasterPartitionTest(CgqTestCase):
         self.mport = mport = free_port()
         conf = self._conf("master", (common.replace("ADDR", addr_m) +
                                      "port %d\nsave \"\"\nappendonly yes\n"
-                                     "appendfsync everysec\nrepl-diskless-sync-delay 0\n" % mport))
+                                     "appendfsync everysec\nrepl-diskless-sync-delay 0\n" % mport +
+                                     ("min-replicas-to-write 1\nmin-replicas-max-lag 2\n"
+                                      if min_replicas else "")))
         master = self._proc("master", ["ip", "netns", "exec", ns_m, "redis-server", conf])
         self._wait_ping(addr_m, mport, master, "the master (namespace M)")
         rport = free_port()
@@ -184,13 +195,14 @@ class MasterPartitionTest(CgqTestCase):
         NET.cut(link)
         c.redis.close()
         try:
-            # A client on the old master's side writes during the cut.
-            time.sleep(0.5)
-            canary = self._in_m("SET", "cgq:test:minority-write", "cut")
             c.wait_for(lambda: all(self._sentinel_master(p) == [addr_a, str(rport)]
                                    for p in sports), 30,
                        "every sentinel to name the replica as master", interval=0.1)
             failover_s = time.monotonic() - t_cut
+            # A client on the old master's side writes during the cut (past
+            # min-replicas-max-lag by now).
+            time.sleep(max(0.0, 3.5 - failover_s))
+            canary = self._in_m("SET", "cgq:test:minority-write", "cut")
             c.redis = Redis("127.0.0.1", rport)
             done = int(c.job(j).get("succeeded", "0"))
             c.wait_for(lambda: int(c.job(j).get("succeeded", "0")) >= done + 4, 30,
@@ -229,8 +241,11 @@ class MasterPartitionTest(CgqTestCase):
 
         # What the old master took during the cut is not used.
         self.assertEqual(role_cut, "master", "cut off, the old master still says master")
-        self.assertEqual(canary, "OK", "today the old master takes writes while cut off "
-                         "(no min-replicas-to-write); if this changed, update docs/operations.md")
+        if min_replicas:
+            self.assertTrue(canary.startswith("NOREPLICAS"), canary)
+        else:
+            self.assertEqual(canary, "OK", "without min-replicas-to-write the old master takes "
+                             "writes while cut off; if this changed, update docs/operations.md")
         self.assertIsNone(c.redis.cmd("GET", "cgq:test:minority-write"))
         c.wait_for(lambda: self._in_m("EXISTS", "cgq:test:minority-write") == "0", 20,
                    "the old master's own write to be gone after its resync")
@@ -251,10 +266,11 @@ class MasterPartitionTest(CgqTestCase):
             if m and float(m.group(1)) > wall_cut and m.group(3).lower() in (
                     "exec", "hset", "zadd", "xadd", "set", "del", "incr", "evalsha"):
                 late.append(line)
-        print("master cut off: sentinels named the replica %.1f s after the cut; the old master "
-              "took a write on its side (%s) and %d write command(s) after the cut in all; "
-              "healed, it was the new master's synced replica %.1f s later, those writes gone"
-              % (failover_s, canary, len(late), demoted_s))
+        print("master cut off (min-replicas-to-write %s): sentinels named the replica %.1f s "
+              "after the cut; the old master answered a write on its side with %r and ran %d "
+              "write command(s) after the cut in all; healed, it was the new master's synced "
+              "replica %.1f s later, those writes gone"
+              % (1 if min_replicas else 0, failover_s, canary, len(late), demoted_s))
 
 
 if __name__ == "__main__":

@@ -388,6 +388,7 @@ typedef struct coord_s {
     int64_t returning_prune_ms;
 #define RETURNING_MS(c) ((c)->cfg.dead_after * (c)->cfg.heartbeat_ms * 4 + 60000)
     uint64_t stat_results, stat_assigns;
+    const char *result_from; // the node whose Result jobs_result is applying (session.c)
     uint64_t stat_rejected, stat_reports_dropped; // hostile or over a limit (session.c)
     uint64_t stat_refused_ids; // messages whose CURVE key may not claim their node id
     // The message being handled (loop.c sets them, NULL outside): its CURVE

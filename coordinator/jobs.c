@@ -1337,8 +1337,8 @@ jobs_late_success (coord_t *c, trial_t *t, const Cgq__Result *r)
     t->attempt = r->task->attempt;
     char attempt[16];
     snprintf (attempt, sizeof attempt, "%u", t->attempt);
-    const char *kv[] = {CGQ_TF_ATTEMPT, attempt};
-    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, 2);
+    const char *kv[] = {CGQ_TF_ATTEMPT, attempt, CGQ_TF_NODE, c->result_from}; // where it ran
+    jobs_set_state (c, t, CGQ_TRIAL_RUNNING, kv, c->result_from ? 4 : 2);
 }
 
 // s_merge_stage adds stage name's metrics m to out. A metric an earlier

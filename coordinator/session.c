@@ -225,7 +225,10 @@ s_result (coord_t *c, const char *rid, const Cgq__Result *r)
         c->stat_deferred++;
         return;
     }
+    node_t *from = nodes_find (c, rid);
+    c->result_from = from ? from->id : NULL; // a late success kept ran there
     jobs_result (c, r);
+    c->result_from = NULL;
     outbox_ack (c, rid, r->task);
 }
 

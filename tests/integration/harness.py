@@ -607,6 +607,88 @@ def endpoint_port(ep):
 
 # ---------------------------------------------------------------- cluster
 
+class Netns:
+    """Network namespaces and veth pairs that a test creates (root only), and
+    cuts that drop packets silently: a pfifo qdisc of limit 0 on both ends of
+    a pair, so TCP sees a partition (retransmits, no refusal, no
+    ENETUNREACH), not a link going down. Only addresses inside these
+    namespaces are used (10.204.x.y/30). skip_reason() says why it cannot
+    run here; close() deletes the namespaces (their veths go with them)."""
+
+    CLONE_NEWNET = 0x40000000
+
+    def __init__(self, prefix="cgqp"):
+        import random
+        self.tag = "%d%02d" % (os.getpid() % 10000, random.randrange(100))
+        self.prefix = prefix
+        self.names, self.links = [], []
+        self.net = int(self.tag) % 250
+
+    @staticmethod
+    def skip_reason():
+        if os.geteuid() != 0:
+            return "needs root (network namespaces); CI runs it as root"
+        for b in ("ip", "tc"):
+            if shutil.which(b) is None:
+                return "%s is not installed (Debian: iproute2)" % b
+        return None
+
+    @staticmethod
+    def _run(*argv):
+        r = subprocess.run(list(argv), capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            raise OSError("%s: exit %d: %s" % (" ".join(argv), r.returncode, r.stderr.strip()))
+        return r.stdout
+
+    def add(self, short):
+        """A new namespace with its loopback up; returns its name."""
+        name = "%s%s%s" % (self.prefix, short, self.tag)
+        self._run("ip", "netns", "add", name)
+        self.names.append(name)
+        self._run("ip", "-n", name, "link", "set", "lo", "up")
+        return name
+
+    def link(self, ns_a, ns_b):
+        """A veth pair between two of our namespaces; returns
+        (addr_a, addr_b, index) where index names the pair for cut/heal."""
+        i = len(self.links)
+        dev_a, dev_b = "cgqv%da%s" % (i, self.tag), "cgqv%db%s" % (i, self.tag)
+        addr_a, addr_b = "10.204.%d.%d" % (self.net, 4 * i + 1), "10.204.%d.%d" % (
+            self.net, 4 * i + 2)
+        self._run("ip", "link", "add", dev_a, "type", "veth", "peer", "name", dev_b)
+        for ns, dev, addr in ((ns_a, dev_a, addr_a), (ns_b, dev_b, addr_b)):
+            self._run("ip", "link", "set", dev, "netns", ns)
+            self._run("ip", "-n", ns, "addr", "add", addr + "/30", "dev", dev)
+            self._run("ip", "-n", ns, "link", "set", dev, "up")
+        self.links.append(((ns_a, dev_a), (ns_b, dev_b)))
+        return addr_a, addr_b, i
+
+    def enter(self, ns):
+        """Moves the calling thread (call it before any other thread starts)
+        and the processes it starts from then on into ns."""
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open("/var/run/netns/" + ns, os.O_RDONLY)
+        try:
+            if libc.setns(fd, self.CLONE_NEWNET) != 0:
+                raise OSError("setns %s: %s" % (ns, os.strerror(ctypes.get_errno())))
+        finally:
+            os.close(fd)
+
+    def cut(self, i):
+        for ns, dev in self.links[i]:
+            self._run("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
+                      "pfifo", "limit", "0")
+
+    def heal(self, i):
+        for ns, dev in self.links[i]:
+            self._run("ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root")
+
+    def close(self):
+        for ns in reversed(self.names):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+        self.names, self.links = [], []
+
+
 READY_RE = re.compile(r"^cgq-coordinator ready nodes=(\S+) control=(\S+) epoch=(\d+)$")
 
 
@@ -634,15 +716,17 @@ class Cluster:
 
     # -- redis
 
-    def start_redis(self, appendonly=False):
+    def start_redis(self, appendonly=False, bind=()):
+        """bind: addresses besides 127.0.0.1 (a namespace's veth end)."""
         for attempt in range(5):
             port = free_port()
             rdir = os.path.join(self.tmp, "redis")
             os.makedirs(rdir, exist_ok=True)
             conf = os.path.join(rdir, "redis.conf")
             with open(conf, "w") as f:
-                f.write("port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n"
-                        "dir %s\nsave \"\"\nlogfile \"\"\ndatabases 4\n" % (port, rdir))
+                f.write("port %d\nbind %s\nprotected-mode no\ndaemonize no\n"
+                        "dir %s\nsave \"\"\nlogfile \"\"\ndatabases 4\n"
+                        % (port, " ".join(("127.0.0.1",) + tuple(bind)), rdir))
                 f.write("appendonly yes\nappendfsync always\n" if appendonly else
                         "appendonly no\n")
             self.redis_conf = conf

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""A full disk under the worker (issue 31): the worker's --workdir is a 1 MiB
+tmpfs (root only: skipped with the reason elsewhere).
+
+- A trial that fills the disk, then writes result.json (which the disk cuts
+  to 0 bytes) and exits 0 is FAILED with "result.json could not be written:
+  No space left on device", not succeeded with its last progress report as
+  the result; its stdout.log ends with a "[cgq: log truncated at N bytes: No
+  space left on device ...]" marker line.
+- The next trial, the disk still full and no result.json written, succeeds
+  with its last report and a warning that its log was cut and there is no
+  result.json; the worker stays up throughout.
+- Once space is back (the filler removed) the next trial runs clean: its
+  result.json is the result, no marker, no warning.
+"""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import CgqTestCase, main, metrics_of, pid_alive  # noqa: E402
+
+# Reports once, logs a few lines (and waits so that the worker has them in
+# stdout.log), fills the disk, logs more (the log is cut), then writes its
+# result.json unless told not to.
+FILL = r'''#!/bin/sh
+echo '{"score": 1}' >&3
+i=0
+while [ $i -lt 40 ]; do echo "before the disk fills, line $i"; i=$((i+1)); done
+sleep 0.5
+cat /dev/zero > "$CGQ_TRIAL_DIR/fill.bin"
+i=0
+while [ $i -lt 2000 ]; do echo "after the disk filled, line $i"; i=$((i+1)); done
+sleep 0.3
+if [ "$1" = write ]; then echo '{"score": 99}' > result.json; fi
+exit 0
+'''
+
+CLEAN = r'''#!/bin/sh
+echo '{"score": 1}' >&3
+echo "a line of a trial with room"
+echo '{"score": 7}' > result.json
+'''
+
+SPEC = '''name: diskfull-%(name)s
+space:
+  x: 1
+objective: {metric: score, mode: max}
+trial:
+  command: sh {spec_dir}/%(script)s
+  timeout: 60s
+  retries: 0
+'''
+
+MARKER = (r"\[cgq: log truncated at \d+ bytes: No space left on device"
+          r"( \(its last \d+ bytes were dropped to make room for this line\))?\]\n$")
+
+
+class DiskFullTest(CgqTestCase):
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to mount a small tmpfs as the worker's --workdir")
+        super().setUp()
+        self.mnt = os.path.join(self.tmp, "w1")
+        os.makedirs(self.mnt)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "none", self.mnt],
+                           capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            self.skipTest("cannot mount a tmpfs at %s: %s" % (self.mnt, r.stderr.strip()))
+        # After tearDown (which stops the worker), before the temp dir goes.
+        self.addCleanup(self._umount)
+
+    def _umount(self):
+        r = subprocess.run(["umount", self.mnt], capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", self.mnt], capture_output=True, timeout=20)
+
+    def _run(self, c, name, script):
+        j = c.submit(c.write_file("%s.yaml" % name, SPEC % {"name": name, "script": script}))
+        job = c.wait_job(j, 60)
+        self.assertEqual(job.get("state"), "finished", job)
+        return c.trial(j, 0)
+
+    def _read(self, t, name):
+        with open(os.path.join(t["trial_dir"], name), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def test_full_disk(self):
+        c = self.start_default(workers=(("w1", 1),))
+        worker = c.workers["w1"]
+        c.write_file("fill-write.sh", FILL.replace('"$1"', "write"))
+        c.write_file("fill-nowrite.sh", FILL.replace('"$1"', "nowrite"))
+        c.write_file("clean.sh", CLEAN)
+
+        # 1. The result.json write fails: failed, not the last report.
+        t = self._run(c, "write", "fill-write.sh")
+        self.assertEqual(t.get("state"), "failed", t)
+        self.assertRegex(t.get("error", ""),
+                         r"^result\.json could not be written: No space left on device "
+                         r"\(it holds 0 bytes, ", t)
+        self.assertRegex(t.get("error", ""), r"stdout\.log truncated at \d+ bytes: "
+                                             r"No space left on device", t)
+        self.assertNotEqual(metrics_of(t).get("score"), 99, t)
+        out = self._read(t, "stdout.log")
+        self.assertRegex(out, MARKER, "stdout.log does not end with the marker:\n" + out[-600:])
+        self.assertNotIn("after the disk filled, line 1999", out)
+        self.assertTrue(pid_alive(worker.popen.pid), "the worker died on the full disk")
+
+        # 2. Still full, no result.json: succeeded with the last report and a warning.
+        t = self._run(c, "nowrite", "fill-nowrite.sh")
+        self.assertEqual(t.get("state"), "succeeded", t)
+        self.assertEqual(metrics_of(t).get("score"), 1, t)
+        w = t.get("warning", "")
+        self.assertRegex(w, r"stdout\.log truncated at \d+ bytes: No space left on device", t)
+        self.assertIn("no result.json: the result is the last report", w, t)
+        self.assertTrue(pid_alive(worker.popen.pid), "the worker died on the full disk")
+        self.assertEqual(c.redis.hgetall("cgq:node:w1").get("state"), "alive")
+
+        # 3. Space back: the next trial runs clean.
+        fills = glob.glob(os.path.join(self.mnt, "**", "fill.bin"), recursive=True)
+        self.assertTrue(fills, "no fill.bin under the workdir")
+        for f in fills:
+            os.unlink(f)
+        t = self._run(c, "clean", "clean.sh")
+        self.assertEqual(t.get("state"), "succeeded", t)
+        self.assertEqual(json.loads(t.get("metrics")), {"score": 7}, t)
+        self.assertEqual(t.get("warning", ""), "", t)
+        self.assertEqual(self._read(t, "stdout.log"), "a line of a trial with room\n")
+
+
+if __name__ == "__main__":
+    main()

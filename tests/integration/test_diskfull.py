@@ -45,6 +45,16 @@ echo "a line of a trial with room"
 echo '{"score": 7}' > result.json
 '''
 
+# Saves a checkpoint, fills the disk, then announces the checkpoint: the
+# worker's own store (WORKDIR/checkpoints) is on the full disk.
+CKPT = r'''#!/bin/sh
+head -c 8192 /dev/urandom > "$CGQ_CHECKPOINT_DIR/model.bin"
+cat /dev/zero > "$CGQ_TRIAL_DIR/fill.bin"
+echo '{"checkpoint": true, "epoch": 1}' >&3
+sleep 2
+echo '{"score": 5}' >&3
+'''
+
 SPEC = '''name: diskfull-%(name)s
 space:
   x: 1
@@ -53,7 +63,7 @@ trial:
   command: sh {spec_dir}/%(script)s
   timeout: 60s
   retries: 0
-'''
+%(extra)s'''
 
 MARKER = (r"\[cgq: log truncated at \d+ bytes: No space left on device"
           r"( \(its last \d+ bytes were dropped to make room for this line\))?\]\n$")
@@ -78,8 +88,9 @@ class DiskFullTest(CgqTestCase):
         if r.returncode != 0:
             subprocess.run(["umount", "-l", self.mnt], capture_output=True, timeout=20)
 
-    def _run(self, c, name, script):
-        j = c.submit(c.write_file("%s.yaml" % name, SPEC % {"name": name, "script": script}))
+    def _run(self, c, name, script, extra=""):
+        j = c.submit(c.write_file("%s.yaml" % name, SPEC % {"name": name, "script": script,
+                                                              "extra": extra}))
         job = c.wait_job(j, 60)
         self.assertEqual(job.get("state"), "finished", job)
         return c.trial(j, 0)
@@ -129,6 +140,21 @@ class DiskFullTest(CgqTestCase):
         self.assertEqual(json.loads(t.get("metrics")), {"score": 7}, t)
         self.assertEqual(t.get("warning", ""), "", t)
         self.assertEqual(self._read(t, "stdout.log"), "a line of a trial with room\n")
+
+    def test_full_disk_checkpoint(self):
+        c = self.start_default(workers=(("w1", 1),))
+        worker = c.workers["w1"]
+        c.write_file("ckpt.sh", CKPT)
+        c.write_file("clean.sh", CLEAN)
+        t = self._run(c, "ckpt", "ckpt.sh", extra="checkpoint: {keep: 1}\n")
+        self.assertEqual(t.get("state"), "failed", t)
+        self.assertRegex(t.get("error", ""), r"^cannot seal checkpoint 1 .*No space left on device", t)
+        self.assertTrue(pid_alive(worker.popen.pid), "the worker died on the full disk")
+        for f in glob.glob(os.path.join(self.mnt, "**", "fill.bin"), recursive=True):
+            os.unlink(f)
+        t = self._run(c, "clean", "clean.sh")
+        self.assertEqual(t.get("state"), "succeeded", t)
+        self.assertEqual(json.loads(t.get("metrics")), {"score": 7}, t)
 
 
 if __name__ == "__main__":

@@ -813,7 +813,8 @@ s_lost (cgq_task_t *self, const char *error)
 }
 
 // s_lost_errno is s_lost for a start that failed with errno e, its error
-// formatted from fmt: out of file descriptors, it says which limit to raise.
+// formatted from fmt: out of file descriptors, it says which limit to raise;
+// on a full disk, that it is full.
 static void s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
@@ -835,6 +836,9 @@ s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
                              what, (unsigned long long) rl.rlim_cur);
     else if (e == EMFILE)
         msg = cgq_xasprintf ("%s (the worker is at its open file limit: raise it)", what);
+    else if (e == ENOSPC || e == EDQUOT)
+        msg = cgq_xasprintf ("%s (the filesystem of the worker's --workdir is full, of space "
+                             "or of inodes: free some)", what);
     s_lost (self, msg ? msg : what);
     free (msg);
     free (what);
@@ -1316,8 +1320,13 @@ s_checkpoint_dir (cgq_task_t *self, const cgq_task_opts_t *opts, bool made)
         return NULL;
     if (errno == EEXIST && cgq_rm_tree (self->ckpt_dir) == 0 && mkdir (self->ckpt_dir, 0700) == 0)
         return NULL;
-    return cgq_xasprintf ("cannot create checkpoint directory %s: %s", self->ckpt_dir,
-                          strerror (errno));
+    int en = errno;
+    return cgq_xasprintf ("cannot create checkpoint directory %s: %s%s", self->ckpt_dir,
+                          strerror (en),
+                          en == ENOSPC || en == EDQUOT
+                              ? " (the filesystem of the worker's --workdir is full, of space "
+                                "or of inodes: free some)"
+                              : "");
 }
 
 cgq_task_t *
@@ -1337,8 +1346,8 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
                                    &self->err.log_fd) == 0;
     if (!made && cgq_mkdir_p (self->trial_dir) < 0) {
         int en = errno;
-        s_lost_errno (self, en, "cannot create trial directory %s: %s (check --workdir)",
-                      self->trial_dir, strerror (en));
+        s_lost_errno (self, en, "cannot create trial directory %s: %s%s", self->trial_dir,
+                      strerror (en), en == ENOSPC || en == EDQUOT ? "" : " (check --workdir)");
         return self;
     }
     char *unsafe = s_confined_dir (opts->workdir, self->trial_dir);

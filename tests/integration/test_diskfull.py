@@ -12,13 +12,21 @@ tmpfs (root only: skipped with the reason elsewhere).
   result.json; the worker stays up throughout.
 - Once space is back (the filler removed) the next trial runs clean: its
   result.json is the result, no marker, no warning.
+- A checkpoint announced on the full disk (the worker's own store under
+  --workdir) fails its attempt with the store's reason; the worker goes on.
+- No inodes left (nr_inodes=200): once the two directories made ahead are
+  used, a trial whose directory cannot be made is lost with "the filesystem
+  of the worker's --workdir is full"; with inodes back, trials run.
 """
 
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CgqTestCase, main, metrics_of, pid_alive  # noqa: E402
@@ -156,6 +164,56 @@ class DiskFullTest(CgqTestCase):
         self.assertEqual(t.get("state"), "succeeded", t)
         self.assertEqual(json.loads(t.get("metrics")), {"score": 7}, t)
 
+    def test_no_inodes_left(self):
+        # Remount with few inodes, then take every one left: no trial
+        # directory can be made. Each attempt is lost with the reason (the
+        # worker stays up); once inodes are free the trial runs.
+        self._umount()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=200,mode=0700",
+                            "none", self.mnt], capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c = self.start_default(workers=(("w1", 1),))
+        worker = c.workers["w1"]
+        c.write_file("clean.sh", CLEAN)
+        time.sleep(0.5)  # the spare directories are made
+        hog = os.path.join(self.mnt, "hog")
+        os.mkdir(hog)
+        n = 0
+        try:
+            while n < 1000:
+                open(os.path.join(hog, "f%d" % n), "w").close()
+                n += 1
+        except OSError:
+            pass
+        self.assertLess(n, 1000, "the tmpfs did not run out of inodes")
+        # The first trial gets the directory the worker made ahead; its own
+        # result.json cannot be created: failed, with the shell's reason.
+        t = self._run(c, "inodes1", "clean.sh")
+        self.assertEqual(t.get("state"), "failed", t)
+        self.assertIn("No space left on device", t.get("error", ""), t)
+        # The worker keeps two directories made ahead (1 cpu); once they are
+        # used, it cannot make the next trial's: lost with the reason.
+        hint = (r"No space left on device \(the filesystem of the worker's --workdir is "
+                r"full, of space or of inodes: free some\)")
+        for k in range(2, 6):
+            j = c.submit(c.write_file("inodes%d.yaml" % k,
+                                      SPEC % {"name": "inodes%d" % k, "script": "clean.sh",
+                                              "extra": ""}))
+            c.wait_for(lambda: re.search(hint, c.trial(j, 0).get("error") or "")
+                       or c.trial(j, 0).get("state") in ("failed", "succeeded"), 30,
+                       "the trial to be lost or to end")
+            t = c.trial(j, 0)
+            if re.search(hint, t.get("error", "")):
+                break
+            self.assertEqual(t.get("state"), "failed", t)
+        self.assertRegex(t.get("error", ""), r"^cannot create (trial|checkpoint) directory "
+                                             r"\S+: " + hint, t)
+        self.assertTrue(pid_alive(worker.popen.pid), "the worker died with no inodes left")
+        shutil.rmtree(hog)
+        c.wait_job(j, 60)  # its attempts may all be lost by now (6 on one node)
+        t = self._run(c, "inodes-back", "clean.sh")
+        self.assertEqual(t.get("state"), "succeeded", t)
+        self.assertEqual(json.loads(t.get("metrics")), {"score": 7}, t)
 
 if __name__ == "__main__":
     main()

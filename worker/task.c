@@ -267,8 +267,8 @@ s_log_mark (s_stream_t *s)
         }
         char *marker;
         if (dropped)
-            marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes: %s (its last %" PRIu64
-                                    " bytes were dropped to make room for this line)]\n",
+            marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes: %s (its last "
+                                    "%" PRIu64 " bytes were dropped to make room for this line)]\n",
                                     s->last_nl ? "" : "\n", s->written, strerror (s->write_errno),
                                     dropped);
         else
@@ -1559,8 +1559,9 @@ s_metrics (cgq_task_t *self, long long *too_big, char **cut)
 // s_disk_note says what a failed log write cost (NULL when none did and
 // result_cut is NULL): "stdout.log truncated at 4096 bytes: No space left on
 // device", and for a result.json cut short (result_cut: its size and JSON
-// error), that it could not be written and why. With a full disk and no result.json at all, it says the result is the
-// last report: a trial that wrote one may have lost it.
+// error), that it could not be written and why. With a full disk and no
+// result.json at all, it says the result is the last report: a trial that
+// wrote one may have lost it.
 static char *
 s_disk_note (cgq_task_t *self, const char *result_cut)
 {

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,8 +54,10 @@ typedef struct {
     int fd;           // pipe read end, -1 when closed
     int log_fd;       // stdout.log / stderr.log, -1 when not open
     uint64_t written; // bytes in the log file
-    bool truncated;   // cap reached: the marker is written, the rest dropped
+    bool truncated;   // cap reached or a write failed: the rest is dropped
     bool last_nl;     // last byte written was '\n'
+    int write_errno;  // a write to log_fd failed with it (ENOSPC: the disk is full); 0: none
+    bool marked;      // after write_errno: its marker line is in the file
 } s_stream_t;
 
 struct cgq_task_t {
@@ -215,17 +218,75 @@ s_fmt_seconds (int64_t ms)
 // ---------------------------------------------------------------------------
 // Logs
 
-static void
-s_write_all (int fd, const char *data, size_t len)
+// s_write_all writes data at fd's offset and returns 0, or the errno of the
+// write that failed (ENOSPC on a full disk); *done counts the bytes written.
+static int
+s_write_all (int fd, const char *data, size_t len, size_t *done)
 {
+    *done = 0;
     while (len > 0) {
         ssize_t n = write (fd, data, len);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0)
-            return; // a full disk must not stop the trial; the tail still has the output
+        if (n < 0)
+            return errno;
+        if (n == 0)
+            return EIO;
         data += n;
         len -= (size_t) n;
+        *done += (size_t) n;
+    }
+    return 0;
+}
+
+// s_log_mark writes the marker of a log whose write failed (s->write_errno).
+// On a full disk the marker cannot go after the last byte written: the log
+// is then cut back to the start of its last block (freed for the marker; the
+// in-memory tail still has those bytes) and the marker says how much went.
+// A full disk does not stop the trial; the result names the cut either way.
+static void
+s_log_mark (s_stream_t *s)
+{
+    if (s->log_fd < 0 || s->marked || !s->write_errno)
+        return;
+    for (int tries = 0; tries < 2 && !s->marked; tries++) {
+        uint64_t dropped = 0;
+        if (tries == 1) {
+            struct stat st;
+            uint64_t blk = fstat (s->log_fd, &st) == 0 && st.st_blksize > 0
+                               ? (uint64_t) st.st_blksize : 4096;
+            if (s->written == 0)
+                return;
+            uint64_t keep = (s->written - 1) / blk * blk;
+            if (ftruncate (s->log_fd, (off_t) keep) < 0
+                || lseek (s->log_fd, (off_t) keep, SEEK_SET) < 0)
+                return;
+            dropped = s->written - keep;
+            s->written = keep;
+            s->last_nl = keep == 0; // unknown: a '\n' before the marker at worst is one too many
+        }
+        char *marker;
+        if (dropped)
+            marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes: %s (its last "
+                                    "%" PRIu64 " bytes were dropped to make room for this line)]\n",
+                                    s->last_nl ? "" : "\n", s->written, strerror (s->write_errno),
+                                    dropped);
+        else
+            marker = cgq_xasprintf ("%s[cgq: log truncated at %" PRIu64 " bytes: %s]\n",
+                                    s->last_nl || s->written == 0 ? "" : "\n", s->written,
+                                    strerror (s->write_errno));
+        size_t done;
+        if (s_write_all (s->log_fd, marker, strlen (marker), &done) == 0)
+            s->marked = true;
+        else if (done > 0) {
+            // A marker cut short is no marker: take it back before the next try.
+            if (ftruncate (s->log_fd, (off_t) s->written) < 0
+                || lseek (s->log_fd, (off_t) s->written, SEEK_SET) < 0) {
+                free (marker);
+                return;
+            }
+        }
+        free (marker);
     }
 }
 
@@ -245,15 +306,24 @@ s_log (cgq_task_t *self, s_stream_t *s, const char *data, size_t len)
     if (self->log_cap > 0 && s->written + len > self->log_cap)
         room = (size_t) (self->log_cap - s->written);
     if (room > 0) {
-        s_write_all (s->log_fd, data, room);
-        s->written += room;
-        s->last_nl = data[room - 1] == '\n';
+        size_t done;
+        int en = s_write_all (s->log_fd, data, room, &done);
+        s->written += done;
+        if (done > 0)
+            s->last_nl = data[done - 1] == '\n';
+        if (en) {
+            s->write_errno = en;
+            s->truncated = true;
+            s_log_mark (s);
+            return;
+        }
     }
     if (room < len) {
         char *marker = cgq_xasprintf (
             "%s[cgq: log truncated at %" PRIu64 " bytes (--log-cap of the worker)]\n",
             s->last_nl || s->written == 0 ? "" : "\n", self->log_cap);
-        s_write_all (s->log_fd, marker, strlen (marker));
+        size_t done;
+        s_write_all (s->log_fd, marker, strlen (marker), &done);
         free (marker);
         s->truncated = true;
     }
@@ -743,7 +813,8 @@ s_lost (cgq_task_t *self, const char *error)
 }
 
 // s_lost_errno is s_lost for a start that failed with errno e, its error
-// formatted from fmt: out of file descriptors, it says which limit to raise.
+// formatted from fmt: out of file descriptors, it says which limit to raise;
+// on a full disk, that it is full.
 static void s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 
@@ -765,6 +836,9 @@ s_lost_errno (cgq_task_t *self, int e, const char *fmt, ...)
                              what, (unsigned long long) rl.rlim_cur);
     else if (e == EMFILE)
         msg = cgq_xasprintf ("%s (the worker is at its open file limit: raise it)", what);
+    else if (e == ENOSPC || e == EDQUOT)
+        msg = cgq_xasprintf ("%s (the filesystem of the worker's --workdir is full, of space "
+                             "or of inodes: free some)", what);
     s_lost (self, msg ? msg : what);
     free (msg);
     free (what);
@@ -1246,8 +1320,13 @@ s_checkpoint_dir (cgq_task_t *self, const cgq_task_opts_t *opts, bool made)
         return NULL;
     if (errno == EEXIST && cgq_rm_tree (self->ckpt_dir) == 0 && mkdir (self->ckpt_dir, 0700) == 0)
         return NULL;
-    return cgq_xasprintf ("cannot create checkpoint directory %s: %s", self->ckpt_dir,
-                          strerror (errno));
+    int en = errno;
+    return cgq_xasprintf ("cannot create checkpoint directory %s: %s%s", self->ckpt_dir,
+                          strerror (en),
+                          en == ENOSPC || en == EDQUOT
+                              ? " (the filesystem of the worker's --workdir is full, of space "
+                                "or of inodes: free some)"
+                              : "");
 }
 
 cgq_task_t *
@@ -1267,8 +1346,8 @@ cgq_task_start (const Cgq__Assign *a, const cgq_task_opts_t *opts, cgq_task_repo
                                    &self->err.log_fd) == 0;
     if (!made && cgq_mkdir_p (self->trial_dir) < 0) {
         int en = errno;
-        s_lost_errno (self, en, "cannot create trial directory %s: %s (check --workdir)",
-                      self->trial_dir, strerror (en));
+        s_lost_errno (self, en, "cannot create trial directory %s: %s%s", self->trial_dir,
+                      strerror (en), en == ENOSPC || en == EDQUOT ? "" : " (check --workdir)");
         return self;
     }
     char *unsafe = s_confined_dir (opts->workdir, self->trial_dir);
@@ -1434,12 +1513,13 @@ s_signal (cgq_task_t *self, int sig)
 // last report, else {}. A result.json too large to send is not read at all
 // (it could be gigabytes); *too_big is then its size.
 static json_t *
-s_metrics (cgq_task_t *self, long long *too_big)
+s_metrics (cgq_task_t *self, long long *too_big, char **cut)
 {
     char *path = cgq_xasprintf ("%s/result.json", self->trial_dir);
     json_t *metrics = NULL;
     struct stat st;
     *too_big = 0;
+    *cut = NULL;
     // A link (to a file outside the trial directory) is not the trial's result.
     if (lstat (path, &st) == 0 && !S_ISREG (st.st_mode)) {
         s_warn (self, "ignoring result.json: not a regular file (a link?)");
@@ -1456,6 +1536,12 @@ s_metrics (cgq_task_t *self, long long *too_big)
         json_t *doc = json_load_file (path, 0, &jerr);
         if (json_is_object (doc))
             metrics = doc;
+        else if (!doc && lstat (path, &st) == 0 && jerr.position >= st.st_size) {
+            // Empty, or the text ends before the object does: the trial's
+            // write of it did not complete (a full disk). Its last report is
+            // not the result it meant to give.
+            *cut = cgq_xasprintf ("%lld bytes, %s", (long long) st.st_size, jerr.text);
+        }
         else {
             if (doc)
                 s_warn (self, "ignoring result.json: not a JSON object");
@@ -1468,6 +1554,58 @@ s_metrics (cgq_task_t *self, long long *too_big)
     if (!metrics && self->last_report)
         metrics = json_incref (self->last_report);
     return metrics ? metrics : json_object ();
+}
+
+// s_disk_note says what a failed log write cost (NULL when none did and
+// result_cut is NULL): "stdout.log truncated at 4096 bytes: No space left on
+// device", and for a result.json cut short (result_cut: its size and JSON
+// error), that it could not be written and why. With a full disk and no
+// result.json at all, it says the result is the last report: a trial that
+// wrote one may have lost it.
+static char *
+s_disk_note (cgq_task_t *self, const char *result_cut)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    const char *names[2] = {"stdout.log", "stderr.log"};
+    s_stream_t *streams[2] = {&self->out, &self->err};
+    int en = 0;
+    if (result_cut) {
+        // The cause is the errno of a log write if one failed, else whether
+        // the directory's filesystem is full now.
+        for (int i = 0; i < 2 && !en; i++)
+            en = streams[i]->write_errno;
+        struct statvfs vfs;
+        if (!en && statvfs (self->trial_dir, &vfs) == 0 && vfs.f_bavail == 0)
+            en = ENOSPC;
+        cgq_buf_printf (&b, "result.json could not be written: %s (it holds %s)",
+                        en ? strerror (en) : "the trial's write of it did not complete",
+                        result_cut);
+    }
+    for (int i = 0; i < 2; i++) {
+        s_stream_t *s = streams[i];
+        if (!s->write_errno)
+            continue;
+        if (!en)
+            en = s->write_errno;
+        cgq_buf_printf (&b, "%s%s truncated at %" PRIu64 " bytes: %s%s", b.len ? "; " : "",
+                        names[i], s->written, strerror (s->write_errno),
+                        s->marked ? "" : " (no room left for its marker line)");
+    }
+    if (!result_cut && (en == ENOSPC || en == EDQUOT)) {
+        char *path = cgq_xasprintf ("%s/result.json", self->trial_dir);
+        if (access (path, F_OK) < 0 && errno == ENOENT)
+            cgq_buf_printf (&b, "; no result.json: the result is the last report (a "
+                                "result.json the trial wrote on the full disk is lost)");
+        free (path);
+    }
+    if (b.len == 0) {
+        cgq_buf_fini (&b);
+        return NULL;
+    }
+    char *out = cgq_xstrndup (b.data, b.len);
+    cgq_buf_fini (&b);
+    return out;
 }
 
 static void
@@ -1554,8 +1692,19 @@ s_finish (cgq_task_t *self)
         free (lines);
     }
 
+    s_log_mark (&self->out); // a second try, now that the trial is gone
+    s_log_mark (&self->err);
     long long file_len;
-    json_t *metrics = s_metrics (self, &file_len);
+    char *cut = NULL;
+    json_t *metrics = s_metrics (self, &file_len, &cut);
+    char *disk_note = s_disk_note (self, cut);
+    if (cut && status == CGQ__TASK_STATUS__TASK_SUCCEEDED) {
+        status = CGQ__TASK_STATUS__TASK_FAILED;
+        free (error);
+        error = disk_note;
+        disk_note = NULL;
+    }
+    free (cut);
     char *metrics_text = cgq_json_dumps (metrics);
     json_decref (metrics);
     size_t metrics_len = file_len > 0 ? (size_t) file_len : metrics_text ? strlen (metrics_text) : 0;
@@ -1577,6 +1726,16 @@ s_finish (cgq_task_t *self)
     // it as the trial's warning otherwise.
     if (status == CGQ__TASK_STATUS__TASK_SUCCEEDED && !error && self->report_note)
         error = cgq_xstrdup (self->report_note);
+    if (disk_note) {
+        // On a success it is the trial's warning; on a failure a line of its error.
+        char *full = !error ? cgq_xstrdup (disk_note)
+                     : status == CGQ__TASK_STATUS__TASK_SUCCEEDED
+                         ? cgq_xasprintf ("%s; %s", error, disk_note)
+                         : cgq_xasprintf ("%s\n%s", error, disk_note);
+        free (error);
+        error = full;
+        free (disk_note);
+    }
 
     Cgq__Result *r = cgq_result_new (&self->ref, status, metrics_text, error);
     free (metrics_text);

@@ -320,6 +320,44 @@ test_huge_result_json_fails (void **state)
     cgq_task_destroy (&task);
 }
 
+// A result.json that is empty or ends before its object does is a write that
+// did not complete (a full disk): the trial fails; its last report is not the
+// result it meant to give. One complete but followed by junk is only ignored.
+static void
+test_result_json_cut_fails (void **state)
+{
+    s_fixture_t *f = *state;
+    const char *cmds[2] = {"echo '{\"score\": 1}' >&3; : > result.json",
+                           "echo '{\"score\": 1}' >&3; printf '{\"score\": 9' > result.json"};
+    const char *want[2] = {"result.json could not be written: the trial's write of it did not "
+                           "complete (it holds 0 bytes, ",
+                           "result.json could not be written: the trial's write of it did not "
+                           "complete (it holds 11 bytes, "};
+    cgq_task_opts_t opts = s_opts (f);
+    for (int i = 0; i < 2; i++) {
+        tt_assign_t sa;
+        tt_assign_init (&sa, 7, 40 + (uint64_t) i, cmds[i]);
+        cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+        Cgq__Result *r = tt_run (task, 5000);
+        assert_non_null (r);
+        assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_FAILED);
+        if (strncmp (r->error, want[i], strlen (want[i])) != 0)
+            fail_msg ("error %s, want it to start with %s", r->error, want[i]);
+        cgq_result_destroy (&r);
+        cgq_task_destroy (&task);
+    }
+    tt_assign_t sa;
+    tt_assign_init (&sa, 7, 42, "echo '{\"score\": 1}' >&3; echo '{\"score\": 9} x' > result.json");
+    cgq_task_t *task = cgq_task_start (&sa.a, &opts, NULL, NULL);
+    Cgq__Result *r = tt_run (task, 5000);
+    assert_non_null (r);
+    assert_int_equal (r->status, CGQ__TASK_STATUS__TASK_SUCCEEDED);
+    cgq_assert_json (r->metrics_json, "{\"score\": 1}");
+    assert_string_equal (r->error, "");
+    cgq_result_destroy (&r);
+    cgq_task_destroy (&task);
+}
+
 static void
 test_no_reports_empty_metrics (void **state)
 {
@@ -1060,6 +1098,7 @@ main (void)
         S_MODES (test_checkpoint_contract),
         cmocka_unit_test_setup_teardown (test_result_json_wins, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_huge_result_json_fails, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_result_json_cut_fails, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_no_reports_empty_metrics, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_malformed_report_ignored, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_overlong_report_line, s_setup, s_teardown),

@@ -18,7 +18,8 @@ Under cgq-worker (docs/architecture.md, "Trial process contract"):
   - params() is CGQ_PARAMS, a JSON object;
   - trial_dir() is CGQ_TRIAL_DIR, the trial's working directory;
   - result() writes result.json there (atomically), which takes precedence
-    over the last report;
+    over the last report; a write that fails (a full disk) raises OSError
+    "cgq: result.json could not be written: ..." and leaves no file behind;
   - checkpoint_dir() is CGQ_CHECKPOINT_DIR: write what the trial needs to
     resume there, then checkpoint(epoch=12) announces it: the worker seals
     the directory's content as the trial's latest checkpoint and gives the
@@ -196,11 +197,22 @@ def trial_dir():
 def _write_result_file(metrics, directory):
     path = os.path.join(directory, "result.json")
     tmp = path + ".tmp.%d" % os.getpid()
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(_line(metrics))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(_line(metrics))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        # A full disk: the half-written file goes (its space with it), and the
+        # trial learns it, since the worker cannot: without result.json its
+        # result would be the last report. Not caught, it fails the trial.
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OSError(e.errno, "cgq: result.json could not be written: %s" % e.strerror,
+                      path) from e
     return path
 
 

@@ -457,6 +457,13 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
     bool remote = tr->kind != CGQ_TRANSPORT_LOCAL;
     if (remote) {
         char *cmd = s_transport_command (line, argv, argc);
+        if (b->pin) { // the benchmark's cpus, on the board: taskset there (toybox, busybox)
+            char *q = s_transport_command (NULL, &cmd, 1);
+            char *pinned = cgq_xasprintf ("taskset -c %s sh -c %s", b->cpus_text, q);
+            free (q);
+            free (cmd);
+            cmd = pinned;
+        }
         char *rcmd = cgq_transport_remote_command (tr, m->env->keys, m->env->vals, m->env->n, cmd,
                                                    b->timing == CGQ_TIMING_PER_RUN);
         free (cmd);

@@ -418,6 +418,21 @@ class AdbTransportTest(TransportBase):
         self.check_measured(self.measure(url, sha), False)
         self.assertEqual(self.pushes(), 1)
 
+    def test_cpus_pin_the_benchmark_on_the_board(self):
+        # A benchmark's cpus: on a board, taskset -c there (the fake adb's
+        # board is this machine, so the benchmark reads its own affinity).
+        with open(self.cfg) as f:
+            text = f.read()
+        with open(self.cfg, "w") as f:
+            f.write(text.replace("    timing: per-run\n", "    timing: per-run\n    cpus: \"0\"\n"))
+        seen = os.path.join(self.dir, "affinity")
+        url, sha = self.artifact("aff.sh", "#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status"
+                                 " >%s\nsleep 0.05\n" % seen)
+        r = self.measure(url, sha)
+        self.assertEqual(r["status"], "succeeded", r)
+        with open(seen) as f:
+            self.assertEqual(f.read().split(), ["Cpus_allowed_list:", "0"])
+
     def test_sdb_missing_is_refused_at_start(self):
         # No sdb on this PATH: the runner says so at start and offers nothing.
         self.write_config("sdb: {serial: tv-1}")

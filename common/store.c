@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include "log.h"
@@ -102,6 +103,17 @@ struct cgq_store_t {
     size_t fsent_len;
     redisReply *ffence[3];
     int fdone;            // an outcome read for another caller, not collected: 1 ok, -1 failed
+
+    int64_t fstart_ms;    // when the flight went out (the gate's flight timeout)
+
+    // cgq_store_set_gate: no blocking connect until a non-blocking probe
+    // (connect + PING, polled by the caller's loop) has had an answer.
+    bool gate;
+    redisContext *probe; // the probe's connection (non-blocking), or NULL
+    bool probe_sent;     // its PING is written; waiting for the answer
+    int64_t probe_deadline_ms;
+    int64_t alive_ms;    // when a probe last had an answer
+    uint64_t probes;     // probes started (cgq_store_probes)
 
     char errstr[512];
 };
@@ -505,6 +517,8 @@ cgq_store_destroy (cgq_store_t **self_p)
         return;
     cgq_store_t *self = *self_p;
     s_disconnect (self);
+    if (self->probe)
+        redisFree (self->probe);
     s_flight_end (self);
     cgq_buf_fini (&self->batch);
     cgq_buf_fini (&self->scratch);
@@ -545,6 +559,7 @@ s_io_error (cgq_store_t *self, const char *during)
               "lost connection to Redis at %s during %s: %s (timeout %d ms; will reconnect)",
               self->url, during, why, self->timeout_ms);
     s_disconnect (self);
+    self->alive_ms = 0; // gated: the next connect waits for a new probe's answer
 }
 
 // s_handshake_error reports an I/O failure of AUTH/SELECT/PING right after
@@ -805,11 +820,157 @@ cgq_store_url (cgq_store_t *self)
     return self->url;
 }
 
+// The probe: a non-blocking connect and one PING, read by whoever polls
+// (s_ensure, or the caller's loop through cgq_store_probe_fd). Any answer,
+// even an error (NOAUTH, LOADING), shows a live Redis: the blocking connect
+// that follows then reports it within a round trip.
+#define S_ALIVE_MS 1000 // a probe's answer lets connects through this long
+
+// The address a probe tries: the URL's, or the master the sentinels named
+// last (NULL: none known yet, see cgq_store_probe_poll).
+static bool
+s_probe_target (const cgq_store_t *self)
+{
+    return self->is_unix ? self->path != NULL : self->host != NULL;
+}
+
+static void
+s_probe_end (cgq_store_t *self)
+{
+    if (self->probe)
+        redisFree (self->probe);
+    self->probe = NULL;
+    self->probe_sent = false;
+}
+
+static int
+s_probe_fail (cgq_store_t *self, const char *why)
+{
+    snprintf (self->errstr, sizeof self->errstr, "cannot reach Redis at %s: %s " S_HINT,
+              self->url, why);
+    s_probe_end (self);
+    return -1;
+}
+
+static int
+s_probe_start (cgq_store_t *self)
+{
+    if (self->probe)
+        return 0;
+    redisContext *c = self->is_unix ? redisConnectUnixNonBlock (self->path)
+                                    : redisConnectNonBlock (self->host, self->port);
+    self->probes++;
+    if (!c || c->err) {
+        char why[160];
+        snprintf (why, sizeof why, "%s", c ? c->errstr : "out of memory");
+        if (c)
+            redisFree (c);
+        return s_probe_fail (self, why);
+    }
+    self->probe = c;
+    self->probe_sent = false;
+    self->probe_deadline_ms = cgq_now_ms () + self->timeout_ms;
+    if (redisAppendCommand (c, "PING") != REDIS_OK)
+        return s_probe_fail (self, c->errstr);
+    return 0;
+}
+
+int
+cgq_store_probe_poll (cgq_store_t *self)
+{
+    if (!self->probe)
+        return CGQ_PROBE_NONE;
+    redisContext *c = self->probe;
+    struct pollfd p = {.fd = c->fd, .events = self->probe_sent ? POLLIN : POLLOUT};
+    if (poll (&p, 1, 0) > 0) {
+        if (!self->probe_sent) {
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            if (getsockopt (c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr)
+                return s_probe_fail (self, strerror (soerr)), CGQ_PROBE_DEAD;
+            int done = 0;
+            if (redisBufferWrite (c, &done) != REDIS_OK)
+                return s_probe_fail (self, c->errstr), CGQ_PROBE_DEAD;
+            self->probe_sent = done != 0;
+        }
+        else {
+            void *r = NULL;
+            if (redisBufferRead (c) != REDIS_OK || redisGetReplyFromReader (c, &r) != REDIS_OK)
+                return s_probe_fail (self, c->errstr[0] ? c->errstr : "connection closed"),
+                       CGQ_PROBE_DEAD;
+            if (r) {
+                freeReplyObject (r);
+                s_probe_end (self);
+                self->alive_ms = cgq_now_ms ();
+                return CGQ_PROBE_ALIVE;
+            }
+        }
+    }
+    if (cgq_now_ms () >= self->probe_deadline_ms) {
+        char why[200];
+        snprintf (why, sizeof why,
+                  "no answer to PING within %d ms (%s: a stopped redis-server or a black-holed "
+                  "network?)",
+                  self->timeout_ms, self->probe_sent ? "connected" : "connect under way");
+        return s_probe_fail (self, why), CGQ_PROBE_DEAD;
+    }
+    return CGQ_PROBE_WAITING;
+}
+
+int
+cgq_store_probe_fd (const cgq_store_t *self, short *events)
+{
+    if (!self->probe)
+        return -1;
+    if (events)
+        *events = self->probe_sent ? POLLIN : POLLOUT;
+    return self->probe->fd;
+}
+
+void
+cgq_store_set_gate (cgq_store_t *self, bool on)
+{
+    self->gate = on;
+    if (!on)
+        s_probe_end (self);
+}
+
+bool
+cgq_store_probing (const cgq_store_t *self)
+{
+    return self->probe != NULL;
+}
+
+uint64_t
+cgq_store_probes (const cgq_store_t *self)
+{
+    return self->probes;
+}
+
+// s_ensure connects if needed. Gated (cgq_store_set_gate), a connect that
+// could block (a black-holed Redis accepts, or drops SYNs, and never answers)
+// is tried only within S_ALIVE_MS of a probe's answer; before that it fails
+// at once with errstr, and the probe goes on in the background.
 static int
 s_ensure (cgq_store_t *self)
 {
     if (self->ctx)
         return 0;
+    if (self->gate && s_probe_target (self)
+        && (!self->alive_ms || cgq_now_ms () - self->alive_ms > S_ALIVE_MS)) {
+        if (s_probe_start (self) < 0)
+            return -1;
+        int p = cgq_store_probe_poll (self);
+        if (p == CGQ_PROBE_DEAD)
+            return -1;
+        if (p != CGQ_PROBE_ALIVE) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "no answer from Redis at %s yet (connecting without blocking, up to %d ms "
+                      "per try) " S_HINT,
+                      self->url, self->timeout_ms);
+            return -1;
+        }
+    }
     return cgq_store_connect (self);
 }
 
@@ -1482,6 +1643,7 @@ s_send (cgq_store_t *self)
         return -1;
     }
     self->fcount = n;
+    self->fstart_ms = cgq_now_ms ();
     self->fgot = 0;
     self->ftotal = n + 2 + (marked ? 1 : 0);
     self->frewatch = rewatch;
@@ -1673,6 +1835,11 @@ s_prepare (cgq_store_t *self)
 
 // s_settle ends a flight before the connection is used for anything else;
 // its outcome waits for cgq_store_flush_poll.
+// Gated (cgq_store_set_gate), a command waits for the flight's answer to
+// start arriving this long at most: past it the command fails at once
+// (s_settle_gated) and the flight stays in flight, for the loop to poll.
+#define S_SETTLE_MS 250
+
 static void
 s_settle (cgq_store_t *self)
 {
@@ -1680,6 +1847,25 @@ s_settle (cgq_store_t *self)
         return;
     int rc = s_wait (self);
     self->fdone = rc == 0 ? 1 : -1; // -1 also when Redis refused some: the rest goes next time
+}
+
+// s_settle_gated is s_settle for a command: gated, it returns -1 (errstr)
+// rather than wait on a flight that Redis has not begun to answer.
+static int
+s_settle_gated (cgq_store_t *self)
+{
+    if (self->fcount && self->gate && self->ctx) {
+        struct pollfd p = {.fd = self->ctx->fd, .events = POLLIN};
+        if (poll (&p, 1, S_SETTLE_MS) == 0) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "Redis at %s has not answered the batch in flight for %" PRId64
+                      " ms (not waiting longer for it here; will retry) " S_HINT,
+                      self->url, cgq_now_ms () - self->fstart_ms);
+            return -1;
+        }
+    }
+    s_settle (self);
+    return 0;
 }
 
 // s_resolve_doubt settles a batch whose EXEC went out but whose answer was
@@ -1780,8 +1966,26 @@ cgq_store_flush_poll (cgq_store_t *self, bool wait)
         rc = s_wait (self);
     else {
         struct pollfd p = {.fd = self->ctx ? self->ctx->fd : -1, .events = POLLIN};
-        if (p.fd < 0 || poll (&p, 1, 0) <= 0)
-            return CGQ_FLUSH_FLYING;
+        if (p.fd < 0 || poll (&p, 1, 0) <= 0) {
+            // Gated, a flight has the same bound as a blocking read: past
+            // it (plus WAIT's own time) the connection is dropped and the
+            // batch is in doubt, as when a read times out.
+            int64_t limit = self->timeout_ms + (self->fwait ? self->wait_ms : 0);
+            if (!self->gate || !self->ctx || cgq_now_ms () - self->fstart_ms <= limit)
+                return CGQ_FLUSH_FLYING;
+            snprintf (self->ctx->errstr, sizeof self->ctx->errstr, "no answer within %" PRId64
+                      " ms", limit);
+            self->alive_ms = 0;
+            bool applied_known = self->fgot > self->ftotal - 1;
+            s_io_error (self, "MULTI/EXEC");
+            if (applied_known)
+                rc = s_finish (self);
+            else {
+                s_flight_end (self); // in doubt (marker_id) until reconnected
+                rc = -1;
+            }
+            goto out;
+        }
         if (redisBufferRead (self->ctx) != REDIS_OK) {
             rc = s_wait (self); // fails at once, as the connection did
         }
@@ -1838,11 +2042,36 @@ s_transaction_cmd (const char *fmt)
     return false;
 }
 
+// s_gated_wait: gated, a command's answer must begin within S_CMD_MS, not
+// the whole timeout_ms: the loop that sends it answers nodes meanwhile. A
+// Redis that took longer is dropped (the gate's probe then tells a slow one
+// from a gone one) and the command fails. Returns 0, or -1 (errstr).
+#define S_CMD_MS 300
+
+static int
+s_gated_wait (cgq_store_t *self)
+{
+    if (!self->gate)
+        return 0;
+    redisContext *c = self->ctx;
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite (c, &done) != REDIS_OK) {
+            s_io_error (self, "a command");
+            return -1;
+        }
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (c->reader->pos < c->reader->len || poll (&p, 1, S_CMD_MS) > 0)
+        return 0;
+    snprintf (c->errstr, sizeof c->errstr, "no answer within %d ms", S_CMD_MS);
+    s_io_error (self, "a command");
+    return -1;
+}
+
 redisReply *
 cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 {
-    s_settle (self);
-    if (s_ensure (self) < 0)
+    if (s_settle_gated (self) < 0 || s_ensure (self) < 0)
         return NULL;
     self->watch_armed = false; // it may write the fence key, or EXEC
     va_list ap;
@@ -1860,6 +2089,8 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
     bool want = self->fence_key && !self->fenced && !s_transaction_cmd (fmt);
     bool rearm = want && redisAppendCommand (self->ctx, "UNWATCH") == REDIS_OK
                  && s_fence_append (self) == 0;
+    if (s_gated_wait (self) < 0)
+        return NULL;
     redisReply *r = NULL;
     if (redisGetReply (self->ctx, (void **) &r) != REDIS_OK || !r) {
         s_io_error (self, "a command");
@@ -1894,8 +2125,7 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 int
 cgq_store_append (cgq_store_t *self, const char *fmt, ...)
 {
-    s_settle (self);
-    if (s_ensure (self) < 0)
+    if (s_settle_gated (self) < 0 || s_ensure (self) < 0)
         return -1;
     self->watch_armed = false; // as for cgq_store_command
     va_list ap;

@@ -16,109 +16,7 @@
 #include "log.h"
 #include "util.h"
 
-struct cgq_store_t {
-    // parsed URL
-    bool is_unix;
-    char *host;     // TCP host (brackets of an IPv6 literal removed)
-    int port;
-    char *path;     // unix socket path
-    char *user;     // NULL: no ACL user
-    char *password; // NULL: no AUTH
-    int db;
-    char *url;      // canonical URL with the password masked
-    int timeout_ms;
-
-    // sentinel://: the sentinels asked for the master's address on every
-    // connect (host/port above are then the master last found), in turn from
-    // the one that answered last; what they name must say ROLE master.
-    char **sent_host;
-    int *sent_port;
-    size_t nsent, sent_next;
-    char *master_name;
-    char *sent_user, *sent_password; // CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD
-
-    // cgq_store_set_replicas: every batch is followed by WAIT replicas
-    // wait_ms; applied_seq is the last batch Redis applied, confirmed_seq the
-    // last that replicas replicas had (a WAIT confirms all before it).
-    int replicas;
-    int wait_ms;
-    uint64_t applied_seq, confirmed_seq;
-    long long fwaited; // the flight's WAIT reply (-1: none)
-    bool lagging;      // the last WAIT came back short (logged once)
-    bool fwait;        // a WAIT reply follows EXEC's
-
-    redisContext *ctx;
-    size_t appended; // replies owed to cgq_store_append callers
-
-    // The batch: formatted commands back to back, and where each one starts,
-    // so that one Redis rejects at queue time can be dropped and the rest sent.
-    cgq_buf_t batch;
-    cgq_buf_t scratch; // cgq_store_cmd's arguments, before they go into batch
-    size_t *starts;
-    size_t count;
-    size_t starts_cap;
-
-    // Commit marker (cgq_store_set_marker): every batch also writes
-    // HSET marker_key marker_field TAG:SEQ, so after a connection lost
-    // mid-EXEC one read tells whether the batch was applied.
-    char *marker_key, *marker_field, *marker_tag;
-    uint64_t marker_seq;
-    char marker_id[128];   // id of the batch in doubt, or ""
-    size_t marker_count;   // its number of commands (the first ones queued)
-
-    // The journal of committed batches (cgq_store_set_journal): what Redis
-    // acknowledged but may not have written to disk yet. A FIFO of the
-    // batches of the last journal_ms, each exactly as sent (MULTI ... EXEC).
-    struct s_entry *journal;
-    size_t jhead, jlen, jcap, jbytes;
-    int64_t journal_ms;
-    bool fresh;            // connected since the last flush: check for lost batches
-    uint64_t replayed;     // batches replayed since start (cgq_store_replayed)
-
-    // Fencing (cgq_store_set_fence): each batch is WATCHed on fence_key and
-    // sent only while it holds fence_val (or is gone with fence_seq_key still
-    // at fence_seq: nobody took over since).
-    char *fence_key, *fence_val, *fence_seq_key;
-    uint64_t fence_seq;
-    bool fenced;
-    // The WATCH sent right after the last EXEC, in the same round trip, found
-    // the lease ours: the next batch needs no check of its own (a takeover
-    // since aborts its EXEC). Anything else sent on the connection, or a new
-    // connection, disarms it.
-    bool watch_armed;
-
-    // The batch in flight (s_send): its first fcount commands went out as
-    // MULTI .. EXEC, with the lease's WATCH/GETs behind; the replies are
-    // read as they arrive (cgq_store_flush_poll) or all at once (s_wait).
-    // Commands queued meanwhile go after them in batch: if the flight fails,
-    // its commands are still first, as if never sent.
-    size_t fcount;        // 0: nothing in flight
-    size_t fgot, ftotal;  // replies read; expected up to EXEC (MULTI, each, marker, EXEC)
-    bool frewatch;        // three fence replies follow EXEC's
-    bool *fbad;           // commands Redis refused at queue time (fcount entries)
-    size_t fnbad;
-    char ftransient[256]; // the first error that a retry may cure
-    int frc;              // the outcome so far: 0, 1 (drop fbad, send again), -1
-    char *fsent;          // what went out (a marked batch), for the journal
-    size_t fsent_len;
-    redisReply *ffence[3];
-    int fdone;            // an outcome read for another caller, not collected: 1 ok, -1 failed
-
-    int64_t fstart_ms;    // when the flight went out (the gate's flight timeout)
-
-    // cgq_store_set_gate: no blocking connect until a non-blocking probe
-    // (connect + PING, polled by the caller's loop) has had an answer.
-    bool gate;
-    redisContext *probe; // the probe's connection (non-blocking), or NULL
-    bool probe_sent;     // its PING is written; waiting for the answer
-    int64_t probe_deadline_ms;
-    int64_t alive_ms;    // when a probe last had an answer
-    uint64_t probes;     // probes started (cgq_store_probes)
-
-    char errstr[512];
-};
-
-#define S_HINT "(is redis-server running? check --redis / CGQ_REDIS)"
+#include "store_int.h"
 
 static void s_flight_end (cgq_store_t *self);
 static int s_resolve_doubt (cgq_store_t *self);
@@ -820,157 +718,15 @@ cgq_store_url (cgq_store_t *self)
     return self->url;
 }
 
-// The probe: a non-blocking connect and one PING, read by whoever polls
-// (s_ensure, or the caller's loop through cgq_store_probe_fd). Any answer,
-// even an error (NOAUTH, LOADING), shows a live Redis: the blocking connect
-// that follows then reports it within a round trip.
-#define S_ALIVE_MS 1000 // a probe's answer lets connects through this long
-
-// The address a probe tries: the URL's, or the master the sentinels named
-// last (NULL: none known yet, see cgq_store_probe_poll).
-static bool
-s_probe_target (const cgq_store_t *self)
-{
-    return self->is_unix ? self->path != NULL : self->host != NULL;
-}
-
-static void
-s_probe_end (cgq_store_t *self)
-{
-    if (self->probe)
-        redisFree (self->probe);
-    self->probe = NULL;
-    self->probe_sent = false;
-}
-
-static int
-s_probe_fail (cgq_store_t *self, const char *why)
-{
-    snprintf (self->errstr, sizeof self->errstr, "cannot reach Redis at %s: %s " S_HINT,
-              self->url, why);
-    s_probe_end (self);
-    return -1;
-}
-
-static int
-s_probe_start (cgq_store_t *self)
-{
-    if (self->probe)
-        return 0;
-    redisContext *c = self->is_unix ? redisConnectUnixNonBlock (self->path)
-                                    : redisConnectNonBlock (self->host, self->port);
-    self->probes++;
-    if (!c || c->err) {
-        char why[160];
-        snprintf (why, sizeof why, "%s", c ? c->errstr : "out of memory");
-        if (c)
-            redisFree (c);
-        return s_probe_fail (self, why);
-    }
-    self->probe = c;
-    self->probe_sent = false;
-    self->probe_deadline_ms = cgq_now_ms () + self->timeout_ms;
-    if (redisAppendCommand (c, "PING") != REDIS_OK)
-        return s_probe_fail (self, c->errstr);
-    return 0;
-}
-
-int
-cgq_store_probe_poll (cgq_store_t *self)
-{
-    if (!self->probe)
-        return CGQ_PROBE_NONE;
-    redisContext *c = self->probe;
-    struct pollfd p = {.fd = c->fd, .events = self->probe_sent ? POLLIN : POLLOUT};
-    if (poll (&p, 1, 0) > 0) {
-        if (!self->probe_sent) {
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            if (getsockopt (c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr)
-                return s_probe_fail (self, strerror (soerr)), CGQ_PROBE_DEAD;
-            int done = 0;
-            if (redisBufferWrite (c, &done) != REDIS_OK)
-                return s_probe_fail (self, c->errstr), CGQ_PROBE_DEAD;
-            self->probe_sent = done != 0;
-        }
-        else {
-            void *r = NULL;
-            if (redisBufferRead (c) != REDIS_OK || redisGetReplyFromReader (c, &r) != REDIS_OK)
-                return s_probe_fail (self, c->errstr[0] ? c->errstr : "connection closed"),
-                       CGQ_PROBE_DEAD;
-            if (r) {
-                freeReplyObject (r);
-                s_probe_end (self);
-                self->alive_ms = cgq_now_ms ();
-                return CGQ_PROBE_ALIVE;
-            }
-        }
-    }
-    if (cgq_now_ms () >= self->probe_deadline_ms) {
-        char why[200];
-        snprintf (why, sizeof why,
-                  "no answer to PING within %d ms (%s: a stopped redis-server or a black-holed "
-                  "network?)",
-                  self->timeout_ms, self->probe_sent ? "connected" : "connect under way");
-        return s_probe_fail (self, why), CGQ_PROBE_DEAD;
-    }
-    return CGQ_PROBE_WAITING;
-}
-
-int
-cgq_store_probe_fd (const cgq_store_t *self, short *events)
-{
-    if (!self->probe)
-        return -1;
-    if (events)
-        *events = self->probe_sent ? POLLIN : POLLOUT;
-    return self->probe->fd;
-}
-
-void
-cgq_store_set_gate (cgq_store_t *self, bool on)
-{
-    self->gate = on;
-    if (!on)
-        s_probe_end (self);
-}
-
-bool
-cgq_store_probing (const cgq_store_t *self)
-{
-    return self->probe != NULL;
-}
-
-uint64_t
-cgq_store_probes (const cgq_store_t *self)
-{
-    return self->probes;
-}
-
-// s_ensure connects if needed. Gated (cgq_store_set_gate), a connect that
-// could block (a black-holed Redis accepts, or drops SYNs, and never answers)
-// is tried only within S_ALIVE_MS of a probe's answer; before that it fails
-// at once with errstr, and the probe goes on in the background.
+// s_ensure connects if needed; gated (cgq_store_set_gate), only once a
+// non-blocking probe has had an answer (store_probe.c).
 static int
 s_ensure (cgq_store_t *self)
 {
     if (self->ctx)
         return 0;
-    if (self->gate && s_probe_target (self)
-        && (!self->alive_ms || cgq_now_ms () - self->alive_ms > S_ALIVE_MS)) {
-        if (s_probe_start (self) < 0)
-            return -1;
-        int p = cgq_store_probe_poll (self);
-        if (p == CGQ_PROBE_DEAD)
-            return -1;
-        if (p != CGQ_PROBE_ALIVE) {
-            snprintf (self->errstr, sizeof self->errstr,
-                      "no answer from Redis at %s yet (connecting without blocking, up to %d ms "
-                      "per try) " S_HINT,
-                      self->url, self->timeout_ms);
-            return -1;
-        }
-    }
+    if (cgq_store__gate_ensure (self) < 0)
+        return -1;
     return cgq_store_connect (self);
 }
 
@@ -1976,6 +1732,7 @@ cgq_store_flush_poll (cgq_store_t *self, bool wait)
             snprintf (self->ctx->errstr, sizeof self->ctx->errstr, "no answer within %" PRId64
                       " ms", limit);
             self->alive_ms = 0;
+            self->probe_silent = true;
             bool applied_known = self->fgot > self->ftotal - 1;
             s_io_error (self, "MULTI/EXEC");
             if (applied_known)
@@ -2065,6 +1822,7 @@ s_gated_wait (cgq_store_t *self)
         return 0;
     snprintf (c->errstr, sizeof c->errstr, "no answer within %d ms", S_CMD_MS);
     s_io_error (self, "a command");
+    self->probe_silent = true; // no waiting on the next probe either
     return -1;
 }
 

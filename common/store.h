@@ -142,7 +142,9 @@ uint64_t cgq_store_confirmed_seq (const cgq_store_t *self);
 // polls cgq_store_probe_fd (events: POLLIN or POLLOUT) and calls
 // cgq_store_probe_poll when it is ready: CGQ_PROBE_ALIVE means a connect
 // now should be quick. A batch in flight longer than timeout_ms (+ WAIT's)
-// fails as a timed-out read would. cgq_store_probes counts probes started.
+// fails as a timed-out read would; a command waits at most 250 ms for a
+// batch in flight and 300 ms for its own answer to begin (then fails, the
+// connection dropped). cgq_store_probes counts probes started.
 enum { CGQ_PROBE_NONE, CGQ_PROBE_WAITING, CGQ_PROBE_ALIVE, CGQ_PROBE_DEAD };
 void cgq_store_set_gate (cgq_store_t *self, bool on);
 int cgq_store_probe_poll (cgq_store_t *self);

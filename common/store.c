@@ -10,103 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include "log.h"
 #include "util.h"
 
-struct cgq_store_t {
-    // parsed URL
-    bool is_unix;
-    char *host;     // TCP host (brackets of an IPv6 literal removed)
-    int port;
-    char *path;     // unix socket path
-    char *user;     // NULL: no ACL user
-    char *password; // NULL: no AUTH
-    int db;
-    char *url;      // canonical URL with the password masked
-    int timeout_ms;
-
-    // sentinel://: the sentinels asked for the master's address on every
-    // connect (host/port above are then the master last found), in turn from
-    // the one that answered last; what they name must say ROLE master.
-    char **sent_host;
-    int *sent_port;
-    size_t nsent, sent_next;
-    char *master_name;
-    char *sent_user, *sent_password; // CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD
-
-    // cgq_store_set_replicas: every batch is followed by WAIT replicas
-    // wait_ms; applied_seq is the last batch Redis applied, confirmed_seq the
-    // last that replicas replicas had (a WAIT confirms all before it).
-    int replicas;
-    int wait_ms;
-    uint64_t applied_seq, confirmed_seq;
-    long long fwaited; // the flight's WAIT reply (-1: none)
-    bool lagging;      // the last WAIT came back short (logged once)
-    bool fwait;        // a WAIT reply follows EXEC's
-
-    redisContext *ctx;
-    size_t appended; // replies owed to cgq_store_append callers
-
-    // The batch: formatted commands back to back, and where each one starts,
-    // so that one Redis rejects at queue time can be dropped and the rest sent.
-    cgq_buf_t batch;
-    cgq_buf_t scratch; // cgq_store_cmd's arguments, before they go into batch
-    size_t *starts;
-    size_t count;
-    size_t starts_cap;
-
-    // Commit marker (cgq_store_set_marker): every batch also writes
-    // HSET marker_key marker_field TAG:SEQ, so after a connection lost
-    // mid-EXEC one read tells whether the batch was applied.
-    char *marker_key, *marker_field, *marker_tag;
-    uint64_t marker_seq;
-    char marker_id[128];   // id of the batch in doubt, or ""
-    size_t marker_count;   // its number of commands (the first ones queued)
-
-    // The journal of committed batches (cgq_store_set_journal): what Redis
-    // acknowledged but may not have written to disk yet. A FIFO of the
-    // batches of the last journal_ms, each exactly as sent (MULTI ... EXEC).
-    struct s_entry *journal;
-    size_t jhead, jlen, jcap, jbytes;
-    int64_t journal_ms;
-    bool fresh;            // connected since the last flush: check for lost batches
-    uint64_t replayed;     // batches replayed since start (cgq_store_replayed)
-
-    // Fencing (cgq_store_set_fence): each batch is WATCHed on fence_key and
-    // sent only while it holds fence_val (or is gone with fence_seq_key still
-    // at fence_seq: nobody took over since).
-    char *fence_key, *fence_val, *fence_seq_key;
-    uint64_t fence_seq;
-    bool fenced;
-    // The WATCH sent right after the last EXEC, in the same round trip, found
-    // the lease ours: the next batch needs no check of its own (a takeover
-    // since aborts its EXEC). Anything else sent on the connection, or a new
-    // connection, disarms it.
-    bool watch_armed;
-
-    // The batch in flight (s_send): its first fcount commands went out as
-    // MULTI .. EXEC, with the lease's WATCH/GETs behind; the replies are
-    // read as they arrive (cgq_store_flush_poll) or all at once (s_wait).
-    // Commands queued meanwhile go after them in batch: if the flight fails,
-    // its commands are still first, as if never sent.
-    size_t fcount;        // 0: nothing in flight
-    size_t fgot, ftotal;  // replies read; expected up to EXEC (MULTI, each, marker, EXEC)
-    bool frewatch;        // three fence replies follow EXEC's
-    bool *fbad;           // commands Redis refused at queue time (fcount entries)
-    size_t fnbad;
-    char ftransient[256]; // the first error that a retry may cure
-    int frc;              // the outcome so far: 0, 1 (drop fbad, send again), -1
-    char *fsent;          // what went out (a marked batch), for the journal
-    size_t fsent_len;
-    redisReply *ffence[3];
-    int fdone;            // an outcome read for another caller, not collected: 1 ok, -1 failed
-
-    char errstr[512];
-};
-
-#define S_HINT "(is redis-server running? check --redis / CGQ_REDIS)"
+#include "store_int.h"
 
 static void s_flight_end (cgq_store_t *self);
 static int s_resolve_doubt (cgq_store_t *self);
@@ -505,6 +415,8 @@ cgq_store_destroy (cgq_store_t **self_p)
         return;
     cgq_store_t *self = *self_p;
     s_disconnect (self);
+    if (self->probe)
+        redisFree (self->probe);
     s_flight_end (self);
     cgq_buf_fini (&self->batch);
     cgq_buf_fini (&self->scratch);
@@ -545,6 +457,7 @@ s_io_error (cgq_store_t *self, const char *during)
               "lost connection to Redis at %s during %s: %s (timeout %d ms; will reconnect)",
               self->url, during, why, self->timeout_ms);
     s_disconnect (self);
+    self->alive_ms = 0; // gated: the next connect waits for a new probe's answer
 }
 
 // s_handshake_error reports an I/O failure of AUTH/SELECT/PING right after
@@ -805,11 +718,15 @@ cgq_store_url (cgq_store_t *self)
     return self->url;
 }
 
+// s_ensure connects if needed; gated (cgq_store_set_gate), only once a
+// non-blocking probe has had an answer (store_probe.c).
 static int
 s_ensure (cgq_store_t *self)
 {
     if (self->ctx)
         return 0;
+    if (cgq_store__gate_ensure (self) < 0)
+        return -1;
     return cgq_store_connect (self);
 }
 
@@ -1482,6 +1399,7 @@ s_send (cgq_store_t *self)
         return -1;
     }
     self->fcount = n;
+    self->fstart_ms = cgq_now_ms ();
     self->fgot = 0;
     self->ftotal = n + 2 + (marked ? 1 : 0);
     self->frewatch = rewatch;
@@ -1673,6 +1591,11 @@ s_prepare (cgq_store_t *self)
 
 // s_settle ends a flight before the connection is used for anything else;
 // its outcome waits for cgq_store_flush_poll.
+// Gated (cgq_store_set_gate), a command waits for the flight's answer to
+// start arriving this long at most: past it the command fails at once
+// (s_settle_gated) and the flight stays in flight, for the loop to poll.
+#define S_SETTLE_MS 250
+
 static void
 s_settle (cgq_store_t *self)
 {
@@ -1680,6 +1603,25 @@ s_settle (cgq_store_t *self)
         return;
     int rc = s_wait (self);
     self->fdone = rc == 0 ? 1 : -1; // -1 also when Redis refused some: the rest goes next time
+}
+
+// s_settle_gated is s_settle for a command: gated, it returns -1 (errstr)
+// rather than wait on a flight that Redis has not begun to answer.
+static int
+s_settle_gated (cgq_store_t *self)
+{
+    if (self->fcount && self->gate && self->ctx) {
+        struct pollfd p = {.fd = self->ctx->fd, .events = POLLIN};
+        if (poll (&p, 1, S_SETTLE_MS) == 0) {
+            snprintf (self->errstr, sizeof self->errstr,
+                      "Redis at %s has not answered the batch in flight for %" PRId64
+                      " ms (not waiting longer for it here; will retry) " S_HINT,
+                      self->url, cgq_now_ms () - self->fstart_ms);
+            return -1;
+        }
+    }
+    s_settle (self);
+    return 0;
 }
 
 // s_resolve_doubt settles a batch whose EXEC went out but whose answer was
@@ -1780,8 +1722,27 @@ cgq_store_flush_poll (cgq_store_t *self, bool wait)
         rc = s_wait (self);
     else {
         struct pollfd p = {.fd = self->ctx ? self->ctx->fd : -1, .events = POLLIN};
-        if (p.fd < 0 || poll (&p, 1, 0) <= 0)
-            return CGQ_FLUSH_FLYING;
+        if (p.fd < 0 || poll (&p, 1, 0) <= 0) {
+            // Gated, a flight has the same bound as a blocking read: past
+            // it (plus WAIT's own time) the connection is dropped and the
+            // batch is in doubt, as when a read times out.
+            int64_t limit = self->timeout_ms + (self->fwait ? self->wait_ms : 0);
+            if (!self->gate || !self->ctx || cgq_now_ms () - self->fstart_ms <= limit)
+                return CGQ_FLUSH_FLYING;
+            snprintf (self->ctx->errstr, sizeof self->ctx->errstr, "no answer within %" PRId64
+                      " ms", limit);
+            self->alive_ms = 0;
+            self->probe_silent = true;
+            bool applied_known = self->fgot > self->ftotal - 1;
+            s_io_error (self, "MULTI/EXEC");
+            if (applied_known)
+                rc = s_finish (self);
+            else {
+                s_flight_end (self); // in doubt (marker_id) until reconnected
+                rc = -1;
+            }
+            goto out;
+        }
         if (redisBufferRead (self->ctx) != REDIS_OK) {
             rc = s_wait (self); // fails at once, as the connection did
         }
@@ -1838,11 +1799,37 @@ s_transaction_cmd (const char *fmt)
     return false;
 }
 
+// s_gated_wait: gated, a command's answer must begin within S_CMD_MS, not
+// the whole timeout_ms: the loop that sends it answers nodes meanwhile. A
+// Redis that took longer is dropped (the gate's probe then tells a slow one
+// from a gone one) and the command fails. Returns 0, or -1 (errstr).
+#define S_CMD_MS 300
+
+static int
+s_gated_wait (cgq_store_t *self)
+{
+    if (!self->gate)
+        return 0;
+    redisContext *c = self->ctx;
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite (c, &done) != REDIS_OK) {
+            s_io_error (self, "a command");
+            return -1;
+        }
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (c->reader->pos < c->reader->len || poll (&p, 1, S_CMD_MS) > 0)
+        return 0;
+    snprintf (c->errstr, sizeof c->errstr, "no answer within %d ms", S_CMD_MS);
+    s_io_error (self, "a command");
+    self->probe_silent = true; // no waiting on the next probe either
+    return -1;
+}
+
 redisReply *
 cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 {
-    s_settle (self);
-    if (s_ensure (self) < 0)
+    if (s_settle_gated (self) < 0 || s_ensure (self) < 0)
         return NULL;
     self->watch_armed = false; // it may write the fence key, or EXEC
     va_list ap;
@@ -1860,6 +1847,8 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
     bool want = self->fence_key && !self->fenced && !s_transaction_cmd (fmt);
     bool rearm = want && redisAppendCommand (self->ctx, "UNWATCH") == REDIS_OK
                  && s_fence_append (self) == 0;
+    if (s_gated_wait (self) < 0)
+        return NULL;
     redisReply *r = NULL;
     if (redisGetReply (self->ctx, (void **) &r) != REDIS_OK || !r) {
         s_io_error (self, "a command");
@@ -1894,8 +1883,7 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
 int
 cgq_store_append (cgq_store_t *self, const char *fmt, ...)
 {
-    s_settle (self);
-    if (s_ensure (self) < 0)
+    if (s_settle_gated (self) < 0 || s_ensure (self) < 0)
         return -1;
     self->watch_armed = false; // as for cgq_store_command
     va_list ap;

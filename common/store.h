@@ -134,6 +134,24 @@ void cgq_store_set_replicas (cgq_store_t *self, int replicas, int wait_ms);
 uint64_t cgq_store_applied_seq (const cgq_store_t *self);
 uint64_t cgq_store_confirmed_seq (const cgq_store_t *self);
 
+// cgq_store_set_gate (the coordinator's loop) makes a (re)connect never
+// block on a Redis that does not answer: before connecting, a non-blocking
+// probe (connect + PING, bounded by timeout_ms) must have had an answer in
+// the last second; until then whatever needs the connection (a flush, a
+// command) fails at once with errstr, and the probe goes on. The caller
+// polls cgq_store_probe_fd (events: POLLIN or POLLOUT) and calls
+// cgq_store_probe_poll when it is ready: CGQ_PROBE_ALIVE means a connect
+// now should be quick. A batch in flight longer than timeout_ms (+ WAIT's)
+// fails as a timed-out read would; a command waits at most 250 ms for a
+// batch in flight and 300 ms for its own answer to begin (then fails, the
+// connection dropped). cgq_store_probes counts probes started.
+enum { CGQ_PROBE_NONE, CGQ_PROBE_WAITING, CGQ_PROBE_ALIVE, CGQ_PROBE_DEAD };
+void cgq_store_set_gate (cgq_store_t *self, bool on);
+int cgq_store_probe_poll (cgq_store_t *self);
+int cgq_store_probe_fd (const cgq_store_t *self, short *events);
+uint64_t cgq_store_probes (const cgq_store_t *self);
+bool cgq_store_probing (const cgq_store_t *self); // a probe is under way
+
 // cgq_store_command runs one command synchronously (connecting if needed).
 // Returns the reply (caller frees with freeReplyObject), or NULL on an I/O
 // error (errstr says why). An error reply is returned as REDIS_REPLY_ERROR.

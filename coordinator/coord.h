@@ -368,6 +368,7 @@ typedef struct coord_s {
     int64_t redis_retry_ms;  // next flush attempt after a failure; 0 = none
     char redis_why[512];     // why that batch failed (a later reconnect resets the store's errstr)
     int64_t redis_backoff_ms;
+    bool redis_probe_said;   // the non-blocking probe's wait was logged once (loop.c)
     int64_t next_liveness_ms;
     int64_t next_stats_ms;
     int64_t next_fd_check_ms, fd_warned_ms; // loop.c, s_check_open_files

@@ -218,6 +218,13 @@ s_renew (coord_t *c, int64_t now)
 {
     if (!c->lease[0] || now < c->next_lease_ms)
         return;
+    // A renewal would first wait for the batch in flight, blocking the loop
+    // while Redis does not answer: it goes after it (the fence guards the
+    // batch meanwhile; a flight that gets no answer fails in timeout_ms).
+    if (cgq_store_flying (c->store)) {
+        c->next_lease_ms = now + 20;
+        return;
+    }
     lease_rc_t rc = lease_renew (c->store, c->lease, c->epoch, c->cfg.lease_ms);
     if (rc == LEASE_HELD)
         s_lease_lost (c, "it was taken while this one did not renew it");
@@ -243,6 +250,14 @@ s_flush_failed (coord_t *c, int64_t now)
     if (c->redis_backoff_ms > 2000)
         c->redis_backoff_ms = 2000;
     c->redis_retry_ms = now + c->redis_backoff_ms;
+    // A probe under way has said it once (its start failed a flush with the
+    // cause before); its verdict, or the answer, is logged when it comes.
+    if (cgq_store_probing (c->store) && c->redis_probe_said) {
+        cgq_debug ("%s; %zu command(s) kept", cgq_store_errstr (c->store),
+                   cgq_store_pending (c->store));
+        return;
+    }
+    c->redis_probe_said = cgq_store_probing (c->store);
     cgq_warn ("%s; %zu command(s) kept, retrying in %" PRId64 " ms", cgq_store_errstr (c->store),
               cgq_store_pending (c->store), c->redis_backoff_ms);
 }
@@ -260,6 +275,7 @@ s_flushed (coord_t *c)
     notify_flushed (c);
     c->redis_retry_ms = 0;
     c->redis_backoff_ms = 0;
+    c->redis_probe_said = false;
     c->redis_why[0] = 0;
     // The journal replayed batches Redis had lost (a crash inside its fsync
     // window), jobs among them whose INCR it lost too: the counter goes past
@@ -393,7 +409,7 @@ coord_run (coord_t *c)
     // then the eventfd by which the HTTP server asks for /metrics (metrics.h):
     // never a blocking call.
     // curl's sockets (notify.h) come after them, renewed every turn.
-    zmq_pollitem_t items[5 + NOTIFY_POLL_MAX] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
+    zmq_pollitem_t items[6 + NOTIFY_POLL_MAX] = {{c->nodes_sock, 0, ZMQ_POLLIN, 0},
                                                  {c->ctl_sock, 0, ZMQ_POLLIN, 0}};
     int nitems = 2, zap = -1, http = -1;
     if (c->auth) {
@@ -405,6 +421,8 @@ coord_run (coord_t *c)
         items[nitems++] = (zmq_pollitem_t) {NULL, metrics_fd (c), ZMQ_POLLIN, 0};
     }
     c->async_flush = true;
+    // From here on no connect may block the loop (cgq_store_set_gate).
+    cgq_store_set_gate (c->store, true);
     c->next_liveness_ms = cgq_now_ms () + c->cfg.heartbeat_ms;
     c->next_stats_ms = cgq_now_ms () + 1000;
     c->sched_dirty = true;
@@ -431,6 +449,15 @@ coord_run (coord_t *c)
         int nfixed = nitems;
         if (flying && cgq_store_fd (c->store) >= 0)
             items[nfixed++] = (zmq_pollitem_t) {NULL, cgq_store_fd (c->store), ZMQ_POLLIN, 0};
+        // The non-blocking probe of a Redis that did not answer: its
+        // answer lets the next flush connect at once.
+        short probe_ev = 0;
+        int probe_fd = cgq_store_probe_fd (c->store, &probe_ev);
+        int probe_item = -1;
+        if (probe_fd >= 0) {
+            probe_item = nfixed;
+            items[nfixed++] = (zmq_pollitem_t) {NULL, probe_fd, probe_ev, 0};
+        }
         int ncurl = notify_poll_items (c, items + nfixed, NOTIFY_POLL_MAX);
         int rc = zmq_poll (items, nfixed + ncurl, timeout);
         if (rc < 0) {
@@ -443,6 +470,13 @@ coord_run (coord_t *c)
         // A batch applied releases its Assigns before anything else is read.
         if (flying && nfixed > nitems && (items[nitems].revents & ZMQ_POLLIN))
             s_collect (c, cgq_now_ms ());
+        if (probe_item >= 0 && items[probe_item].revents
+            && cgq_store_probe_poll (c->store) == CGQ_PROBE_ALIVE) {
+            cgq_info ("Redis at %s answers again; reconnecting", cgq_store_url (c->store));
+            if (c->redis_retry_ms)
+                c->redis_retry_ms = cgq_now_ms (); // flush now
+            c->redis_backoff_ms = 0;
+        }
         s_renew (c, cgq_now_ms ());
         if (c->lease_lost)
             break;

@@ -179,6 +179,14 @@ metrics_render (coord_t *c, cgq_buf_t *b)
              c->store ? (double)(cgq_store_applied_seq (c->store)
                                  - cgq_store_confirmed_seq (c->store)) : 0);
 
+    s_gauge (b, "cgq_redis_connected",
+             "1 while Redis takes this coordinator's batches, 0 while it is unreachable or "
+             "refuses them (the loop goes on without waiting for it)",
+             c->store && cgq_store_connected (c->store) && !c->redis_retry_ms ? 1 : 0);
+    s_counter (b, "cgq_redis_connect_probes_total",
+               "non-blocking probes (connect + PING) of a Redis that was not connected",
+               c->store ? cgq_store_probes (c->store) : 0);
+
     // What was refused or dropped.
     s_counter (b, "cgq_frames_dropped_total",
                "node or control frames dropped: over --max-frame, undecodable or malformed",

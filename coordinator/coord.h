@@ -343,6 +343,14 @@ typedef struct coord_s {
     uint64_t replays_seen;  // cgq_store_replayed when cgq:seq:job was last raised (loop.c)
     char lease[256];        // our cgq:leader value; "" when not leading under a lease
     int64_t next_lease_ms;  // when to renew it
+    // By this process's own clock, until when the lease is surely ours: the
+    // start of the last acquire or renewal that succeeded plus its time to
+    // live. Past it (Redis unreachable for longer than the lease) a standby
+    // may lead: the nodes' messages are dropped unanswered, so they go to
+    // the next coordinator of their list, until a renewal says which it is.
+    int64_t lease_valid_ms;
+    bool lease_doubt_said;       // nodes are not answered (s_lease_in_doubt)
+    int64_t lease_doubt_since_ms; // since when: credited to the nodes after
     bool lease_lost;        // another coordinator took over: stop, write nothing
     bool buffer_full;       // Redis down and --max-buffer reached (logged once per outage)
     uint64_t stat_deferred; // results left with their nodes meanwhile

@@ -74,6 +74,28 @@ s_tick (coord_t *c, int64_t now, int64_t allowed_ms)
 // still batching thousands of state changes into one Redis round trip.
 #define TURN_BUDGET 4096
 
+// s_lease_in_doubt: this coordinator has not renewed its lease within the
+// lease's time (Redis unreachable): a standby may hold it now, so the nodes
+// must not be kept here (they would stay with a leader that can write
+// nothing, while the standby leads an empty cluster). Said once.
+static bool
+s_lease_in_doubt (coord_t *c)
+{
+    // A lease's time past its end: a standby takes it within that, and a
+    // failover of Redis itself (sentinels) has the time to finish first.
+    if (!c->lease[0] || cgq_now_ms () <= c->lease_valid_ms + c->cfg.lease_ms)
+        return false;
+    if (!c->lease_doubt_said) {
+        c->lease_doubt_since_ms = cgq_now_ms ();
+        cgq_warn ("the leader lease was not renewed for twice its %" PRId64 " ms (Redis "
+                  "unreachable): a standby may lead now, so nodes are not answered until a "
+                  "renewal says which coordinator leads",
+                  c->cfg.lease_ms);
+    }
+    c->lease_doubt_said = true;
+    return true;
+}
+
 // s_drain reads up to TURN_BUDGET messages from a ROUTER socket. A node frame
 // is [rid][payload]; a REQ frame is [rid][empty][payload].
 static int
@@ -121,6 +143,8 @@ s_drain (coord_t *c, void *sock, bool control)
             else if (env) {
                 if (control)
                     control_message (c, rid, rid_len, env);
+                else if (s_lease_in_doubt (c))
+                    ; // unanswered: the node tries the next coordinator of its list
                 else {
                     c->peer_key = c->auth ? zmq_msg_gets (&parts[payload], "User-Id") : NULL;
                     c->peer_addr = zmq_msg_gets (&parts[payload], "Peer-Address");
@@ -228,8 +252,16 @@ s_renew (coord_t *c, int64_t now)
     lease_rc_t rc = lease_renew (c->store, c->lease, c->epoch, c->cfg.lease_ms);
     if (rc == LEASE_HELD)
         s_lease_lost (c, "it was taken while this one did not renew it");
-    else if (rc == LEASE_OURS)
+    else if (rc == LEASE_OURS) {
         c->next_lease_ms = now + c->cfg.lease_ms / 3;
+        c->lease_valid_ms = now + c->cfg.lease_ms;
+        if (c->lease_doubt_said) {
+            // The nodes' silence meanwhile was this coordinator's doing.
+            cgq_info ("the leader lease is still ours: answering the nodes again");
+            session_stalled (c, now, now - c->lease_doubt_since_ms);
+        }
+        c->lease_doubt_said = false;
+    }
     else
         c->next_lease_ms = now + 100; // Redis unreachable: try again soon
 }
@@ -501,7 +533,7 @@ coord_run (coord_t *c)
             session_stalled (c, now, c->stall_ms);
             c->stall_ms = 0;
         }
-        if (now >= c->next_liveness_ms && !backlog) {
+        if (now >= c->next_liveness_ms && !backlog && !c->lease_doubt_said) {
             session_liveness (c, now);
             c->next_liveness_ms = now + c->cfg.heartbeat_ms;
         }

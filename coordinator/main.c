@@ -249,10 +249,13 @@ s_lead (coord_t *c)
     snprintf (id, sizeof id, "%s:%d", host, (int) getpid ());
     bool standby = false;
     while (!coord_stop) {
+        int64_t asked = cgq_now_ms ();
         lease_rc_t rc = lease_acquire (c->store, id, c->cfg.lease_ms, &c->epoch, c->lease,
                                        sizeof c->lease, holder, sizeof holder);
-        if (rc == LEASE_OURS)
+        if (rc == LEASE_OURS) {
+            c->lease_valid_ms = asked + c->cfg.lease_ms;
             break;
+        }
         if (rc == LEASE_ERROR && !standby) {
             const char *why = holder[0] ? holder : cgq_store_errstr (c->store);
             fprintf (stderr, "cgq-coordinator: cannot take the leader lease in Redis at %s: %s%s\n",

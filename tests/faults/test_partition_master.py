@@ -39,8 +39,6 @@ NAME = "cgqm"
 NET = Netns("cgqm")
 SKIP = None
 NS_A = None
-STATES = ("pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable",
-          "stale")
 
 
 class MasterPartitionTest(CgqTestCase):
@@ -220,24 +218,7 @@ class MasterPartitionTest(CgqTestCase):
                    interval=0.2)
         demoted_s = time.monotonic() - t_heal
 
-        job = c.wait_job(j, 60)
-        self.assertEqual(job.get("state"), "finished", job)
-        counts = {k: int(job.get(k, "0")) for k in STATES}
-        self.assertEqual(counts["succeeded"], n, job)
-        self.assertEqual(sum(counts.values()), n, job)
-        trials = c.trials(j)
-        self.assertEqual(sorted(trials), list(range(n)), "a record for every trial")
-        for t, h in trials.items():
-            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
-            self.assertEqual(h.get("attempt"), "1", "trial %d ran once: %s" % (t, h))
-        self.assertEqual(c.counted_runs(), [(t, 1) for t in range(n)],
-                         "each trial's script ran exactly once")
-        self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), n)
-        ev = c.events(j)
-        for t in range(n):
-            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
-                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
-            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
+        self.assert_exactly_once(j, n)
 
         # What the old master took during the cut is not used.
         self.assertEqual(role_cut, "master", "cut off, the old master still says master")
@@ -277,14 +258,7 @@ if __name__ == "__main__":
     SKIP = Netns.skip_reason()
     if not SKIP and not (shutil.which("redis-sentinel") and shutil.which("redis-cli")):
         SKIP = "redis-sentinel and redis-cli are needed (Debian: redis-sentinel, redis-tools)"
-    if not SKIP:
-        try:
-            NS_A = NET.add("a")
-            NET.enter(NS_A)
-        except OSError as e:
-            SKIP = "cannot set up the network namespaces: %s" % e
-    if SKIP:
-        print("skipped: " + SKIP)
+    NS_A, SKIP = NET.enter_home(SKIP)
     try:
         main()
     finally:

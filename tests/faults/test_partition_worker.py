@@ -122,15 +122,7 @@ class WorkerPartitionTest(CgqTestCase):
 
 
 if __name__ == "__main__":
-    SKIP = Netns.skip_reason()
-    if not SKIP:
-        try:
-            NS_A = NET.add("a")
-            NET.enter(NS_A)
-        except OSError as e:
-            SKIP = "cannot set up the network namespaces: %s" % e
-    if SKIP:
-        print("skipped: " + SKIP)
+    NS_A, SKIP = NET.enter_home()
     try:
         main()
     finally:

@@ -49,8 +49,6 @@ def client_usable():
         return False
     r = subprocess.run([SYS_PY, "-c", "import redis.sentinel"], capture_output=True)
     return r.returncode == 0
-STATES = ("pending", "running", "succeeded", "failed", "stopped", "cancelled", "unschedulable",
-          "stale")
 
 
 def have_sentinel():
@@ -226,28 +224,6 @@ class SentinelTest(CgqTestCase):
             c.start_worker(wid, cpus=cpus)
         return mport
 
-    def _exactly_once(self, j, n):
-        c = self.cluster
-        job = c.wait_job(j, 60)
-        self.assertEqual(job.get("state"), "finished", job)
-        counts = {k: int(job.get(k, "0")) for k in STATES}
-        self.assertEqual(counts["succeeded"], n, job)
-        self.assertEqual(sum(counts.values()), n, job)
-        trials = c.trials(j)
-        self.assertEqual(sorted(trials), list(range(n)), "a record for every trial")
-        for t, h in trials.items():
-            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
-            self.assertEqual(h.get("attempt"), "1", "trial %d ran once: %s" % (t, h))
-        self.assertEqual(c.counted_runs(), [(t, 1) for t in range(n)],
-                         "each trial's script ran exactly once")
-        self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), n)
-        self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0)
-        ev = c.events(j)
-        for t in range(n):
-            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
-                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
-            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
-
     def test_failover_mid_job(self):
         ha, c = self.ha, self.cluster
         old = self._start()
@@ -312,7 +288,7 @@ class SentinelTest(CgqTestCase):
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            self._exactly_once(j, n)
+            self.assert_exactly_once(j, n)
 
             def demoted():
                 r = Redis("127.0.0.1", old, timeout=2)
@@ -383,7 +359,7 @@ class SentinelTest(CgqTestCase):
         c.redis = Redis("127.0.0.1", new)
         # A replica for the new master, so that WAIT 1 can confirm again.
         ha.start_redis("master", port=old)
-        self._exactly_once(j, n)
+        self.assert_exactly_once(j, n)
         log = read_text(c.coordinator.err_path)
         self.assertRegex(log, r"replayed \d+ journaled batch", "the journal filled the gap")
 
@@ -418,7 +394,7 @@ class SentinelTest(CgqTestCase):
         self.assertEqual(int(c.job(j).get("succeeded", "0")), held, "written without a master?")
         for i in range(3):
             ha.restart_sentinel(i)
-        self._exactly_once(j, n)
+        self.assert_exactly_once(j, n)
         self.assertEqual(c.cgq("status").returncode, 0)
 
     def test_replica_paused_holds_acks(self):
@@ -444,7 +420,7 @@ class SentinelTest(CgqTestCase):
             os.kill(replica.pid, signal.SIGCONT)
         c.wait_for(lambda: metric(mport, "cgq_redis_unconfirmed_batches") == 0, 20,
                    "the replica to confirm every batch")
-        self._exactly_once(j, n)
+        self.assert_exactly_once(j, n)
         c.wait_for(lambda: metric(mport, "cgq_acks_held") == 0, 20, "the held Acks to go out")
 
 

@@ -633,6 +633,23 @@ class Netns:
                 return "%s is not installed (Debian: iproute2)" % b
         return None
 
+    def enter_home(self, skip=None):
+        """For a test file's __main__: unless skip (or skip_reason()) says
+        why not, makes namespace "a" and moves this process into it (the tests
+        then start their daemons there). Returns (namespace or None, the
+        reason to skip or None), the reason printed."""
+        skip = skip or self.skip_reason()
+        ns = None
+        if not skip:
+            try:
+                ns = self.add("a")
+                self.enter(ns)
+            except OSError as e:
+                skip = "cannot set up the network namespaces: %s" % e
+        if skip:
+            print("skipped: " + skip)
+        return ns, skip
+
     @staticmethod
     def _run(*argv):
         r = subprocess.run(list(argv), capture_output=True, text=True, timeout=20)
@@ -1077,6 +1094,33 @@ class CgqTestCase(unittest.TestCase):
         return result
 
     # convenience
+
+    def assert_exactly_once(self, j, n, timeout=60):
+        """Job j (a write_counted_job of n trials) finishes with every trial
+        succeeded once: the counts, the records (attempt 1), the trials'
+        own markers, the leaderboard, the active set and one end event each."""
+        c = self.cluster
+        job = c.wait_job(j, timeout)
+        self.assertEqual(job.get("state"), "finished", job)
+        states = ("pending", "running", "succeeded", "failed", "stopped", "cancelled",
+                  "unschedulable", "stale")
+        counts = {k: int(job.get(k, "0")) for k in states}
+        self.assertEqual(counts["succeeded"], n, job)
+        self.assertEqual(sum(counts.values()), n, job)
+        trials = c.trials(j)
+        self.assertEqual(sorted(trials), list(range(n)), "a record for every trial")
+        for t, h in trials.items():
+            self.assertEqual(h.get("state"), "succeeded", "trial %d: %s" % (t, h))
+            self.assertEqual(h.get("attempt"), "1", "trial %d ran once: %s" % (t, h))
+        self.assertEqual(c.counted_runs(), [(t, 1) for t in range(n)],
+                         "each trial's script ran exactly once")
+        self.assertEqual(c.redis.cmd("ZCARD", "cgq:job:{%d}:leaderboard" % j), n)
+        self.assertEqual(c.redis.cmd("SCARD", "cgq:job:{%d}:active" % j), 0)
+        ev = c.events(j)
+        for t in range(n):
+            ends = [e["type"] for e in ev if e.get("trial") == str(t) and e.get("type") in
+                    ("trial.succeeded", "trial.failed", "trial.cancelled")]
+            self.assertEqual(ends, ["trial.succeeded"], "trial %d ends exactly once" % t)
 
     def start_default(self, workers=(("w1", 2),), **coord):
         c = self.cluster

@@ -92,22 +92,9 @@ def redis_kwargs(url):
         else:  # redis://secret@host: the single field is the password
             kw["password"] = unq(user) or None
     hostport, slash, db = rest.partition("/")
-    if hostport.startswith("["):
-        close = hostport.find("]")
-        if close < 0:
-            raise bad("missing ']' after the IPv6 address")
-        host, port = hostport[1:close], hostport[close + 1:]
-        if port and not port.startswith(":"):
-            raise bad("expected ':port' after ']'")
-        port = port[1:]
-    else:
-        host, _, port = hostport.partition(":")
-    if not host:
-        raise bad("no host")
-    if port:
-        if not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise bad("the port must be a number from 1 to 65535")
-        kw["port"] = int(port)
+    host, port = _host_port(hostport, None, bad, sentinel=False)
+    if port is not None:
+        kw["port"] = port
     if db:
         if not db.isdigit():
             raise bad("the database after '/' must be a number")
@@ -116,12 +103,13 @@ def redis_kwargs(url):
     return kw
 
 
-def _host_port(item, default_port, bad):
-    """(host, port) of HOST[:PORT] or [V6]:PORT."""
+def _host_port(item, default_port, bad, sentinel=True):
+    """(host, port) of HOST[:PORT] or [V6]:PORT: a sentinel's, or (sentinel
+    false) a redis:// URL's, each refused in its own words."""
     if item.startswith("["):
         close = item.find("]")
         if close < 0:
-            raise bad("missing ']' after an IPv6 address")
+            raise bad("missing ']' after %s IPv6 address" % ("an" if sentinel else "the"))
         host, port = item[1:close], item[close + 1:]
         if port and not port.startswith(":"):
             raise bad("expected ':port' after ']'")
@@ -129,9 +117,11 @@ def _host_port(item, default_port, bad):
     else:
         host, _, port = item.partition(":")
     if not host:
-        raise bad("a sentinel without a host (an empty entry between commas?)")
+        raise bad("a sentinel without a host (an empty entry between commas?)" if sentinel
+                  else "no host")
     if port and (not port.isdigit() or not 1 <= int(port) <= 65535):
-        raise bad("a sentinel's port must be a number from 1 to 65535")
+        raise bad("%s port must be a number from 1 to 65535" % ("a sentinel's" if sentinel
+                                                                  else "the"))
     return host, int(port) if port else default_port
 
 

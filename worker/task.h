@@ -17,6 +17,7 @@
 
 #include "cgq.pb-c.h"
 #include "confine.h"
+#include "launch.h"
 #include "result.h"
 #include "spare.h"
 
@@ -66,11 +67,11 @@ typedef void (cgq_task_report_fn) (void *arg, cgq_task_t *task, const char *repo
 cgq_task_t *cgq_task_start (const Cgq__Assign *assign, const cgq_task_opts_t *opts,
                             cgq_task_report_fn *on_report, void *arg);
 
-// Tests: start trials as where clone3 is missing (Linux < 5.3) or refused:
-// fork, then in cgroup mode the child moves itself into its leaf through
-// cgroup.procs. (Else: clone3 with a shared address space where it can, into
-// the leaf in cgroup mode; see task.c, "Spawn".)
-extern bool cgq_task_spawn_fork;
+// Tests set cgq_task_spawn_fork (launch.h) to start trials as where clone3
+// is missing (Linux < 5.3) or refused: fork, then in cgroup mode the child
+// moves itself into its leaf through cgroup.procs. (Else: clone3 with a
+// shared address space where it can, into the leaf in cgroup mode; see
+// launch.c.)
 
 // cgq_task_predictor_argv is what a "predictor" task execs: {path of
 // cgq-predictor, "trial", "--data", DIR, NULL} (4 entries). Caller frees each

@@ -24,7 +24,7 @@
 #include "task_testing.h"
 #include "util.h"
 
-// How a fixture's trials start: the default way (task.c, "Spawn"), by fork
+// How a fixture's trials start: the default way (launch.c), by fork
 // (as where clone3 is missing), or in directories made ahead (spare.h).
 typedef enum { S_DEFAULT = 0, S_FORK, S_SPARE } s_mode_t;
 static s_mode_t s_fork = S_FORK;

@@ -1392,6 +1392,8 @@ cgq_cmd_workers (cgq_cli_t *cli)
             bool stale = !nd->has_last_seen || now - nd->last_seen > 10;
             if (!strcmp (nd->state, CGQ_NODE_ALIVE) && stale)
                 cgq_table_add (&t, cgq_xstrdup ("dead?"));
+            else if (!strcmp (nd->state, CGQ_NODE_ALIVE) && *nd->full)
+                cgq_table_add (&t, cgq_xstrdup ("alive (disk full)"));
             else
                 cgq_table_add (&t, cgq_xstrdup (*nd->state ? nd->state : "?"));
             cgq_table_addf (&t, "%g/%g", nd->free_cpus, nd->cpus);
@@ -1407,6 +1409,9 @@ cgq_cmd_workers (cgq_cli_t *cli)
         }
         cgq_table_print (&t, stdout, "");
         cgq_table_fini (&t);
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp (nodes[i]->state, CGQ_NODE_ALIVE) && *nodes[i]->full)
+                printf ("%s takes no new task for now: %s\n", nodes[i]->id, nodes[i]->full);
     }
     cgq_view_nodes_free (nodes, n);
     cgq_store_destroy (&store);

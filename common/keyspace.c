@@ -592,6 +592,7 @@ cgq_node_rec_from (const char *id, const redisReply *h)
     nd->kind = s_dup (h, CGQ_NF_KIND);
     nd->state = s_dup (h, CGQ_NF_STATE);
     nd->hostname = s_dup (h, CGQ_NF_HOSTNAME);
+    nd->full = s_dup (h, CGQ_NF_FULL);
     cgq_hash_num (h, CGQ_NF_CPUS, &nd->cpus);
     cgq_hash_num (h, CGQ_NF_FREE_CPUS, &nd->free_cpus);
     nd->gpus = s_count (h, CGQ_NF_GPUS);
@@ -615,6 +616,7 @@ cgq_node_rec_destroy (cgq_node_rec_t **self_p)
     free (n->kind);
     free (n->state);
     free (n->hostname);
+    free (n->full);
     free (n);
     *self_p = NULL;
 }

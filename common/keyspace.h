@@ -222,6 +222,7 @@ extern const char *const cgq_jstate_names[CGQ_JOB_NSTATES];
 #define CGQ_NF_RUNNING "running"
 #define CGQ_NF_CONNECTED "connected"
 #define CGQ_NF_LAST_SEEN "last_seen"
+#define CGQ_NF_FULL "full" // a worker's disk is full: why it takes no task for now ("": not full)
 #define CGQ_NF_DEVICES "devices" // device runner: its device ids, comma-separated
 
 // cgq:device:ID: written by the coordinator; failures and quarantined
@@ -353,6 +354,7 @@ typedef struct {
 
 typedef struct {
     char *id, *kind, *state, *hostname; // never NULL
+    char *full;                         // why it takes no task for now ("": it does); never NULL
     double cpus, free_cpus;
     double gpus, free_gpus; // counts (a list of GPUs counts its entries)
     uint64_t running;

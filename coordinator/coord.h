@@ -296,6 +296,7 @@ struct node_s {
     node_t *ab_next;     // on the send's list of nodes with waiting Assigns
     bool ab_listed;      // (on that list)
     bool draining;       // shutting down: no new tasks (a heartbeat said so)
+    char *full;          // its disk is full: no new tasks for now, why (NULL: not full)
     bool stale;          // silent for --stale-after heartbeats: its tasks are stale, no new ones
     char key[41];        // CURVE key last found bound to this id ("" without CURVE)
     bool suspect;        // a key not bound to this id spoke under it: no new work until

@@ -103,6 +103,7 @@ s_node_free (node_t *n)
     s_devices_drop (n);
     s_gpus_free (n);
     free (n->hostname);
+    free (n->full);
     free (n->id);
     free (n);
 }
@@ -173,7 +174,7 @@ s_device_pick (const node_t *n, const req_t *r, bool free_now)
 bool
 nodes_fits_free (const node_t *n, const req_t *r)
 {
-    if (n->draining || n->stale || n->suspect)
+    if (n->draining || n->full || n->stale || n->suspect)
         return false;
     if (n->client_job || r->client)
         return n->client_job && n->client_job == r->client && n->ntasks < n->want;
@@ -477,6 +478,7 @@ nodes_write (coord_t *c, node_t *n, bool full)
         cgq_hset_str (&h, CGQ_NF_DEVICES, devs.data);
         cgq_hset_str (&h, CGQ_NF_STATE, CGQ_NODE_ALIVE);
         cgq_hset_str (&h, CGQ_NF_HOSTNAME, n->hostname ? n->hostname : "");
+        cgq_hset_str (&h, CGQ_NF_FULL, n->full ? n->full : "");
         cgq_hset_u64 (&h, CGQ_NF_PID, n->pid);
         cgq_hset_dbl (&h, CGQ_NF_CPUS, n->cpus);
         cgq_hset_u64 (&h, CGQ_NF_MEMORY, n->memory);

@@ -471,6 +471,32 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb, bool clock)
     s_missing (c, n, hb, clock);
 }
 
+// s_node_full applies a heartbeat's `full` (a worker's disk): while set, no
+// new task goes to the node (nodes_fits_free); the reason is in its hash for
+// cgq nodes, and logged when it comes and goes.
+static void
+s_node_full (coord_t *c, node_t *n, const char *full)
+{
+    if (full && !*full)
+        full = NULL;
+    if (full ? n->full && !strcmp (n->full, full) : !n->full)
+        return;
+    if (full)
+        cgq_warn ("node %s takes no new task for now: %s", n->id, full);
+    else
+        cgq_info ("node %s takes tasks again (its disk has room)", n->id);
+    free (n->full);
+    n->full = full ? cgq_xstrdup (full) : NULL;
+    if (!full)
+        c->sched_dirty = true;
+    char key[300];
+    cgq_key_node (key, sizeof key, n->id);
+    cgq_hset_t h;
+    cgq_hset_init (&h, key);
+    cgq_hset_str (&h, CGQ_NF_FULL, full ? full : "");
+    cgq_hset_queue (&h, c->store);
+}
+
 // s_heartbeat answers at once: the answer depends on no state, so nodes
 // stay calm while Redis is down.
 static void
@@ -507,6 +533,7 @@ s_heartbeat (coord_t *c, node_t *n, const char *rid, size_t rid_len, const Cgq__
         if (in->draining && !n->draining)
             cgq_info ("node %s is shutting down; no new tasks go to it", n->id);
         n->draining = in->draining;
+        s_node_full (c, n, in->full);
         if (n->client_job)
             nodes_client (c, n, n->client_job, in->want);
         s_reconcile (c, n, in, !ask);

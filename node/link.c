@@ -57,6 +57,7 @@ struct cgq_link_t {
     bool ever_welcomed;     // some coordinator answered this process once
     unsigned retries;       // reconnections so far (for the log)
     bool draining;         // said in every heartbeat: no new tasks
+    char *full;            // said in every heartbeat: no new tasks for now, why (NULL: none)
     char **eps;            // the coordinators' endpoints (leader and standbys)
     size_t neps, epi;      // how many; the one in use (endpoint == eps[epi])
     int kind;              // Cgq__NodeKind
@@ -232,6 +233,7 @@ s_send_heartbeat (cgq_link_t *self, int64_t now)
     hb.assign_epoch = self->assign_epoch;
     hb.assign_seq = self->assign_seq;
     hb.draining = self->draining;
+    hb.full = self->full ? self->full : (char *) "";
     hb.recovered = self->rec;
     hb.n_recovered = self->nrec;
     cgq_env_t env = CGQ__ENVELOPE__INIT;
@@ -410,6 +412,7 @@ cgq_link_destroy (cgq_link_t **self_p)
         s_unacked_drop (self, self->uhead);
     zhashx_destroy (&self->uindex);
     free (self->held);
+    free (self->full);
     s_strv_free (&self->quar, &self->nquar);
     s_strv_free (&self->rec, &self->nrec);
     for (size_t i = 0; i < self->neps; i++)
@@ -800,6 +803,17 @@ cgq_link_bye (cgq_link_t *self, const char *reason)
     env.bye = &bye;
     s_send (self, &env);
     self->bye = true;
+}
+
+void
+cgq_link_full (cgq_link_t *self, const char *why)
+{
+    if (why ? self->full && !strcmp (self->full, why) : !self->full)
+        return;
+    free (self->full);
+    self->full = why ? cgq_xstrdup (why) : NULL;
+    if (self->welcomed)
+        s_send_heartbeat (self, cgq_now_ms ());
 }
 
 void

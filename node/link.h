@@ -99,6 +99,11 @@ bool cgq_link_welcomed (const cgq_link_t *self);
 // after, that this node takes no new task (it is shutting down).
 void cgq_link_drain (cgq_link_t *self);
 
+// cgq_link_full says, in a heartbeat now and in every one after, that this
+// node takes no new task for the reason why (its disk is full), or with why
+// NULL that it takes tasks again. A reason equal to the last one sends nothing.
+void cgq_link_full (cgq_link_t *self, const char *why);
+
 // cgq_link_bye sends Bye (when welcomed) and lets the socket linger briefly
 // on destroy so that it gets out.
 void cgq_link_bye (cgq_link_t *self, const char *reason);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "allow.h"
@@ -47,6 +48,7 @@ typedef struct {
     int64_t kill_grace_ms;
     int64_t heartbeat_ms;
     int64_t idle_exit_ms; // 0: never; else exit after this long without a task
+    uint64_t min_free;    // 0: never full; else no new task below this free space
     char *confine;
     char *curve_secret;  // CURVE (common/auth.h)
     char *curve_server;
@@ -102,6 +104,10 @@ static const cgq_opt_t s_opts[] = {
      "exit (Bye, code 0) after this long with no task: a batch-scheduled worker gives its "
      "allocation back (0: never)",
      0, 31536000000.0},
+    {"min-free", 0, CGQ_OPT_BYTES, offsetof (s_cfg_t, min_free), "64M", "CGQ_MIN_FREE",
+     "take no new task while --workdir's filesystem has less free space than this, or fewer "
+     "than 64 free inodes (0: never refuse); the coordinator and cgq nodes show why",
+     0, 0},
     {"confine", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, confine), "auto", "CGQ_CONFINE",
      "how all processes of a trial end with it: cgroup (v2), pgroup (session), auto", 0, 0},
     {"curve-secret", 0, CGQ_OPT_STRING, offsetof (s_cfg_t, curve_secret), NULL,
@@ -143,6 +149,8 @@ typedef struct {
     cgq_checkpoints_t *ckpts; // the tasks' checkpoints (checkpoints.h)
     char *ckpt_store;         // absolute: --checkpoint-store, else WORKDIR/checkpoints
     int64_t busy_ms;          // when a task last ran (or the worker started): --idle-exit
+    int64_t space_ms;         // when --workdir's free space was last looked at
+    bool full;                // below --min-free when last looked at
 } s_worker_t;
 
 static size_t
@@ -449,12 +457,51 @@ s_readable (void *arg, void *owner, int fd)
         cgq_task_on_readable (owner, fd);
 }
 
+// s_space looks at --workdir's filesystem once a second: below --min-free
+// (or S_MIN_INODES) the worker takes no new task, and says why in its
+// heartbeats (cgq_link_full), until there is room again. Without it, a full
+// disk makes every trial sent here fail or be lost at its start (trial
+// directory, logs, result.json) while the coordinator keeps sending them.
+#define S_MIN_INODES 64
+#define S_SPACE_EVERY_MS 1000
+
+static void
+s_space (s_worker_t *w, int64_t now)
+{
+    if (!w->cfg.min_free || !w->link || now - w->space_ms < S_SPACE_EVERY_MS)
+        return;
+    w->space_ms = now;
+    cgq_shell_due (w->shell, now + S_SPACE_EVERY_MS);
+    struct statvfs vfs;
+    if (statvfs (w->workdir, &vfs) < 0)
+        return; // nothing known: the trials' own errors will say
+    uint64_t avail = (uint64_t) vfs.f_bavail * (vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize);
+    // f_files 0: a filesystem without an inode count (btrfs): never short.
+    bool no_inodes = vfs.f_files > 0 && vfs.f_favail < S_MIN_INODES;
+    char why[PATH_MAX + 160];
+    if (avail < w->cfg.min_free)
+        snprintf (why, sizeof why, "--workdir %s has %.1f MiB free, under --min-free %.1f MiB",
+                  w->workdir, (double) avail / 1048576.0, (double) w->cfg.min_free / 1048576.0);
+    else if (no_inodes)
+        snprintf (why, sizeof why, "--workdir %s has %llu free inodes, under %d", w->workdir,
+                  (unsigned long long) vfs.f_favail, S_MIN_INODES);
+    bool full = avail < w->cfg.min_free || no_inodes;
+    if (full && !w->full)
+        cgq_warn ("taking no new task: %s (free some space; tasks running go on)", why);
+    else if (!full && w->full)
+        cgq_info ("--workdir %s has room again (%.1f MiB free): taking tasks", w->workdir,
+                  (double) avail / 1048576.0);
+    w->full = full;
+    cgq_link_full (w->link, full ? why : NULL);
+}
+
 static void
 s_turn (void *arg)
 {
     s_worker_t *w = arg;
     cgq_confine_tick (w->confine);
     int64_t now = cgq_now_ms ();
+    s_space (w, now);
     if (w->ckpts)
         cgq_checkpoints_tick (w->ckpts, now);
     // --idle-exit: idle means no task and nothing of the checkpoints still

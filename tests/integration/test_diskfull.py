@@ -96,6 +96,13 @@ class DiskFullTest(CgqTestCase):
         if r.returncode != 0:
             subprocess.run(["umount", "-l", self.mnt], capture_output=True, timeout=20)
 
+    def _start(self, min_free="0"):
+        # --min-free 0: these trials must run on the full disk (the worker
+        # would otherwise take none there, see test_refuses_tasks_while_full).
+        c = self.start_default(workers=())
+        c.start_worker("w1", cpus=1, extra=["--min-free", min_free])
+        return c
+
     def _run(self, c, name, script, extra=""):
         j = c.submit(c.write_file("%s.yaml" % name, SPEC % {"name": name, "script": script,
                                                               "extra": extra}))
@@ -108,7 +115,7 @@ class DiskFullTest(CgqTestCase):
             return f.read().decode("utf-8", "replace")
 
     def test_full_disk(self):
-        c = self.start_default(workers=(("w1", 1),))
+        c = self._start()
         worker = c.workers["w1"]
         c.write_file("fill-write.sh", FILL.replace('"$1"', "write"))
         c.write_file("fill-nowrite.sh", FILL.replace('"$1"', "nowrite"))
@@ -150,7 +157,7 @@ class DiskFullTest(CgqTestCase):
         self.assertEqual(self._read(t, "stdout.log"), "a line of a trial with room\n")
 
     def test_full_disk_checkpoint(self):
-        c = self.start_default(workers=(("w1", 1),))
+        c = self._start()
         worker = c.workers["w1"]
         c.write_file("ckpt.sh", CKPT)
         c.write_file("clean.sh", CLEAN)
@@ -172,7 +179,7 @@ class DiskFullTest(CgqTestCase):
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=200,mode=0700",
                             "none", self.mnt], capture_output=True, text=True, timeout=20)
         self.assertEqual(r.returncode, 0, r.stderr)
-        c = self.start_default(workers=(("w1", 1),))
+        c = self._start()
         worker = c.workers["w1"]
         c.write_file("clean.sh", CLEAN)
         time.sleep(0.5)  # the spare directories are made
@@ -214,6 +221,30 @@ class DiskFullTest(CgqTestCase):
         t = self._run(c, "inodes-back", "clean.sh")
         self.assertEqual(t.get("state"), "succeeded", t)
         self.assertEqual(json.loads(t.get("metrics")), {"score": 7}, t)
+
+    def test_refuses_tasks_while_full(self):
+        # --min-free 512K on the 1 MiB tmpfs: a filler leaves less, the
+        # worker says so within a couple of heartbeats and takes no trial;
+        # the filler removed, it takes them again and the job finishes.
+        c = self._start(min_free="512K")
+        node = lambda: c.redis.hgetall("cgq:node:w1")  # noqa: E731
+        self.assertEqual(node().get("full"), "", node())
+        filler = os.path.join(self.mnt, "filler.bin")
+        with open(filler, "wb") as f:
+            f.write(b"\0" * (640 * 1024))
+        c.wait_for(lambda: "under --min-free 0.5 MiB" in (node().get("full") or ""), 10,
+                   "the worker to say its disk is full")
+        j = c.submit(c.write_counted_job("whilefull", 3, 0))
+        time.sleep(2.5)
+        job = c.job(j)
+        for k in ("running", "failed", "stale", "succeeded"):
+            self.assertEqual(job.get(k, "0"), "0", job)
+        self.assertFalse(os.path.exists(os.path.join(c.specdir, "runs.txt")),
+                         "a trial started on the full disk")
+        os.unlink(filler)
+        c.wait_for(lambda: node().get("full") == "", 10, "the worker to take tasks again")
+        self.assert_exactly_once(j, 3, timeout=60)
+
 
 if __name__ == "__main__":
     main()

@@ -512,7 +512,8 @@ class Client:
         """Every node the coordinator has seen (cgq:nodes), sorted by id, as
         dicts: id, kind, state (alive, dead, gone, unknown), stale (alive but
         silent for 10 s), hostname, pid, cpus, free_cpus, gpus, free_gpus,
-        gpu_names, memory, running, connected, last_seen, labels, devices."""
+        gpu_names, memory, running, connected, last_seen, labels, devices, full
+        (why a worker takes no new task for now: its disk; "" when it does)."""
         with self.redis_errors():
             ids = sorted(self.redis.smembers(keyspace.NODES))
             pipe = self.redis.pipeline(transaction=False)

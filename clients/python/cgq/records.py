@@ -323,4 +323,5 @@ def node_from(node_id, h, now=None):
         "last_seen": last_seen,
         "labels": h.get("labels", ""),
         "devices": [d for d in h.get("devices", "").split(",") if d],
+        "full": h.get("full", ""),
     }

@@ -14,6 +14,9 @@ orchestration/slurm/cgq-worker.sbatch, submitted by `cgq scale slurm`.
   succeeds once, none is counted twice.
 - A job whose trials need a GPU no partition has is reported unschedulable,
   once, and nothing is submitted for it.
+- The launcher killed -9 and restarted mid-job, then slurmctld stopped and
+  started again: never more than --max-workers, the launcher stays up, every
+  trial runs once.
 
 Not root, or no slurm-wlm/munge: skipped with the reason (exit 77)."""
 
@@ -304,6 +307,52 @@ trial:
                   cwd=self.tmp)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--nodes", r.stderr)
+
+    def test_launcher_and_controller_restarted_mid_job(self):
+        # The launcher keeps no state of its own (squeue and Redis are read
+        # each round): killed -9 and started again it counts the worker jobs
+        # already running and stays within --max-workers. slurmctld gone for
+        # a while: the launcher says so each round and stays up; the running
+        # workers go on; with slurmctld back the job finishes, each trial once.
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        n = 8
+        j = c.submit(c.write_counted_job("restarts", n, 1.5))
+        first = self.start_scale("--max-workers", "2", "--idle", "3s")
+        c.wait_for(lambda: len(self.our_jobs()) == 2, 60, "two worker jobs")
+        first.kill9()
+        first.stop()  # (closes its log files)
+        self.scale = self.start_scale("--max-workers", "2", "--idle", "3s")
+        most = 0
+        for _ in range(10):  # ~3 s of its rounds (--interval 500ms)
+            most = max(most, len(self.our_jobs()))
+            time.sleep(0.3)
+        self.assertLessEqual(most, 2, "the restarted launcher stayed within --max-workers")
+
+        ctld = next(p for p in self.slurm_procs if p.name == "slurmctld")
+        self.assertIsNone(ctld.stop(10))
+        time.sleep(3)
+        self.assertTrue(self.scale.alive(), "the launcher exited without slurmctld:\n" +
+                        tail(self.scale.err_path))
+        back = Proc("slurmctld2", ctld.popen.args, c.logdir, env=self.env)
+        back.expect_exit = None
+        c.procs.append(back)
+        self.slurm_procs[self.slurm_procs.index(ctld)] = back
+        c.procs.remove(ctld)
+
+        deadline = time.monotonic() + 120
+        while c.job(j).get("state") != "finished":
+            self.assertLess(time.monotonic(), deadline, "job %d: %s\nscale:\n%s" % (
+                j, c.job(j), tail(self.scale.err_path)))
+            self.assertTrue(self.scale.alive(), "the launcher exited")
+            try:
+                most = max(most, len(self.our_jobs()))
+            except AssertionError:
+                pass  # slurmctld still starting
+            time.sleep(0.3)
+        self.assertLessEqual(most, 2, "never more than --max-workers worker jobs")
+        self.assert_exactly_once(j, n, timeout=10)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,39 @@ s_pick_node (coord_t *c, const req_t *r)
     return NULL;
 }
 
+// s_any_fits_total: a node that could ever run r. One whose disk is full
+// (a heartbeat's `full`) does not count while it is: a job whose workers
+// are all full is blocked with the reason, not silently waiting.
 static bool
 s_any_fits_total (const coord_t *c, const req_t *r)
 {
     for (const node_t *n = c->nodes; n; n = n->next)
-        if (nodes_fits_total (n, r))
+        if (!n->full && nodes_fits_total (n, r))
             return true;
     return false;
+}
+
+// s_full_reason: why r waits when every node that fits it is full, or NULL.
+static char *
+s_full_reason (const coord_t *c, const req_t *r)
+{
+    cgq_buf_t b;
+    cgq_buf_init (&b);
+    int nfull = 0;
+    for (const node_t *n = c->nodes; n; n = n->next)
+        if (n->full && nodes_fits_total (n, r) && nfull++ < 4)
+            cgq_buf_printf (&b, "%s%s (%s)", nfull > 1 ? ", " : "", n->id, n->full);
+    char *why = NULL;
+    if (nfull)
+        why = cgq_xasprintf ("%s %s%s: free space there, or give the worker a smaller "
+                             "--min-free",
+                             nfull == 1 ? "the one worker that fits takes no new task, its disk "
+                                          "is full:"
+                                        : "every worker that fits takes no new task, its disk is "
+                                          "full:",
+                             b.data, nfull > 4 ? " and more" : "");
+    cgq_buf_fini (&b);
+    return why;
 }
 
 scheduler_verdict_t
@@ -102,6 +128,9 @@ scheduler_blocked_reason (const coord_t *c, const req_t *r)
         cgq_buf_fini (&b);
         return why;
     }
+    char *full = s_full_reason (c, r);
+    if (full)
+        return full;
     nodes_capacity_t cap;
     nodes_capacity (c, &cap);
     if (cap.nodes == 0)

@@ -478,21 +478,28 @@ s_space (s_worker_t *w, int64_t now)
     uint64_t avail = (uint64_t) vfs.f_bavail * (vfs.f_frsize ? vfs.f_frsize : vfs.f_bsize);
     // f_files 0: a filesystem without an inode count (btrfs): never short.
     bool no_inodes = vfs.f_files > 0 && vfs.f_favail < S_MIN_INODES;
+    // Back only with an eighth more than --min-free, so that a disk at the
+    // line does not flip the node (and its jobs' blocked state) every second.
+    bool full = w->full ? avail < w->cfg.min_free + w->cfg.min_free / 8 || no_inodes
+                        : avail < w->cfg.min_free || no_inodes;
+    if (full == w->full)
+        return; // the reason said stays as it was when it filled: no new heartbeat, log line
+    w->full = full;
+    if (!full) {
+        cgq_info ("--workdir %s has room again (%.1f MiB free): taking tasks", w->workdir,
+                  (double) avail / 1048576.0);
+        cgq_link_full (w->link, NULL);
+        return;
+    }
     char why[PATH_MAX + 160];
     if (avail < w->cfg.min_free)
         snprintf (why, sizeof why, "--workdir %s has %.1f MiB free, under --min-free %.1f MiB",
                   w->workdir, (double) avail / 1048576.0, (double) w->cfg.min_free / 1048576.0);
-    else if (no_inodes)
+    else
         snprintf (why, sizeof why, "--workdir %s has %llu free inodes, under %d", w->workdir,
                   (unsigned long long) vfs.f_favail, S_MIN_INODES);
-    bool full = avail < w->cfg.min_free || no_inodes;
-    if (full && !w->full)
-        cgq_warn ("taking no new task: %s (free some space; tasks running go on)", why);
-    else if (!full && w->full)
-        cgq_info ("--workdir %s has room again (%.1f MiB free): taking tasks", w->workdir,
-                  (double) avail / 1048576.0);
-    w->full = full;
-    cgq_link_full (w->link, full ? why : NULL);
+    cgq_warn ("taking no new task: %s (free some space; tasks running go on)", why);
+    cgq_link_full (w->link, why);
 }
 
 static void

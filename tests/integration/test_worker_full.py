@@ -5,9 +5,9 @@ fail or be lost at its start while the coordinator kept sending them.
 
 Without root there is no small filesystem to fill, so the full worker is
 one asked for more free space than any disk has (--min-free 10^18 bytes):
-- alone, it gets no trial: the job's trials stay pending, none is started,
-  failed or lost; its node hash says why (`full`), `cgq workers` shows it
-  as "alive (disk full)" with the reason, the coordinator logs it once;
+- alone, it gets no trial: none is started, failed or lost; the job is
+  blocked with the reason (cgq status); its node hash says why (`full`),
+  `cgq workers` and the Python client show it, the coordinator logs it once;
 - a second worker with room then runs every trial, once; the full one none.
 A real disk filling and emptying under a running worker (the tmpfs) is in
 test_diskfull.py (root only).
@@ -53,6 +53,12 @@ class WorkerFullTest(CgqTestCase):
         for t, h in c.trials(j).items():
             self.assertIn(h.get("attempt", "0"), ("0", ""), "trial %d was attempted: %s" % (t, h))
 
+        # Blocked, with the reason, not silently waiting (cgq status, cgq run's line).
+        self.assertEqual(job.get("blocked"),
+                         "the one worker that fits takes no new task, its disk is full: wfull (%s): "
+                         "free space there, or give the worker a smaller --min-free" % reason, job)
+        self.assertIn("blocked", c.cgq("status").stdout)
+
         out = c.cgq("workers").stdout
 
         py = subprocess.run(
@@ -69,6 +75,7 @@ class WorkerFullTest(CgqTestCase):
 
         c.start_worker("wok", cpus=2)
         self.assert_exactly_once(j, n, timeout=60)
+        self.assertNotIn("blocked", c.job(j))
         for t, h in c.trials(j).items():
             self.assertEqual(h.get("node"), "wok", "trial %d: %s" % (t, h))
         self.assertIn("--min-free", c.redis.hgetall("cgq:node:wfull").get("full"))

@@ -38,18 +38,20 @@ static int
 s_stat_line (const char *line, const cpu_set_t *cpus, double hz, cgq_interf_sample_t *out)
 {
     int cpu;
-    unsigned long long u, ni, sy, id, io, irq, sirq, st;
+    unsigned long long u, ni, sy, id, io, irq, sirq, st = 0;
     if (strncmp (line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9')
         return -1;
-    if (sscanf (line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &u, &ni, &sy, &id,
-                &io, &irq, &sirq, &st)
-        != 9)
+    int got = sscanf (line, "cpu%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &u, &ni, &sy,
+                      &id, &io, &irq, &sirq, &st);
+    if (got < 8) // steal (the 8th number) is optional: kernels before 2.6.11
         return -1;
     if (cpu < 0 || cpu >= CPU_SETSIZE || (cpus && !CPU_ISSET (cpu, cpus)))
         return -1;
     double busy = (double) (u + ni + sy + irq + sirq + st) / hz;
     out->busy_s += busy;
     out->total_s += busy + (double) (id + io) / hz;
+    out->has_steal = (out->ok ? out->has_steal : true) && got == 9;
+    out->steal_s += (double) st / hz;
     out->ok = true;
     return cpu;
 }
@@ -144,8 +146,15 @@ cgq_interf_judge (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b, do
     if (total > 0)
         *busy = others <= 0 ? 0 : others >= total ? 1 : others / total;
     if (total >= CGQ_INTERF_MIN_WINDOW_S && *busy > max_busy) {
-        snprintf (why, whylen, "others kept the pinned CPUs %.0f %% busy (over %.0f %%)",
-                  *busy * 100, max_busy * 100);
+        double steal = cgq_interf_steal (a, b);
+        if (steal >= 0.005)
+            snprintf (why, whylen,
+                      "others kept the pinned CPUs %.0f %% busy (over %.0f %%; %.0f %% was "
+                      "steal time: the hypervisor's other guests)",
+                      *busy * 100, max_busy * 100, steal * 100);
+        else
+            snprintf (why, whylen, "others kept the pinned CPUs %.0f %% busy (over %.0f %%)",
+                      *busy * 100, max_busy * 100);
         return true;
     }
     for (int i = 0; i < a->ncpu && i < b->ncpu; i++)
@@ -156,4 +165,15 @@ cgq_interf_judge (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b, do
             return true;
         }
     return false;
+}
+
+double
+cgq_interf_steal (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b)
+{
+    if (!a->ok || !b->ok || !a->has_steal || !b->has_steal)
+        return -1;
+    double total = b->total_s - a->total_s, st = b->steal_s - a->steal_s;
+    if (total <= 0 || st <= 0)
+        return 0;
+    return st >= total ? 1 : st / total;
 }

@@ -17,6 +17,8 @@ typedef struct {
     bool ok;            // /proc/stat was read
     double busy_s, total_s; // of the pinned CPUs, summed
     double child_s;     // user + system time of the reaped runs
+    double steal_s;     // of the pinned CPUs: time a hypervisor gave others
+    bool has_steal;     // /proc/stat had the steal column (Linux >= 2.6.11)
     long khz[CGQ_INTERF_MAX_CPUS]; // scaling_cur_freq; 0: not there
     int ncpu;
     double temp_c_max;  // the hottest thermal zone; NAN: none
@@ -54,10 +56,16 @@ int cgq_interf_parse_remote (const char *text, const cpu_set_t *cpus, double own
 #define CGQ_INTERF_MIN_WINDOW_S 0.3
 
 // cgq_interf_judge compares two samples: *busy is the share (0..1) of the
-// pinned CPUs' time that others used; a busy share over max_busy (in a
-// window of at least CGQ_INTERF_MIN_WINDOW_S), or a frequency that moved by
-// more than 5 %, writes the reason to why and returns true.
+// pinned CPUs' time that others used (steal time, a hypervisor's other
+// guests, among them); a busy share over max_busy (in a window of at least
+// CGQ_INTERF_MIN_WINDOW_S), or a frequency that moved by more than 5 %,
+// writes the reason to why and returns true.
 bool cgq_interf_judge (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b,
                        double max_busy, double *busy, char *why, size_t whylen);
+
+// cgq_interf_steal is the share (0..1) of the pinned CPUs' time between a
+// and b that the hypervisor gave to others (/proc/stat's steal column), or
+// -1 when either sample has no steal column.
+double cgq_interf_steal (const cgq_interf_sample_t *a, const cgq_interf_sample_t *b);
 
 #endif

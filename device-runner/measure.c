@@ -301,9 +301,15 @@ s_interfered (s_meas_t *m, const cgq_interf_sample_t *a, const cgq_interf_sample
     s_temp (m, a->temp_c_max);
     s_temp (m, b->temp_c_max);
     double busy;
-    char why[160];
+    char why[200];
     bool bad = cgq_interf_judge (a, b, bench->max_busy, &busy, why, sizeof why);
     json_object_set_new (m->metrics, "interference_busy", json_real (busy));
+    json_object_set_new (m->metrics, "interference_own_s", json_real (b->child_s - a->child_s));
+    if (!json_object_get (m->metrics, "interference_own")) // a board's: s_command_runs
+        json_object_set_new (m->metrics, "interference_own", json_string ("rusage"));
+    double steal = cgq_interf_steal (a, b);
+    if (steal >= 0)
+        json_object_set_new (m->metrics, "steal", json_real (steal));
     json_object_set_new (m->metrics, "interference_window_s",
                          json_real (a->ok && b->ok ? b->total_s - a->total_s : 0));
     json_object_set_new (m->metrics, "interference", json_boolean (bad));
@@ -363,6 +369,15 @@ s_board_sample (s_meas_t *m, double own_s, cgq_interf_sample_t *out)
     if (rc < 0)
         memset (out, 0, sizeof *out);
     return rc;
+}
+
+// s_board_hz is the board's clock ticks per second (/proc's USER_HZ): 100
+// on every Linux, as here.
+static double
+s_board_hz (void)
+{
+    double hz = (double) sysconf (_SC_CLK_TCK);
+    return hz > 0 ? hz : 100;
 }
 
 // s_board_line finds the line of output that starts with mark; its rest is
@@ -464,8 +479,9 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             free (cmd);
             cmd = pinned;
         }
-        char *rcmd = cgq_transport_remote_command (tr, m->env->keys, m->env->vals, m->env->n, cmd,
-                                                   b->timing == CGQ_TIMING_PER_RUN);
+        char *rcmd = cgq_transport_remote_command (
+            tr, m->env->keys, m->env->vals, m->env->n, cmd,
+            (b->timing == CGQ_TIMING_PER_RUN ? CGQ_TRANSPORT_TIMED : 0) | CGQ_TRANSPORT_CPU);
         free (cmd);
         for (size_t i = 0; i < argc; i++)
             free (argv[i]);
@@ -488,12 +504,16 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
     uint32_t runs = 0;
     cgq_interf_sample_t before = {0};
     uint32_t reruns = 0;
+    double board_cpu_s = 0; // the board's account of the timed runs' CPU time
+    bool board_cpu = true;  // every timed run gave it
     for (uint32_t phase = 0; phase < 2 && st == CGQ_MEASURE_OK; phase++) {
         bool warm = phase == 0;
         if (!warm && b->pin && tr->kind == CGQ_TRANSPORT_LOCAL) // a board's /proc/stat is not ours
             cgq_interf_sample (&b->cpus, &before);
         else if (!warm && remote) // the board's own, through the transport
             s_board_sample (m, 0, &before);
+        board_cpu_s = 0;
+        board_cpu = true;
         double phase_start = s_now_s ();
         for (uint32_t i = 0;; i++) {
             double now = s_now_s ();
@@ -509,6 +529,18 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             cgq_invoke_t out;
             int rc = cgq_invoke_run (&o, &out);
             runs++;
+            if (remote) { // the board's CPU account (transport.h), stripped before
+                          // the output is parsed or quoted in an error
+                double cpu_s;
+                if (out.output.data
+                    && cgq_transport_board_cpu_s (out.output.data, out.output.len,
+                                                  s_board_hz (), &cpu_s) == 0)
+                    board_cpu_s += cpu_s;
+                else
+                    board_cpu = false;
+                if (out.output.data)
+                    cgq_transport_strip_marks (out.output.data, &out.output.len);
+            }
             if (rc < 0) {
                 char how[400];
                 cgq_invoke_describe (&out, b->timeout_s, how, sizeof how);
@@ -558,9 +590,13 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
             // Interference: what others did on the pinned CPUs (a board's
             // CPUs) while timed.
             cgq_interf_sample_t after;
-            if (remote)
-                s_board_sample (m, s_samples_s (m), &after); // a run keeps one CPU busy
-            else
+            if (remote) {
+                // The runs' own CPU time: the board's account when every
+                // run gave it, else their wall time as one busy CPU.
+                s_board_sample (m, board_cpu ? board_cpu_s : s_samples_s (m), &after);
+                json_object_set_new (m->metrics, "interference_own",
+                                     json_string (board_cpu ? "board" : "wall"));
+            } else
                 cgq_interf_sample (&b->cpus, &after);
             if (s_interfered (m, &before, &after, &reruns))
                 phase = 0; // the timed phase once more (phase++)

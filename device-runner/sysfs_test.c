@@ -23,6 +23,7 @@
 #include "measure.h"
 #include "runcfg.h"
 #include "sysfs.h"
+#include "transport.h"
 #include "util.h"
 
 static char s_dir[256];
@@ -359,6 +360,53 @@ test_remote_parse (void **state)
     assert_int_equal (cgq_interf_parse_remote ("ssh: connect refused\n", NULL, 0, &a), -1);
 }
 
+// Steal time (/proc/stat's 8th number) is read where the kernel has it and
+// named in the reason; a line without it (before 2.6.11) is still read.
+static void
+test_remote_steal (void **state)
+{
+    (void) state;
+    cgq_interf_sample_t a, b;
+    assert_int_equal (cgq_interf_parse_remote ("cpu0 0 0 0 100 0 0 0 0\n", NULL, 0, &a), 0);
+    assert_true (a.has_steal);
+    // 1 s later: 0.4 s stolen by the hypervisor, 0.1 s others' user time.
+    assert_int_equal (cgq_interf_parse_remote ("cpu0 10 0 0 150 0 0 0 40\n", NULL, 0, &b), 0);
+    assert_true (fabs (cgq_interf_steal (&a, &b) - 0.4) < 1e-9);
+    double busy;
+    char why[200];
+    assert_true (cgq_interf_judge (&a, &b, 0.1, &busy, why, sizeof why));
+    assert_true (fabs (busy - 0.5) < 1e-6);
+    assert_non_null (strstr (why, "40 % was steal time"));
+    assert_int_equal (cgq_interf_parse_remote ("cpu0 10 0 0 150 0 0 0\n", NULL, 0, &b), 0);
+    assert_false (b.has_steal);
+    assert_true (cgq_interf_steal (&a, &b) < 0);
+}
+
+// The board's CPU account: cutime + cstime of the shell's /proc/$$/stat
+// (after the last ')': a command name may hold spaces and parentheses),
+// and its lines stripped from what parse: sees.
+static void
+test_board_cpu_account (void **state)
+{
+    (void) state;
+    char out[] = "took 5 ms\n"
+                 CGQ_TRANSPORT_STAT0_MARK "77 (a) b) S 1 77 77 0 -1 4194560 100 0 0 0 1 0 3 1 20 0 "
+                 "1 0 5 2 3\n"
+                 CGQ_TRANSPORT_STAT1_MARK "77 (a) b) S 1 77 77 0 -1 4194560 100 0 0 0 1 0 40 12 20 "
+                 "0 1 0 5 2 3\n"
+                 "done\n";
+    double s;
+    assert_int_equal (cgq_transport_board_cpu_s (out, strlen (out), 100, &s), 0);
+    assert_true (fabs (s - 0.48) < 1e-9); // (40 + 12) - (3 + 1) ticks
+    size_t len = strlen (out);
+    cgq_transport_strip_marks (out, &len);
+    assert_string_equal (out, "took 5 ms\ndone\n");
+    assert_int_equal (len, strlen (out));
+    assert_int_equal (cgq_transport_board_cpu_s (out, len, 100, &s), -1);
+    const char *bad = CGQ_TRANSPORT_STAT0_MARK "1 (sh) S 1\n" CGQ_TRANSPORT_STAT1_MARK "1 (sh) S\n";
+    assert_int_equal (cgq_transport_board_cpu_s (bad, strlen (bad), 100, &s), -1);
+}
+
 int
 main (void)
 {
@@ -366,7 +414,8 @@ main (void)
         cmocka_unit_test (test_temp_max),      cmocka_unit_test (test_pin_and_restore),
         cmocka_unit_test (test_refusals),      cmocka_unit_test (test_cooldown),
         cmocka_unit_test (test_measure_keys),  cmocka_unit_test (test_runner_yaml_defaults),
-        cmocka_unit_test (test_remote_parse),
+        cmocka_unit_test (test_remote_parse),  cmocka_unit_test (test_remote_steal),
+        cmocka_unit_test (test_board_cpu_account),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }

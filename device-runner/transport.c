@@ -293,7 +293,7 @@ s_puts (cgq_buf_t *b, const char *s)
 
 char *
 cgq_transport_remote_command (const cgq_transport_t *t, char *const *keys, char *const *vals,
-                              size_t n, const char *command, bool timed)
+                              size_t n, const char *command, unsigned how)
 {
     cgq_buf_t b;
     cgq_buf_init (&b);
@@ -309,14 +309,31 @@ cgq_transport_remote_command (const cgq_transport_t *t, char *const *keys, char 
         s_quote (&b, vals[i]);
         s_puts (&b, "; ");
     }
-    if (timed) {
+    // The board's CPU account: the shell's own /proc/$$/stat (read, a
+    // builtin: no child of its own) just before and just after the command;
+    // silent where it cannot be read (the runner falls back to wall time).
+    if (how & CGQ_TRANSPORT_CPU)
+        s_puts (&b, "{ read -r cgq_c0 < /proc/$$/stat; } 2>/dev/null; ");
+    if (how & CGQ_TRANSPORT_TIMED)
         // The board's timer: its own clock just before and just after the
         // command (date's %N: GNU coreutils, toybox and busybox have it).
-        s_puts (&b, "cgq_t0=$(date +%s%N); ( ");
+        s_puts (&b, "cgq_t0=$(date +%s%N); ");
+    if (how) {
+        s_puts (&b, "( ");
         s_puts (&b, command);
-        s_puts (&b, " ); cgq_rc=$?; cgq_t1=$(date +%s%N); echo \"" CGQ_TRANSPORT_TIMER_MARK
-                    "$((cgq_t1 - cgq_t0))\"; exit $cgq_rc");
-    } else
+        s_puts (&b, " ); cgq_rc=$?; ");
+    }
+    if (how & CGQ_TRANSPORT_TIMED)
+        s_puts (&b, "cgq_t1=$(date +%s%N); echo \"" CGQ_TRANSPORT_TIMER_MARK
+                    "$((cgq_t1 - cgq_t0))\"; ");
+    if (how & CGQ_TRANSPORT_CPU)
+        s_puts (&b, "{ read -r cgq_c1 < /proc/$$/stat; } 2>/dev/null; "
+                    "if [ -n \"$cgq_c0\" ] && [ -n \"$cgq_c1\" ]; then echo \""
+                    CGQ_TRANSPORT_STAT0_MARK "$cgq_c0\"; echo \"" CGQ_TRANSPORT_STAT1_MARK
+                    "$cgq_c1\"; fi; ");
+    if (how)
+        s_puts (&b, "exit $cgq_rc");
+    else
         s_puts (&b, command);
     cgq_buf_append (&b, "", 1);
     return b.data;
@@ -467,6 +484,85 @@ cgq_transport_board_ms (const char *output, size_t len, double *ms)
         return -1;
     *ms = (double) ns / 1e6;
     return 0;
+}
+
+// s_mark_line finds the last line of output[0..len) that starts with mark
+// and returns its rest (up to the newline or len), or NULL.
+static const char *
+s_mark_line (const char *output, size_t len, const char *mark, size_t *restlen)
+{
+    size_t ml = strlen (mark);
+    const char *found = NULL;
+    for (size_t i = 0; i + ml <= len; i++)
+        if ((i == 0 || output[i - 1] == '\n') && !memcmp (output + i, mark, ml))
+            found = output + i + ml;
+    if (found) {
+        const char *nl = memchr (found, '\n', len - (size_t) (found - output));
+        *restlen = nl ? (size_t) (nl - found) : len - (size_t) (found - output);
+    }
+    return found;
+}
+
+// s_stat_ticks reads cutime + cstime (fields 16 and 17) from one line of
+// /proc/PID/stat: after the last ')' (the command name may hold anything).
+static int
+s_stat_ticks (const char *line, size_t len, unsigned long long *ticks)
+{
+    char buf[1024];
+    if (len >= sizeof buf)
+        return -1;
+    memcpy (buf, line, len);
+    buf[len] = 0;
+    char *p = strrchr (buf, ')');
+    if (!p)
+        return -1;
+    // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    // utime stime cutime cstime
+    unsigned long long f[13];
+    char state;
+    if (sscanf (p + 1, " %c %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                &state, &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9],
+                &f[10], &f[11], ticks, &f[12])
+        != 15)
+        return -1;
+    *ticks += f[12];
+    return 0;
+}
+
+int
+cgq_transport_board_cpu_s (const char *output, size_t len, double hz, double *s)
+{
+    size_t l0, l1;
+    const char *a = s_mark_line (output, len, CGQ_TRANSPORT_STAT0_MARK, &l0);
+    const char *b = s_mark_line (output, len, CGQ_TRANSPORT_STAT1_MARK, &l1);
+    unsigned long long t0, t1;
+    if (!a || !b || hz <= 0 || s_stat_ticks (a, l0, &t0) < 0 || s_stat_ticks (b, l1, &t1) < 0
+        || t1 < t0)
+        return -1;
+    *s = (double) (t1 - t0) / hz;
+    return 0;
+}
+
+void
+cgq_transport_strip_marks (char *text, size_t *len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < *len;) {
+        const char *nl = memchr (text + i, '\n', *len - i);
+        size_t n = nl ? (size_t) (nl - (text + i)) + 1 : *len - i;
+        bool mark = (n >= strlen (CGQ_TRANSPORT_STAT0_MARK)
+                     && (!memcmp (text + i, CGQ_TRANSPORT_STAT0_MARK,
+                                  strlen (CGQ_TRANSPORT_STAT0_MARK))
+                         || !memcmp (text + i, CGQ_TRANSPORT_STAT1_MARK,
+                                     strlen (CGQ_TRANSPORT_STAT1_MARK))));
+        if (!mark) {
+            memmove (text + o, text + i, n);
+            o += n;
+        }
+        i += n;
+    }
+    *len = o;
+    text[o] = 0;
 }
 
 void

@@ -40,6 +40,17 @@ typedef struct {
 // The marker line the board's timer prints after a per-run command.
 #define CGQ_TRANSPORT_TIMER_MARK "cgq-board-ns "
 
+// The board's own account of a run's CPU time: the lines of
+// /proc/$$/stat of the shell that ran it, read before and after (its
+// cutime + cstime: every child it reaped, the benchmark's processes and
+// threads with theirs). Absent when the board's shell cannot read it.
+#define CGQ_TRANSPORT_STAT0_MARK "cgq-board-stat0 "
+#define CGQ_TRANSPORT_STAT1_MARK "cgq-board-stat1 "
+
+// What cgq_transport_remote_command wraps around the command.
+#define CGQ_TRANSPORT_TIMED 1u // the board's timer (CGQ_TRANSPORT_TIMER_MARK)
+#define CGQ_TRANSPORT_CPU 2u   // the board's CPU account (CGQ_TRANSPORT_STAT*_MARK)
+
 const char *cgq_transport_kind_name (cgq_transport_kind_t kind);
 
 // cgq_transport_parse reads `transport: local` or `transport: {ssh: {...}}`,
@@ -61,9 +72,12 @@ void cgq_transport_argv_free (char **argv);
 
 // cgq_transport_remote_command builds what runs on the board: cd to the
 // board's directory, export each keys[i]=vals[i], then command — wrapped in
-// the board's timer when timed. Caller frees.
+// the board's timer and/or CPU account as the CGQ_TRANSPORT_* bits of how
+// say (0: neither). POSIX sh only (dash, bash, busybox ash, toybox and
+// mksh as on Android). Caller frees.
 char *cgq_transport_remote_command (const cgq_transport_t *t, char *const *keys,
-                                    char *const *vals, size_t n, const char *command, bool timed);
+                                    char *const *vals, size_t n, const char *command,
+                                    unsigned how);
 
 // cgq_transport_shell runs command on the board (the device's check or
 // reset) with a timeout. Returns 0 on exit status 0, else -1 with how it
@@ -84,6 +98,17 @@ int cgq_transport_push (const cgq_transport_t *t, const char *id, const char *wo
 // cgq_transport_board_ms reads the board timer's line from a run's output.
 // Returns 0 with the milliseconds, or -1 when there is none.
 int cgq_transport_board_ms (const char *output, size_t len, double *ms);
+
+// cgq_transport_board_cpu_s reads the board's CPU account of a run from its
+// output: the CPU seconds its processes used (hz: the board's clock ticks
+// per second, USER_HZ). Returns 0, or -1 when the lines are not there or
+// malformed.
+int cgq_transport_board_cpu_s (const char *output, size_t len, double hz, double *s);
+
+// cgq_transport_strip_marks removes the CGQ_TRANSPORT_STAT*_MARK lines from
+// a run's output (text[0..*len), NUL-terminated again), so that a parse:
+// regex never sees them.
+void cgq_transport_strip_marks (char *text, size_t *len);
 
 // cgq_transport_close ends the ssh control connection (the runner's exit).
 void cgq_transport_close (const cgq_transport_t *t, const char *id, const char *workdir);

@@ -49,6 +49,9 @@ from harness import CgqTestCase, Proc, binary, free_port, main, metrics_of  # no
 
 SSHD = "/usr/sbin/sshd"
 BENCH = "#!/bin/sh\nsleep 0.05\necho ran-on-board\n"
+# Two busy processes of fixed work (a multi-threaded benchmark's shape).
+TWO_BUSY = ("awk 'BEGIN{for(i=0;i<6000000;i++);}' & awk 'BEGIN{for(i=0;i<6000000;i++);}' & "
+            "wait")
 
 FAKE_ADB = r'''#!/usr/bin/env python3
 import os, shutil, subprocess, sys, time
@@ -72,7 +75,10 @@ if cmd == "pull" and len(rest) == 2:
     shutil.copyfile(rest[0], rest[1]); sys.exit(0)
 if cmd == "shell" and rest:
     time.sleep(float(os.environ.get("FAKE_ADB_LATENCY", "0")))  # the USB round trip
-    sys.exit(subprocess.run(["/bin/sh", "-c", " ".join(rest)]).returncode)
+    line = " ".join(rest)
+    if os.environ.get("FAKE_ADB_NO_PROC"):  # a board whose shell cannot read /proc/$$/stat
+        line = line.replace("/proc/$$/stat", "/nonexistent/stat")
+    sys.exit(subprocess.run(["/bin/sh", "-c", line]).returncode)
 sys.stderr.write("adb: unknown command %s\n" % cmd); sys.exit(1)
 '''
 
@@ -156,6 +162,11 @@ benchmarks:
         # The board's load sampled on the board, through the transport
         # (test_measure_noise.py tests what it judges).
         self.assertIn("interference_busy", m, m)
+        # The runs' own CPU time is the board's account (the shell's
+        # /proc/$$/stat), not their wall time: a sleeping benchmark uses
+        # next to none of it.
+        self.assertEqual(m["interference_own"], "board", m)
+        self.assertLess(m["interference_own_s"], 0.5 * sum(m["samples_ms"]) / 1e3, m)
 
 
 class SshdBoard:
@@ -241,6 +252,22 @@ class SshTransportTest(SshdBoard, TransportBase):
         if os.path.exists(sock):
             subprocess.run(["ssh", "-o", "ControlPath=" + sock, "-O", "exit", "x"],
                            capture_output=True, timeout=10)
+
+    def test_two_busy_processes_counted_on_the_board(self):
+        """Over ssh (dash or bash as the user's shell) the board's account
+        counts both processes of a two-process benchmark: about two CPUs'
+        worth of its wall time, where the wall-time rule took one."""
+        url, sha = self.artifact("two.sh", "#!/bin/sh\n" + TWO_BUSY + "\n")
+        tries = []
+        for _ in range(4):
+            m = self.measure(url, sha)["metrics"]
+            tries.append(m)
+            self.assertEqual(m["interference_own"], "board", m)
+            if m["interference_own_s"] > 1.5 * sum(m["samples_ms"]) / 1e3:
+                return
+            time.sleep(1)
+        self.skipTest("this shared host never gave the benchmark two CPUs: %s"
+                      % [(t["interference_own_s"], sum(t["samples_ms"]) / 1e3) for t in tries])
 
     def test_push_measure_cache_drop_and_return(self):
         url, sha = self.artifact("bench.sh", BENCH)

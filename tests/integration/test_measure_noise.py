@@ -367,6 +367,97 @@ class MeasureCliTest(CgqTestCase):
         self.assertIn("others kept the pinned CPUs", m["interference_reason"])
         self.assertEqual(m["interference_reruns"], 1, m)
 
+    # Two busy processes per run (a multi-threaded benchmark's shape): fixed
+    # work, so a busy board makes the runs longer, not lighter.
+    TWO = "awk 'BEGIN{{for(i=0;i<6000000;i++);}}' & awk 'BEGIN{{for(i=0;i<6000000;i++);}}' & wait"
+
+    def two_busy_board(self):
+        self.fake_adb()
+        self.config("devices:\n  - id: board\n    transport:\n      adb: {serial: emulator-5554, "
+                    "dir: %s}\nbenchmarks:\n  two: {command: \"%s\", repeats: 6, warmup: 1, "
+                    "max_busy: 0.35, interference_reruns: 0}\n  lat: {command: echo lat 5, "
+                    "timing: parse, parse: {time: '([0-9]+)'}, repeats: 4, warmup: 1}\n"
+                    % (self.board, self.TWO))
+
+    @staticmethod
+    def wall_rule_busy(m):
+        """The busy share today's (wall-time) rule gave: the runs' wall time
+        as their own CPU time instead of the board's account."""
+        wall = sum(m["samples_ms"]) / 1e3
+        return m["interference_busy"] + (m["interference_own_s"] - wall) / m[
+            "interference_window_s"]
+
+    def test_board_own_cpu_time_through_adb(self):
+        """The board's own account of the runs' CPU time (the shell's
+        /proc/$$/stat cutime + cstime, before and after each run) is what is
+        subtracted: a benchmark keeping two CPUs busy on a quiet board is not
+        flagged, where the wall-time rule (one CPU) would flag it; hogs beside
+        it still are."""
+        self.two_busy_board()
+        tries = []
+        # "Quiet": this machine is shared with other tenants, so a run may
+        # really be interfered; one of six must come out clean.
+        for _ in range(6):
+            rc, r = self.measure("two")
+            self.assertEqual(rc, 0, r)
+            m = r["metrics"]
+            tries.append(m)
+            self.assertEqual(m["interference_own"], "board", m)
+            self.assertGreater(self.wall_rule_busy(m), 0.35,
+                               ("the wall-time rule would flag it", m))
+            if not m["interference"]:
+                break
+            time.sleep(1)
+        wall = sum(m["samples_ms"]) / 1e3
+        if m["interference"] and all(
+                t["interference_own_s"] < 1.5 * sum(t["samples_ms"]) / 1e3 for t in tries):
+            # The benchmark never had its two CPUs: others really used them.
+            self.skipTest("this shared host stayed busy through 6 measurements (others' share "
+                          "%s)" % [round(t["interference_busy"], 2) for t in tries])
+        self.assertFalse(m["interference"], ("not flagged on a quiet board", tries))
+        self.assertGreater(m["interference_own_s"], 1.5 * wall, ("two CPUs' worth", m))
+        self.assertLess(m["interference_busy"], 0.35, m)
+        if "steal" in m:  # /proc/stat's steal column (every kernel since 2.6.11)
+            self.assertGreaterEqual(m["steal"], 0, m)
+            self.assertLessEqual(m["steal"], 1, m)
+        # Hogs on every CPU of the board beside it: flagged, on the board's account.
+        hogs = [hog(None) for _ in range(2 * (os.cpu_count() or 1))]
+        try:
+            time.sleep(0.3)
+            rc, r = self.measure("two")
+        finally:
+            stop(hogs)
+        self.assertEqual(rc, 0, r)
+        m = r["metrics"]
+        self.assertEqual(m["interference_own"], "board", m)
+        self.assertTrue(m["interference"], m)
+        self.assertIn("others kept the pinned CPUs", m["interference_reason"])
+
+    def test_board_without_cpu_account_falls_back_to_wall_time(self):
+        """A board whose shell cannot read /proc/$$/stat: today's rule (the
+        runs' wall time as one CPU), said in the metrics; the account's lines
+        never reach a parse: regex, nor an error message."""
+        self.two_busy_board()
+        rc, r = self.measure("lat")
+        self.assertEqual(rc, 0, r)
+        m = r["metrics"]
+        self.assertEqual(m["interference_own"], "board", m)
+        self.assertEqual(m["samples_ms"], [5.0] * len(m["samples_ms"]),
+                         ("only the benchmark's own output is parsed", m))
+        self.env["FAKE_ADB_NO_PROC"] = "1"
+        rc, r = self.measure("two")
+        self.assertEqual(rc, 0, r)
+        m = r["metrics"]
+        self.assertEqual(m["interference_own"], "wall", m)
+        self.assertAlmostEqual(m["interference_own_s"], sum(m["samples_ms"]) / 1e3, places=3)
+        del self.env["FAKE_ADB_NO_PROC"]
+        with open(self.cfg) as f:
+            self.config(f.read().replace("echo lat 5", "echo lat 5; exit 3"))
+        rc, r = self.measure("lat")
+        self.assertNotEqual(rc, 0, r)
+        self.assertIn("exit status 3: lat 5", r["error"])
+        self.assertNotIn("cgq-board-stat", r["error"])
+
 
 if __name__ == "__main__":
     main()

@@ -542,6 +542,8 @@ s_command_runs (s_meas_t *m, char **envp, uint32_t warmup, uint32_t repeats, cha
                     cgq_transport_strip_marks (out.output.data, &out.output.len);
             }
             if (rc < 0) {
+                if (remote && out.output.data)
+                    cgq_transport_strip_timer (out.output.data, &out.output.len);
                 char how[400];
                 cgq_invoke_describe (&out, b->timeout_s, how, sizeof how);
                 snprintf (err, errlen, "benchmark %s on %s: %s run %u: %s", b->name, r->device,

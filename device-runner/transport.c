@@ -543,18 +543,18 @@ cgq_transport_board_cpu_s (const char *output, size_t len, double hz, double *s)
     return 0;
 }
 
-void
-cgq_transport_strip_marks (char *text, size_t *len)
+// s_strip_lines removes the lines of text[0..*len) that start with one of
+// marks[0..n) (NUL-terminated again).
+static void
+s_strip_lines (char *text, size_t *len, const char *const *marks, size_t n_marks)
 {
     size_t o = 0;
     for (size_t i = 0; i < *len;) {
         const char *nl = memchr (text + i, '\n', *len - i);
         size_t n = nl ? (size_t) (nl - (text + i)) + 1 : *len - i;
-        bool mark = (n >= strlen (CGQ_TRANSPORT_STAT0_MARK)
-                     && (!memcmp (text + i, CGQ_TRANSPORT_STAT0_MARK,
-                                  strlen (CGQ_TRANSPORT_STAT0_MARK))
-                         || !memcmp (text + i, CGQ_TRANSPORT_STAT1_MARK,
-                                     strlen (CGQ_TRANSPORT_STAT1_MARK))));
+        bool mark = false;
+        for (size_t k = 0; k < n_marks && !mark; k++)
+            mark = n >= strlen (marks[k]) && !memcmp (text + i, marks[k], strlen (marks[k]));
         if (!mark) {
             memmove (text + o, text + i, n);
             o += n;
@@ -563,6 +563,20 @@ cgq_transport_strip_marks (char *text, size_t *len)
     }
     *len = o;
     text[o] = 0;
+}
+
+void
+cgq_transport_strip_marks (char *text, size_t *len)
+{
+    static const char *const marks[] = {CGQ_TRANSPORT_STAT0_MARK, CGQ_TRANSPORT_STAT1_MARK};
+    s_strip_lines (text, len, marks, 2);
+}
+
+void
+cgq_transport_strip_timer (char *text, size_t *len)
+{
+    static const char *const marks[] = {CGQ_TRANSPORT_TIMER_MARK};
+    s_strip_lines (text, len, marks, 1);
 }
 
 void

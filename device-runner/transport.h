@@ -110,6 +110,10 @@ int cgq_transport_board_cpu_s (const char *output, size_t len, double hz, double
 // regex never sees them.
 void cgq_transport_strip_marks (char *text, size_t *len);
 
+// cgq_transport_strip_timer removes the CGQ_TRANSPORT_TIMER_MARK line, so that
+// a failed run's error quotes the benchmark's own last lines, not the timer's.
+void cgq_transport_strip_timer (char *text, size_t *len);
+
 // cgq_transport_close ends the ssh control connection (the runner's exit).
 void cgq_transport_close (const cgq_transport_t *t, const char *id, const char *workdir);
 

@@ -445,6 +445,17 @@ class AdbTransportTest(TransportBase):
         self.check_measured(self.measure(url, sha), False)
         self.assertEqual(self.pushes(), 1)
 
+    def test_failed_run_quotes_the_benchmark_not_the_timer(self):
+        # The board's timer line comes after the benchmark's output; a failed
+        # run's error must end with the benchmark's own last line.
+        url, sha = self.artifact("fails.sh", "#!/bin/sh\necho 'model.tflite: bad magic' >&2\n"
+                                 "exit 3\n")
+        r = self.measure(url, sha)
+        self.assertEqual(r["status"], "failed", r)
+        self.assertIn("model.tflite: bad magic", r["error"])
+        self.assertNotIn("cgq-board-ns", r["error"])
+        self.assertNotIn("cgq-stat", r["error"])
+
     def test_cpus_pin_the_benchmark_on_the_board(self):
         # A benchmark's cpus: on a board, taskset -c there (the fake adb's
         # board is this machine, so the benchmark reads its own affinity).

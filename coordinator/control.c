@@ -685,9 +685,53 @@ s_update (coord_t *c, const char *rid, size_t rid_len, const Cgq__UpdateJob *m)
     outbox_reply (c, rid, rid_len, 0, msg, false);
 }
 
+// s_no_writes refuses at once a request that would change state while Redis
+// takes no writes (a batch failed and is being retried): such a change is
+// answered only once it is in Redis, which may be minutes away, so the
+// client would wait out its timeout and report a coordinator that does not
+// answer. Refused, nothing is changed, and the client is told why and to try
+// again. Returns true when it refused.
+static bool
+s_no_writes (coord_t *c, const char *rid, size_t rid_len, const char *what)
+{
+    if (!c->redis_retry_ms)
+        return false;
+    char msg[1536]; // the URL, the cause and the hint, whole
+    snprintf (msg, sizeof msg, "Redis at %s takes no writes now (%s%s): %s; try again once Redis "
+                               "is back",
+              cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c), what);
+    outbox_reply (c, rid, rid_len, 1, msg, true);
+    return true;
+}
+
+// s_change: what a request that changes state would leave undone if
+// refused, or NULL for one that changes nothing (Ping) or says it itself (a
+// submit, after its spec is checked).
+static const char *
+s_change (const cgq_env_t *env)
+{
+    switch (env->body_case) {
+    case CGQ__ENVELOPE__BODY_CANCEL_JOB:
+        return "the job was not cancelled";
+    case CGQ__ENVELOPE__BODY_PAUSE_JOB:
+        return env->pause_job->resume ? "the job was not resumed" : "the job was not paused";
+    case CGQ__ENVELOPE__BODY_ENABLE_DEVICE:
+        return "the device was not enabled";
+    case CGQ__ENVELOPE__BODY_SUGGEST:
+        return "no point was queued";
+    case CGQ__ENVELOPE__BODY_UPDATE_JOB:
+        return "the job was not updated";
+    default:
+        return NULL;
+    }
+}
+
 void
 control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
+    const char *what = s_change (env);
+    if (what && s_no_writes (c, rid, rid_len, what))
+        return;
     switch (env->body_case) {
     case CGQ__ENVELOPE__BODY_SUBMIT_JOB:
         s_submit (c, rid, rid_len, env->submit_job);
@@ -708,9 +752,11 @@ control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
         s_update (c, rid, rid_len, env->update_job);
         break;
     case CGQ__ENVELOPE__BODY_PING: {
+        // At once: it says only that this coordinator answers, which must
+        // stay true while Redis does not (docs/protocol.md).
         char msg[64];
         snprintf (msg, sizeof msg, "epoch %" PRIu64, c->epoch);
-        outbox_reply (c, rid, rid_len, 0, msg, false);
+        outbox_reply (c, rid, rid_len, 0, msg, true);
         break;
     }
     default:

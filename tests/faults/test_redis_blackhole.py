@@ -3,7 +3,8 @@
 so its kernel still accepts TCP connections into the backlog but nothing ever
 answers (as with packets dropped on the way). The coordinator's loop must not
 wait on it: for the whole outage a node's heartbeat is answered within
-500 ms, control requests are answered (a submit with a Redis-down refusal),
+500 ms, control requests are answered (a submit and a cancel with a Redis-down
+refusal that changes nothing: the job still finishes; a Ping at once),
 /metrics answers and shows cgq_redis_connected 0 and the probes counting.
 After SIGCONT the job finishes with every trial run exactly once."""
 
@@ -17,7 +18,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from harness import (CgqTestCase, ZmtpPeer, endpoint_port, free_port, main,  # noqa: E402
-                     pb_envelope, pb_submit)
+                     pb_envelope, pb_int, pb_submit)
 
 N = 10
 OUTAGE_S = 8.0       # several reconnect tries (each one used to block up to 2 s)
@@ -80,17 +81,26 @@ class RedisBlackholeTest(CgqTestCase):
         os.kill(c.redis_proc.pid, signal.SIGSTOP)
         beater = threading.Thread(target=beat)
         beater.start()
-        ctl, http, refusals, bodies = [], [], [], []
+        ctl, http, refusals, bodies, pings, cancels = [], [], [], [], [], []
+        ping = pb_envelope(34, b"")
+        cancel = pb_envelope(32, pb_int(1, j))
         try:
             end = time.monotonic() + OUTAGE_S
             k = 0
             while time.monotonic() < end:
                 if k % 5 == 0:
                     # A submit is refused at once while Redis takes no
-                    # writes (a Ping's answer waits for the turn's flush).
+                    # writes, and so is a cancel (nothing changed that is
+                    # not in Redis); a Ping is answered at once.
                     dt, reply = control(submit)
                     ctl.append(dt)
                     refusals.append(reply)
+                    dt, reply = control(ping)
+                    ctl.append(dt)
+                    pings.append(reply)
+                    dt, reply = control(cancel)
+                    ctl.append(dt)
+                    cancels.append(reply)
                     dt, body = scrape()
                     http.append(dt)
                     bodies.append(body)
@@ -109,6 +119,9 @@ class RedisBlackholeTest(CgqTestCase):
         self.assertLess(max(ctl), LIMIT_S, "control round trips: %s" % ctl)
         self.assertLess(max(http), LIMIT_S, "/metrics round trips: %s" % http)
         self.assertTrue(all(b"Redis" in r for r in refusals[1:]), refusals)
+        self.assertTrue(pings and all(b"epoch " in r for r in pings), pings)
+        self.assertTrue(all(b"takes no writes now" in r and b"the job was not cancelled" in r
+                            for r in cancels[1:]), cancels)
         last = bodies[-1]
         self.assertEqual(metric(last, "cgq_redis_connected"), 0.0, last)
         self.assertGreaterEqual(metric(last, "cgq_redis_connect_probes_total"), 2, last)

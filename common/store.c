@@ -397,8 +397,8 @@ cgq_store_new (const char *url, int timeout_ms, char *err, size_t errlen)
     return self;
 }
 
-static void
-s_disconnect (cgq_store_t *self)
+void
+cgq_store__disconnect (cgq_store_t *self)
 {
     if (self->ctx) {
         redisFree (self->ctx);
@@ -414,7 +414,7 @@ cgq_store_destroy (cgq_store_t **self_p)
     if (!self_p || !*self_p)
         return;
     cgq_store_t *self = *self_p;
-    s_disconnect (self);
+    cgq_store__disconnect (self);
     if (self->probe)
         redisFree (self->probe);
     s_flight_end (self);
@@ -456,7 +456,7 @@ s_io_error (cgq_store_t *self, const char *during)
     snprintf (self->errstr, sizeof self->errstr,
               "lost connection to Redis at %s during %s: %s (timeout %d ms; will reconnect)",
               self->url, during, why, self->timeout_ms);
-    s_disconnect (self);
+    cgq_store__disconnect (self);
     self->alive_ms = 0; // gated: the next connect waits for a new probe's answer
 }
 
@@ -474,15 +474,15 @@ s_handshake_error (cgq_store_t *self, const char *during)
     else
         snprintf (self->errstr, sizeof self->errstr, "cannot reach Redis at %s: %s during %s " S_HINT,
                   self->url, why, during);
-    s_disconnect (self);
+    cgq_store__disconnect (self);
 }
 
-// s_connect_at connects to host:port (or the socket) of the URL, or of the
+// cgq_store__connect_at connects to host:port (or the socket) of the URL, or of the
 // master that the sentinels named.
-static int
-s_connect_at (cgq_store_t *self)
+int
+cgq_store__connect_at (cgq_store_t *self)
 {
-    s_disconnect (self);
+    cgq_store__disconnect (self);
     struct timeval tv = {self->timeout_ms / 1000, (self->timeout_ms % 1000) * 1000};
     redisContext *c = self->is_unix ? redisConnectUnixWithTimeout (self->path, tv)
                                     : redisConnectWithTimeout (self->host, self->port, tv);
@@ -512,7 +512,7 @@ s_connect_at (cgq_store_t *self)
                       "CGQ_REDIS)",
                       self->url, r->str, self->user ? "user and " : "");
             freeReplyObject (r);
-            s_disconnect (self);
+            cgq_store__disconnect (self);
             return -1;
         }
         freeReplyObject (r);
@@ -539,7 +539,7 @@ s_connect_at (cgq_store_t *self)
             snprintf (self->errstr, sizeof self->errstr, "Redis at %s is not ready: %s",
                       self->url, r->str);
         freeReplyObject (r);
-        s_disconnect (self);
+        cgq_store__disconnect (self);
         return -1;
     }
     freeReplyObject (r);
@@ -548,64 +548,10 @@ s_connect_at (cgq_store_t *self)
     return 0;
 }
 
-// s_ask_sentinel asks sentinel i where the master is. Returns 0 with
-// host/port, or -1 with why (one line, appended).
-static int
-s_ask_sentinel (cgq_store_t *self, size_t i, char *host, size_t hostlen, int *port, cgq_buf_t *why)
-{
-    struct timeval tv = {self->timeout_ms / 1000, (self->timeout_ms % 1000) * 1000};
-    const char *sh = self->sent_host[i];
-    int sp = self->sent_port[i];
-    redisContext *c = redisConnectWithTimeout (sh, sp, tv);
-    if (!c || c->err) {
-        cgq_buf_printf (why, "; sentinel %s:%d: %s", sh, sp, c ? c->errstr : "out of memory");
-        if (c)
-            redisFree (c);
-        return -1;
-    }
-    redisSetTimeout (c, tv);
-    int rc = -1;
-    redisReply *r = NULL;
-    if (self->sent_password) {
-        r = self->sent_user ? redisCommand (c, "AUTH %s %s", self->sent_user, self->sent_password)
-                            : redisCommand (c, "AUTH %s", self->sent_password);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            cgq_buf_printf (why, "; sentinel %s:%d: AUTH: %s (check CGQ_SENTINEL_PASSWORD)", sh, sp,
-                            r ? r->str : c->errstr);
-            goto done;
-        }
-        freeReplyObject (r);
-    }
-    r = redisCommand (c, "SENTINEL get-master-addr-by-name %s", self->master_name);
-    if (!r)
-        cgq_buf_printf (why, "; sentinel %s:%d: %s", sh, sp, c->errstr);
-    else if (r->type == REDIS_REPLY_ERROR)
-        cgq_buf_printf (why, "; sentinel %s:%d: %s%s", sh, sp, r->str,
-                        !strncmp (r->str, "NOAUTH", 6) ? " (set CGQ_SENTINEL_PASSWORD)" : "");
-    else if (r->type == REDIS_REPLY_NIL || (r->type == REDIS_REPLY_ARRAY && r->elements == 0))
-        cgq_buf_printf (why, "; sentinel %s:%d does not know a master named '%s'", sh, sp,
-                        self->master_name);
-    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
-             || r->element[0]->type != REDIS_REPLY_STRING
-             || r->element[1]->type != REDIS_REPLY_STRING
-             || s_parse_int_range (r->element[1]->str, r->element[1]->len, 1, 65535, port) < 0)
-        cgq_buf_printf (why, "; sentinel %s:%d: unexpected answer to get-master-addr-by-name", sh,
-                        sp);
-    else {
-        snprintf (host, hostlen, "%s", r->element[0]->str);
-        rc = 0;
-    }
-done:
-    if (r)
-        freeReplyObject (r);
-    redisFree (c);
-    return rc;
-}
-
-// s_check_role: the Redis just connected says ROLE master. A demoted old
+// cgq_store__check_role: the Redis just connected says ROLE master. A demoted old
 // master (a replica now, or one not yet told) is never written to.
-static int
-s_check_role (cgq_store_t *self)
+int
+cgq_store__check_role (cgq_store_t *self)
 {
     redisReply *r = redisCommand (self->ctx, "ROLE");
     if (!r) {
@@ -629,56 +575,14 @@ s_check_role (cgq_store_t *self)
     }
     freeReplyObject (r);
     if (rc < 0)
-        s_disconnect (self);
+        cgq_store__disconnect (self);
     return rc;
-}
-
-// s_connect_sentinel finds the master through the sentinels, in turn from
-// the one that answered last, and connects to it if it says ROLE master.
-static int
-s_connect_sentinel (cgq_store_t *self)
-{
-    s_disconnect (self);
-    cgq_buf_t why;
-    cgq_buf_init (&why);
-    char *was = self->host ? cgq_xasprintf ("%s:%d", self->host, self->port) : NULL;
-    for (size_t k = 0; k < self->nsent; k++) {
-        size_t i = (self->sent_next + k) % self->nsent;
-        char host[256];
-        int port = 0;
-        if (s_ask_sentinel (self, i, host, sizeof host, &port, &why) < 0)
-            continue;
-        free (self->host);
-        self->host = cgq_xstrdup (host);
-        self->port = port;
-        if (s_connect_at (self) == 0 && s_check_role (self) == 0) {
-            self->sent_next = i;
-            char *now = cgq_xasprintf ("%s:%d", host, port);
-            if (!was || strcmp (was, now) != 0)
-                cgq_info ("store: master '%s' is at %s (sentinel %s:%d)%s%s", self->master_name,
-                          now, self->sent_host[i], self->sent_port[i], was ? "; it was at " : "",
-                          was ? was : "");
-            free (now);
-            free (was);
-            cgq_buf_fini (&why);
-            return 0;
-        }
-        cgq_buf_printf (&why, "; sentinel %s:%d named %s:%d: %s", self->sent_host[i],
-                        self->sent_port[i], host, port, self->errstr);
-    }
-    snprintf (self->errstr, sizeof self->errstr,
-              "cannot find the master '%s' through the sentinels of %s%s (are redis-sentinel and "
-              "the master running? check --redis / CGQ_REDIS; will retry)",
-              self->master_name, self->url, why.data ? why.data : "");
-    free (was);
-    cgq_buf_fini (&why);
-    return -1;
 }
 
 int
 cgq_store_connect (cgq_store_t *self)
 {
-    return self->master_name ? s_connect_sentinel (self) : s_connect_at (self);
+    return self->master_name ? cgq_store__connect_sentinel (self) : cgq_store__connect_at (self);
 }
 
 void
@@ -1287,7 +1191,7 @@ s_fence_check (cgq_store_t *self)
         return -1;
     }
     if (rc < 0)
-        s_disconnect (self);
+        cgq_store__disconnect (self);
     return rc;
 }
 
@@ -1544,7 +1448,7 @@ s_finish (cgq_store_t *self)
         s_consume (self, n);
     s_flight_end (self);
     if (rc < 0)
-        s_disconnect (self);
+        cgq_store__disconnect (self);
     return rc == -2 ? 0 : rc;
 }
 
@@ -1855,7 +1759,7 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
         return NULL;
     }
     if (want && !rearm)
-        s_disconnect (self); // queued in part (out of memory): replies would not match
+        cgq_store__disconnect (self); // queued in part (out of memory): replies would not match
     else if (rearm) {
         redisReply *u = NULL;
         int frc = -1;
@@ -1868,14 +1772,14 @@ cgq_store_command (cgq_store_t *self, const char *fmt, ...)
         if (frc == 1)
             self->fenced = true;
         else if (frc < 0)
-            s_disconnect (self); // replies may be left unread: a new connection
+            cgq_store__disconnect (self); // replies may be left unread: a new connection
         self->watch_armed = frc == 0;
     }
     if (r->type == REDIS_REPLY_ERROR && !strncmp (r->str, "READONLY", 8)) {
         // A demoted master: the next command finds the new one.
         snprintf (self->errstr, sizeof self->errstr,
                   "Redis at %s is a replica now (%s); will reconnect", self->url, r->str);
-        s_disconnect (self);
+        cgq_store__disconnect (self);
     }
     return r;
 }

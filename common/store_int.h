@@ -1,5 +1,6 @@
-// store_int: the store's insides, shared by store.c and store_probe.c
-// (the non-blocking probe and gate, split off for the file-length limit).
+// store_int: the store's insides, shared by store.c, store_probe.c (the
+// non-blocking probe and gate) and store_sentinel.c (finding the master
+// through Redis Sentinel), split for the file-length limit.
 // Nothing outside common/store*.c includes it.
 #ifndef CGQ_STORE_INT_H
 #define CGQ_STORE_INT_H
@@ -24,11 +25,12 @@ struct cgq_store_t {
     int timeout_ms;
 
     // sentinel://: the sentinels asked for the master's address on every
-    // connect (host/port above are then the master last found), in turn from
-    // the one that answered last; what they name must say ROLE master.
+    // connect (host/port above are then the master last found), all at once,
+    // a majority's newest config-epoch taken (store_sentinel.c); what they
+    // name must say ROLE master.
     char **sent_host;
     int *sent_port;
-    size_t nsent, sent_next;
+    size_t nsent;
     char *master_name;
     char *sent_user, *sent_password; // CGQ_SENTINEL_USER / CGQ_SENTINEL_PASSWORD
 
@@ -120,5 +122,23 @@ struct cgq_store_t {
 // probe's recent answer); otherwise the probe is started or polled (up to
 // a moment while Redis answered lately) and -1 comes back with errstr.
 int cgq_store__gate_ensure (cgq_store_t *self);
+
+// store_probe.c, for the sentinel path: the same gate for the master the
+// sentinels named (self->host/port): 0 when a probe answered lately (or
+// now, within a moment), else -1 with errstr and the probe going on.
+int cgq_store__gate_probe (cgq_store_t *self);
+// ... and forgets what it knew (the sentinels name another master).
+void cgq_store__probe_reset (cgq_store_t *self);
+
+// store.c: a blocking connect (AUTH, SELECT/PING) to host:port or the socket;
+// and the ROLE master check of what was just connected (disconnects if not).
+// 0, or -1 with errstr.
+int cgq_store__connect_at (cgq_store_t *self);
+void cgq_store__disconnect (cgq_store_t *self);
+int cgq_store__check_role (cgq_store_t *self);
+
+// store_sentinel.c: find the master through the sentinels (a majority's
+// newest config-epoch) and connect to it if it says ROLE master.
+int cgq_store__connect_sentinel (cgq_store_t *self);
 
 #endif

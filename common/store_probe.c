@@ -147,11 +147,25 @@ cgq_store_probes (const cgq_store_t *self)
 int
 cgq_store__gate_ensure (cgq_store_t *self)
 {
-    // Not yet for sentinel://: a probe would keep trying the master the
-    // sentinels named last, while a failover needs them asked again (the
-    // connect does that; it may block up to --redis-timeout per sentinel
-    // that does not answer).
-    if (self->gate && !self->nsent && s_probe_target (self)
+    // sentinel://: the master is found (and probed) in store_sentinel.c,
+    // since a failover needs the sentinels asked again first.
+    if (self->nsent)
+        return 0;
+    return cgq_store__gate_probe (self);
+}
+
+void
+cgq_store__probe_reset (cgq_store_t *self)
+{
+    s_probe_end (self);
+    self->alive_ms = 0;
+    self->probe_silent = false;
+}
+
+int
+cgq_store__gate_probe (cgq_store_t *self)
+{
+    if (self->gate && s_probe_target (self)
         && (!self->alive_ms || cgq_now_ms () - self->alive_ms > S_ALIVE_MS)) {
         if (s_probe_start (self) < 0)
             return -1;

@@ -185,7 +185,10 @@ def metric(port, name):
     return float(m.group(1)) if m else None
 
 
-class SentinelTest(CgqTestCase):
+class SentinelBase(CgqTestCase):
+    """An HaSet per test, stopped after the coordinator and workers (no
+    tests of its own: test_sentinel_majority.py builds on it too)."""
+
     def setUp(self):
         if not have_sentinel():
             print("skipped: redis-sentinel is not installed (apt-get install redis-sentinel; "
@@ -224,6 +227,8 @@ class SentinelTest(CgqTestCase):
             c.start_worker(wid, cpus=cpus)
         return mport
 
+
+class SentinelTest(SentinelBase):
     def test_failover_mid_job(self):
         ha, c = self.ha, self.cluster
         old = self._start()

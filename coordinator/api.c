@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "api_charts.h"
+#include "api_keys.h"
 #include "keyspace.h"
 #include "util.h"
 
@@ -581,13 +582,13 @@ s_order_get (const cgq_job_rec_t *job, bool ended, const char *how, uint64_t **i
     return hit;
 }
 
+// s_order_put keeps a copy of order (n ids), computed from t0_ms on.
 static void
-s_order_put (const cgq_job_rec_t *job, const char *how, cgq_trial_rec_t **v, size_t n,
+s_order_put (const cgq_job_rec_t *job, const char *how, const uint64_t *order, size_t n,
              int64_t t0_ms)
 {
     uint64_t *ids = cgq_xcalloc (n + 1, sizeof *ids);
-    for (size_t i = 0; i < n; i++)
-        ids[i] = v[i]->id;
+    memcpy (ids, order, n * sizeof *ids);
     pthread_mutex_lock (&s_orders_mu);
     s_order_t *o = &s_orders[0];
     for (int i = 1; i < S_ORDERS; i++)
@@ -753,12 +754,8 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
     }
     else {
         // Every trial, filtered and sorted here on what the order needs
-        // (all of each trial only when the order needs its stage runs);
-        // then the page's trials are read whole.
-        static const char *const sort_fields[] = {CGQ_TF_STATE,    CGQ_TF_VALUE,   CGQ_TF_FEASIBLE,
-                                                  CGQ_TF_METRICS,  CGQ_TF_STARTED, CGQ_TF_FINISHED,
-                                                  CGQ_TF_DURATION, CGQ_TF_NODE,    CGQ_TF_PARAMS};
-        size_t nf = sizeof sort_fields / sizeof *sort_fields - (x.by == S_PARAM ? 0 : 1);
+        // (one key a trial, api_keys.h; all of each trial only when the
+        // order needs its stage runs); then the page's trials are read whole.
         bool whole = x.by == S_DURATION || x.by == S_ATTEMPTS;
         bool ended = cgq_job_rec_terminal (job);
         char *how = cgq_xasprintf ("%d\x1f%s\x1f%s", x.sign, q->state ? q->state : "", sort);
@@ -781,18 +778,32 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
             total = job->suggested;
             goto loaded;
         }
-        if (rc == 0 && !s_order_get (job, ended, how, &order, &n)) {
+        if (rc == 0 && !whole && !s_order_get (job, ended, how, &order, &n)) {
+            // One key a trial (api_keys.h): what the order needs, no records.
+            static const api_by_t by[] = {
+                [S_RANK] = API_BY_RANK,       [S_ID] = API_BY_ID,
+                [S_VALUE] = API_BY_VALUE,     [S_STATE] = API_BY_STATE,
+                [S_STARTED] = API_BY_STARTED, [S_FINISHED] = API_BY_FINISHED,
+                [S_NODE] = API_BY_NODE,       [S_PARAM] = API_BY_PARAM,
+                [S_METRIC] = API_BY_METRIC};
+            int64_t t0 = cgq_now_ms ();
+            rc = api_keys_order (store, job, by[x.by], x.name, x.sign, q->state, &order, &n);
+            if (rc == 0)
+                s_order_put (job, how, order, n, t0);
+        }
+        else if (rc == 0 && whole && !s_order_get (job, ended, how, &order, &n)) {
+            // Duration and attempts need each trial's stage runs: whole records.
             int64_t t0 = cgq_now_ms ();
             s_which_t all = {.lo = 0, .step = 1, .count = job->suggested};
-            rc = s_load (store, job, &all, q->state, whole ? NULL : sort_fields, nf, &ts);
+            rc = s_load (store, job, &all, q->state, NULL, 0, &ts);
             if (rc == 0 && ts.n > 1)
                 qsort_r (ts.v, ts.n, sizeof *ts.v, s_cmp, &x);
-            if (rc == 0)
-                s_order_put (job, how, ts.v, ts.n, t0);
             n = ts.n;
             order = cgq_xcalloc (n + 1, sizeof *order);
             for (size_t i = 0; i < n; i++)
                 order[i] = ts.v[i]->id;
+            if (rc == 0)
+                s_order_put (job, how, order, n, t0);
             s_trials_free (&ts);
         }
         free (how);

@@ -40,6 +40,8 @@
 //   api_charts.c the job page's charts (best so far, learning curves,
 //                importance, a sample for the Pareto scatter), aggregated
 //                from Redis on those threads
+//   api_keys.c   a job's trials ordered on one key each (HMGET of the fields
+//                the order needs, a JSON member read without jansson)
 //   importance.c parameter importance as a pure computation (no I/O)
 //   sse.c        /api/events: cgq:events as server-sent events, read by a
 //                thread of its own (XREAD BLOCK); clients suspended in MHD

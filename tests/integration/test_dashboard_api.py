@@ -12,6 +12,7 @@ written. With
 bearer header, ?token= once sets an HttpOnly cookie that then suffices);
 beyond loopback without a token the coordinator refuses to start."""
 
+import functools
 import http.client
 import json
 import os
@@ -78,6 +79,137 @@ trial:
 # The trial fields of `cgq results --format json` (cli/show.h).
 RESULT_FIELDS = ("id", "state", "params", "metrics", "attempts", "node", "started", "finished",
                  "error", "warning")
+
+
+# The params texts of sort_fixture's trials with the key api.c sorts on for
+# params.x, as jansson reads them (not Python's json: jansson rejects a
+# whole text with an integer beyond 64 bits or a real that overflows):
+# (class, value): 0 a number (booleans 1 and 0), 1 a string (compared as
+# UTF-8 bytes, as strcmp does), 2 an object or array, 3 missing.
+# @ in a text is the trial's tie group.
+PARAM_X = (
+    ('{"x": @}', lambda g: (0, g)),
+    ('{"x": @.5, "y": "z"}', lambda g: (0, g + 0.5)),
+    ('{"y": 1, "x": -@e-1}', lambda g: (0, -g / 10)),
+    ('{"x": "s@"}', lambda g: (1, b"s%d" % g)),
+    ('{"x": true}', lambda g: (0, 1)),
+    ('{"x": false}', lambda g: (0, 0)),
+    ('{"x": [@]}', lambda g: (2, 0)),
+    ('{"x": {"a": @}}', lambda g: (2, 0)),
+    ('{"x": null}', lambda g: (3, 0)),
+    ('{"y": @}', lambda g: (3, 0)),
+    (None, lambda g: (3, 0)),  # no params field
+    ('not json @', lambda g: (3, 0)),
+    ('[@]', lambda g: (3, 0)),
+    ('{"x": 1e400}', lambda g: (3, 0)),
+    ('{"x": 123456789012345678901}', lambda g: (3, 0)),
+    ('{"x": @, }', lambda g: (3, 0)),
+    ('{"x": "caf\\u00e9@"}', lambda g: (1, ("caf\u00e9%d" % g).encode())),
+    ('{"x": "\u00e9t\u00e9@"}', lambda g: (1, ("\u00e9t\u00e9%d" % g).encode())),
+    ('{"x": 1, "x": "dup@"}', lambda g: (1, b"dup%d" % g)),
+    ('{"x": "%s@"}' % XSS, lambda g: (1, (XSS + "%d" % g).encode())),
+    ('{"x": 12345678901234567@}', lambda g: (0, float(12345678901234567 * 10 + g))),
+)
+
+
+def sort_fixture(j, n):
+    """Job j (max acc) of n trials written into Redis as the coordinator
+    writes them, with ties, missing values and odd JSON in params.x and
+    metrics.m; returns (commands, trials), each trial a dict of what the
+    sorts read: id, state, node, started, the keys of params.x and
+    metrics.m, value (None: none) and ranked."""
+    now = time.time()
+    cmds = [("HSET", "cgq:job:{%d}" % j, "id", j, "name", "sort-keys", "state", "finished",
+             "suggested", n + 2, "total", n + 2, "objective_metric", "acc",
+             "objective_mode", "max", "created", now, "finished", now, "spec", "name: s"),
+            ("ZADD", "cgq:jobs", now, j)]
+    trials = []
+    for i in range(n):  # trials n and n+1 do not exist: not listed
+        g = (i * 7) % 5
+        text, key = PARAM_X[i % len(PARAM_X)]
+        state = ("succeeded", "succeeded", "succeeded", "failed", "running")[i % 5]
+        h = ["id", i, "job", j, "state", state, "attempt", 1]
+        t = {"id": i, "state": state, "x": key(g), "node": None, "started": None,
+             "value": None}
+        if text is not None:
+            h += ["params", text.replace("@", str(g))]
+        # metrics.m: a number in ties, a string, missing; acc feeds value.
+        metrics, k = {}, i % 4
+        if k == 0:
+            metrics["m"], t["m"] = g / 4, (0, g / 4)
+        elif k == 1:
+            metrics["m"], t["m"] = "m%d" % (g % 2), (1, b"m%d" % (g % 2))
+        elif k == 2:
+            metrics["m"], t["m"] = [g], (2, 0)
+        else:
+            t["m"] = (3, 0)
+        if state == "succeeded":
+            acc = (g % 3) / 3
+            if i % 3 == 0:
+                metrics["acc"] = acc
+                h += ["value", repr(acc)]
+                t["value"] = acc
+            elif i % 3 == 1:
+                metrics["acc"] = acc  # no value field: the metric is the value
+                t["value"] = acc
+            else:
+                metrics["acc"] = "high" if i % 2 else True  # no number: no value
+        h += ["metrics", json.dumps(metrics)]
+        if i % 6 != 5:
+            node = ("w1", "w2", "", "w10")[i % 4]
+            h += ["node", node]
+            t["node"] = node or None
+        if i % 8 != 7:
+            started = (0, now - 100 + g, "junk")[i % 3] if i % 10 == 9 else now - 100 + g
+            h += ["started", started]
+            t["started"] = started if isinstance(started, float) and started > 0 else None
+        feasible = i % 13 != 4
+        if not feasible:
+            h += ["feasible", 0]
+        t["ranked"] = state == "succeeded" and t["value"] is not None and feasible
+        cmds.append(("HSET", "cgq:job:{%d}:trial:%d" % (j, i)) + tuple(h))
+        trials.append(t)
+    return cmds, trials
+
+
+def expected_order(trials, sort, order, state=None):
+    """The ids of trials in api.c's order: a key's class first (numbers,
+    strings, others, missing: missing last whichever the order), the key
+    in the order asked, ties by id ascending; rank: the ranked trials best
+    first (acc, max) then the rest, ties by id, all of it reversed for desc."""
+    sign = -1 if order == "desc" else 1
+    ts = [t for t in trials if state is None or t["state"] == state]
+
+    def key(t):
+        if sort == "params.x":
+            return t["x"]
+        if sort == "metrics.m":
+            return t["m"]
+        if sort == "value":
+            return (0, t["value"]) if t["value"] is not None else (3, 0)
+        if sort == "state":
+            return (1, t["state"].encode())
+        if sort == "started":
+            return (0, t["started"]) if t["started"] is not None else (3, 0)
+        return (1, t["node"].encode()) if t["node"] else (3, 0)
+
+    def cmp(a, b):
+        byid = (a["id"] > b["id"]) - (a["id"] < b["id"])
+        if sort == "id":
+            return sign * byid
+        if sort == "rank":
+            c = 0
+            if a["ranked"] != b["ranked"]:
+                c = -1 if a["ranked"] else 1
+            elif a["ranked"] and a["value"] != b["value"]:
+                c = -1 if a["value"] > b["value"] else 1
+            return sign * (c or byid)
+        ka, kb = key(a), key(b)
+        if ka[0] != kb[0]:
+            return -1 if ka[0] < kb[0] else 1
+        c = (ka[1] > kb[1]) - (ka[1] < kb[1]) if ka[0] < 2 else 0
+        return sign * c if c else byid
+    return [t["id"] for t in sorted(ts, key=functools.cmp_to_key(cmp))]
 
 
 def request(port, path, headers=None, method="GET"):
@@ -329,6 +461,50 @@ class DashboardApiTest(CgqTestCase):
                 break
             time.sleep(max(0.05, cold))
         self.assertEqual(top[0], 123, "the new best never came first (cold sort %.3fs)" % cold)
+
+    def test_sorts_on_one_key_match_python(self):
+        """A job's trials sorted by a param, a metric, the value, the node,
+        the start, the state and rank, both ways and with a state filter:
+        the order (read page by page) is the one Python computes from what
+        was written, ties, missing values, booleans, objects, escapes,
+        UTF-8, duplicate members and texts jansson rejects included; a
+        second request (the kept order) is the same."""
+        c = self.cluster
+        c.start_redis()
+        self.port = free_port()
+        c.start_coordinator(extra=("--http", "127.0.0.1:%d" % self.port))
+        j, n = 70, 4 * len(PARAM_X) * 5 - 3
+        cmds, trials = sort_fixture(j, n)
+        c.redis.pipeline(cmds)
+        checked = 0
+        for sort in ("params.x", "metrics.m", "value", "node", "started", "state", "rank",
+                     "id"):
+            for order in ("asc", "desc"):
+                for state in (None, "succeeded", "failed"):
+                    if sort == "id" and state is None:
+                        continue  # by id, unfiltered: the page alone (test_api)
+                    if sort == "rank" and order == "asc" and state is None:
+                        continue  # the leaderboard's (test_best_first_pages...)
+                    q = {"sort": sort, "order": order}
+                    if state:
+                        q["state"] = state
+                    want = expected_order(trials, sort, order, state)
+                    for _ in range(2):
+                        got = [t["id"] for t in self.all_pages(j, 37, **q)]
+                        self.assertEqual(got, want, "sort=%s order=%s state=%s" % (sort, order,
+                                                                                   state))
+                    checked += 1
+        self.assertEqual(checked, 8 * 2 * 3 - 3)
+        # The page's rows are the trials', whole: a param text jansson
+        # rejects reads as no params, the XSS one as the same string.
+        rows = {t["id"]: t for t in self.all_pages(j, 500, sort="params.x")}
+        self.assertEqual(len(rows), n)
+        for i in range(n):
+            text = PARAM_X[i % len(PARAM_X)][0]
+            if text and text.startswith('{"x": "%s' % XSS):
+                self.assertTrue(rows[i]["params"]["x"].startswith(XSS))
+            if text in ('{"x": 1e400}', 'not json {}'):
+                self.assertEqual(rows[i]["params"], {})
 
     def test_best_first_pages_from_the_leaderboard(self):
         """Best-first pages among the ranked trials come from the leaderboard

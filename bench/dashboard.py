@@ -5,7 +5,8 @@
    metrics, a log line each) written straight into a private Redis as the
    coordinator writes them (docs/architecture.md, *Redis data model*), then
    GET /api/jobs/1/trials?limit=50 of a coordinator started with --http,
-   --requests times per order: by id, best first (rank) and by a param. The
+   --requests times per order: by id, best first (rank), by a param, by a
+   metric that is not the objective and by value with a state filter. The
    first request of an order reads and sorts the whole job (what a running
    job costs every poll); the next ones find an ended job's order kept.
    Then the charts' calls (progress, curves, importance, sample), which
@@ -90,6 +91,8 @@ def api_costs(a):
         for name, path in (("by id", "trials?limit=50&sort=id"),
                            ("best first", "trials?limit=50&sort=rank"),
                            ("by a param", "trials?limit=50&sort=params.lr&order=desc"),
+                           ("by a metric", "trials?limit=50&sort=metrics.loss"),
+                           ("filtered", "trials?limit=50&sort=value&state=succeeded"),
                            # The job page's charts (docs/dashboard.md): each
                            # reads the job (importance: 20,000 at most).
                            ("progress", "progress"), ("curves", "curves?limit=5"),
@@ -100,7 +103,7 @@ def api_costs(a):
                 size = len(get(port, "/api/jobs/1/" + path))
                 times.append((time.monotonic() - t) * 1000)
             warm = sorted(times[1:]) or times
-            print("  %-11s cold %8.1f ms, then p50 %6.1f ms, p99 %6.1f ms (%d requests, %d bytes)"
+            print("  %-12s cold %8.1f ms, then p50 %6.1f ms, p99 %6.1f ms (%d requests, %d bytes)"
                   % (name, times[0], statistics.median(warm),
                      warm[min(len(warm) - 1, int(len(warm) * 0.99))], len(times), size),
                   flush=True)

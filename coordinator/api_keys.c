@@ -386,6 +386,20 @@ s_ent (s_ents_t *e, s_ent_t *k, const cgq_job_rec_t *job, api_by_t by, const cha
     }
 }
 
+// s_u64_at writes v in decimal and a NUL at p (21 bytes at most).
+static void
+s_u64_at (char *p, uint64_t v)
+{
+    char tmp[21];
+    size_t n = 0;
+    do
+        tmp[n++] = (char)('0' + v % 10);
+    while ((v /= 10) != 0);
+    while (n)
+        *p++ = tmp[--n];
+    *p = '\0';
+}
+
 typedef struct {
     api_by_t by;
     int sign, max;
@@ -428,13 +442,21 @@ api_keys_order (cgq_store_t *store, const cgq_job_rec_t *job, api_by_t by, const
     for (size_t f = 0; fields[f]; f++)
         snprintf (fmt + strlen (fmt), sizeof fmt - strlen (fmt), " %s", fields[f]);
     s_ents_t e = {0};
+    // The keys' common prefix once (cgq:job:{J}:trial:), each id appended
+    // by hand: snprintf for 100,000 keys was a tenth of the sort.
     char key[96];
+    cgq_key_trial (key, sizeof key, job->id, 0);
+    size_t plen = strlen (key) - 1;
+    bool fast_key = plen > 0 && key[plen] == '0' && plen + 21 < sizeof key;
     int rc = 0;
     uint64_t count = job->suggested;
     for (uint64_t base = 0; base < count && rc == 0; base += S_CHUNK) { // rc 1: an error reply
         uint64_t m = count - base < S_CHUNK ? count - base : S_CHUNK;
         for (uint64_t i = 0; i < m; i++) {
-            cgq_key_trial (key, sizeof key, job->id, base + i);
+            if (fast_key)
+                s_u64_at (key + plen, base + i);
+            else
+                cgq_key_trial (key, sizeof key, job->id, base + i);
             if (cgq_store_append (store, fmt, key) < 0) {
                 rc = -1;
                 break;

@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,12 @@ def main():
     ap.add_argument("--cpu", type=int, default=None, help="the CPU to pin (default: the last)")
     args = ap.parse_args()
     cpu = args.cpu if args.cpu is not None else sorted(os.sched_getaffinity(0))[-1]
+    # SIGTERM (or a hangup) ends the bench through its finally: the CPU hog
+    # it pins beside the runner is killed, never left spinning.
+    def stop(signum, frame):
+        raise SystemExit("bench/measure_noise.py: stopped by signal %d" % signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     tmp = tempfile.mkdtemp(prefix="cgq-bench-noise-")
     hog = None
     try:

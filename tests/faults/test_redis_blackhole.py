@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from harness import heartbeat_rtt as harness_rtt  # noqa: E402
 from harness import (CgqTestCase, ZmtpPeer, endpoint_port, free_port, main,  # noqa: E402
                      pb_envelope, pb_int, pb_submit)
 
@@ -47,10 +48,7 @@ class RedisBlackholeTest(CgqTestCase):
         node = ZmtpPeer("127.0.0.1", endpoint_port(c.nodes_ep), identity=b"probe-peer", timeout=5)
 
         def heartbeat_rtt():
-            t0 = time.monotonic()
-            node.send([pb_envelope(12, b"")])
-            node.recv()
-            return time.monotonic() - t0
+            return harness_rtt(node)
 
         def control(payload):
             peer = ZmtpPeer("127.0.0.1", endpoint_port(c.control_ep), socket_type=b"REQ",

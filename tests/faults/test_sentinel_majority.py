@@ -32,8 +32,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
-from harness import (Redis, ZmtpPeer, endpoint_port, main, pb_envelope,  # noqa: E402
-                     read_text)
+from harness import Redis, ZmtpPeer, endpoint_port, main, read_text  # noqa: E402
+from harness import heartbeat_rtt as harness_rtt  # noqa: E402
 import test_sentinel  # noqa: E402
 
 NAME = test_sentinel.NAME
@@ -169,10 +169,7 @@ class SentinelMajorityTest(test_sentinel.SentinelBase):
         node = ZmtpPeer("127.0.0.1", endpoint_port(c.nodes_ep), identity=b"probe-peer", timeout=5)
 
         def heartbeat_rtt():
-            t0 = time.monotonic()
-            node.send([pb_envelope(12, b"")])
-            node.recv()
-            return time.monotonic() - t0
+            return harness_rtt(node)
 
         self.assertLess(heartbeat_rtt(), LIMIT_S)
         stopped = [s[2] for s in ha.sentinels] + [ha.redis["master"][2], ha.redis["replica"][2]]

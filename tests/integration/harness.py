@@ -556,6 +556,16 @@ def pb_envelope(body_field, body, version=1):
     return pb_int(1, version) + pb_bytes(body_field, body)
 
 
+def heartbeat_rtt(peer):
+    """The round trip, in seconds, of one node Heartbeat (an empty one) sent
+    through peer (a ZmtpPeer on the coordinator's node endpoint): how long
+    the coordinator's loop takes to answer a node."""
+    t0 = time.monotonic()
+    peer.send([pb_envelope(12, b"")])
+    peer.recv()
+    return time.monotonic() - t0
+
+
 def pb_result(task, status=0, metrics_json="{}"):
     return pb_envelope(15, pb_bytes(1, task) + pb_int(2, status) + pb_bytes(3, metrics_json))
 

@@ -123,6 +123,13 @@ struct cgq_store_t {
 // a moment while Redis answered lately) and -1 comes back with errstr.
 int cgq_store__gate_ensure (cgq_store_t *self);
 
+// store_probe.c: one step of a request on a non-blocking connection c whose
+// socket poll() found ready: until *sent, finish the connect (SO_ERROR) and
+// write what is appended (*sent once all is out); then read what came into
+// c's reader (redisGetReplyFromReader takes the replies). 0, or -1 with
+// *fail (why, valid until c is freed).
+int cgq_store__nb_io (redisContext *c, bool *sent, const char **fail);
+
 // store_probe.c, for the sentinel path: the same gate for the master the
 // sentinels named (self->host/port): 0 when a probe answered lately (or
 // now, within a moment), else -1 with errstr and the probe going on.

@@ -67,6 +67,30 @@ s_probe_start (cgq_store_t *self)
 }
 
 int
+cgq_store__nb_io (redisContext *c, bool *sent, const char **fail)
+{
+    if (!*sent) {
+        int soerr = 0, done = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt (c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr) {
+            *fail = strerror (soerr);
+            return -1;
+        }
+        if (redisBufferWrite (c, &done) != REDIS_OK) {
+            *fail = c->errstr;
+            return -1;
+        }
+        *sent = done != 0;
+        return 0;
+    }
+    if (redisBufferRead (c) != REDIS_OK) {
+        *fail = c->errstr[0] ? c->errstr : "connection closed";
+        return -1;
+    }
+    return 0;
+}
+
+int
 cgq_store_probe_poll (cgq_store_t *self)
 {
     if (!self->probe)
@@ -74,21 +98,14 @@ cgq_store_probe_poll (cgq_store_t *self)
     redisContext *c = self->probe;
     struct pollfd p = {.fd = c->fd, .events = self->probe_sent ? POLLIN : POLLOUT};
     if (poll (&p, 1, 0) > 0) {
-        if (!self->probe_sent) {
-            int soerr = 0;
-            socklen_t len = sizeof soerr;
-            if (getsockopt (c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr)
-                return s_probe_fail (self, strerror (soerr)), CGQ_PROBE_DEAD;
-            int done = 0;
-            if (redisBufferWrite (c, &done) != REDIS_OK)
-                return s_probe_fail (self, c->errstr), CGQ_PROBE_DEAD;
-            self->probe_sent = done != 0;
-        }
-        else {
+        bool reading = self->probe_sent;
+        const char *fail = NULL;
+        if (cgq_store__nb_io (c, &self->probe_sent, &fail) < 0)
+            return s_probe_fail (self, fail), CGQ_PROBE_DEAD;
+        if (reading) {
             void *r = NULL;
-            if (redisBufferRead (c) != REDIS_OK || redisGetReplyFromReader (c, &r) != REDIS_OK)
-                return s_probe_fail (self, c->errstr[0] ? c->errstr : "connection closed"),
-                       CGQ_PROBE_DEAD;
+            if (redisGetReplyFromReader (c, &r) != REDIS_OK)
+                return s_probe_fail (self, c->errstr), CGQ_PROBE_DEAD;
             if (r) {
                 freeReplyObject (r);
                 s_probe_end (self);

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "log.h"
 #include "store_int.h"
@@ -159,18 +158,8 @@ s_ask_all (cgq_store_t *self, s_ask_t *asks, size_t n, int64_t wait_ms, cgq_buf_
             size_t i = map[k];
             s_ask_t *a = &asks[i];
             const char *fail = NULL;
-            if (!a->sent) {
-                int soerr = 0, done = 0;
-                socklen_t len = sizeof soerr;
-                if (getsockopt (a->c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr)
-                    fail = strerror (soerr);
-                else if (redisBufferWrite (a->c, &done) != REDIS_OK)
-                    fail = a->c->errstr;
-                a->sent = done != 0;
-            }
-            else if (redisBufferRead (a->c) != REDIS_OK)
-                fail = a->c->errstr[0] ? a->c->errstr : "connection closed";
-            else
+            bool reading = a->sent;
+            if (cgq_store__nb_io (a->c, &a->sent, &fail) == 0 && reading)
                 s_read (self, a, i, why);
             if (fail && !a->done) {
                 cgq_buf_printf (why, "; sentinel %s:%d: %s", self->sent_host[i],

@@ -85,6 +85,24 @@ control_too_big (coord_t *c, const char *rid, size_t rid_len, size_t size)
     outbox_reply (c, rid, rid_len, 2, msg, false);
 }
 
+// s_no_writes refuses at once a request that would change state while Redis
+// takes no writes (a batch failed and is being retried): such a change is
+// answered only once it is in Redis, which may be minutes away, so the
+// client would wait out its timeout and report a coordinator that does not
+// answer. Refused, nothing is changed, and the client is told why and to try
+// again (again: how). Returns true when it refused.
+static bool
+s_no_writes (coord_t *c, const char *rid, size_t rid_len, const char *what, const char *again)
+{
+    if (!c->redis_retry_ms)
+        return false;
+    char msg[1536]; // the URL, the cause and the hint, whole
+    snprintf (msg, sizeof msg, "Redis at %s takes no writes now (%s%s): %s; %s once Redis is back",
+              cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c), what, again);
+    outbox_reply (c, rid, rid_len, 1, msg, true);
+    return true;
+}
+
 static void
 s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
 {
@@ -147,15 +165,9 @@ s_submit (coord_t *c, const char *rid, size_t rid_len, const Cgq__SubmitJob *m)
     }
     // While Redis is known to be down, say so at once (the INCR below would
     // wait out its timeout first).
-    if (c->redis_retry_ms) {
-        char msg[1536]; // the URL, the cause and the hint, whole
-        snprintf (msg, sizeof msg,
-                  "Redis at %s takes no writes now (%s%s): the job was not submitted; submit it "
-                  "again once Redis is back",
-                  cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c));
+    if (s_no_writes (c, rid, rid_len, "the job was not submitted", "submit it again")) {
         cgq_searcher_destroy (&searcher);
         cgq_spec_destroy (&spec);
-        outbox_reply (c, rid, rid_len, 1, msg, true);
         return;
     }
     redisReply *r = cgq_store_command (c->store, "INCR %s", CGQ_KEY_JOB_SEQ);
@@ -685,25 +697,6 @@ s_update (coord_t *c, const char *rid, size_t rid_len, const Cgq__UpdateJob *m)
     outbox_reply (c, rid, rid_len, 0, msg, false);
 }
 
-// s_no_writes refuses at once a request that would change state while Redis
-// takes no writes (a batch failed and is being retried): such a change is
-// answered only once it is in Redis, which may be minutes away, so the
-// client would wait out its timeout and report a coordinator that does not
-// answer. Refused, nothing is changed, and the client is told why and to try
-// again. Returns true when it refused.
-static bool
-s_no_writes (coord_t *c, const char *rid, size_t rid_len, const char *what)
-{
-    if (!c->redis_retry_ms)
-        return false;
-    char msg[1536]; // the URL, the cause and the hint, whole
-    snprintf (msg, sizeof msg, "Redis at %s takes no writes now (%s%s): %s; try again once Redis "
-                               "is back",
-              cgq_store_url (c->store), s_redis_why (c), s_redis_hint (c), what);
-    outbox_reply (c, rid, rid_len, 1, msg, true);
-    return true;
-}
-
 // s_change: what a request that changes state would leave undone if
 // refused, or NULL for one that changes nothing (Ping) or says it itself (a
 // submit, after its spec is checked).
@@ -730,7 +723,7 @@ void
 control_message (coord_t *c, const char *rid, size_t rid_len, cgq_env_t *env)
 {
     const char *what = s_change (env);
-    if (what && s_no_writes (c, rid, rid_len, what))
+    if (what && s_no_writes (c, rid, rid_len, what, "try again"))
         return;
     switch (env->body_case) {
     case CGQ__ENVELOPE__BODY_SUBMIT_JOB:

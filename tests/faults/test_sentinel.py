@@ -123,6 +123,15 @@ class HaSet:
             self.sentinels.append([port, conf, p])
             self._wait_ping(port, p, "sentinel%d" % i).close()
 
+    def start(self, test):
+        """The master, its replica and three sentinels, ready (wait_ready).
+        Returns the master's port."""
+        mport = self.start_redis("master")
+        self.start_redis("replica", replica_of=mport)
+        self.start_sentinels(mport)
+        self.wait_ready(test)
+        return mport
+
     def restart_sentinel(self, i):
         port, conf, _ = self.sentinels[i]
         p = self._proc("sentinel%d" % i, ["redis-sentinel", conf])
@@ -216,10 +225,7 @@ class SentinelBase(CgqTestCase):
 
     def _start(self, coord_extra=(), workers=(("w1", 2), ("w2", 2))):
         ha, c = self.ha, self.cluster
-        mport = ha.start_redis("master")
-        ha.start_redis("replica", replica_of=mport)
-        ha.start_sentinels(mport)
-        ha.wait_ready(self)
+        mport = ha.start(self)
         c.redis_url = ha.url()
         c.redis = Redis("127.0.0.1", mport)
         c.start_coordinator(extra=("--redis-replicas", "1") + tuple(coord_extra))
@@ -370,10 +376,7 @@ class SentinelTest(SentinelBase):
 
     def test_sentinels_down(self):
         ha, c = self.ha, self.cluster
-        mport = ha.start_redis("master")
-        ha.start_redis("replica", replica_of=mport)
-        ha.start_sentinels(mport)
-        ha.wait_ready(self)
+        mport = ha.start(self)
         # The first sentinel of the URL down from the start: the next answers.
         ha.sentinels[0][2].kill9()
         c.redis_url = ha.url()

@@ -115,10 +115,7 @@ class SentinelMajorityTest(test_sentinel.SentinelBase):
 
     def _start_set(self):
         ha, c = self.ha, self.cluster
-        mport = ha.start_redis("master")
-        ha.start_redis("replica", replica_of=mport)
-        ha.start_sentinels(mport)
-        ha.wait_ready(self)
+        mport = ha.start(self)
         self._fakes(mport)
         c.redis_url = self._url()
         c.redis = Redis("127.0.0.1", mport)

@@ -318,6 +318,32 @@ s_client_ok (coord_t *c, const char *rid, const Cgq__Hello *h)
     return false;
 }
 
+// s_node_full applies a Hello's or a heartbeat's `full` (a worker's disk):
+// while set, no new task goes to the node (nodes_fits_free); the reason is
+// in its hash for cgq nodes, and logged when it comes and goes.
+static void
+s_node_full (coord_t *c, node_t *n, const char *full)
+{
+    if (full && !*full)
+        full = NULL;
+    if (full ? n->full && !strcmp (n->full, full) : !n->full)
+        return;
+    if (full)
+        cgq_warn ("node %s takes no new task for now: %s", n->id, full);
+    else
+        cgq_info ("node %s takes tasks again (its disk has room)", n->id);
+    free (n->full);
+    n->full = full ? cgq_xstrdup (full) : NULL;
+    if (!full)
+        c->sched_dirty = true;
+    char key[300];
+    cgq_key_node (key, sizeof key, n->id);
+    cgq_hset_t h;
+    cgq_hset_init (&h, key);
+    cgq_hset_str (&h, CGQ_NF_FULL, full ? full : "");
+    cgq_hset_queue (&h, c->store);
+}
+
 static void
 s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
 {
@@ -357,6 +383,9 @@ s_hello (coord_t *c, const char *rid, const Cgq__Hello *h)
     }
     n->instance = h->instance;
     n->batches = h->batches;
+    // Before anything can be placed on it: a full worker reconnecting (to a
+    // restarted coordinator, a standby) says so here, not a heartbeat later.
+    s_node_full (c, n, h->full);
 
     // (Re)declare resources; free capacity is recomputed from what it runs.
     nodes_declare (c, n, h->hostname, h->pid, h->kind, h->resources);
@@ -469,32 +498,6 @@ s_reconcile (coord_t *c, node_t *n, const Cgq__Heartbeat *hb, bool clock)
         outbox_stop (c, n->id, r, "superseded: the coordinator no longer owns this attempt");
     }
     s_missing (c, n, hb, clock);
-}
-
-// s_node_full applies a heartbeat's `full` (a worker's disk): while set, no
-// new task goes to the node (nodes_fits_free); the reason is in its hash for
-// cgq nodes, and logged when it comes and goes.
-static void
-s_node_full (coord_t *c, node_t *n, const char *full)
-{
-    if (full && !*full)
-        full = NULL;
-    if (full ? n->full && !strcmp (n->full, full) : !n->full)
-        return;
-    if (full)
-        cgq_warn ("node %s takes no new task for now: %s", n->id, full);
-    else
-        cgq_info ("node %s takes tasks again (its disk has room)", n->id);
-    free (n->full);
-    n->full = full ? cgq_xstrdup (full) : NULL;
-    if (!full)
-        c->sched_dirty = true;
-    char key[300];
-    cgq_key_node (key, sizeof key, n->id);
-    cgq_hset_t h;
-    cgq_hset_init (&h, key);
-    cgq_hset_str (&h, CGQ_NF_FULL, full ? full : "");
-    cgq_hset_queue (&h, c->store);
 }
 
 // s_heartbeat answers at once: the answer depends on no state, so nodes

@@ -183,6 +183,7 @@ s_send_hello (cgq_link_t *self, int64_t now)
     hello.assign_epoch = self->assign_epoch;
     hello.assign_seq = self->assign_seq;
     hello.batches = self->batches;
+    hello.full = self->full ? self->full : (char *) "";
     hello.resources = (Cgq__Resources *) self->resources;
     Cgq__TaskRef **running = NULL;
     hello.n_running = self->running ? self->running (self->arg, &running) : 0;

@@ -8,7 +8,10 @@ one asked for more free space than any disk has (--min-free 10^18 bytes):
 - alone, it gets no trial: none is started, failed or lost; the job is
   blocked with the reason (cgq status); its node hash says why (`full`),
   `cgq workers` and the Python client show it, the coordinator logs it once;
-- a second worker with room then runs every trial, once; the full one none.
+- a second worker with room then runs every trial, once; the full one none;
+- the coordinator killed -9 while the job waits on the full worker, and
+  started again: the worker's Hello says it is full, so no trial goes to it
+  before its first heartbeat (it did before `Hello.full`).
 A real disk filling and emptying under a running worker (the tmpfs) is in
 test_diskfull.py (root only).
 """
@@ -19,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, CgqTestCase, main  # noqa: E402
+from harness import REPO, CgqTestCase, endpoint_port, main  # noqa: E402
 
 HUGE = str(10 ** 18)
 
@@ -79,6 +82,34 @@ class WorkerFullTest(CgqTestCase):
         for t, h in c.trials(j).items():
             self.assertEqual(h.get("node"), "wok", "trial %d: %s" % (t, h))
         self.assertIn("--min-free", c.redis.hgetall("cgq:node:wfull").get("full"))
+
+    def test_full_worker_across_a_coordinator_kill(self):
+        # A job waiting (blocked) on the full worker, the coordinator killed
+        # -9 and started again: the worker comes back with a Hello, and the
+        # new coordinator must not hand it the waiting trials before its
+        # first heartbeat says it is full.
+        c = self.cluster
+        c.start_redis()
+        c.start_coordinator()
+        c.start_worker("wfull", cpus=2, extra=["--min-free", HUGE])
+        c.wait_for(lambda: c.redis.hgetall("cgq:node:wfull").get("full"), 10, "full said")
+        n = 4
+        j = c.submit(c.write_counted_job("fullkill", n, 0.1))
+        c.wait_for(lambda: c.job(j).get("blocked"), 10, "the job to be blocked")
+        c.coordinator.kill9()
+        c.procs.remove(c.coordinator)
+        nodes_port = endpoint_port(c.nodes_ep)
+        control_port = endpoint_port(c.control_ep)
+        c.start_coordinator(extra=("--bind", "tcp://127.0.0.1:%d" % nodes_port,
+                                   "--control", "tcp://127.0.0.1:%d" % control_port))
+        c.wait_for(lambda: c.redis.hgetall("cgq:node:wfull").get("state") == "alive", 20,
+                   "the worker back with the new coordinator")
+        time.sleep(2)
+        self.assertFalse(os.path.exists(os.path.join(c.specdir, "runs.txt")),
+                         "a trial started on the full worker after the coordinator restart")
+        self.assertIn("its disk is full", c.job(j).get("blocked", ""), c.job(j))
+        c.start_worker("wok", cpus=2)
+        self.assert_exactly_once(j, n, timeout=60)
 
     def test_min_free_zero_never_full(self):
         c = self.cluster

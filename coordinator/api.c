@@ -351,57 +351,23 @@ static const char *const s_sort_names[] = {"rank",     "id",       "value",    "
                                            "finished", "duration", "attempts", "node"};
 
 typedef struct {
-    const cgq_job_rec_t *job;
     s_sort_t by;
     const char *name; // params.X / metrics.X: X
     int sign;         // +1 asc, -1 desc
 } s_sort_ctx_t;
 
-// A sort key: numbers before strings before anything else; missing last,
-// whichever the order.
-typedef struct {
-    int cls; // 0 number, 1 string, 2 other, 3 missing
-    double num;
-    const char *str;
-} s_key_t;
-
-static s_key_t
-s_key_json (const json_t *v)
-{
-    if (json_is_number (v))
-        return (s_key_t){0, json_number_value (v), NULL};
-    if (json_is_boolean (v))
-        return (s_key_t){0, json_is_true (v) ? 1 : 0, NULL};
-    if (json_is_string (v))
-        return (s_key_t){1, 0, json_string_value (v)};
-    return (s_key_t){v && !json_is_null (v) ? 2 : 3, 0, NULL};
-}
-
-static s_key_t
-s_key (const s_sort_ctx_t *x, const cgq_trial_rec_t *t)
-{
-    double d;
-    switch (x->by) {
-    case S_VALUE: return t->has_value ? (s_key_t){0, t->value, NULL} : (s_key_t){3, 0, NULL};
-    case S_STATE: return (s_key_t){1, 0, t->state};
-    case S_STARTED: return t->has_started ? (s_key_t){0, t->started, NULL} : (s_key_t){3, 0, NULL};
-    case S_FINISHED:
-        return t->has_finished ? (s_key_t){0, t->finished, NULL} : (s_key_t){3, 0, NULL};
-    case S_DURATION:
-        return cgq_trial_rec_run_time (t, &d) ? (s_key_t){0, d, NULL} : (s_key_t){3, 0, NULL};
-    case S_ATTEMPTS: return (s_key_t){0, cgq_trial_rec_tries (t), NULL};
-    case S_NODE: return t->node ? (s_key_t){1, 0, t->node} : (s_key_t){3, 0, NULL};
-    case S_PARAM: return s_key_json (t->params ? json_object_get (t->params, x->name) : NULL);
-    case S_METRIC: return s_key_json (t->metrics ? json_object_get (t->metrics, x->name) : NULL);
-    default: return (s_key_t){3, 0, NULL};
-    }
-}
-
+// s_cmp orders the trials by what only their whole records say (duration:
+// their stage runs; attempts): every other order is api_keys.c's, which
+// reads one key a trial. A trial without the key (no run time yet) goes
+// last whichever the order; ties by id.
 static bool
-s_ranked (const cgq_job_rec_t *job, const cgq_trial_rec_t *t)
+s_whole_key (const s_sort_ctx_t *x, const cgq_trial_rec_t *t, double *k)
 {
-    return job->metric && t->has_value && t->feasible != 0 &&
-           !strcmp (t->state, cgq_tstate_names[CGQ_TRIAL_SUCCEEDED]);
+    if (x->by == S_ATTEMPTS) {
+        *k = cgq_trial_rec_tries (t);
+        return true;
+    }
+    return cgq_trial_rec_run_time (t, k);
 }
 
 static int
@@ -411,25 +377,11 @@ s_cmp (const void *a, const void *b, void *arg)
     const cgq_trial_rec_t *p = *(cgq_trial_rec_t *const *)a;
     const cgq_trial_rec_t *q = *(cgq_trial_rec_t *const *)b;
     int byid = p->id < q->id ? -1 : p->id > q->id;
-    if (x->by == S_ID)
-        return x->sign * byid;
-    if (x->by == S_RANK) { // cgq results' order (cli/view.c), reversed for desc
-        bool rp = s_ranked (x->job, p), rq = s_ranked (x->job, q);
-        int c = 0;
-        if (rp != rq)
-            c = rp ? -1 : 1;
-        else if (rp && p->value != q->value)
-            c = (x->job->mode > 0 ? p->value > q->value : p->value < q->value) ? -1 : 1;
-        return x->sign * (c ? c : byid);
-    }
-    s_key_t kp = s_key (x, p), kq = s_key (x, q);
-    if (kp.cls != kq.cls)
-        return kp.cls < kq.cls ? -1 : 1;
-    int c = 0;
-    if (kp.cls == 0)
-        c = kp.num < kq.num ? -1 : kp.num > kq.num;
-    else if (kp.cls == 1)
-        c = strcmp (kp.str, kq.str);
+    double kp = 0, kq = 0;
+    bool hp = s_whole_key (x, p, &kp), hq = s_whole_key (x, q, &kq);
+    if (hp != hq)
+        return hp ? -1 : 1;
+    int c = hp ? (kp < kq ? -1 : kp > kq) : 0;
     return c ? x->sign * c : byid;
 }
 
@@ -710,7 +662,7 @@ s_trials (cgq_store_t *store, const cgq_job_rec_t *job, const api_query_t *q, ch
                         (unsigned long long)S_MAX_OFFSET);
     if (q->limit && (!s_u64 (q->limit, API_MAX_LIMIT, &limit) || limit == 0))
         return s_error (400, body, "limit must be a number from 1 to %d", API_MAX_LIMIT);
-    s_sort_ctx_t x = {.job = job, .by = S_RANK, .sign = 1};
+    s_sort_ctx_t x = {.by = S_RANK, .sign = 1};
     const char *sort = q->sort ? q->sort : "rank";
     if (!strncmp (sort, "params.", 7) && sort[7]) {
         x.by = S_PARAM;

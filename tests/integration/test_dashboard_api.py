@@ -343,6 +343,17 @@ class DashboardApiTest(CgqTestCase):
         values = [t["value"] for t in by_value["trials"]]
         self.assertEqual(values[:16], sorted(values[:16], reverse=True))
         self.assertEqual(values[16:], [None] * 4, "missing values go last in either order")
+        # The orders that need whole records (api.c's s_cmp): by duration and
+        # attempts, both ways, ties by id, a trial without a run time last.
+        for sort in ("duration", "attempts"):
+            for order, sign in (("asc", 1), ("desc", -1)):
+                rows = self.get_json("/api/jobs/%d/trials?sort=%s&order=%s&limit=500"
+                                     % (done, sort, order))["trials"]
+                self.assertEqual(len(rows), 20)
+                want = sorted(rows, key=lambda t: (t[sort] is None,
+                                                   sign * (t[sort] or 0), t["id"]))
+                self.assertEqual([t["id"] for t in rows], [t["id"] for t in want],
+                                 "sort=%s order=%s" % (sort, order))
 
         # One trial, with its reports.
         t0 = self.get_json("/api/jobs/%d/trials/0" % done)
